@@ -1,0 +1,121 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kagzi/kagzi/internal/bench"
+	"github.com/kagzi/kagzi/internal/svc"
+)
+
+func init() { register(newBenchCmd) }
+
+func newBenchCmd(a *app) *cobra.Command {
+	var o bench.Options
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure throughput, latency, sleep lateness, idle cost, scale, connections, cron and recovery with every service as its own process",
+		Long: `bench creates its own database next to --database-url, runs the dispatcher,
+scheduler, reaper and workers as separate processes over real TCP hops to
+Postgres and NATS (an embedded NATS server unless --nats-url is given
+explicitly), drives the scenario through the client SDK, prints the figures
+(a table, or JSON with --json) and drops the database. See docs/BENCHMARKS.md.
+
+Scenarios:
+  throughput  start --runs runs of a no-op workflow of --steps steps, report
+              runs_per_sec and steps_per_sec (first start to last result)
+  latency     start --runs runs at --rate per second, report dispatch
+              (start commit -> workflow code running) and result
+              (start -> result received) percentiles
+  sleep       start --runs (default 2000) runs at --rate per second
+              (default 500; 0: all at once), each sleeping a random
+              100-1000 ms, report how late they woke (late_p50_ms,
+              late_p99_ms: code running again minus due time)
+  idle        all services and --workers (default 10) workers up, no work,
+              for --duration (default 30s): report statements_per_sec
+  scale       throughput of --runs (default 10000) runs with 0, 1,000,000 and
+              5,000,000 finished runs in the table (--sizes): runs_per_sec each
+  connections Postgres connections held with 1 and with 50 worker processes
+  cron        --schedules (default 50) schedules firing every second for
+              --duration (default 30s): lateness percentiles, duplicates, missed
+  recovery    a worker holding --runs (default 100) runs is killed: time until
+              they all run on another worker (--worker-timeout)`,
+		Example: `  kagzi bench --scenario throughput --steps 1 --runs 20000
+  kagzi bench --scenario latency --rate 200 --json
+  kagzi bench --scenario sleep --json
+  kagzi bench --scenario idle --duration 30s
+  kagzi bench --scenario scale --sizes 0,1000000,5000000
+  kagzi bench --scenario recovery --worker-timeout 2s --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.AdminURL = a.DatabaseURL
+			if o.Scenario == "sleep" && !cmd.Flags().Changed("rate") {
+				o.Rate = bench.DefaultSleepRate
+			}
+			if !cmd.Flags().Changed("nats-url") {
+				o.NATSURL = ""
+			} else {
+				o.NATSURL = a.NATSURL
+			}
+			o.Log = svc.Logger("warn")
+			if verbose {
+				o.Log = svc.Logger("info")
+				o.ServiceLog = os.Stderr
+			}
+			res, err := bench.Run(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if a.JSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(res)
+			}
+			if res.Detail != nil {
+				return bench.WriteTable(out, res.Detail.Rows())
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(tw, "scenario\t%s\n", res.Scenario)
+			fmt.Fprintf(tw, "runs\t%d (failed %d)\n", res.Runs, res.Failed)
+			fmt.Fprintf(tw, "steps per run\t%d\n", res.Steps)
+			fmt.Fprintf(tw, "processes\t%d dispatcher, 1 scheduler, 1 reaper, %d workers\n", res.Dispatchers, res.Workers)
+			fmt.Fprintf(tw, "duration\t%.2f s\n", res.DurationSec)
+			fmt.Fprintf(tw, "runs/s\t%.0f\n", res.RunsPerSec)
+			if res.Scenario == "throughput" {
+				fmt.Fprintf(tw, "steps/s\t%.0f\n", res.StepsPerSec)
+				for _, row := range res.Cost.Rows() {
+					fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
+				}
+			} else {
+				fmt.Fprintf(tw, "dispatch p50 / p99\t%.2f / %.2f ms\n", res.DispatchP50ms, res.DispatchP99ms)
+				fmt.Fprintf(tw, "result p50 / p99\t%.2f / %.2f ms\n", res.ResultP50ms, res.ResultP99ms)
+			}
+			return tw.Flush()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Scenario, "scenario", "throughput", strings.Join(bench.Scenarios, ", "))
+	f.IntVar(&o.Runs, "runs", 0, "number of runs (default 20000 for throughput, 2000 for latency and sleep, 10000 for scale, 2000 for connections, 100 for recovery)")
+	f.IntVar(&o.Steps, "steps", 1, "steps per run (throughput)")
+	f.Float64Var(&o.Rate, "rate", 200, "starts per second (latency; sleep: default 500, 0 starts all at once)")
+	f.IntVar(&o.Workers, "workers", 0, "worker processes (default 2; idle 10; recovery and connections start with 1)")
+	f.IntVar(&o.Dispatchers, "dispatchers", 1, "dispatcher processes")
+	f.IntVar(&o.Concurrency, "concurrency", 200, "max concurrency of each worker")
+	f.BoolVar(&o.Keep, "keep", false, "keep the bench database afterwards")
+	f.StringVar(&o.ProfileDir, "profile", "", "directory for CPU profiles of each service process")
+	f.DurationVar(&o.Duration, "duration", 0, "how long to measure (idle, cron; default 30s)")
+	f.IntSliceVar(&o.Sizes, "sizes", nil, "finished runs in the table at each step of scale (default 0,1000000,5000000)")
+	f.IntVar(&o.Repeat, "repeat", 0, "workloads per size in scale; the median counts (default 3)")
+	f.IntVar(&o.Schedules, "schedules", 0, "schedules firing every second (cron; default 50)")
+	f.DurationVar(&o.WorkerTimeout, "worker-timeout", bench.DefaultWorkerTimeout, "KAGZI_WORKER_TIMEOUT of the bench's processes (heartbeats every quarter of it)")
+	f.BoolVar(&o.CountStatements, "count-statements", false, "run the dispatcher inside the bench process and count every statement of it and the client (throughput)")
+	f.BoolVar(&verbose, "verbose", false, "print progress and the services' logs to stderr")
+	return cmd
+}

@@ -1,0 +1,24 @@
+package main
+
+import "testing"
+
+// `kagzi chaos` itself runs for minutes (make chaos); here only its help
+// and its usage errors, which must be reported before anything starts.
+func TestChaosUsage(t *testing.T) {
+	out, _, code := runCLI(t, "chaos", "--help")
+	if code != 0 {
+		t.Fatalf("chaos --help exited %d", code)
+	}
+	mustContain(t, "kagzi chaos --help", out, "--runs", "--duration", "--kill-every", "--timeout", "--max-recovery",
+		"chaos: N runs, N completed, 0 lost, 0 duplicate results, max recovery X ms")
+	for _, args := range [][]string{
+		{"chaos", "--sleep-fraction", "2"},
+		{"chaos", "--steps", "2"},
+		{"chaos", "--duration", "1s"},
+		{"chaos", "extra"},
+	} {
+		if _, stderr, code := runCLI(t, args...); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d; stderr: %s", args, code, exitUsage, stderr)
+		}
+	}
+}

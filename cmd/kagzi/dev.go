@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/internal/devserver"
+	"github.com/kagzi/kagzi/internal/svc"
+	"github.com/kagzi/kagzi/pkg/client"
+	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/services/worker/examples"
+)
+
+func init() { register(newDevCmd) }
+
+func newDevCmd(a *app) *cobra.Command {
+	var demo, exitAfter bool
+	var workers int
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run every Kagzi service in one process (migrates first)",
+		Long: `dev migrates the database of --database-url (creating it if needed) and
+runs the dispatcher with its relay, the scheduler, the reaper and workers
+with the example workflows, all in this process. Unless --nats-url or KAGZI_NATS_URL is given, it starts
+an embedded NATS server (on 127.0.0.1:4222 when that port is free).
+
+With --demo it starts a few ProcessOrder runs and prints their progress and
+results, then keeps serving until interrupted (or exits with --exit).`,
+		Example: `  kagzi dev --demo
+  kagzi dev --workers 3 --nats-url nats://127.0.0.1:4222`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			out := cmd.OutOrStdout()
+			if err := migrateDatabase(cmd, a.DatabaseURL); err != nil {
+				return err
+			}
+			var dcfg config.Dispatcher
+			if err := config.Load(ctx, &dcfg); err != nil {
+				return err
+			}
+			var wcfg config.Worker
+			if err := config.Load(ctx, &wcfg); err != nil {
+				return err
+			}
+			var scfg config.Scheduler
+			if err := config.Load(ctx, &scfg); err != nil {
+				return err
+			}
+			var rcfg config.Reaper
+			if err := config.Load(ctx, &rcfg); err != nil {
+				return err
+			}
+			wcfg.Namespace = a.Namespace
+			// A NATS server given, or already answering at the default
+			// address, is used; otherwise dev embeds one (on the default
+			// port when free), so the CLI's defaults reach it either way.
+			natsURL := ""
+			if cmd.Flags().Changed("nats-url") || envOr("KAGZI_NATS_URL", "") != "" || natsAnswers(a.NATSURL) {
+				natsURL = a.NATSURL
+			}
+			log := svc.Logger(dcfg.LogLevel).With("service", "dev")
+			srv, err := devserver.Start(ctx, devserver.Options{
+				DatabaseURL: a.DatabaseURL, NATSURL: natsURL, Workers: workers,
+				Worker: wcfg, Register: examples.Register, Dispatcher: dcfg, Scheduler: scfg, Reaper: rcfg, Log: log,
+			})
+			if err != nil {
+				return err
+			}
+			defer srv.Stop()
+			fmt.Fprintf(out, "Kagzi dev is running: Postgres %s, NATS %s, %d worker(s).\n",
+				redactURL(a.DatabaseURL), srv.NATSURL, workers)
+			fmt.Fprintf(out, "Try: kagzi run start ProcessOrder --input '{\"id\":\"A-1\",\"customer\":\"ada\",\"amount\":12.5,\"items\":2}' --wait --nats-url %s\n", srv.NATSURL)
+			if demo {
+				if err := runDemo(ctx, cmd, srv, a.Namespace); err != nil {
+					return err
+				}
+				if exitAfter {
+					return nil
+				}
+			}
+			fmt.Fprintln(out, "Press Ctrl-C to stop.")
+			<-ctx.Done()
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&demo, "demo", false, "start example runs and print their progress and results")
+	cmd.Flags().BoolVar(&exitAfter, "exit", false, "with --demo: exit once the demo runs finished")
+	cmd.Flags().IntVar(&workers, "workers", 2, "number of workers")
+	return cmd
+}
+
+// natsAnswers reports whether a NATS server accepts connections at url.
+func natsAnswers(url string) bool {
+	nc, err := nats.Connect(url, nats.Timeout(time.Second), nats.NoReconnect())
+	if err != nil {
+		return false
+	}
+	nc.Close()
+	return true
+}
+
+// migrateDatabase creates the database if needed and applies migrations.
+func migrateDatabase(cmd *cobra.Command, url string) error {
+	_, err := store.Migrate(cmd.Context(), url)
+	if err != nil && strings.Contains(err.Error(), "SQLSTATE 3D000") {
+		if _, err = createDatabase(cmd, url); err != nil {
+			return err
+		}
+		_, err = store.Migrate(cmd.Context(), url)
+	}
+	if err != nil {
+		return fmt.Errorf("%w\nCheck that Postgres is reachable at %s (--database-url or KAGZI_DATABASE_URL).", err, redactURL(url))
+	}
+	return nil
+}
+
+// runDemo starts example orders and prints each one's progress and result.
+func runDemo(ctx context.Context, cmd *cobra.Command, srv *devserver.Server, ns string) error {
+	out := cmd.OutOrStdout()
+	nc, err := srv.Connect()
+	if err != nil {
+		return err
+	}
+	cl, err := client.New(srv.Store, nc, client.Options{Namespace: ns})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var mu sync.Mutex
+	say := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(out, format+"\n", args...)
+	}
+	orders := []examples.Order{
+		{ID: "A-100", Customer: "ada", Amount: 42.5, Items: 2},
+		{ID: "A-101", Customer: "grace", Amount: 9.99, Items: 1},
+		{ID: "A-102", Customer: "linus", Amount: 120, Items: 4},
+		{ID: "A-103", Customer: "barbara", Amount: 0, Items: 1}, // invalid: fails without retries
+	}
+	var wg sync.WaitGroup
+	for _, o := range orders {
+		h, err := cl.Start(ctx, "ProcessOrder", o, client.StartOptions{ExternalID: "demo-" + o.ID + "-" + time.Now().Format("150405.000")})
+		if err != nil {
+			return err
+		}
+		say("started   ProcessOrder %s  run %s", o.ID, h.RunID)
+		wg.Add(1)
+		go func(o examples.Order, h *client.Handle) {
+			defer wg.Done()
+			var rc examples.Receipt
+			start := time.Now()
+			err := h.Result(ctx, &rc)
+			took := time.Since(start).Round(time.Millisecond)
+			if err != nil {
+				say("failed    ProcessOrder %s  after %v: %v", o.ID, took, err)
+				return
+			}
+			b, _ := json.Marshal(rc)
+			say("completed ProcessOrder %s  in %v: %s", o.ID, took, b)
+		}(o, h)
+	}
+	wg.Wait()
+	say("Inspect them: kagzi run list; kagzi run show <run id>")
+	return nil
+}

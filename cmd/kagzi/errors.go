@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/pkg/store"
+)
+
+// Exit codes.
+const (
+	exitOK     = 0
+	exitFailed = 1 // the operation failed: not found, conflict, a failed run, a lost connection
+	exitUsage  = 2 // bad usage: unknown command or flag, bad argument, invalid input
+)
+
+// usageError is a mistake in how the CLI was called; it exits with 2.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// usagef returns a usage error; the message should say what to do.
+func usagef(format string, args ...any) error {
+	return &usageError{err: fmt.Errorf(format, args...)}
+}
+
+// exitCode maps an error to the process exit code. This is the only place
+// that decides: a *usageError, an invalid argument or payload rejected by
+// the store, or an invalid configuration is bad usage (2); anything else
+// is a failed operation (1).
+func exitCode(err error) int {
+	var u *usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &u),
+		errors.Is(err, store.ErrInvalidArgument),
+		errors.Is(err, store.ErrPayloadTooLarge),
+		errors.Is(err, config.ErrInvalid):
+		return exitUsage
+	default:
+		return exitFailed
+	}
+}
+
+// hint returns a line telling the user what to do about err, or "".
+func hint(cmd *cobra.Command, a *app, err error) string {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "SQLSTATE 3D000"): // invalid_catalog_name
+		return "Hint: the database does not exist; create and migrate it with `kagzi migrate`."
+	case strings.Contains(msg, "SQLSTATE 42P01"), strings.Contains(msg, "SQLSTATE 3F000"): // undefined table, schema
+		return "Hint: the database has no Kagzi schema; apply it with `kagzi migrate`."
+	case errors.Is(err, store.ErrNotFound):
+		h := fmt.Sprintf("Hint: check the id and the namespace (--namespace %q)", a.Namespace)
+		if noun := topNoun(cmd); noun == "run" || noun == "schedule" || noun == "worker" {
+			h += fmt.Sprintf("; list what exists with `kagzi %s list`", noun)
+		}
+		return h + "."
+	case errors.Is(err, store.ErrConflict) && topNoun(cmd) == "run" && cmd.Name() == "cancel":
+		return "Hint: only PENDING, RUNNING or SLEEPING runs can be cancelled."
+	case errors.Is(err, context.Canceled):
+		return "Interrupted."
+	}
+	return ""
+}
+
+// topNoun is the name of the top-level command cmd belongs to.
+func topNoun(cmd *cobra.Command) string {
+	for c := cmd; c != nil && c.HasParent(); c = c.Parent() {
+		if !c.Parent().HasParent() {
+			return c.Name()
+		}
+	}
+	return ""
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kagzi/kagzi/pkg/store"
+)
+
+func init() { register(newMigrateCmd) }
+
+// migrateJSON is what `migrate` prints with --json.
+type migrateJSON struct {
+	Version         int32 `json:"version"`
+	DatabaseCreated bool  `json:"database_created"`
+}
+
+func newMigrateCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "migrate",
+		Short: "Create the database if needed and apply pending migrations",
+		Long: `Apply every pending migration to the database of --database-url and print
+the schema version. If that database does not exist, it is created first
+(through the "postgres" database of the same server). Migrating is
+idempotent and safe to run from several processes at once.`,
+		Example: `  kagzi migrate
+  kagzi migrate --database-url 'postgres://kagzi:secret@db:5432/kagzi?sslmode=require'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			created := false
+			v, err := store.Migrate(ctx, a.DatabaseURL)
+			if err != nil && strings.Contains(err.Error(), "SQLSTATE 3D000") { // the database does not exist
+				if created, err = createDatabase(cmd, a.DatabaseURL); err != nil {
+					return err
+				}
+				v, err = store.Migrate(ctx, a.DatabaseURL)
+			}
+			if err != nil {
+				return fmt.Errorf("%w\nCheck that Postgres is reachable at %s (--database-url or KAGZI_DATABASE_URL).",
+					err, redactURL(a.DatabaseURL))
+			}
+			return a.print(cmd, migrateJSON{Version: v, DatabaseCreated: created}, func(w io.Writer) {
+				if created {
+					fmt.Fprintf(w, "Created database %s\n", redactURL(a.DatabaseURL))
+				}
+				fmt.Fprintf(w, "Database at schema version %d\n", v)
+			})
+		},
+	}
+}
+
+// createDatabase creates the database named in dbURL through the
+// "postgres" database of the same server. It reports false when another
+// process created it first.
+func createDatabase(cmd *cobra.Command, dbURL string) (bool, error) {
+	name, err := databaseName(dbURL)
+	if err != nil {
+		return false, err
+	}
+	admin, err := store.DatabaseURL(dbURL, "postgres")
+	if err != nil {
+		return false, usagef("--database-url: %v", err)
+	}
+	err = store.DatabaseCreate(cmd.Context(), admin, name, "")
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, store.ErrConflict), strings.Contains(err.Error(), "SQLSTATE 42P04"): // already exists
+		return false, nil
+	default:
+		return false, fmt.Errorf("database %q does not exist and creating it failed: %w\n"+
+			"Create it yourself (CREATE DATABASE %s) or use a role allowed to create databases.", name, err, name)
+	}
+}
+
+// databaseName is the database a connection string names.
+func databaseName(dbURL string) (string, error) {
+	if strings.Contains(dbURL, "://") {
+		u, err := url.Parse(dbURL)
+		if err != nil {
+			return "", usagef("--database-url: %v", err)
+		}
+		if name := strings.TrimPrefix(u.Path, "/"); name != "" {
+			return name, nil
+		}
+		return "", usagef("--database-url %s names no database; add one, e.g. postgres://host:5432/kagzi", redactURL(dbURL))
+	}
+	for _, f := range strings.Fields(dbURL) {
+		if k, v, ok := strings.Cut(f, "="); ok && k == "dbname" {
+			return strings.Trim(v, "'"), nil
+		}
+	}
+	return "", usagef("--database-url names no database; add dbname=kagzi")
+}

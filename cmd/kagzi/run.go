@@ -1,0 +1,401 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kagzi/kagzi/pkg/client"
+	"github.com/kagzi/kagzi/pkg/store"
+)
+
+func init() { register(newRunCmd) }
+
+func newRunCmd(a *app) *cobra.Command {
+	c := groupCmd(&cobra.Command{
+		Use:   "run",
+		Short: "Start, list, show, cancel and retry workflow runs",
+		Example: `  kagzi run start ProcessOrder --input '{"order_id": 42}'
+  kagzi run list --status FAILED
+  kagzi run show 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e
+  kagzi run retry 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e`,
+	})
+	c.AddCommand(newRunStartCmd(a), newRunListCmd(a), newRunShowCmd(a), newRunCancelCmd(a), newRunRetryCmd(a))
+	return c
+}
+
+// startJSON is what `run start` prints with --json.
+type startJSON struct {
+	RunID   string `json:"run_id"`
+	Created bool   `json:"created"`
+	// Run is the finished run, with --wait.
+	Run *runJSON `json:"run,omitempty"`
+}
+
+func newRunStartCmd(a *app) *cobra.Command {
+	var (
+		input, queue, externalID, version string
+		priority                          int
+		deadline, timeout                 time.Duration
+		wait                              bool
+	)
+	c := &cobra.Command{
+		Use:   "start TYPE",
+		Short: "Start a run of a workflow type",
+		Long: `Start a run of workflow type TYPE with a JSON input.
+
+With --id the start is idempotent: while a run with that external id is live,
+starting again returns it instead of starting another.
+
+With --wait the command waits (by push over NATS, so NATS must be reachable)
+until the run ends, prints its output, and exits 1 if it failed or was
+cancelled. --input takes inline JSON, @FILE to read a file, or - for stdin.`,
+		Example: `  kagzi run start ProcessOrder --input '{"order_id": 42}'
+  kagzi run start ProcessOrder --id order-42 --queue orders --priority 10
+  kagzi run start Report --input @report.json --deadline 1h --wait --timeout 5m`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			in, err := readJSON(cmd, "input", input)
+			if err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("timeout") && !wait {
+				return usagef("--timeout bounds --wait; add --wait or drop --timeout")
+			}
+			if timeout < 0 {
+				return usagef("--timeout %v must not be negative", timeout)
+			}
+			opts := client.StartOptions{Queue: queue, Version: version, ExternalID: externalID, Priority: priority}
+			if cmd.Flags().Changed("deadline") {
+				if deadline <= 0 {
+					return usagef("--deadline %v must be positive, e.g. --deadline 30m", deadline)
+				}
+				opts.Deadline = time.Now().Add(deadline)
+			}
+			cl, err := a.Client(ctx, wait)
+			if err != nil {
+				return err
+			}
+			var inputArg any
+			if in != nil {
+				inputArg = json.RawMessage(in)
+			}
+			h, err := cl.Start(ctx, args[0], inputArg, opts)
+			if err != nil {
+				return err
+			}
+			res := startJSON{RunID: h.RunID.String(), Created: h.Created}
+			out := cmd.OutOrStdout()
+			if !a.JSON {
+				if h.Created {
+					fmt.Fprintf(out, "Started run %s (%s)\n", h.RunID, args[0])
+				} else {
+					fmt.Fprintf(out, "Run %s already exists with external id %q; not started again\n", h.RunID, externalID)
+				}
+			}
+			if !wait {
+				if a.JSON {
+					return a.print(cmd, res, nil)
+				}
+				return nil
+			}
+			wctx := ctx
+			if timeout > 0 {
+				var cancel context.CancelFunc
+				wctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
+			}
+			run, err := cl.Wait(wctx, h.RunID)
+			if err != nil {
+				if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+					return fmt.Errorf("timed out after %v waiting for run %s, which goes on; follow it with `kagzi run show %s`",
+						timeout, h.RunID, h.RunID)
+				}
+				return fmt.Errorf("waiting for run %s: %w", h.RunID, err)
+			}
+			rj := toRunJSON(*run)
+			res.Run = &rj
+			if a.JSON {
+				if err := a.print(cmd, res, nil); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(out, "Run %s %s after %d attempt(s)\n", run.ID, run.Status, run.Attempts)
+				if run.Status == store.StatusCompleted {
+					fmt.Fprintf(out, "Output: %s\n", fmtPayload(run.Output))
+				}
+			}
+			if run.Status != store.StatusCompleted {
+				return &client.RunError{RunID: run.ID, Status: run.Status, Message: run.Error}
+			}
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&input, "input", "", "input as JSON, @FILE, or - for stdin (default null)")
+	f.StringVar(&queue, "queue", "", `task queue (default "default")`)
+	f.StringVar(&externalID, "id", "", "external id: makes the start idempotent while the run is live")
+	f.StringVar(&version, "version", "", "workflow version to pin (default: the version of the first worker that claims it)")
+	f.IntVar(&priority, "priority", 0, "priority; higher is claimed first")
+	f.DurationVar(&deadline, "deadline", 0, "fail the run if it has not finished within this duration, e.g. 1h")
+	f.BoolVar(&wait, "wait", false, "wait for the run to end and print its result (needs NATS)")
+	f.DurationVar(&timeout, "timeout", 0, "with --wait, give up waiting after this duration (the run goes on)")
+	return c
+}
+
+// runsPage is what `run list` prints with --json.
+type runsPage struct {
+	Runs       []runJSON `json:"runs"`
+	NextCursor string    `json:"next_cursor,omitempty"`
+}
+
+func newRunListCmd(a *app) *cobra.Command {
+	var (
+		statuses           []string
+		typ, queue, cursor string
+		limit              int
+	)
+	c := &cobra.Command{
+		Use:   "list",
+		Short: "List runs, newest first",
+		Long: `List the namespace's runs, newest first, a page at a time. When there are
+more, the command prints the cursor of the next page (on stderr for tables,
+as next_cursor with --json).`,
+		Example: `  kagzi run list
+  kagzi run list --status RUNNING,SLEEPING --type ProcessOrder --limit 20
+  kagzi run list --cursor MTcxOTg...`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			sts, err := parseStatuses(statuses)
+			if err != nil {
+				return err
+			}
+			if limit < 1 || limit > 1000 {
+				return usagef("--limit %d: use 1 to 1000", limit)
+			}
+			p := store.RunsListParams{Namespace: a.Namespace, Statuses: sts, Type: typ, Queue: queue, Limit: limit}
+			if cursor != "" {
+				cur, err := store.ParseCursor(cursor)
+				if err != nil {
+					return usagef("--cursor: %v; pass the cursor a previous page printed", err)
+				}
+				p.After = &cur
+			}
+			st, err := a.Store(cmd.Context())
+			if err != nil {
+				return err
+			}
+			runs, next, err := st.RunsList(cmd.Context(), p)
+			if err != nil {
+				return err
+			}
+			page := runsPage{Runs: toRunsJSON(runs)}
+			if next != nil {
+				page.NextCursor = next.String()
+			}
+			err = a.print(cmd, page, func(w io.Writer) { runsTable(w, runs, false) })
+			if err == nil && !a.JSON && page.NextCursor != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "More runs: kagzi run list --cursor %s\n", page.NextCursor)
+			}
+			return err
+		},
+	}
+	f := c.Flags()
+	f.StringSliceVar(&statuses, "status", nil, "only these statuses, comma-separated (e.g. RUNNING,FAILED)")
+	f.StringVar(&typ, "type", "", "only this workflow type")
+	f.StringVar(&queue, "queue", "", "only this task queue")
+	f.IntVar(&limit, "limit", 50, "page size, 1 to 1000")
+	f.StringVar(&cursor, "cursor", "", "continue from the cursor a previous page printed")
+	return c
+}
+
+// runsTable prints runs as a table; fired adds the schedule fire time.
+func runsTable(w io.Writer, runs []store.Run, fired bool) {
+	if fired {
+		fmt.Fprintln(w, "RUN ID\tFIRE TIME\tTYPE\tQUEUE\tSTATUS\tATTEMPTS\tCREATED")
+		for _, r := range runs {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, fmtTimeP(r.ScheduleFireAt), r.Type, r.Queue, r.Status,
+				r.Attempts, fmtTime(r.CreatedAt))
+		}
+		return
+	}
+	fmt.Fprintln(w, "RUN ID\tTYPE\tQUEUE\tSTATUS\tATTEMPTS\tCREATED\tEXTERNAL ID")
+	for _, r := range runs {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Type, r.Queue, r.Status, r.Attempts,
+			fmtTime(r.CreatedAt), orDash(r.ExternalID))
+	}
+}
+
+// runShowJSON is what `run show` prints with --json.
+type runShowJSON struct {
+	runJSON
+	Steps []stepJSON `json:"steps"`
+}
+
+func newRunShowCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show RUN_ID",
+		Short: "Show a run and the timeline of its steps",
+		Long: `Show a run's fields, input and output, then every attempt of every step in
+the order they were recorded: step id, kind, attempt, status, start,
+duration and error.`,
+		Example: `  kagzi run show 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e
+  kagzi --json run show 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e | jq .steps`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseID("run id", args[0])
+			if err != nil {
+				return err
+			}
+			st, err := a.Store(cmd.Context())
+			if err != nil {
+				return err
+			}
+			run, err := st.RunsGet(cmd.Context(), a.Namespace, id)
+			if err != nil {
+				return err
+			}
+			steps, err := st.StepsList(cmd.Context(), a.Namespace, id)
+			if err != nil {
+				return err
+			}
+			v := runShowJSON{runJSON: toRunJSON(run), Steps: make([]stepJSON, len(steps))}
+			for i, s := range steps {
+				v.Steps[i] = toStepJSON(s)
+			}
+			return a.print(cmd, v, func(w io.Writer) {
+				runFields(w, run)
+				fmt.Fprintln(w)
+				if len(steps) == 0 {
+					fmt.Fprintln(w, "No steps recorded.")
+					return
+				}
+				fmt.Fprintln(w, "STEP\tKIND\tATTEMPT\tSTATUS\tSTARTED\tDURATION\tERROR")
+				for _, s := range steps {
+					dur := "-"
+					if s.StartedAt != nil && s.FinishedAt != nil {
+						dur = fmtDuration(s.FinishedAt.Sub(*s.StartedAt))
+					}
+					errMsg := oneLine(s.Error, 80)
+					if errMsg == "" && s.ChildRunID != nil {
+						errMsg = "child run " + s.ChildRunID.String()
+					}
+					fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", s.StepID, s.Kind, s.Attempt, s.Status,
+						fmtTimeMS(s.StartedAt), dur, orDash(errMsg))
+				}
+			})
+		},
+	}
+}
+
+// runFields prints a run's fields as a two-column list.
+func runFields(w io.Writer, r store.Run) {
+	row := func(k, v string) { fmt.Fprintf(w, "%s:\t%s\n", k, v) }
+	opt := func(k, v string) {
+		if v != "" && v != "-" {
+			row(k, v)
+		}
+	}
+	row("Run ID", r.ID.String())
+	row("Type", r.Type)
+	opt("Version", r.Version)
+	row("Namespace", r.Namespace)
+	row("Queue", r.Queue)
+	row("Status", string(r.Status))
+	if maxAttempts := r.Policy().MaxAttempts; maxAttempts > 0 {
+		row("Attempts", fmt.Sprintf("%d of %d", r.Attempts, maxAttempts))
+	} else {
+		row("Attempts", fmt.Sprintf("%d (no limit)", r.Attempts))
+	}
+	row("Priority", fmt.Sprint(r.Priority))
+	opt("External ID", r.ExternalID)
+	row("Created", fmtTime(r.CreatedAt))
+	opt("Started", fmtTimeP(r.StartedAt))
+	opt("Finished", fmtTimeP(r.FinishedAt))
+	if r.StartedAt != nil && r.FinishedAt != nil {
+		row("Duration", fmtDuration(r.FinishedAt.Sub(*r.StartedAt)))
+	}
+	opt("Due", fmtTimeP(r.AvailableAt))
+	opt("Deadline", fmtTimeP(r.DeadlineAt))
+	if r.LockedBy != nil && !r.Status.Terminal() {
+		row("Worker", r.LockedBy.String())
+		opt("Lease expires", fmtTimeP(r.LeaseExpiresAt))
+	}
+	if r.ParentRunID != nil {
+		row("Parent run", fmt.Sprintf("%s (step %s)", r.ParentRunID, r.ParentStepID))
+	}
+	if r.ScheduleID != nil {
+		row("Schedule", fmt.Sprintf("%s (fired for %s)", r.ScheduleID, fmtTimeP(r.ScheduleFireAt)))
+	}
+	opt("Error", oneLine(r.Error, 500))
+	row("Input", fmtPayload(r.Input))
+	opt("Output", fmtPayload(r.Output))
+}
+
+func newRunCancelCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel RUN_ID",
+		Short: "Cancel a live run",
+		Long: `Cancel a pending, running or sleeping run. A running run's worker is told by
+push and its workflow context is cancelled. Cancelling a finished run fails
+(exit 1).`,
+		Example: `  kagzi run cancel 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseID("run id", args[0])
+			if err != nil {
+				return err
+			}
+			st, err := a.Store(cmd.Context())
+			if err != nil {
+				return err
+			}
+			run, err := st.RunsCancel(cmd.Context(), a.Namespace, id)
+			if err != nil {
+				return err
+			}
+			return a.print(cmd, toRunJSON(run), func(w io.Writer) {
+				fmt.Fprintf(w, "Cancelled run %s (%s)\n", run.ID, run.Type)
+			})
+		},
+	}
+}
+
+func newRunRetryCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "retry RUN_ID",
+		Short: "Retry a failed run from its last completed step",
+		Long: `Give a FAILED run (a dead letter: list them with
+kagzi run list --status FAILED) a fresh start. The run becomes PENDING and is
+claimed again at once; its completed steps stay memoized, so it resumes after
+the last one. Its attempts start over (a full budget under its retry policy),
+and so do the attempts of its failed steps. A deadline that already passed is
+dropped. Retrying a run that is not FAILED fails (exit 1).`,
+		Example: `  kagzi run retry 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e
+  kagzi --json run retry 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseID("run id", args[0])
+			if err != nil {
+				return err
+			}
+			st, err := a.Store(cmd.Context())
+			if err != nil {
+				return err
+			}
+			run, err := st.RunsRetry(cmd.Context(), a.Namespace, id)
+			if err != nil {
+				return err
+			}
+			return a.print(cmd, toRunJSON(run), func(w io.Writer) {
+				fmt.Fprintf(w, "Retrying run %s (%s): it is PENDING again and resumes after its last completed step\n", run.ID, run.Type)
+			})
+		},
+	}
+}

@@ -1,0 +1,354 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/store"
+)
+
+func init() { register(newScheduleCmd) }
+
+const exampleScheduleID = "0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e"
+
+func newScheduleCmd(a *app) *cobra.Command {
+	c := groupCmd(&cobra.Command{
+		Use:     "schedule",
+		Aliases: []string{"schedules"},
+		Short:   "Create and manage cron schedules",
+		Long: `A schedule starts a run of a workflow type at every time of its cron
+expression, exactly once per fire time, with bounded catch-up after downtime.
+Pause, resume (missed times are skipped), trigger now, delete (the runs it
+fired stay), and list the runs it fired.`,
+		Example: `  kagzi schedule create Report --cron '0 9 * * MON-FRI' --tz Europe/Paris
+  kagzi schedule list
+  kagzi schedule history ` + exampleScheduleID,
+	})
+	c.AddCommand(newScheduleCreateCmd(a), newScheduleListCmd(a), newScheduleShowCmd(a),
+		newScheduleSetCmd(a, "pause"), newScheduleSetCmd(a, "resume"), newScheduleTriggerCmd(a),
+		newScheduleDeleteCmd(a), newScheduleHistoryCmd(a))
+	return c
+}
+
+func newScheduleCreateCmd(a *app) *cobra.Command {
+	var (
+		cron, tz, input, queue, version string
+		maxCatchup                      int
+	)
+	c := &cobra.Command{
+		Use:   "create TYPE --cron EXPR",
+		Short: "Create a schedule for a workflow type",
+		Long: `Create a schedule that starts a run of workflow type TYPE at every time of
+the cron expression, read in the time zone --tz. The expression has 5 fields
+(minute hour day month weekday), or 6 or 7 with seconds first and/or a year
+last; @hourly, @daily and the like work too.
+
+--max-catchup bounds how many fire times missed during downtime are fired
+when the scheduler comes back: the most recent N of them (0 skips them all).
+A fire time less than KAGZI_SCHEDULER_GRACE late is not missed.
+--input takes inline JSON, @FILE to read a file, or - for stdin.`,
+		Example: `  kagzi schedule create Report --cron '0 9 * * MON-FRI' --tz Europe/Paris
+  kagzi schedule create Cleanup --cron '*/15 * * * *' --queue maintenance --input '{"days": 30}'
+  kagzi schedule create Billing --cron @daily --max-catchup 3 --version v2`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in, err := readJSON(cmd, "input", input)
+			if err != nil {
+				return err
+			}
+			if in == nil {
+				in = []byte("null")
+			}
+			if err := protocol.ValidToken("workflow type", args[0]); err != nil {
+				return usagef("%v", err)
+			}
+			if err := protocol.ValidToken("--queue", queue); err != nil {
+				return usagef("%v", err)
+			}
+			if maxCatchup < 0 || maxCatchup > store.MaxCatchupLimit {
+				return usagef("--max-catchup %d: use 0 to %d", maxCatchup, store.MaxCatchupLimit)
+			}
+			st, err := a.Store(cmd.Context())
+			if err != nil {
+				return err
+			}
+			sc, err := st.SchedulesCreate(cmd.Context(), store.SchedulesCreateParams{
+				Namespace: a.Namespace, Queue: queue, Type: args[0], Version: version,
+				Cron: cron, Timezone: tz, Input: in, MaxCatchup: maxCatchup,
+			})
+			if err != nil {
+				return err
+			}
+			return a.print(cmd, toScheduleJSON(sc), func(w io.Writer) {
+				fmt.Fprintf(w, "Created schedule %s: %s at %q (%s), next fire %s\n",
+					sc.ID, sc.Type, sc.Cron, sc.Timezone, fmtTimeP(sc.NextFireAt))
+			})
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&cron, "cron", "", "cron expression, e.g. '0 9 * * MON-FRI' (required)")
+	f.StringVar(&tz, "tz", "UTC", "IANA time zone the expression is read in, e.g. America/New_York")
+	f.StringVar(&input, "input", "", "input of every fired run: JSON, @FILE, or - for stdin (default null)")
+	f.StringVar(&queue, "queue", "default", "task queue of the fired runs")
+	f.IntVar(&maxCatchup, "max-catchup", 0, fmt.Sprintf("missed fire times to fire after downtime, 0 to %d", store.MaxCatchupLimit))
+	f.StringVar(&version, "version", "", "workflow version of the fired runs")
+	_ = c.MarkFlagRequired("cron")
+	return c
+}
+
+// schedulesPage is what `schedule list` prints with --json.
+type schedulesPage struct {
+	Schedules  []scheduleJSON `json:"schedules"`
+	NextCursor string         `json:"next_cursor,omitempty"`
+}
+
+func newScheduleListCmd(a *app) *cobra.Command {
+	var (
+		limit  int
+		cursor string
+	)
+	c := &cobra.Command{
+		Use:   "list",
+		Short: "List schedules, newest first",
+		Long: `List the namespace's schedules, newest first, a page at a time. When there
+are more, the command prints the cursor of the next page (on stderr for
+tables, as next_cursor with --json).`,
+		Example: `  kagzi schedule list
+  kagzi --json schedule list --limit 10`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if limit < 1 || limit > 1000 {
+				return usagef("--limit %d: use 1 to 1000", limit)
+			}
+			p := store.SchedulesListParams{Namespace: a.Namespace, Limit: limit}
+			if cursor != "" {
+				cur, err := store.ParseCursor(cursor)
+				if err != nil {
+					return usagef("--cursor: %v; pass the cursor a previous page printed", err)
+				}
+				p.After = &cur
+			}
+			st, err := a.Store(cmd.Context())
+			if err != nil {
+				return err
+			}
+			scs, next, err := st.SchedulesList(cmd.Context(), p)
+			if err != nil {
+				return err
+			}
+			page := schedulesPage{Schedules: make([]scheduleJSON, len(scs))}
+			for i, sc := range scs {
+				page.Schedules[i] = toScheduleJSON(sc)
+			}
+			if next != nil {
+				page.NextCursor = next.String()
+			}
+			err = a.print(cmd, page, func(w io.Writer) {
+				fmt.Fprintln(w, "SCHEDULE ID\tTYPE\tQUEUE\tCRON\tTZ\tSTATUS\tNEXT FIRE\tLAST FIRED")
+				for _, sc := range scs {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", sc.ID, sc.Type, sc.Queue, sc.Cron, sc.Timezone,
+						sc.Status, fmtTimeP(sc.NextFireAt), fmtTimeP(sc.LastFiredAt))
+				}
+			})
+			if err == nil && !a.JSON && page.NextCursor != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "More schedules: kagzi schedule list --cursor %s\n", page.NextCursor)
+			}
+			return err
+		},
+	}
+	c.Flags().IntVar(&limit, "limit", 50, "page size, 1 to 1000")
+	c.Flags().StringVar(&cursor, "cursor", "", "continue from the cursor a previous page printed")
+	return c
+}
+
+func scheduleFields(w io.Writer, sc store.Schedule) {
+	row := func(k, v string) { fmt.Fprintf(w, "%s:\t%s\n", k, v) }
+	row("Schedule ID", sc.ID.String())
+	row("Type", sc.Type)
+	if sc.Version != "" {
+		row("Version", sc.Version)
+	}
+	row("Namespace", sc.Namespace)
+	row("Queue", sc.Queue)
+	row("Cron", sc.Cron)
+	row("Time zone", sc.Timezone)
+	row("Status", string(sc.Status))
+	row("Max catch-up", fmt.Sprint(sc.MaxCatchup))
+	row("Next fire", fmtTimeP(sc.NextFireAt))
+	row("Last fired", fmtTimeP(sc.LastFiredAt))
+	row("Created", fmtTime(sc.CreatedAt))
+	if sc.Input != nil {
+		row("Input", fmtPayload(sc.Input))
+	}
+}
+
+func newScheduleShowCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:     "show SCHEDULE_ID",
+		Short:   "Show a schedule",
+		Example: "  kagzi schedule show " + exampleScheduleID,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseID("schedule id", args[0])
+			if err != nil {
+				return err
+			}
+			st, err := a.Store(cmd.Context())
+			if err != nil {
+				return err
+			}
+			sc, err := st.SchedulesGet(cmd.Context(), a.Namespace, id)
+			if err != nil {
+				return err
+			}
+			return a.print(cmd, toScheduleJSON(sc), func(w io.Writer) { scheduleFields(w, sc) })
+		},
+	}
+}
+
+// newScheduleSetCmd builds `schedule pause` and `schedule resume`.
+func newScheduleSetCmd(a *app, verb string) *cobra.Command {
+	short, long := "Pause a schedule: it fires nothing until resumed",
+		"Pause a schedule: it fires nothing until resumed. Pausing a paused schedule\ndoes nothing."
+	if verb == "resume" {
+		short, long = "Resume a paused schedule",
+			"Resume a paused schedule at its next fire time from now: the times missed\nwhile paused are skipped. Resuming a running schedule does nothing."
+	}
+	return &cobra.Command{
+		Use:     verb + " SCHEDULE_ID",
+		Short:   short,
+		Long:    long,
+		Example: "  kagzi schedule " + verb + " " + exampleScheduleID,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseID("schedule id", args[0])
+			if err != nil {
+				return err
+			}
+			st, err := a.Store(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var sc store.Schedule
+			if verb == "pause" {
+				sc, err = st.SchedulesPause(cmd.Context(), a.Namespace, id)
+			} else {
+				sc, err = st.SchedulesResume(cmd.Context(), a.Namespace, id, time.Now())
+			}
+			if err != nil {
+				return err
+			}
+			return a.print(cmd, toScheduleJSON(sc), func(w io.Writer) {
+				if verb == "pause" {
+					fmt.Fprintf(w, "Paused schedule %s (%s)\n", sc.ID, sc.Type)
+				} else {
+					fmt.Fprintf(w, "Resumed schedule %s (%s), next fire %s\n", sc.ID, sc.Type, fmtTimeP(sc.NextFireAt))
+				}
+			})
+		},
+	}
+}
+
+func newScheduleTriggerCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "trigger SCHEDULE_ID",
+		Short: "Fire a schedule now, outside its cron",
+		Long: `Start a run of the schedule now, paused or not. Its next fire time does not
+move. Prints the run started.`,
+		Example: "  kagzi schedule trigger " + exampleScheduleID,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseID("schedule id", args[0])
+			if err != nil {
+				return err
+			}
+			st, err := a.Store(cmd.Context())
+			if err != nil {
+				return err
+			}
+			run, err := st.SchedulesTrigger(cmd.Context(), a.Namespace, id, time.Now())
+			if err != nil {
+				return err
+			}
+			return a.print(cmd, toRunJSON(run), func(w io.Writer) {
+				fmt.Fprintf(w, "Triggered schedule %s: started run %s (%s)\n", id, run.ID, run.Type)
+			})
+		},
+	}
+}
+
+// deletedJSON is what `schedule delete` prints with --json.
+type deletedJSON struct {
+	ScheduleID string `json:"schedule_id"`
+	Deleted    bool   `json:"deleted"`
+}
+
+func newScheduleDeleteCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:     "delete SCHEDULE_ID",
+		Short:   "Delete a schedule (the runs it fired stay)",
+		Example: "  kagzi schedule delete " + exampleScheduleID,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseID("schedule id", args[0])
+			if err != nil {
+				return err
+			}
+			st, err := a.Store(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if err := st.SchedulesDelete(cmd.Context(), a.Namespace, id); err != nil {
+				return err
+			}
+			return a.print(cmd, deletedJSON{ScheduleID: id.String(), Deleted: true}, func(w io.Writer) {
+				fmt.Fprintf(w, "Deleted schedule %s; the runs it fired stay\n", id)
+			})
+		},
+	}
+}
+
+// historyJSON is what `schedule history` prints with --json.
+type historyJSON struct {
+	Runs []runJSON `json:"runs"`
+}
+
+func newScheduleHistoryCmd(a *app) *cobra.Command {
+	var limit int
+	c := &cobra.Command{
+		Use:     "history SCHEDULE_ID",
+		Short:   "List the runs a schedule fired, newest fire time first",
+		Example: "  kagzi schedule history " + exampleScheduleID + " --limit 10",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseID("schedule id", args[0])
+			if err != nil {
+				return err
+			}
+			if limit < 1 || limit > 1000 {
+				return usagef("--limit %d: use 1 to 1000", limit)
+			}
+			st, err := a.Store(cmd.Context())
+			if err != nil {
+				return err
+			}
+			runs, err := st.SchedulesHistory(cmd.Context(), a.Namespace, id, limit)
+			if err != nil {
+				return err
+			}
+			return a.print(cmd, historyJSON{Runs: toRunsJSON(runs)}, func(w io.Writer) {
+				if len(runs) == 0 {
+					fmt.Fprintln(w, "The schedule has fired no runs yet.")
+					return
+				}
+				runsTable(w, runs, true)
+			})
+		},
+	}
+	c.Flags().IntVar(&limit, "limit", 50, "how many runs, 1 to 1000")
+	return c
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/store"
+)
+
+func init() { register(newWorkerCmd) }
+
+func newWorkerCmd(a *app) *cobra.Command {
+	c := groupCmd(&cobra.Command{
+		Use:     "worker",
+		Aliases: []string{"workers"},
+		Short:   "Inspect registered workers",
+		Example: `  kagzi worker list --status ONLINE`,
+	})
+	c.AddCommand(newWorkerListCmd(a))
+	return c
+}
+
+// workersJSON is what `worker list` prints with --json.
+type workersJSON struct {
+	Workers []workerJSON `json:"workers"`
+}
+
+func newWorkerListCmd(a *app) *cobra.Command {
+	var queue, status string
+	c := &cobra.Command{
+		Use:   "list",
+		Short: "List workers by queue, oldest registration first",
+		Long: `List the namespace's workers: id, queue, host and pid, version, status
+(ONLINE, DRAINING, OFFLINE), last heartbeat, slots and registered types.`,
+		Example: `  kagzi worker list
+  kagzi worker list --queue orders --status online
+  kagzi --json worker list`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ws := store.WorkerStatus(strings.ToUpper(strings.TrimSpace(status)))
+			if ws != "" && !ws.Valid() {
+				return usagef("--status %q is not a worker status; use ONLINE, DRAINING or OFFLINE", status)
+			}
+			if queue != "" {
+				if err := protocol.ValidToken("--queue", queue); err != nil {
+					return usagef("%v", err)
+				}
+			}
+			st, err := a.Store(cmd.Context())
+			if err != nil {
+				return err
+			}
+			workers, err := st.WorkersList(cmd.Context(), store.WorkersListParams{Namespace: a.Namespace, Queue: queue, Status: ws})
+			if err != nil {
+				return err
+			}
+			v := workersJSON{Workers: make([]workerJSON, len(workers))}
+			for i, w := range workers {
+				v.Workers[i] = toWorkerJSON(w)
+			}
+			return a.print(cmd, v, func(w io.Writer) {
+				if len(workers) == 0 {
+					fmt.Fprintf(w, "No workers in namespace %q.\n", a.Namespace)
+					return
+				}
+				fmt.Fprintln(w, "WORKER ID\tQUEUE\tHOST\tPID\tVERSION\tSTATUS\tLAST HEARTBEAT\tSLOTS\tTYPES")
+				for _, wk := range workers {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\n", wk.ID, wk.Queue, orDash(wk.Hostname), wk.PID,
+						orDash(wk.Version), wk.Status, ago(wk.LastHeartbeatAt), wk.MaxConcurrency, typesList(wk.Types))
+				}
+			})
+		},
+	}
+	c.Flags().StringVar(&queue, "queue", "", "only this task queue")
+	c.Flags().StringVar(&status, "status", "", "only this status: ONLINE, DRAINING or OFFLINE")
+	return c
+}
+
+func typesList(ts []store.TypeVersion) string {
+	if len(ts) == 0 {
+		return "-"
+	}
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.Type
+		if t.Version != "" {
+			out[i] += "@" + t.Version
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, ",")
+}
+
+// ago formats a past time as an age ("3s ago") for liveness columns.
+func ago(t time.Time) string {
+	d := time.Since(t)
+	if d < 0 {
+		d = 0
+	}
+	return d.Round(time.Second).String() + " ago"
+}

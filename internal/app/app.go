@@ -1,0 +1,152 @@
+// Package app wires each Kagzi service from its configuration, so the
+// service binaries, `kagzi dev` (all in one process) and `kagzi bench`
+// (each service as its own process) run exactly the same assembly.
+package app
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/internal/dispatcher"
+	"github.com/kagzi/kagzi/internal/natsutil"
+	"github.com/kagzi/kagzi/internal/reaper"
+	"github.com/kagzi/kagzi/internal/scheduler"
+	"github.com/kagzi/kagzi/internal/svc"
+	"github.com/kagzi/kagzi/pkg/store"
+)
+
+// NewStore wraps pool with the configured payload limits, logging large
+// payloads.
+func NewStore(pool *pgxpool.Pool, cfg config.Database, log *slog.Logger) *store.Store {
+	return store.New(pool, store.Options{
+		PayloadWarnBytes: cfg.PayloadWarnBytes, PayloadMaxBytes: cfg.PayloadMaxBytes,
+		OnLargePayload: func(what string, size int) { log.Warn("large payload", "what", what, "bytes", size) },
+	})
+}
+
+// Dispatcher returns the dispatcher's components (the lease service and,
+// if enabled, the relay) and its readiness checks.
+func Dispatcher(cfg config.Dispatcher, st *store.Store, nc *nats.Conn, log *slog.Logger) ([]svc.Component, map[string]svc.Check) {
+	d := dispatcher.New(dispatcher.Config{
+		Lease: cfg.Lease, DeliveryTimeout: cfg.DeliveryTimeout, MaxClaim: cfg.MaxClaim, ReportWriters: cfg.ReportWriters,
+	}, st, nc, log)
+	natsutil.OnReconnect(nc, d.Resync)
+	comps := []svc.Component{d}
+	checks := map[string]svc.Check{"postgres": st.Ping, "nats": svc.NATSCheck(nc)}
+	if cfg.Relay {
+		comps = append(comps, dispatcher.NewRelay(dispatcher.RelayConfig{DatabaseURL: cfg.DatabaseURL}, nc, log))
+	}
+	return comps, checks
+}
+
+// RunDispatcher runs the dispatcher service until ctx ends.
+func RunDispatcher(ctx context.Context, cfg config.Dispatcher, log *slog.Logger) error {
+	return run(ctx, "dispatcher", cfg.Common, cfg.Database, log, func(st *store.Store, nc *nats.Conn) ([]svc.Component, map[string]svc.Check) {
+		return Dispatcher(cfg, st, nc, log)
+	})
+}
+
+// Scheduler returns the scheduler's component and its readiness checks.
+// The scheduler resyncs on NATS reconnect by itself.
+func Scheduler(cfg config.Scheduler, st *store.Store, nc *nats.Conn, log *slog.Logger) (*scheduler.Scheduler, map[string]svc.Check) {
+	s := scheduler.New(scheduler.Config{Batch: cfg.SchedulerBatch, Grace: cfg.SchedulerGrace}, st, nc, log)
+	return s, map[string]svc.Check{"postgres": st.Ping, "nats": svc.NATSCheck(nc)}
+}
+
+// RunScheduler runs the scheduler service until ctx ends.
+func RunScheduler(ctx context.Context, cfg config.Scheduler, log *slog.Logger) error {
+	return run(ctx, "scheduler", cfg.Common, cfg.Database, log, func(st *store.Store, nc *nats.Conn) ([]svc.Component, map[string]svc.Check) {
+		s, checks := Scheduler(cfg, st, nc, log)
+		return []svc.Component{s}, checks
+	})
+}
+
+// Reaper returns the reaper service (it watches its NATS connection itself)
+// and its readiness checks.
+func Reaper(cfg config.Reaper, st *store.Store, nc *nats.Conn, log *slog.Logger) (*reaper.Reaper, map[string]svc.Check) {
+	retention := cfg.WorkerRetention
+	if retention == 0 {
+		retention = -1 // keep
+	}
+	r := reaper.New(reaper.Config{
+		DatabaseURL: cfg.DatabaseURL, WorkerTimeout: cfg.WorkerTimeout, FlushInterval: cfg.FlushInterval,
+		Lease: cfg.Lease, LeaseGrace: cfg.LeaseGrace, WorkerRetention: retention,
+	}, st, nc, log)
+	return r, map[string]svc.Check{"postgres": st.Ping, "nats": svc.NATSCheck(nc)}
+}
+
+// RunReaper runs the reaper service until ctx ends.
+func RunReaper(ctx context.Context, cfg config.Reaper, log *slog.Logger) error {
+	return run(ctx, "reaper", cfg.Common, cfg.Database, log, func(st *store.Store, nc *nats.Conn) ([]svc.Component, map[string]svc.Check) {
+		r, checks := Reaper(cfg, st, nc, log)
+		return []svc.Component{r}, checks
+	})
+}
+
+// run is what every database service does: connect to Postgres and NATS,
+// set up telemetry and the health endpoint, build the components, run them
+// until ctx ends.
+func run(ctx context.Context, name string, common config.Common, db config.Database, log *slog.Logger,
+	build func(*store.Store, *nats.Conn) ([]svc.Component, map[string]svc.Check)) error {
+	pool, err := store.Connect(ctx, db.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	nc, err := svc.ConnectNATS(common.NATSURL, "kagzi-"+name, log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	// Telemetry first, so the components' instruments bind to its providers.
+	health := &svc.Health{Addr: common.HTTPAddr, Log: log}
+	stop, err := svc.Telemetry(ctx, "kagzi-"+name, health)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	comps, checks := build(NewStore(pool, db, log), nc)
+	health.Checks = checks
+	for _, c := range comps {
+		if rp, ok := c.(*reaper.Reaper); ok {
+			health.Info = map[string]func() string{"reaper": func() string {
+				if rp.IsLeader() {
+					return "leader"
+				}
+				return "standby"
+			}}
+			registerWorkersOnline(rp)
+		}
+		if relay, ok := c.(*dispatcher.Relay); ok {
+			// Readiness does not need the relay lock (a standby is ready),
+			// but /readyz says which replica relays.
+			health.Info = map[string]func() string{"relay": func() string {
+				if relay.IsLeader() {
+					return "leader"
+				}
+				return "standby"
+			}}
+		}
+	}
+	return svc.RunAll(ctx, log, append([]svc.Component{health}, comps...)...)
+}
+
+// registerWorkersOnline exports the reaper's count of live workers as the
+// kagzi.workers.online gauge.
+func registerWorkersOnline(rp *reaper.Reaper) {
+	m := otel.GetMeterProvider().Meter("github.com/kagzi/kagzi/reaper")
+	g, err := m.Int64ObservableGauge("kagzi.workers.online", metric.WithDescription("Workers heard from within the timeout, as this reaper sees them."))
+	if err != nil {
+		return
+	}
+	_, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(g, int64(rp.Stats().Workers))
+		return nil
+	}, g)
+}

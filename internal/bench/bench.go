@@ -1,0 +1,469 @@
+// Package bench owns `kagzi bench`: it makes its own database, runs every
+// service as its own process (the kagzi binary's hidden `serve` command)
+// over real TCP hops to Postgres and NATS, drives a scenario through the
+// client SDK and reports figures.
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+
+	"github.com/kagzi/kagzi/internal/natsserver"
+	"github.com/kagzi/kagzi/pkg/client"
+	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/store"
+)
+
+// Options configure a benchmark run.
+type Options struct {
+	Scenario string
+	Runs     int
+	Steps    int
+	// Rate is starts per second (latency scenario).
+	Rate float64
+	// AdminURL is a Postgres URL on the server to create the bench database on.
+	AdminURL string
+	// NATSURL of a server to use; empty starts an embedded one.
+	NATSURL     string
+	Workers     int
+	Dispatchers int
+	// Concurrency is each worker's max concurrency.
+	Concurrency int
+	// Exe is the kagzi binary whose `serve` command runs the services.
+	Exe string
+	// Keep keeps the bench database afterwards.
+	Keep bool
+	// ProfileDir, if set, receives a CPU profile of every service process
+	// (dispatcher-0.pprof, worker-0.pprof …).
+	ProfileDir string
+	// Log receives progress; the services' own logs go to ServiceLog.
+	Log        *slog.Logger
+	ServiceLog io.Writer
+
+	// Options of the scenarios of scenarios.go (idle, scale, connections,
+	// cron, recovery); zero values take their defaults.
+	Duration      time.Duration // idle and cron: how long to measure
+	Sizes         []int         // scale: finished runs in the table
+	Repeat        int           // scale: workloads per size (the median counts)
+	Schedules     int           // cron: schedules firing every second
+	WorkerTimeout time.Duration // every process: KAGZI_WORKER_TIMEOUT (heartbeats at a quarter)
+	// CountStatements runs the dispatcher in the bench process so that
+	// every statement of the client and the dispatcher is counted
+	// (throughput).
+	CountStatements bool
+}
+
+// Result holds a scenario's figures; zero fields do not apply to it.
+type Result struct {
+	Scenario      string  `json:"scenario"`
+	Runs          int     `json:"runs"`
+	Steps         int     `json:"steps"`
+	Workers       int     `json:"workers"`
+	Dispatchers   int     `json:"dispatchers"`
+	DurationSec   float64 `json:"duration_sec"`
+	RunsPerSec    float64 `json:"runs_per_sec"`
+	StepsPerSec   float64 `json:"steps_per_sec"`
+	DispatchP50ms float64 `json:"dispatch_p50_ms"`
+	DispatchP99ms float64 `json:"dispatch_p99_ms"`
+	ResultP50ms   float64 `json:"result_p50_ms"`
+	ResultP99ms   float64 `json:"result_p99_ms"`
+	Failed        int     `json:"failed"`
+	// Cost is what the runs cost Postgres (throughput).
+	Cost *Cost `json:"postgres,omitempty"`
+	// Detail holds the figures of the scenarios of scenarios.go; JSON
+	// prints it in place of the fields above.
+	Detail Detail `json:"-"`
+}
+
+func (o *Options) defaults() error {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.ServiceLog == nil {
+		o.ServiceLog = io.Discard
+	}
+	if o.Workers <= 0 {
+		o.Workers = defaultWorkers(o.Scenario)
+	}
+	if o.Dispatchers <= 0 {
+		o.Dispatchers = 1
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 200
+	}
+	if o.Steps < 0 {
+		return fmt.Errorf("%w: --steps %d must not be negative", store.ErrInvalidArgument, o.Steps)
+	}
+	switch o.Scenario {
+	case "throughput":
+		if o.Runs <= 0 {
+			o.Runs = 20000
+		}
+	case "latency":
+		if o.Runs <= 0 {
+			o.Runs = 2000
+		}
+		if o.Rate <= 0 {
+			o.Rate = 200
+		}
+	case "sleep":
+		if o.Runs <= 0 {
+			o.Runs = DefaultSleepRuns
+		}
+		o.Rate = max(o.Rate, 0)
+	default:
+		if err := o.scenarioDefaults(); err != nil {
+			return err
+		}
+	}
+	if o.Exe == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		o.Exe = exe
+	}
+	return nil
+}
+
+// env is a bench environment: its database, NATS and service processes.
+type env struct {
+	o       *Options
+	dbName  string
+	dbURL   string
+	natsURL string
+	ns      *natsserver.Server
+	procs   []*exec.Cmd
+	st      *store.Store
+	pool    interface{ Close() }
+	nc      *nats.Conn
+	cl      *client.Client
+	done    *doneTracker
+	x       envExtra
+}
+
+// Run runs the scenario and returns its figures.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	e := &env{o: &o}
+	defer e.close(ctx)
+	if err := e.setup(ctx); err != nil {
+		return nil, err
+	}
+	switch o.Scenario {
+	case "throughput":
+		return e.withCost(ctx, e.throughput)
+	case "latency":
+		return e.latency(ctx)
+	case "sleep":
+		return e.sleep(ctx)
+	default:
+		return e.runExtra(ctx)
+	}
+}
+
+func (e *env) setup(ctx context.Context) error {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	e.dbName = "kagzi_bench_" + hex.EncodeToString(b[:])
+	if err := store.DatabaseCreate(ctx, e.o.AdminURL, e.dbName, ""); err != nil {
+		return err
+	}
+	url, err := store.DatabaseURL(e.o.AdminURL, e.dbName)
+	if err != nil {
+		return err
+	}
+	e.dbURL = url
+	if _, err := store.Migrate(ctx, url); err != nil {
+		return err
+	}
+	e.natsURL = e.o.NATSURL
+	if e.natsURL == "" {
+		ns, err := natsserver.Start(0)
+		if err != nil {
+			return err
+		}
+		e.ns, e.natsURL = ns, ns.URL()
+	}
+	e.x.tally = store.NewStatementTally()
+	pool, err := store.ConnectTraced(ctx, withApp(url, benchApp), e.x.tally)
+	if err != nil {
+		return err
+	}
+	e.pool = pool
+	e.st = store.New(pool, store.Options{})
+	e.nc, err = nats.Connect(e.natsURL, nats.MaxReconnects(-1))
+	if err != nil {
+		return err
+	}
+	e.cl, err = client.New(e.st, e.nc, client.Options{Namespace: "bench", Queue: "bench"})
+	if err != nil {
+		return err
+	}
+	e.done, err = newDoneTracker(e.nc)
+	if err != nil {
+		return err
+	}
+	// Subscribe before the services start, then wait for them to say so.
+	relayUp := make(chan struct{}, 16)
+	s1, err := e.nc.Subscribe(protocol.SubjectRelayUp, func(*nats.Msg) { relayUp <- struct{}{} })
+	if err != nil {
+		return err
+	}
+	defer func() { _ = s1.Unsubscribe() }()
+	_ = e.nc.Flush()
+	common := []string{"KAGZI_DATABASE_URL=" + e.dbURL, "KAGZI_NATS_URL=" + e.natsURL, "KAGZI_HTTP_ADDR=", "KAGZI_LOG_LEVEL=warn",
+		"KAGZI_NAMESPACE=bench", "KAGZI_QUEUE=bench"}
+	e.x.common = append(common, e.o.serviceEnv()...)
+	for i := 0; i < e.o.Dispatchers; i++ {
+		if e.o.CountStatements && i == 0 {
+			if err := e.startDispatcherHere(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := e.spawn(ctx, "dispatcher", e.x.common); err != nil {
+			return err
+		}
+	}
+	timeout := time.After(30 * time.Second)
+	select {
+	case <-relayUp:
+	case <-timeout:
+		return errors.New("bench: no dispatcher relay came up within 30 s")
+	}
+	if err := e.startSupport(ctx); err != nil {
+		return err
+	}
+	if _, err := e.startWorkers(ctx, e.o.Workers); err != nil {
+		return err
+	}
+	e.o.Log.Info("services up", "dispatchers", e.o.Dispatchers, "workers", e.o.Workers, "database", e.dbName)
+	return nil
+}
+
+func (e *env) spawn(ctx context.Context, service string, env []string) error {
+	cmd := exec.CommandContext(ctx, e.o.Exe, "serve", service)
+	cmd.Env = append(os.Environ(), env...)
+	if service != "worker" {
+		cmd.Env = append(cmd.Env, "KAGZI_DATABASE_URL="+withApp(e.dbURL, "kagzi-"+service))
+	}
+	if e.o.ProfileDir != "" {
+		n := 0
+		for _, p := range e.procs {
+			if p.Args[2] == service {
+				n++
+			}
+		}
+		cmd.Env = append(cmd.Env, fmt.Sprintf("KAGZI_CPU_PROFILE=%s/%s-%d.pprof", e.o.ProfileDir, service, n))
+	}
+	cmd.Stdout, cmd.Stderr = e.o.ServiceLog, e.o.ServiceLog
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("bench: start %s: %w", service, err)
+	}
+	e.procs = append(e.procs, cmd)
+	return nil
+}
+
+func (e *env) close(ctx context.Context) {
+	// Workers first, so their drain reaches a live dispatcher.
+	for i := len(e.procs) - 1; i >= 0; i-- {
+		p := e.procs[i]
+		_ = p.Process.Signal(os.Interrupt)
+		_ = p.Wait()
+	}
+	e.x.close()
+	if e.done != nil {
+		e.done.close()
+	}
+	if e.cl != nil {
+		e.cl.Close()
+	}
+	if e.nc != nil {
+		e.nc.Close()
+	}
+	if e.pool != nil {
+		e.pool.Close()
+	}
+	if e.ns != nil {
+		e.ns.Stop()
+	}
+	if e.dbName != "" && !e.o.Keep {
+		if err := store.DatabaseDrop(context.WithoutCancel(ctx), e.o.AdminURL, e.dbName); err != nil {
+			e.o.Log.Warn("drop bench database", "err", err)
+		}
+	}
+}
+
+// doneTracker records when each run's finish event first arrived.
+type doneTracker struct {
+	sub  *nats.Subscription
+	mu   sync.Mutex
+	at   map[uuid.UUID]time.Time
+	stat map[uuid.UUID]string
+	want int
+	all  chan struct{}
+}
+
+func newDoneTracker(nc *nats.Conn) (*doneTracker, error) {
+	d := &doneTracker{at: map[uuid.UUID]time.Time{}, stat: map[uuid.UUID]string{}, all: make(chan struct{})}
+	sub, err := nc.Subscribe(protocol.SubjectDoneAll, func(m *nats.Msg) {
+		now := time.Now()
+		var f protocol.RunFinished
+		if protocol.Decode(m.Data, &f) != nil {
+			return
+		}
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if _, seen := d.at[f.RunID]; seen {
+			return
+		}
+		d.at[f.RunID], d.stat[f.RunID] = now, f.Status
+		if d.want > 0 && len(d.at) == d.want {
+			close(d.all)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	_ = sub.SetPendingLimits(-1, -1)
+	d.sub = sub
+	return d, nc.Flush()
+}
+
+// expect arms the tracker to signal when n distinct runs finished.
+func (d *doneTracker) expect(n int) <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.want = n
+	if len(d.at) >= n {
+		close(d.all)
+	}
+	return d.all
+}
+
+func (d *doneTracker) failed() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, s := range d.stat {
+		if s != "COMPLETED" {
+			n++
+		}
+	}
+	return n
+}
+
+func (d *doneTracker) close() { _ = d.sub.Unsubscribe() }
+
+func (e *env) throughput(ctx context.Context) (*Result, error) {
+	o := e.o
+	all := e.done.expect(o.Runs)
+	start := time.Now()
+	const chunk = 1000
+	for i := 0; i < o.Runs; i += chunk {
+		n := min(chunk, o.Runs-i)
+		reqs := make([]client.StartRequest, n)
+		for j := range reqs {
+			reqs[j] = client.StartRequest{Type: "Noop", Input: map[string]int{"steps": o.Steps}}
+		}
+		if _, err := e.cl.StartMany(ctx, reqs); err != nil {
+			return nil, err
+		}
+	}
+	o.Log.Info("started", "runs", o.Runs, "in", time.Since(start))
+	if err := wait(ctx, all, o.Runs, e.done); err != nil {
+		return nil, err
+	}
+	el := time.Since(start).Seconds()
+	return &Result{Scenario: o.Scenario, Runs: o.Runs, Steps: o.Steps, Workers: o.Workers, Dispatchers: o.Dispatchers,
+		DurationSec: el, RunsPerSec: float64(o.Runs) / el, StepsPerSec: float64(o.Runs*o.Steps) / el, Failed: e.done.failed()}, nil
+}
+
+func wait(ctx context.Context, all <-chan struct{}, n int, d *doneTracker) error {
+	select {
+	case <-all:
+		return nil
+	case <-ctx.Done():
+		d.mu.Lock()
+		got := len(d.at)
+		d.mu.Unlock()
+		return fmt.Errorf("bench: %d of %d runs finished: %w", got, n, ctx.Err())
+	}
+}
+
+func (e *env) latency(ctx context.Context) (*Result, error) {
+	o := e.o
+	all := e.done.expect(o.Runs)
+	ids := make([]uuid.UUID, o.Runs)
+	starts := make([]time.Time, o.Runs)
+	interval := time.Duration(float64(time.Second) / o.Rate)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	begin := time.Now()
+	for i := 0; i < o.Runs; i++ {
+		if i > 0 {
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		h, err := e.cl.Start(ctx, "Probe", struct{}{}, client.StartOptions{})
+		if err != nil {
+			return nil, err
+		}
+		starts[i], ids[i] = time.Now(), h.RunID
+	}
+	if err := wait(ctx, all, o.Runs, e.done); err != nil {
+		return nil, err
+	}
+	el := time.Since(begin).Seconds()
+	var dispatch, result []float64
+	for i, id := range ids {
+		r, err := e.cl.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		var ran int64
+		if _, err := fmt.Sscan(string(r.Output), &ran); err == nil && ran > 0 {
+			dispatch = append(dispatch, float64(time.Unix(0, ran).Sub(starts[i]))/1e6)
+		}
+		e.done.mu.Lock()
+		at := e.done.at[id]
+		e.done.mu.Unlock()
+		result = append(result, float64(at.Sub(starts[i]))/1e6)
+	}
+	return &Result{Scenario: o.Scenario, Runs: o.Runs, Steps: 1, Workers: o.Workers, Dispatchers: o.Dispatchers,
+		DurationSec: el, RunsPerSec: float64(o.Runs) / el,
+		DispatchP50ms: pct(dispatch, 50), DispatchP99ms: pct(dispatch, 99),
+		ResultP50ms: pct(result, 50), ResultP99ms: pct(result, 99), Failed: e.done.failed()}, nil
+}
+
+// pct is the p-th percentile (nearest rank) of xs.
+func pct(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	i := int(float64(len(s))*p/100+0.5) - 1
+	return s[max(0, min(i, len(s)-1))]
+}

@@ -1,0 +1,407 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os/exec"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+
+	"github.com/kagzi/kagzi/internal/reaper"
+	"github.com/kagzi/kagzi/pkg/client"
+	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/store"
+)
+
+// The scenarios beyond throughput and latency: idle, scale, connections,
+// cron and recovery (one file each), and what they share with the others:
+// the reaper and scheduler processes, worker processes known by id, an
+// admin connection that reads server statistics without being counted in
+// them, and the scenario-specific results (Detail).
+
+// Defaults of the options the scenarios of this file add.
+const (
+	DefaultWorkerTimeout = 2 * time.Second
+	DefaultIdleDuration  = 30 * time.Second
+	DefaultCronDuration  = 30 * time.Second
+	DefaultSchedules     = 50
+	DefaultScaleRuns     = 10000
+	DefaultScaleRepeat   = 3
+	DefaultRecoveryRuns  = 100
+	DefaultConnRuns      = 2000
+	// statsFlushWait is how long Postgres 15 may keep an idle backend's
+	// counters before they reach pg_stat_database (PGSTAT_IDLE_INTERVAL
+	// is 10 s).
+	statsFlushWait = 11 * time.Second
+	// benchApp is the application_name of the bench's own connections, so
+	// connection counts and activity samples can leave them out.
+	benchApp = "kagzi-bench"
+)
+
+// DefaultSizes are the finished-run counts of the scale scenario.
+var DefaultSizes = []int{0, 1_000_000, 5_000_000}
+
+// Scenarios lists every scenario, in the order the docs describe them.
+var Scenarios = []string{"throughput", "latency", "sleep", "idle", "scale", "connections", "cron", "recovery"}
+
+// defaultWorkers is the number of worker processes of a scenario when
+// --workers is not given.
+func defaultWorkers(scenario string) int {
+	switch scenario {
+	case "idle":
+		return 10
+	case "recovery", "connections":
+		return 1 // worker A; a second joins later (connections: 49 more)
+	}
+	return 2
+}
+
+// scenarioDefaults fills the defaults of the scenarios of this file; an
+// unknown scenario is an error.
+func (o *Options) scenarioDefaults() error {
+	switch o.Scenario {
+	case "idle":
+		if o.Duration <= 0 {
+			o.Duration = DefaultIdleDuration
+		}
+	case "scale":
+		if o.Runs <= 0 {
+			o.Runs = DefaultScaleRuns
+		}
+		if len(o.Sizes) == 0 {
+			o.Sizes = DefaultSizes
+		}
+		if o.Repeat <= 0 {
+			o.Repeat = DefaultScaleRepeat
+		}
+		for _, n := range o.Sizes {
+			if n < 0 {
+				return fmt.Errorf("%w: --sizes %v: sizes must not be negative", store.ErrInvalidArgument, o.Sizes)
+			}
+		}
+	case "connections":
+		if o.Runs <= 0 {
+			o.Runs = DefaultConnRuns
+		}
+		o.Workers = 1
+	case "cron":
+		if o.Duration <= 0 {
+			o.Duration = DefaultCronDuration
+		}
+		if o.Schedules <= 0 {
+			o.Schedules = DefaultSchedules
+		}
+	case "recovery":
+		if o.Runs <= 0 {
+			o.Runs = DefaultRecoveryRuns
+		}
+		o.Workers = 1
+		if o.Concurrency < o.Runs {
+			o.Concurrency = o.Runs
+		}
+	default:
+		return fmt.Errorf("%w: unknown scenario %q (%s)", store.ErrInvalidArgument, o.Scenario, strings.Join(Scenarios, ", "))
+	}
+	return nil
+}
+
+func (o *Options) workerTimeout() time.Duration {
+	if o.WorkerTimeout <= 0 {
+		return DefaultWorkerTimeout
+	}
+	return o.WorkerTimeout
+}
+
+// heartbeatInterval is a quarter of the worker timeout: a worker must
+// miss three heartbeats and most of a fourth before it is declared dead.
+func (o *Options) heartbeatInterval() time.Duration {
+	return max(o.workerTimeout()/4, 10*time.Millisecond)
+}
+
+// serviceEnv is the configuration every bench process gets besides its
+// database, NATS, namespace and queue.
+func (o *Options) serviceEnv() []string {
+	return []string{
+		"KAGZI_WORKER_TIMEOUT=" + o.workerTimeout().String(),
+		"KAGZI_HEARTBEAT_INTERVAL=" + o.heartbeatInterval().String(),
+		// Runs still held at the end (recovery's) are released quickly.
+		"KAGZI_DRAIN_TIMEOUT=1s",
+	}
+}
+
+// withApp returns the database URL u with application_name set to app, so
+// pg_stat_activity tells the services' connections apart.
+func withApp(u, app string) string {
+	if strings.Contains(u, "://") {
+		if p, err := url.Parse(u); err == nil {
+			q := p.Query()
+			q.Set("application_name", app)
+			p.RawQuery = q.Encode()
+			return p.String()
+		}
+		return u
+	}
+	return u + " application_name=" + app
+}
+
+// envExtra is the part of a bench environment the scenarios of this file
+// add.
+type envExtra struct {
+	// common is the environment of every service process.
+	common []string
+	// workers are the worker processes started so far, with their ids.
+	workers []procWorker
+	// tally counts the statements of the bench's own pool (and of an
+	// in-process dispatcher, --count-statements).
+	tally *store.StatementTally
+	// admin is a pool on the admin database: reading statistics there is
+	// not counted in the bench database's.
+	admin     *store.Store
+	adminPool interface{ Close() }
+	// stop ends an in-process dispatcher.
+	stop func()
+}
+
+func (x *envExtra) close() {
+	if x.stop != nil {
+		x.stop()
+	}
+	if x.adminPool != nil {
+		x.adminPool.Close()
+	}
+}
+
+// openAdmin opens the admin pool (once).
+func (e *env) openAdmin(ctx context.Context) error {
+	if e.x.admin != nil {
+		return nil
+	}
+	pool, err := store.Connect(ctx, withApp(e.o.AdminURL, benchApp))
+	if err != nil {
+		return err
+	}
+	e.x.adminPool, e.x.admin = pool, store.New(pool, store.Options{})
+	return nil
+}
+
+// startSupport starts the scheduler and the reaper and waits until the
+// reaper leads (it holds its advisory lock), so workers registered next
+// are heard by a leader.
+func (e *env) startSupport(ctx context.Context) error {
+	for _, s := range []string{"scheduler", "reaper"} {
+		if err := e.spawn(ctx, s, e.x.common); err != nil {
+			return err
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		held, err := e.st.BenchAdvisoryLockHeld(ctx, reaper.LockKey)
+		if err != nil {
+			return err
+		}
+		if held {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("bench: the reaper did not take its leader lock within 30 s")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// procWorker is a worker process and the id it registered with.
+type procWorker struct {
+	cmd *exec.Cmd
+	id  uuid.UUID
+}
+
+// startWorkers spawns n worker processes with extra environment and waits
+// until each has registered, matching registrations to processes by pid.
+func (e *env) startWorkers(ctx context.Context, n int, extra ...string) ([]procWorker, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	regs := make(chan protocol.WorkerRegister, 4*n+16)
+	sub, err := e.nc.Subscribe(protocol.SubjectWorkerRegister, func(m *nats.Msg) {
+		var r protocol.WorkerRegister
+		if protocol.Decode(m.Data, &r) == nil {
+			select {
+			case regs <- r:
+			default:
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := e.nc.Flush(); err != nil {
+		return nil, err
+	}
+	env := append(append(append([]string(nil), e.x.common...), fmt.Sprintf("KAGZI_MAX_CONCURRENCY=%d", e.o.Concurrency)), extra...)
+	byPID := map[int]*procWorker{}
+	out := make([]procWorker, 0, n)
+	for i := 0; i < n; i++ {
+		if err := e.spawn(ctx, "worker", env); err != nil {
+			return nil, err
+		}
+		cmd := e.procs[len(e.procs)-1]
+		out = append(out, procWorker{cmd: cmd})
+	}
+	for i := range out {
+		byPID[out[i].cmd.Process.Pid] = &out[i]
+	}
+	timeout := time.After(30 * time.Second)
+	for got := 0; got < n; {
+		select {
+		case r := <-regs:
+			if w := byPID[r.PID]; w != nil && w.id == uuid.Nil {
+				w.id = r.WorkerID
+				got++
+			}
+		case <-timeout:
+			return nil, fmt.Errorf("bench: %d of %d workers registered within 30 s", got, n)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	e.x.workers = append(e.x.workers, out...)
+	return out, nil
+}
+
+// round starts n runs of Noop with steps steps (StartMany, 1000 at a time)
+// and waits until every one has finished; it returns the time from the
+// first start to the last finish and how many did not complete.
+func (e *env) round(ctx context.Context, n, steps int) (time.Duration, int, error) {
+	d, err := newDoneTracker(e.nc)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer d.close()
+	all := d.expect(n)
+	start := time.Now()
+	const chunk = 1000
+	for i := 0; i < n; i += chunk {
+		reqs := make([]client.StartRequest, min(chunk, n-i))
+		for j := range reqs {
+			reqs[j] = client.StartRequest{Type: "Noop", Input: map[string]int{"steps": steps}}
+		}
+		if _, err := e.cl.StartMany(ctx, reqs); err != nil {
+			return 0, 0, err
+		}
+	}
+	if err := wait(ctx, all, n, d); err != nil {
+		return 0, 0, err
+	}
+	return time.Since(start), d.failed(), nil
+}
+
+// sleepCtx sleeps for d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// runExtra runs a scenario of this file.
+func (e *env) runExtra(ctx context.Context) (*Result, error) {
+	// The scenarios track their runs themselves.
+	e.done.close()
+	var (
+		d   Detail
+		err error
+	)
+	switch e.o.Scenario {
+	case "idle":
+		d, err = e.idle(ctx)
+	case "scale":
+		d, err = e.scale(ctx)
+	case "connections":
+		d, err = e.connections(ctx)
+	case "cron":
+		d, err = e.cron(ctx)
+	case "recovery":
+		d, err = e.recovery(ctx)
+	default:
+		err = fmt.Errorf("%w: unknown scenario %q", store.ErrInvalidArgument, e.o.Scenario)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Result{Scenario: e.o.Scenario, Workers: len(e.x.workers), Dispatchers: e.o.Dispatchers, Detail: d}, nil
+}
+
+// Detail holds the figures of one of the scenarios of this file. JSON
+// prints it as the whole result; the table prints its rows.
+type Detail interface {
+	// Rows are the table's label/value pairs, in order.
+	Rows() [][2]string
+}
+
+// MarshalJSON prints a result with a Detail as the detail alone (it
+// names its scenario), any other as its fields.
+func (r Result) MarshalJSON() ([]byte, error) {
+	if r.Detail != nil {
+		return json.Marshal(r.Detail)
+	}
+	type plain Result
+	return json.Marshal(plain(r))
+}
+
+// WriteTable prints label/value rows as an aligned two-column table.
+func WriteTable(w io.Writer, rows [][2]string) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, r := range rows {
+		if _, err := fmt.Fprintf(tw, "%s\t%s\n", r[0], r[1]); err != nil {
+			return err
+		}
+	}
+	return tw.Flush()
+}
+
+// verdict says whether a figure met its target.
+func verdict(met bool) string {
+	if met {
+		return "met"
+	}
+	return "MISSED"
+}
+
+// ms converts a duration to float milliseconds.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// round2 rounds x to two decimals (JSON stays readable).
+func round2(x float64) float64 {
+	if x < 0 {
+		return -round2(-x)
+	}
+	return float64(int64(x*100+0.5)) / 100
+}
+
+// sortedKeys returns m's keys sorted.
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

@@ -1,0 +1,149 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/kagzi/kagzi/pkg/client"
+	"github.com/kagzi/kagzi/pkg/store"
+)
+
+// The sleep scenario: durable sleeps are woken by the dispatchers' timers,
+// not by scans, so a run wakes close to its due time however many sleep.
+
+// DefaultSleepRuns is the sleep scenario's number of runs.
+const DefaultSleepRuns = 2000
+
+// DefaultSleepRate is the sleep scenario's default start rate (runs per
+// second): the runs start over 4 s, so that their wake-ups, not a backlog
+// of first executions, are what the figures measure. --rate 0 starts them
+// all at once.
+const DefaultSleepRate = 500
+
+// Sleep durations of the sleep scenario, drawn uniformly.
+const (
+	sleepMinMS = 100
+	sleepMaxMS = 1000
+)
+
+// SleepResult is the sleep scenario's figures. Lateness is the time from a
+// run's due time (the wake time its SLEEP step recorded when the sleep
+// began) to its code running again after the sleep (a step recording
+// time.Now()).
+type SleepResult struct {
+	Scenario    string `json:"scenario"`
+	Runs        int    `json:"runs"`
+	Failed      int    `json:"failed"`
+	Workers     int    `json:"workers"`
+	Dispatchers int    `json:"dispatchers"`
+	SleepMinMS  int    `json:"sleep_min_ms"`
+	SleepMaxMS  int    `json:"sleep_max_ms"`
+	// StartRate is the start rate in runs per second (0: all at once).
+	StartRate   float64 `json:"start_rate"`
+	DurationSec float64 `json:"duration_sec"`
+	LateP50ms   float64 `json:"late_p50_ms"`
+	LateP99ms   float64 `json:"late_p99_ms"`
+	LateMaxMS   float64 `json:"late_max_ms"`
+	// Early counts runs that woke before their due time (must be 0).
+	Early int `json:"early"`
+}
+
+// Rows implements Detail.
+func (r *SleepResult) Rows() [][2]string {
+	return [][2]string{
+		{"scenario", r.Scenario},
+		{"runs", fmt.Sprintf("%d (failed %d), each sleeping %d-%d ms, started at %s", r.Runs, r.Failed, r.SleepMinMS, r.SleepMaxMS, rate(r.StartRate))},
+		{"processes", fmt.Sprintf("%d dispatcher, %d workers", r.Dispatchers, r.Workers)},
+		{"duration", fmt.Sprintf("%.2f s", r.DurationSec)},
+		{"late p50 / p99 / max", fmt.Sprintf("%.2f / %.2f / %.2f ms", r.LateP50ms, r.LateP99ms, r.LateMaxMS)},
+		{"woke early", fmt.Sprint(r.Early)},
+	}
+}
+
+func rate(r float64) string {
+	if r <= 0 {
+		return "once"
+	}
+	return fmt.Sprintf("%.0f/s", r)
+}
+
+// sleepOutput is what the SleepProbe example workflow returns.
+type sleepOutput struct {
+	WokeNS int64 `json:"woke_ns"`
+}
+
+// sleep starts o.Runs SleepProbe runs at o.Rate per second (all at once
+// when 0), each sleeping a random 100-1000 ms, waits for all, and reports
+// how late they woke.
+func (e *env) sleep(ctx context.Context) (*Result, error) {
+	o := e.o
+	all := e.done.expect(o.Runs)
+	start := time.Now()
+	var handles []*client.Handle
+	// Starts go in chunks: every 10 ms at a rate, else 1000 at a time.
+	chunk, tick := 1000, time.Duration(0)
+	if o.Rate > 0 {
+		chunk, tick = max(1, int(o.Rate/100)), 10*time.Millisecond
+	}
+	for i := 0; i < o.Runs; i += chunk {
+		if tick > 0 && i > 0 {
+			due := start.Add(time.Duration(float64(i) / o.Rate * float64(time.Second)))
+			select {
+			case <-time.After(time.Until(due)):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		reqs := make([]client.StartRequest, min(chunk, o.Runs-i))
+		for j := range reqs {
+			ms := sleepMinMS + rand.IntN(sleepMaxMS-sleepMinMS+1)
+			reqs[j] = client.StartRequest{Type: "SleepProbe", Input: map[string]int{"sleep_ms": ms}}
+		}
+		hs, err := e.cl.StartMany(ctx, reqs)
+		if err != nil {
+			return nil, err
+		}
+		handles = append(handles, hs...)
+	}
+	if err := wait(ctx, all, o.Runs, e.done); err != nil {
+		return nil, err
+	}
+	res := &SleepResult{Scenario: o.Scenario, Runs: o.Runs, Failed: e.done.failed(), Workers: o.Workers,
+		Dispatchers: o.Dispatchers, SleepMinMS: sleepMinMS, SleepMaxMS: sleepMaxMS, StartRate: o.Rate, DurationSec: time.Since(start).Seconds()}
+	var late []float64
+	for _, h := range handles {
+		r, err := e.cl.Get(ctx, h.RunID)
+		if err != nil {
+			return nil, err
+		}
+		var out sleepOutput
+		if err := json.Unmarshal(r.Output, &out); err != nil || out.WokeNS == 0 {
+			continue // failed runs are counted above
+		}
+		steps, err := e.st.StepsList(ctx, r.Namespace, r.ID)
+		if err != nil {
+			return nil, err
+		}
+		var due time.Time
+		for _, s := range steps {
+			if s.StepID == "sleep" && s.Kind == store.StepSleep {
+				if err := json.Unmarshal(s.Output, &due); err != nil {
+					return nil, fmt.Errorf("bench: run %s: sleep step output: %w", r.ID, err)
+				}
+			}
+		}
+		if due.IsZero() {
+			continue
+		}
+		l := float64(out.WokeNS-due.UnixNano()) / 1e6
+		if l < 0 {
+			res.Early++
+		}
+		late = append(late, l)
+	}
+	res.LateP50ms, res.LateP99ms, res.LateMaxMS = pct(late, 50), pct(late, 99), pct(late, 100)
+	return &Result{Scenario: o.Scenario, Runs: o.Runs, Workers: o.Workers, Dispatchers: o.Dispatchers, Detail: res}, nil
+}

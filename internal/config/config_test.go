@@ -1,0 +1,113 @@
+package config_test
+
+import (
+	"context"
+	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sethvargo/go-envconfig"
+
+	"github.com/kagzi/kagzi/internal/config"
+)
+
+// envTags returns every variable declared in this package's structs with
+// its default, read from the source so a new struct is covered without
+// being listed here.
+func envTags(t *testing.T) map[string]string {
+	t.Helper()
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "config.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{}
+	ast.Inspect(f, func(n ast.Node) bool {
+		field, ok := n.(*ast.Field)
+		if !ok || field.Tag == nil {
+			return true
+		}
+		tag, err := strconv.Unquote(field.Tag.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env, ok := reflect.StructTag(tag).Lookup("env")
+		if !ok {
+			return true
+		}
+		name, rest, _ := strings.Cut(env, ",")
+		def := ""
+		if _, d, ok := strings.Cut(rest, "default="); ok {
+			def = d
+		}
+		vars[strings.TrimSpace(name)] = def
+		return true
+	})
+	if len(vars) < 10 {
+		t.Fatalf("found only %d variables; is the parser reading the right file?", len(vars))
+	}
+	return vars
+}
+
+func TestEveryVariableIsDocumentedInTheREADME(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(string(readme), "\n") {
+		if m := regexp.MustCompile("^\\| `(KAGZI_[A-Z0-9_]+)` \\|").FindStringSubmatch(line); m != nil {
+			rows[m[1]] = line
+		}
+	}
+	for name, def := range envTags(t) {
+		row, ok := rows[name]
+		if !ok {
+			t.Errorf("%s is not in the README's configuration table", name)
+			continue
+		}
+		if !strings.Contains(row, "`"+def+"`") {
+			t.Errorf("README row of %s does not show its default %q: %s", name, def, row)
+		}
+	}
+}
+
+func TestBadValuesNameTheVariable(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		cfg  any
+		env  map[string]string
+		want string
+	}{
+		{&config.Dispatcher{}, map[string]string{"KAGZI_LEASE": "nonsense"}, "KAGZI_LEASE"},
+		{&config.Dispatcher{}, map[string]string{"KAGZI_LEASE": "10ms"}, "KAGZI_LEASE"},
+		{&config.Dispatcher{}, map[string]string{"KAGZI_MAX_CLAIM": "0"}, "KAGZI_MAX_CLAIM"},
+		{&config.Dispatcher{}, map[string]string{"KAGZI_LOG_LEVEL": "loud"}, "KAGZI_LOG_LEVEL"},
+		{&config.Dispatcher{}, map[string]string{"KAGZI_PAYLOAD_WARN_BYTES": "10", "KAGZI_PAYLOAD_MAX_BYTES": "5"}, "KAGZI_PAYLOAD"},
+		{&config.Worker{}, map[string]string{"KAGZI_QUEUE": "a.b"}, "KAGZI_QUEUE"},
+		{&config.Worker{}, map[string]string{"KAGZI_MAX_CONCURRENCY": "-1"}, "KAGZI_MAX_CONCURRENCY"},
+		{&config.Worker{}, map[string]string{"KAGZI_WAIT_TIMEOUT": "1ms"}, "KAGZI_WAIT_TIMEOUT"},
+	}
+	for _, c := range cases {
+		err := config.LoadFrom(context.Background(), c.cfg, envconfig.MapLookuper(c.env))
+		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%T with %v: %v, want ErrInvalid naming %s", c.cfg, c.env, err, c.want)
+		}
+	}
+}
+
+func TestDefaultsAreValid(t *testing.T) {
+	t.Parallel()
+	for _, cfg := range []any{&config.Dispatcher{}, &config.Worker{}} {
+		if err := config.LoadFrom(context.Background(), cfg, envconfig.MapLookuper(nil)); err != nil {
+			t.Errorf("%T defaults: %v", cfg, err)
+		}
+	}
+}

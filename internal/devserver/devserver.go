@@ -1,0 +1,264 @@
+// Package devserver assembles every Kagzi service in one process: an
+// embedded NATS server unless one is given, the dispatcher with its relay,
+// the scheduler, the reaper, and workers. `kagzi dev` runs it for newcomers;
+// end-to-end tests run it against their own database.
+package devserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+
+	"github.com/kagzi/kagzi/internal/app"
+	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/internal/dispatcher"
+	"github.com/kagzi/kagzi/internal/natsserver"
+	"github.com/kagzi/kagzi/internal/reaper"
+	"github.com/kagzi/kagzi/internal/scheduler"
+	"github.com/kagzi/kagzi/internal/svc"
+	"github.com/kagzi/kagzi/internal/workerapp"
+	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/pkg/worker"
+)
+
+// Options configure a dev server. Zero fields take the defaults.
+type Options struct {
+	// DatabaseURL of a migrated database (required).
+	DatabaseURL string
+	// NATSURL of a server to use; empty starts an embedded one on
+	// NATSPort (0: 4222 if free, else any free port).
+	NATSURL  string
+	NATSPort int
+	// Dispatchers is the number of dispatcher replicas (default 1).
+	Dispatchers int
+	// Schedulers is the number of scheduler replicas (default 1, negative
+	// for none).
+	Schedulers int
+	// Scheduler configures each scheduler (database and NATS fields are
+	// filled in; zero knobs take the scheduler's defaults).
+	Scheduler config.Scheduler
+	// Workers is the number of workers (default 1, negative for none);
+	// each gets its own NATS connection, as separate processes would.
+	Workers int
+	// Worker configures each worker; Register adds its workflows.
+	Worker   config.Worker
+	Register func(*worker.Worker) error
+	// Dispatcher configures each dispatcher (database and NATS fields are
+	// filled in).
+	Dispatcher config.Dispatcher
+	// Reapers is the number of reaper replicas (default 1, negative for
+	// none); they compete for leadership as in production.
+	Reapers int
+	// Reaper configures each reaper (database and NATS fields are filled
+	// in; zero durations take the reaper's defaults).
+	Reaper config.Reaper
+	Log    *slog.Logger
+	// Statements, if set, counts every statement of the services' pool.
+	Statements *store.StatementCounter
+}
+
+// Server is a running dev assembly.
+type Server struct {
+	// NATSURL is where the services' NATS is.
+	NATSURL string
+	// Store is a store over the dev database.
+	Store *store.Store
+	// Workers are the running workers.
+	Workers []*worker.Worker
+	// Dispatchers and Relays are the running dispatcher replicas.
+	Dispatchers []*dispatcher.Dispatcher
+	Relays      []*dispatcher.Relay
+	// Reapers are the running reaper replicas.
+	Reapers []*reaper.Reaper
+	// Schedulers are the running scheduler replicas.
+	Schedulers []*scheduler.Scheduler
+
+	log   *slog.Logger
+	ns    *natsserver.Server
+	comps []svc.Component
+	conns []*nats.Conn
+	close []func()
+}
+
+// Start starts everything; Stop stops it.
+func Start(ctx context.Context, o Options) (*Server, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Dispatchers <= 0 {
+		o.Dispatchers = 1
+	}
+	if o.Schedulers < 0 {
+		o.Schedulers = 0
+	} else if o.Schedulers == 0 {
+		o.Schedulers = 1
+	}
+	if o.Workers < 0 {
+		o.Workers = 0
+	} else if o.Workers == 0 {
+		o.Workers = 1
+	}
+	if o.Reapers < 0 {
+		o.Reapers = 0
+	} else if o.Reapers == 0 {
+		o.Reapers = 1
+	}
+	if o.DatabaseURL == "" {
+		return nil, errors.New("devserver: a database url is required")
+	}
+	s := &Server{log: o.Log, NATSURL: o.NATSURL}
+	ok := false
+	defer func() {
+		if !ok {
+			s.Stop()
+		}
+	}()
+	if s.NATSURL == "" {
+		port := o.NATSPort
+		if port == 0 && portFree(4222) {
+			port = 4222
+		}
+		ns, err := natsserver.Start(port)
+		if err != nil {
+			return nil, fmt.Errorf("devserver: %w", err)
+		}
+		s.ns = ns
+		s.NATSURL = ns.URL()
+	}
+	connect := store.Connect
+	if o.Statements != nil {
+		connect = func(ctx context.Context, url string) (*pgxpool.Pool, error) {
+			return store.ConnectCounting(ctx, url, o.Statements)
+		}
+	}
+	pool, err := connect(ctx, o.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	s.close = append(s.close, pool.Close)
+	s.Store = app.NewStore(pool, o.Dispatcher.Database, o.Log)
+
+	dcfg := o.Dispatcher
+	dcfg.DatabaseURL = o.DatabaseURL
+	// Every replica competes for the relay lock, as in production.
+	dcfg.Relay = true
+	for i := 0; i < o.Dispatchers; i++ {
+		nc, err := s.connect(fmt.Sprintf("dispatcher-%d", i))
+		if err != nil {
+			return nil, err
+		}
+		comps, _ := app.Dispatcher(dcfg, s.Store, nc, o.Log.With("dispatcher", i))
+		for _, c := range comps {
+			switch c := c.(type) {
+			case *dispatcher.Dispatcher:
+				s.Dispatchers = append(s.Dispatchers, c)
+			case *dispatcher.Relay:
+				s.Relays = append(s.Relays, c)
+			}
+		}
+		if err := s.start(ctx, comps...); err != nil {
+			return nil, err
+		}
+	}
+	scfg := o.Scheduler
+	scfg.DatabaseURL = o.DatabaseURL
+	for i := 0; i < o.Schedulers; i++ {
+		nc, err := s.connect(fmt.Sprintf("scheduler-%d", i))
+		if err != nil {
+			return nil, err
+		}
+		sc, _ := app.Scheduler(scfg, s.Store, nc, o.Log.With("scheduler", i))
+		if err := s.start(ctx, sc); err != nil {
+			return nil, err
+		}
+		s.Schedulers = append(s.Schedulers, sc)
+	}
+	rcfg := o.Reaper
+	rcfg.DatabaseURL = o.DatabaseURL
+	for i := 0; i < o.Reapers; i++ {
+		nc, err := s.connect(fmt.Sprintf("reaper-%d", i))
+		if err != nil {
+			return nil, err
+		}
+		r, _ := app.Reaper(rcfg, s.Store, nc, o.Log.With("reaper", i))
+		if err := s.start(ctx, r); err != nil {
+			return nil, err
+		}
+		s.Reapers = append(s.Reapers, r)
+	}
+	for i := 0; i < o.Workers; i++ {
+		nc, err := s.connect(fmt.Sprintf("worker-%d", i))
+		if err != nil {
+			return nil, err
+		}
+		w, err := workerapp.New(o.Worker, nc, o.Log.With("worker", i), o.Register)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.start(ctx, w); err != nil {
+			return nil, err
+		}
+		s.Workers = append(s.Workers, w)
+	}
+	ok = true
+	return s, nil
+}
+
+func (s *Server) connect(name string) (*nats.Conn, error) {
+	nc, err := nats.Connect(s.NATSURL, nats.Name("kagzi-dev-"+name), nats.MaxReconnects(-1),
+		nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		return nil, fmt.Errorf("devserver: connect nats: %w", err)
+	}
+	s.conns = append(s.conns, nc)
+	return nc, nil
+}
+
+func (s *Server) start(ctx context.Context, comps ...svc.Component) error {
+	for _, c := range comps {
+		if err := c.Start(ctx); err != nil {
+			return err
+		}
+		s.comps = append(s.comps, c)
+	}
+	return nil
+}
+
+// Connect opens another NATS connection to the server (for clients).
+func (s *Server) Connect() (*nats.Conn, error) { return s.connect("client") }
+
+// Stop stops the components in reverse order, then the connections and
+// the embedded NATS server.
+func (s *Server) Stop() {
+	for i := len(s.comps) - 1; i >= 0; i-- {
+		s.comps[i].Stop()
+	}
+	s.comps = nil
+	for _, nc := range s.conns {
+		nc.Close()
+	}
+	s.conns = nil
+	for _, f := range s.close {
+		f()
+	}
+	s.close = nil
+	if s.ns != nil {
+		s.ns.Stop()
+		s.ns = nil
+	}
+}
+
+func portFree(port int) bool {
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return false
+	}
+	_ = ln.Close()
+	return true
+}

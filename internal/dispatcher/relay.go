@@ -1,0 +1,154 @@
+package dispatcher
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/store"
+)
+
+// RelayLockKey is the advisory lock that elects the one relaying replica.
+const RelayLockKey int64 = 0x6b61677a6901 // "kagzi" 01
+
+// RelayConfig configures a Relay.
+type RelayConfig struct {
+	// DatabaseURL is where the relay holds its dedicated connection.
+	DatabaseURL string
+	// Retry is the wait before reconnecting after a lost connection.
+	Retry time.Duration
+	// MeterProvider defaults to the otel global.
+	MeterProvider metric.MeterProvider
+}
+
+// RelayStats are the relay's counters.
+type RelayStats struct {
+	Relayed   int64 // notifications republished
+	Malformed int64 // notifications dropped as malformed
+	Leader    bool  // holds the relay lock now
+}
+
+// Relay republishes Postgres notifications on NATS. Every dispatcher
+// replica runs one; the advisory lock lets exactly one of them listen.
+type Relay struct {
+	cfg RelayConfig
+	nc  *nats.Conn
+	log *slog.Logger
+	id  string
+
+	relayed   atomic.Int64
+	tel       *instruments
+	malformed atomic.Int64
+	leader    atomic.Bool
+
+	mu       sync.Mutex
+	cancel   context.CancelFunc
+	done     chan struct{}
+	stopOnce sync.Once
+}
+
+// NewRelay returns a relay; Start runs it.
+func NewRelay(cfg RelayConfig, nc *nats.Conn, log *slog.Logger) *Relay {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Relay{cfg: cfg, nc: nc, log: log.With("component", "relay"), id: uuid.NewString(),
+		tel: newInstruments(nil, cfg.MeterProvider)}
+}
+
+// Stats returns the relay's counters.
+func (r *Relay) Stats() RelayStats {
+	return RelayStats{Relayed: r.relayed.Load(), Malformed: r.malformed.Load(), Leader: r.leader.Load()}
+}
+
+// IsLeader reports whether this replica relays now.
+func (r *Relay) IsLeader() bool { return r.leader.Load() }
+
+// Start begins competing for the relay lock in the background.
+func (r *Relay) Start(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	r.mu.Lock()
+	r.cancel, r.done = cancel, make(chan struct{})
+	r.mu.Unlock()
+	l := &store.Listener{
+		URL:            r.cfg.DatabaseURL,
+		LockKey:        RelayLockKey,
+		Retry:          r.cfg.Retry,
+		OnLeader:       r.onLeader,
+		OnNotification: r.onNotification,
+		OnError:        func(err error) { r.log.Warn("relay connection lost", "err", err) },
+	}
+	go func() {
+		defer close(r.done)
+		_ = l.Run(ctx)
+	}()
+	return nil
+}
+
+// Stop ends the relay and waits for it; safe to call twice.
+func (r *Relay) Stop() {
+	r.stopOnce.Do(func() {
+		r.mu.Lock()
+		cancel, done := r.cancel, r.done
+		r.mu.Unlock()
+		if cancel != nil {
+			cancel()
+			<-done
+		}
+	})
+}
+
+func (r *Relay) onLeader(ctx context.Context, leader bool) {
+	r.leader.Store(leader)
+	if !leader {
+		r.log.Warn("relay lost leadership")
+		return
+	}
+	r.log.Info("relay is leader", "relay_id", r.id)
+	// Notifications sent while no relay listened are gone: everyone reads
+	// their backlog again.
+	r.publish(ctx, protocol.SubjectRelayUp, &protocol.RelayUp{RelayID: r.id, At: time.Now().UTC()})
+}
+
+func (r *Relay) onNotification(ctx context.Context, payload string) {
+	n, err := store.ParseNotification(payload)
+	if err != nil {
+		r.malformed.Add(1)
+		r.log.Error("dropping malformed notification", "err", err)
+		return
+	}
+	switch n.Kind {
+	case store.NotifyReady:
+		r.publish(ctx, protocol.SubjectReady(n.Namespace, n.Queue), &protocol.Wakeup{Namespace: n.Namespace, Queue: n.Queue, AvailableAt: *n.At})
+	case store.NotifyDone:
+		for _, f := range n.Finished {
+			r.publish(ctx, protocol.SubjectDone(n.Namespace, f.RunID), &protocol.RunFinished{Namespace: n.Namespace, RunID: f.RunID, Status: string(f.Status)})
+		}
+	case store.NotifyCancel:
+		r.publish(ctx, protocol.SubjectCancel(n.WorkerID), &protocol.Cancel{Namespace: n.Namespace, RunID: n.RunID, WorkerID: n.WorkerID})
+	case store.NotifySchedule:
+		r.publish(ctx, protocol.SubjectSchedule(n.Namespace), &protocol.ScheduleChanged{Namespace: n.Namespace, ScheduleID: n.RunID, NextAt: n.At})
+	}
+}
+
+func (r *Relay) publish(ctx context.Context, subject string, m protocol.Message) {
+	data, err := protocol.Encode(m)
+	if err != nil {
+		r.malformed.Add(1)
+		r.log.Error("dropping notification that does not encode", "subject", subject, "err", err)
+		return
+	}
+	if err := r.nc.Publish(subject, data); err != nil {
+		r.log.Warn("relay publish failed", "subject", subject, "err", err)
+		return
+	}
+	r.relayed.Add(1)
+	r.tel.relayed.Add(ctx, 1)
+}

@@ -1,0 +1,294 @@
+package dispatcher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/store"
+)
+
+// reportJob is one worker report waiting to be applied.
+type reportJob struct {
+	msg     *nats.Msg
+	report  protocol.Report
+	results []protocol.ReportResult
+	// finished are the runs this report ended, published after commit.
+	finished []protocol.RunFinished
+}
+
+func (d *Dispatcher) onReport(m *nats.Msg) {
+	job := &reportJob{msg: m}
+	if err := protocol.Decode(m.Data, &job.report); err != nil {
+		d.dropMalformed(m, err)
+		return
+	}
+	select {
+	case d.reports <- job:
+	case <-d.ctx.Done():
+	}
+}
+
+// reportWriter applies reports: it takes whatever has queued up (up to
+// ReportBatch items) and applies it in one transaction.
+func (d *Dispatcher) reportWriter() {
+	defer d.wg.Done()
+	for {
+		var first *reportJob
+		select {
+		case first = <-d.reports:
+		case <-d.ctx.Done():
+			d.drainReports()
+			return
+		}
+		batch := []*reportJob{first}
+		items := len(first.report.Items)
+	collect:
+		for items < d.cfg.ReportBatch {
+			select {
+			case j := <-d.reports:
+				batch = append(batch, j)
+				items += len(j.report.Items)
+			default:
+				break collect
+			}
+		}
+		d.applyBatch(d.ctx, batch)
+	}
+}
+
+// drainReports applies the reports already received when the dispatcher
+// stops, so a worker's last outcomes are not lost to a restart.
+func (d *Dispatcher) drainReports() {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), 5*time.Second)
+	defer cancel()
+	for {
+		select {
+		case j := <-d.reports:
+			d.applyBatch(ctx, []*reportJob{j})
+		default:
+			return
+		}
+	}
+}
+
+// applyBatch applies the jobs in one transaction; if the transaction fails
+// as a whole, each job gets its own so one bad report cannot sink others.
+func (d *Dispatcher) applyBatch(ctx context.Context, batch []*reportJob) {
+	err := d.st.InTx(ctx, func(tx *store.Store) error { return d.applyJobs(ctx, tx, batch) })
+	if err != nil && len(batch) > 1 {
+		for _, j := range batch {
+			d.applyBatch(ctx, []*reportJob{j})
+		}
+		return
+	}
+	if err != nil {
+		d.log.Error("apply report", "worker_id", batch[0].report.WorkerID, "err", err)
+		j := batch[0]
+		j.results = make([]protocol.ReportResult, len(j.report.Items))
+		for i := range j.results {
+			j.results[i] = protocol.ReportResult{Code: protocol.ResultError, Message: err.Error()}
+		}
+		j.finished = nil
+	} else {
+		d.reportTxs.Add(1)
+	}
+	for _, j := range batch {
+		d.reply(j)
+	}
+}
+
+// itemRef points at one item of one job.
+type itemRef struct {
+	j *reportJob
+	i int
+}
+
+// applyJobs applies the items of every job, set-wise where it can: all step
+// records in one round trip, then the rarer transitions one by one in the
+// order they came (suspensions, event waits, child starts, failures), then
+// all run completions in one statement. A run's steps and child starts thus
+// precede its completion, as the worker sent them. It returns an error only
+// for failures that abort the transaction.
+func (d *Dispatcher) applyJobs(ctx context.Context, tx *store.Store, batch []*reportJob) error {
+	var (
+		steps     []store.StepsRecordParams
+		stepRefs  []itemRef
+		completes []store.RunsCompleteItem
+		doneRefs  []itemRef
+		others    []itemRef
+	)
+	for _, j := range batch {
+		j.results = make([]protocol.ReportResult, len(j.report.Items))
+		j.finished = j.finished[:0]
+		for i := range j.report.Items {
+			it := &j.report.Items[i]
+			l := store.Lease{Namespace: j.report.Namespace, RunID: it.RunID, Token: it.LeaseToken}
+			switch it.Kind {
+			case protocol.ReportStepCompleted, protocol.ReportStepFailed:
+				steps = append(steps, stepParams(l, it))
+				stepRefs = append(stepRefs, itemRef{j, i})
+			case protocol.ReportRunCompleted:
+				completes = append(completes, store.RunsCompleteItem{Lease: l, Output: it.Output})
+				doneRefs = append(doneRefs, itemRef{j, i})
+			default:
+				others = append(others, itemRef{j, i})
+			}
+		}
+	}
+	if len(steps) > 0 {
+		errs, err := tx.StepsRecordMany(ctx, steps)
+		if err != nil {
+			return err
+		}
+		for k, ref := range stepRefs {
+			if err := d.result(ref, errs[k]); err != nil {
+				return err
+			}
+		}
+	}
+	for _, ref := range others {
+		if err := d.applyOther(ctx, tx, ref); err != nil {
+			return err
+		}
+	}
+	if len(completes) > 0 {
+		errs, err := tx.RunsCompleteMany(ctx, completes)
+		if err != nil {
+			return err
+		}
+		for k, ref := range doneRefs {
+			if err := d.result(ref, errs[k]); err != nil {
+				return err
+			}
+			if errs[k] == nil {
+				ref.j.finished = append(ref.j.finished, protocol.RunFinished{Namespace: ref.j.report.Namespace,
+					RunID: ref.j.report.Items[ref.i].RunID, Status: string(store.StatusCompleted)})
+			}
+		}
+	}
+	return nil
+}
+
+// applyOther applies one item that is neither a step record nor a
+// completion.
+func (d *Dispatcher) applyOther(ctx context.Context, tx *store.Store, ref itemRef) error {
+	it := &ref.j.report.Items[ref.i]
+	ns := ref.j.report.Namespace
+	l := store.Lease{Namespace: ns, RunID: it.RunID, Token: it.LeaseToken}
+	var (
+		err error
+		ev  store.EventsReceiveResult
+	)
+	switch it.Kind {
+	case protocol.ReportRunFailed:
+		var res store.RunsFailAttemptResult
+		res, err = tx.RunsFailAttempt(ctx, l, it.Error, it.ErrorType, it.NonRetryable)
+		if err == nil && res.Status == store.StatusFailed {
+			ref.j.finished = append(ref.j.finished, protocol.RunFinished{Namespace: ns, RunID: it.RunID, Status: string(store.StatusFailed)})
+		}
+	case protocol.ReportRunSleep:
+		if len(it.Steps) == 0 && !it.Events {
+			err = tx.RunsSleep(ctx, l, it.Until)
+		} else {
+			_, err = tx.RunsWait(ctx, store.RunsWaitParams{Lease: l, Until: it.Until, ChildSteps: it.Steps})
+		}
+	case protocol.ReportRunRelease:
+		err = tx.RunsRelease(ctx, l)
+	case protocol.ReportEventWait:
+		ev, err = tx.EventsReceive(ctx, store.EventsReceiveParams{Lease: l, StepID: it.StepID, Attempt: it.Attempt,
+			Name: it.Name, Until: it.Until, StartedAt: it.StartedAt, Suspend: it.Suspend})
+	case protocol.ReportChildStart:
+		c := it.Child
+		err = tx.RunsStartChild(ctx, store.RunsStartChildParams{Lease: l, StepID: it.StepID, Attempt: it.Attempt,
+			ChildRunID: protocol.ChildRunID(it.RunID, it.StepID, it.Attempt), Type: c.Type, Version: c.Version,
+			Queue: c.Queue, Input: c.Input, RetryPolicy: c.RetryPolicy, Priority: c.Priority, StartedAt: it.StartedAt})
+	}
+	if err := d.result(ref, err); err != nil {
+		return err
+	}
+	if it.Kind == protocol.ReportEventWait && ref.j.results[ref.i].Code == protocol.ResultOK {
+		r := &ref.j.results[ref.i]
+		switch ev.Status {
+		case store.EventReceived:
+			r.Output = json.RawMessage(ev.Payload)
+		case store.EventWaiting:
+			r.Waiting = true
+		}
+	}
+	return nil
+}
+
+// result records the outcome of one item; it returns err back when the
+// failure aborts the transaction.
+func (d *Dispatcher) result(ref itemRef, err error) error {
+	r := &ref.j.results[ref.i]
+	switch {
+	case err == nil:
+		*r = protocol.ReportResult{Code: protocol.ResultOK}
+		d.applied.Add(1)
+	case errors.Is(err, store.ErrLeaseLost):
+		*r = protocol.ReportResult{Code: protocol.ResultLeaseLost, Message: err.Error()}
+		d.leaseLost.Add(1)
+		d.tel.leaseLost.Add(d.ctx, 1, metric.WithAttributes(attribute.String("namespace", ref.j.report.Namespace)))
+	case errors.Is(err, store.ErrInvalidArgument), errors.Is(err, store.ErrPayloadTooLarge),
+		errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict):
+		*r = protocol.ReportResult{Code: protocol.ResultInvalid, Message: err.Error()}
+	default:
+		return err
+	}
+	return nil
+}
+
+func stepParams(l store.Lease, it *protocol.ReportItem) store.StepsRecordParams {
+	p := store.StepsRecordParams{
+		Lease: l, StepID: it.StepID, Attempt: it.Attempt, Kind: store.StepKind(it.StepKind),
+		Output: it.Output, Error: it.Error, ErrorType: it.ErrorType, StartedAt: it.StartedAt, FinishedAt: it.FinishedAt,
+	}
+	if p.Kind == "" {
+		p.Kind = store.StepFunction
+	}
+	if it.Kind == protocol.ReportStepCompleted {
+		p.Status = store.StepCompleted
+	} else {
+		p.Status = store.StepFailed
+		p.RetryAt = it.Until
+	}
+	return p
+}
+
+// reply answers the worker and, after the commit, announces finished runs
+// directly (the relay announces them too, a little later; waiting clients
+// take whichever comes first).
+func (d *Dispatcher) reply(j *reportJob) {
+	for _, f := range j.finished {
+		attrs := metric.WithAttributes(attribute.String("namespace", f.Namespace))
+		if f.Status == string(store.StatusCompleted) {
+			d.tel.completed.Add(d.ctx, 1, attrs)
+		} else {
+			d.tel.failed.Add(d.ctx, 1, attrs)
+		}
+	}
+	for i := range j.finished {
+		if data, err := protocol.Encode(&j.finished[i]); err == nil {
+			_ = d.nc.Publish(protocol.SubjectDone(j.finished[i].Namespace, j.finished[i].RunID), data)
+		}
+	}
+	if j.msg.Reply == "" {
+		return
+	}
+	data, err := protocol.Encode(&protocol.ReportReply{Results: j.results})
+	if err != nil {
+		d.log.Error("encode report reply", "err", err)
+		return
+	}
+	if err := j.msg.Respond(data); err != nil {
+		d.log.Warn("report reply not sent", "err", err)
+	}
+}

@@ -1,0 +1,101 @@
+package dispatcher
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kagzi/kagzi/internal/tracectx"
+	"github.com/kagzi/kagzi/pkg/store"
+)
+
+// instruments are the dispatcher's metrics. Attributes are namespaces and
+// queues only: run and worker ids go on spans, never on metrics.
+type instruments struct {
+	tracer    trace.Tracer
+	completed metric.Int64Counter
+	failed    metric.Int64Counter
+	leaseLost metric.Int64Counter
+	dispatch  metric.Float64Histogram
+	relayed   metric.Int64Counter
+}
+
+func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) *instruments {
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	m := mp.Meter("github.com/kagzi/kagzi/dispatcher")
+	in := &instruments{tracer: tp.Tracer("github.com/kagzi/kagzi/dispatcher")}
+	// Instrument creation fails only on invalid names; ours are constant.
+	in.completed, _ = m.Int64Counter("kagzi.runs.completed", metric.WithDescription("Runs completed."))
+	in.failed, _ = m.Int64Counter("kagzi.runs.failed", metric.WithDescription("Runs failed for good."))
+	in.leaseLost, _ = m.Int64Counter("kagzi.leases.lost", metric.WithDescription("Reports refused because their lease was no longer current."))
+	in.dispatch, _ = m.Float64Histogram("kagzi.dispatch.latency", metric.WithUnit("ms"),
+		metric.WithDescription("From a run becoming due to its claim."),
+		metric.WithExplicitBucketBoundaries(0.5, 1, 2, 5, 10, 25, 50, 100, 250, 1000, 5000))
+	in.relayed, _ = m.Int64Counter("kagzi.notifications.relayed", metric.WithDescription("Postgres notifications republished on NATS."))
+	return in
+}
+
+// registerQueueDepth adds the queue-depth gauge, read from Postgres when
+// metrics are collected (at most every 5 s), so an idle system that nobody
+// scrapes costs no statements.
+func registerQueueDepth(mp metric.MeterProvider, st *store.Store, ctx func() context.Context) error {
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	m := mp.Meter("github.com/kagzi/kagzi/dispatcher")
+	g, err := m.Int64ObservableGauge("kagzi.queue.depth", metric.WithDescription("Due runs waiting to be claimed, per queue."))
+	if err != nil {
+		return err
+	}
+	var (
+		mu     sync.Mutex
+		last   time.Time
+		cached []store.QueueDepth
+	)
+	_, err = m.RegisterCallback(func(cctx context.Context, o metric.Observer) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Since(last) > 5*time.Second {
+			qctx, cancel := context.WithTimeout(ctx(), 2*time.Second)
+			depths, err := st.RunsQueueDepths(qctx)
+			cancel()
+			if err == nil {
+				cached, last = depths, time.Now()
+			}
+		}
+		for _, q := range cached {
+			o.ObserveInt64(g, q.Due, metric.WithAttributes(attribute.String("namespace", q.Namespace), attribute.String("queue", q.Queue)))
+		}
+		return nil
+	}, g)
+	return err
+}
+
+// dispatchSpans records a span per delivered run in the run's trace.
+func (in *instruments) dispatchSpans(ctx context.Context, runs []store.ClaimedRun, workerID string, start time.Time, err error) {
+	for _, r := range runs {
+		rctx := tracectx.WithTraceParent(ctx, r.TraceContext)
+		_, span := in.tracer.Start(rctx, "kagzi.dispatch "+r.Type, trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindProducer),
+			trace.WithAttributes(
+				attribute.String("kagzi.run_id", r.ID.String()),
+				attribute.String("kagzi.workflow_type", r.Type),
+				attribute.Int("kagzi.attempt", r.Attempts),
+				attribute.String("kagzi.worker_id", workerID),
+				attribute.String("kagzi.queue", r.Queue),
+			))
+		if err != nil {
+			span.RecordError(err)
+		}
+		span.End()
+	}
+}

@@ -1,0 +1,54 @@
+// Package natsserver runs an embedded NATS server (the nats-server module)
+// for `kagzi dev`, `kagzi bench` and tests when no server is given: a real
+// server on a loopback TCP port, so every hop is a real NATS connection.
+package natsserver
+
+import (
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// MaxPayload is the message size limit Kagzi runs NATS with: room for a
+// run's 2 MiB input plus its envelope (the server default is 1 MiB).
+const MaxPayload = 8 << 20
+
+// Server is a running embedded NATS server.
+type Server struct {
+	*server.Server
+}
+
+// Start starts a server on 127.0.0.1:port (0 picks a free port) with
+// JetStream off (Kagzi needs core NATS only).
+func Start(port int) (*Server, error) {
+	opts := &server.Options{
+		Host:       "127.0.0.1",
+		Port:       port,
+		NoLog:      true,
+		NoSigs:     true,
+		MaxPayload: MaxPayload,
+	}
+	if port == 0 {
+		opts.Port = server.RANDOM_PORT
+	}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return nil, err
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		ns.Shutdown()
+		return nil, errors.New("embedded nats server not ready for connections")
+	}
+	return &Server{Server: ns}, nil
+}
+
+// URL is the server's client URL.
+func (s *Server) URL() string { return s.ClientURL() }
+
+// Stop shuts the server down and waits for it.
+func (s *Server) Stop() {
+	s.Shutdown()
+	s.WaitForShutdown()
+}

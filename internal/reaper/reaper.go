@@ -1,0 +1,611 @@
+package reaper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+
+	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/store"
+)
+
+// LockKey is the advisory lock that elects the acting reaper.
+const LockKey int64 = 0x6b61677a6902 // "kagzi" 02
+
+// Defaults of Config.
+const (
+	DefaultWorkerTimeout   = 6 * time.Second
+	DefaultFlushInterval   = 2 * time.Second
+	DefaultLease           = 30 * time.Second
+	DefaultLeaseGrace      = 10 * time.Second
+	DefaultWorkerRetention = 24 * time.Hour
+)
+
+// Config tunes a Reaper. Zero fields take the defaults.
+type Config struct {
+	// DatabaseURL is where the leader election holds its dedicated
+	// connection (required).
+	DatabaseURL string
+	// WorkerTimeout: a worker not heard for this long is marked OFFLINE and
+	// its runs are recovered (default 6 s: three missed heartbeats at the
+	// workers' default interval of 2 s, so recovery starts within 6 s of a
+	// crash).
+	WorkerTimeout time.Duration
+	// FlushInterval batches the writes of liveness (default 2 s).
+	FlushInterval time.Duration
+	// Lease is what a live worker's runs' leases are extended to, from its
+	// last heartbeat (default 30 s). It must not exceed the dispatchers'
+	// lease (they share KAGZI_LEASE).
+	Lease time.Duration
+	// LeaseGrace: a run locked to a live worker that its heartbeats do not
+	// list is released once its lease was last set this long before
+	// (default 10 s; at least twice FlushInterval, so a run whose
+	// completion report is in flight is never released).
+	LeaseGrace time.Duration
+	// WorkerRetention: OFFLINE workers last heard of longer ago are
+	// deleted (default 24 h; negative keeps them).
+	WorkerRetention time.Duration
+	// LockKey overrides the advisory lock key (tests; default LockKey).
+	LockKey int64
+	// Retry is the wait before campaigning again after losing the
+	// leader's connection (default 200 ms).
+	Retry time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.WorkerTimeout <= 0 {
+		c.WorkerTimeout = DefaultWorkerTimeout
+	}
+	if c.FlushInterval <= 0 {
+		c.FlushInterval = DefaultFlushInterval
+	}
+	if c.Lease <= 0 {
+		c.Lease = DefaultLease
+	}
+	if c.LeaseGrace <= 0 {
+		c.LeaseGrace = DefaultLeaseGrace
+	}
+	if c.WorkerRetention == 0 {
+		c.WorkerRetention = DefaultWorkerRetention
+	}
+	if c.LockKey == 0 {
+		c.LockKey = LockKey
+	}
+	if c.Retry <= 0 {
+		c.Retry = 200 * time.Millisecond
+	}
+	return c
+}
+
+// refresh is how stale a live worker's persisted heartbeat may grow when
+// nothing about it changes.
+func (c Config) refresh() time.Duration { return max(c.Lease/3, c.FlushInterval) }
+
+// Stats are a reaper's counters since New.
+type Stats struct {
+	Leader bool  // this replica acts now
+	Terms  int64 // times it became leader
+	// Workers is the number of workers tracked in memory.
+	Workers int
+	// Received messages, by kind; Malformed ones were dropped.
+	Registers, Heartbeats, Deregisters, Wakeups, Malformed int64
+	// Registered and Deregistered count workers written as such.
+	Registered, Deregistered int64
+	// Flushes count liveness flushes (two statements each); the others
+	// count what they did.
+	Flushes, BeatsPersisted, LeasesExtended, RunsReleased int64
+	// WorkersLost counts workers found silent whose runs were recovered;
+	// RunsRetried and RunsFailed count those runs by outcome.
+	WorkersLost, RunsRetried, RunsFailed int64
+	// LeasesExpired counts runs taken back because their lease expired.
+	LeasesExpired int64
+	// DeadlinesMissed counts runs failed past their deadline.
+	DeadlinesMissed int64
+	// LeaseQueries and DeadlineQueries count reads of the next lease
+	// expiry and next deadline; LeaseChecksPending is the number of lease
+	// re-reads scheduled by wakeups (see the package doc).
+	LeaseQueries, DeadlineQueries int64
+	LeaseChecksPending            int
+	// WorkersDeleted counts OFFLINE workers deleted after the retention.
+	WorkersDeleted int64
+	// Errors counts failed statements (each is retried).
+	Errors int64
+}
+
+// dbState is what the leader knows of a worker's row.
+type dbState uint8
+
+const (
+	dbUnknown dbState = iota // not checked (heard from an unknown worker, or after a failover)
+	dbLive                   // registered and not OFFLINE
+	dbStale                  // must be registered (again)
+)
+
+// dereg is a deregistration heard and not yet written.
+type dereg struct {
+	ns string
+	at time.Time
+}
+
+// wstate is the memory of one worker.
+type wstate struct {
+	id        uuid.UUID
+	ns, queue string
+	// reg is its last registration (nil: not seen by this replica).
+	reg    *store.WorkersRegisterParams
+	regGen uint64
+	// lastBeat is when it was last heard (zero: never, known from the
+	// database only).
+	lastBeat time.Time
+	runs     []uuid.UUID
+	draining bool
+
+	// Leader state.
+	db       dbState
+	rejected bool // the store refused its registration: ignored
+	heard    bool // heard since it was last persisted
+	// persistedAt and persistedDraining are its last flushed heartbeat.
+	persistedAt       time.Time
+	persistedDraining bool
+	// regRetryAt defers the next registration attempt; checkAt defers
+	// the death of a worker whose row was written after it was last heard.
+	regRetryAt, checkAt time.Time
+}
+
+// Reaper is the recovery service.
+type Reaper struct {
+	cfg Config
+	st  *store.Store
+	nc  *nats.Conn
+	log *slog.Logger
+
+	mu      sync.Mutex
+	workers map[uuid.UUID]*wstate
+	// deregs are deregistrations to write.
+	deregs map[uuid.UUID]dereg
+	natsUp bool
+	// amnesty: nobody is presumed dead before amnesty + timeout (taking
+	// leadership, NATS reconnect).
+	amnesty time.Time
+	// deadlineCheck is when the next deadline must be re-read because of
+	// wakeups (zero: no need); lastDeadlineQuery rate-limits it.
+	deadlineCheck     time.Time
+	lastDeadlineQuery time.Time
+	// leaseChecks are pending lease re-reads, by bucket (see doc.go).
+	leaseChecks map[int64]struct{}
+	// resync asks the leader to re-read leases and deadlines.
+	resync bool
+	// flushPlanned: the leader knows a flush is due; heartbeats need not
+	// wake it.
+	flushPlanned bool
+	lastPrune    time.Time
+	kick         chan struct{}
+
+	leader atomic.Bool
+	c      counters
+	// onFlush, if set (tests), is called by the leader after each flush.
+	onFlush func(workers int)
+
+	lifeMu   sync.Mutex
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	subs     []*nats.Subscription
+	status   chan nats.Status
+	stopOnce sync.Once
+}
+
+type counters struct {
+	terms, registers, heartbeats, deregisters, wakeups, malformed atomic.Int64
+	registered, deregistered, flushes, beats, extended, released  atomic.Int64
+	lost, retried, failed, expired, deadlines, leaseQ, deadlineQ  atomic.Int64
+	deleted, errors                                               atomic.Int64
+}
+
+// New returns a reaper over st and nc; Start runs it.
+func New(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) *Reaper {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Reaper{
+		cfg:         cfg.withDefaults(),
+		st:          st,
+		nc:          nc,
+		log:         log.With("component", "reaper"),
+		workers:     map[uuid.UUID]*wstate{},
+		deregs:      map[uuid.UUID]dereg{},
+		leaseChecks: map[int64]struct{}{},
+		kick:        make(chan struct{}, 1),
+	}
+}
+
+// IsLeader reports whether this replica acts now.
+func (r *Reaper) IsLeader() bool { return r.leader.Load() }
+
+// Stats returns the reaper's counters.
+func (r *Reaper) Stats() Stats {
+	r.mu.Lock()
+	n, checks := len(r.workers), len(r.leaseChecks)
+	r.mu.Unlock()
+	c := &r.c
+	return Stats{
+		Leader: r.leader.Load(), Terms: c.terms.Load(), Workers: n,
+		Registers: c.registers.Load(), Heartbeats: c.heartbeats.Load(), Deregisters: c.deregisters.Load(),
+		Wakeups: c.wakeups.Load(), Malformed: c.malformed.Load(),
+		Registered: c.registered.Load(), Deregistered: c.deregistered.Load(),
+		Flushes: c.flushes.Load(), BeatsPersisted: c.beats.Load(), LeasesExtended: c.extended.Load(), RunsReleased: c.released.Load(),
+		WorkersLost: c.lost.Load(), RunsRetried: c.retried.Load(), RunsFailed: c.failed.Load(),
+		LeasesExpired: c.expired.Load(), DeadlinesMissed: c.deadlines.Load(),
+		LeaseQueries: c.leaseQ.Load(), DeadlineQueries: c.deadlineQ.Load(), LeaseChecksPending: checks,
+		WorkersDeleted: c.deleted.Load(), Errors: c.errors.Load(),
+	}
+}
+
+// Start subscribes to liveness, wakeups and relay announcements, then
+// campaigns for leadership in the background; the leader reads its
+// backlog (leases, deadlines, live workers) only after the subscriptions
+// are in place.
+func (r *Reaper) Start(ctx context.Context) error {
+	if r.cfg.DatabaseURL == "" {
+		return errors.New("reaper: a database url is required")
+	}
+	r.lifeMu.Lock()
+	defer r.lifeMu.Unlock()
+	if r.cancel != nil {
+		return errors.New("reaper: already started")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	// One channel for the three liveness subjects keeps their order.
+	live := make(chan *nats.Msg, 1<<16)
+	fail := func(err error) error {
+		for _, s := range r.subs {
+			_ = s.Unsubscribe()
+		}
+		r.subs = nil
+		cancel()
+		return err
+	}
+	for _, subj := range []string{protocol.SubjectWorkerRegister, protocol.SubjectWorkerHeartbeat, protocol.SubjectWorkerDeregister} {
+		sub, err := r.nc.ChanSubscribe(subj, live)
+		if err != nil {
+			return fail(fmt.Errorf("reaper: subscribe %s: %w", subj, err))
+		}
+		r.subs = append(r.subs, sub)
+	}
+	for _, s := range []struct {
+		subj string
+		h    nats.MsgHandler
+	}{{protocol.SubjectReadyAll, r.onWakeup}, {protocol.SubjectRelayUp, r.onRelayUp}, {protocol.SubjectWorkAll, r.onWorkRequest}} {
+		sub, err := r.nc.Subscribe(s.subj, s.h)
+		if err != nil {
+			return fail(fmt.Errorf("reaper: subscribe %s: %w", s.subj, err))
+		}
+		_ = sub.SetPendingLimits(1<<20, 1<<30)
+		r.subs = append(r.subs, sub)
+	}
+	if err := r.nc.Flush(); err != nil {
+		return fail(fmt.Errorf("reaper: flush subscriptions: %w", err))
+	}
+	r.status = r.nc.StatusChanged(nats.CONNECTED, nats.RECONNECTING, nats.DISCONNECTED, nats.CLOSED)
+	now := time.Now()
+	r.mu.Lock()
+	r.natsUp = r.nc.IsConnected()
+	r.amnesty = now
+	r.mu.Unlock()
+	r.cancel = cancel
+
+	r.wg.Add(3)
+	go func() {
+		defer r.wg.Done()
+		r.ingest(ctx, live)
+	}()
+	go func() {
+		defer r.wg.Done()
+		r.watchStatus(ctx, r.status)
+	}()
+	l := &store.Leader{
+		URL: r.cfg.DatabaseURL, LockKey: r.cfg.LockKey, Retry: r.cfg.Retry,
+		Lead:    r.lead,
+		OnError: func(err error) { r.log.Warn("leadership", "err", err) },
+	}
+	go func() {
+		defer r.wg.Done()
+		_ = l.Run(ctx)
+	}()
+	return nil
+}
+
+// Stop unsubscribes, steps down and waits; safe to call twice.
+func (r *Reaper) Stop() {
+	r.stopOnce.Do(func() {
+		r.lifeMu.Lock()
+		cancel, subs, status := r.cancel, r.subs, r.status
+		r.lifeMu.Unlock()
+		if cancel == nil {
+			return
+		}
+		for _, s := range subs {
+			_ = s.Unsubscribe()
+		}
+		cancel()
+		r.wg.Wait()
+		if status != nil {
+			r.nc.RemoveStatusListener(status)
+		}
+	})
+}
+
+// wakeLeader nudges the leader loop (a no-op on a standby).
+func (r *Reaper) wakeLeader() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (r *Reaper) dropMalformed(m *nats.Msg, err error) {
+	r.c.malformed.Add(1)
+	r.log.Warn("dropping malformed message", "subject", m.Subject, "err", err)
+}
+
+// watchStatus pauses death detection while NATS is down (heartbeats are
+// missed, not absent) and grants an amnesty and a resync on reconnect.
+func (r *Reaper) watchStatus(ctx context.Context, ch chan nats.Status) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case st, ok := <-ch:
+			if !ok {
+				return
+			}
+			r.mu.Lock()
+			if st == nats.CONNECTED {
+				r.natsUp = true
+				r.amnesty = time.Now()
+				r.resync = true
+			} else {
+				r.natsUp = false
+			}
+			r.mu.Unlock()
+			if st == nats.CONNECTED {
+				r.log.Info("nats reconnected: workers get one timeout to be heard")
+			}
+			r.wakeLeader()
+		}
+	}
+}
+
+func (r *Reaper) ingest(ctx context.Context, ch chan *nats.Msg) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-ch:
+			switch m.Subject {
+			case protocol.SubjectWorkerRegister:
+				r.onRegister(m)
+			case protocol.SubjectWorkerHeartbeat:
+				r.onHeartbeat(m)
+			case protocol.SubjectWorkerDeregister:
+				r.onDeregister(m)
+			}
+		}
+	}
+}
+
+func registerParams(m *protocol.WorkerRegister) *store.WorkersRegisterParams {
+	types := make([]store.TypeVersion, len(m.Types))
+	for i, tv := range m.Types {
+		types[i] = store.TypeVersion{Type: tv.Type, Version: tv.Version}
+	}
+	return &store.WorkersRegisterParams{
+		WorkerID: m.WorkerID, Namespace: m.Namespace, Queue: m.Queue, Hostname: m.Hostname, PID: m.PID,
+		Version: m.Version, Types: types, MaxConcurrency: m.MaxConcurrency, Labels: m.Labels,
+	}
+}
+
+func (r *Reaper) onRegister(m *nats.Msg) {
+	var reg protocol.WorkerRegister
+	if err := protocol.Decode(m.Data, &reg); err != nil {
+		r.dropMalformed(m, err)
+		return
+	}
+	r.c.registers.Add(1)
+	now := time.Now()
+	r.mu.Lock()
+	w := r.workers[reg.WorkerID]
+	if w == nil {
+		w = &wstate{id: reg.WorkerID}
+		r.workers[reg.WorkerID] = w
+	}
+	w.ns, w.queue = reg.Namespace, reg.Queue
+	w.reg = registerParams(&reg)
+	w.regGen++
+	w.lastBeat = now
+	w.db, w.rejected, w.regRetryAt, w.checkAt = dbStale, false, time.Time{}, time.Time{}
+	r.pruneLocked(now)
+	r.mu.Unlock()
+	r.wakeLeader()
+}
+
+func (r *Reaper) onHeartbeat(m *nats.Msg) {
+	var hb protocol.Heartbeat
+	if err := protocol.Decode(m.Data, &hb); err != nil {
+		r.dropMalformed(m, err)
+		return
+	}
+	r.c.heartbeats.Add(1)
+	now := time.Now()
+	r.mu.Lock()
+	w := r.workers[hb.WorkerID]
+	if w == nil {
+		// Unknown here: a reaper that started after the registration, or a
+		// worker marked OFFLINE coming back. The leader checks its row.
+		w = &wstate{id: hb.WorkerID, ns: hb.Namespace, queue: hb.Queue, db: dbUnknown}
+		r.workers[hb.WorkerID] = w
+	} else if w.ns != hb.Namespace {
+		r.mu.Unlock()
+		r.dropMalformed(m, fmt.Errorf("heartbeat of worker %s names namespace %q, it registered in %q", hb.WorkerID, hb.Namespace, w.ns))
+		return
+	}
+	w.queue = hb.Queue
+	w.lastBeat, w.checkAt = now, time.Time{}
+	w.runs = hb.Runs
+	w.draining = hb.Draining
+	w.heard = true
+	r.pruneLocked(now)
+	needReg := w.db != dbLive && !w.rejected
+	needFlush := !r.flushPlanned && r.dueLocked(w)
+	if needFlush {
+		r.flushPlanned = true
+	}
+	wake := needReg || needFlush
+	r.mu.Unlock()
+	if wake {
+		r.wakeLeader()
+	}
+}
+
+func (r *Reaper) onDeregister(m *nats.Msg) {
+	var d protocol.WorkerDeregister
+	if err := protocol.Decode(m.Data, &d); err != nil {
+		r.dropMalformed(m, err)
+		return
+	}
+	r.c.deregisters.Add(1)
+	now := time.Now()
+	r.mu.Lock()
+	delete(r.workers, d.WorkerID)
+	r.deregs[d.WorkerID] = dereg{ns: d.Namespace, at: now}
+	r.pruneLocked(now)
+	r.mu.Unlock()
+	r.wakeLeader()
+}
+
+// pruneLocked forgets, on a standby, workers silent for two timeouts (the
+// leader has marked them OFFLINE), those it only knew from the database in
+// an earlier term, and deregistrations the leader has long written. At
+// most once per timeout.
+func (r *Reaper) pruneLocked(now time.Time) {
+	if r.leader.Load() || now.Sub(r.lastPrune) < r.cfg.WorkerTimeout {
+		return
+	}
+	r.lastPrune = now
+	old := 2 * r.cfg.WorkerTimeout
+	for id, w := range r.workers {
+		if w.lastBeat.IsZero() || now.Sub(w.lastBeat) > old {
+			delete(r.workers, id)
+		}
+	}
+	for id, d := range r.deregs {
+		if now.Sub(d.at) > old {
+			delete(r.deregs, id)
+		}
+	}
+}
+
+// dueLocked reports whether w's liveness should be written at the next
+// flush tick.
+func (r *Reaper) dueLocked(w *wstate) bool {
+	if w.db != dbLive || !w.heard {
+		return false
+	}
+	return len(w.runs) > 0 || w.draining != w.persistedDraining || w.lastBeat.Sub(w.persistedAt) >= r.cfg.refresh()
+}
+
+// bucket returns the lease re-read bucket for runs claimable from e.
+func (r *Reaper) bucket(e time.Time) int64 {
+	half := int64(r.cfg.Lease / 2)
+	return e.Add(r.cfg.Lease).UnixNano() / half
+}
+
+func (r *Reaper) bucketTime(b int64) time.Time {
+	return time.Unix(0, b*int64(r.cfg.Lease/2))
+}
+
+func (r *Reaper) onWakeup(m *nats.Msg) {
+	var w protocol.Wakeup
+	if err := protocol.Decode(m.Data, &w); err != nil {
+		r.dropMalformed(m, err)
+		return
+	}
+	r.c.wakeups.Add(1)
+	now := time.Now()
+	r.mu.Lock()
+	news := false
+	if r.deadlineCheck.IsZero() {
+		news = true
+		r.deadlineCheck = now
+		if next := r.lastDeadlineQuery.Add(time.Second); next.After(now) {
+			r.deadlineCheck = next
+		}
+	}
+	e := now
+	if w.AvailableAt.After(e) {
+		e = w.AvailableAt
+	}
+	if b := r.bucket(e); !hasKey(r.leaseChecks, b) {
+		news = true
+		r.leaseChecks[b] = struct{}{}
+	}
+	if len(r.leaseChecks) > 4096 {
+		cut := r.bucket(now.Add(-r.cfg.Lease))
+		for b := range r.leaseChecks {
+			if b < cut {
+				delete(r.leaseChecks, b)
+			}
+		}
+	}
+	r.mu.Unlock()
+	if news {
+		r.wakeLeader()
+	}
+}
+
+func hasKey[K comparable, V any](m map[K]V, k K) bool {
+	_, ok := m[k]
+	return ok
+}
+
+// onWorkRequest watches for claimers the reaper does not track (they never
+// registered, or their registration was refused): a claim for one may
+// follow at once, and only the lease expiry will ever take it back. The
+// dispatchers count malformed requests; here they are just ignored.
+func (r *Reaper) onWorkRequest(m *nats.Msg) {
+	var req protocol.WorkRequest
+	if err := protocol.Decode(m.Data, &req); err != nil {
+		return
+	}
+	now := time.Now()
+	r.mu.Lock()
+	news := false
+	if w := r.workers[req.WorkerID]; w == nil || w.rejected {
+		if b := r.bucket(now); !hasKey(r.leaseChecks, b) {
+			news = true
+			r.leaseChecks[b] = struct{}{}
+		}
+	}
+	r.mu.Unlock()
+	if news {
+		r.wakeLeader()
+	}
+}
+
+func (r *Reaper) onRelayUp(m *nats.Msg) {
+	var up protocol.RelayUp
+	if err := protocol.Decode(m.Data, &up); err != nil {
+		r.dropMalformed(m, err)
+		return
+	}
+	r.mu.Lock()
+	r.resync = true
+	r.mu.Unlock()
+	r.wakeLeader()
+}

@@ -1,0 +1,363 @@
+package reaper_test
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/kagzi/kagzi/internal/natsserver"
+	"github.com/kagzi/kagzi/internal/reaper"
+	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/store"
+)
+
+// The heartbeats of many workers, and the leases of the runs they hold,
+// cost two statements per flush, not one per worker.
+func TestHeartbeatsOfManyWorkersTakeTwoStatementsPerFlush(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	const n = 40
+	fakes := make([]*fake, n)
+	runs := make([][]store.ClaimedRun, n)
+	for i := range fakes {
+		fakes[i] = h.fake()
+		runs[i] = h.claimed(fakes[i].id, 1, 0, 30*time.Second)
+	}
+	type flush struct {
+		workers int
+		stmts   int64
+	}
+	flushes := make(chan flush, 1000)
+	r := h.reaper(reaper.Config{FlushInterval: 100 * time.Millisecond, WorkerTimeout: 10 * time.Second}, func(workers int) {
+		flushes <- flush{workers, h.stmts.Load()}
+	})
+	waitLeader(t, r)
+	for _, f := range fakes {
+		f.register()
+	}
+	h.flush()
+	var stops []func() time.Time
+	for i, f := range fakes {
+		stops = append(stops, f.beatEvery(50*time.Millisecond, runs[i][0].ID))
+	}
+	defer func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}()
+	// Once the leader has read its backlog (the next lease expiry and
+	// deadline, right after its first flush), and from the first flush that
+	// wrote every worker (all registered by then), count the statements
+	// between consecutive flushes.
+	eventually(t, 10*time.Second, "backlog read", func() bool {
+		st := r.Stats()
+		return st.LeaseQueries >= 1 && st.DeadlineQueries >= 1
+	})
+	for len(flushes) > 0 {
+		<-flushes
+	}
+	var first flush
+	for first.workers != n {
+		select {
+		case first = <-flushes:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no flush wrote all %d workers", n)
+		}
+	}
+	prev, total := first, 0
+	for i := 0; i < 10; i++ {
+		var f flush
+		select {
+		case f = <-flushes:
+		case <-time.After(5 * time.Second):
+			t.Fatal("flushes stopped")
+		}
+		if d := f.stmts - prev.stmts; d != 2 {
+			t.Fatalf("flush %d wrote %d workers with %d statements, want 2", i, f.workers, d)
+		}
+		if f.workers < 2 {
+			t.Fatalf("flush %d wrote %d workers: nothing is batched", i, f.workers)
+		}
+		total += f.workers
+		prev = f
+	}
+	t.Logf("10 flushes wrote %d heartbeats of %d workers with 20 statements", total, n)
+	// What the flushes wrote: every heartbeat and every lease moved on.
+	ctx := context.Background()
+	for i, f := range fakes {
+		w, ok := h.worker(f.id)
+		if !ok || w.Status != store.WorkerOnline || !w.LastHeartbeatAt.After(w.RegisteredAt) {
+			t.Fatalf("worker %d: %+v", i, w)
+		}
+		run, err := h.st.RunsGet(ctx, "default", runs[i][0].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.LeaseExpiresAt == nil || !run.LeaseExpiresAt.After(*runs[i][0].LeaseExpiresAt) {
+			t.Fatalf("run %d: lease %v not extended past the claim's %v", i, run.LeaseExpiresAt, runs[i][0].LeaseExpiresAt)
+		}
+	}
+	if st := r.Stats(); st.WorkersLost != 0 || st.Registered != n {
+		t.Fatalf("stats: %+v", st)
+	}
+}
+
+// A worker that stops heartbeating is marked OFFLINE once the timeout has
+// passed, and every run it held is recovered at once: retried while
+// attempts remain, failed when they are exhausted. Heard again, it
+// registers afresh.
+func TestSilentWorkerIsMarkedOfflineAndItsRunsRecovered(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	const timeout = time.Second
+	f := h.fake()
+	retried := h.claimed(f.id, 1, 0, time.Minute)[0]
+	exhausted := h.claimed(f.id, 1, 1, time.Minute)[0]
+	r := h.reaper(reaper.Config{FlushInterval: 100 * time.Millisecond, WorkerTimeout: timeout, LeaseGrace: time.Second}, nil)
+	waitLeader(t, r)
+	f.register()
+	h.flush()
+	stop := f.beatEvery(100*time.Millisecond, retried.ID, exhausted.ID)
+	eventually(t, 5*time.Second, "heartbeats are persisted", func() bool {
+		w, ok := h.worker(f.id)
+		return ok && w.Status == store.WorkerOnline && r.Stats().Flushes >= 2
+	})
+	lastBeat := stop()
+
+	recovered := eventually(t, timeout+2*time.Second, "runs recovered", func() bool {
+		return h.run(retried.ID).Status != store.StatusRunning
+	})
+	if d := recovered.Sub(lastBeat); d < timeout-50*time.Millisecond || d > timeout+300*time.Millisecond {
+		t.Fatalf("runs recovered %v after the last heartbeat, want the timeout %v (+300 ms)", d, timeout)
+	}
+	w, _ := h.worker(f.id)
+	if w.Status != store.WorkerOffline || w.DeregisteredAt != nil {
+		t.Fatalf("silent worker: %s, deregistered %v; want OFFLINE without a deregistration", w.Status, w.DeregisteredAt)
+	}
+	a := h.run(retried.ID)
+	if a.Status != store.StatusPending || a.Attempts != 2 || a.LockedBy != nil || a.AvailableAt == nil || !strings.Contains(a.Error, "lost") {
+		t.Fatalf("run with attempts left: %s attempts %d locked %v available %v error %q", a.Status, a.Attempts, a.LockedBy, a.AvailableAt, a.Error)
+	}
+	b := h.run(exhausted.ID)
+	if b.Status != store.StatusFailed || b.Attempts != 1 || b.FinishedAt == nil || !strings.Contains(b.Error, "lost") {
+		t.Fatalf("exhausted run: %s attempts %d error %q", b.Status, b.Attempts, b.Error)
+	}
+	settled(t, r, "one worker lost, one run retried, one failed, no lease expired", func(st reaper.Stats) bool {
+		return st.WorkersLost == 1 && st.RunsRetried == 1 && st.RunsFailed == 1 && st.LeasesExpired == 0
+	})
+
+	// It comes back without registering: its next heartbeat registers it
+	// again, with what it registered before; its lost run stays lost.
+	f.beat(false, retried.ID)
+	h.flush()
+	eventually(t, 5*time.Second, "worker registered again", func() bool {
+		w, _ := h.worker(f.id)
+		return w.Status == store.WorkerOnline
+	})
+	w, _ = h.worker(f.id)
+	if w.Hostname != "fake" || len(w.Types) != 1 || w.Types[0].Type != "T" || w.MaxConcurrency != 4 {
+		t.Fatalf("re-registered worker lost its registration: %+v", w)
+	}
+	if a := h.run(retried.ID); a.Status != store.StatusPending || a.LockedBy != nil {
+		t.Fatalf("the returning worker got its lost run back: %s locked by %v", a.Status, a.LockedBy)
+	}
+}
+
+// A deregistering worker is OFFLINE with its deregistration time, and
+// nothing of it is recovered.
+func TestDeregisterRecoversNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	f := h.fake()
+	held := h.claimed(f.id, 1, 0, time.Minute)[0]
+	r := h.reaper(reaper.Config{FlushInterval: 50 * time.Millisecond, WorkerTimeout: 500 * time.Millisecond}, nil)
+	waitLeader(t, r)
+	f.register()
+	f.beat(false, held.ID)
+	h.flush()
+	eventually(t, 5*time.Second, "worker registered", func() bool {
+		_, ok := h.worker(f.id)
+		return ok
+	})
+	f.beat(true, held.ID)
+	h.flush()
+	eventually(t, 5*time.Second, "worker draining", func() bool {
+		w, _ := h.worker(f.id)
+		return w.Status == store.WorkerDraining
+	})
+	f.deregister()
+	h.flush()
+	eventually(t, 5*time.Second, "worker deregistered", func() bool {
+		w, _ := h.worker(f.id)
+		return w.Status == store.WorkerOffline && w.DeregisteredAt != nil
+	})
+	// Well past the timeout, the run it (wrongly) still holds is untouched:
+	// only its lease expiry may take it back.
+	eventually(t, 5*time.Second, "a timeout passes", func() bool {
+		return time.Since(*h.run(held.ID).StartedAt) > time.Second && r.Stats().Deregistered == 1
+	})
+	if run := h.run(held.ID); run.Status != store.StatusRunning || run.Attempts != 1 {
+		t.Fatalf("run of a deregistered worker: %s attempts %d", run.Status, run.Attempts)
+	}
+	if st := r.Stats(); st.WorkersLost != 0 || st.RunsRetried+st.RunsFailed != 0 {
+		t.Fatalf("stats: %+v", st)
+	}
+}
+
+// Two reapers: killing the leader's lock connection hands leadership to
+// the standby within 2 s, and the new leader gives every worker it did
+// not hear one timeout before it marks it OFFLINE.
+func TestLeaderFailover(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	const timeout = time.Second
+	cfg := reaper.Config{FlushInterval: 100 * time.Millisecond, WorkerTimeout: timeout, LeaseGrace: time.Second}
+	a := h.reaper(cfg, nil)
+	b := h.reaper(cfg, nil)
+	leader := waitLeader(t, a, b)
+	standby := b
+	if leader == b {
+		standby = a
+	}
+	// A live worker with a run: it must sail through the failover.
+	alive := h.fake()
+	held := h.claimed(alive.id, 1, 0, time.Minute)[0]
+	alive.register()
+	h.flush()
+	stop := alive.beatEvery(100*time.Millisecond, held.ID)
+	defer stop()
+	eventually(t, 5*time.Second, "live worker registered", func() bool {
+		_, ok := h.worker(alive.id)
+		return ok
+	})
+	// A worker only the database knows (as after a crash of the old
+	// leader before it noticed): alive as of the failover, for one timeout.
+	ghost, err := h.st.WorkersRegister(context.Background(), store.WorkersRegisterParams{WorkerID: uuid.New(),
+		Namespace: "default", Queue: "q", MaxConcurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	killed := time.Now()
+	if n, err := h.st.LockHolderTerminate(context.Background(), reaper.LockKey); err != nil || n != 1 {
+		t.Fatalf("terminate the leader's session: %d, %v", n, err)
+	}
+	late := h.fake()
+	late.register()
+	h.flush()
+	took := eventually(t, 2*time.Second, "standby acts", func() bool {
+		_, ok := h.worker(late.id)
+		return standby.IsLeader() && ok
+	})
+	t.Logf("standby took over and wrote a registration %v after the kill", took.Sub(killed))
+	eventually(t, 2*time.Second, "old leader steps down", func() bool { return !leader.IsLeader() })
+
+	buried := eventually(t, timeout+3*time.Second, "ghost worker marked OFFLINE", func() bool {
+		w, _ := h.worker(ghost.ID)
+		return w.Status == store.WorkerOffline
+	})
+	if d := buried.Sub(killed); d < timeout {
+		t.Fatalf("a worker the new leader never heard was marked OFFLINE %v after the failover, before one timeout (%v)", d, timeout)
+	}
+	if w, _ := h.worker(alive.id); w.Status != store.WorkerOnline {
+		t.Fatalf("live worker is %s after the failover", w.Status)
+	}
+	if run := h.run(held.ID); run.Status != store.StatusRunning || run.Attempts != 1 || run.LockedBy == nil || *run.LockedBy != alive.id {
+		t.Fatalf("live worker's run after the failover: %s attempts %d", run.Status, run.Attempts)
+	}
+	if st := standby.Stats(); st.RunsRetried+st.RunsFailed != 0 || st.Terms != 1 {
+		t.Fatalf("new leader's stats: %+v", st)
+	}
+}
+
+// Malformed messages on the liveness subjects are counted and dropped;
+// what follows is served.
+func TestMalformedLivenessMessagesAreDropped(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	r := h.reaper(reaper.Config{}, nil)
+	waitLeader(t, r)
+	bad := []struct{ subject, data string }{
+		{protocol.SubjectWorkerRegister, `{"v":1,"worker_id":"not-a-uuid"}`},
+		{protocol.SubjectWorkerRegister, `{"v":1,"worker_id":"0190a0a0-0000-7000-8000-000000000001","ns":"default","queue":"q","types":[],"max_concurrency":1}`},
+		{protocol.SubjectWorkerHeartbeat, `{"v":1,"worker_id":"0190a0a0-0000-7000-8000-000000000001","ns":"default","queue":"q"}`},
+		{protocol.SubjectWorkerHeartbeat, `garbage`},
+		{protocol.SubjectWorkerDeregister, `{"v":2,"worker_id":"0190a0a0-0000-7000-8000-000000000001","ns":"default"}`},
+		{protocol.SubjectWorkerDeregister, `{"v":1,"worker_id":"0190a0a0-0000-7000-8000-000000000001","ns":"default","extra":1}`},
+	}
+	for _, m := range bad {
+		if err := h.pub.Publish(m.subject, []byte(m.data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := h.fake()
+	f.register()
+	h.flush()
+	eventually(t, 5*time.Second, "valid registration after the malformed ones", func() bool {
+		_, ok := h.worker(f.id)
+		return ok
+	})
+	st := r.Stats()
+	if st.Malformed != int64(len(bad)) || st.Registers != 1 || st.Heartbeats != 0 || st.Deregisters != 0 {
+		t.Fatalf("stats: %+v; want %d malformed and only the valid registration", st, len(bad))
+	}
+	if st.Workers != 1 {
+		t.Fatalf("%d workers tracked, want 1", st.Workers)
+	}
+}
+
+// While NATS is down, heartbeats are missed, not absent: nobody is marked
+// OFFLINE, and after the reconnect every worker gets a fresh timeout.
+// Detection resumes afterwards.
+func TestNATSOutageIsNotDeath(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	const timeout = 500 * time.Millisecond
+	r := h.reaper(reaper.Config{FlushInterval: 100 * time.Millisecond, WorkerTimeout: timeout, LeaseGrace: time.Second}, nil)
+	waitLeader(t, r)
+	f := h.fake()
+	held := h.claimed(f.id, 1, 0, time.Minute)[0]
+	f.register()
+	h.flush()
+	stop := f.beatEvery(100*time.Millisecond, held.ID)
+	eventually(t, 5*time.Second, "worker registered", func() bool {
+		_, ok := h.worker(f.id)
+		return ok && r.Stats().Flushes > 0
+	})
+
+	port := h.ns.Addr().(*net.TCPAddr).Port
+	h.ns.Stop()
+	// The outage lasts several timeouts.
+	time.Sleep(4 * timeout)
+	ns2, err := natsserver.Start(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns2.Stop)
+	eventually(t, 10*time.Second, "heartbeats heard again", func() bool {
+		return r.Stats().Heartbeats > 0 && h.pub.IsConnected()
+	})
+	before := r.Stats().Heartbeats
+	eventually(t, 10*time.Second, "two timeouts of heartbeats after the outage", func() bool {
+		return r.Stats().Heartbeats > before+int64(2*timeout/(100*time.Millisecond))
+	})
+	if w, _ := h.worker(f.id); w.Status != store.WorkerOnline {
+		t.Fatalf("worker is %s after a NATS outage", w.Status)
+	}
+	if run := h.run(held.ID); run.Status != store.StatusRunning || run.Attempts != 1 {
+		t.Fatalf("run after a NATS outage: %s attempts %d", run.Status, run.Attempts)
+	}
+	if st := r.Stats(); st.WorkersLost != 0 {
+		t.Fatalf("stats: %+v", st)
+	}
+	// Now the worker dies for real.
+	stop()
+	eventually(t, timeout+2*time.Second, "worker marked OFFLINE", func() bool {
+		w, _ := h.worker(f.id)
+		return w.Status == store.WorkerOffline
+	})
+}

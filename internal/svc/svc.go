@@ -1,0 +1,220 @@
+// Package svc owns what every Kagzi process does the same way: JSON logs,
+// the NATS connection, the health endpoints, and starting components in
+// order and stopping them in reverse.
+package svc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/kagzi/kagzi/internal/telemetry"
+)
+
+// Component is a long-running part of a process.
+type Component interface {
+	// Start begins the component's work and returns once it is running.
+	Start(ctx context.Context) error
+	// Stop drains, then stops; safe to call twice.
+	Stop()
+}
+
+// Logger returns a JSON logger at level (debug, info, warn, error).
+func Logger(level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}
+
+// ConnectNATS connects to url and keeps reconnecting forever.
+func ConnectNATS(url, name string, log *slog.Logger) (*nats.Conn, error) {
+	nc, err := nats.Connect(url,
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250*time.Millisecond),
+		nats.RetryOnFailedConnect(true),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("nats disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(*nats.Conn) { log.Info("nats reconnected") }),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("connect nats %s: %w", url, err)
+	}
+	return nc, nil
+}
+
+// RunAll starts the components in order, waits for ctx to end, then stops
+// them in reverse order. If a start fails, the started ones are stopped.
+func RunAll(ctx context.Context, log *slog.Logger, comps ...Component) error {
+	started := make([]Component, 0, len(comps))
+	stopAll := func() {
+		for i := len(started) - 1; i >= 0; i-- {
+			started[i].Stop()
+		}
+	}
+	for _, c := range comps {
+		if err := c.Start(ctx); err != nil {
+			stopAll()
+			return err
+		}
+		started = append(started, c)
+	}
+	log.Info("running")
+	<-ctx.Done()
+	log.Info("shutting down")
+	stopAll()
+	return nil
+}
+
+// Check is a readiness probe: nil means ready.
+type Check func(ctx context.Context) error
+
+// Health serves /healthz (the process is alive) and /readyz (every check
+// passes) on Addr, plus any extra handlers (e.g. /metrics).
+type Health struct {
+	Addr   string
+	Checks map[string]Check
+	// Info adds lines to /readyz that do not decide readiness (e.g.
+	// whether this dispatcher holds the relay lock).
+	Info  map[string]func() string
+	Extra map[string]http.Handler
+	Log   *slog.Logger
+
+	mu       sync.Mutex
+	srv      *http.Server
+	ctx      context.Context
+	stopOnce sync.Once
+	done     chan struct{}
+}
+
+// Start listens on Addr ("" disables the endpoints).
+func (h *Health) Start(ctx context.Context) error {
+	if h.Addr == "" {
+		return nil
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		var failed []string
+		for name, c := range h.Checks {
+			if err := c(ctx); err != nil {
+				failed = append(failed, fmt.Sprintf("%s: %v", name, err))
+			}
+		}
+		if len(failed) > 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			for _, f := range failed {
+				_, _ = fmt.Fprintln(w, f)
+			}
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+		for name, f := range h.Info {
+			_, _ = fmt.Fprintf(w, "%s: %s\n", name, f())
+		}
+	})
+	for p, hd := range h.Extra {
+		mux.Handle(p, hd)
+	}
+	ln, err := net.Listen("tcp", h.Addr)
+	if err != nil {
+		return fmt.Errorf("health endpoint %s: %w", h.Addr, err)
+	}
+	h.mu.Lock()
+	h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	h.done = make(chan struct{})
+	h.ctx = ctx
+	srv, done := h.srv, h.done
+	h.mu.Unlock()
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && h.Log != nil {
+			h.Log.Error("health endpoint", "err", err)
+		}
+	}()
+	return nil
+}
+
+// Stop closes the endpoint; safe to call twice.
+func (h *Health) Stop() {
+	h.stopOnce.Do(func() {
+		h.mu.Lock()
+		srv, done, base := h.srv, h.done, h.ctx
+		h.mu.Unlock()
+		if srv == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(base), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	})
+}
+
+// NATSCheck is ready while nc is connected.
+func NATSCheck(nc *nats.Conn) Check {
+	return func(context.Context) error {
+		if !nc.IsConnected() {
+			return fmt.Errorf("nats %s", nc.Status())
+		}
+		return nil
+	}
+}
+
+// Func adapts start/stop functions to a Component.
+type Func struct {
+	StartFn func(ctx context.Context) error
+	StopFn  func()
+	once    sync.Once
+}
+
+// Start implements Component.
+func (f *Func) Start(ctx context.Context) error {
+	if f.StartFn == nil {
+		return nil
+	}
+	return f.StartFn(ctx)
+}
+
+// Stop implements Component.
+func (f *Func) Stop() {
+	f.once.Do(func() {
+		if f.StopFn != nil {
+			f.StopFn()
+		}
+	})
+}
+
+// Telemetry sets up the process's OpenTelemetry providers for service (see
+// package telemetry), serves its metrics on h's /metrics, and returns the
+// function that flushes and stops them.
+func Telemetry(ctx context.Context, service string, h *Health) (shutdown func(), err error) {
+	p, err := telemetry.Setup(ctx, service)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %w", err)
+	}
+	if h.Extra == nil {
+		h.Extra = map[string]http.Handler{}
+	}
+	h.Extra["/metrics"] = p.Metrics
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = p.Shutdown(sctx)
+	}, nil
+}

@@ -1,0 +1,45 @@
+// Package testnats runs real NATS servers for tests: an embedded
+// nats-server on a loopback TCP port, so every hop in a test is a real NATS
+// connection.
+package testnats
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/kagzi/kagzi/internal/natsserver"
+)
+
+// MaxPayload is the message size limit of the test servers.
+const MaxPayload = natsserver.MaxPayload
+
+// Server is a running NATS server.
+type Server struct {
+	*natsserver.Server
+}
+
+// Start starts a server on a free loopback port, shut down when t ends.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	s, err := natsserver.Start(0)
+	if err != nil {
+		t.Fatalf("start nats server: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return &Server{Server: s}
+}
+
+// Connect opens a client connection to s, closed when t ends. It reconnects
+// forever, so tests can restart the server under it.
+func (s *Server) Connect(t testing.TB, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	opts = append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(50 * time.Millisecond)}, opts...)
+	nc, err := nats.Connect(s.URL(), opts...)
+	if err != nil {
+		t.Fatalf("connect nats: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}

@@ -1,0 +1,521 @@
+// Package client is what applications import to start workflow runs and
+// follow them: Start (optionally inside the application's own pgx
+// transaction), StartMany, Get, List, Cancel, Result, which waits for a
+// run's end by push (a NATS subscription made before Postgres is checked,
+// so no result is missed and nothing polls), SendEvent for runs waiting in
+// WaitForEvent, Retry for failed runs (dead letters), and global
+// concurrency limits per workflow type.
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kagzi/kagzi/internal/natsutil"
+	"github.com/kagzi/kagzi/internal/tracectx"
+	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/retry"
+	"github.com/kagzi/kagzi/pkg/store"
+)
+
+// Run is a workflow run as stored.
+type Run = store.Run
+
+// Typed errors of the client, besides the store's (store.ErrNotFound,
+// store.ErrConflict, store.ErrInvalidArgument, store.ErrPayloadTooLarge),
+// which it returns wrapped.
+var (
+	// ErrRunFailed is wrapped by the error Result returns for a run that
+	// failed or was cancelled; errors.As to *RunError for details.
+	ErrRunFailed = errors.New("run did not complete")
+)
+
+// RunError says how a run ended when it did not complete.
+type RunError struct {
+	RunID   uuid.UUID
+	Status  store.RunStatus
+	Message string
+}
+
+func (e *RunError) Error() string {
+	return fmt.Sprintf("run %s %s: %s", e.RunID, e.Status, e.Message)
+}
+
+// Unwrap makes errors.Is(err, ErrRunFailed) hold.
+func (e *RunError) Unwrap() error { return ErrRunFailed }
+
+// Options configure a Client.
+type Options struct {
+	// Namespace the client works in (default "default").
+	Namespace string
+	// Queue is the default task queue of started runs (default "default").
+	Queue string
+	// TracerProvider and MeterProvider default to the otel globals.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
+}
+
+// Client starts and follows runs. It is safe for concurrent use.
+type Client struct {
+	st    *store.Store
+	nc    *nats.Conn
+	ns    string
+	queue string
+
+	// resync is closed and replaced when waiters must re-check Postgres
+	// (NATS reconnected or a relay restarted: finish events may be lost).
+	resync chan struct{}
+	rsMu   sync.Mutex
+	relay  *nats.Subscription
+
+	tracer  trace.Tracer
+	started metric.Int64Counter
+}
+
+// New returns a client over a store (the application's pool, wrapped by
+// store.New) and a NATS connection.
+func New(st *store.Store, nc *nats.Conn, opts Options) (*Client, error) {
+	if opts.Namespace == "" {
+		opts.Namespace = "default"
+	}
+	if opts.Queue == "" {
+		opts.Queue = "default"
+	}
+	if err := protocol.ValidToken("namespace", opts.Namespace); err != nil {
+		return nil, fmt.Errorf("client: %w: %v", store.ErrInvalidArgument, err)
+	}
+	if err := protocol.ValidToken("queue", opts.Queue); err != nil {
+		return nil, fmt.Errorf("client: %w: %v", store.ErrInvalidArgument, err)
+	}
+	c := &Client{st: st, nc: nc, ns: opts.Namespace, queue: opts.Queue,
+		resync: make(chan struct{})}
+	tp, mp := opts.TracerProvider, opts.MeterProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	c.tracer = tp.Tracer("github.com/kagzi/kagzi/client")
+	c.started, _ = mp.Meter("github.com/kagzi/kagzi/client").Int64Counter("kagzi.runs.started",
+		metric.WithDescription("Runs started (new runs, not idempotent repeats)."))
+	if nc != nil {
+		sub, err := nc.Subscribe(protocol.SubjectRelayUp, func(*nats.Msg) { c.kick() })
+		if err != nil {
+			return nil, fmt.Errorf("client: subscribe: %w", err)
+		}
+		c.relay = sub
+		natsutil.OnReconnect(nc, c.kick)
+	}
+	return c, nil
+}
+
+// Close releases the client's subscriptions.
+func (c *Client) Close() {
+	if c.relay != nil {
+		_ = c.relay.Unsubscribe()
+	}
+}
+
+func (c *Client) kick() {
+	c.rsMu.Lock()
+	close(c.resync)
+	c.resync = make(chan struct{})
+	c.rsMu.Unlock()
+}
+
+func (c *Client) resyncChan() <-chan struct{} {
+	c.rsMu.Lock()
+	defer c.rsMu.Unlock()
+	return c.resync
+}
+
+// Namespace is the client's namespace.
+func (c *Client) Namespace() string { return c.ns }
+
+// StartOptions tune one start.
+type StartOptions struct {
+	// Queue overrides the client's default queue.
+	Queue string
+	// Version pins the workflow version; empty means the version of the
+	// first worker that claims the run (then fixed for its replays).
+	Version string
+	// ExternalID makes the start idempotent: while a run with this id is
+	// live, starting again returns it.
+	ExternalID string
+	// RetryPolicy of the run (nil: defaults, 5 attempts).
+	RetryPolicy *retry.Policy
+	// Deadline fails the run if it has not finished by then.
+	Deadline time.Time
+	// Priority: higher is claimed first (default 0).
+	Priority int
+	// StartAt delays the first execution.
+	StartAt time.Time
+	// TraceParent is a W3C traceparent to join the run to.
+	TraceParent string
+}
+
+// Handle refers to a started run.
+type Handle struct {
+	c *Client
+	// RunID identifies the run.
+	RunID uuid.UUID
+	// Created is false when the start returned an existing run with the
+	// same external id.
+	Created bool
+}
+
+func (c *Client) params(typ string, input any, o StartOptions) (store.RunsCreateParams, error) {
+	if err := protocol.ValidToken("workflow type", typ); err != nil {
+		return store.RunsCreateParams{}, fmt.Errorf("%w: %v", store.ErrInvalidArgument, err)
+	}
+	raw, err := encodeInput(input)
+	if err != nil {
+		return store.RunsCreateParams{}, err
+	}
+	q := o.Queue
+	if q == "" {
+		q = c.queue
+	}
+	if err := protocol.ValidToken("queue", q); err != nil {
+		return store.RunsCreateParams{}, fmt.Errorf("%w: %v", store.ErrInvalidArgument, err)
+	}
+	p := store.RunsCreateParams{Namespace: c.ns, Queue: q, Type: typ, Version: o.Version,
+		ExternalID: o.ExternalID, Input: raw, RetryPolicy: o.RetryPolicy, Priority: o.Priority, TraceContext: o.TraceParent}
+	if !o.Deadline.IsZero() {
+		d := o.Deadline
+		p.DeadlineAt = &d
+	}
+	if !o.StartAt.IsZero() {
+		s := o.StartAt
+		p.AvailableAt = &s
+	}
+	return p, nil
+}
+
+func encodeInput(input any) ([]byte, error) {
+	switch v := input.(type) {
+	case nil:
+		return []byte("null"), nil
+	case json.RawMessage:
+		if !json.Valid(v) {
+			return nil, fmt.Errorf("%w: input is not valid JSON", store.ErrInvalidArgument)
+		}
+		return v, nil
+	}
+	raw, err := json.Marshal(input)
+	if err != nil {
+		return nil, fmt.Errorf("%w: input does not encode as JSON: %v", store.ErrInvalidArgument, err)
+	}
+	return raw, nil
+}
+
+// Start starts a run of workflow type typ with input (encoded as JSON).
+func (c *Client) Start(ctx context.Context, typ string, input any, opts StartOptions) (*Handle, error) {
+	return c.start(ctx, c.st, typ, input, opts)
+}
+
+// StartTx starts a run inside the caller's transaction: the run exists
+// (and is delivered) only if the caller commits.
+func (c *Client) StartTx(ctx context.Context, tx pgx.Tx, typ string, input any, opts StartOptions) (*Handle, error) {
+	return c.start(ctx, c.st.WithTx(tx), typ, input, opts)
+}
+
+func (c *Client) start(ctx context.Context, st *store.Store, typ string, input any, opts StartOptions) (*Handle, error) {
+	p, err := c.params(typ, input, opts)
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", typ, err)
+	}
+	ctx, span := c.startSpan(ctx, &p)
+	defer span.End()
+	run, created, err := st.RunsCreate(ctx, p)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+		return nil, fmt.Errorf("start %s: %w", typ, err)
+	}
+	span.SetAttributes(attribute.String("kagzi.run_id", run.ID.String()), attribute.Bool("kagzi.created", created))
+	if created {
+		c.started.Add(ctx, 1, metric.WithAttributes(attribute.String("namespace", c.ns), attribute.String("queue", p.Queue)))
+	}
+	return &Handle{c: c, RunID: run.ID, Created: created}, nil
+}
+
+// startSpan opens the root span of a run's trace (under the caller's span
+// or the given traceparent, if any) and stores its context on the run, so
+// dispatch, every attempt and every step join the same trace.
+func (c *Client) startSpan(ctx context.Context, p *store.RunsCreateParams) (context.Context, trace.Span) {
+	if p.TraceContext != "" {
+		ctx = tracectx.WithTraceParent(ctx, p.TraceContext)
+	}
+	if p.RunID == uuid.Nil {
+		if id, err := uuid.NewV7(); err == nil {
+			p.RunID = id
+		}
+	}
+	ctx, span := c.tracer.Start(ctx, "kagzi.start "+p.Type, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attribute.String("kagzi.workflow_type", p.Type), attribute.String("kagzi.queue", p.Queue),
+			attribute.String("kagzi.namespace", c.ns), attribute.String("kagzi.run_id", p.RunID.String())))
+	if tp := tracectx.TraceParent(ctx); tp != "" {
+		p.TraceContext = tp
+	}
+	return ctx, span
+}
+
+// StartRequest is one run of StartMany.
+type StartRequest struct {
+	Type    string
+	Input   any
+	Options StartOptions
+}
+
+// StartMany starts many runs in one statement (one transaction, a handful
+// of notifications).
+func (c *Client) StartMany(ctx context.Context, reqs []StartRequest) ([]*Handle, error) {
+	ps := make([]store.RunsCreateParams, len(reqs))
+	spans := make([]trace.Span, len(reqs))
+	for i, r := range reqs {
+		p, err := c.params(r.Type, r.Input, r.Options)
+		if err != nil {
+			return nil, fmt.Errorf("start many: request %d: %w", i, err)
+		}
+		// Each run gets a trace of its own.
+		_, spans[i] = c.startSpan(ctx, &p)
+		ps[i] = p
+	}
+	res, err := c.st.RunsCreateMany(ctx, ps)
+	for _, sp := range spans {
+		if err != nil {
+			sp.RecordError(err)
+			sp.SetStatus(codes.Error, err.Error())
+		}
+		sp.End()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start many: %w", err)
+	}
+	out := make([]*Handle, len(res))
+	created := int64(0)
+	for i, r := range res {
+		out[i] = &Handle{c: c, RunID: r.RunID, Created: r.Created}
+		if r.Created {
+			created++
+		}
+	}
+	if created > 0 {
+		c.started.Add(ctx, created, metric.WithAttributes(attribute.String("namespace", c.ns)))
+	}
+	return out, nil
+}
+
+// Handle returns a handle for an existing run id.
+func (c *Client) Handle(id uuid.UUID) *Handle { return &Handle{c: c, RunID: id} }
+
+// Get returns a run with its input and output.
+func (c *Client) Get(ctx context.Context, id uuid.UUID) (*Run, error) {
+	r, err := c.st.RunsGet(ctx, c.ns, id)
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// ListOptions filter List.
+type ListOptions struct {
+	Statuses []store.RunStatus
+	Type     string
+	Queue    string
+	Limit    int
+	// Cursor continues from a previous page's next cursor.
+	Cursor string
+}
+
+// List lists runs newest first; next is "" on the last page.
+func (c *Client) List(ctx context.Context, o ListOptions) (runs []Run, next string, err error) {
+	p := store.RunsListParams{Namespace: c.ns, Statuses: o.Statuses, Type: o.Type, Queue: o.Queue, Limit: o.Limit}
+	if o.Cursor != "" {
+		cur, err := store.ParseCursor(o.Cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		p.After = &cur
+	}
+	runs, nc, err := c.st.RunsList(ctx, p)
+	if err != nil {
+		return nil, "", err
+	}
+	if nc != nil {
+		next = nc.String()
+	}
+	return runs, next, nil
+}
+
+// Cancel cancels a live run; a running run's worker is told by push and its
+// workflow context is cancelled.
+func (c *Client) Cancel(ctx context.Context, id uuid.UUID) error {
+	_, err := c.st.RunsCancel(ctx, c.ns, id)
+	return err
+}
+
+// afterSubscribe, when set by a test, runs between Wait's subscription and
+// its first read of Postgres: the window a lost result would fall into.
+var afterSubscribe func(id uuid.UUID)
+
+// Wait blocks until the run is finished and returns it. It subscribes to
+// the run's finish event first and then reads Postgres, so a run that
+// finishes in between is still seen; it re-reads only when told something
+// changed (the event, a NATS reconnect, a relay restart).
+func (c *Client) Wait(ctx context.Context, id uuid.UUID) (*Run, error) {
+	if c.nc == nil {
+		return nil, errors.New("wait: client has no NATS connection")
+	}
+	ch := make(chan *nats.Msg, 8)
+	sub, err := c.nc.ChanSubscribe(protocol.SubjectDone(c.ns, id), ch)
+	if err != nil {
+		return nil, fmt.Errorf("wait %s: subscribe: %w", id, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	// The subscription must be live at the server before Postgres is read.
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err = c.nc.FlushWithContext(fctx)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("wait %s: subscribe: %w", id, err)
+	}
+	if afterSubscribe != nil {
+		afterSubscribe(id)
+	}
+	for {
+		resync := c.resyncChan()
+		r, err := c.Get(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("wait %s: %w", id, err)
+		}
+		if r.Status.Terminal() {
+			return r, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-ch:
+		case <-resync:
+		}
+	}
+}
+
+// Result waits for the run to finish and decodes its output into out (a
+// pointer, or nil to discard). A run that failed or was cancelled returns
+// a *RunError.
+func (h *Handle) Result(ctx context.Context, out any) error {
+	r, err := h.c.Wait(ctx, h.RunID)
+	if err != nil {
+		return err
+	}
+	if r.Status != store.StatusCompleted {
+		return &RunError{RunID: r.ID, Status: r.Status, Message: r.Error}
+	}
+	if out == nil || len(r.Output) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(r.Output, out); err != nil {
+		return fmt.Errorf("result of %s: decode output: %w", h.RunID, err)
+	}
+	return nil
+}
+
+// SentEvent is an event stored for a run, and what it did to the run.
+type SentEvent = store.SentEvent
+
+// SendEvent sends an event named name with payload (encoded as JSON; nil
+// is null) to the run id. The run receives it in WaitForEvent: at once if
+// it waits for that name now (it is woken), else when it next waits for
+// it — an event sent early is kept. Each event is received once. Sending
+// to an unknown run is store.ErrNotFound; to a finished run (or a schedule
+// template), store.ErrConflict.
+func (c *Client) SendEvent(ctx context.Context, runID uuid.UUID, name string, payload any) (*SentEvent, error) {
+	if runID == uuid.Nil {
+		return nil, fmt.Errorf("send event: %w: run id is required", store.ErrInvalidArgument)
+	}
+	return c.sendEvent(ctx, store.EventsSendParams{RunID: runID}, name, payload)
+}
+
+// SendEventByExternalID is SendEvent to the run holding an external id:
+// the live one, else (to report that it finished) the newest.
+func (c *Client) SendEventByExternalID(ctx context.Context, externalID, name string, payload any) (*SentEvent, error) {
+	if externalID == "" {
+		return nil, fmt.Errorf("send event: %w: external id is required", store.ErrInvalidArgument)
+	}
+	return c.sendEvent(ctx, store.EventsSendParams{ExternalID: externalID}, name, payload)
+}
+
+func (c *Client) sendEvent(ctx context.Context, p store.EventsSendParams, name string, payload any) (*SentEvent, error) {
+	if err := protocol.ValidEventName(name); err != nil {
+		return nil, fmt.Errorf("send event: %w: %v", store.ErrInvalidArgument, err)
+	}
+	raw, err := encodeInput(payload)
+	if err != nil {
+		return nil, fmt.Errorf("send event %q: %w", name, err)
+	}
+	p.Namespace, p.Name, p.Payload = c.ns, name, raw
+	ev, err := c.st.EventsSend(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return &ev, nil
+}
+
+// Retry gives a failed run a fresh start (a dead letter back into the
+// queue): it resumes from its last completed step with a full attempt
+// budget, for the run and for its failed steps (see store.RunsRetry). Only
+// a FAILED run can be retried (store.ErrConflict otherwise).
+func (c *Client) Retry(ctx context.Context, id uuid.UUID) (*Run, error) {
+	r, err := c.st.RunsRetry(ctx, c.ns, id)
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// ConcurrencyLimit caps the RUNNING runs of a workflow type in a queue.
+type ConcurrencyLimit = store.ConcurrencyLimit
+
+// SetConcurrencyLimit allows at most max runs of workflow type typ to run
+// at once in queue (empty: the client's default queue), across every
+// worker; the dispatchers' claims enforce it. 0 pauses the type.
+func (c *Client) SetConcurrencyLimit(ctx context.Context, queue, typ string, max int) (*ConcurrencyLimit, error) {
+	if queue == "" {
+		queue = c.queue
+	}
+	l, err := c.st.LimitsSet(ctx, c.ns, queue, typ, max)
+	if err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
+// RemoveConcurrencyLimit lifts the limit of typ in queue (empty: the
+// client's default queue); an absent limit is store.ErrNotFound.
+func (c *Client) RemoveConcurrencyLimit(ctx context.Context, queue, typ string) error {
+	if queue == "" {
+		queue = c.queue
+	}
+	return c.st.LimitsDelete(ctx, c.ns, queue, typ)
+}
+
+// ConcurrencyLimits lists the namespace's limits.
+func (c *Client) ConcurrencyLimits(ctx context.Context) ([]ConcurrencyLimit, error) {
+	return c.st.LimitsList(ctx, c.ns)
+}

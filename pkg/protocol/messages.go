@@ -1,0 +1,719 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/kagzi/kagzi/pkg/retry"
+)
+
+// ErrInvalid is wrapped by every decoding and validation error: the message
+// is malformed and must be counted, logged and dropped.
+var ErrInvalid = errors.New("invalid message")
+
+// Message is implemented by every wire type.
+type Message interface {
+	// Validate reports the first malformed field.
+	Validate() error
+	setVersion()
+	version() int
+}
+
+// Versioned is embedded in every message: the protocol version.
+type Versioned struct {
+	V int `json:"v"`
+}
+
+func (v *Versioned) setVersion()  { v.V = Version }
+func (v *Versioned) version() int { return v.V }
+
+// Encode validates m, stamps the protocol version and encodes it.
+func Encode(m Message) ([]byte, error) {
+	m.setVersion()
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("encode %T: %w", m, err)
+	}
+	return json.Marshal(m)
+}
+
+// Decode parses data into m strictly: unknown fields, trailing data, a
+// wrong version or an invalid field are errors wrapping ErrInvalid.
+func Decode(data []byte, m Message) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(m); err != nil {
+		return fmt.Errorf("%w: %T: %v", ErrInvalid, m, err)
+	}
+	// dec.More would miss a trailing '}' or ']': only whitespace may follow.
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("%w: %T: trailing data", ErrInvalid, m)
+	}
+	if m.version() != Version {
+		return fmt.Errorf("%w: %T: protocol version %d, want %d", ErrInvalid, m, m.version(), Version)
+	}
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	return nil
+}
+
+func invalid(m any, format string, args ...any) error {
+	return fmt.Errorf("%w: %T: %s", ErrInvalid, m, fmt.Sprintf(format, args...))
+}
+
+func checkToken(m any, what, s string) error {
+	if err := ValidToken(what, s); err != nil {
+		return fmt.Errorf("%w: %T: %v", ErrInvalid, m, err)
+	}
+	return nil
+}
+
+func checkID(m any, what string, id uuid.UUID) error {
+	if id == uuid.Nil {
+		return invalid(m, "%s is required", what)
+	}
+	return nil
+}
+
+func checkName(m any, what, s string, required bool) error {
+	if s == "" && !required {
+		return nil
+	}
+	return checkToken(m, what, s)
+}
+
+func checkJSON(m any, what string, raw json.RawMessage) error {
+	if len(raw) > 0 && !json.Valid(raw) {
+		return invalid(m, "%s is not valid JSON", what)
+	}
+	return nil
+}
+
+// TypeVersion is a workflow type at a version, as a worker registers it.
+type TypeVersion struct {
+	Type    string `json:"type"`
+	Version string `json:"version"`
+}
+
+func checkTypes(m any, tvs []TypeVersion) error {
+	if len(tvs) == 0 {
+		return invalid(m, "at least one workflow type is required")
+	}
+	if len(tvs) > 1000 {
+		return invalid(m, "%d workflow types, at most 1000", len(tvs))
+	}
+	seen := make(map[string]bool, len(tvs))
+	for _, tv := range tvs {
+		if err := checkToken(m, "workflow type", tv.Type); err != nil {
+			return err
+		}
+		if err := checkName(m, "version", tv.Version, false); err != nil {
+			return err
+		}
+		if seen[tv.Type] {
+			return invalid(m, "workflow type %q listed twice", tv.Type)
+		}
+		seen[tv.Type] = true
+	}
+	return nil
+}
+
+// Wakeup says runs of a queue are claimable at AvailableAt (now or later).
+type Wakeup struct {
+	Versioned
+	Namespace   string    `json:"ns"`
+	Queue       string    `json:"queue"`
+	AvailableAt time.Time `json:"at"`
+}
+
+// Validate implements Message.
+func (m *Wakeup) Validate() error {
+	if err := checkToken(m, "namespace", m.Namespace); err != nil {
+		return err
+	}
+	return checkToken(m, "queue", m.Queue)
+}
+
+// RunFinished says a run reached a terminal status.
+type RunFinished struct {
+	Versioned
+	Namespace string    `json:"ns"`
+	RunID     uuid.UUID `json:"run_id"`
+	Status    string    `json:"status"`
+}
+
+// Validate implements Message.
+func (m *RunFinished) Validate() error {
+	if err := checkToken(m, "namespace", m.Namespace); err != nil {
+		return err
+	}
+	if err := checkID(m, "run id", m.RunID); err != nil {
+		return err
+	}
+	switch m.Status {
+	case "COMPLETED", "FAILED", "CANCELLED":
+		return nil
+	}
+	return invalid(m, "status %q is not terminal", m.Status)
+}
+
+// Cancel tells a worker that a run it holds was cancelled.
+type Cancel struct {
+	Versioned
+	Namespace string    `json:"ns"`
+	RunID     uuid.UUID `json:"run_id"`
+	WorkerID  uuid.UUID `json:"worker_id"`
+}
+
+// Validate implements Message.
+func (m *Cancel) Validate() error {
+	if err := checkToken(m, "namespace", m.Namespace); err != nil {
+		return err
+	}
+	if err := checkID(m, "run id", m.RunID); err != nil {
+		return err
+	}
+	return checkID(m, "worker id", m.WorkerID)
+}
+
+// ScheduleChanged says a schedule template was created, changed or deleted.
+type ScheduleChanged struct {
+	Versioned
+	Namespace  string     `json:"ns"`
+	ScheduleID uuid.UUID  `json:"schedule_id"`
+	NextAt     *time.Time `json:"next_at,omitempty"`
+}
+
+// Validate implements Message.
+func (m *ScheduleChanged) Validate() error {
+	if err := checkToken(m, "namespace", m.Namespace); err != nil {
+		return err
+	}
+	return checkID(m, "schedule id", m.ScheduleID)
+}
+
+// RelayUp announces that a relay started listening.
+type RelayUp struct {
+	Versioned
+	RelayID string    `json:"relay_id"`
+	At      time.Time `json:"at"`
+}
+
+// Validate implements Message.
+func (m *RelayUp) Validate() error {
+	if m.RelayID == "" || len(m.RelayID) > 200 {
+		return invalid(m, "relay id must be 1 to 200 bytes")
+	}
+	return nil
+}
+
+// MaxCredits bounds the slots one work request may offer.
+const MaxCredits = 10000
+
+// WorkRequest offers a dispatcher Credits free slots of a worker for runs
+// of the given types in one queue. The worker sends it with its delivery
+// inbox as the reply subject; a dispatcher parks it until work is due or
+// Wait passes, then delivers with a request of its own to that inbox.
+type WorkRequest struct {
+	Versioned
+	WorkerID  uuid.UUID     `json:"worker_id"`
+	Namespace string        `json:"ns"`
+	Queue     string        `json:"queue"`
+	Credits   int           `json:"credits"`
+	Types     []TypeVersion `json:"types"`
+	// Seq numbers the worker's requests; a delivery for an older Seq is
+	// refused, so a request that outlived its worker's patience cannot
+	// overfill the worker.
+	Seq uint64 `json:"seq"`
+	// WaitMS is how long the request may stay parked.
+	WaitMS int64 `json:"wait_ms"`
+}
+
+// Validate implements Message.
+func (m *WorkRequest) Validate() error {
+	if err := checkID(m, "worker id", m.WorkerID); err != nil {
+		return err
+	}
+	if err := checkToken(m, "namespace", m.Namespace); err != nil {
+		return err
+	}
+	if err := checkToken(m, "queue", m.Queue); err != nil {
+		return err
+	}
+	if m.Credits < 1 || m.Credits > MaxCredits {
+		return invalid(m, "credits %d must be 1 to %d", m.Credits, MaxCredits)
+	}
+	if m.WaitMS < 0 || m.WaitMS > int64(10*time.Minute/time.Millisecond) {
+		return invalid(m, "wait %d ms must be 0 to 600000", m.WaitMS)
+	}
+	return checkTypes(m, m.Types)
+}
+
+// StepState is the latest attempt of a step, delivered with a run so the
+// workflow replays without a round trip per step.
+type StepState struct {
+	StepID    string          `json:"step_id"`
+	Status    string          `json:"status"`
+	Attempt   int             `json:"attempt"`
+	Output    json.RawMessage `json:"output,omitempty"`
+	Error     string          `json:"error,omitempty"`
+	ErrorType string          `json:"error_type,omitempty"`
+	// RetryAt is, for a FAILED attempt, when it is tried again (absent: the
+	// failure is final); for a wait in progress (a PENDING EVENT step), when
+	// the wait times out.
+	RetryAt *time.Time `json:"retry_at,omitempty"`
+	// RunAttempt is the run attempt that made this step attempt (0: an
+	// earlier retry epoch). A failed step of another run attempt than the
+	// delivered one gets a fresh retry budget.
+	RunAttempt int `json:"run_attempt,omitempty"`
+	// Tries is, for a FAILED attempt, how many attempts of the step run
+	// attempt RunAttempt made: the retry budget used.
+	Tries int `json:"tries,omitempty"`
+}
+
+// DeliveredRun is one claimed run handed to a worker.
+type DeliveredRun struct {
+	RunID      uuid.UUID       `json:"run_id"`
+	Namespace  string          `json:"ns"`
+	Queue      string          `json:"queue"`
+	Type       string          `json:"type"`
+	Version    string          `json:"version"`
+	Attempt    int             `json:"attempt"`
+	LeaseToken int64           `json:"lease"`
+	Input      json.RawMessage `json:"input,omitempty"`
+	Steps      []StepState     `json:"steps,omitempty"`
+	// TraceParent is the W3C traceparent of the run's trace.
+	TraceParent string        `json:"traceparent,omitempty"`
+	DeadlineAt  *time.Time    `json:"deadline_at,omitempty"`
+	RetryPolicy *retry.Policy `json:"retry_policy,omitempty"`
+	// AvailableAt is when the run became due (dispatch latency starts there).
+	AvailableAt *time.Time `json:"available_at,omitempty"`
+}
+
+// Delivery carries claimed runs to the worker that asked for them.
+type Delivery struct {
+	Versioned
+	WorkerID uuid.UUID      `json:"worker_id"`
+	Seq      uint64         `json:"seq"`
+	Runs     []DeliveredRun `json:"runs"`
+}
+
+// Validate implements Message.
+func (m *Delivery) Validate() error {
+	if err := checkID(m, "worker id", m.WorkerID); err != nil {
+		return err
+	}
+	if len(m.Runs) == 0 || len(m.Runs) > MaxCredits {
+		return invalid(m, "%d runs, want 1 to %d", len(m.Runs), MaxCredits)
+	}
+	for i := range m.Runs {
+		r := &m.Runs[i]
+		if err := checkID(m, "run id", r.RunID); err != nil {
+			return err
+		}
+		if err := checkToken(m, "namespace", r.Namespace); err != nil {
+			return err
+		}
+		if err := checkToken(m, "queue", r.Queue); err != nil {
+			return err
+		}
+		if err := checkToken(m, "workflow type", r.Type); err != nil {
+			return err
+		}
+		if r.Attempt < 1 || r.LeaseToken < 1 {
+			return invalid(m, "run %s: attempt %d and lease %d must be positive", r.RunID, r.Attempt, r.LeaseToken)
+		}
+		if err := checkJSON(m, "input", r.Input); err != nil {
+			return err
+		}
+		if r.RetryPolicy != nil {
+			if err := r.RetryPolicy.Validate(); err != nil {
+				return invalid(m, "run %s: %v", r.RunID, err)
+			}
+		}
+		for _, s := range r.Steps {
+			if s.StepID == "" || s.Attempt < 1 {
+				return invalid(m, "run %s: step %q attempt %d", r.RunID, s.StepID, s.Attempt)
+			}
+			if err := checkJSON(m, "step output", s.Output); err != nil {
+				return err
+			}
+			if s.RunAttempt < 0 || s.Tries < 0 {
+				return invalid(m, "run %s: step %q run attempt %d and tries %d must not be negative", r.RunID, s.StepID, s.RunAttempt, s.Tries)
+			}
+		}
+	}
+	return nil
+}
+
+// DeliveryAck is the worker's answer to a Delivery: Accepted false means
+// the dispatcher must release the runs at once.
+type DeliveryAck struct {
+	Versioned
+	Accepted bool `json:"accepted"`
+}
+
+// Validate implements Message.
+func (m *DeliveryAck) Validate() error { return nil }
+
+// ReportKind says what a report item records.
+type ReportKind string
+
+// Report kinds.
+const (
+	// ReportStepCompleted and ReportStepFailed record one attempt of a step.
+	ReportStepCompleted ReportKind = "step_completed"
+	ReportStepFailed    ReportKind = "step_failed"
+	// ReportRunCompleted ends the run with Output.
+	ReportRunCompleted ReportKind = "run_completed"
+	// ReportRunFailed ends the attempt with Error; the dispatcher retries it
+	// under the run's policy unless NonRetryable or attempts are exhausted.
+	ReportRunFailed ReportKind = "run_failed"
+	// ReportRunSleep suspends the run until Until (nil: until woken). With
+	// Steps it also waits for those CHILD steps (woken when all finished);
+	// with Events it also honours the run's waits for events in progress
+	// (recorded by event_wait items without Suspend).
+	ReportRunSleep ReportKind = "run_sleep"
+	// ReportRunRelease gives the run back unstarted (e.g. on drain).
+	ReportRunRelease ReportKind = "run_release"
+	// ReportEventWait is a WaitForEvent: the EVENT step StepID, attempt
+	// Attempt, waits for an event named Name, timing out at Until (nil:
+	// never; a wait in progress keeps its first timeout). The engine
+	// consumes an event if one is there (the result carries its payload as
+	// Output), times the wait out if Until passed (neither Output nor
+	// Waiting), or records the wait and answers Waiting — suspending the
+	// run too when Suspend is set.
+	ReportEventWait ReportKind = "event_wait"
+	// ReportChildStart starts the child run Child as the CHILD step StepID,
+	// attempt Attempt. The child's id is ChildRunID(run, StepID, Attempt).
+	ReportChildStart ReportKind = "child_start"
+)
+
+// ChildSpec is the child run a child_start item starts.
+type ChildSpec struct {
+	Type    string `json:"type"`
+	Version string `json:"version,omitempty"`
+	// Queue defaults to the parent's.
+	Queue       string          `json:"queue,omitempty"`
+	Input       json.RawMessage `json:"input,omitempty"`
+	RetryPolicy *retry.Policy   `json:"retry_policy,omitempty"`
+	Priority    int             `json:"priority,omitempty"`
+}
+
+// ChildRunID is the id of the child run that attempt attempt of step stepID
+// of run parent starts: derived (UUID v5), so that a replayed parent that
+// starts its child again names the same run.
+func ChildRunID(parent uuid.UUID, stepID string, attempt int) uuid.UUID {
+	return uuid.NewSHA1(parent, []byte(fmt.Sprintf("%s#%d", stepID, attempt)))
+}
+
+// MaxReportItems bounds one report.
+const MaxReportItems = 10000
+
+// ReportItem is one outcome, made under the lease (RunID, LeaseToken).
+type ReportItem struct {
+	Kind       ReportKind `json:"kind"`
+	RunID      uuid.UUID  `json:"run_id"`
+	LeaseToken int64      `json:"lease"`
+	// Step fields.
+	StepID   string `json:"step_id,omitempty"`
+	StepKind string `json:"step_kind,omitempty"`
+	Attempt  int    `json:"attempt,omitempty"`
+	// Output of a completed step or run (JSON).
+	Output json.RawMessage `json:"output,omitempty"`
+	// Error of a failed step or run; ErrorType names its kind for
+	// non-retryable matching.
+	Error        string `json:"error,omitempty"`
+	ErrorType    string `json:"error_type,omitempty"`
+	NonRetryable bool   `json:"non_retryable,omitempty"`
+	// Until is the wake time of a sleep or the retry time of a failed step.
+	Until      *time.Time `json:"until,omitempty"`
+	StartedAt  *time.Time `json:"started_at,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	// Name is the awaited event's name (event_wait).
+	Name string `json:"name,omitempty"`
+	// Suspend: an event_wait that finds no event suspends the run.
+	Suspend bool `json:"suspend,omitempty"`
+	// Steps are the CHILD steps a run_sleep waits for.
+	Steps []string `json:"steps,omitempty"`
+	// Events: a run_sleep also honours the run's event waits in progress.
+	Events bool `json:"events,omitempty"`
+	// Child is the run a child_start starts.
+	Child *ChildSpec `json:"child,omitempty"`
+}
+
+// MaxEventNameLen bounds an event name, in bytes.
+const MaxEventNameLen = 200
+
+// ValidEventName reports an error unless s can name an event: 1 to
+// MaxEventNameLen bytes of printable UTF-8 without spaces, '*', '>' or '@'.
+func ValidEventName(s string) error {
+	if s == "" || len(s) > MaxEventNameLen {
+		return fmt.Errorf("event name %q must be 1 to %d bytes", s, MaxEventNameLen)
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("event name %q is not valid UTF-8", s)
+	}
+	for _, r := range s {
+		if r <= ' ' || !unicode.IsPrint(r) || strings.ContainsRune("*>@", r) {
+			return fmt.Errorf("event name %q must not contain spaces, control characters or any of * > @", s)
+		}
+	}
+	return nil
+}
+
+// Report carries a worker's outcomes for runs of one namespace.
+type Report struct {
+	Versioned
+	WorkerID  uuid.UUID    `json:"worker_id"`
+	Namespace string       `json:"ns"`
+	Items     []ReportItem `json:"items"`
+}
+
+// Validate implements Message.
+func (m *Report) Validate() error {
+	if err := checkID(m, "worker id", m.WorkerID); err != nil {
+		return err
+	}
+	if err := checkToken(m, "namespace", m.Namespace); err != nil {
+		return err
+	}
+	if len(m.Items) == 0 || len(m.Items) > MaxReportItems {
+		return invalid(m, "%d items, want 1 to %d", len(m.Items), MaxReportItems)
+	}
+	for i := range m.Items {
+		it := &m.Items[i]
+		if err := checkID(m, "run id", it.RunID); err != nil {
+			return err
+		}
+		if it.LeaseToken < 1 {
+			return invalid(m, "item %d: lease %d must be positive", i, it.LeaseToken)
+		}
+		if err := checkJSON(m, "output", it.Output); err != nil {
+			return err
+		}
+		if err := m.validateItem(i, it); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *Report) validateItem(i int, it *ReportItem) error {
+	checkStep := func() error {
+		if it.StepID == "" || len(it.StepID) > 200 {
+			return invalid(m, "item %d: step id must be 1 to 200 bytes", i)
+		}
+		if it.Attempt < 1 {
+			return invalid(m, "item %d: attempt %d must be positive", i, it.Attempt)
+		}
+		return nil
+	}
+	if it.Kind != ReportEventWait && (it.Name != "" || it.Suspend) {
+		return invalid(m, "item %d: name and suspend belong to event_wait items", i)
+	}
+	if it.Kind != ReportRunSleep && (len(it.Steps) > 0 || it.Events) {
+		return invalid(m, "item %d: steps and events belong to run_sleep items", i)
+	}
+	if it.Kind != ReportChildStart && it.Child != nil {
+		return invalid(m, "item %d: child belongs to child_start items", i)
+	}
+	switch it.Kind {
+	case ReportStepCompleted, ReportStepFailed:
+		if err := checkStep(); err != nil {
+			return err
+		}
+		switch it.StepKind {
+		case "", "FUNCTION", "SLEEP", "EVENT", "CHILD":
+		default:
+			return invalid(m, "item %d: unknown step kind %q", i, it.StepKind)
+		}
+	case ReportEventWait:
+		if err := checkStep(); err != nil {
+			return err
+		}
+		if err := ValidEventName(it.Name); err != nil {
+			return invalid(m, "item %d: %v", i, err)
+		}
+	case ReportChildStart:
+		if err := checkStep(); err != nil {
+			return err
+		}
+		c := it.Child
+		if c == nil {
+			return invalid(m, "item %d: child_start without a child", i)
+		}
+		if err := checkToken(m, "child workflow type", c.Type); err != nil {
+			return err
+		}
+		if err := checkName(m, "child version", c.Version, false); err != nil {
+			return err
+		}
+		if err := checkName(m, "child queue", c.Queue, false); err != nil {
+			return err
+		}
+		if err := checkJSON(m, "child input", c.Input); err != nil {
+			return err
+		}
+		if c.RetryPolicy != nil {
+			if err := c.RetryPolicy.Validate(); err != nil {
+				return invalid(m, "item %d: %v", i, err)
+			}
+		}
+	case ReportRunSleep:
+		if len(it.Steps) > MaxReportItems {
+			return invalid(m, "item %d: %d steps, at most %d", i, len(it.Steps), MaxReportItems)
+		}
+		for _, s := range it.Steps {
+			if s == "" || len(s) > 200 {
+				return invalid(m, "item %d: step id must be 1 to 200 bytes", i)
+			}
+		}
+	case ReportRunCompleted, ReportRunFailed, ReportRunRelease:
+	default:
+		return invalid(m, "item %d: unknown kind %q", i, it.Kind)
+	}
+	return nil
+}
+
+// ResultCode classifies the outcome of one report item.
+type ResultCode string
+
+// Result codes.
+const (
+	ResultOK ResultCode = "ok"
+	// ResultLeaseLost: the lease is no longer current; abandon the run.
+	ResultLeaseLost ResultCode = "lease_lost"
+	// ResultInvalid: the item was malformed or refused; do not retry it.
+	ResultInvalid ResultCode = "invalid"
+	// ResultError: a transient failure; the item may be retried.
+	ResultError ResultCode = "error"
+)
+
+// ReportResult is the outcome of one item.
+type ReportResult struct {
+	Code    ResultCode `json:"code"`
+	Message string     `json:"message,omitempty"`
+	// Output is what an item asked for: the payload of the event an
+	// event_wait received.
+	Output json.RawMessage `json:"output,omitempty"`
+	// Waiting: an event_wait found no event and its wait is recorded.
+	Waiting bool `json:"waiting,omitempty"`
+}
+
+// ReportReply answers a Report with one result per item, in order.
+type ReportReply struct {
+	Versioned
+	Results []ReportResult `json:"results"`
+}
+
+// Validate implements Message.
+func (m *ReportReply) Validate() error {
+	for i, r := range m.Results {
+		switch r.Code {
+		case ResultOK, ResultLeaseLost, ResultInvalid, ResultError:
+		default:
+			return invalid(m, "result %d: unknown code %q", i, r.Code)
+		}
+		if err := checkJSON(m, "result output", r.Output); err != nil {
+			return err
+		}
+		if (len(r.Output) > 0 || r.Waiting) && r.Code != ResultOK {
+			return invalid(m, "result %d: output and waiting belong to ok results", i)
+		}
+		if len(r.Output) > 0 && r.Waiting {
+			return invalid(m, "result %d: an output and waiting exclude each other", i)
+		}
+	}
+	return nil
+}
+
+// WorkerRegister announces a worker (again, after a restart or after it
+// was marked offline).
+type WorkerRegister struct {
+	Versioned
+	WorkerID       uuid.UUID         `json:"worker_id"`
+	Namespace      string            `json:"ns"`
+	Queue          string            `json:"queue"`
+	Hostname       string            `json:"hostname,omitempty"`
+	PID            int               `json:"pid,omitempty"`
+	Version        string            `json:"version,omitempty"`
+	Types          []TypeVersion     `json:"types"`
+	MaxConcurrency int               `json:"max_concurrency"`
+	Labels         map[string]string `json:"labels,omitempty"`
+}
+
+// Validate implements Message.
+func (m *WorkerRegister) Validate() error {
+	if err := checkID(m, "worker id", m.WorkerID); err != nil {
+		return err
+	}
+	if err := checkToken(m, "namespace", m.Namespace); err != nil {
+		return err
+	}
+	if err := checkToken(m, "queue", m.Queue); err != nil {
+		return err
+	}
+	if m.MaxConcurrency < 1 || m.MaxConcurrency > MaxCredits {
+		return invalid(m, "max concurrency %d must be 1 to %d", m.MaxConcurrency, MaxCredits)
+	}
+	if len(m.Hostname) > 255 || len(m.Version) > 200 || len(m.Labels) > 64 {
+		return invalid(m, "hostname, version or labels too long")
+	}
+	return checkTypes(m, m.Types)
+}
+
+// Heartbeat says a worker is alive and lists the runs it holds.
+type Heartbeat struct {
+	Versioned
+	WorkerID  uuid.UUID   `json:"worker_id"`
+	Namespace string      `json:"ns"`
+	Queue     string      `json:"queue"`
+	Runs      []uuid.UUID `json:"runs,omitempty"`
+	Draining  bool        `json:"draining,omitempty"`
+	SentAt    time.Time   `json:"sent_at"`
+}
+
+// Validate implements Message.
+func (m *Heartbeat) Validate() error {
+	if err := checkID(m, "worker id", m.WorkerID); err != nil {
+		return err
+	}
+	if err := checkToken(m, "namespace", m.Namespace); err != nil {
+		return err
+	}
+	if err := checkToken(m, "queue", m.Queue); err != nil {
+		return err
+	}
+	if len(m.Runs) > MaxCredits {
+		return invalid(m, "%d runs, at most %d", len(m.Runs), MaxCredits)
+	}
+	if m.SentAt.IsZero() {
+		return invalid(m, "sent_at is required")
+	}
+	return nil
+}
+
+// WorkerDeregister says a worker stopped cleanly.
+type WorkerDeregister struct {
+	Versioned
+	WorkerID  uuid.UUID `json:"worker_id"`
+	Namespace string    `json:"ns"`
+}
+
+// Validate implements Message.
+func (m *WorkerDeregister) Validate() error {
+	if err := checkID(m, "worker id", m.WorkerID); err != nil {
+		return err
+	}
+	return checkToken(m, "namespace", m.Namespace)
+}

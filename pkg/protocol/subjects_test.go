@@ -1,0 +1,174 @@
+package protocol_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/kagzi/kagzi/pkg/protocol"
+)
+
+func TestSubjectBuilders(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{protocol.SubjectReady("ns", "q"), "kagzi.v1.ready.ns.q"},
+		{protocol.SubjectDone("ns", id1), "kagzi.v1.done.ns." + id1.String()},
+		{protocol.SubjectCancel(id2), "kagzi.v1.cancel." + id2.String()},
+		{protocol.SubjectSchedule("ns"), "kagzi.v1.schedule.ns"},
+		{protocol.SubjectWork("ns", "q"), "kagzi.v1.work.ns.q"},
+		{protocol.SubjectReport("ns"), "kagzi.v1.report.ns"},
+		{protocol.SubjectReadyAll, "kagzi.v1.ready.>"},
+		{protocol.SubjectDoneAll, "kagzi.v1.done.>"},
+		{protocol.SubjectScheduleAll, "kagzi.v1.schedule.>"},
+		{protocol.SubjectWorkAll, "kagzi.v1.work.>"},
+		{protocol.SubjectReportAll, "kagzi.v1.report.>"},
+		{protocol.SubjectRelayUp, "kagzi.v1.relay.up"},
+		{protocol.SubjectWorkerRegister, "kagzi.v1.worker.register"},
+		{protocol.SubjectWorkerHeartbeat, "kagzi.v1.worker.heartbeat"},
+		{protocol.SubjectWorkerDeregister, "kagzi.v1.worker.deregister"},
+	} {
+		if c.got != c.want {
+			t.Errorf("subject %q, want %q", c.got, c.want)
+		}
+	}
+}
+
+// matches reports whether subject matches a NATS wildcard pattern.
+func matches(pattern, subject string) bool {
+	p, s := strings.Split(pattern, "."), strings.Split(subject, ".")
+	for i, tok := range p {
+		switch {
+		case tok == ">":
+			return len(s) > i
+		case i >= len(s):
+			return false
+		case tok != "*" && tok != s[i]:
+			return false
+		}
+	}
+	return len(p) == len(s)
+}
+
+func TestSubjectsMatchTheirWildcards(t *testing.T) {
+	for _, c := range []struct {
+		subject, pattern string
+		tokens           int
+	}{
+		{protocol.SubjectReady("ns", "q"), protocol.SubjectReadyAll, 5},
+		{protocol.SubjectDone("ns", id1), protocol.SubjectDoneAll, 5},
+		{protocol.SubjectSchedule("ns"), protocol.SubjectScheduleAll, 4},
+		{protocol.SubjectWork("ns", "q"), protocol.SubjectWorkAll, 5},
+		{protocol.SubjectReport("ns"), protocol.SubjectReportAll, 4},
+		{protocol.SubjectCancel(id1), "kagzi.v1.cancel.*", 4},
+	} {
+		if !matches(c.pattern, c.subject) {
+			t.Errorf("%q does not match %q", c.subject, c.pattern)
+		}
+		if n := len(strings.Split(c.subject, ".")); n != c.tokens {
+			t.Errorf("%q has %d tokens, want %d", c.subject, n, c.tokens)
+		}
+	}
+	// The roots do not overlap.
+	if matches(protocol.SubjectReadyAll, protocol.SubjectWork("ns", "q")) || matches(protocol.SubjectWorkAll, protocol.SubjectReady("ns", "q")) {
+		t.Error("ready and work subjects overlap")
+	}
+}
+
+type parseFunc func(string) (string, string, error)
+
+var parsers = []struct {
+	name  string
+	parse parseFunc
+	build func(ns, q string) string
+	other parseFunc // the parser for the other root, which must refuse
+}{
+	{"ready", protocol.ParseReady, protocol.SubjectReady, protocol.ParseWork},
+	{"work", protocol.ParseWork, protocol.SubjectWork, protocol.ParseReady},
+}
+
+func TestParseRoundTrip(t *testing.T) {
+	for _, p := range parsers {
+		for _, c := range [][2]string{{"ns", "q"}, {"default", "emails"}, {token200, token200}, {"名前", "é-_~"}, {"a-b", "c_d"}, {"$sys", "#1"}} {
+			subj := p.build(c[0], c[1])
+			ns, q, err := p.parse(subj)
+			if err != nil || ns != c[0] || q != c[1] {
+				t.Errorf("%s: parse(%q) = %q, %q, %v", p.name, subj, ns, q, err)
+			}
+			if _, _, err := p.other(subj); !errors.Is(err, protocol.ErrInvalid) {
+				t.Errorf("%s: the other parser accepted %q: %v", p.name, subj, err)
+			}
+		}
+	}
+}
+
+func TestParseRejectsMalformed(t *testing.T) {
+	for _, p := range parsers {
+		root := protocol.Prefix + p.name + "."
+		for _, subj := range []string{
+			"",
+			root,
+			root + "ns",
+			root + "ns.",
+			root + ".q",
+			root + "..",
+			root + "ns..q",
+			root + "ns.q.",
+			root + "ns.q.extra",
+			root + "ns.*",
+			root + "*.q",
+			root + "ns.>",
+			root + ">",
+			root + "n s.q",
+			root + "ns.q ",
+			root + "ns.q\n",
+			root + "ns\t.q",
+			root + "ns@x.q",
+			root + "ns.q\x00",
+			root + "ns.q\x7f",
+			root + "ns.\xff",
+			root + "ns.a\u200bb",
+			root + strings.Repeat("n", 201) + ".q",
+			root + "ns." + strings.Repeat("q", 201),
+			strings.ToUpper(root) + "ns.q",
+			"kagzi.v2." + p.name + ".ns.q",
+			"kagzi.v1." + p.name + "s.ns.q",
+			"x" + root + "ns.q",
+			" " + root + "ns.q",
+			protocol.Prefix + "done.ns.q",
+			protocol.SubjectReadyAll,
+			protocol.SubjectWorkAll,
+		} {
+			ns, q, err := p.parse(subj)
+			if !errors.Is(err, protocol.ErrInvalid) {
+				t.Errorf("%s: parse(%q) = %q, %q, %v; want ErrInvalid", p.name, subj, ns, q, err)
+			}
+			if err != nil && (ns != "" || q != "") {
+				t.Errorf("%s: parse(%q) failed but returned %q, %q", p.name, subj, ns, q)
+			}
+		}
+	}
+}
+
+func TestValidToken(t *testing.T) {
+	for _, s := range []string{"a", "default", token200, "名前", strings.Repeat("é", 100), "a-b_c~d", "$SYS", "#", "<", "a&b", "\ufffd", "🙂"} {
+		if err := protocol.ValidToken("namespace", s); err != nil {
+			t.Errorf("ValidToken(%q): %v", s, err)
+		}
+	}
+	for _, c := range badTokens {
+		err := protocol.ValidToken("namespace", c.s)
+		if err == nil {
+			t.Errorf("ValidToken(%q) accepted it (%s)", c.s, c.name)
+		} else if !strings.Contains(err.Error(), "namespace") {
+			t.Errorf("ValidToken(%q): error %q does not say what", c.s, err)
+		}
+	}
+}
+
+func TestSubjectDoneUsesCanonicalUUID(t *testing.T) {
+	id := uuid.MustParse("{0B5C0F4E-7A5D-4C1E-9D33-6F2C1A8E0001}")
+	if got := protocol.SubjectDone("ns", id); got != "kagzi.v1.done.ns.0b5c0f4e-7a5d-4c1e-9d33-6f2c1a8e0001" {
+		t.Errorf("SubjectDone = %q", got)
+	}
+}

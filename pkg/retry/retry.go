@@ -1,0 +1,140 @@
+// Package retry owns Kagzi's retry policy: its fields, defaults, validation
+// and the backoff it yields. It has no dependencies so the store, the wire
+// protocol and the worker SDK share one definition.
+package retry
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Defaults, as a user of Temporal would expect them.
+const (
+	DefaultMaxAttempts        = 5
+	DefaultInitialInterval    = time.Second
+	DefaultBackoffCoefficient = 2.0
+	DefaultMaxInterval        = 60 * time.Second
+	DefaultJitter             = 0.2
+)
+
+// ErrInvalidPolicy is wrapped by every validation error of a Policy.
+var ErrInvalidPolicy = errors.New("invalid retry policy")
+
+// Policy says how often and how soon a failed run or step is tried again.
+// Zero fields take the defaults (see WithDefaults). It is stored as JSON
+// with durations in milliseconds.
+type Policy struct {
+	// MaxAttempts counts every attempt including the first; 1 means never
+	// retry, a negative value means retry forever. 0 means the default (5).
+	MaxAttempts int `json:"max_attempts,omitempty"`
+	// InitialInterval is the wait before the second attempt (default 1 s).
+	InitialInterval time.Duration `json:"-"`
+	// BackoffCoefficient multiplies the wait after each failure (default 2).
+	BackoffCoefficient float64 `json:"backoff_coefficient,omitempty"`
+	// MaxInterval caps the wait (default 60 s).
+	MaxInterval time.Duration `json:"-"`
+	// Jitter spreads each wait by up to ±Jitter of itself (0 to 1, default
+	// 0.2), so failures of many runs at once do not retry in lockstep. A
+	// negative value disables jitter.
+	Jitter float64 `json:"jitter,omitempty"`
+	// NonRetryable lists error types that fail at once, whatever the
+	// attempts left.
+	NonRetryable []string `json:"non_retryable,omitempty"`
+
+	InitialIntervalMS int64 `json:"initial_interval_ms,omitempty"`
+	MaxIntervalMS     int64 `json:"max_interval_ms,omitempty"`
+}
+
+// Default returns the default policy: 5 attempts, 1 s, ×2, at most 60 s.
+func Default() Policy { return Policy{}.WithDefaults() }
+
+// WithDefaults fills zero fields with the defaults and syncs the
+// millisecond fields used on the wire with the durations.
+func (p Policy) WithDefaults() Policy {
+	if p.InitialInterval == 0 && p.InitialIntervalMS > 0 {
+		p.InitialInterval = time.Duration(p.InitialIntervalMS) * time.Millisecond
+	}
+	if p.MaxInterval == 0 && p.MaxIntervalMS > 0 {
+		p.MaxInterval = time.Duration(p.MaxIntervalMS) * time.Millisecond
+	}
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = DefaultMaxAttempts
+	}
+	if p.InitialInterval == 0 {
+		p.InitialInterval = DefaultInitialInterval
+	}
+	if p.BackoffCoefficient == 0 {
+		p.BackoffCoefficient = DefaultBackoffCoefficient
+	}
+	if p.MaxInterval == 0 {
+		p.MaxInterval = DefaultMaxInterval
+	}
+	if p.MaxInterval < p.InitialInterval {
+		p.MaxInterval = p.InitialInterval
+	}
+	if p.Jitter == 0 {
+		p.Jitter = DefaultJitter
+	}
+	p.InitialIntervalMS = p.InitialInterval.Milliseconds()
+	p.MaxIntervalMS = p.MaxInterval.Milliseconds()
+	return p
+}
+
+// Validate reports the first field out of range.
+func (p Policy) Validate() error {
+	switch {
+	case p.InitialInterval < 0 || p.InitialIntervalMS < 0:
+		return fmt.Errorf("%w: initial interval %v is negative", ErrInvalidPolicy, p.InitialInterval)
+	case p.MaxInterval < 0 || p.MaxIntervalMS < 0:
+		return fmt.Errorf("%w: max interval %v is negative", ErrInvalidPolicy, p.MaxInterval)
+	case p.BackoffCoefficient != 0 && (p.BackoffCoefficient < 1 || math.IsNaN(p.BackoffCoefficient) || math.IsInf(p.BackoffCoefficient, 0)):
+		return fmt.Errorf("%w: backoff coefficient %v must be at least 1", ErrInvalidPolicy, p.BackoffCoefficient)
+	case p.Jitter > 1 || math.IsNaN(p.Jitter):
+		return fmt.Errorf("%w: jitter %v must be at most 1", ErrInvalidPolicy, p.Jitter)
+	}
+	for _, t := range p.NonRetryable {
+		if t == "" {
+			return fmt.Errorf("%w: empty non-retryable error type", ErrInvalidPolicy)
+		}
+	}
+	return nil
+}
+
+// Exhausted reports whether a run or step that has made attempts attempts
+// may not be tried again.
+func (p Policy) Exhausted(attempts int) bool {
+	p = p.WithDefaults()
+	return p.MaxAttempts > 0 && attempts >= p.MaxAttempts
+}
+
+// IsNonRetryable reports whether errType is listed as non-retryable.
+func (p Policy) IsNonRetryable(errType string) bool {
+	for _, t := range p.NonRetryable {
+		if t == errType {
+			return true
+		}
+	}
+	return false
+}
+
+// Delay is the wait after failed attempt number attempt (1-based) before
+// the next. rnd in [0,1) picks the jitter; pass rand.Float64().
+func (p Policy) Delay(attempt int, rnd float64) time.Duration {
+	p = p.WithDefaults()
+	if attempt < 1 {
+		attempt = 1
+	}
+	d := float64(p.InitialInterval) * math.Pow(p.BackoffCoefficient, float64(attempt-1))
+	if d > float64(p.MaxInterval) || math.IsInf(d, 0) {
+		d = float64(p.MaxInterval)
+	}
+	if p.Jitter > 0 {
+		d += d * p.Jitter * (2*rnd - 1)
+	}
+	if d < 0 {
+		d = 0
+	}
+	return time.Duration(d)
+}

@@ -1,0 +1,156 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Database administration used by the test harness and `kagzi bench`,
+// which make throwaway databases next to the real one.
+
+// DatabaseURL returns url with its database name replaced by name.
+func DatabaseURL(url, name string) (string, error) {
+	cfg, err := pgconn.ParseConfig(url)
+	if err != nil {
+		return "", fmt.Errorf("parse database url: %w", err)
+	}
+	// Keep the caller's options; only the path changes.
+	if i := strings.Index(url, "://"); i >= 0 {
+		rest := url[i+3:]
+		q := ""
+		if j := strings.IndexByte(rest, '?'); j >= 0 {
+			rest, q = rest[:j], rest[j:]
+		}
+		if j := strings.IndexByte(rest, '/'); j >= 0 {
+			rest = rest[:j]
+		}
+		return url[:i+3] + rest + "/" + name + q, nil
+	}
+	// Keyword/value form.
+	return fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=disable", cfg.Host, cfg.Port, cfg.User, name), nil
+}
+
+// DatabaseCreate creates database name on the server at adminURL, as a copy
+// of template when it is not empty.
+func DatabaseCreate(ctx context.Context, adminURL, name, template string) error {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", redact(adminURL), err)
+	}
+	defer conn.Close(ctx)
+	sql := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize()
+	if template != "" {
+		sql += " TEMPLATE " + pgx.Identifier{template}.Sanitize()
+	}
+	// Cloning fails while another session is still attached to the
+	// template (e.g. a clone just finishing); that passes quickly.
+	for i := 0; ; i++ {
+		_, err = conn.Exec(ctx, sql)
+		var pgErr *pgconn.PgError
+		if err == nil || i == 50 || !errors.As(err, &pgErr) || pgErr.Code != "55006" {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return mapErr("create database "+name, err)
+}
+
+// DatabaseDrop drops database name, disconnecting its sessions.
+func DatabaseDrop(ctx context.Context, adminURL, name string) error {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", redact(adminURL), err)
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+	return mapErr("drop database "+name, err)
+}
+
+// DatabaseEnsureTemplate makes sure a migrated template database named name
+// exists on the server at adminURL, creating and migrating it if needed.
+// Concurrent callers (parallel test binaries) serialise on an advisory
+// lock; a template left half-made by a crash is rebuilt.
+func DatabaseEnsureTemplate(ctx context.Context, adminURL, name string) error {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", redact(adminURL), err)
+	}
+	defer conn.Close(ctx)
+	const lockKey = 0x6b61677a69 // "kagzi"
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", lockKey); err != nil {
+		return mapErr("lock template", err)
+	}
+	defer func() { _, _ = conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", lockKey) }()
+	var ready *bool
+	err = conn.QueryRow(ctx, `SELECT shobj_description(oid, 'pg_database') = 'kagzi-ready' FROM pg_database WHERE datname = $1`, name).Scan(&ready)
+	if err == nil && ready != nil && *ready {
+		return nil
+	}
+	if err != nil && !isNoRows(err) {
+		return mapErr("inspect template", err)
+	}
+	ident := pgx.Identifier{name}.Sanitize()
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)"); err != nil {
+		return mapErr("drop stale template", err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+ident); err != nil {
+		return mapErr("create template", err)
+	}
+	url, err := DatabaseURL(adminURL, name)
+	if err != nil {
+		return err
+	}
+	if _, err := Migrate(ctx, url); err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, "COMMENT ON DATABASE "+ident+" IS 'kagzi-ready'"); err != nil {
+		return mapErr("mark template", err)
+	}
+	return nil
+}
+
+// DatabaseList returns the names of the databases whose name starts with prefix.
+func DatabaseList(ctx context.Context, adminURL, prefix string) ([]string, error) {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", redact(adminURL), err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE starts_with(datname, $1)`, prefix)
+	if err != nil {
+		return nil, mapErr("list databases", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return names, mapErr("list databases", err)
+}
+
+// redact hides a password in a URL for error messages.
+func redact(url string) string {
+	cfg, err := pgconn.ParseConfig(url)
+	if err != nil || cfg.Password == "" {
+		return url
+	}
+	return strings.Replace(url, cfg.Password, "xxxxx", 1)
+}
+
+// LockHolderTerminate ends the sessions holding the advisory lock key (as
+// taken by a Listener) and returns how many it ended. Operators use it to
+// move relay leadership; tests use it to kill a relay's connection.
+func (s *Store) LockHolderTerminate(ctx context.Context, key int64) (int, error) {
+	var n int
+	err := s.db.QueryRow(ctx, `
+SELECT count(pg_terminate_backend(pid)) FROM pg_locks
+WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND ((classid::bigint << 32) | objid::bigint) = $1`, key).Scan(&n)
+	return n, mapErr("terminate lock holder", err)
+}

@@ -1,0 +1,53 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Typed errors. Every error the store returns wraps one of these (or a
+// database/connection error) with context, so callers test with errors.Is.
+var (
+	// ErrNotFound: the entity does not exist in the given namespace.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the write conflicts with the entity's current state or a
+	// uniqueness rule (e.g. cancelling a finished run).
+	ErrConflict = errors.New("conflict")
+	// ErrInvalidArgument: the input is malformed; the message names the field.
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrLeaseLost: the report names a lease that is no longer current; the
+	// holder must abandon the run.
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrPayloadTooLarge: an input, output or event payload exceeds the limit.
+	ErrPayloadTooLarge = errors.New("payload too large")
+)
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
+}
+
+// mapErr turns driver errors into the store's typed errors, keeping the
+// original for inspection. what names the operation for the message.
+func mapErr(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%s: %w", what, ErrNotFound)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "23505": // unique_violation
+			return fmt.Errorf("%s: %w: %s", what, ErrConflict, pgErr.ConstraintName)
+		case "23503": // foreign_key_violation
+			return fmt.Errorf("%s: %w: referenced row missing (%s)", what, ErrNotFound, pgErr.ConstraintName)
+		case "23514", "22P02", "22023", "22007", "22008": // check, bad text repr, bad parameter, datetime
+			return fmt.Errorf("%s: %w: %s", what, ErrInvalidArgument, pgErr.Message)
+		}
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

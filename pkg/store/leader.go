@@ -1,0 +1,128 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Leader elects one process of many with a Postgres advisory lock held on a
+// dedicated connection, and runs Lead while it holds the lock. Unlike
+// Listener it does not LISTEN, so the leader's connection is not sent every
+// notification.
+//
+// Leadership lives and dies with the database session: if the leader's
+// process, host or connection dies, or an operator ends its session (see
+// LockHolderTerminate), Postgres releases the lock and a standby whose lock
+// request was blocked gets it at once. The deposed leader notices the lost
+// session (the server closes it, or TCP keepalives time out) and its Lead
+// context is cancelled.
+type Leader struct {
+	// URL is the database to connect to.
+	URL string
+	// LockKey is the advisory lock that elects the leader.
+	LockKey int64
+	// Lead runs while the lock is held. Its context ends when the session
+	// is lost or Run's context ends; Lead must then return promptly. When
+	// Lead returns, the lock is released (the connection closed) and, unless
+	// Run's context ended, the campaign starts again after Retry.
+	Lead func(ctx context.Context) error
+	// OnError receives non-fatal errors (connect failed, session lost, Lead
+	// failed).
+	OnError func(err error)
+	// Retry is the wait before campaigning again (default 200 ms).
+	Retry time.Duration
+	// KeepAlive is the TCP keepalive idle time and probe interval of the
+	// dedicated connection (default 5 s; three unanswered probes end it), so
+	// a leader cut off from its database steps down in bounded time.
+	KeepAlive time.Duration
+}
+
+// Run campaigns, leads while elected, and campaigns again, until ctx ends.
+// It returns ctx's error.
+func (l *Leader) Run(ctx context.Context) error {
+	if l.Retry <= 0 {
+		l.Retry = 200 * time.Millisecond
+	}
+	if l.KeepAlive <= 0 {
+		l.KeepAlive = 5 * time.Second
+	}
+	for {
+		err := l.term(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil && l.OnError != nil {
+			l.OnError(err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(l.Retry):
+		}
+	}
+}
+
+// term is one campaign: connect, wait for the lock, lead until the session
+// or Lead ends.
+func (l *Leader) term(ctx context.Context) error {
+	cfg, err := pgx.ParseConfig(l.URL)
+	if err != nil {
+		return fmt.Errorf("leader: parse url: %w", err)
+	}
+	cfg.ConnectTimeout = 5 * time.Second
+	d := &net.Dialer{KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: l.KeepAlive, Interval: l.KeepAlive, Count: 3}}
+	cfg.DialFunc = d.DialContext
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("leader: connect: %w", err)
+	}
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	// Blocks while another session holds the lock; ctx's end cancels it.
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", l.LockKey); err != nil {
+		return fmt.Errorf("leader: lock: %w", err)
+	}
+	leadCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// The connection is idle while we lead; reading from it is how a lost
+	// session shows (the server's FATAL message, a closed socket, a
+	// keepalive timeout).
+	watchCtx, stopWatch := context.WithCancel(leadCtx)
+	watched := make(chan error, 1)
+	go func() {
+		for {
+			_, err := conn.WaitForNotification(watchCtx)
+			if err == nil {
+				continue // nothing LISTENs, but a notification is harmless
+			}
+			if watchCtx.Err() == nil {
+				err = fmt.Errorf("leader: session lost: %w", err)
+				cancel(err)
+			} else {
+				err = nil
+			}
+			watched <- err
+			return
+		}
+	}()
+	leadErr := errors.New("leader: no Lead function")
+	if l.Lead != nil {
+		leadErr = l.Lead(leadCtx)
+		if leadErr != nil {
+			leadErr = fmt.Errorf("leader: lead: %w", leadErr)
+		}
+	}
+	stopWatch()
+	lost := <-watched
+	if lost != nil {
+		return lost
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return leadErr
+}

@@ -1,0 +1,181 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/kagzi/kagzi/internal/testdb"
+	"github.com/kagzi/kagzi/pkg/store"
+)
+
+// listen starts a Listener on url and returns a channel of its payloads
+// once it is listening.
+func listen(t *testing.T, url string, key int64) <-chan string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan string, 10000)
+	ready := make(chan struct{})
+	var once sync.Once
+	l := &store.Listener{URL: url, LockKey: key,
+		OnLeader: func(_ context.Context, leader bool) {
+			if leader {
+				once.Do(func() { close(ready) })
+			}
+		},
+		OnNotification: func(_ context.Context, p string) { ch <- p },
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = l.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-ready:
+	case <-time.After(10 * time.Second):
+		t.Fatal("listener did not start")
+	}
+	return ch
+}
+
+func TestNotifyBatchInsertSendsFewNotifications(t *testing.T) {
+	t.Parallel()
+	pool, url := testdb.Pool(t)
+	s := store.New(pool, store.Options{})
+	ch := listen(t, url, 1)
+	ctx := context.Background()
+	ps := make([]store.RunsCreateParams, 1000)
+	for i := range ps {
+		ps[i] = store.RunsCreateParams{Namespace: "ns", Queue: fmt.Sprintf("q%d", i%3), Type: "T"}
+	}
+	if _, err := s.RunsCreateMany(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	// A marker after the batch tells us every notification of it arrived.
+	if _, _, err := s.RunsCreate(ctx, store.RunsCreateParams{Namespace: "ns", Queue: "marker", Type: "T"}); err != nil {
+		t.Fatal(err)
+	}
+	var got []store.Notification
+	for {
+		p := <-ch
+		n, err := store.ParseNotification(p)
+		if err != nil {
+			t.Fatalf("parse %q: %v", p, err)
+		}
+		if n.Queue == "marker" {
+			break
+		}
+		got = append(got, n)
+	}
+	if len(got) != 3 {
+		t.Fatalf("1,000 inserts over 3 queues sent %d notifications, want 3: %+v", len(got), got)
+	}
+	for _, n := range got {
+		if n.Kind != store.NotifyReady || n.Namespace != "ns" || n.At == nil {
+			t.Fatalf("unexpected notification %+v", n)
+		}
+	}
+}
+
+func TestNotifyDoneAndCancel(t *testing.T) {
+	t.Parallel()
+	pool, url := testdb.Pool(t)
+	s := store.New(pool, store.Options{})
+	ch := listen(t, url, 1)
+	ctx := context.Background()
+	var ids []store.Lease
+	for i := 0; i < 150; i++ {
+		if _, _, err := s.RunsCreate(ctx, store.RunsCreateParams{Namespace: "ns", Queue: "q", Type: "T"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := uuid.New()
+	claimed, err := s.RunsClaim(ctx, store.RunsClaimParams{Namespace: "ns", Queue: "q", WorkerID: w,
+		Types: []store.TypeVersion{{Type: "T"}}, Limit: 150, Lease: time.Minute})
+	if err != nil || len(claimed) != 150 {
+		t.Fatalf("claim: %d %v", len(claimed), err)
+	}
+	for _, c := range claimed {
+		ids = append(ids, store.Lease{Namespace: "ns", RunID: c.ID, Token: c.LeaseToken})
+	}
+	// Cancel one running run: its holder must be told.
+	if _, err := s.RunsCancel(ctx, "ns", ids[0].RunID); err != nil {
+		t.Fatal(err)
+	}
+	// Complete the other 149 in one statement-level batch via a transaction
+	// of single updates: each statement notifies on its own.
+	for _, l := range ids[1:] {
+		if err := s.RunsComplete(ctx, l, []byte(`1`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := map[string]bool{}
+	var cancelled bool
+	deadline := time.After(10 * time.Second)
+	for len(done) < 150 || !cancelled {
+		select {
+		case p := <-ch:
+			n, err := store.ParseNotification(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch n.Kind {
+			case store.NotifyDone:
+				for _, f := range n.Finished {
+					done[f.RunID.String()] = true
+				}
+			case store.NotifyCancel:
+				if n.RunID != ids[0].RunID || n.WorkerID != w {
+					t.Fatalf("cancel notification %+v", n)
+				}
+				cancelled = true
+			}
+		case <-deadline:
+			t.Fatalf("got %d done, cancel %v", len(done), cancelled)
+		}
+	}
+}
+
+func TestListenerFailover(t *testing.T) {
+	t.Parallel()
+	pool, url := testdb.Pool(t)
+	s := store.New(pool, store.Options{})
+	ctx := context.Background()
+	const key = 42
+	var mu sync.Mutex
+	leaders := map[int]bool{}
+	became := make(chan int, 10)
+	for i := 0; i < 2; i++ {
+		i := i
+		lctx, cancel := context.WithCancel(ctx)
+		l := &store.Listener{URL: url, LockKey: key, Retry: 50 * time.Millisecond,
+			OnLeader: func(_ context.Context, leader bool) {
+				mu.Lock()
+				leaders[i] = leader
+				mu.Unlock()
+				if leader {
+					became <- i
+				}
+			}}
+		done := make(chan struct{})
+		go func() { defer close(done); _ = l.Run(lctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+	}
+	first := <-became
+	n, err := s.LockHolderTerminate(ctx, key)
+	if err != nil || n != 1 {
+		t.Fatalf("terminate: %d %v", n, err)
+	}
+	start := time.Now()
+	select {
+	case next := <-became:
+		if took := time.Since(start); took > 2*time.Second {
+			t.Fatalf("takeover took %v", took)
+		}
+		_ = next // either replica may win the lock again
+	case <-time.After(2 * time.Second):
+		t.Fatalf("no listener took over within 2 s after leader %d died", first)
+	}
+}

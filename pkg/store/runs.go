@@ -1,0 +1,1146 @@
+package store
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kagzi/kagzi/pkg/retry"
+)
+
+// runCols is the column list every run query returns, in scanRun's order.
+const runCols = `r.run_id, r.namespace_id, coalesce(r.external_id, ''), r.task_queue, r.workflow_type, r.version,
+	r.status, r.attempts, r.available_at, r.locked_by, r.lease_token, r.lease_expires_at, coalesce(r.error, ''),
+	r.created_at, r.started_at, r.finished_at, r.deadline_at, r.retry_policy, r.parent_run_id,
+	coalesce(r.parent_step_id, ''), coalesce(r.cron_expr, ''), coalesce(r.timezone, ''), coalesce(r.max_catchup, 0),
+	r.last_fired_at, r.schedule_id, r.schedule_fire_at, coalesce(r.trace_context, ''), r.priority`
+
+// liveStatuses are the statuses of runs that may still change by themselves.
+const liveStatuses = `('PENDING', 'RUNNING', 'SLEEPING')`
+
+func scanRun(row pgx.Row, extra ...any) (Run, error) {
+	var r Run
+	var policy []byte
+	dest := []any{&r.ID, &r.Namespace, &r.ExternalID, &r.Queue, &r.Type, &r.Version,
+		&r.Status, &r.Attempts, &r.AvailableAt, &r.LockedBy, &r.LeaseToken, &r.LeaseExpiresAt, &r.Error,
+		&r.CreatedAt, &r.StartedAt, &r.FinishedAt, &r.DeadlineAt, &policy, &r.ParentRunID,
+		&r.ParentStepID, &r.CronExpr, &r.Timezone, &r.MaxCatchup,
+		&r.LastFiredAt, &r.ScheduleID, &r.ScheduleFireAt, &r.TraceContext, &r.Priority}
+	if err := row.Scan(append(dest, extra...)...); err != nil {
+		return Run{}, err
+	}
+	if len(policy) > 0 {
+		var p retry.Policy
+		if err := json.Unmarshal(policy, &p); err != nil {
+			return Run{}, fmt.Errorf("decode retry policy of run %s: %w", r.ID, err)
+		}
+		p = p.WithDefaults()
+		r.RetryPolicy = &p
+	}
+	return r, nil
+}
+
+// Limits on identifiers, checked at the edge of the store.
+const (
+	maxNameLen = 200
+	maxErrLen  = 8 << 10
+)
+
+func checkName(field, v string, required bool) error {
+	if v == "" {
+		if required {
+			return invalidf("%s is required", field)
+		}
+		return nil
+	}
+	if len(v) > maxNameLen {
+		return invalidf("%s is %d bytes, at most %d", field, len(v), maxNameLen)
+	}
+	if strings.ContainsAny(v, " \t\r\n*>@") {
+		return invalidf("%s %q must not contain spaces or any of * > @", field, v)
+	}
+	return nil
+}
+
+func clipError(s string) string {
+	if len(s) > maxErrLen {
+		return s[:maxErrLen]
+	}
+	return s
+}
+
+func encodePolicy(p *retry.Policy) ([]byte, error) {
+	if p == nil {
+		return nil, nil
+	}
+	if err := p.Validate(); err != nil {
+		return nil, invalidf("%v", err)
+	}
+	q := p.WithDefaults()
+	return json.Marshal(q)
+}
+
+// RunsCreateParams describe a run to start.
+type RunsCreateParams struct {
+	// RunID is optional; a UUID v7 is generated when zero.
+	RunID      uuid.UUID
+	Namespace  string
+	ExternalID string // optional idempotency key, unique among live runs
+	Queue      string
+	Type       string
+	Version    string // optional; see RunsClaim for how an empty version is pinned
+	Input      []byte
+	// AvailableAt delays the first claim; nil means now.
+	AvailableAt  *time.Time
+	DeadlineAt   *time.Time
+	RetryPolicy  *retry.Policy
+	Priority     int
+	ParentRunID  *uuid.UUID
+	ParentStepID string
+	TraceContext string
+	// ScheduleID and ScheduleFireAt mark a run fired by a schedule.
+	ScheduleID     *uuid.UUID
+	ScheduleFireAt *time.Time
+}
+
+func (s *Store) validateCreate(p *RunsCreateParams) ([]byte, error) {
+	if err := checkName("namespace", p.Namespace, true); err != nil {
+		return nil, err
+	}
+	if err := checkName("queue", p.Queue, true); err != nil {
+		return nil, err
+	}
+	if err := checkName("workflow type", p.Type, true); err != nil {
+		return nil, err
+	}
+	if err := checkName("version", p.Version, false); err != nil {
+		return nil, err
+	}
+	if len(p.ExternalID) > maxNameLen {
+		return nil, invalidf("external id is %d bytes, at most %d", len(p.ExternalID), maxNameLen)
+	}
+	if (p.ScheduleID == nil) != (p.ScheduleFireAt == nil) {
+		return nil, invalidf("schedule id and fire time go together")
+	}
+	if err := s.checkPayload("input", p.Input); err != nil {
+		return nil, err
+	}
+	if p.RunID == uuid.Nil {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return nil, fmt.Errorf("generate run id: %w", err)
+		}
+		p.RunID = id
+	}
+	return encodePolicy(p.RetryPolicy)
+}
+
+func nullText(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// RunsCreate starts a run. With an external id that a live run already
+// holds, it returns that run and created=false instead.
+func (s *Store) RunsCreate(ctx context.Context, p RunsCreateParams) (run Run, created bool, err error) {
+	policy, err := s.validateCreate(&p)
+	if err != nil {
+		return Run{}, false, err
+	}
+	// A live duplicate can finish between our insert and our lookup, which
+	// frees the external id: try again then.
+	for i := 0; i < 3; i++ {
+		row := s.db.QueryRow(ctx, `
+WITH r AS (
+	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, external_id, task_queue, workflow_type, version,
+		status, available_at, deadline_at, retry_policy, priority, parent_run_id, parent_step_id, trace_context,
+		schedule_id, schedule_fire_at)
+	VALUES ($1, $2, $3, $4, $5, $6, 'PENDING', coalesce($7, now()), $8, $9, $10, $11, $12, $13, $14, $15)
+	ON CONFLICT DO NOTHING
+	RETURNING `+runCols+`
+), p AS (
+	INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT run_id, $16::bytea FROM r
+)
+SELECT * FROM r`,
+			p.RunID, p.Namespace, nullText(p.ExternalID), p.Queue, p.Type, p.Version,
+			p.AvailableAt, p.DeadlineAt, policy, p.Priority, p.ParentRunID, nullText(p.ParentStepID), nullText(p.TraceContext),
+			p.ScheduleID, p.ScheduleFireAt, p.Input)
+		run, err = scanRun(row)
+		if err == nil {
+			run.Input = p.Input
+			return run, true, nil
+		}
+		if !isNoRows(err) {
+			return Run{}, false, mapErr("create run", err)
+		}
+		// Conflict: the external id is held, or (for fired instances) the fire
+		// time was taken, or the run id exists.
+		existing, err := s.runsFindConflict(ctx, p)
+		if err == nil {
+			return existing, false, nil
+		}
+		if !isNoRows(err) {
+			return Run{}, false, mapErr("create run", err)
+		}
+	}
+	return Run{}, false, fmt.Errorf("create run: %w: external id %q keeps changing hands", ErrConflict, p.ExternalID)
+}
+
+// runsFindConflict finds the run that made an insert of p conflict.
+func (s *Store) runsFindConflict(ctx context.Context, p RunsCreateParams) (Run, error) {
+	row := s.db.QueryRow(ctx, `
+SELECT `+runCols+`, pl.input FROM kagzi.workflow_runs r LEFT JOIN kagzi.workflow_payloads pl USING (run_id)
+WHERE r.namespace_id = $1 AND (
+	($2::text IS NOT NULL AND r.external_id = $2 AND r.status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED'))
+	OR ($3::uuid IS NOT NULL AND r.schedule_id = $3 AND r.schedule_fire_at = $4)
+	OR r.run_id = $5)
+LIMIT 1`, p.Namespace, nullText(p.ExternalID), p.ScheduleID, p.ScheduleFireAt, p.RunID)
+	var input []byte
+	run, err := scanRun(row, &input)
+	run.Input = input
+	return run, err
+}
+
+// RunsCreateManyResult is the outcome of one row of RunsCreateMany.
+type RunsCreateManyResult struct {
+	RunID   uuid.UUID
+	Created bool // false: an existing live run with the same external id
+}
+
+// RunsCreateMany starts many runs in one statement, idempotent per
+// external id like RunsCreate. Results are in the order of ps.
+func (s *Store) RunsCreateMany(ctx context.Context, ps []RunsCreateParams) ([]RunsCreateManyResult, error) {
+	n := len(ps)
+	if n == 0 {
+		return nil, nil
+	}
+	var (
+		ids                                       = make([]uuid.UUID, n)
+		nss, exts, queues, types, versions, pstep = make([]string, n), make([]*string, n), make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
+		avail, deadlines                          = make([]*time.Time, n), make([]*time.Time, n)
+		policies                                  = make([]*string, n)
+		prios                                     = make([]int32, n)
+		parents                                   = make([]*uuid.UUID, n)
+		traces                                    = make([]*string, n)
+		inputs                                    = make([][]byte, n)
+	)
+	for i := range ps {
+		p := &ps[i]
+		if p.ScheduleID != nil {
+			return nil, invalidf("row %d: fired schedule instances are created one at a time", i)
+		}
+		pol, err := s.validateCreate(p)
+		if err != nil {
+			return nil, fmt.Errorf("row %d: %w", i, err)
+		}
+		ids[i], nss[i], exts[i], queues[i], types[i], versions[i] = p.RunID, p.Namespace, nullText(p.ExternalID), p.Queue, p.Type, p.Version
+		avail[i], deadlines[i], prios[i], parents[i], pstep[i], traces[i] = p.AvailableAt, p.DeadlineAt, int32(p.Priority), p.ParentRunID, nullText(p.ParentStepID), nullText(p.TraceContext)
+		if pol != nil {
+			ps := string(pol)
+			policies[i] = &ps
+		}
+		inputs[i] = p.Input
+	}
+	rows, err := s.db.Query(ctx, `
+WITH v AS (
+	SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[],
+		$8::timestamptz[], $9::jsonb[], $10::int[], $11::uuid[], $12::text[], $13::text[], $14::bytea[])
+		AS v(run_id, namespace_id, external_id, task_queue, workflow_type, version, available_at, deadline_at,
+		retry_policy, priority, parent_run_id, parent_step_id, trace_context, input)
+), r AS (
+	INSERT INTO kagzi.workflow_runs (run_id, namespace_id, external_id, task_queue, workflow_type, version,
+		status, available_at, deadline_at, retry_policy, priority, parent_run_id, parent_step_id, trace_context)
+	SELECT run_id, namespace_id, external_id, task_queue, workflow_type, version, 'PENDING',
+		coalesce(available_at, now()), deadline_at, retry_policy, priority, parent_run_id, parent_step_id, trace_context
+	FROM v
+	ON CONFLICT DO NOTHING
+	RETURNING run_id
+), p AS (
+	INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT v.run_id, v.input FROM v JOIN r USING (run_id)
+)
+SELECT run_id FROM r`, ids, nss, exts, queues, types, versions, avail, deadlines, policies, prios, parents, pstep, traces, inputs)
+	if err != nil {
+		return nil, mapErr("create runs", err)
+	}
+	inserted := make(map[uuid.UUID]bool, n)
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, mapErr("create runs", err)
+		}
+		inserted[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapErr("create runs", err)
+	}
+	out := make([]RunsCreateManyResult, n)
+	var missing []int
+	for i := range ps {
+		out[i] = RunsCreateManyResult{RunID: ids[i], Created: inserted[ids[i]]}
+		if !out[i].Created {
+			missing = append(missing, i)
+		}
+	}
+	for _, i := range missing {
+		existing, err := s.runsFindConflict(ctx, ps[i])
+		if err != nil {
+			return nil, mapErr(fmt.Sprintf("create runs: row %d", i), err)
+		}
+		out[i].RunID = existing.ID
+	}
+	return out, nil
+}
+
+// RunsGet returns a run of the namespace with its input and output.
+func (s *Store) RunsGet(ctx context.Context, namespace string, id uuid.UUID) (Run, error) {
+	row := s.db.QueryRow(ctx, `
+SELECT `+runCols+`, p.input, p.output FROM kagzi.workflow_runs r LEFT JOIN kagzi.workflow_payloads p USING (run_id)
+WHERE r.namespace_id = $1 AND r.run_id = $2`, namespace, id)
+	var in, out []byte
+	run, err := scanRun(row, &in, &out)
+	if err != nil {
+		return Run{}, mapErr(fmt.Sprintf("get run %s", id), err)
+	}
+	run.Input, run.Output = in, out
+	return run, nil
+}
+
+// RunsGetByExternalID returns the newest run of the namespace with that
+// external id (the live one if any).
+func (s *Store) RunsGetByExternalID(ctx context.Context, namespace, externalID string) (Run, error) {
+	row := s.db.QueryRow(ctx, `
+SELECT `+runCols+` FROM kagzi.workflow_runs r
+WHERE r.namespace_id = $1 AND r.external_id = $2
+ORDER BY (r.status IN ('COMPLETED', 'FAILED', 'CANCELLED')), r.created_at DESC LIMIT 1`, namespace, externalID)
+	run, err := scanRun(row)
+	if err != nil {
+		return Run{}, mapErr(fmt.Sprintf("get run by external id %q", externalID), err)
+	}
+	return run, nil
+}
+
+// Cursor marks a position in a newest-first listing.
+type Cursor struct {
+	CreatedAt time.Time
+	ID        uuid.UUID
+}
+
+// String encodes the cursor as an opaque token.
+func (c Cursor) String() string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.CreatedAt.UnixMicro(), 10) + "/" + c.ID.String()))
+}
+
+// ParseCursor decodes a token made by Cursor.String.
+func ParseCursor(tok string) (Cursor, error) {
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		return Cursor{}, invalidf("cursor %q is not a token this store made", tok)
+	}
+	ts, id, ok := strings.Cut(string(b), "/")
+	if !ok {
+		return Cursor{}, invalidf("cursor %q is not a token this store made", tok)
+	}
+	us, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return Cursor{}, invalidf("cursor %q is not a token this store made", tok)
+	}
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return Cursor{}, invalidf("cursor %q is not a token this store made", tok)
+	}
+	return Cursor{CreatedAt: time.UnixMicro(us).UTC(), ID: u}, nil
+}
+
+// RunsListParams filter and page a listing of runs.
+type RunsListParams struct {
+	Namespace string
+	// Statuses filter; empty means every status but the template ones.
+	Statuses   []RunStatus
+	Type       string
+	Queue      string
+	ScheduleID *uuid.UUID
+	ParentID   *uuid.UUID
+	// Limit is the page size (default 50, at most 1000).
+	Limit int
+	// After continues a previous page.
+	After *Cursor
+}
+
+// RunsList lists runs newest first. next is nil on the last page.
+func (s *Store) RunsList(ctx context.Context, p RunsListParams) (runs []Run, next *Cursor, err error) {
+	if err := checkName("namespace", p.Namespace, true); err != nil {
+		return nil, nil, err
+	}
+	if p.Limit <= 0 {
+		p.Limit = 50
+	}
+	if p.Limit > 1000 {
+		return nil, nil, invalidf("limit %d is above 1000", p.Limit)
+	}
+	statuses := make([]string, 0, len(p.Statuses))
+	for _, st := range p.Statuses {
+		if !st.Valid() {
+			return nil, nil, invalidf("unknown status %q", st)
+		}
+		statuses = append(statuses, string(st))
+	}
+	var afterTS *time.Time
+	var afterID *uuid.UUID
+	if p.After != nil {
+		afterTS, afterID = &p.After.CreatedAt, &p.After.ID
+	}
+	rows, err := s.db.Query(ctx, `
+SELECT `+runCols+` FROM kagzi.workflow_runs r
+WHERE r.namespace_id = $1
+  AND (cardinality($2::text[]) = 0 AND r.status NOT IN ('SCHEDULED', 'PAUSED') OR r.status = ANY($2))
+  AND ($3 = '' OR r.workflow_type = $3)
+  AND ($4 = '' OR r.task_queue = $4)
+  AND ($5::uuid IS NULL OR r.schedule_id = $5)
+  AND ($6::uuid IS NULL OR r.parent_run_id = $6)
+  AND ($7::timestamptz IS NULL OR (r.created_at, r.run_id) < ($7, $8::uuid))
+ORDER BY r.created_at DESC, r.run_id DESC
+LIMIT $9`, p.Namespace, statuses, p.Type, p.Queue, p.ScheduleID, p.ParentID, afterTS, afterID, p.Limit+1)
+	if err != nil {
+		return nil, nil, mapErr("list runs", err)
+	}
+	runs, err = collectRuns(rows)
+	if err != nil {
+		return nil, nil, mapErr("list runs", err)
+	}
+	if len(runs) > p.Limit {
+		runs = runs[:p.Limit]
+		last := runs[len(runs)-1]
+		next = &Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	return runs, next, nil
+}
+
+func collectRuns(rows pgx.Rows) ([]Run, error) {
+	defer rows.Close()
+	var out []Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// RunsCount counts the namespace's runs by status (templates included under
+// their own statuses).
+func (s *Store) RunsCount(ctx context.Context, namespace string) (map[RunStatus]int64, error) {
+	rows, err := s.db.Query(ctx, `SELECT status, count(*) FROM kagzi.workflow_runs WHERE namespace_id = $1 GROUP BY status`, namespace)
+	if err != nil {
+		return nil, mapErr("count runs", err)
+	}
+	defer rows.Close()
+	out := map[RunStatus]int64{}
+	for rows.Next() {
+		var st RunStatus
+		var n int64
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, mapErr("count runs", err)
+		}
+		out[st] = n
+	}
+	return out, mapErr("count runs", rows.Err())
+}
+
+// RunsCancel cancels a live run and, with it, every live run it started as
+// a child (recursively). A running run is marked CANCELLED at once (its
+// lease is void from then on: late reports get ErrLeaseLost); locked_by is
+// kept so the holder can be told. A cancelled child's parent records the
+// cancellation in its CHILD step and is woken if it waited for it.
+// Cancelling a finished run or a template is ErrConflict. Returns the run as
+// it is now.
+func (s *Store) RunsCancel(ctx context.Context, namespace string, id uuid.UUID) (Run, error) {
+	row := s.db.QueryRow(ctx, `
+WITH RECURSIVE tree AS (
+	SELECT run_id FROM kagzi.workflow_runs WHERE namespace_id = $1 AND run_id = $2 AND status IN `+liveStatuses+`
+	UNION
+	SELECT c.run_id FROM kagzi.workflow_runs c JOIN tree t ON c.parent_run_id = t.run_id
+), u AS (
+	UPDATE kagzi.workflow_runs r SET status = 'CANCELLED', finished_at = now(), available_at = NULL,
+		lease_expires_at = NULL, waiting_on = NULL, error = CASE WHEN r.run_id = $2 THEN 'cancelled' ELSE 'parent cancelled' END
+	FROM tree WHERE r.run_id = tree.run_id AND r.status IN `+liveStatuses+`
+	RETURNING r.*
+), done AS (
+	SELECT run_id, parent_run_id, parent_step_id, status, error, NULL::bytea AS output FROM u
+), touched AS (
+	SELECT run_id FROM u
+), `+parentWakeCTEs+`
+SELECT `+runCols+` FROM u r WHERE r.run_id = $2`, namespace, id)
+	run, err := scanRun(row)
+	if err == nil {
+		return run, nil
+	}
+	if !isNoRows(err) {
+		return Run{}, mapErr("cancel run", err)
+	}
+	cur, err := s.RunsGet(ctx, namespace, id)
+	if err != nil {
+		return Run{}, fmt.Errorf("cancel run: %w", err)
+	}
+	return Run{}, fmt.Errorf("cancel run %s: %w: it is %s", id, ErrConflict, cur.Status)
+}
+
+// RunsRetry gives a FAILED run a fresh start, resuming from its last
+// completed step: it becomes PENDING and claimable now, with its attempt
+// count reset to 0 (so the run's retry policy grants a full budget again),
+// its error and finish time cleared, and a deadline that already passed
+// dropped (the reaper would fail it again at once). Completed steps stay
+// memoized. Its failed steps get a fresh budget too: their attempts are
+// moved to an earlier retry epoch (run_attempt NULL), so the SDK counts a
+// step's attempts from the retry on and retries a step whose failure was
+// final. Only a FAILED run can be retried (ErrConflict otherwise); one
+// whose external id a live run took meanwhile is ErrConflict too.
+func (s *Store) RunsRetry(ctx context.Context, namespace string, id uuid.UUID) (Run, error) {
+	row := s.db.QueryRow(ctx, `
+WITH u AS (
+	UPDATE kagzi.workflow_runs r SET status = 'PENDING', attempts = 0, error = NULL, finished_at = NULL,
+		available_at = now(), locked_by = NULL, lease_expires_at = NULL, waiting_on = NULL,
+		deadline_at = CASE WHEN r.deadline_at <= now() THEN NULL ELSE r.deadline_at END
+	WHERE r.namespace_id = $1 AND r.run_id = $2 AND r.status = 'FAILED'
+	RETURNING r.*
+), epoch AS (
+	UPDATE kagzi.step_runs s SET run_attempt = NULL FROM u WHERE s.run_id = u.run_id AND s.run_attempt IS NOT NULL
+)
+SELECT `+runCols+` FROM u r`, namespace, id)
+	run, err := scanRun(row)
+	if err == nil {
+		return run, nil
+	}
+	if !isNoRows(err) {
+		return Run{}, mapErr(fmt.Sprintf("retry run %s", id), err)
+	}
+	cur, err := s.RunsGet(ctx, namespace, id)
+	if err != nil {
+		return Run{}, fmt.Errorf("retry run: %w", err)
+	}
+	return Run{}, fmt.Errorf("retry run %s: %w: only a FAILED run can be retried; it is %s", id, ErrConflict, cur.Status)
+}
+
+// RunsClaimParams ask for up to Limit due runs of one namespace and queue.
+type RunsClaimParams struct {
+	Namespace string
+	Queue     string
+	WorkerID  uuid.UUID
+	// Types are what the worker registered; one version per type.
+	Types []TypeVersion
+	Limit int
+	// Lease is how long the claim holds before the reaper may take it back
+	// (heartbeats extend it).
+	Lease time.Duration
+}
+
+// claimUpdate is the second half of both claim statements: it claims the
+// runs of CTE c and returns them with their inputs and the latest attempt of
+// each of their steps, read in one scan of the latest-step index per run
+// (st, ordered by step id); tries (the retry budget used) is counted only
+// for a failed latest attempt.
+const claimUpdate = `
+UPDATE kagzi.workflow_runs r SET status = 'RUNNING', locked_by = $7, lease_token = r.lease_token + 1,
+	lease_expires_at = now() + $8 * interval '1 millisecond', available_at = NULL, waiting_on = NULL, limited = c.limited,
+	attempts = greatest(r.attempts, 1), started_at = coalesce(r.started_at, now()),
+	version = CASE WHEN r.version = '' THEN ($5::text[])[array_position($3::text[], r.workflow_type)] ELSE r.version END
+FROM c LEFT JOIN LATERAL (
+	SELECT array_agg(s.step_id) AS ids, array_agg(s.status) AS statuses, array_agg(s.attempt_number) AS attempts,
+		array_agg(coalesce(s.output, ''::bytea)) AS outputs, array_agg(coalesce(s.error, '')) AS errs,
+		array_agg(coalesce(s.error_type, '')) AS error_types, array_agg(s.retry_at) AS retry_ats,
+		array_agg(coalesce(s.run_attempt, 0)) AS run_attempts,
+		array_agg(CASE WHEN s.status = 'FAILED' THEN (SELECT count(*) FROM kagzi.step_runs x
+			WHERE x.run_id = s.run_id AND x.step_id = s.step_id AND x.run_attempt = s.run_attempt) ELSE 0 END) AS tries
+	FROM (SELECT * FROM kagzi.step_runs s WHERE s.run_id = c.run_id AND s.is_latest ORDER BY s.step_id) s
+) st ON true
+WHERE r.run_id = c.run_id
+RETURNING ` + runCols + `, c.due_at,
+	(SELECT input FROM kagzi.workflow_payloads p WHERE p.run_id = r.run_id),
+	st.ids, st.statuses, st.attempts, st.outputs, st.errs, st.error_types, st.retry_ats, st.run_attempts, st.tries`
+
+// runsClaimSQL is the claim statement when none of the requested types has
+// a concurrency limit (the common case); RunsClaim runs it and
+// RunsClaimExplain explains it, with the arguments claimArgs builds. The
+// NOT EXISTS is uncorrelated: a one-time filter, evaluated once, that makes
+// the statement claim nothing when a requested type has a limit (RunsClaim
+// then runs runsClaimLimitedSQL); it leaves the plan on the claim index.
+const runsClaimSQL = `
+WITH c AS (
+	SELECT run_id, available_at AS due_at, false AS limited FROM kagzi.workflow_runs
+	WHERE namespace_id = $1 AND task_queue = $2 AND status IN ('PENDING', 'SLEEPING') AND available_at <= now()
+	  AND workflow_type = ANY($3::text[])
+	  AND (version = '' OR workflow_type || '@' || version = ANY($4::text[]))
+	  AND NOT EXISTS (SELECT 1 FROM kagzi.concurrency_limits l
+		WHERE l.namespace_id = $1 AND l.task_queue = $2 AND l.workflow_type = ANY($3::text[]))
+	ORDER BY priority DESC, available_at
+	LIMIT $6
+	FOR UPDATE SKIP LOCKED
+)` + claimUpdate
+
+// runsClaimLimitedSQL is the claim statement when some requested types
+// ($9) have a concurrency limit. The unlimited types are claimed by c1 as
+// in runsClaimSQL. Each limited type is claimed by c2, up to the free slots
+// kagzi.claim_slots counts for it — locking its limit row until the claim
+// commits, so that claims of a limited type serialise and never overshoot
+// (see 003_durable.sql) — and marked limited, which puts them in the index
+// that count uses. c picks the best $6 of both by priority and age.
+const runsClaimLimitedSQL = `
+WITH lim AS (
+	SELECT t AS workflow_type, kagzi.claim_slots($1, $2, t) AS free FROM unnest($9::text[]) AS t
+), c1 AS (
+	SELECT run_id, priority, available_at, false AS limited FROM kagzi.workflow_runs
+	WHERE namespace_id = $1 AND task_queue = $2 AND status IN ('PENDING', 'SLEEPING') AND available_at <= now()
+	  AND workflow_type = ANY($3::text[]) AND workflow_type <> ALL ($9::text[])
+	  AND (version = '' OR workflow_type || '@' || version = ANY($4::text[]))
+	ORDER BY priority DESC, available_at
+	LIMIT $6
+	FOR UPDATE SKIP LOCKED
+), c2 AS (
+	SELECT x.run_id, x.priority, x.available_at, true AS limited FROM lim CROSS JOIN LATERAL (
+		SELECT run_id, priority, available_at FROM kagzi.workflow_runs
+		WHERE namespace_id = $1 AND task_queue = $2 AND status IN ('PENDING', 'SLEEPING') AND available_at <= now()
+		  AND workflow_type = lim.workflow_type
+		  AND (version = '' OR workflow_type || '@' || version = ANY($4::text[]))
+		ORDER BY priority DESC, available_at
+		LIMIT least(coalesce(lim.free, $6), $6)
+		FOR UPDATE SKIP LOCKED
+	) x
+), c AS (
+	SELECT run_id, available_at AS due_at, limited FROM (SELECT * FROM c1 UNION ALL SELECT * FROM c2) u
+	ORDER BY priority DESC, available_at
+	LIMIT $6
+)` + claimUpdate
+
+// limitedTypesSQL lists which of the requested types ($3) have a
+// concurrency limit in the namespace and queue.
+const limitedTypesSQL = `
+SELECT coalesce(array_agg(workflow_type), '{}') FROM kagzi.concurrency_limits
+WHERE namespace_id = $1 AND task_queue = $2 AND workflow_type = ANY($3::text[])`
+
+// claimStatement picks the claim statement RunsClaim would run for args.
+func (s *Store) claimStatement(ctx context.Context, db DBTX, args []any) (string, []any, error) {
+	var limited []string
+	if err := db.QueryRow(ctx, limitedTypesSQL, args[0], args[1], args[2]).Scan(&limited); err != nil {
+		return "", nil, mapErr("claim runs: read limits", err)
+	}
+	if len(limited) == 0 {
+		return runsClaimSQL, args, nil
+	}
+	return runsClaimLimitedSQL, append(args, limited), nil
+}
+
+// claimArgs validates p and returns the arguments of runsClaimSQL.
+func claimArgs(p RunsClaimParams) ([]any, error) {
+	if p.Limit <= 0 {
+		return nil, invalidf("claim limit %d must be positive", p.Limit)
+	}
+	if len(p.Types) == 0 {
+		return nil, invalidf("claim needs at least one workflow type")
+	}
+	if p.Lease <= 0 {
+		return nil, invalidf("lease %v must be positive", p.Lease)
+	}
+	types := make([]string, len(p.Types))
+	pairs := make([]string, len(p.Types))
+	versions := make([]string, len(p.Types))
+	seen := make(map[string]bool, len(p.Types))
+	for i, tv := range p.Types {
+		if seen[tv.Type] {
+			return nil, invalidf("workflow type %q registered twice", tv.Type)
+		}
+		seen[tv.Type] = true
+		types[i], versions[i], pairs[i] = tv.Type, tv.Version, tv.Type+"@"+tv.Version
+	}
+	return []any{p.Namespace, p.Queue, types, pairs, versions, p.Limit, p.WorkerID, p.Lease.Milliseconds()}, nil
+}
+
+// RunsClaim claims up to Limit due runs in one claim statement: highest
+// priority first, then oldest available_at, skipping rows other claimers
+// hold, only of the registered types, and no more runs of a type with a
+// concurrency limit (LimitsSet) than the limit leaves free. (The plain
+// claim statement goes in one round trip with a read of the requested
+// types' limits; only when some have one does a second statement claim
+// them: see runsClaimSQL and runsClaimLimitedSQL.) A run of a registered type started
+// without a version matches any version and is pinned to the claimer's
+// version, so its replays stay on one version. Each claim sets RUNNING, the
+// worker, a new lease token and the lease expiry, and returns the run's
+// input and the latest attempt of each of its steps.
+func (s *Store) RunsClaim(ctx context.Context, p RunsClaimParams) ([]ClaimedRun, error) {
+	args, err := claimArgs(p)
+	if err != nil {
+		return nil, err
+	}
+	// One round trip for the common case: the plain claim (which claims
+	// nothing if a requested type has a limit) and the read of the limits.
+	b := &pgx.Batch{}
+	b.Queue(runsClaimSQL, args...)
+	b.Queue(limitedTypesSQL, args[0], args[1], args[2])
+	br := s.db.SendBatch(ctx, b)
+	rows, err := br.Query()
+	if err != nil {
+		_ = br.Close()
+		return nil, mapErr("claim runs", err)
+	}
+	out, err := scanClaimed(rows)
+	if err != nil {
+		_ = br.Close()
+		return nil, err
+	}
+	var limited []string
+	if err := br.QueryRow().Scan(&limited); err != nil {
+		_ = br.Close()
+		return nil, mapErr("claim runs: read limits", err)
+	}
+	if err := br.Close(); err != nil {
+		return nil, mapErr("claim runs", err)
+	}
+	if len(limited) == 0 {
+		return out, nil
+	}
+	rows, err = s.db.Query(ctx, runsClaimLimitedSQL, append(args, limited)...)
+	if err != nil {
+		return nil, mapErr("claim runs", err)
+	}
+	return scanClaimed(rows)
+}
+
+// scanClaimed reads the rows of a claim statement.
+func scanClaimed(rows pgx.Rows) ([]ClaimedRun, error) {
+	defer rows.Close()
+	var out []ClaimedRun
+	for rows.Next() {
+		var (
+			input       []byte
+			ids         []string
+			statuses    []string
+			attempts    []int32
+			outputs     [][]byte
+			errs        []string
+			errTypes    []string
+			retryAts    []*time.Time
+			runAttempts []int32
+			tries       []int64
+		)
+		var due time.Time
+		run, err := scanRun(rows, &due, &input, &ids, &statuses, &attempts, &outputs, &errs, &errTypes, &retryAts, &runAttempts, &tries)
+		if err != nil {
+			return nil, mapErr("claim runs", err)
+		}
+		run.Input = input
+		c := ClaimedRun{Run: run, DueAt: due}
+		if len(ids) > 0 {
+			c.Steps = make([]StepState, len(ids))
+			for i := range ids {
+				c.Steps[i] = StepState{StepID: ids[i], Status: StepStatus(statuses[i]), Attempt: int(attempts[i]),
+					Output: outputs[i], Error: errs[i], ErrorType: errTypes[i], RetryAt: retryAts[i],
+					RunAttempt: int(runAttempts[i]), Tries: int(tries[i])}
+			}
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapErr("claim runs", err)
+	}
+	return out, nil
+}
+
+// RunsClaimExplain runs EXPLAIN (ANALYZE, BUFFERS) of the claim statement
+// RunsClaim would run for p, inside a transaction it rolls back (so nothing
+// is claimed), and returns the plan as text. Tests and `kagzi bench` use it
+// to check the claim stays on its partial index.
+func (s *Store) RunsClaimExplain(ctx context.Context, p RunsClaimParams) (string, error) {
+	args, err := claimArgs(p)
+	if err != nil {
+		return "", err
+	}
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return "", mapErr("explain claim: begin", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	sql, args, err := s.claimStatement(ctx, tx, args)
+	if err != nil {
+		return "", err
+	}
+	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT TEXT) "+sql, args...)
+	if err != nil {
+		return "", mapErr("explain claim", err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "", mapErr("explain claim", err)
+	}
+	return strings.Join(lines, "\n"), nil
+}
+
+// RunsNextDue returns, for the namespace and queue, the earliest due time
+// in the future of a claimable run (nil when there is none), and whether
+// some run is due already. The dispatcher arms its timer with the first,
+// right after a claim: runs still due then were left by that claim (another
+// type set's, a type at its concurrency limit, a row another transaction
+// held), so they are retried on other signals, not at once.
+func (s *Store) RunsNextDue(ctx context.Context, namespace, queue string) (next *time.Time, pastDue bool, err error) {
+	err = s.db.QueryRow(ctx, `
+SELECT min(available_at) FILTER (WHERE available_at > now()),
+	coalesce(bool_or(available_at <= now()), false)
+FROM (
+	(SELECT available_at FROM kagzi.workflow_runs
+	WHERE namespace_id = $1 AND task_queue = $2 AND status IN ('PENDING', 'SLEEPING') AND available_at > now()
+	ORDER BY available_at LIMIT 1)
+	UNION ALL
+	(SELECT available_at FROM kagzi.workflow_runs
+	WHERE namespace_id = $1 AND task_queue = $2 AND status IN ('PENDING', 'SLEEPING') AND available_at <= now()
+	LIMIT 1)
+) d`, namespace, queue).Scan(&next, &pastDue)
+	if err != nil {
+		return nil, false, mapErr("next due run", err)
+	}
+	return next, pastDue, nil
+}
+
+// QueueDue is a queue with claimable runs and its earliest due time.
+type QueueDue struct {
+	Namespace string
+	Queue     string
+	DueAt     time.Time
+}
+
+// RunsQueuesDue lists every queue with claimable runs and the earliest
+// due time of each: the backlog a dispatcher reads on start and reconnect.
+func (s *Store) RunsQueuesDue(ctx context.Context) ([]QueueDue, error) {
+	rows, err := s.db.Query(ctx, `
+SELECT namespace_id, task_queue, min(available_at) FROM kagzi.workflow_runs
+WHERE status IN ('PENDING', 'SLEEPING') AND available_at IS NOT NULL
+GROUP BY namespace_id, task_queue`)
+	if err != nil {
+		return nil, mapErr("due queues", err)
+	}
+	defer rows.Close()
+	var out []QueueDue
+	for rows.Next() {
+		var q QueueDue
+		if err := rows.Scan(&q.Namespace, &q.Queue, &q.DueAt); err != nil {
+			return nil, mapErr("due queues", err)
+		}
+		out = append(out, q)
+	}
+	return out, mapErr("due queues", rows.Err())
+}
+
+// Lease names the lease a report is made under.
+type Lease struct {
+	Namespace string
+	RunID     uuid.UUID
+	Token     int64
+}
+
+// leaseTransition applies set to the run if lease is current (status RUNNING
+// and the token matches). If not, it succeeds anyway when the run already
+// shows the same token and status done (a retried report), else ErrLeaseLost.
+func (s *Store) leaseTransition(ctx context.Context, what string, l Lease, done RunStatus, set string, args ...any) error {
+	all := append([]any{l.Namespace, l.RunID, l.Token}, args...)
+	tag, err := s.db.Exec(ctx, `
+UPDATE kagzi.workflow_runs SET `+set+`
+WHERE namespace_id = $1 AND run_id = $2 AND lease_token = $3 AND status = 'RUNNING'`, all...)
+	if err != nil {
+		return mapErr(what, err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	return s.leaseCheckDone(ctx, what, l, done)
+}
+
+// leaseCheckDone decides what a report that matched no running lease means.
+func (s *Store) leaseCheckDone(ctx context.Context, what string, l Lease, done RunStatus) error {
+	var st RunStatus
+	var tok int64
+	err := s.db.QueryRow(ctx, `SELECT status, lease_token FROM kagzi.workflow_runs WHERE namespace_id = $1 AND run_id = $2`,
+		l.Namespace, l.RunID).Scan(&st, &tok)
+	if err != nil {
+		return mapErr(fmt.Sprintf("%s %s", what, l.RunID), err)
+	}
+	if tok == l.Token && st == done {
+		return nil
+	}
+	return fmt.Errorf("%s %s: %w (run is %s under lease %d, report names lease %d)", what, l.RunID, ErrLeaseLost, st, tok, l.Token)
+}
+
+// RunsComplete records a run's successful end and its output (and, for a
+// child, wakes its parent: see parentWakeCTEs).
+func (s *Store) RunsComplete(ctx context.Context, l Lease, output []byte) error {
+	if err := s.checkPayload("output", output); err != nil {
+		return err
+	}
+	tag, err := s.db.Exec(ctx, `
+WITH r AS (
+	UPDATE kagzi.workflow_runs SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL
+	WHERE namespace_id = $1 AND run_id = $2 AND lease_token = $3 AND status = 'RUNNING'
+	RETURNING run_id, parent_run_id, parent_step_id, status, error
+), done AS (
+	SELECT r.*, $4::bytea AS output FROM r
+), touched AS (
+	SELECT run_id FROM r
+), `+parentWakeCTEs+`
+INSERT INTO kagzi.workflow_payloads (run_id, output) SELECT run_id, $4::bytea FROM r
+ON CONFLICT (run_id) DO UPDATE SET output = excluded.output`, l.Namespace, l.RunID, l.Token, output)
+	if err != nil {
+		return mapErr("complete run", err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	return s.leaseCheckDone(ctx, "complete run", l, StatusCompleted)
+}
+
+// RunsFail records a run's final failure (and, for a child, wakes its
+// parent).
+func (s *Store) RunsFail(ctx context.Context, l Lease, errMsg string) error {
+	var n int64
+	err := s.db.QueryRow(ctx, `
+WITH r AS (
+	UPDATE kagzi.workflow_runs SET status = 'FAILED', finished_at = now(), lease_expires_at = NULL, error = $4
+	WHERE namespace_id = $1 AND run_id = $2 AND lease_token = $3 AND status = 'RUNNING'
+	RETURNING run_id, parent_run_id, parent_step_id, status, error
+), done AS (
+	SELECT r.*, NULL::bytea AS output FROM r
+), touched AS (
+	SELECT run_id FROM r
+), `+parentWakeCTEs+`
+SELECT count(*) FROM r`, l.Namespace, l.RunID, l.Token, clipError(errMsg)).Scan(&n)
+	if err != nil {
+		return mapErr("fail run", err)
+	}
+	if n == 1 {
+		return nil
+	}
+	return s.leaseCheckDone(ctx, "fail run", l, StatusFailed)
+}
+
+// RunsSleep suspends a run until the given time (nil: until something wakes
+// it, e.g. an event or a child finishing). It releases the lease and the
+// worker's slot.
+func (s *Store) RunsSleep(ctx context.Context, l Lease, until *time.Time) error {
+	return s.leaseTransition(ctx, "sleep run", l, StatusSleeping,
+		`status = 'SLEEPING', available_at = $4, locked_by = NULL, lease_expires_at = NULL`, until)
+}
+
+// RunsRetryAt ends the current attempt with an error and makes the run
+// claimable again at the given time as its next attempt.
+func (s *Store) RunsRetryAt(ctx context.Context, l Lease, at time.Time, errMsg string) error {
+	return s.leaseTransition(ctx, "retry run", l, StatusPending,
+		`status = 'PENDING', available_at = $4, attempts = attempts + 1, locked_by = NULL, lease_expires_at = NULL, error = $5`,
+		at, clipError(errMsg))
+}
+
+// RunsRelease gives a claimed run back, claimable at once, without counting
+// an attempt: a delivery nobody received, or a worker draining.
+func (s *Store) RunsRelease(ctx context.Context, l Lease) error {
+	return s.leaseTransition(ctx, "release run", l, StatusPending,
+		`status = 'PENDING', available_at = now(), locked_by = NULL, lease_expires_at = NULL`)
+}
+
+// recoverSet is the update that takes a run back from a lost holder: retried
+// with the policy's backoff while attempts remain, failed once exhausted. It
+// mirrors retry.Policy.Delay (jitter included) in SQL so a whole batch moves
+// in one statement. $1 is the error message.
+const recoverSet = `
+	locked_by = NULL, lease_expires_at = NULL,
+	error = $1,
+	status = CASE WHEN x.exhausted THEN 'FAILED' ELSE 'PENDING' END,
+	finished_at = CASE WHEN x.exhausted THEN now() END,
+	attempts = CASE WHEN x.exhausted THEN r.attempts ELSE r.attempts + 1 END,
+	available_at = CASE WHEN x.exhausted THEN NULL ELSE now() + x.delay_ms * interval '1 millisecond' END`
+
+// recoverFrom computes, per run r, whether its attempts are exhausted and the
+// backoff delay, from its retry policy with the defaults of package retry.
+const recoverFrom = `
+	CROSS JOIN LATERAL (
+		SELECT coalesce((r.retry_policy->>'max_attempts')::int, 5) AS max_attempts,
+		       coalesce((r.retry_policy->>'initial_interval_ms')::float8, 1000) AS initial_ms,
+		       coalesce((r.retry_policy->>'backoff_coefficient')::float8, 2) AS coef,
+		       coalesce((r.retry_policy->>'max_interval_ms')::float8, 60000) AS max_ms,
+		       coalesce((r.retry_policy->>'jitter')::float8, 0.2) AS jitter
+	) pol
+	CROSS JOIN LATERAL (
+		SELECT (pol.max_attempts > 0 AND r.attempts >= pol.max_attempts) AS exhausted,
+		       -- Past e^600 the max interval is reached long since; power()
+		       -- would overflow float8 (an error that fails the whole batch).
+		       CASE WHEN greatest(r.attempts - 1, 0) * ln(greatest(pol.coef, 1)) >= 600 THEN pol.max_ms
+		            ELSE least(pol.initial_ms * power(pol.coef, greatest(r.attempts - 1, 0)), pol.max_ms) END
+		         * (1 + greatest(pol.jitter, 0) * (2 * random() - 1)) AS delay_ms
+	) x`
+
+// RecoveredRun is a run taken back from a lost holder.
+type RecoveredRun struct {
+	Namespace string
+	RunID     uuid.UUID
+	Queue     string
+	Status    RunStatus // PENDING (retried) or FAILED (attempts exhausted)
+	// AvailableAt is when the retry is due (nil when failed).
+	AvailableAt *time.Time
+}
+
+func (s *Store) recoverRuns(ctx context.Context, what, errMsg, where string, args ...any) ([]RecoveredRun, error) {
+	rows, err := s.db.Query(ctx, `
+WITH t AS (
+	SELECT run_id FROM kagzi.workflow_runs WHERE status = 'RUNNING' AND `+where+` FOR UPDATE SKIP LOCKED
+), u AS (
+	UPDATE kagzi.workflow_runs r0 SET `+strings.ReplaceAll(recoverSet, "r.attempts", "r0.attempts")+`
+	FROM t JOIN kagzi.workflow_runs r ON r.run_id = t.run_id `+recoverFrom+`
+	WHERE r0.run_id = t.run_id
+	RETURNING r0.namespace_id, r0.run_id, r0.task_queue, r0.status, r0.available_at, r0.parent_run_id, r0.parent_step_id, r0.error
+), done AS (
+	SELECT run_id, parent_run_id, parent_step_id, status, error, NULL::bytea AS output FROM u WHERE status = 'FAILED'
+), touched AS (
+	SELECT run_id FROM u
+), `+parentWakeCTEs+`
+SELECT namespace_id, run_id, task_queue, status, available_at FROM u`, append([]any{errMsg}, args...)...)
+	if err != nil {
+		return nil, mapErr(what, err)
+	}
+	defer rows.Close()
+	var out []RecoveredRun
+	for rows.Next() {
+		var rr RecoveredRun
+		if err := rows.Scan(&rr.Namespace, &rr.RunID, &rr.Queue, &rr.Status, &rr.AvailableAt); err != nil {
+			return nil, mapErr(what, err)
+		}
+		out = append(out, rr)
+	}
+	return out, mapErr(what, rows.Err())
+}
+
+// RunsRecoverWorker takes back every run the worker holds: each is retried
+// with backoff if attempts remain, else failed.
+func (s *Store) RunsRecoverWorker(ctx context.Context, workerID uuid.UUID) ([]RecoveredRun, error) {
+	return s.recoverRuns(ctx, "recover worker runs", "worker "+workerID.String()+" lost", "locked_by = $2", workerID)
+}
+
+// RunsExpireLeases takes back every running run whose lease expired at or
+// before now, like RunsRecoverWorker.
+func (s *Store) RunsExpireLeases(ctx context.Context, now time.Time) ([]RecoveredRun, error) {
+	return s.recoverRuns(ctx, "expire leases", "lease expired", "lease_expires_at <= $2", now)
+}
+
+// RunsNextLeaseExpiry returns the earliest lease expiry of a running run, or
+// nil when none runs.
+func (s *Store) RunsNextLeaseExpiry(ctx context.Context) (*time.Time, error) {
+	var t *time.Time
+	err := s.db.QueryRow(ctx, `SELECT min(lease_expires_at) FROM kagzi.workflow_runs WHERE status = 'RUNNING'`).Scan(&t)
+	return t, mapErr("next lease expiry", err)
+}
+
+// DeadlineError is the error recorded on a run that missed its deadline.
+const DeadlineError = "deadline exceeded"
+
+// RunsFailPastDeadline fails every live run whose deadline is at or before
+// now, whatever its state, and returns them.
+func (s *Store) RunsFailPastDeadline(ctx context.Context, now time.Time) ([]Run, error) {
+	rows, err := s.db.Query(ctx, `
+WITH u AS (
+	UPDATE kagzi.workflow_runs r SET status = 'FAILED', finished_at = now(), available_at = NULL,
+		lease_expires_at = NULL, error = $2
+	WHERE r.run_id IN (
+		SELECT run_id FROM kagzi.workflow_runs
+		WHERE deadline_at IS NOT NULL AND deadline_at <= $1 AND status IN `+liveStatuses+`
+		FOR UPDATE SKIP LOCKED)
+	RETURNING r.*
+), done AS (
+	SELECT run_id, parent_run_id, parent_step_id, status, error, NULL::bytea AS output FROM u
+), touched AS (
+	SELECT run_id FROM u
+), `+parentWakeCTEs+`
+SELECT `+runCols+` FROM u r`, now, DeadlineError)
+	if err != nil {
+		return nil, mapErr("fail past deadline", err)
+	}
+	runs, err := collectRuns(rows)
+	return runs, mapErr("fail past deadline", err)
+}
+
+// RunsNextDeadline returns the earliest deadline of a live run, or nil.
+func (s *Store) RunsNextDeadline(ctx context.Context) (*time.Time, error) {
+	var t *time.Time
+	err := s.db.QueryRow(ctx, `
+SELECT min(deadline_at) FROM kagzi.workflow_runs WHERE deadline_at IS NOT NULL AND status IN `+liveStatuses).Scan(&t)
+	return t, mapErr("next deadline", err)
+}
+
+// RunsExtendLeasesParams: one live worker's heartbeat, as the reaper
+// persists it.
+type RunsExtendLeasesParams struct {
+	WorkerID uuid.UUID
+	// RunIDs are the runs the worker says it holds.
+	RunIDs []uuid.UUID
+	Until  time.Time
+}
+
+// RunsExtendLeases persists heartbeats in one statement: the leases of the
+// runs each worker lists are extended to its Until; a run locked to one of
+// these workers that it no longer lists (a delivery lost on the way) is
+// released, claimable at once, if its lease was last set more than grace
+// before the heartbeat (so a delivery still in flight when the heartbeat was
+// sent is left alone). It returns the number extended and released.
+func (s *Store) RunsExtendLeases(ctx context.Context, hbs []RunsExtendLeasesParams, grace time.Duration) (extended, released int64, err error) {
+	if len(hbs) == 0 {
+		return 0, 0, nil
+	}
+	var workers, runWorkers, runs []uuid.UUID
+	var untils []time.Time
+	for _, hb := range hbs {
+		workers = append(workers, hb.WorkerID)
+		untils = append(untils, hb.Until)
+		for _, r := range hb.RunIDs {
+			runWorkers = append(runWorkers, hb.WorkerID)
+			runs = append(runs, r)
+		}
+	}
+	// Rows a report transaction holds are skipped rather than waited for:
+	// that transaction is about to move the run on anyway, and waiting
+	// would let its row locks and ours, taken in different orders,
+	// deadlock. A skipped lease is extended by the next heartbeat's flush,
+	// long before it expires.
+	err = s.db.QueryRow(ctx, `
+WITH w AS (
+	SELECT * FROM unnest($1::uuid[], $2::timestamptz[]) AS w(worker_id, until)
+), held AS (
+	SELECT * FROM unnest($3::uuid[], $4::uuid[]) AS h(worker_id, run_id)
+), lk AS (
+	SELECT r.run_id, w.until FROM kagzi.workflow_runs r
+	JOIN held ON held.run_id = r.run_id AND held.worker_id = r.locked_by
+	JOIN w ON w.worker_id = held.worker_id
+	WHERE r.status = 'RUNNING'
+	FOR NO KEY UPDATE OF r SKIP LOCKED
+), ext AS (
+	UPDATE kagzi.workflow_runs r SET lease_expires_at = greatest(r.lease_expires_at, lk.until)
+	FROM lk WHERE r.run_id = lk.run_id
+	RETURNING r.run_id
+), stray AS (
+	SELECT r.run_id FROM kagzi.workflow_runs r JOIN w ON r.locked_by = w.worker_id
+	WHERE r.status = 'RUNNING'
+	  AND r.lease_expires_at < w.until - $5 * interval '1 millisecond'
+	  AND NOT EXISTS (SELECT 1 FROM held WHERE held.run_id = r.run_id AND held.worker_id = w.worker_id)
+	FOR NO KEY UPDATE OF r SKIP LOCKED
+), rel AS (
+	UPDATE kagzi.workflow_runs r SET status = 'PENDING', available_at = now(), locked_by = NULL, lease_expires_at = NULL
+	FROM stray WHERE r.run_id = stray.run_id
+	RETURNING r.run_id
+)
+SELECT (SELECT count(*) FROM ext), (SELECT count(*) FROM rel)`, workers, untils, runWorkers, runs, grace.Milliseconds()).Scan(&extended, &released)
+	if err != nil {
+		return 0, 0, mapErr("extend leases", err)
+	}
+	return extended, released, nil
+}

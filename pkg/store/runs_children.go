@@ -1,0 +1,248 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kagzi/kagzi/pkg/retry"
+)
+
+// Child runs and suspension.
+//
+// A parent starts a child with RunsStartChild: the child run and the
+// parent's CHILD step (PENDING, naming the child) are written in one
+// statement under the parent's lease. The child's id is chosen by the caller
+// deterministically (protocol.ChildRunID), so a replayed parent that starts
+// the same child again finds it there and starts nothing.
+//
+// A parent waits for children with RunsWait, which records the CHILD step
+// ids it waits for in its row (waiting_on) and suspends it. When a child
+// reaches a terminal status, the statement that moves it there also records
+// the parent's CHILD step as COMPLETED (with the child's output) or FAILED
+// (with its error), removes the step id from the parent's waiting_on, and
+// makes the parent claimable when the list became empty: parentWakeCTEs,
+// appended to every terminal transition of a run (RunsComplete,
+// RunsCompleteMany, RunsFail, RunsFailAttempt, RunsCancel,
+// RunsFailPastDeadline, and the recoveries that fail exhausted runs).
+// Being part of the terminal statement itself, it cannot be skipped by a
+// caller, needs no trigger, and commits with the transition or not at all.
+
+// parentWakeCTEs is appended (after a comma) to a statement that defines two
+// CTEs:
+//
+//	done(run_id, parent_run_id, parent_step_id, status, error, output)
+//	    the runs the statement moved to a terminal status (output: bytea,
+//	    NULL unless COMPLETED)
+//	touched(run_id)
+//	    every run row the statement updates (a superset of done)
+//
+// pstep records each finished child in its parent's CHILD step (the attempt
+// that started it, if it is still waiting). pwake updates each parent's row
+// unconditionally — no WHERE on its state — so that, if a concurrent
+// transaction (the parent's own RunsWait, or a sibling child finishing) holds
+// that row, this statement waits for it and recomputes the SET expressions on
+// the row as that transaction left it. That makes the fan-in exact: the last
+// child to finish is the one that sees waiting_on empty, whatever the order
+// of commits. Parents the statement itself updates are left out, since a row
+// may only be updated once per statement (e.g. a parent cancelled together
+// with its children).
+const parentWakeCTEs = `
+pstep AS (
+	UPDATE kagzi.step_runs s SET
+		status = CASE WHEN d.status = 'COMPLETED' THEN 'COMPLETED' ELSE 'FAILED' END,
+		output = d.output,
+		error = CASE WHEN d.status = 'COMPLETED' THEN NULL
+			ELSE 'child run ' || d.run_id || ' ' || lower(d.status) || coalesce(': ' || d.error, '') END,
+		error_type = CASE d.status WHEN 'FAILED' THEN 'ChildFailed' WHEN 'CANCELLED' THEN 'ChildCancelled' END,
+		finished_at = now()
+	FROM done d
+	WHERE d.parent_run_id IS NOT NULL AND s.run_id = d.parent_run_id AND s.step_id = d.parent_step_id
+	  AND s.is_latest AND s.kind = 'CHILD' AND s.child_run_id = d.run_id AND s.status IN ('PENDING', 'RUNNING')
+	RETURNING 1
+), pwake AS (
+	UPDATE kagzi.workflow_runs p SET
+		waiting_on = kagzi.array_minus(p.waiting_on, f.steps),
+		available_at = CASE WHEN p.status = 'SLEEPING' AND p.waiting_on IS NOT NULL
+			AND kagzi.array_minus(p.waiting_on, f.steps) IS NULL THEN now() ELSE p.available_at END
+	FROM (SELECT parent_run_id, array_agg(parent_step_id) AS steps FROM done
+		WHERE parent_run_id IS NOT NULL GROUP BY parent_run_id) f
+	WHERE p.run_id = f.parent_run_id AND p.run_id NOT IN (SELECT run_id FROM touched)
+	RETURNING 1
+)`
+
+// RunsStartChildParams describe a child run a parent starts as its step.
+type RunsStartChildParams struct {
+	// Lease is the parent's.
+	Lease Lease
+	// StepID and Attempt name the parent's CHILD step attempt.
+	StepID  string
+	Attempt int
+	// ChildRunID is the child's id, derived from the parent and step so a
+	// replay finds the same child (see protocol.ChildRunID).
+	ChildRunID uuid.UUID
+	Type       string
+	Version    string
+	// Queue is the child's task queue (default: the parent's).
+	Queue       string
+	Input       []byte
+	RetryPolicy *retry.Policy
+	Priority    int
+	StartedAt   *time.Time
+}
+
+// RunsStartChild starts a child run under the parent's lease, in one
+// statement: the child (PENDING, with the parent's trace context and
+// parent_run_id/parent_step_id) and the parent's CHILD step attempt
+// (PENDING, with child_run_id and the child's input). It is idempotent: if
+// the child exists it is left alone, and if the step attempt was recorded
+// (or finished, the child being fast) nothing changes. A lost lease writes
+// nothing and is ErrLeaseLost.
+func (s *Store) RunsStartChild(ctx context.Context, p RunsStartChildParams) error {
+	if err := checkName("workflow type", p.Type, true); err != nil {
+		return err
+	}
+	if err := checkName("version", p.Version, false); err != nil {
+		return err
+	}
+	if err := checkName("queue", p.Queue, false); err != nil {
+		return err
+	}
+	if p.ChildRunID == uuid.Nil {
+		return invalidf("child run id is required")
+	}
+	if err := s.checkPayload("child input", p.Input); err != nil {
+		return err
+	}
+	policy, err := encodePolicy(p.RetryPolicy)
+	if err != nil {
+		return err
+	}
+	child := p.ChildRunID
+	sp := StepsRecordParams{Lease: p.Lease, StepID: p.StepID, Attempt: p.Attempt, Kind: StepChild, Status: StepPending,
+		Input: p.Input, StartedAt: p.StartedAt, ChildRunID: &child}
+	if err := s.validateStep(&sp); err != nil {
+		return err
+	}
+	if sp.StartedAt == nil {
+		now := time.Now()
+		sp.StartedAt = &now
+	}
+	args := append(stepWriteArgs(&sp), p.Type, p.Version, p.Queue, policy, p.Priority, p.Input)
+	var held, wrote int64
+	var before *string
+	err = s.db.QueryRow(ctx, `
+WITH `+stepWriteCTEs+`, c AS (
+	INSERT INTO kagzi.workflow_runs (run_id, namespace_id, task_queue, workflow_type, version, status, available_at,
+		retry_policy, priority, parent_run_id, parent_step_id, trace_context)
+	SELECT $14::uuid, r.namespace_id, coalesce(nullif($18::text, ''), r.task_queue), $16::text, $17::text, 'PENDING', now(),
+		$19::jsonb, $20::int, r.run_id, $4::text, r.trace_context
+	FROM r
+	ON CONFLICT DO NOTHING
+	RETURNING run_id
+), cp AS (
+	INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT run_id, $21::bytea FROM c
+)
+SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM ins),
+	(SELECT status FROM kagzi.step_runs WHERE run_id = $2 AND step_id = $4 AND attempt_number = $5)`, args...).
+		Scan(&held, &wrote, &before)
+	if err != nil {
+		return mapErr(fmt.Sprintf("start child %q of run %s", p.StepID, p.Lease.RunID), err)
+	}
+	ok, err := stepOutcome(&sp, held, wrote, before)
+	if ok {
+		return err
+	}
+	return s.stepLeaseFailed(ctx, &sp)
+}
+
+// RunsWaitParams describe a suspension that waits for more than a timer.
+type RunsWaitParams struct {
+	Lease Lease
+	// Until is when the run is due again at the latest (nil: only when
+	// woken).
+	Until *time.Time
+	// ChildSteps are the CHILD steps the run waits for: it is woken when
+	// every one of them has finished (at once if they already have).
+	ChildSteps []string
+}
+
+// runsWaitSQL suspends a run under its lease; it runs right after the run
+// row was locked (runsLockSQL), in the same transaction, so its snapshot
+// sees every child and event that committed before the lock: a child that
+// finishes or an event that arrives later finds the run waiting.
+//
+// A run waits for every wait in progress its workflow recorded (EVENT steps
+// PENDING: woken by a matching event, due at the earliest of their
+// timeouts) and for the CHILD steps named in $5. It is claimable at once if
+// a matching event is already there or every named child already finished.
+const runsWaitSQL = `
+WITH ev AS (
+	SELECT coalesce(bool_or(EXISTS (SELECT 1 FROM kagzi.workflow_events e
+			WHERE e.run_id = s.run_id AND e.name = convert_from(s.input, 'UTF8') AND e.consumed_at IS NULL)), false) AS ready,
+		min(s.retry_at) AS due
+	FROM kagzi.step_runs s
+	WHERE s.run_id = $2 AND s.is_latest AND s.kind = 'EVENT' AND s.status IN ('PENDING', 'RUNNING')
+), ch AS (
+	SELECT array_agg(s.step_id) AS ids FROM kagzi.step_runs s
+	WHERE s.run_id = $2 AND s.is_latest AND s.kind = 'CHILD' AND s.status IN ('PENDING', 'RUNNING')
+	  AND s.step_id = ANY($5::text[])
+), u AS (
+	UPDATE kagzi.workflow_runs w SET status = 'SLEEPING', locked_by = NULL, lease_expires_at = NULL,
+		waiting_on = ch.ids,
+		available_at = CASE WHEN ev.ready OR (cardinality($5::text[]) > 0 AND ch.ids IS NULL) THEN now()
+			ELSE least($4::timestamptz, ev.due) END
+	FROM ev CROSS JOIN ch
+	WHERE w.namespace_id = $1 AND w.run_id = $2 AND w.lease_token = $3 AND w.status = 'RUNNING'
+	RETURNING w.available_at IS NOT NULL AND w.available_at <= now() AS ready
+)
+SELECT count(*), coalesce(bool_or(ready), false) FROM u`
+
+// runsLockSQL locks a run row under its lease (no row: the lease is gone).
+const runsLockSQL = `SELECT 1 FROM kagzi.workflow_runs
+WHERE namespace_id = $1 AND run_id = $2 AND lease_token = $3 AND status = 'RUNNING'
+FOR NO KEY UPDATE`
+
+// RunsWait suspends a run, releasing its lease and slot, until its timer
+// (Until), the children it names, or an event one of its waits in progress
+// expects (see EventsReceive) — whichever comes first. ready reports that
+// it was claimable at once (an awaited event or every awaited child was
+// already there). A retried request after the run went to sleep under the
+// same lease is a no-op success.
+func (s *Store) RunsWait(ctx context.Context, p RunsWaitParams) (ready bool, err error) {
+	if err := checkName("namespace", p.Lease.Namespace, true); err != nil {
+		return false, err
+	}
+	for _, id := range p.ChildSteps {
+		if id == "" || len(id) > maxNameLen {
+			return false, invalidf("child step id %q must be 1 to %d bytes", id, maxNameLen)
+		}
+	}
+	children := p.ChildSteps
+	if children == nil {
+		children = []string{}
+	}
+	b := &pgx.Batch{}
+	b.Queue(runsLockSQL, p.Lease.Namespace, p.Lease.RunID, p.Lease.Token)
+	b.Queue(runsWaitSQL, p.Lease.Namespace, p.Lease.RunID, p.Lease.Token, p.Until, children)
+	br := s.db.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return false, mapErr("wait", err)
+	}
+	var n int64
+	if err := br.QueryRow().Scan(&n, &ready); err != nil {
+		_ = br.Close()
+		return false, mapErr("wait", err)
+	}
+	if err := br.Close(); err != nil {
+		return false, mapErr("wait", err)
+	}
+	if n == 1 {
+		return ready, nil
+	}
+	return false, s.leaseCheckDone(ctx, "wait", p.Lease, StatusSleeping)
+}

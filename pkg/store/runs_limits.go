@@ -1,0 +1,88 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// ConcurrencyLimit caps the RUNNING runs of one workflow type in one
+// namespace and queue, across every worker (RunsClaim enforces it).
+type ConcurrencyLimit struct {
+	Namespace  string
+	Queue      string
+	Type       string
+	MaxRunning int
+	UpdatedAt  time.Time
+}
+
+// LimitsSet sets (or replaces) the concurrency limit of a workflow type in
+// a queue. A limit of 0 pauses the type: no run of it is claimed. The runs
+// of the type already running count against it; it applies to the claims
+// that begin after it was set (a claim already in flight finishes under the
+// rules it started with).
+func (s *Store) LimitsSet(ctx context.Context, namespace, queue, typ string, maxRunning int) (ConcurrencyLimit, error) {
+	if err := checkName("namespace", namespace, true); err != nil {
+		return ConcurrencyLimit{}, err
+	}
+	if err := checkName("queue", queue, true); err != nil {
+		return ConcurrencyLimit{}, err
+	}
+	if err := checkName("workflow type", typ, true); err != nil {
+		return ConcurrencyLimit{}, err
+	}
+	if maxRunning < 0 {
+		return ConcurrencyLimit{}, invalidf("limit %d must not be negative", maxRunning)
+	}
+	l := ConcurrencyLimit{Namespace: namespace, Queue: queue, Type: typ, MaxRunning: maxRunning}
+	// The runs already running are marked limited, so the limit's count
+	// (which reads only limited runs) sees them.
+	err := s.db.QueryRow(ctx, `
+WITH l AS (
+	INSERT INTO kagzi.concurrency_limits (namespace_id, task_queue, workflow_type, max_running) VALUES ($1, $2, $3, $4)
+	ON CONFLICT (namespace_id, task_queue, workflow_type) DO UPDATE SET max_running = excluded.max_running, updated_at = now()
+	RETURNING updated_at
+), running AS (
+	UPDATE kagzi.workflow_runs SET limited = true
+	WHERE namespace_id = $1 AND task_queue = $2 AND workflow_type = $3 AND status = 'RUNNING' AND NOT limited
+)
+SELECT updated_at FROM l`, namespace, queue, typ, maxRunning).Scan(&l.UpdatedAt)
+	if err != nil {
+		return ConcurrencyLimit{}, mapErr("set concurrency limit", err)
+	}
+	return l, nil
+}
+
+// LimitsDelete removes the concurrency limit of a workflow type in a queue;
+// an absent limit is ErrNotFound.
+func (s *Store) LimitsDelete(ctx context.Context, namespace, queue, typ string) error {
+	tag, err := s.db.Exec(ctx, `
+DELETE FROM kagzi.concurrency_limits WHERE namespace_id = $1 AND task_queue = $2 AND workflow_type = $3`, namespace, queue, typ)
+	if err != nil {
+		return mapErr("delete concurrency limit", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("delete concurrency limit of %s in queue %s: %w", typ, queue, ErrNotFound)
+	}
+	return nil
+}
+
+// LimitsList lists the namespace's concurrency limits by queue and type.
+func (s *Store) LimitsList(ctx context.Context, namespace string) ([]ConcurrencyLimit, error) {
+	rows, err := s.db.Query(ctx, `
+SELECT namespace_id, task_queue, workflow_type, max_running, updated_at FROM kagzi.concurrency_limits
+WHERE namespace_id = $1 ORDER BY task_queue, workflow_type`, namespace)
+	if err != nil {
+		return nil, mapErr("list concurrency limits", err)
+	}
+	defer rows.Close()
+	out := []ConcurrencyLimit{}
+	for rows.Next() {
+		var l ConcurrencyLimit
+		if err := rows.Scan(&l.Namespace, &l.Queue, &l.Type, &l.MaxRunning, &l.UpdatedAt); err != nil {
+			return nil, mapErr("list concurrency limits", err)
+		}
+		out = append(out, l)
+	}
+	return out, mapErr("list concurrency limits", rows.Err())
+}

@@ -1,0 +1,184 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Run transitions made on a worker's report that need more than one of the
+// plain lease transitions in runs.go.
+
+// RunsFailAttemptResult says what became of a failed attempt.
+type RunsFailAttemptResult struct {
+	// Status is PENDING (retried at AvailableAt) or FAILED (final).
+	Status      RunStatus
+	AvailableAt *time.Time
+}
+
+// RunsFailAttempt ends the current attempt with errMsg under the lease: the
+// run is retried with its policy's backoff while attempts remain and the
+// error is retryable (errType not listed as non-retryable and nonRetryable
+// false), else it fails for good. One statement.
+func (s *Store) RunsFailAttempt(ctx context.Context, l Lease, errMsg, errType string, nonRetryable bool) (RunsFailAttemptResult, error) {
+	var res RunsFailAttemptResult
+	set := strings.ReplaceAll(strings.ReplaceAll(recoverSet, "r.attempts", "r0.attempts"), "x.exhausted", "(x.exhausted OR $5 OR coalesce(r.retry_policy->'non_retryable' ? $6, false))")
+	err := s.db.QueryRow(ctx, `
+WITH u AS (
+	UPDATE kagzi.workflow_runs r0 SET `+set+`
+	FROM kagzi.workflow_runs r `+recoverFrom+`
+	WHERE r0.run_id = r.run_id AND r.namespace_id = $2 AND r.run_id = $3 AND r.lease_token = $4 AND r.status = 'RUNNING'
+	RETURNING r0.run_id, r0.parent_run_id, r0.parent_step_id, r0.status, r0.error, r0.available_at
+), done AS (
+	SELECT run_id, parent_run_id, parent_step_id, status, error, NULL::bytea AS output FROM u WHERE status = 'FAILED'
+), touched AS (
+	SELECT run_id FROM u
+), `+parentWakeCTEs+`
+SELECT status, available_at FROM u`, clipError(errMsg), l.Namespace, l.RunID, l.Token, nonRetryable, errType).
+		Scan(&res.Status, &res.AvailableAt)
+	if err == nil {
+		return res, nil
+	}
+	if !isNoRows(err) {
+		return res, mapErr("fail attempt", err)
+	}
+	// A retried report finds the run already moved on under the same token.
+	var st RunStatus
+	var tok int64
+	var at *time.Time
+	err = s.db.QueryRow(ctx, `SELECT status, lease_token, available_at FROM kagzi.workflow_runs WHERE namespace_id = $1 AND run_id = $2`,
+		l.Namespace, l.RunID).Scan(&st, &tok, &at)
+	if err != nil {
+		return res, mapErr(fmt.Sprintf("fail attempt %s", l.RunID), err)
+	}
+	if tok == l.Token && (st == StatusFailed || st == StatusPending) {
+		return RunsFailAttemptResult{Status: st, AvailableAt: at}, nil
+	}
+	return res, fmt.Errorf("fail attempt %s: %w (run is %s under lease %d, report names lease %d)", l.RunID, ErrLeaseLost, st, tok, l.Token)
+}
+
+// RunsReleaseMany releases claimed runs that never reached their worker,
+// claimable at once and without counting an attempt, in one statement.
+// Runs whose lease moved on are left alone. Returns how many were released.
+func (s *Store) RunsReleaseMany(ctx context.Context, leases []Lease) (int64, error) {
+	if len(leases) == 0 {
+		return 0, nil
+	}
+	ns := make([]string, len(leases))
+	ids := make([]string, len(leases))
+	toks := make([]int64, len(leases))
+	for i, l := range leases {
+		ns[i], ids[i], toks[i] = l.Namespace, l.RunID.String(), l.Token
+	}
+	tag, err := s.db.Exec(ctx, `
+UPDATE kagzi.workflow_runs r SET status = 'PENDING', available_at = now(), locked_by = NULL, lease_expires_at = NULL
+FROM unnest($1::text[], $2::uuid[], $3::bigint[]) AS l(ns, run_id, tok)
+WHERE r.namespace_id = l.ns AND r.run_id = l.run_id AND r.lease_token = l.tok AND r.status = 'RUNNING'`, ns, ids, toks)
+	if err != nil {
+		return 0, mapErr("release runs", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// RunsCompleteItem is one run completion of RunsCompleteMany.
+type RunsCompleteItem struct {
+	Lease  Lease
+	Output []byte
+}
+
+// RunsCompleteMany records many runs' successful ends in one statement (and
+// wakes the parents of children among them, see parentWakeCTEs), so
+// a batch of reports costs one update (and one pass of the notify trigger)
+// instead of one per run. errs[i] is the outcome of items[i], as
+// RunsComplete would return it; err is set when the statement as a whole
+// failed.
+func (s *Store) RunsCompleteMany(ctx context.Context, items []RunsCompleteItem) (errs []error, err error) {
+	errs = make([]error, len(items))
+	var (
+		ns      []string
+		ids     []string
+		toks    []int64
+		outs    [][]byte
+		sentIdx []int
+	)
+	for i, it := range items {
+		if errs[i] = s.checkPayload("output", it.Output); errs[i] != nil {
+			continue
+		}
+		ns = append(ns, it.Lease.Namespace)
+		ids = append(ids, it.Lease.RunID.String())
+		toks = append(toks, it.Lease.Token)
+		outs = append(outs, it.Output)
+		sentIdx = append(sentIdx, i)
+	}
+	if len(sentIdx) == 0 {
+		return errs, nil
+	}
+	rows, err := s.db.Query(ctx, `
+WITH l AS (
+	SELECT * FROM unnest($1::text[], $2::uuid[], $3::bigint[], $4::bytea[]) AS l(ns, run_id, tok, output)
+), r AS (
+	UPDATE kagzi.workflow_runs r SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL
+	FROM l WHERE r.namespace_id = l.ns AND r.run_id = l.run_id AND r.lease_token = l.tok AND r.status = 'RUNNING'
+	RETURNING r.run_id, r.parent_run_id, r.parent_step_id, r.status, r.error
+), done AS (
+	SELECT r.*, l.output FROM r JOIN l USING (run_id)
+), touched AS (
+	SELECT run_id FROM r
+), `+parentWakeCTEs+`, p AS (
+	INSERT INTO kagzi.workflow_payloads (run_id, output) SELECT l.run_id, l.output FROM l JOIN r USING (run_id)
+	ON CONFLICT (run_id) DO UPDATE SET output = excluded.output
+)
+SELECT run_id FROM r`, ns, ids, toks, outs)
+	if err != nil {
+		return nil, mapErr("complete runs", err)
+	}
+	done := make(map[string]bool, len(sentIdx))
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, mapErr("complete runs", err)
+		}
+		done[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapErr("complete runs", err)
+	}
+	for k, i := range sentIdx {
+		if !done[ids[k]] {
+			errs[i] = s.leaseCheckDone(ctx, "complete run", items[i].Lease, StatusCompleted)
+		}
+	}
+	return errs, nil
+}
+
+// QueueDepth is the number of due runs waiting in one queue.
+type QueueDepth struct {
+	Namespace string
+	Queue     string
+	Due       int64
+}
+
+// RunsQueueDepths counts the due, unclaimed runs of every queue (for the
+// queue-depth metric, read when metrics are scraped).
+func (s *Store) RunsQueueDepths(ctx context.Context) ([]QueueDepth, error) {
+	rows, err := s.db.Query(ctx, `
+SELECT namespace_id, task_queue, count(*) FROM kagzi.workflow_runs
+WHERE status IN ('PENDING', 'SLEEPING') AND available_at <= now()
+GROUP BY namespace_id, task_queue`)
+	if err != nil {
+		return nil, mapErr("queue depths", err)
+	}
+	defer rows.Close()
+	var out []QueueDepth
+	for rows.Next() {
+		var q QueueDepth
+		if err := rows.Scan(&q.Namespace, &q.Queue, &q.Due); err != nil {
+			return nil, mapErr("queue depths", err)
+		}
+		out = append(out, q)
+	}
+	return out, mapErr("queue depths", rows.Err())
+}

@@ -1,0 +1,696 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	// Schedule zones must resolve the same in a minimal container image
+	// without /usr/share/zoneinfo as on a developer's machine.
+	_ "time/tzdata"
+
+	"github.com/adhocore/gronx"
+	"github.com/google/uuid"
+
+	"github.com/kagzi/kagzi/pkg/retry"
+)
+
+// Schedule is a cron schedule: a template row of workflow_runs that fires
+// runs of its type with its input.
+type Schedule struct {
+	ID        uuid.UUID
+	Namespace string
+	Queue     string
+	Type      string
+	Version   string
+	Cron      string
+	// Timezone is the IANA zone the cron expression is read in.
+	Timezone string
+	// Input is filled by SchedulesGet only.
+	Input      []byte
+	MaxCatchup int
+	// Status is StatusScheduled or StatusPaused.
+	Status RunStatus
+	// NextFireAt is the next fire time; nil while paused.
+	NextFireAt  *time.Time
+	LastFiredAt *time.Time
+	CreatedAt   time.Time
+	RetryPolicy *retry.Policy
+}
+
+func scheduleFromRun(r Run) Schedule {
+	sc := Schedule{ID: r.ID, Namespace: r.Namespace, Queue: r.Queue, Type: r.Type, Version: r.Version,
+		Cron: r.CronExpr, Timezone: r.Timezone, Input: r.Input, MaxCatchup: r.MaxCatchup, Status: r.Status,
+		LastFiredAt: r.LastFiredAt, CreatedAt: r.CreatedAt, RetryPolicy: r.RetryPolicy}
+	if r.Status == StatusScheduled {
+		sc.NextFireAt = r.AvailableAt
+	}
+	return sc
+}
+
+// MaxCatchupLimit bounds Schedule.MaxCatchup, so a scheduler coming back
+// from a long outage fires a bounded burst.
+const MaxCatchupLimit = 1000
+
+// maxCronLen bounds a cron expression (gronx accepts up to 7 fields).
+const maxCronLen = 200
+
+// ParseCron checks a cron expression as gronx reads it: 5 fields (minute
+// hour day month weekday), 6 (seconds first, or a year last) or 7 (seconds
+// and year), or a tag such as @daily. The error, ErrInvalidArgument, names
+// the expression and the problem.
+func ParseCron(expr string) error {
+	if strings.TrimSpace(expr) == "" {
+		return invalidf("cron expression is required")
+	}
+	if len(expr) > maxCronLen {
+		return invalidf("cron expression is %d bytes, at most %d", len(expr), maxCronLen)
+	}
+	segs, err := gronx.Segments(expr)
+	if err != nil {
+		return invalidf("cron expression %q: %v", expr, err)
+	}
+	if gronx.IsValid(expr) {
+		return nil
+	}
+	// IsValid only says no; find the field that is wrong for the message.
+	names := []string{"second", "minute", "hour", "day of month", "month", "day of week", "year"}
+	c := &gronx.SegmentChecker{}
+	c.SetRef(time.Now())
+	for pos, seg := range segs {
+		if _, err := c.CheckDue(seg, pos); err != nil || seg == "" || strings.Contains(seg, ",,") ||
+			strings.HasPrefix(seg, ",") || strings.HasSuffix(seg, ",") || strings.HasSuffix(seg, "/") {
+			problem := "malformed"
+			if err != nil {
+				problem = err.Error()
+			}
+			return invalidf("cron expression %q: %s field %q: %s", expr, names[pos], seg, problem)
+		}
+	}
+	return invalidf("cron expression %q is malformed", expr)
+}
+
+// loadZone resolves a schedule's zone; empty means UTC. "Local" is refused:
+// it would mean whatever zone each scheduler replica runs in.
+func loadZone(tz string) (*time.Location, string, error) {
+	if tz == "" {
+		return time.UTC, "UTC", nil
+	}
+	if tz == "Local" {
+		return nil, "", invalidf("timezone %q: name an IANA zone such as Europe/Paris", tz)
+	}
+	loc, err := time.LoadLocation(tz)
+	if err != nil {
+		return nil, "", invalidf("timezone %q is not a known IANA zone: %v", tz, err)
+	}
+	return loc, tz, nil
+}
+
+// cronNext is the first fire time strictly after t in loc, or nil when the
+// expression has none (e.g. a past year, or February 30).
+func cronNext(expr string, loc *time.Location, t time.Time) *time.Time {
+	n, err := gronx.NextTickAfter(expr, t.In(loc), false)
+	if err != nil || !n.After(t) {
+		return nil
+	}
+	n = n.UTC()
+	return &n
+}
+
+// NextFireTime returns the first fire time of a cron expression strictly
+// after t, read in the IANA zone tz (empty: UTC). It is nil when the
+// expression has no later time.
+func NextFireTime(cron, tz string, t time.Time) (*time.Time, error) {
+	if err := ParseCron(cron); err != nil {
+		return nil, err
+	}
+	loc, _, err := loadZone(tz)
+	if err != nil {
+		return nil, err
+	}
+	return cronNext(cron, loc, t), nil
+}
+
+// DefaultFireGrace is how late a fire time may be fired and still count as
+// on time rather than missed (see CatchUp). Timers, queries and a busy
+// scheduler make every fire a little late; a fire time is only missed when
+// no scheduler got to it for longer than this.
+const DefaultFireGrace = 10 * time.Second
+
+// maxOnTimeFires bounds the fire times CatchUp fires as on time for one
+// schedule at once (a grace far longer than the cron's period).
+const maxOnTimeFires = MaxCatchupLimit
+
+// CatchUp decides what a scheduler does for a template that came due at
+// lastDue (its next fire time) when it is now: which times to fire, oldest
+// first, and the next fire time after now (nil if the cron has none).
+//
+// The due times are the cron's times in [lastDue, now]. A due time at most
+// grace before now is on time and is fired: the scheduler was there for
+// it, only a little late (grace <= 0 means DefaultFireGrace). A due time
+// older than that was missed: it passed while no scheduler ran. Of the
+// missed times, the most recent maxCatchup are fired and the older ones are
+// skipped. So after 20 missed times, maxCatchup 3 fires exactly the last 3
+// of them and maxCatchup 0 fires none; either way the schedule then resumes
+// at its first time after now. With lastDue after now nothing is due and
+// next is lastDue.
+func CatchUp(cron, tz string, lastDue, now time.Time, maxCatchup int, grace time.Duration) (fire []time.Time, next *time.Time, err error) {
+	if err := ParseCron(cron); err != nil {
+		return nil, nil, err
+	}
+	loc, _, err := loadZone(tz)
+	if err != nil {
+		return nil, nil, err
+	}
+	if maxCatchup < 0 {
+		return nil, nil, invalidf("max catch-up %d is negative", maxCatchup)
+	}
+	if grace <= 0 {
+		grace = DefaultFireGrace
+	}
+	if lastDue.After(now) {
+		ld := lastDue.UTC()
+		return nil, &ld, nil
+	}
+	// Walk back from now, so the cost is bounded by the on-time times and
+	// maxCatchup, not by how long the scheduler was away.
+	onTimeFrom := now.Add(-grace)
+	var due []time.Time
+	onTime, missed := 0, 0
+	t, perr := gronx.PrevTickBefore(cron, now.In(loc), true)
+	for perr == nil && !t.After(now) && !t.Before(lastDue) {
+		if !t.Before(onTimeFrom) {
+			if onTime == maxOnTimeFires {
+				break
+			}
+			onTime++
+		} else {
+			if missed == maxCatchup {
+				break
+			}
+			missed++
+		}
+		due = append(due, t.UTC())
+		prev := t
+		t, perr = gronx.PrevTickBefore(cron, t, false)
+		if perr == nil && !t.Before(prev) {
+			// gronx found no earlier time (it can return the same one,
+			// e.g. for an expression with a year).
+			break
+		}
+	}
+	for i, j := 0, len(due)-1; i < j; i, j = i+1, j-1 {
+		due[i], due[j] = due[j], due[i]
+	}
+	return due, cronNext(cron, loc, now), nil
+}
+
+// SchedulesCreateParams describe a schedule.
+type SchedulesCreateParams struct {
+	// ScheduleID is optional; a UUID v7 is generated when zero. Creating a
+	// schedule with an id that exists is ErrConflict, so a caller that
+	// derives the id from a name gets idempotent creation.
+	ScheduleID uuid.UUID
+	Namespace  string
+	Queue      string
+	Type       string
+	Version    string
+	Cron       string
+	// Timezone is an IANA zone; empty means UTC.
+	Timezone string
+	Input    []byte
+	// MaxCatchup bounds how many missed fire times are fired after downtime
+	// (see CatchUp); 0 skips them. At most MaxCatchupLimit.
+	MaxCatchup  int
+	RetryPolicy *retry.Policy
+	// Now is when the schedule starts; zero means time.Now().
+	Now time.Time
+}
+
+// SchedulesCreate stores a schedule, first firing at the cron's first time
+// strictly after Now. An invalid expression or zone, or an expression with
+// no time after Now, is ErrInvalidArgument and stores nothing.
+func (s *Store) SchedulesCreate(ctx context.Context, p SchedulesCreateParams) (Schedule, error) {
+	for _, f := range []struct {
+		field, v string
+		required bool
+	}{{"namespace", p.Namespace, true}, {"queue", p.Queue, true}, {"workflow type", p.Type, true}, {"version", p.Version, false}} {
+		if err := checkName(f.field, f.v, f.required); err != nil {
+			return Schedule{}, err
+		}
+	}
+	cron := strings.TrimSpace(p.Cron)
+	if err := ParseCron(cron); err != nil {
+		return Schedule{}, err
+	}
+	loc, tz, err := loadZone(p.Timezone)
+	if err != nil {
+		return Schedule{}, err
+	}
+	if p.MaxCatchup < 0 || p.MaxCatchup > MaxCatchupLimit {
+		return Schedule{}, invalidf("max catch-up %d must be between 0 and %d", p.MaxCatchup, MaxCatchupLimit)
+	}
+	if err := s.checkPayload("input", p.Input); err != nil {
+		return Schedule{}, err
+	}
+	policy, err := encodePolicy(p.RetryPolicy)
+	if err != nil {
+		return Schedule{}, err
+	}
+	now := p.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	first := cronNext(cron, loc, now)
+	if first == nil {
+		return Schedule{}, invalidf("cron expression %q has no fire time after %s in %s", cron, now.In(loc).Format(time.RFC3339), tz)
+	}
+	if p.ScheduleID == uuid.Nil {
+		if p.ScheduleID, err = uuid.NewV7(); err != nil {
+			return Schedule{}, fmt.Errorf("generate schedule id: %w", err)
+		}
+	}
+	row := s.db.QueryRow(ctx, `
+WITH r AS (
+	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, task_queue, workflow_type, version, status,
+		available_at, retry_policy, cron_expr, timezone, max_catchup)
+	VALUES ($1, $2, $3, $4, $5, 'SCHEDULED', $6, $7, $8, $9, $10)
+	RETURNING `+runCols+`
+), p AS (
+	INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT run_id, $11::bytea FROM r
+)
+SELECT * FROM r`, p.ScheduleID, p.Namespace, p.Queue, p.Type, p.Version, first, policy, cron, tz, p.MaxCatchup, p.Input)
+	run, err := scanRun(row)
+	if err != nil {
+		return Schedule{}, mapErr(fmt.Sprintf("create schedule %s", p.ScheduleID), err)
+	}
+	run.Input = p.Input
+	return scheduleFromRun(run), nil
+}
+
+// isTemplate restricts a query on workflow_runs r to schedule templates.
+const isTemplate = `r.status IN ('SCHEDULED', 'PAUSED')`
+
+// SchedulesGet returns a schedule of the namespace with its input. A run id
+// that is not a schedule is ErrNotFound.
+func (s *Store) SchedulesGet(ctx context.Context, namespace string, id uuid.UUID) (Schedule, error) {
+	row := s.db.QueryRow(ctx, `
+SELECT `+runCols+`, p.input FROM kagzi.workflow_runs r LEFT JOIN kagzi.workflow_payloads p USING (run_id)
+WHERE r.namespace_id = $1 AND r.run_id = $2 AND `+isTemplate, namespace, id)
+	var in []byte
+	run, err := scanRun(row, &in)
+	if err != nil {
+		return Schedule{}, mapErr(fmt.Sprintf("get schedule %s", id), err)
+	}
+	run.Input = in
+	return scheduleFromRun(run), nil
+}
+
+// SchedulesListParams page a listing of schedules.
+type SchedulesListParams struct {
+	Namespace string
+	// Limit is the page size (default 50, at most 1000).
+	Limit int
+	// After continues a previous page.
+	After *Cursor
+}
+
+// SchedulesList lists the namespace's schedules, newest first, without
+// their inputs. next is nil on the last page.
+func (s *Store) SchedulesList(ctx context.Context, p SchedulesListParams) (schedules []Schedule, next *Cursor, err error) {
+	if err := checkName("namespace", p.Namespace, true); err != nil {
+		return nil, nil, err
+	}
+	if p.Limit <= 0 {
+		p.Limit = 50
+	}
+	if p.Limit > 1000 {
+		return nil, nil, invalidf("limit %d is above 1000", p.Limit)
+	}
+	var afterTS *time.Time
+	var afterID *uuid.UUID
+	if p.After != nil {
+		afterTS, afterID = &p.After.CreatedAt, &p.After.ID
+	}
+	rows, err := s.db.Query(ctx, `
+SELECT `+runCols+` FROM kagzi.workflow_runs r
+WHERE r.namespace_id = $1 AND `+isTemplate+`
+  AND ($2::timestamptz IS NULL OR (r.created_at, r.run_id) < ($2, $3::uuid))
+ORDER BY r.created_at DESC, r.run_id DESC
+LIMIT $4`, p.Namespace, afterTS, afterID, p.Limit+1)
+	if err != nil {
+		return nil, nil, mapErr("list schedules", err)
+	}
+	runs, err := collectRuns(rows)
+	if err != nil {
+		return nil, nil, mapErr("list schedules", err)
+	}
+	if len(runs) > p.Limit {
+		runs = runs[:p.Limit]
+		last := runs[len(runs)-1]
+		next = &Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	schedules = make([]Schedule, len(runs))
+	for i, r := range runs {
+		schedules[i] = scheduleFromRun(r)
+	}
+	return schedules, next, nil
+}
+
+// SchedulesPause pauses a schedule: it fires nothing until resumed.
+// Pausing a paused schedule is a no-op.
+func (s *Store) SchedulesPause(ctx context.Context, namespace string, id uuid.UUID) (Schedule, error) {
+	row := s.db.QueryRow(ctx, `
+UPDATE kagzi.workflow_runs r SET status = 'PAUSED', available_at = NULL
+WHERE r.namespace_id = $1 AND r.run_id = $2 AND r.status = 'SCHEDULED'
+RETURNING `+runCols, namespace, id)
+	run, err := scanRun(row)
+	if err == nil {
+		return scheduleFromRun(run), nil
+	}
+	if !isNoRows(err) {
+		return Schedule{}, mapErr(fmt.Sprintf("pause schedule %s", id), err)
+	}
+	sc, err := s.SchedulesGet(ctx, namespace, id)
+	if err != nil {
+		return Schedule{}, fmt.Errorf("pause schedule: %w", err)
+	}
+	sc.Input = nil
+	return sc, nil
+}
+
+// SchedulesResume resumes a paused schedule at its first fire time strictly
+// after now: the times missed while paused are skipped, not caught up.
+// Resuming a running schedule is a no-op. A schedule whose cron has no
+// time after now is ErrConflict (it stays paused).
+func (s *Store) SchedulesResume(ctx context.Context, namespace string, id uuid.UUID, now time.Time) (Schedule, error) {
+	if now.IsZero() {
+		now = time.Now()
+	}
+	// The cron and zone never change, so reading them outside the update's
+	// lock is safe; the update re-checks the status.
+	sc, err := s.SchedulesGet(ctx, namespace, id)
+	if err != nil {
+		return Schedule{}, fmt.Errorf("resume schedule: %w", err)
+	}
+	sc.Input = nil
+	if sc.Status == StatusScheduled {
+		return sc, nil
+	}
+	next, err := NextFireTime(sc.Cron, sc.Timezone, now)
+	if err != nil {
+		return Schedule{}, fmt.Errorf("resume schedule %s: %w", id, err)
+	}
+	if next == nil {
+		return Schedule{}, fmt.Errorf("resume schedule %s: %w: cron expression %q has no fire time after %s",
+			id, ErrConflict, sc.Cron, now.UTC().Format(time.RFC3339))
+	}
+	row := s.db.QueryRow(ctx, `
+UPDATE kagzi.workflow_runs r SET status = 'SCHEDULED', available_at = $3
+WHERE r.namespace_id = $1 AND r.run_id = $2 AND r.status = 'PAUSED'
+RETURNING `+runCols, namespace, id, next)
+	run, err := scanRun(row)
+	if err == nil {
+		return scheduleFromRun(run), nil
+	}
+	if !isNoRows(err) {
+		return Schedule{}, mapErr(fmt.Sprintf("resume schedule %s", id), err)
+	}
+	// Resumed (or deleted) concurrently.
+	sc, err = s.SchedulesGet(ctx, namespace, id)
+	if err != nil {
+		return Schedule{}, fmt.Errorf("resume schedule: %w", err)
+	}
+	sc.Input = nil
+	return sc, nil
+}
+
+// SchedulesDelete deletes a schedule. The runs it fired stay, with no
+// schedule id (the foreign key sets it NULL).
+func (s *Store) SchedulesDelete(ctx context.Context, namespace string, id uuid.UUID) error {
+	tag, err := s.db.Exec(ctx, `
+DELETE FROM kagzi.workflow_runs r WHERE r.namespace_id = $1 AND r.run_id = $2 AND `+isTemplate, namespace, id)
+	if err != nil {
+		return mapErr(fmt.Sprintf("delete schedule %s", id), err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("delete schedule %s: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// SchedulesHistory returns the runs a schedule fired, newest fire time
+// first, at most limit (default 50, at most 1000). An unknown schedule is
+// ErrNotFound.
+func (s *Store) SchedulesHistory(ctx context.Context, namespace string, id uuid.UUID, limit int) ([]Run, error) {
+	if limit <= 0 {
+		limit = 50
+	}
+	if limit > 1000 {
+		return nil, invalidf("limit %d is above 1000", limit)
+	}
+	rows, err := s.db.Query(ctx, `
+SELECT `+runCols+` FROM kagzi.workflow_runs r
+WHERE r.schedule_id = $2 AND r.namespace_id = $1
+ORDER BY r.schedule_fire_at DESC
+LIMIT $3`, namespace, id, limit)
+	if err != nil {
+		return nil, mapErr("schedule history", err)
+	}
+	runs, err := collectRuns(rows)
+	if err != nil {
+		return nil, mapErr("schedule history", err)
+	}
+	if len(runs) == 0 {
+		if _, err := s.SchedulesGet(ctx, namespace, id); err != nil {
+			return nil, fmt.Errorf("schedule history: %w", err)
+		}
+		return []Run{}, nil
+	}
+	return runs, nil
+}
+
+// SchedulesDue returns up to limit running schedules (of every namespace)
+// whose next fire time is at or before now, earliest first, without their
+// inputs: the scheduler's work list.
+func (s *Store) SchedulesDue(ctx context.Context, now time.Time, limit int) ([]Schedule, error) {
+	if limit <= 0 {
+		return nil, invalidf("limit %d must be positive", limit)
+	}
+	rows, err := s.db.Query(ctx, `
+SELECT `+runCols+` FROM kagzi.workflow_runs r
+WHERE r.status = 'SCHEDULED' AND r.available_at <= $1
+ORDER BY r.available_at
+LIMIT $2`, now, limit)
+	if err != nil {
+		return nil, mapErr("due schedules", err)
+	}
+	runs, err := collectRuns(rows)
+	if err != nil {
+		return nil, mapErr("due schedules", err)
+	}
+	out := make([]Schedule, len(runs))
+	for i, r := range runs {
+		out[i] = scheduleFromRun(r)
+	}
+	return out, nil
+}
+
+// SchedulesNextDue returns the earliest next fire time of any running
+// schedule (past or future), or nil when none runs. The scheduler arms its
+// timer with it.
+func (s *Store) SchedulesNextDue(ctx context.Context) (*time.Time, error) {
+	var t *time.Time
+	err := s.db.QueryRow(ctx, `SELECT min(available_at) FROM kagzi.workflow_runs WHERE status = 'SCHEDULED'`).Scan(&t)
+	return t, mapErr("next due schedule", err)
+}
+
+// SchedulesFireParams name one fire of a schedule.
+type SchedulesFireParams struct {
+	Namespace  string
+	ScheduleID uuid.UUID
+	// FireAt is the fire time fired: the instance's schedule_fire_at.
+	FireAt time.Time
+	// Due is the schedule's next fire time as the caller read it; the fire
+	// applies only if it is still that. Zero means FireAt. It differs from
+	// FireAt when a catch-up skips times (see CatchUp).
+	Due time.Time
+	// Next is the schedule's next fire time after this one, after FireAt;
+	// nil means the cron has no later time, and the schedule is then paused
+	// after this fire (it stays listed with its history, never comes due,
+	// and cannot be resumed).
+	Next         *time.Time
+	TraceContext string
+}
+
+// SchedulesFire fires a schedule once, in one transaction: it advances the
+// schedule from Due to Next, only if its next fire time is still Due and it
+// is not paused, and if so creates the instance run for FireAt (due now, with
+// the schedule's queue, type, version, input and retry policy). Firing the
+// same time twice, one after the other or at once from several
+// connections, creates one instance: every other call gets fired=false, no
+// error, and the instance if it exists. An unknown schedule is ErrNotFound.
+func (s *Store) SchedulesFire(ctx context.Context, p SchedulesFireParams) (run Run, fired bool, err error) {
+	if p.Due.IsZero() {
+		p.Due = p.FireAt
+	}
+	if p.FireAt.IsZero() {
+		return Run{}, false, invalidf("fire time is required")
+	}
+	if p.FireAt.Before(p.Due) {
+		return Run{}, false, invalidf("fire time %s is before the due time %s", p.FireAt.Format(time.RFC3339Nano), p.Due.Format(time.RFC3339Nano))
+	}
+	runs, advanced, err := s.schedulesFireTimes(ctx, p.Namespace, p.ScheduleID, p.Due, []time.Time{p.FireAt}, p.Next, p.TraceContext)
+	if err != nil {
+		return Run{}, false, err
+	}
+	if advanced {
+		return runs[0].run, runs[0].created, nil
+	}
+	run, err = s.scheduleInstance(ctx, p.Namespace, p.ScheduleID, p.FireAt)
+	if err != nil {
+		return Run{}, false, fmt.Errorf("fire schedule: %w", err)
+	}
+	return run, false, nil
+}
+
+// SchedulesFireDue does a scheduler's whole work for one due schedule, as
+// read by SchedulesDue, in one transaction: it fires the times CatchUp
+// picks (with grace; 0 means DefaultFireGrace) and advances the schedule
+// past now. It returns the runs it created, and advanced=false when it
+// changed nothing: the schedule was not due, or another scheduler (or a
+// pause, resume or delete) changed it first. Losing that race is not an
+// error.
+func (s *Store) SchedulesFireDue(ctx context.Context, sc Schedule, now time.Time, grace time.Duration, traceContext string) (runs []Run, advanced bool, err error) {
+	if sc.NextFireAt == nil || sc.Status != StatusScheduled {
+		return nil, false, nil
+	}
+	fires, next, err := CatchUp(sc.Cron, sc.Timezone, *sc.NextFireAt, now, sc.MaxCatchup, grace)
+	if err != nil {
+		return nil, false, fmt.Errorf("fire schedule %s: %w", sc.ID, err)
+	}
+	if len(fires) == 0 && next != nil && next.Equal(*sc.NextFireAt) {
+		return nil, false, nil
+	}
+	fired, advanced, err := s.schedulesFireTimes(ctx, sc.Namespace, sc.ID, *sc.NextFireAt, fires, next, traceContext)
+	if err != nil {
+		return nil, false, err
+	}
+	out := make([]Run, 0, len(fired))
+	for _, r := range fired {
+		if r.created {
+			out = append(out, r.run)
+		}
+	}
+	return out, advanced, nil
+}
+
+type firedRun struct {
+	run     Run
+	created bool
+}
+
+// schedulesFireTimes is the conditional advance from due to next and the
+// creation of an instance per fire time, in one transaction. The advance is
+// the guard: of the callers that read the same due time, exactly one
+// passes it; the unique (schedule_id, schedule_fire_at) index backs it up.
+func (s *Store) schedulesFireTimes(ctx context.Context, namespace string, id uuid.UUID, due time.Time, fires []time.Time, next *time.Time, trace string) (out []firedRun, advanced bool, err error) {
+	var lastFire *time.Time
+	if len(fires) > 0 {
+		lf := fires[len(fires)-1]
+		lastFire = &lf
+		if next != nil && !next.After(lf) {
+			return nil, false, invalidf("next fire time %s is not after fire time %s", next.Format(time.RFC3339Nano), lf.Format(time.RFC3339Nano))
+		}
+	}
+	err = s.InTx(ctx, func(tx *Store) error {
+		row := tx.db.QueryRow(ctx, `
+UPDATE kagzi.workflow_runs r SET available_at = $4, last_fired_at = coalesce($5, r.last_fired_at),
+	status = CASE WHEN $4::timestamptz IS NULL THEN 'PAUSED' ELSE 'SCHEDULED' END
+WHERE r.namespace_id = $1 AND r.run_id = $2 AND r.status = 'SCHEDULED' AND r.available_at = $3
+RETURNING `+runCols+`, (SELECT input FROM kagzi.workflow_payloads p WHERE p.run_id = r.run_id)`,
+			namespace, id, due, next, lastFire)
+		var input []byte
+		tmpl, err := scanRun(row, &input)
+		if isNoRows(err) {
+			return nil
+		}
+		if err != nil {
+			return mapErr(fmt.Sprintf("fire schedule %s", id), err)
+		}
+		advanced = true
+		for _, f := range fires {
+			run, created, err := tx.RunsCreate(ctx, RunsCreateParams{
+				Namespace: tmpl.Namespace, Queue: tmpl.Queue, Type: tmpl.Type, Version: tmpl.Version,
+				Input: input, RetryPolicy: tmpl.RetryPolicy, Priority: tmpl.Priority, TraceContext: trace,
+				ScheduleID: &tmpl.ID, ScheduleFireAt: &f,
+			})
+			if err != nil {
+				return fmt.Errorf("fire schedule %s at %s: %w", id, f.Format(time.RFC3339), err)
+			}
+			out = append(out, firedRun{run: run, created: created})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return out, advanced, nil
+}
+
+// scheduleInstance returns the run a schedule fired for a fire time, or a
+// zero Run when there is none; an unknown schedule is ErrNotFound.
+func (s *Store) scheduleInstance(ctx context.Context, namespace string, id uuid.UUID, fireAt time.Time) (Run, error) {
+	var found bool
+	var run Run
+	rows, err := s.db.Query(ctx, `
+SELECT `+runCols+` FROM kagzi.workflow_runs r
+WHERE r.namespace_id = $1 AND r.schedule_id = $2 AND r.schedule_fire_at = $3`, namespace, id, fireAt)
+	if err != nil {
+		return Run{}, mapErr("find fired run", err)
+	}
+	runs, err := collectRuns(rows)
+	if err != nil {
+		return Run{}, mapErr("find fired run", err)
+	}
+	if len(runs) > 0 {
+		run, found = runs[0], true
+	}
+	if !found {
+		if _, err := s.SchedulesGet(ctx, namespace, id); err != nil {
+			return Run{}, err
+		}
+	}
+	return run, nil
+}
+
+// SchedulesTrigger fires a schedule now, outside its cron, paused or not:
+// an instance with schedule_fire_at = now, due at once. The schedule's next
+// fire time does not move. Triggering twice for the same instant returns
+// the same run. A cron fire for exactly the same instant would be that
+// run too, and create nothing.
+func (s *Store) SchedulesTrigger(ctx context.Context, namespace string, id uuid.UUID, now time.Time) (Run, error) {
+	if now.IsZero() {
+		now = time.Now()
+	}
+	// Postgres keeps microseconds; the fire time must compare equal to
+	// what is stored.
+	now = now.Truncate(time.Microsecond)
+	sc, err := s.SchedulesGet(ctx, namespace, id)
+	if err != nil {
+		return Run{}, fmt.Errorf("trigger schedule: %w", err)
+	}
+	run, _, err := s.RunsCreate(ctx, RunsCreateParams{
+		Namespace: sc.Namespace, Queue: sc.Queue, Type: sc.Type, Version: sc.Version,
+		Input: sc.Input, RetryPolicy: sc.RetryPolicy, ScheduleID: &sc.ID, ScheduleFireAt: &now,
+	})
+	if errors.Is(err, ErrNotFound) {
+		// Deleted between the read and the insert (the foreign key).
+		return Run{}, fmt.Errorf("trigger schedule %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Run{}, fmt.Errorf("trigger schedule %s: %w", id, err)
+	}
+	return run, nil
+}

@@ -1,0 +1,445 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/kagzi/kagzi/internal/testdb"
+	"github.com/kagzi/kagzi/pkg/store"
+)
+
+// leasedRun creates a run of type T on a queue of its own in ns and claims
+// it, returning its lease and queue.
+func leasedRun(t *testing.T, s *store.Store, ns string) (store.Lease, string) {
+	t.Helper()
+	ctx := context.Background()
+	q := "q-" + uuid.NewString()[:8]
+	run, _, err := s.RunsCreate(ctx, store.RunsCreateParams{Namespace: ns, Queue: q, Type: "T", ExternalID: "ext-" + q})
+	if err != nil {
+		t.Fatalf("create run: %v", err)
+	}
+	return claimAgain(t, s, ns, q, run.ID), q
+}
+
+// claimAgain claims the due run id on queue q of ns and returns its lease.
+func claimAgain(t *testing.T, s *store.Store, ns, q string, id uuid.UUID) store.Lease {
+	t.Helper()
+	got, err := s.RunsClaim(context.Background(), store.RunsClaimParams{Namespace: ns, Queue: q, WorkerID: uuid.New(),
+		Types: []store.TypeVersion{{Type: "T", Version: "v1"}}, Limit: 1, Lease: time.Minute})
+	if err != nil || len(got) != 1 || got[0].ID != id {
+		t.Fatalf("claim %s: %+v %v", id, got, err)
+	}
+	return store.Lease{Namespace: ns, RunID: id, Token: got[0].LeaseToken}
+}
+
+func ptime(t time.Time) *time.Time { return &t }
+
+func TestStepsRecordAndList(t *testing.T) {
+	t.Parallel()
+	s := testdb.Store(t)
+	ctx := context.Background()
+	l, _ := leasedRun(t, s, "ns")
+	started := time.Date(2030, 1, 1, 10, 0, 0, 0, time.UTC)
+	finished := started.Add(1500 * time.Millisecond)
+	if err := s.StepsRecord(ctx, store.StepsRecordParams{Lease: l, StepID: "charge", Attempt: 1, Kind: store.StepFunction,
+		Status: store.StepCompleted, Input: []byte(`{"amount":3}`), Output: []byte(`"ok"`), StartedAt: &started, FinishedAt: &finished}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.StepsRecord(ctx, store.StepsRecordParams{Lease: l, StepID: "email", Attempt: 1, Kind: store.StepFunction,
+		Status: store.StepFailed, Error: "smtp down"}); err != nil {
+		t.Fatal(err)
+	}
+	steps, err := s.StepsList(ctx, "ns", l.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(steps) != 2 {
+		t.Fatalf("want 2 steps, got %+v", steps)
+	}
+	c := steps[0]
+	if c.StepID != "charge" || c.RunID != l.RunID || c.Namespace != "ns" || c.Attempt != 1 || c.Kind != store.StepFunction ||
+		c.Status != store.StepCompleted || !c.IsLatest || string(c.Input) != `{"amount":3}` || string(c.Output) != `"ok"` ||
+		c.StartedAt == nil || !c.StartedAt.Equal(started) || c.FinishedAt == nil || !c.FinishedAt.Equal(finished) || c.CreatedAt.IsZero() {
+		t.Fatalf("charge step: %+v", c)
+	}
+	e := steps[1]
+	if e.StepID != "email" || e.Status != store.StepFailed || e.Error != "smtp down" || e.FinishedAt == nil || e.Output != nil {
+		t.Fatalf("email step (finished_at defaults to now): %+v", e)
+	}
+	latest, err := s.StepsLatest(ctx, "ns", []uuid.UUID{l.RunID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := latest[l.RunID]
+	if len(got) != 2 || got[0].StepID != "charge" || string(got[0].Output) != `"ok"` || got[1].StepID != "email" || got[1].Error != "smtp down" {
+		t.Fatalf("latest: %+v", got)
+	}
+}
+
+func TestStepsRecordRetriedReportIsNoop(t *testing.T) {
+	t.Parallel()
+	s := testdb.Store(t)
+	ctx := context.Background()
+	l, _ := leasedRun(t, s, "ns")
+	p := store.StepsRecordParams{Lease: l, StepID: "s", Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted, Output: []byte("1")}
+	for i := 0; i < 3; i++ {
+		if err := s.StepsRecord(ctx, p); err != nil {
+			t.Fatalf("report %d: %v", i, err)
+		}
+	}
+	// A different output for the same finished attempt does not overwrite:
+	// the first recorded result wins.
+	p2 := p
+	p2.Output = []byte("2")
+	if err := s.StepsRecord(ctx, p2); err != nil {
+		t.Fatalf("same status, other output: %v", err)
+	}
+	p3 := p
+	p3.Status, p3.Error = store.StepFailed, "boom"
+	if err := s.StepsRecord(ctx, p3); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("other final status: want ErrConflict, got %v", err)
+	}
+	steps, err := s.StepsList(ctx, "ns", l.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(steps) != 1 || string(steps[0].Output) != "1" || steps[0].Status != store.StepCompleted || steps[0].Error != "" {
+		t.Fatalf("steps: %+v", steps)
+	}
+}
+
+func TestStepsRecordConcurrentIdenticalReports(t *testing.T) {
+	t.Parallel()
+	s := testdb.Store(t)
+	ctx := context.Background()
+	l, _ := leasedRun(t, s, "ns")
+	p := store.StepsRecordParams{Lease: l, StepID: "s", Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted, Output: []byte("x")}
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.StepsRecord(ctx, p)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("report %d: %v", i, err)
+		}
+	}
+	steps, err := s.StepsList(ctx, "ns", l.RunID)
+	if err != nil || len(steps) != 1 {
+		t.Fatalf("steps: %+v %v", steps, err)
+	}
+}
+
+func TestStepsRecordIsLatestFlips(t *testing.T) {
+	t.Parallel()
+	s := testdb.Store(t)
+	ctx := context.Background()
+	l, _ := leasedRun(t, s, "ns")
+	rec := func(attempt int, st store.StepStatus) {
+		t.Helper()
+		if err := s.StepsRecord(ctx, store.StepsRecordParams{Lease: l, StepID: "flaky", Attempt: attempt, Kind: store.StepFunction,
+			Status: st, Output: []byte{byte('0' + attempt)}, RetryAt: ptime(time.Now().Add(time.Second))}); err != nil {
+			t.Fatalf("attempt %d: %v", attempt, err)
+		}
+	}
+	rec(1, store.StepFailed)
+	rec(2, store.StepFailed)
+	rec(3, store.StepCompleted)
+	// A late retry of attempt 2's report changes nothing.
+	rec(2, store.StepFailed)
+	steps, err := s.StepsList(ctx, "ns", l.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(steps) != 3 {
+		t.Fatalf("want 3 attempts, got %+v", steps)
+	}
+	for _, st := range steps {
+		if st.IsLatest != (st.Attempt == 3) {
+			t.Fatalf("attempt %d is_latest=%v", st.Attempt, st.IsLatest)
+		}
+		if st.RetryAt == nil {
+			t.Fatalf("attempt %d lost its retry time", st.Attempt)
+		}
+	}
+	latest, err := s.StepsLatest(ctx, "ns", []uuid.UUID{l.RunID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := latest[l.RunID]; len(got) != 1 || got[0].Attempt != 3 || got[0].Status != store.StepCompleted || string(got[0].Output) != "3" {
+		t.Fatalf("latest: %+v", got)
+	}
+	// A report of an attempt older than the latest, never seen before, is
+	// kept for the record but does not become latest.
+	if err := s.StepsRecord(ctx, store.StepsRecordParams{Lease: l, StepID: "other", Attempt: 2, Kind: store.StepFunction, Status: store.StepCompleted}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.StepsRecord(ctx, store.StepsRecordParams{Lease: l, StepID: "other", Attempt: 1, Kind: store.StepFunction, Status: store.StepFailed}); err != nil {
+		t.Fatal(err)
+	}
+	latest, _ = s.StepsLatest(ctx, "ns", []uuid.UUID{l.RunID})
+	if got := latest[l.RunID]; len(got) != 2 || got[1].StepID != "other" || got[1].Attempt != 2 {
+		t.Fatalf("latest after out-of-order report: %+v", got)
+	}
+}
+
+func TestStepsRecordStaleLeaseWritesNothing(t *testing.T) {
+	t.Parallel()
+	s := testdb.Store(t)
+	ctx := context.Background()
+	old, q := leasedRun(t, s, "ns")
+	if err := s.RunsRelease(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	cur := claimAgain(t, s, "ns", q, old.RunID)
+	if cur.Token == old.Token {
+		t.Fatalf("re-claim kept token %d", cur.Token)
+	}
+	err := s.StepsRecord(ctx, store.StepsRecordParams{Lease: old, StepID: "s", Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted})
+	if !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("stale lease: want ErrLeaseLost, got %v", err)
+	}
+	if steps, err := s.StepsList(ctx, "ns", old.RunID); err != nil || len(steps) != 0 {
+		t.Fatalf("stale report wrote %+v (%v)", steps, err)
+	}
+	if err := s.StepsRecord(ctx, store.StepsRecordParams{Lease: cur, StepID: "s", Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted}); err != nil {
+		t.Fatalf("current lease: %v", err)
+	}
+	// The same report under the old lease, now that the row exists, is
+	// still refused: it is another holder's result.
+	err = s.StepsRecord(ctx, store.StepsRecordParams{Lease: old, StepID: "s", Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted})
+	if !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("stale lease after write: want ErrLeaseLost, got %v", err)
+	}
+}
+
+func TestStepsRecordAfterRunMovedOn(t *testing.T) {
+	t.Parallel()
+	s := testdb.Store(t)
+	ctx := context.Background()
+	l, _ := leasedRun(t, s, "ns")
+	p := store.StepsRecordParams{Lease: l, StepID: "s", Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted, Output: []byte("o")}
+	if err := s.StepsRecord(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RunsComplete(ctx, l, []byte("done")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.StepsRecord(ctx, p); err != nil {
+		t.Fatalf("retried report after completion: %v", err)
+	}
+	err := s.StepsRecord(ctx, store.StepsRecordParams{Lease: l, StepID: "new", Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted})
+	if !errors.Is(err, store.ErrLeaseLost) || !strings.Contains(err.Error(), "COMPLETED") {
+		t.Fatalf("new report after completion: want ErrLeaseLost naming the status, got %v", err)
+	}
+}
+
+func TestStepsRecordUnknownRun(t *testing.T) {
+	t.Parallel()
+	s := testdb.Store(t)
+	ctx := context.Background()
+	l, _ := leasedRun(t, s, "ns")
+	for _, bad := range []store.Lease{{Namespace: "ns", RunID: uuid.New(), Token: 1}, {Namespace: "other", RunID: l.RunID, Token: l.Token}} {
+		err := s.StepsRecord(ctx, store.StepsRecordParams{Lease: bad, StepID: "s", Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted})
+		if !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("%+v: want ErrNotFound, got %v", bad, err)
+		}
+	}
+	if steps, _ := s.StepsList(ctx, "ns", l.RunID); len(steps) != 0 {
+		t.Fatalf("wrote %+v", steps)
+	}
+}
+
+func TestStepsRecordWaitThenFinish(t *testing.T) {
+	t.Parallel()
+	s := testdb.Store(t)
+	ctx := context.Background()
+	l, _ := leasedRun(t, s, "ns")
+	child := uuid.New()
+	p := store.StepsRecordParams{Lease: l, StepID: "child", Attempt: 1, Kind: store.StepChild, Status: store.StepRunning, ChildRunID: &child,
+		Input: []byte("in"), StartedAt: ptime(time.Now().Add(-time.Minute))}
+	if err := s.StepsRecord(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.StepsRecord(ctx, p); err != nil {
+		t.Fatalf("retried wait: %v", err)
+	}
+	done := store.StepsRecordParams{Lease: l, StepID: "child", Attempt: 1, Kind: store.StepChild, Status: store.StepCompleted, Output: []byte("out")}
+	if err := s.StepsRecord(ctx, done); err != nil {
+		t.Fatal(err)
+	}
+	// A late retry of the wait report does not undo the result.
+	if err := s.StepsRecord(ctx, p); err != nil {
+		t.Fatalf("late wait report: %v", err)
+	}
+	steps, err := s.StepsList(ctx, "ns", l.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(steps) != 1 {
+		t.Fatalf("steps: %+v", steps)
+	}
+	st := steps[0]
+	if st.Status != store.StepCompleted || string(st.Output) != "out" || string(st.Input) != "in" || st.ChildRunID == nil ||
+		*st.ChildRunID != child || st.StartedAt == nil || !st.StartedAt.Before(time.Now().Add(-30*time.Second)) || st.FinishedAt == nil {
+		t.Fatalf("finished wait: %+v", st)
+	}
+}
+
+func TestStepsRecordValidation(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.Pool(t)
+	s := store.New(pool, store.Options{PayloadMaxBytes: 16, PayloadWarnBytes: 8})
+	ctx := context.Background()
+	l, _ := leasedRun(t, s, "ns")
+	ok := store.StepsRecordParams{Lease: l, StepID: "s", Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted}
+	cases := []struct {
+		name  string
+		edit  func(p *store.StepsRecordParams)
+		want  error
+		field string
+	}{
+		{"attempt 0", func(p *store.StepsRecordParams) { p.Attempt = 0 }, store.ErrInvalidArgument, "attempt"},
+		{"empty step id", func(p *store.StepsRecordParams) { p.StepID = "" }, store.ErrInvalidArgument, "step id"},
+		{"long step id", func(p *store.StepsRecordParams) { p.StepID = strings.Repeat("x", 201) }, store.ErrInvalidArgument, "step id"},
+		{"bad kind", func(p *store.StepsRecordParams) { p.Kind = "LOOP" }, store.ErrInvalidArgument, "kind"},
+		{"bad status", func(p *store.StepsRecordParams) { p.Status = "DONE" }, store.ErrInvalidArgument, "status"},
+		{"big output", func(p *store.StepsRecordParams) { p.Output = bytes.Repeat([]byte("x"), 17) }, store.ErrPayloadTooLarge, "step output"},
+	}
+	for _, c := range cases {
+		p := ok
+		c.edit(&p)
+		err := s.StepsRecord(ctx, p)
+		if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%s: want %v naming %q, got %v", c.name, c.want, c.field, err)
+		}
+	}
+	long := ok
+	long.StepID = strings.Repeat("x", 200)
+	if err := s.StepsRecord(ctx, long); err != nil {
+		t.Fatalf("200-byte step id: %v", err)
+	}
+	if steps, _ := s.StepsList(ctx, "ns", l.RunID); len(steps) != 1 {
+		t.Fatalf("invalid reports wrote rows: %+v", steps)
+	}
+}
+
+func TestStepsListAndLatestScoping(t *testing.T) {
+	t.Parallel()
+	s := testdb.Store(t)
+	ctx := context.Background()
+	a, _ := leasedRun(t, s, "a")
+	b, _ := leasedRun(t, s, "a")
+	c, _ := leasedRun(t, s, "other")
+	empty, _ := leasedRun(t, s, "a")
+	for i, l := range []store.Lease{a, b, c} {
+		for _, id := range []string{"x", "y"} {
+			if err := s.StepsRecord(ctx, store.StepsRecordParams{Lease: l, StepID: id, Attempt: 1, Kind: store.StepFunction,
+				Status: store.StepCompleted, Output: []byte{byte('0' + i)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := s.StepsList(ctx, "a", uuid.New()); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown run: %v", err)
+	}
+	if _, err := s.StepsList(ctx, "a", c.RunID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("run of another namespace: %v", err)
+	}
+	if steps, err := s.StepsList(ctx, "a", empty.RunID); err != nil || steps == nil || len(steps) != 0 {
+		t.Fatalf("run without steps: %#v %v", steps, err)
+	}
+	latest, err := s.StepsLatest(ctx, "a", []uuid.UUID{a.RunID, b.RunID, c.RunID, empty.RunID, uuid.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(latest) != 2 || len(latest[a.RunID]) != 2 || len(latest[b.RunID]) != 2 || string(latest[b.RunID][0].Output) != "1" {
+		t.Fatalf("latest: %+v", latest)
+	}
+	if _, ok := latest[c.RunID]; ok {
+		t.Fatal("latest leaked a run of another namespace")
+	}
+	if m, err := s.StepsLatest(ctx, "a", nil); err != nil || len(m) != 0 {
+		t.Fatalf("no runs: %v %v", m, err)
+	}
+}
+
+func TestStepsReplayedOnClaim(t *testing.T) {
+	t.Parallel()
+	s := testdb.Store(t)
+	ctx := context.Background()
+	l, q := leasedRun(t, s, "ns")
+	if err := s.StepsRecord(ctx, store.StepsRecordParams{Lease: l, StepID: "a", Attempt: 1, Kind: store.StepFunction, Status: store.StepFailed, Error: "e1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.StepsRecord(ctx, store.StepsRecordParams{Lease: l, StepID: "a", Attempt: 2, Kind: store.StepFunction, Status: store.StepCompleted, Output: []byte("A")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RunsRelease(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.RunsClaim(ctx, store.RunsClaimParams{Namespace: "ns", Queue: q, WorkerID: uuid.New(),
+		Types: []store.TypeVersion{{Type: "T", Version: "v1"}}, Limit: 1, Lease: time.Minute})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("claim: %v %v", got, err)
+	}
+	if st := got[0].Steps; len(st) != 1 || st[0].Attempt != 2 || string(st[0].Output) != "A" {
+		t.Fatalf("claimed steps: %+v", st)
+	}
+}
+
+func TestStepsRecordMany(t *testing.T) {
+	t.Parallel()
+	s := testdb.Store(t)
+	ctx := context.Background()
+	a, _ := leasedRun(t, s, "ns")
+	b, qb := leasedRun(t, s, "ns")
+	if err := s.RunsRelease(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	b2 := claimAgain(t, s, "ns", qb, b.RunID)
+	ps := []store.StepsRecordParams{
+		{Lease: a, StepID: "one", Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted, Output: []byte("1")},
+		{Lease: a, StepID: "two", Attempt: 0, Kind: store.StepFunction, Status: store.StepCompleted},
+		{Lease: b, StepID: "stale", Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted},
+		{Lease: b2, StepID: "fresh", Attempt: 1, Kind: store.StepSleep, Status: store.StepCompleted},
+		{Lease: a, StepID: "one", Attempt: 2, Kind: store.StepFunction, Status: store.StepCompleted, Output: []byte("2")},
+	}
+	errs, err := s.StepsRecordMany(ctx, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs[0] != nil || !errors.Is(errs[1], store.ErrInvalidArgument) || !errors.Is(errs[2], store.ErrLeaseLost) || errs[3] != nil || errs[4] != nil {
+		t.Fatalf("errs: %v", errs)
+	}
+	latest, err := s.StepsLatest(ctx, "ns", []uuid.UUID{a.RunID, b.RunID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := latest[a.RunID]; len(got) != 1 || got[0].Attempt != 2 || string(got[0].Output) != "2" {
+		t.Fatalf("run a: %+v", got)
+	}
+	if got := latest[b.RunID]; len(got) != 1 || got[0].StepID != "fresh" {
+		t.Fatalf("run b: %+v", got)
+	}
+	// Retrying the whole batch is safe.
+	errs, err = s.StepsRecordMany(ctx, ps)
+	if err != nil || errs[0] != nil || errs[3] != nil || errs[4] != nil {
+		t.Fatalf("retried batch: %v %v", errs, err)
+	}
+	if errs, err := s.StepsRecordMany(ctx, nil); err != nil || len(errs) != 0 {
+		t.Fatalf("empty batch: %v %v", errs, err)
+	}
+}

@@ -1,0 +1,155 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DBTX is what the store needs from a pool, a connection or a transaction,
+// so every method works the same inside a caller's transaction.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Default payload limits (input, output, event payload, step output).
+const (
+	DefaultPayloadWarnBytes = 1 << 20
+	DefaultPayloadMaxBytes  = 2 << 20
+)
+
+// Options tune a Store. The zero value means the defaults.
+type Options struct {
+	// PayloadWarnBytes: payloads larger than this are reported to
+	// OnLargePayload. Default 1 MiB.
+	PayloadWarnBytes int
+	// PayloadMaxBytes: payloads larger than this are rejected with
+	// ErrPayloadTooLarge. Default 2 MiB.
+	PayloadMaxBytes int
+	// OnLargePayload, if set, is called for every accepted payload above
+	// PayloadWarnBytes, with what it is (e.g. "input") and its size.
+	OnLargePayload func(what string, size int)
+}
+
+// Store is the repository over one executor (a pool or a transaction).
+// It is safe for concurrent use when it wraps a pool.
+type Store struct {
+	db   DBTX
+	opts Options
+}
+
+// New returns a Store over db (usually a *pgxpool.Pool).
+func New(db DBTX, opts Options) *Store {
+	if opts.PayloadWarnBytes <= 0 {
+		opts.PayloadWarnBytes = DefaultPayloadWarnBytes
+	}
+	if opts.PayloadMaxBytes <= 0 {
+		opts.PayloadMaxBytes = DefaultPayloadMaxBytes
+	}
+	return &Store{db: db, opts: opts}
+}
+
+// Connect opens a pool for url and checks it answers.
+func Connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open database pool: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("ping database: %w", err)
+	}
+	return pool, nil
+}
+
+// Ping checks the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	_, err := s.db.Exec(ctx, "SELECT 1")
+	return err
+}
+
+// WithTx returns a Store bound to the caller's transaction, so store writes
+// commit or roll back with the caller's own.
+func (s *Store) WithTx(tx pgx.Tx) *Store {
+	return &Store{db: tx, opts: s.opts}
+}
+
+// InTx runs fn in a transaction (a savepoint when s is already bound to
+// one) and commits if fn returns nil.
+func (s *Store) InTx(ctx context.Context, fn func(tx *Store) error) error {
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if err := fn(s.WithTx(tx)); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return mapErr("commit", err)
+	}
+	return nil
+}
+
+// checkPayload enforces the payload limits on one payload.
+func (s *Store) checkPayload(what string, p []byte) error {
+	n := len(p)
+	if n > s.opts.PayloadMaxBytes {
+		return fmt.Errorf("%w: %s is %d bytes, the limit is %d", ErrPayloadTooLarge, what, n, s.opts.PayloadMaxBytes)
+	}
+	if n > s.opts.PayloadWarnBytes && s.opts.OnLargePayload != nil {
+		s.opts.OnLargePayload(what, n)
+	}
+	return nil
+}
+
+// isNoRows reports whether err is pgx's no-rows error.
+func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
+
+// StatementCounter counts the statements sent through the pools it is
+// attached to (ConnectCounting): the idle test and the benchmarks read it
+// to show what Kagzi costs Postgres.
+type StatementCounter struct{ n atomic.Int64 }
+
+// TraceQueryStart implements pgx.QueryTracer.
+func (c *StatementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+// TraceQueryEnd implements pgx.QueryTracer.
+func (c *StatementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// Load returns the number of statements so far.
+func (c *StatementCounter) Load() int64 { return c.n.Load() }
+
+// ConnectCounting is Connect with every statement counted by c.
+func ConnectCounting(ctx context.Context, url string, c *StatementCounter) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	cfg.ConnConfig.Tracer = c
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open database pool: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("ping database: %w", err)
+	}
+	return pool, nil
+}

@@ -1,0 +1,179 @@
+package store
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/kagzi/kagzi/pkg/retry"
+)
+
+// RunStatus is the state of a workflow run or schedule template.
+type RunStatus string
+
+// Run statuses. SCHEDULED and PAUSED belong to schedule templates only.
+const (
+	StatusPending   RunStatus = "PENDING"
+	StatusRunning   RunStatus = "RUNNING"
+	StatusSleeping  RunStatus = "SLEEPING"
+	StatusCompleted RunStatus = "COMPLETED"
+	StatusFailed    RunStatus = "FAILED"
+	StatusCancelled RunStatus = "CANCELLED"
+	StatusScheduled RunStatus = "SCHEDULED"
+	StatusPaused    RunStatus = "PAUSED"
+)
+
+// Terminal reports whether a run in this status will never change again
+// (short of an explicit retry of a failed run).
+func (s RunStatus) Terminal() bool {
+	return s == StatusCompleted || s == StatusFailed || s == StatusCancelled
+}
+
+// Valid reports whether s is a known status.
+func (s RunStatus) Valid() bool {
+	switch s {
+	case StatusPending, StatusRunning, StatusSleeping, StatusCompleted, StatusFailed,
+		StatusCancelled, StatusScheduled, StatusPaused:
+		return true
+	}
+	return false
+}
+
+// TypeVersion names a workflow type at a version, as a worker registers it.
+type TypeVersion struct {
+	Type    string `json:"type"`
+	Version string `json:"version"`
+}
+
+// Run is a workflow run or a schedule template (Status SCHEDULED/PAUSED).
+// Nullable columns are pointers.
+type Run struct {
+	ID             uuid.UUID
+	Namespace      string
+	ExternalID     string
+	Queue          string
+	Type           string
+	Version        string
+	Status         RunStatus
+	Attempts       int
+	AvailableAt    *time.Time
+	LockedBy       *uuid.UUID
+	LeaseToken     int64
+	LeaseExpiresAt *time.Time
+	Error          string
+	CreatedAt      time.Time
+	StartedAt      *time.Time
+	FinishedAt     *time.Time
+	DeadlineAt     *time.Time
+	RetryPolicy    *retry.Policy
+	ParentRunID    *uuid.UUID
+	ParentStepID   string
+	CronExpr       string
+	Timezone       string
+	MaxCatchup     int
+	LastFiredAt    *time.Time
+	ScheduleID     *uuid.UUID
+	ScheduleFireAt *time.Time
+	TraceContext   string
+	Priority       int
+
+	// Input and Output are filled by the methods that say so (RunsGet,
+	// RunsClaim); list methods leave them nil to keep rows narrow.
+	Input  []byte
+	Output []byte
+}
+
+// Policy is the run's retry policy with defaults applied.
+func (r *Run) Policy() retry.Policy {
+	if r.RetryPolicy == nil {
+		return retry.Default()
+	}
+	return r.RetryPolicy.WithDefaults()
+}
+
+// StepKind is what a step records.
+type StepKind string
+
+// Step kinds.
+const (
+	StepFunction StepKind = "FUNCTION"
+	StepSleep    StepKind = "SLEEP"
+	StepEvent    StepKind = "EVENT"
+	StepChild    StepKind = "CHILD"
+)
+
+// Valid reports whether k is a known step kind.
+func (k StepKind) Valid() bool {
+	switch k {
+	case StepFunction, StepSleep, StepEvent, StepChild:
+		return true
+	}
+	return false
+}
+
+// StepStatus is the state of one step attempt.
+type StepStatus string
+
+// Step statuses.
+const (
+	StepPending   StepStatus = "PENDING"
+	StepRunning   StepStatus = "RUNNING"
+	StepCompleted StepStatus = "COMPLETED"
+	StepFailed    StepStatus = "FAILED"
+)
+
+// Step is one attempt of one step of a run.
+type Step struct {
+	RunID      uuid.UUID
+	StepID     string
+	Attempt    int
+	Namespace  string
+	Kind       StepKind
+	Status     StepStatus
+	IsLatest   bool
+	Input      []byte
+	Output     []byte
+	Error      string
+	CreatedAt  time.Time
+	StartedAt  *time.Time
+	FinishedAt *time.Time
+	RetryAt    *time.Time
+	ChildRunID *uuid.UUID
+	// RunAttempt is the run attempt that made this step attempt (0 when it
+	// belongs to an earlier retry epoch: see RunsRetry).
+	RunAttempt int
+	// ErrorType names the kind of error of a failed attempt.
+	ErrorType string
+}
+
+// StepState is the latest attempt of a step as delivered with a claimed
+// run: enough for replay without a round trip per step.
+type StepState struct {
+	StepID    string
+	Status    StepStatus
+	Attempt   int
+	Output    []byte
+	Error     string
+	ErrorType string
+	// RetryAt is, for a failed attempt, when it is tried again (nil: the
+	// failure is final); for a wait in progress (an EVENT step), when the
+	// wait times out (nil: never).
+	RetryAt *time.Time
+	// RunAttempt is the run attempt that made this attempt (0: an earlier
+	// retry epoch, see RunsRetry).
+	RunAttempt int
+	// Tries is, for a failed attempt, how many attempts of the step were
+	// made in run attempt RunAttempt: the part of the step's retry budget
+	// used so far.
+	Tries int
+}
+
+// ClaimedRun is a run handed to a worker by RunsClaim.
+type ClaimedRun struct {
+	Run
+	// DueAt is when the run became claimable (its available_at before the
+	// claim): dispatch latency is measured from it.
+	DueAt time.Time
+	// Steps are the latest attempts of the run's steps, by step id.
+	Steps []StepState
+}

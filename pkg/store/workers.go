@@ -1,0 +1,417 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// WorkerStatus is the liveness of a worker.
+type WorkerStatus string
+
+// Worker statuses. A DRAINING worker finishes what it holds and asks for
+// nothing new; an OFFLINE worker must register again to be heard.
+const (
+	WorkerOnline   WorkerStatus = "ONLINE"
+	WorkerDraining WorkerStatus = "DRAINING"
+	WorkerOffline  WorkerStatus = "OFFLINE"
+)
+
+// Valid reports whether s is a known worker status.
+func (s WorkerStatus) Valid() bool {
+	return s == WorkerOnline || s == WorkerDraining || s == WorkerOffline
+}
+
+// Worker is a registered worker process.
+type Worker struct {
+	ID              uuid.UUID
+	Namespace       string
+	Queue           string
+	Hostname        string
+	PID             int
+	Version         string
+	Types           []TypeVersion
+	MaxConcurrency  int
+	Status          WorkerStatus
+	RegisteredAt    time.Time
+	LastHeartbeatAt time.Time
+	// DeregisteredAt is set by a clean deregistration only; a worker marked
+	// offline for silence keeps it nil, which tells a crash from a shutdown.
+	DeregisteredAt *time.Time
+	Labels         map[string]string
+}
+
+const workerCols = `worker_id, namespace_id, task_queue, hostname, pid, version, workflow_types, max_concurrency,
+	status, registered_at, last_heartbeat_at, deregistered_at, labels`
+
+func scanWorker(row pgx.Row) (Worker, error) {
+	var w Worker
+	var types, labels []byte
+	if err := row.Scan(&w.ID, &w.Namespace, &w.Queue, &w.Hostname, &w.PID, &w.Version, &types, &w.MaxConcurrency,
+		&w.Status, &w.RegisteredAt, &w.LastHeartbeatAt, &w.DeregisteredAt, &labels); err != nil {
+		return Worker{}, err
+	}
+	if err := json.Unmarshal(types, &w.Types); err != nil {
+		return Worker{}, fmt.Errorf("decode types of worker %s: %w", w.ID, err)
+	}
+	if err := json.Unmarshal(labels, &w.Labels); err != nil {
+		return Worker{}, fmt.Errorf("decode labels of worker %s: %w", w.ID, err)
+	}
+	return w, nil
+}
+
+func collectWorkers(rows pgx.Rows) ([]Worker, error) {
+	defer rows.Close()
+	out := []Worker{}
+	for rows.Next() {
+		w, err := scanWorker(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, w)
+	}
+	return out, rows.Err()
+}
+
+// WorkersRegisterParams describe a worker announcing itself.
+type WorkersRegisterParams struct {
+	WorkerID       uuid.UUID
+	Namespace      string
+	Queue          string
+	Hostname       string
+	PID            int
+	Version        string
+	Types          []TypeVersion
+	MaxConcurrency int
+	Labels         map[string]string
+}
+
+// Limits on a worker's registration, which is client-supplied.
+const (
+	maxWorkerTypes  = 1000
+	maxWorkerLabels = 100
+)
+
+func validateRegister(p *WorkersRegisterParams) error {
+	if p.WorkerID == uuid.Nil {
+		return invalidf("worker id is required")
+	}
+	if err := checkName("namespace", p.Namespace, true); err != nil {
+		return err
+	}
+	if err := checkName("queue", p.Queue, true); err != nil {
+		return err
+	}
+	if len(p.Hostname) > maxNameLen {
+		return invalidf("hostname is %d bytes, at most %d", len(p.Hostname), maxNameLen)
+	}
+	if len(p.Version) > maxNameLen {
+		return invalidf("worker version is %d bytes, at most %d", len(p.Version), maxNameLen)
+	}
+	if p.PID < 0 {
+		return invalidf("pid %d is negative", p.PID)
+	}
+	if p.MaxConcurrency <= 0 {
+		return invalidf("max concurrency %d must be positive", p.MaxConcurrency)
+	}
+	if len(p.Types) > maxWorkerTypes {
+		return invalidf("%d workflow types registered, at most %d", len(p.Types), maxWorkerTypes)
+	}
+	seen := make(map[string]bool, len(p.Types))
+	for _, tv := range p.Types {
+		if err := checkName("workflow type", tv.Type, true); err != nil {
+			return err
+		}
+		if err := checkName("version", tv.Version, false); err != nil {
+			return err
+		}
+		// The claim matches one version per type (see RunsClaim).
+		if seen[tv.Type] {
+			return invalidf("workflow type %q registered twice", tv.Type)
+		}
+		seen[tv.Type] = true
+	}
+	if len(p.Labels) > maxWorkerLabels {
+		return invalidf("%d labels, at most %d", len(p.Labels), maxWorkerLabels)
+	}
+	for k, v := range p.Labels {
+		if k == "" || len(k) > maxNameLen || len(v) > maxNameLen {
+			return invalidf("label %q=%q: keys must be non-empty, keys and values at most %d bytes", k, v, maxNameLen)
+		}
+	}
+	return nil
+}
+
+// WorkersRegister registers a worker, or registers it again (a restart or a
+// reconnect): the registration is replaced, the worker is ONLINE with a
+// fresh heartbeat and no deregistration time. RegisteredAt restarts only
+// when the worker had gone OFFLINE. A worker id already registered in
+// another namespace is ErrConflict: ids are global, and one namespace must
+// not take over another's worker.
+func (s *Store) WorkersRegister(ctx context.Context, p WorkersRegisterParams) (Worker, error) {
+	if err := validateRegister(&p); err != nil {
+		return Worker{}, err
+	}
+	types := p.Types
+	if types == nil {
+		types = []TypeVersion{}
+	}
+	labels := p.Labels
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	typesJSON, err := json.Marshal(types)
+	if err != nil {
+		return Worker{}, fmt.Errorf("encode worker types: %w", err)
+	}
+	labelsJSON, err := json.Marshal(labels)
+	if err != nil {
+		return Worker{}, fmt.Errorf("encode worker labels: %w", err)
+	}
+	row := s.db.QueryRow(ctx, `
+INSERT INTO kagzi.workers AS w (worker_id, namespace_id, task_queue, hostname, pid, version, workflow_types,
+	max_concurrency, status, labels)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'ONLINE', $9)
+ON CONFLICT (worker_id) DO UPDATE SET
+	task_queue = excluded.task_queue, hostname = excluded.hostname, pid = excluded.pid, version = excluded.version,
+	workflow_types = excluded.workflow_types, max_concurrency = excluded.max_concurrency, labels = excluded.labels,
+	status = 'ONLINE', last_heartbeat_at = now(), deregistered_at = NULL,
+	registered_at = CASE WHEN w.status = 'OFFLINE' THEN now() ELSE w.registered_at END
+WHERE w.namespace_id = excluded.namespace_id
+RETURNING `+workerCols,
+		p.WorkerID, p.Namespace, p.Queue, p.Hostname, p.PID, p.Version, typesJSON, p.MaxConcurrency, labelsJSON)
+	w, err := scanWorker(row)
+	if isNoRows(err) {
+		return Worker{}, fmt.Errorf("register worker %s: %w: the id is registered in another namespace", p.WorkerID, ErrConflict)
+	}
+	if err != nil {
+		return Worker{}, mapErr(fmt.Sprintf("register worker %s", p.WorkerID), err)
+	}
+	return w, nil
+}
+
+// WorkerBeat is one heartbeat to persist.
+type WorkerBeat struct {
+	WorkerID uuid.UUID
+	// At is when the heartbeat was received; zero means now.
+	At time.Time
+	// Draining moves an ONLINE worker to DRAINING.
+	Draining bool
+}
+
+// WorkersHeartbeat persists many heartbeats in one statement and returns how
+// many workers it touched. Workers that are OFFLINE (or unknown) are not
+// touched: they must register again. A heartbeat never moves
+// last_heartbeat_at backwards, and never takes a worker out of DRAINING
+// (only a new registration does). Worker ids are global, so beats are not
+// namespaced.
+func (s *Store) WorkersHeartbeat(ctx context.Context, beats []WorkerBeat) (int64, error) {
+	if len(beats) == 0 {
+		return 0, nil
+	}
+	// One entry per worker: the latest time, draining if any beat said so.
+	merged := make(map[uuid.UUID]WorkerBeat, len(beats))
+	for _, b := range beats {
+		m, ok := merged[b.WorkerID]
+		if ok {
+			if b.At.After(m.At) {
+				m.At = b.At
+			}
+			m.Draining = m.Draining || b.Draining
+			b = m
+		}
+		merged[b.WorkerID] = b
+	}
+	ids := make([]uuid.UUID, 0, len(merged))
+	for id := range merged {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return string(ids[i][:]) < string(ids[j][:]) })
+	ats := make([]*time.Time, len(ids))
+	draining := make([]bool, len(ids))
+	for i, id := range ids {
+		b := merged[id]
+		if !b.At.IsZero() {
+			at := b.At
+			ats[i] = &at
+		}
+		draining[i] = b.Draining
+	}
+	// Rows are locked in worker id order first so two concurrent flushes
+	// cannot deadlock on each other.
+	tag, err := s.db.Exec(ctx, `
+WITH b AS (
+	SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::bool[]) AS b(worker_id, at, draining)
+), l AS (
+	SELECT w.worker_id FROM kagzi.workers w JOIN b USING (worker_id)
+	WHERE w.status <> 'OFFLINE'
+	ORDER BY w.worker_id
+	FOR NO KEY UPDATE OF w
+)
+UPDATE kagzi.workers w SET
+	last_heartbeat_at = greatest(w.last_heartbeat_at, coalesce(b.at, now())),
+	status = CASE WHEN b.draining AND w.status = 'ONLINE' THEN 'DRAINING' ELSE w.status END
+FROM b JOIN l USING (worker_id)
+WHERE w.worker_id = b.worker_id AND w.status <> 'OFFLINE'`, ids, ats, draining)
+	if err != nil {
+		return 0, mapErr("worker heartbeats", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// workerTransition moves a worker of the namespace that is not OFFLINE;
+// an unknown worker is ErrNotFound and an OFFLINE one is returned as is.
+func (s *Store) workerTransition(ctx context.Context, what, namespace string, id uuid.UUID, set string) (Worker, error) {
+	row := s.db.QueryRow(ctx, `
+UPDATE kagzi.workers SET `+set+`
+WHERE namespace_id = $1 AND worker_id = $2 AND status <> 'OFFLINE'
+RETURNING `+workerCols, namespace, id)
+	w, err := scanWorker(row)
+	if err == nil {
+		return w, nil
+	}
+	if !isNoRows(err) {
+		return Worker{}, mapErr(fmt.Sprintf("%s %s", what, id), err)
+	}
+	w, err = s.WorkersGet(ctx, namespace, id)
+	if err != nil {
+		return Worker{}, fmt.Errorf("%s: %w", what, err)
+	}
+	return w, nil
+}
+
+// WorkersDrain asks a worker to drain: ONLINE becomes DRAINING. Draining a
+// DRAINING worker is a no-op; draining an OFFLINE one is ErrConflict. The
+// caller tells the worker (it is not told by the store).
+func (s *Store) WorkersDrain(ctx context.Context, namespace string, id uuid.UUID) (Worker, error) {
+	w, err := s.workerTransition(ctx, "drain worker", namespace, id, `status = 'DRAINING'`)
+	if err != nil {
+		return Worker{}, err
+	}
+	if w.Status == WorkerOffline {
+		return Worker{}, fmt.Errorf("drain worker %s: %w: it is OFFLINE", id, ErrConflict)
+	}
+	return w, nil
+}
+
+// WorkersDeregister records a worker's clean shutdown: OFFLINE, with the
+// deregistration time. Deregistering an OFFLINE worker is a no-op. Runs
+// still locked to the worker are not touched: the caller recovers them with
+// RunsRecoverWorker.
+func (s *Store) WorkersDeregister(ctx context.Context, namespace string, id uuid.UUID) (Worker, error) {
+	return s.workerTransition(ctx, "deregister worker", namespace, id, `status = 'OFFLINE', deregistered_at = now()`)
+}
+
+// WorkersMarkStaleOffline marks OFFLINE every live worker whose last
+// heartbeat is before before, and returns their ids; the caller then
+// recovers their runs with RunsRecoverWorker. Workers whose rows are busy
+// (a heartbeat being written) are skipped: they are alive.
+func (s *Store) WorkersMarkStaleOffline(ctx context.Context, before time.Time) ([]uuid.UUID, error) {
+	rows, err := s.db.Query(ctx, `
+UPDATE kagzi.workers w SET status = 'OFFLINE'
+WHERE w.worker_id IN (
+	SELECT worker_id FROM kagzi.workers
+	WHERE status <> 'OFFLINE' AND last_heartbeat_at < $1
+	FOR UPDATE SKIP LOCKED)
+  AND w.status <> 'OFFLINE' AND w.last_heartbeat_at < $1
+RETURNING w.worker_id`, before)
+	if err != nil {
+		return nil, mapErr("mark stale workers offline", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	return ids, mapErr("mark stale workers offline", err)
+}
+
+// WorkersOldestHeartbeat returns the oldest last heartbeat among workers
+// that are not OFFLINE, or nil when there is none: the reaper arms its
+// staleness timer with it instead of scanning.
+func (s *Store) WorkersOldestHeartbeat(ctx context.Context) (*time.Time, error) {
+	var t *time.Time
+	err := s.db.QueryRow(ctx, `SELECT min(last_heartbeat_at) FROM kagzi.workers WHERE status <> 'OFFLINE'`).Scan(&t)
+	return t, mapErr("oldest worker heartbeat", err)
+}
+
+// WorkersGet returns a worker of the namespace.
+func (s *Store) WorkersGet(ctx context.Context, namespace string, id uuid.UUID) (Worker, error) {
+	row := s.db.QueryRow(ctx, `SELECT `+workerCols+` FROM kagzi.workers WHERE namespace_id = $1 AND worker_id = $2`, namespace, id)
+	w, err := scanWorker(row)
+	if err != nil {
+		return Worker{}, mapErr(fmt.Sprintf("get worker %s", id), err)
+	}
+	return w, nil
+}
+
+// WorkersListParams filter a listing of workers.
+type WorkersListParams struct {
+	Namespace string
+	// Queue filter; empty means every queue.
+	Queue string
+	// Status filter; empty means every status.
+	Status WorkerStatus
+	// Limit caps the list (default 1000, at most 10000).
+	Limit int
+}
+
+// WorkersList lists the namespace's workers by queue, then oldest
+// registration first.
+func (s *Store) WorkersList(ctx context.Context, p WorkersListParams) ([]Worker, error) {
+	if err := checkName("namespace", p.Namespace, true); err != nil {
+		return nil, err
+	}
+	if p.Status != "" && !p.Status.Valid() {
+		return nil, invalidf("unknown worker status %q", p.Status)
+	}
+	if p.Limit <= 0 {
+		p.Limit = 1000
+	}
+	if p.Limit > 10000 {
+		return nil, invalidf("limit %d is above 10000", p.Limit)
+	}
+	rows, err := s.db.Query(ctx, `
+SELECT `+workerCols+` FROM kagzi.workers
+WHERE namespace_id = $1 AND ($2 = '' OR task_queue = $2) AND ($3 = '' OR status = $3)
+ORDER BY task_queue, registered_at, worker_id
+LIMIT $4`, p.Namespace, p.Queue, string(p.Status), p.Limit)
+	if err != nil {
+		return nil, mapErr("list workers", err)
+	}
+	ws, err := collectWorkers(rows)
+	return ws, mapErr("list workers", err)
+}
+
+// WorkersCountOnline counts ONLINE workers by "namespace/queue" (a metric).
+// DRAINING workers take no new work and are not counted.
+func (s *Store) WorkersCountOnline(ctx context.Context) (map[string]int64, error) {
+	rows, err := s.db.Query(ctx, `
+SELECT namespace_id, task_queue, count(*) FROM kagzi.workers WHERE status = 'ONLINE' GROUP BY namespace_id, task_queue`)
+	if err != nil {
+		return nil, mapErr("count online workers", err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var ns, q string
+		var n int64
+		if err := rows.Scan(&ns, &q, &n); err != nil {
+			return nil, mapErr("count online workers", err)
+		}
+		out[ns+"/"+q] = n
+	}
+	return out, mapErr("count online workers", rows.Err())
+}
+
+// WorkersDeleteOffline deletes OFFLINE workers last heard of before before,
+// so the table does not grow with every worker that ever ran. It returns
+// how many it deleted.
+func (s *Store) WorkersDeleteOffline(ctx context.Context, before time.Time) (int64, error) {
+	tag, err := s.db.Exec(ctx, `DELETE FROM kagzi.workers WHERE status = 'OFFLINE' AND last_heartbeat_at < $1`, before)
+	if err != nil {
+		return 0, mapErr("delete offline workers", err)
+	}
+	return tag.RowsAffected(), nil
+}

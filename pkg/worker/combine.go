@@ -1,0 +1,133 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/kagzi/kagzi/pkg/protocol"
+)
+
+// Report combining. Many runs finish steps at the same moment; sending each
+// report as its own NATS request would cost a message, a decode and a
+// dispatcher job per step. Instead, callers queue their items and whoever
+// finds a sending slot free sends everything queued as one Report, then
+// keeps sending what queued meanwhile until the queue is empty. With a few
+// sends in flight at once, a lone report goes out at once and a burst goes
+// out in a few large reports. No goroutine is started for this: callers do
+// the sending.
+
+// maxInflightReports bounds the combined reports in flight at once.
+const maxInflightReports = 4
+
+// maxCombinedItems bounds the items of one combined report.
+const maxCombinedItems = 1000
+
+type reportCall struct {
+	items   []protocol.ReportItem
+	results []protocol.ReportResult
+	err     error
+	done    chan struct{}
+}
+
+type combiner struct {
+	mu       sync.Mutex
+	pending  []*reportCall
+	inflight int
+}
+
+// take removes up to maxCombinedItems worth of calls from the queue (at
+// least one). Called with c.mu held.
+func (c *combiner) take() []*reportCall {
+	n, items := 0, 0
+	for n < len(c.pending) && (n == 0 || items+len(c.pending[n].items) <= maxCombinedItems) {
+		items += len(c.pending[n].items)
+		n++
+	}
+	batch := c.pending[:n:n]
+	c.pending = c.pending[n:]
+	return batch
+}
+
+// report sends items combined with whatever else is queued and returns
+// their results; an error means the round trip failed and may be retried.
+func (w *Worker) report(ctx context.Context, items []protocol.ReportItem) ([]protocol.ReportResult, error) {
+	call := &reportCall{items: items, done: make(chan struct{})}
+	c := &w.combiner
+	c.mu.Lock()
+	c.pending = append(c.pending, call)
+	send := c.inflight < maxInflightReports
+	if send {
+		c.inflight++
+	}
+	c.mu.Unlock()
+	if send {
+		for {
+			c.mu.Lock()
+			if len(c.pending) == 0 {
+				c.inflight--
+				c.mu.Unlock()
+				break
+			}
+			batch := c.take()
+			c.mu.Unlock()
+			w.sendCombined(batch)
+		}
+	}
+	select {
+	case <-call.done:
+		return call.results, call.err
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+}
+
+// sendCombined makes one round trip for the calls and hands each its share
+// of the results. It uses the worker's base context, not a caller's: the
+// calls of other runs ride on it.
+func (w *Worker) sendCombined(batch []*reportCall) {
+	var items []protocol.ReportItem
+	for _, c := range batch {
+		items = append(items, c.items...)
+	}
+	w.mu.Lock()
+	base := w.base
+	w.mu.Unlock()
+	results, err := w.reportOnce(base, items)
+	off := 0
+	for _, c := range batch {
+		n := len(c.items)
+		if err == nil {
+			c.results = results[off : off+n]
+		} else {
+			c.err = err
+		}
+		off += n
+		close(c.done)
+	}
+}
+
+// reportOnce makes one report round trip; an error means try again.
+func (w *Worker) reportOnce(ctx context.Context, items []protocol.ReportItem) ([]protocol.ReportResult, error) {
+	data, err := protocol.Encode(&protocol.Report{WorkerID: w.cfg.WorkerID, Namespace: w.cfg.Namespace, Items: items})
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, w.cfg.ReportTimeout)
+	defer cancel()
+	msg, err := w.nc.RequestWithContext(rctx, protocol.SubjectReport(w.cfg.Namespace), data)
+	if err != nil {
+		return nil, err
+	}
+	var reply protocol.ReportReply
+	if err := protocol.Decode(msg.Data, &reply); err != nil {
+		w.malformed("report reply", msg.Subject, err)
+		return nil, err
+	}
+	if len(reply.Results) != len(items) {
+		err := fmt.Errorf("report reply has %d results for %d items", len(reply.Results), len(items))
+		w.log.Warn("bad report reply", "err", err)
+		return nil, err
+	}
+	return reply.Results, nil
+}

@@ -1,0 +1,143 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/kagzi/kagzi/pkg/protocol"
+)
+
+// Defaults of Config.
+const (
+	DefaultNamespace         = "default"
+	DefaultQueue             = "default"
+	DefaultMaxConcurrency    = 10
+	DefaultHeartbeatInterval = 2 * time.Second
+	DefaultWaitTimeout       = 30 * time.Second
+	DefaultReportTimeout     = 5 * time.Second
+	DefaultDrainTimeout      = 20 * time.Second
+)
+
+// MaxWaitTimeout bounds Config.WaitTimeout (what a dispatcher accepts).
+const MaxWaitTimeout = 10 * time.Minute
+
+// Config configures a Worker. Zero fields take their defaults.
+type Config struct {
+	// Namespace the worker serves (default "default").
+	Namespace string
+	// Queue is the task queue the worker serves (default "default").
+	Queue string
+	// MaxConcurrency is how many runs may execute at once (default 10).
+	MaxConcurrency int
+	// HeartbeatInterval is how often liveness and held runs are
+	// published (default 2 s).
+	HeartbeatInterval time.Duration
+	// WaitTimeout is how long a work request may stay parked at a
+	// dispatcher before the worker renews it (default 30 s, at most 10 min).
+	WaitTimeout time.Duration
+	// ReportTimeout bounds one attempt of a report round trip (default 5 s);
+	// a report is retried until acknowledged or its run ends.
+	ReportTimeout time.Duration
+	// DrainTimeout is how long Stop lets in-flight runs finish before it
+	// cancels and releases them (default 20 s).
+	DrainTimeout time.Duration
+	// MaxInlineRetry is the longest backoff before a step's next attempt
+	// that a run waits for in the worker, keeping its slot (default
+	// workflow.DefaultMaxInlineRetry, 2 s; negative: never). A longer
+	// backoff suspends the run until the retry time, freeing the slot.
+	MaxInlineRetry time.Duration
+	// Hostname reported at registration (default os.Hostname()).
+	Hostname string
+	// Version of the worker binary, reported at registration (optional).
+	Version string
+	// Labels reported at registration (optional, at most 64).
+	Labels map[string]string
+	// Logger receives the worker's logs (default: discarded).
+	Logger *slog.Logger
+	// WorkerID identifies this worker process (default: a new UUID v7).
+	WorkerID uuid.UUID
+	// TracerProvider and MeterProvider default to the otel globals.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
+}
+
+// withDefaults fills zero fields and validates the result.
+func (c Config) withDefaults() (Config, error) {
+	if c.Namespace == "" {
+		c.Namespace = DefaultNamespace
+	}
+	if c.Queue == "" {
+		c.Queue = DefaultQueue
+	}
+	if c.MaxConcurrency == 0 {
+		c.MaxConcurrency = DefaultMaxConcurrency
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if c.WaitTimeout == 0 {
+		c.WaitTimeout = DefaultWaitTimeout
+	}
+	if c.ReportTimeout == 0 {
+		c.ReportTimeout = DefaultReportTimeout
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = DefaultDrainTimeout
+	}
+	if c.Hostname == "" {
+		c.Hostname, _ = os.Hostname()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.WorkerID == uuid.Nil {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return c, fmt.Errorf("worker: new worker id: %w", err)
+		}
+		c.WorkerID = id
+	}
+
+	var errs []error
+	if err := protocol.ValidToken("namespace", c.Namespace); err != nil {
+		errs = append(errs, err)
+	}
+	if err := protocol.ValidToken("queue", c.Queue); err != nil {
+		errs = append(errs, err)
+	}
+	if c.MaxConcurrency < 1 || c.MaxConcurrency > protocol.MaxCredits {
+		errs = append(errs, fmt.Errorf("max concurrency %d must be 1 to %d", c.MaxConcurrency, protocol.MaxCredits))
+	}
+	if c.HeartbeatInterval < 0 {
+		errs = append(errs, fmt.Errorf("heartbeat interval %v is negative", c.HeartbeatInterval))
+	}
+	if c.WaitTimeout < time.Millisecond || c.WaitTimeout > MaxWaitTimeout {
+		errs = append(errs, fmt.Errorf("wait timeout %v must be 1ms to %v", c.WaitTimeout, MaxWaitTimeout))
+	}
+	if c.ReportTimeout < 0 {
+		errs = append(errs, fmt.Errorf("report timeout %v is negative", c.ReportTimeout))
+	}
+	if c.DrainTimeout < 0 {
+		errs = append(errs, fmt.Errorf("drain timeout %v is negative", c.DrainTimeout))
+	}
+	if len(c.Hostname) > 255 {
+		errs = append(errs, fmt.Errorf("hostname is %d bytes, at most 255", len(c.Hostname)))
+	}
+	if len(c.Version) > 200 {
+		errs = append(errs, fmt.Errorf("version is %d bytes, at most 200", len(c.Version)))
+	}
+	if len(c.Labels) > 64 {
+		errs = append(errs, fmt.Errorf("%d labels, at most 64", len(c.Labels)))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, fmt.Errorf("worker: invalid config: %w", err)
+	}
+	return c, nil
+}

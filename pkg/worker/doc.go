@@ -1,0 +1,32 @@
+// Package worker is the Kagzi worker runtime: it registers workflow
+// functions, asks dispatchers for work over NATS, executes the runs it is
+// delivered (package workflow), reports their outcomes, keeps its liveness
+// with heartbeats, obeys cancellations and drains on shutdown.
+//
+// A worker needs a NATS connection only: no database.
+//
+//	w, err := worker.New(worker.Config{Queue: "orders"}, nc)
+//	if err != nil { ... }
+//	err = worker.Register(w, "ProcessOrder", processOrder, worker.WithVersion("v1"))
+//	if err != nil { ... }
+//	err = w.Run(ctx) // until ctx is cancelled, then drains
+//
+// # Protocol
+//
+// The worker keeps at most one work request (protocol.WorkRequest)
+// outstanding, offering its free slots as credits, and renews it when it
+// was not answered within its wait. It accepts a delivery only for that
+// request and within its credits, so it never runs more than
+// Config.MaxConcurrency runs. Each run executes in its own goroutine;
+// reports are NATS requests retried until acknowledged. A lease lost or a
+// cancellation abandons the run (its context is cancelled, nothing more is
+// reported). Malformed messages are counted (Stats), logged and dropped.
+//
+// # Ownership
+//
+// Every goroutine the worker starts belongs to the Worker and ends by
+// Stop, except a workflow function that ignores its cancelled context:
+// Go cannot stop it, so Stop releases its run and returns after the drain
+// timeout, and the goroutine ends whenever the function returns (its
+// reports are suppressed).
+package worker

@@ -1,0 +1,133 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/workflow"
+)
+
+// drainGrace is how long a drain waits for runs it cancelled to return
+// before it releases them anyway.
+const drainGrace = 2 * time.Second
+
+// supervise waits for Stop or the cancellation of Start's ctx, then drains.
+// It owns the drain; w.done tells when it is over.
+func (w *Worker) supervise(ctx, base context.Context, stopRequests, stopLoops func()) {
+	defer close(w.done)
+	select {
+	case <-ctx.Done():
+	case <-w.stop:
+	}
+	w.drain(base, stopRequests, stopLoops)
+}
+
+// drain stops asking for work, waits for in-flight runs up to the drain
+// timeout, releases those still held, stops the loops and deregisters.
+// Start's ctx may be gone: every wait here is bounded by a context derived
+// from base (Start's ctx without its cancellation).
+func (w *Worker) drain(base context.Context, stopRequests, stopLoops func()) {
+	w.mu.Lock()
+	w.draining = true
+	w.out = nil
+	idle := make(chan struct{})
+	if w.active == 0 {
+		close(idle)
+	} else {
+		w.idle = idle
+	}
+	held := w.active
+	w.mu.Unlock()
+	stopRequests()
+	w.log.Info("draining", "runs", held, "timeout", w.cfg.DrainTimeout)
+	w.sendHeartbeat()
+
+	waitCtx, cancelWait := context.WithTimeout(base, w.cfg.DrainTimeout)
+	select {
+	case <-idle:
+	case <-waitCtx.Done():
+		w.releaseHeld(base)
+	}
+	cancelWait()
+
+	stopLoops()
+
+	ctx, cancel := context.WithTimeout(base, w.cfg.ReportTimeout)
+	defer cancel()
+	err := w.publish(protocol.SubjectWorkerDeregister, &protocol.WorkerDeregister{
+		WorkerID:  w.cfg.WorkerID,
+		Namespace: w.cfg.Namespace,
+	})
+	if err == nil {
+		err = w.nc.FlushWithContext(ctx)
+	}
+	if err != nil {
+		w.log.Warn("deregister not sent", "err", err)
+	}
+	w.mu.Lock()
+	w.state = stateStopped
+	w.mu.Unlock()
+	w.log.Info("worker stopped")
+}
+
+// releaseHeld cancels the runs still held after the drain timeout and
+// gives them back to the engine with one run_release report.
+func (w *Worker) releaseHeld(base context.Context) {
+	w.mu.Lock()
+	held := make([]*runState, 0, len(w.runs))
+	for _, rs := range w.runs {
+		if !rs.abandoned {
+			held = append(held, rs)
+		}
+	}
+	w.mu.Unlock()
+	for _, rs := range held {
+		rs.cancel(workflow.ErrDraining)
+	}
+
+	grace, cancelGrace := context.WithTimeout(base, drainGrace)
+	defer cancelGrace()
+	var items []protocol.ReportItem
+	for _, rs := range held {
+		select {
+		case <-rs.done:
+			// Release only what ended because of the drain: a run that
+			// completed, failed or suspended in the meantime is recorded.
+			if rs.outcome.Status != workflow.OutcomeAbandoned || !errors.Is(rs.outcome.Err, workflow.ErrDraining) {
+				continue
+			}
+		case <-grace.Done():
+			// The workflow ignores its context: release it anyway; its
+			// goroutine may not report any more (its context is done).
+			w.mu.Lock()
+			rs.abandoned = true
+			w.mu.Unlock()
+			rs.log.Warn("run did not return after cancellation: released, goroutine left behind")
+		}
+		items = append(items, protocol.ReportItem{
+			Kind:       protocol.ReportRunRelease,
+			RunID:      rs.run.RunID,
+			LeaseToken: rs.run.LeaseToken,
+		})
+	}
+	for len(items) > 0 {
+		batch := items[:min(len(items), protocol.MaxReportItems)]
+		items = items[len(batch):]
+		ctx, cancel := context.WithTimeout(base, w.cfg.ReportTimeout)
+		results, err := w.sendReport(ctx, batch)
+		cancel()
+		if err != nil {
+			w.log.Warn("release not recorded: the reaper will recover the runs", "runs", len(batch), "err", err)
+			continue
+		}
+		for i, r := range results {
+			if r.Code == protocol.ResultOK {
+				w.stats.released.Add(1)
+			} else {
+				w.log.Info("release not applied", "run_id", batch[i].RunID, "code", r.Code, "message", r.Message)
+			}
+		}
+	}
+}

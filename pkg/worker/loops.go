@@ -1,0 +1,362 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+
+	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/workflow"
+)
+
+// publishRetry is how soon a work request that could not be published is
+// tried again.
+const publishRetry = time.Second
+
+// requestLoop keeps at most one work request outstanding while the worker
+// has free slots, renewing it when it was not answered in time.
+func (w *Worker) requestLoop(ctx context.Context) {
+	defer w.loops.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		if wait := w.maybeRequest(); wait > 0 {
+			timer.Reset(wait)
+		} else {
+			timer.Stop()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.kick:
+		case <-timer.C:
+		}
+	}
+}
+
+// maybeRequest sends a work request if none is outstanding (or the
+// outstanding one expired) and slots are free. It returns when to look
+// again, or 0 to wait for a poke.
+func (w *Worker) maybeRequest() time.Duration {
+	now := time.Now()
+	w.mu.Lock()
+	if w.draining {
+		w.mu.Unlock()
+		return 0
+	}
+	free := w.cfg.MaxConcurrency - w.active
+	if w.out != nil && now.Before(w.out.deadline) && !topUp(w.out.credits, free) {
+		d := w.out.deadline.Sub(now)
+		w.mu.Unlock()
+		return d
+	}
+	w.out = nil
+	if free <= 0 {
+		w.mu.Unlock()
+		return 0
+	}
+	w.seq++
+	req := protocol.WorkRequest{
+		WorkerID:  w.cfg.WorkerID,
+		Namespace: w.cfg.Namespace,
+		Queue:     w.cfg.Queue,
+		Credits:   free,
+		Types:     w.typeList,
+		Seq:       w.seq,
+		WaitMS:    w.cfg.WaitTimeout.Milliseconds(),
+	}
+	out := &outstanding{seq: w.seq, credits: free, deadline: now.Add(w.cfg.WaitTimeout + w.margin)}
+	w.out = out
+	w.mu.Unlock()
+
+	data, err := protocol.Encode(&req)
+	if err == nil {
+		err = w.nc.PublishRequest(protocol.SubjectWork(w.cfg.Namespace, w.cfg.Queue), w.inbox, data)
+	}
+	if err != nil {
+		w.log.Warn("work request not sent", "seq", req.Seq, "err", err)
+		w.mu.Lock()
+		if w.out == out {
+			out.deadline = now.Add(publishRetry)
+		}
+		w.mu.Unlock()
+		return publishRetry
+	}
+	w.stats.requests.Add(1)
+	// out.deadline may be moved by requestSoon; read it under the lock.
+	w.mu.Lock()
+	wait := out.deadline.Sub(now)
+	w.mu.Unlock()
+	return wait
+}
+
+// topUp reports whether a worker with free slots should replace its
+// outstanding request for credits with a larger one. Slots free up one by
+// one as runs end; without a top-up, a request sent when one slot was free
+// keeps the worker at one run per round trip while many slots stand empty.
+// The new request supersedes the old at the dispatcher; a delivery already
+// on its way for the old one is refused and its runs released, so top-ups
+// are kept to doublings (a few per refill).
+func topUp(credits, free int) bool {
+	return free >= 2*credits && free-credits >= 4
+}
+
+// nextMsg waits for the next message of sub; ok is false when the loop
+// must end.
+func (w *Worker) nextMsg(ctx context.Context, sub *nats.Subscription) (*nats.Msg, bool) {
+	for {
+		msg, err := sub.NextMsgWithContext(ctx)
+		if err == nil {
+			return msg, true
+		}
+		if ctx.Err() != nil {
+			return nil, false
+		}
+		if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrBadSubscription) {
+			w.log.Error("subscription ended", "subject", sub.Subject, "err", err)
+			return nil, false
+		}
+		if errors.Is(err, nats.ErrNoResponders) {
+			// The work request reached no dispatcher (none is up yet, or all
+			// restarted): ask again soon instead of at the renewal time.
+			w.requestSoon()
+			continue
+		}
+		// Slow consumer: messages were dropped by the client; the lost
+		// deliveries are released by the dispatcher on ack timeout.
+		w.log.Warn("subscription error", "subject", sub.Subject, "err", err)
+	}
+}
+
+// noDispatcherRetry is how soon a work request that reached no dispatcher
+// is sent again.
+const noDispatcherRetry = 250 * time.Millisecond
+
+// requestSoon makes the outstanding request expire after noDispatcherRetry,
+// so the request loop sends a new one then.
+func (w *Worker) requestSoon() {
+	w.mu.Lock()
+	if w.out != nil {
+		if d := time.Now().Add(noDispatcherRetry); d.Before(w.out.deadline) {
+			w.out.deadline = d
+		}
+	}
+	w.mu.Unlock()
+	w.poke()
+}
+
+// deliveryLoop answers deliveries on the worker's inbox.
+func (w *Worker) deliveryLoop(ctx context.Context, sub *nats.Subscription) {
+	defer w.loops.Done()
+	for {
+		msg, ok := w.nextMsg(ctx, sub)
+		if !ok {
+			return
+		}
+		w.handleDelivery(msg)
+	}
+}
+
+func (w *Worker) handleDelivery(msg *nats.Msg) {
+	var d protocol.Delivery
+	err := protocol.Decode(msg.Data, &d)
+	if err == nil && msg.Reply == "" {
+		err = fmt.Errorf("%w: delivery without a reply subject", protocol.ErrInvalid)
+	}
+	if err != nil {
+		w.malformed("delivery", msg.Subject, err)
+		w.ack(msg, false)
+		return
+	}
+	started, why := w.accept(&d)
+	if why != "" {
+		w.stats.refused.Add(1)
+		w.ack(msg, false)
+		w.log.Info("delivery refused", "seq", d.Seq, "runs", len(d.Runs), "reason", why)
+		return
+	}
+	w.stats.accepted.Add(1)
+	w.ack(msg, true)
+	for _, rs := range started {
+		go w.execute(rs)
+	}
+	w.poke()
+}
+
+// accept decides on a delivery. If it is accepted (why == ""), the
+// outstanding request is consumed and the returned runs hold their slots;
+// the caller starts them.
+func (w *Worker) accept(d *protocol.Delivery) (runs []*runState, why string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case d.WorkerID != w.cfg.WorkerID:
+		return nil, fmt.Sprintf("addressed to worker %s", d.WorkerID)
+	case w.draining:
+		return nil, "draining"
+	case w.out == nil:
+		return nil, "no work request outstanding"
+	case d.Seq != w.out.seq:
+		return nil, fmt.Sprintf("seq %d is not the outstanding request's %d", d.Seq, w.out.seq)
+	case len(d.Runs) > w.out.credits:
+		return nil, fmt.Sprintf("%d runs exceed the request's %d credits", len(d.Runs), w.out.credits)
+	}
+	seen := make(map[uuid.UUID]bool, len(d.Runs))
+	for i := range d.Runs {
+		r := &d.Runs[i]
+		if r.Namespace != w.cfg.Namespace || r.Queue != w.cfg.Queue {
+			return nil, fmt.Sprintf("run %s is in %s/%s", r.RunID, r.Namespace, r.Queue)
+		}
+		if seen[r.RunID] {
+			return nil, fmt.Sprintf("run %s delivered twice", r.RunID)
+		}
+		seen[r.RunID] = true
+	}
+	w.out = nil
+	runs = make([]*runState, len(d.Runs))
+	for i := range d.Runs {
+		rs := w.newRunState(&d.Runs[i])
+		if old := w.runs[rs.run.RunID]; old != nil {
+			// Claimed again under a newer lease: the old execution's
+			// lease is gone.
+			old.abandoned = true
+			old.cancel(workflow.ErrLeaseLost)
+		}
+		w.runs[rs.run.RunID] = rs
+		w.active++
+		runs[i] = rs
+	}
+	w.runWG.Add(len(runs))
+	w.stats.started.Add(uint64(len(runs)))
+	return runs, ""
+}
+
+func (w *Worker) ack(msg *nats.Msg, accepted bool) {
+	if msg.Reply == "" {
+		return
+	}
+	data, err := protocol.Encode(&protocol.DeliveryAck{Accepted: accepted})
+	if err == nil {
+		err = msg.Respond(data)
+	}
+	if err != nil {
+		w.log.Warn("delivery ack not sent", "accepted", accepted, "err", err)
+	}
+}
+
+// cancelLoop cancels held runs on request.
+func (w *Worker) cancelLoop(ctx context.Context, sub *nats.Subscription) {
+	defer w.loops.Done()
+	for {
+		msg, ok := w.nextMsg(ctx, sub)
+		if !ok {
+			return
+		}
+		var c protocol.Cancel
+		if err := protocol.Decode(msg.Data, &c); err != nil {
+			w.malformed("cancel", msg.Subject, err)
+			continue
+		}
+		if c.WorkerID != w.cfg.WorkerID {
+			w.log.Warn("cancel for another worker ignored", "run_id", c.RunID, "for", c.WorkerID)
+			continue
+		}
+		if rs := w.abandonRun(c.RunID, workflow.ErrCancelled); rs != nil {
+			rs.log.Info("run cancelled")
+		} else {
+			w.log.Debug("cancel for a run not held", "run_id", c.RunID)
+		}
+	}
+}
+
+// abandonRun cancels a held run's context with cause and stops it from
+// reporting or being listed in heartbeats. It returns the run, if held.
+func (w *Worker) abandonRun(id uuid.UUID, cause error) *runState {
+	w.mu.Lock()
+	rs := w.runs[id]
+	if rs != nil {
+		rs.abandoned = true
+	}
+	w.mu.Unlock()
+	if rs != nil {
+		rs.cancel(cause)
+	}
+	return rs
+}
+
+// heartbeatLoop publishes liveness and held runs.
+func (w *Worker) heartbeatLoop(ctx context.Context) {
+	defer w.loops.Done()
+	t := time.NewTicker(w.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			w.sendHeartbeat()
+		}
+	}
+}
+
+func (w *Worker) sendHeartbeat() {
+	w.mu.Lock()
+	ids := make([]uuid.UUID, 0, len(w.runs))
+	for id, rs := range w.runs {
+		if !rs.abandoned {
+			ids = append(ids, id)
+		}
+	}
+	draining := w.draining
+	w.mu.Unlock()
+	err := w.publish(protocol.SubjectWorkerHeartbeat, &protocol.Heartbeat{
+		WorkerID:  w.cfg.WorkerID,
+		Namespace: w.cfg.Namespace,
+		Queue:     w.cfg.Queue,
+		Runs:      ids,
+		Draining:  draining,
+		SentAt:    time.Now().UTC(),
+	})
+	if err != nil {
+		w.log.Warn("heartbeat not sent", "err", err)
+	}
+}
+
+// statusLoop re-registers and renews the work request after a reconnect.
+func (w *Worker) statusLoop(ctx context.Context, ch chan nats.Status) {
+	defer w.loops.Done()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case st, ok := <-ch:
+			if !ok {
+				return
+			}
+			if st == nats.CONNECTED {
+				w.onReconnect()
+			}
+		}
+	}
+}
+
+func (w *Worker) onReconnect() {
+	w.mu.Lock()
+	if w.draining {
+		w.mu.Unlock()
+		return
+	}
+	// The outstanding request may have been lost with the connection.
+	w.out = nil
+	w.mu.Unlock()
+	w.log.Info("reconnected to NATS: registering again")
+	if err := w.publishRegister(); err != nil {
+		w.log.Warn("register not sent", "err", err)
+	}
+	w.sendHeartbeat()
+	w.poke()
+}

@@ -1,0 +1,329 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+	"log/slog"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+
+	"github.com/kagzi/kagzi/pkg/protocol"
+)
+
+// Errors of the Worker's lifecycle.
+var (
+	// ErrStarted: Start was called before, or Register after Start.
+	ErrStarted = errors.New("worker: already started")
+	// ErrStopped: the worker was stopped (or its Start failed).
+	ErrStopped = errors.New("worker: stopped")
+	// ErrNoTypes: Start without any registered workflow type.
+	ErrNoTypes = errors.New("worker: no workflow types registered")
+)
+
+type lifecycle int
+
+const (
+	stateNew lifecycle = iota
+	stateRunning
+	stateStopped
+)
+
+// Worker executes the workflow runs of one namespace and queue. Make one
+// with New, register workflow types with Register, then Start (or Run) it.
+// Its methods are safe for concurrent use.
+type Worker struct {
+	cfg   Config
+	nc    *nats.Conn
+	log   *slog.Logger
+	inbox string // long-lived delivery inbox
+	// margin is added to the wait of a work request before it is renewed.
+	margin time.Duration
+
+	mu       sync.Mutex
+	state    lifecycle
+	types    map[string]*registration
+	typeList []protocol.TypeVersion
+	base     context.Context // Start's ctx without its cancellation: parent of runs
+	draining bool
+	active   int // run goroutines alive: occupied slots
+	runs     map[uuid.UUID]*runState
+	seq      uint64        // last work request's Seq
+	out      *outstanding  // the outstanding work request, if any
+	idle     chan struct{} // closed when draining and active reaches 0
+
+	kick     chan struct{} // wakes the request loop
+	stop     chan struct{} // closed by Stop
+	stopOnce sync.Once
+	done     chan struct{} // closed when stopped
+	loops    sync.WaitGroup
+	runWG    sync.WaitGroup
+
+	stats    counters
+	combiner combiner
+
+	tracer trace.Tracer
+	stepMS metric.Float64Histogram
+}
+
+// outstanding is the work request the worker waits an answer for.
+type outstanding struct {
+	seq      uint64
+	credits  int
+	deadline time.Time
+}
+
+// New makes a Worker that talks over nc with the given configuration
+// (see Config for defaults). It reports every invalid field at once.
+func New(cfg Config, nc *nats.Conn) (*Worker, error) {
+	if nc == nil {
+		return nil, errors.New("worker: nil NATS connection")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	margin := min(max(cfg.WaitTimeout/10, 100*time.Millisecond), 2*time.Second)
+	tp, mp := cfg.TracerProvider, cfg.MeterProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	// Instrument creation fails only on invalid names; ours are constant.
+	stepMS, _ := mp.Meter("github.com/kagzi/kagzi/worker").Float64Histogram("kagzi.step.duration", metric.WithUnit("ms"),
+		metric.WithDescription("Duration of step attempts."),
+		metric.WithExplicitBucketBoundaries(1, 5, 10, 25, 50, 100, 250, 1000, 5000, 30000))
+	return &Worker{
+		tracer: tp.Tracer("github.com/kagzi/kagzi/worker"),
+		stepMS: stepMS,
+		cfg:    cfg,
+		nc:     nc,
+		log: cfg.Logger.With("worker_id", cfg.WorkerID.String(),
+			"namespace", cfg.Namespace, "queue", cfg.Queue),
+		inbox:  nc.NewInbox(),
+		margin: margin,
+		types:  make(map[string]*registration),
+		runs:   make(map[uuid.UUID]*runState),
+		kick:   make(chan struct{}, 1),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}, nil
+}
+
+// ID is the worker's id.
+func (w *Worker) ID() uuid.UUID { return w.cfg.WorkerID }
+
+// Config is the worker's configuration with defaults applied.
+func (w *Worker) Config() Config { return w.cfg }
+
+// Start subscribes to the worker's delivery inbox and cancel subject,
+// registers the worker and starts asking for work; it returns once the
+// worker is running. Cancelling ctx later drains the worker as Stop does;
+// runs and the drain keep ctx's values but not its cancellation.
+//
+// A Worker starts at most once; after a failed Start it is stopped.
+func (w *Worker) Start(ctx context.Context) error {
+	if ctx == nil {
+		return errors.New("worker: Start with a nil context")
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("worker: start: %w", err)
+	}
+	w.mu.Lock()
+	switch {
+	case w.state == stateRunning:
+		w.mu.Unlock()
+		return ErrStarted
+	case w.state == stateStopped:
+		w.mu.Unlock()
+		return ErrStopped
+	case len(w.types) == 0:
+		w.mu.Unlock()
+		return ErrNoTypes
+	}
+	w.state = stateRunning
+	w.typeList = make([]protocol.TypeVersion, 0, len(w.types))
+	for _, r := range w.types {
+		w.typeList = append(w.typeList, protocol.TypeVersion{Type: r.name, Version: r.version})
+	}
+	sort.Slice(w.typeList, func(i, j int) bool { return w.typeList[i].Type < w.typeList[j].Type })
+	// Runs outlive Start's ctx by up to the drain timeout: they need its
+	// values (trace, logging) but their cancellation is the Worker's.
+	w.base = context.WithoutCancel(ctx)
+	base := w.base
+	w.mu.Unlock()
+
+	fail := func(err error) error {
+		w.mu.Lock()
+		w.state = stateStopped
+		w.mu.Unlock()
+		close(w.done)
+		return fmt.Errorf("worker: start: %w", err)
+	}
+	deliveries, err := w.nc.SubscribeSync(w.inbox)
+	if err != nil {
+		return fail(err)
+	}
+	cancels, err := w.nc.SubscribeSync(protocol.SubjectCancel(w.cfg.WorkerID))
+	if err != nil {
+		_ = deliveries.Unsubscribe()
+		return fail(err)
+	}
+	// Subscriptions precede the registration and the first work request
+	// on this connection, so the server has them before any dispatcher
+	// can answer.
+	if err := w.publishRegister(); err != nil {
+		_ = deliveries.Unsubscribe()
+		_ = cancels.Unsubscribe()
+		return fail(err)
+	}
+	status := w.nc.StatusChanged(nats.CONNECTED)
+
+	loopCtx, cancelLoops := context.WithCancel(base)
+	reqCtx, cancelRequests := context.WithCancel(loopCtx)
+	w.loops.Add(5)
+	go w.deliveryLoop(loopCtx, deliveries)
+	go w.cancelLoop(loopCtx, cancels)
+	go w.statusLoop(loopCtx, status)
+	go w.heartbeatLoop(loopCtx)
+	go w.requestLoop(reqCtx)
+
+	go w.supervise(ctx, base, func() {
+		cancelRequests()
+	}, func() {
+		cancelLoops()
+		w.loops.Wait()
+		_ = deliveries.Unsubscribe()
+		_ = cancels.Unsubscribe()
+		w.nc.RemoveStatusListener(status)
+	})
+	w.log.Info("worker started", "types", len(w.typeList), "max_concurrency", w.cfg.MaxConcurrency)
+	return nil
+}
+
+// Stop drains the worker: it stops asking for work, lets in-flight runs
+// finish for up to Config.DrainTimeout, then cancels the rest and releases
+// them to the engine, and deregisters. It returns when the drain is over.
+// Stop is safe to call more than once and concurrently; cancelling the
+// ctx given to Start drains the same way. Stop before Start just marks
+// the worker stopped.
+func (w *Worker) Stop() {
+	w.stopOnce.Do(func() { close(w.stop) })
+	w.mu.Lock()
+	if w.state == stateNew {
+		w.state = stateStopped
+		close(w.done)
+	}
+	w.mu.Unlock()
+	<-w.done
+}
+
+// Done is closed when the worker has stopped (drain complete).
+func (w *Worker) Done() <-chan struct{} { return w.done }
+
+// Run starts the worker and blocks until ctx is cancelled or Stop is
+// called, then until the drain is over. It returns Start's error, if any.
+func (w *Worker) Run(ctx context.Context) error {
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	<-w.done
+	return nil
+}
+
+// Stats are counters of a worker since New.
+type Stats struct {
+	// Running is the number of runs executing (occupied slots).
+	Running int
+	// Requests counts work requests sent.
+	Requests uint64
+	// Accepted and Refused count deliveries.
+	Accepted, Refused uint64
+	// RunsStarted counts runs accepted for execution; the others count how
+	// executions ended.
+	RunsStarted, RunsCompleted, RunsFailed, RunsSuspended, RunsAbandoned uint64
+	// RunsReleased counts runs given back by a drain.
+	RunsReleased uint64
+	// ReportRetries counts report attempts that had to be repeated.
+	ReportRetries uint64
+	// Malformed counts messages dropped because they did not decode.
+	Malformed uint64
+}
+
+type counters struct {
+	requests, accepted, refused                                         atomic.Uint64
+	started, completed, failed, suspended, abandoned, released, retries atomic.Uint64
+	malformed                                                           atomic.Uint64
+}
+
+// Stats returns the worker's counters.
+func (w *Worker) Stats() Stats {
+	w.mu.Lock()
+	running := w.active
+	w.mu.Unlock()
+	s := &w.stats
+	return Stats{
+		Running:       running,
+		Requests:      s.requests.Load(),
+		Accepted:      s.accepted.Load(),
+		Refused:       s.refused.Load(),
+		RunsStarted:   s.started.Load(),
+		RunsCompleted: s.completed.Load(),
+		RunsFailed:    s.failed.Load(),
+		RunsSuspended: s.suspended.Load(),
+		RunsAbandoned: s.abandoned.Load(),
+		RunsReleased:  s.released.Load(),
+		ReportRetries: s.retries.Load(),
+		Malformed:     s.malformed.Load(),
+	}
+}
+
+// malformed counts, logs and drops a message that did not decode.
+func (w *Worker) malformed(what, subject string, err error) {
+	w.stats.malformed.Add(1)
+	w.log.Warn("dropped malformed message", "message", what, "subject", subject, "err", err)
+}
+
+// poke wakes the request loop.
+func (w *Worker) poke() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (w *Worker) publish(subject string, m protocol.Message) error {
+	data, err := protocol.Encode(m)
+	if err != nil {
+		return err
+	}
+	return w.nc.Publish(subject, data)
+}
+
+func (w *Worker) publishRegister() error {
+	w.mu.Lock()
+	types := w.typeList
+	w.mu.Unlock()
+	return w.publish(protocol.SubjectWorkerRegister, &protocol.WorkerRegister{
+		WorkerID:       w.cfg.WorkerID,
+		Namespace:      w.cfg.Namespace,
+		Queue:          w.cfg.Queue,
+		Hostname:       w.cfg.Hostname,
+		PID:            os.Getpid(),
+		Version:        w.cfg.Version,
+		Types:          types,
+		MaxConcurrency: w.cfg.MaxConcurrency,
+		Labels:         w.cfg.Labels,
+	})
+}

@@ -1,0 +1,140 @@
+package workflow
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+)
+
+// ErrDuplicateStep is returned by a step whose id was already used in the
+// same execution. It reveals non-deterministic workflow code (or two steps
+// sharing an id) and fails the run even if the workflow ignores it.
+var ErrDuplicateStep = errors.New("workflow: duplicate step id")
+
+// ErrInvalidStepID is returned by a step whose id is empty or longer than
+// MaxStepIDLen bytes.
+var ErrInvalidStepID = errors.New("workflow: invalid step id")
+
+// ErrReplay is wrapped by the error of a step whose recorded result does not
+// fit the code that replays it (for example its output no longer decodes
+// into the step's type). Like ErrDuplicateStep, it fails the run even if
+// the workflow ignores it.
+var ErrReplay = errors.New("workflow: recorded history does not match the workflow code")
+
+// ErrPayloadTooLarge is returned when a step or run output exceeds
+// MaxPayloadSize once encoded.
+var ErrPayloadTooLarge = errors.New("workflow: payload too large")
+
+// Causes of the end of a run's context, as context.Cause reports them to
+// workflow and step code.
+var (
+	// ErrCancelled: the run was cancelled by a user; the execution is
+	// abandoned without further reports.
+	ErrCancelled = errors.New("workflow: run cancelled")
+	// ErrLeaseLost: the engine no longer recognises this worker's lease on
+	// the run (another worker may hold it); the execution is abandoned.
+	ErrLeaseLost = errors.New("workflow: lease lost")
+	// ErrDraining: the worker is shutting down and its drain timeout
+	// passed; the run is released to be executed again elsewhere.
+	ErrDraining = errors.New("workflow: worker draining")
+	// ErrReportRefused: the engine refused a report as invalid; the
+	// execution is abandoned.
+	ErrReportRefused = errors.New("workflow: report refused")
+)
+
+// NonRetryable marks err so that the step or run it fails is not retried,
+// whatever attempts its retry policy has left. It returns nil for a nil err.
+func NonRetryable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &nonRetryableError{err: err}
+}
+
+type nonRetryableError struct{ err error }
+
+func (e *nonRetryableError) Error() string { return e.err.Error() }
+func (e *nonRetryableError) Unwrap() error { return e.err }
+
+// IsNonRetryable reports whether err, or any error it wraps, was marked by
+// NonRetryable.
+func IsNonRetryable(err error) bool {
+	var nr *nonRetryableError
+	return errors.As(err, &nr)
+}
+
+// TypedError is implemented by errors that name their own type for retry
+// policies (see retry.Policy.NonRetryable).
+type TypedError interface {
+	error
+	ErrorType() string
+}
+
+// ErrorType names the kind of err as it is reported to the engine and
+// matched against a retry policy's non-retryable error types: the
+// ErrorType() of the first error in its chain that implements TypedError,
+// otherwise the Go type name of the first error in the chain that is not
+// a mere wrapper (fmt.Errorf's %w or NonRetryable) — for example
+// "CardDeclined" for fmt.Errorf("charge: %w", &CardDeclined{}). It returns
+// "" for a nil err.
+func ErrorType(err error) string {
+	if err == nil {
+		return ""
+	}
+	var te TypedError
+	if errors.As(err, &te) {
+		return te.ErrorType()
+	}
+	for {
+		t := reflect.TypeOf(err)
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		_, ours := err.(*nonRetryableError)
+		if ours || t.PkgPath() == "fmt" {
+			if inner := errors.Unwrap(err); inner != nil {
+				err = inner
+				continue
+			}
+		}
+		if name := t.Name(); name != "" {
+			return name
+		}
+		return strings.TrimLeft(reflect.TypeOf(err).String(), "*")
+	}
+}
+
+// PanicError is the error of a step or workflow function that panicked.
+type PanicError struct {
+	// Value is what was passed to panic.
+	Value any
+	// Stack is the goroutine's stack at the panic.
+	Stack string
+}
+
+// Error returns the panic value followed by the stack.
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("panic: %v\n\n%s", e.Value, e.Stack)
+}
+
+// ErrorType implements TypedError: "panic".
+func (e *PanicError) ErrorType() string { return "panic" }
+
+// StepError is the error a replayed step returns for a failure that was
+// recorded as final in this run attempt: the recorded message and error
+// type, without the original Go error (which only the execution that ran
+// the step had). ErrorType(err) is the same in both.
+type StepError struct {
+	StepID  string
+	Attempt int
+	// Type is the recorded ErrorType of the original error.
+	Type    string
+	Message string
+}
+
+// Error returns the recorded message.
+func (e *StepError) Error() string { return e.Message }
+
+// ErrorType implements TypedError: the original error's type.
+func (e *StepError) ErrorType() string { return e.Type }

@@ -1,0 +1,115 @@
+package workflow
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/kagzi/kagzi/pkg/protocol"
+)
+
+// ErrEventTimeout is wrapped by the error WaitForEvent returns when no
+// event came before its timeout. The workflow can handle it like any error
+// (errors.Is(err, ErrEventTimeout)); a replay returns it again.
+var ErrEventTimeout = errors.New("workflow: timed out waiting for event")
+
+// EventStepID is the step id of the n-th (from 1) WaitForEvent for the
+// event name in a run: "event:<name>" for the first, "event:<name>#<n>"
+// for later ones. It shows up in the run's history.
+func EventStepID(name string, n int) string {
+	if n <= 1 {
+		return "event:" + name
+	}
+	return "event:" + name + "#" + strconv.Itoa(n)
+}
+
+// WaitForEvent waits durably for an event named name sent to the run (by
+// client.SendEvent or `kagzi event send`) and returns its payload decoded
+// into T.
+//
+// An event sent before the run waits for it is kept and received at once.
+// Each event is received once: two waits for the same name receive two
+// events, oldest first. The wait is recorded as an EVENT step whose id is
+// EventStepID(name, n) for the n-th wait for that name in the run (so the
+// waits must come in the same order on every execution, like steps); its
+// output is the payload, so a replay returns the same value.
+//
+// If no event is there, the run is suspended (its worker slot freed) until
+// one is sent or the timeout passes; the engine then delivers the run
+// again. A timeout of zero or less waits without limit. The timeout is
+// fixed when the wait is first reached: replays do not extend it. When it
+// passes, WaitForEvent returns an error wrapping ErrEventTimeout, which the
+// workflow may handle.
+//
+// When it suspends the run, WaitForEvent does not return (see the package
+// doc). In a Parallel branch, the run is suspended once no branch can go on,
+// and woken by an event any branch waits for.
+func WaitForEvent[T any](ctx Context, name string, timeout time.Duration) (T, error) {
+	var zero T
+	ex := ctx.execution()
+	if err := protocol.ValidEventName(name); err != nil {
+		return zero, fmt.Errorf("workflow: %w", err)
+	}
+	ex.mu.Lock()
+	ex.events[name]++
+	id := EventStepID(name, ex.events[name])
+	ex.mu.Unlock()
+	prev, err := ex.enter(ctx, id)
+	if err != nil {
+		return zero, err
+	}
+	timedOut := func() (T, error) {
+		return zero, fmt.Errorf("%w %q (step %q)", ErrEventTimeout, name, id)
+	}
+	attempt := 1
+	if prev != nil {
+		attempt = prev.Attempt
+		switch prev.Status {
+		case stepCompleted:
+			return decodeEvent[T](name, prev.Output)
+		case stepFailed:
+			if ex.sameEpoch(prev) {
+				return timedOut()
+			}
+			// Timed out in an earlier run attempt: wait again.
+			attempt++
+		}
+	}
+	now := ex.now()
+	it := ex.item(protocol.ReportEventWait)
+	it.StepID = id
+	it.Attempt = attempt
+	it.Name = name
+	it.StartedAt = &now
+	if timeout > 0 {
+		until := now.Add(timeout).UTC()
+		it.Until = &until
+	}
+	ex.mu.Lock()
+	// Alone, the wait may suspend the run in the same round trip; with
+	// other branches, it records the wait and parks.
+	alone := ex.active == 1 && len(ex.waits) == 0
+	ex.mu.Unlock()
+	it.Suspend = alone
+	res := ex.report(it)[0]
+	switch {
+	case len(res.Output) > 0:
+		return decodeEvent[T](name, res.Output)
+	case !res.Waiting:
+		return timedOut()
+	case alone:
+		ex.suspended()
+	}
+	return zero, ex.park(ctx, &waiter{events: true})
+}
+
+func decodeEvent[T any](name string, payload json.RawMessage) (T, error) {
+	var v T
+	if err := json.Unmarshal(payload, &v); err != nil {
+		var zero T
+		return zero, NonRetryable(fmt.Errorf("workflow: event %q: payload does not decode into %T: %w", name, v, err))
+	}
+	return v, nil
+}

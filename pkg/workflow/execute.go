@@ -1,0 +1,552 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+	"log/slog"
+	"math/rand/v2"
+	"runtime/debug"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/kagzi/kagzi/pkg/protocol"
+)
+
+// MaxPayloadSize bounds the encoded output of a step or a run (2 MiB). An
+// output beyond it fails the step or the run with ErrPayloadTooLarge.
+const MaxPayloadSize = 2 << 20
+
+// WarnPayloadSize is the size above which an output is logged as a warning.
+const WarnPayloadSize = 1 << 20
+
+// MaxStepIDLen bounds a step id, in bytes.
+const MaxStepIDLen = 200
+
+// Step kinds and statuses as the engine records them.
+const (
+	stepKindFunction = "FUNCTION"
+	stepKindSleep    = "SLEEP"
+	stepKindEvent    = "EVENT"
+	stepKindChild    = "CHILD"
+	stepCompleted    = "COMPLETED"
+	stepFailed       = "FAILED"
+	stepPending      = "PENDING"
+)
+
+// Func is a workflow function in the form the runtime executes: its input
+// and output are JSON. Package worker adapts typed functions to it.
+type Func func(ctx Context, input json.RawMessage) (json.RawMessage, error)
+
+// Reporter sends the report items of one run to the engine under the run's
+// lease. The items are complete (run id and lease token included).
+//
+// Report returns one result per item once every item is recorded (an
+// event_wait's result carries what the engine found). It retries transient
+// failures itself (reports are idempotent) until ctx ends; any error it
+// returns means the execution must stop at once without further reports:
+// ctx ended, the lease was lost, or the engine refused an item. It must be
+// safe for concurrent use: the branches of Parallel report concurrently.
+type Reporter interface {
+	Report(ctx context.Context, items ...protocol.ReportItem) ([]protocol.ReportResult, error)
+}
+
+// DefaultMaxInlineRetry is the longest step retry backoff an execution
+// waits for in the worker by default; a longer one suspends the run.
+const DefaultMaxInlineRetry = 2 * time.Second
+
+// Execution is what Execute needs to execute a delivered run once.
+type Execution struct {
+	// Run is the delivered run, with the latest attempt of each of its
+	// steps. Execute does not modify it.
+	Run *protocol.DeliveredRun
+	// Func is the workflow function registered for Run.Type.
+	Func Func
+	// Reporter sends the execution's reports.
+	Reporter Reporter
+	// Logger is handed to workflow code (Context.Logger); nil discards.
+	Logger *slog.Logger
+	// Now is the clock (default time.Now); tests may replace it.
+	Now func() time.Time
+	// MaxInlineRetry is the longest backoff before a step's next attempt
+	// that the execution waits for in place, holding its worker slot
+	// (default DefaultMaxInlineRetry; negative: never). A longer backoff
+	// records the failed attempt with its retry time and suspends the run
+	// until then.
+	MaxInlineRetry time.Duration
+	// Rand picks the jitter of step retry backoffs (default
+	// math/rand/v2.Float64).
+	Rand func() float64
+	// Tracer starts a span per step attempt (default: none).
+	Tracer trace.Tracer
+	// StepDuration, if set, records each step attempt's duration in ms.
+	StepDuration metric.Float64Histogram
+}
+
+// OutcomeStatus says how an execution ended.
+type OutcomeStatus int
+
+// Outcome statuses.
+const (
+	// OutcomeCompleted: the workflow returned and run_completed was recorded.
+	OutcomeCompleted OutcomeStatus = iota + 1
+	// OutcomeFailed: the workflow failed (error, panic, non-determinism)
+	// and run_failed was recorded.
+	OutcomeFailed
+	// OutcomeSuspended: the run was suspended (sleeping, waiting for an
+	// event or for children, or backing off before a step's next attempt);
+	// it holds no slot until the engine delivers it again.
+	OutcomeSuspended
+	// OutcomeAbandoned: the execution stopped without a final report: its
+	// context ended (cancel, lease lost, drain, deadline) or a report
+	// failed. Err says why.
+	OutcomeAbandoned
+)
+
+// String returns the status name.
+func (s OutcomeStatus) String() string {
+	switch s {
+	case OutcomeCompleted:
+		return "completed"
+	case OutcomeFailed:
+		return "failed"
+	case OutcomeSuspended:
+		return "suspended"
+	case OutcomeAbandoned:
+		return "abandoned"
+	}
+	return fmt.Sprintf("OutcomeStatus(%d)", int(s))
+}
+
+// Outcome is how one execution ended.
+type Outcome struct {
+	Status OutcomeStatus
+	// Err is the failure (OutcomeFailed) or the reason the execution was
+	// abandoned (OutcomeAbandoned).
+	Err error
+}
+
+// Execute runs one execution of a delivered run under ctx, the run's
+// context: it calls e.Func, replays steps recorded in e.Run.Steps, reports
+// new step results, and finally reports run_completed or run_failed unless
+// the execution was suspended or abandoned. It recovers panics of the
+// workflow function and reports them as failures. It returns when the
+// workflow function has returned and the final report is recorded.
+func Execute(ctx context.Context, e Execution) Outcome {
+	ex := newExecution(ctx, e)
+	wctx := &wfContext{Context: ctx, ex: ex}
+
+	out, err := ex.call(e.Func, wctx)
+
+	ex.mu.Lock()
+	state, cause, fatal := ex.state, ex.cause, ex.fatal
+	ex.mu.Unlock()
+	switch state {
+	case stateSuspended:
+		return Outcome{Status: OutcomeSuspended}
+	case stateAbandoned:
+		return Outcome{Status: OutcomeAbandoned, Err: cause}
+	}
+	if ctx.Err() != nil {
+		return Outcome{Status: OutcomeAbandoned, Err: context.Cause(ctx)}
+	}
+	if err == nil && fatal != nil {
+		err = fatal
+	}
+	if err == nil {
+		if len(out) == 0 {
+			out = json.RawMessage("null")
+		}
+		if !json.Valid(out) {
+			err = NonRetryable(errors.New("workflow: run output is not valid JSON"))
+		} else if size := len(out); size > MaxPayloadSize {
+			err = NonRetryable(fmt.Errorf("%w: run output is %d bytes, at most %d", ErrPayloadTooLarge, size, MaxPayloadSize))
+		} else if size > WarnPayloadSize {
+			ex.log.Warn("large run output", "bytes", size)
+		}
+	}
+	now := ex.now()
+	it := ex.item(protocol.ReportRunCompleted)
+	it.FinishedAt = &now
+	if err != nil {
+		it.Kind = protocol.ReportRunFailed
+		it.Error = err.Error()
+		it.ErrorType = ErrorType(err)
+		it.NonRetryable = IsNonRetryable(err)
+	} else {
+		it.Output = out
+	}
+	// Child starts not yet sent go first.
+	if _, rerr := e.Reporter.Report(ctx, append(ex.takePending(), it)...); rerr != nil {
+		return Outcome{Status: OutcomeAbandoned, Err: rerr}
+	}
+	if err != nil {
+		return Outcome{Status: OutcomeFailed, Err: err}
+	}
+	return Outcome{Status: OutcomeCompleted}
+}
+
+type execState int
+
+const (
+	stateRunning execState = iota
+	stateSuspended
+	stateAbandoned
+)
+
+// exitSignal is the panic value that unwinds a suspended or abandoned
+// execution; Execute recovers it and does not report it as a failure.
+type exitSignal struct{}
+
+var errExit = &exitSignal{}
+
+// execution is the state of one execution of a run.
+//
+// Workflow code runs on one goroutine, or on several while Parallel runs
+// branches. A goroutine that must wait for something the engine provides
+// (a timer, an event, children, a step's retry time) parks: it records what
+// it waits for and blocks. When no goroutine runs workflow code any more
+// and some are parked, the last one to stop suspends the run once, waiting
+// for the union of what the parked goroutines wait for, and every parked
+// goroutine then unwinds with the exit signal. The engine delivers the run
+// again when any of those is there, and the replay takes each branch as far
+// as it can go.
+type execution struct {
+	ctx    context.Context
+	run    *protocol.DeliveredRun
+	rep    Reporter
+	log    *slog.Logger
+	now    func() time.Time
+	rand   func() float64
+	inline time.Duration
+	steps  map[string]*protocol.StepState
+	tracer trace.Tracer
+	stepMS metric.Float64Histogram
+
+	mu     sync.Mutex
+	seen   map[string]struct{}
+	events map[string]int // WaitForEvent calls per event name
+	// started: CHILD steps started by this execution (not yet finished).
+	started map[string]bool
+	state   execState
+	cause   error // why the execution was abandoned
+	fatal   error // non-determinism: fails the run even if the workflow swallows it
+	// pending items are sent with the next report (child starts, the
+	// record of a sleep, a failed attempt before a suspension).
+	pending []protocol.ReportItem
+	// active counts goroutines running workflow code; waits are the parked
+	// ones. exited is closed when the state leaves stateRunning.
+	active     int
+	waits      map[*waiter]struct{}
+	exited     chan struct{}
+	exitClosed bool
+}
+
+// waiter is what one parked goroutine waits for.
+type waiter struct {
+	until    *time.Time // a timer
+	children []string   // CHILD steps, all of them
+	events   bool       // the run's event waits in progress
+}
+
+func newExecution(ctx context.Context, e Execution) *execution {
+	log := e.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	now := e.Now
+	if now == nil {
+		now = time.Now
+	}
+	rnd := e.Rand
+	if rnd == nil {
+		rnd = rand.Float64
+	}
+	inline := e.MaxInlineRetry
+	if inline == 0 {
+		inline = DefaultMaxInlineRetry
+	}
+	steps := make(map[string]*protocol.StepState, len(e.Run.Steps))
+	for i := range e.Run.Steps {
+		s := &e.Run.Steps[i]
+		if prev, ok := steps[s.StepID]; !ok || s.Attempt > prev.Attempt {
+			steps[s.StepID] = s
+		}
+	}
+	tracer := e.Tracer
+	if tracer == nil {
+		tracer = noop.NewTracerProvider().Tracer("")
+	}
+	return &execution{
+		tracer:  tracer,
+		stepMS:  e.StepDuration,
+		ctx:     ctx,
+		run:     e.Run,
+		rep:     e.Reporter,
+		log:     log,
+		now:     now,
+		rand:    rnd,
+		inline:  inline,
+		steps:   steps,
+		seen:    make(map[string]struct{}),
+		events:  make(map[string]int),
+		started: make(map[string]bool),
+		active:  1,
+		waits:   make(map[*waiter]struct{}),
+		exited:  make(chan struct{}),
+	}
+}
+
+// call runs the workflow function, recovering panics: the exit sentinel is
+// swallowed (the state says why), any other panic becomes a PanicError.
+func (ex *execution) call(fn Func, wctx *wfContext) (out json.RawMessage, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out = nil
+			if _, ok := r.(*exitSignal); ok {
+				err = nil
+				return
+			}
+			err = &PanicError{Value: r, Stack: string(debug.Stack())}
+		}
+	}()
+	return fn(wctx, ex.run.Input)
+}
+
+// enter starts a durable call (step, sleep, wait, child) with the given id
+// from a goroutine whose context is ctx (the run's, or a Parallel branch's):
+// it ends the execution if it is no longer running, returns the branch's
+// cancellation, rejects a bad or duplicate id, and returns the recorded
+// latest attempt of the step, if any.
+func (ex *execution) enter(ctx context.Context, id string) (*protocol.StepState, error) {
+	ex.mu.Lock()
+	state := ex.state
+	ex.mu.Unlock()
+	if state != stateRunning {
+		// A suspended or abandoned execution whose exit was swallowed by
+		// workflow code: unwind again.
+		panic(errExit)
+	}
+	if ex.ctx.Err() != nil {
+		ex.abandon(context.Cause(ex.ctx))
+	}
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	if id == "" || len(id) > MaxStepIDLen {
+		return nil, fmt.Errorf("%w: %q must be 1 to %d bytes", ErrInvalidStepID, id, MaxStepIDLen)
+	}
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	if _, dup := ex.seen[id]; dup {
+		err := fmt.Errorf("%w %q: step ids must be unique within a run and called in the same order on every execution", ErrDuplicateStep, id)
+		if ex.fatal == nil {
+			ex.fatal = err
+		}
+		return nil, err
+	}
+	ex.seen[id] = struct{}{}
+	return ex.steps[id], nil
+}
+
+// sameEpoch reports whether a recorded attempt was made by the delivered
+// run attempt: a failure recorded by an earlier run attempt (or before a
+// manual retry) is tried again with a fresh budget, while one recorded by
+// this run attempt is final for it.
+func (ex *execution) sameEpoch(s *protocol.StepState) bool {
+	return s.RunAttempt == ex.run.Attempt
+}
+
+// replayError records a mismatch between history and code and returns it.
+func (ex *execution) replayError(format string, args ...any) error {
+	err := fmt.Errorf("%w: "+format, append([]any{ErrReplay}, args...)...)
+	ex.mu.Lock()
+	if ex.fatal == nil {
+		ex.fatal = err
+	}
+	ex.mu.Unlock()
+	return err
+}
+
+// item starts a report item for this run.
+func (ex *execution) item(kind protocol.ReportKind) protocol.ReportItem {
+	return protocol.ReportItem{Kind: kind, RunID: ex.run.RunID, LeaseToken: ex.run.LeaseToken}
+}
+
+// later queues items to go with the next report.
+func (ex *execution) later(items ...protocol.ReportItem) {
+	ex.mu.Lock()
+	ex.pending = append(ex.pending, items...)
+	ex.mu.Unlock()
+}
+
+// takePending returns and clears the queued items.
+func (ex *execution) takePending() []protocol.ReportItem {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	p := ex.pending
+	ex.pending = nil
+	return p
+}
+
+// report sends the queued items and then items, and returns the results of
+// items; if that fails the execution is abandoned (the call does not
+// return).
+func (ex *execution) report(items ...protocol.ReportItem) []protocol.ReportResult {
+	pending := ex.takePending()
+	results, err := ex.rep.Report(ex.ctx, append(pending, items...)...)
+	if err != nil {
+		ex.abandon(err)
+	}
+	if len(results) != len(pending)+len(items) {
+		ex.abandon(fmt.Errorf("workflow: %d report results for %d items", len(results), len(pending)+len(items)))
+	}
+	return results[len(pending):]
+}
+
+// closeExitedLocked releases the parked goroutines; ex.mu is held.
+func (ex *execution) closeExitedLocked() {
+	if !ex.exitClosed {
+		ex.exitClosed = true
+		close(ex.exited)
+	}
+}
+
+// park blocks the calling goroutine, whose context is ctx, until the run is
+// suspended (then it unwinds with the exit signal) — see execution. If this
+// goroutine was the last running workflow code, it suspends the run itself.
+// It returns only if ctx is a Parallel branch's and the branch is cancelled
+// (fail-fast), with the cancellation's cause.
+func (ex *execution) park(ctx context.Context, w *waiter) error {
+	ex.mu.Lock()
+	if ex.state != stateRunning {
+		ex.mu.Unlock()
+		panic(errExit)
+	}
+	ex.waits[w] = struct{}{}
+	ex.active--
+	suspend := ex.decideLocked()
+	exited := ex.exited
+	ex.mu.Unlock()
+	if suspend {
+		ex.suspendAll()
+		panic(errExit)
+	}
+	select {
+	case <-exited:
+		panic(errExit)
+	case <-ctx.Done():
+	}
+	ex.mu.Lock()
+	if ex.state != stateRunning {
+		ex.mu.Unlock()
+		panic(errExit)
+	}
+	delete(ex.waits, w)
+	ex.active++
+	ex.mu.Unlock()
+	if ex.ctx.Err() != nil {
+		ex.abandon(context.Cause(ex.ctx))
+	}
+	return context.Cause(ctx)
+}
+
+// decideLocked reports whether the run must be suspended now (no goroutine
+// runs workflow code and some are parked) and, if so, marks it suspended so
+// that nobody unparks meanwhile; the caller then calls suspendAll. ex.mu is
+// held.
+func (ex *execution) decideLocked() bool {
+	if ex.state != stateRunning || ex.active > 0 || len(ex.waits) == 0 {
+		return false
+	}
+	ex.state = stateSuspended
+	return true
+}
+
+// suspendAll reports the suspension of the run — until the earliest timer
+// of the parked goroutines, for the union of their children and events —
+// with the queued items, and releases the parked goroutines. A failed report
+// abandons the execution instead.
+func (ex *execution) suspendAll() {
+	ex.mu.Lock()
+	it := ex.item(protocol.ReportRunSleep)
+	seen := map[string]bool{}
+	for w := range ex.waits {
+		if w.until != nil && (it.Until == nil || w.until.Before(*it.Until)) {
+			u := *w.until
+			it.Until = &u
+		}
+		for _, c := range w.children {
+			if !seen[c] {
+				seen[c] = true
+				it.Steps = append(it.Steps, c)
+			}
+		}
+		it.Events = it.Events || w.events
+	}
+	ex.mu.Unlock()
+	sort.Strings(it.Steps)
+	_, err := ex.rep.Report(ex.ctx, append(ex.takePending(), it)...)
+	ex.mu.Lock()
+	if err != nil {
+		ex.state, ex.cause = stateAbandoned, err
+	}
+	ex.closeExitedLocked()
+	ex.mu.Unlock()
+}
+
+// suspended ends an execution whose run the engine already suspended (an
+// event_wait with Suspend). It does not return.
+func (ex *execution) suspended() {
+	ex.mu.Lock()
+	if ex.state == stateRunning {
+		ex.state = stateSuspended
+	}
+	ex.closeExitedLocked()
+	ex.mu.Unlock()
+	panic(errExit)
+}
+
+// waitUntil waits until t from a goroutine whose context is ctx: in place
+// when t is within the inline retry limit, else by parking (suspending the
+// run). It returns an error only if ctx (a branch's) is cancelled.
+func (ex *execution) waitUntil(ctx context.Context, t time.Time) error {
+	d := t.Sub(ex.now())
+	if d <= 0 {
+		return nil
+	}
+	if ex.inline < 0 || d > ex.inline {
+		return ex.park(ctx, &waiter{until: &t})
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		if ex.ctx.Err() != nil {
+			ex.abandon(context.Cause(ex.ctx))
+		}
+		return context.Cause(ctx)
+	}
+}
+
+// abandon ends the execution without further reports. It does not return.
+func (ex *execution) abandon(cause error) {
+	if cause == nil {
+		cause = errors.New("workflow: execution abandoned")
+	}
+	ex.mu.Lock()
+	if ex.state == stateRunning {
+		ex.state = stateAbandoned
+		ex.cause = cause
+	}
+	ex.closeExitedLocked()
+	ex.mu.Unlock()
+	panic(errExit)
+}

@@ -1,0 +1,259 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+	"runtime/debug"
+	"time"
+
+	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/retry"
+)
+
+// StepOption configures one step.
+type StepOption interface {
+	applyStep(*stepOptions)
+}
+
+type stepOptions struct {
+	timeout time.Duration
+	policy  *retry.Policy
+}
+
+type stepOptionFunc func(*stepOptions)
+
+func (f stepOptionFunc) applyStep(o *stepOptions) { f(o) }
+
+// WithStepTimeout bounds one attempt of the step: the step function's
+// context ends after d, and the attempt fails with the function's error.
+// A d of zero or less means no timeout.
+func WithStepTimeout(d time.Duration) StepOption {
+	return stepOptionFunc(func(o *stepOptions) { o.timeout = d })
+}
+
+// WithRetry sets the step's retry policy (zero fields take the defaults of
+// package retry). Without it a step gets retry.Default(): 5 attempts, 1 s
+// before the second, ×2 each time, at most 60 s, ±20% jitter. Use
+// retry.Policy{MaxAttempts: 1} for a step that must not be retried.
+func WithRetry(p retry.Policy) StepOption {
+	return stepOptionFunc(func(o *stepOptions) { o.policy = &p })
+}
+
+// Step runs fn as the durable step id of the run and returns its result.
+//
+// If the run's history records step id as completed, Step returns the
+// recorded output decoded into T without running fn (replay). Otherwise it
+// runs fn with the run's context, records the outcome with one report —
+// the JSON encoding of the result, or the error — and returns it. The
+// value returned is always the recorded JSON decoded into T, so a first
+// execution and a replay see the same value.
+//
+// Retries. If fn fails (returns an error or panics), the failed attempt is
+// recorded (every attempt is a step attempt of its own) and fn is tried
+// again under the step's retry policy (WithRetry; default retry.Default()),
+// unless the error is marked with NonRetryable or its ErrorType is listed in
+// the policy's NonRetryable types. A short backoff (at most the worker's
+// inline retry limit, 2 s by default) is waited for in place; a longer one
+// suspends the run until the retry time, freeing the worker's slot, and the
+// next attempt runs when the engine delivers the run again. A step that
+// exhausts its attempts returns its last error; the workflow decides what
+// to do with it. The budget counts attempts within one attempt of the run:
+// when the run is retried (its workflow returned the error, or a manual
+// retry of a failed run), a failed step gets a fresh budget.
+//
+// A failure the run already recorded as final (in this run attempt) is
+// returned again on replay without running fn, as a *StepError with the
+// recorded message and type: ErrorType(err) names the same type in the
+// execution that ran the step and in every replay, so branch on it rather
+// than on the Go type of the error.
+//
+// An id used twice in one execution returns an error wrapping
+// ErrDuplicateStep and fails the run. If the run's context ends, or a
+// report fails (lease lost), Step does not return: the execution is
+// abandoned.
+func Step[T any](ctx Context, id string, fn func(ctx context.Context) (T, error), opts ...StepOption) (T, error) {
+	var zero T
+	ex := ctx.execution()
+	prev, err := ex.enter(ctx, id)
+	if err != nil {
+		return zero, err
+	}
+	if prev != nil && prev.Status == stepCompleted {
+		var v T
+		if len(prev.Output) > 0 {
+			if err := json.Unmarshal(prev.Output, &v); err != nil {
+				return zero, ex.replayError("step %q: recorded output does not decode into %T: %v", id, v, err)
+			}
+		}
+		return v, nil
+	}
+	if fn == nil {
+		return zero, fmt.Errorf("workflow: step %q: nil function", id)
+	}
+	var o stepOptions
+	for _, opt := range opts {
+		if opt != nil {
+			opt.applyStep(&o)
+		}
+	}
+	policy := retry.Default()
+	if o.policy != nil {
+		policy = o.policy.WithDefaults()
+	}
+	attempt, tries := 1, 0
+	if prev != nil {
+		attempt = prev.Attempt + 1
+		if prev.Status == stepFailed && ex.sameEpoch(prev) {
+			if prev.RetryAt == nil {
+				return zero, &StepError{StepID: id, Attempt: prev.Attempt, Type: prev.ErrorType, Message: prev.Error}
+			}
+			// A retry scheduled by this run attempt: continue its budget,
+			// waiting for the rest of the backoff if delivered early.
+			tries = prev.Tries
+			if err := ex.waitUntil(ctx, *prev.RetryAt); err != nil {
+				return zero, err
+			}
+		}
+	}
+	for {
+		v, retryAt, err := runAttempt(ctx, ex, id, attempt, &tries, o, policy, fn)
+		if retryAt == nil {
+			return v, err
+		}
+		if err := ex.waitUntil(ctx, *retryAt); err != nil {
+			return zero, err
+		}
+		attempt++
+	}
+}
+
+// runAttempt makes and records one attempt of step id. It returns the
+// step's result, or, when the attempt failed and is to be retried, the
+// retry time (the failed attempt is then recorded, or queued to go with the
+// suspension if the backoff is too long to wait in place).
+func runAttempt[T any](ctx Context, ex *execution, id string, attempt int, tries *int, o stepOptions, policy retry.Policy,
+	fn func(context.Context) (T, error)) (T, *time.Time, error) {
+	var zero T
+	sctx, span := ex.tracer.Start(ctx, "kagzi.step "+id, trace.WithAttributes(
+		attribute.String("kagzi.run_id", ex.run.RunID.String()),
+		attribute.String("kagzi.workflow_type", ex.run.Type),
+		attribute.String("kagzi.step_id", id),
+		attribute.Int("kagzi.attempt", attempt),
+	))
+	started := ex.now()
+	v, ferr := runStep(context.WithValue(sctx, stepInfoKey{}, StepInfo{RunID: ex.run.RunID.String(), StepID: id, Attempt: attempt}), o, fn)
+	finished := ex.now()
+	if ferr != nil {
+		span.RecordError(ferr)
+		span.SetStatus(codes.Error, ferr.Error())
+	}
+	span.End()
+	if ex.stepMS != nil {
+		ex.stepMS.Record(ex.ctx, float64(finished.Sub(started))/float64(time.Millisecond),
+			metric.WithAttributes(attribute.String("workflow_type", ex.run.Type)))
+	}
+	if ex.ctx.Err() != nil {
+		// Cancelled, lease lost or drained while the step ran: the result
+		// may not be recorded any more.
+		ex.abandon(context.Cause(ex.ctx))
+	}
+	if ctx.Err() != nil {
+		// The Parallel branch was cancelled (fail-fast): the attempt is not
+		// recorded; a later execution runs the step again.
+		return zero, nil, context.Cause(ctx)
+	}
+
+	var out json.RawMessage
+	if ferr == nil {
+		out, ferr = json.Marshal(v)
+		if ferr != nil {
+			ferr = NonRetryable(fmt.Errorf("workflow: step %q: encode output: %w", id, ferr))
+		} else if len(out) > MaxPayloadSize {
+			ferr = NonRetryable(fmt.Errorf("%w: step %q output is %d bytes, at most %d", ErrPayloadTooLarge, id, len(out), MaxPayloadSize))
+		} else if len(out) > WarnPayloadSize {
+			ex.log.Warn("large step output", "step_id", id, "bytes", len(out))
+		}
+	}
+	if ferr == nil {
+		// Decode what is recorded, so replays see the same value.
+		var rv T
+		if err := json.Unmarshal(out, &rv); err != nil {
+			ferr = NonRetryable(fmt.Errorf("workflow: step %q: output does not decode into %T: %w", id, rv, err))
+		} else {
+			v = rv
+		}
+	}
+
+	it := ex.item(protocol.ReportStepCompleted)
+	it.StepID = id
+	it.StepKind = stepKindFunction
+	it.Attempt = attempt
+	it.StartedAt = &started
+	it.FinishedAt = &finished
+	if ferr == nil {
+		it.Output = out
+		ex.report(it)
+		return v, nil, nil
+	}
+	*tries++
+	it.Kind = protocol.ReportStepFailed
+	it.Error = ferr.Error()
+	it.ErrorType = ErrorType(ferr)
+	it.NonRetryable = IsNonRetryable(ferr)
+	if it.NonRetryable || policy.IsNonRetryable(it.ErrorType) || policy.Exhausted(*tries) {
+		ex.report(it)
+		return zero, nil, ferr
+	}
+	retryAt := finished.Add(policy.Delay(*tries, ex.rand())).UTC()
+	it.Until = &retryAt
+	ex.log.Debug("step attempt failed; retrying", "step_id", id, "attempt", attempt, "retry_at", retryAt, "err", ferr)
+	if d := retryAt.Sub(ex.now()); ex.inline >= 0 && d <= ex.inline {
+		ex.report(it)
+	} else {
+		// Recorded with the suspension that waits for the retry time.
+		ex.later(it)
+	}
+	return zero, &retryAt, nil
+}
+
+// StepInfo describes the step attempt a step function runs as.
+type StepInfo struct {
+	RunID   string
+	StepID  string
+	Attempt int
+}
+
+type stepInfoKey struct{}
+
+// StepInfoFrom returns the step attempt a step function's context belongs
+// to (ok false outside a step). Attempt numbers count every attempt of the
+// step in the run, from 1.
+func StepInfoFrom(ctx context.Context) (info StepInfo, ok bool) {
+	info, ok = ctx.Value(stepInfoKey{}).(StepInfo)
+	return info, ok
+}
+
+// runStep calls fn, turning a panic into a *PanicError. The exit sentinel
+// (a workflow call made from inside a step) is passed on.
+func runStep[T any](ctx context.Context, o stepOptions, fn func(context.Context) (T, error)) (v T, err error) {
+	if o.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			if sig, ok := r.(*exitSignal); ok {
+				panic(sig)
+			}
+			var zero T
+			v, err = zero, &PanicError{Value: r, Stack: string(debug.Stack())}
+		}
+	}()
+	return fn(ctx)
+}

@@ -1,0 +1,35 @@
+// Command dispatcher runs Kagzi's lease service: it claims due runs for the
+// workers that ask, delivers them, applies the workers' reports under the
+// fencing token, and (one replica at a time) relays Postgres notifications
+// to NATS. Configuration comes from the environment (see the README).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/kagzi/kagzi/internal/app"
+	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/internal/svc"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var cfg config.Dispatcher
+	err := config.Load(ctx, &cfg)
+	if err == nil {
+		err = app.RunDispatcher(ctx, cfg, svc.Logger(cfg.LogLevel).With("service", "dispatcher"))
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dispatcher:", err)
+		if errors.Is(err, config.ErrInvalid) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,37 @@
+// Command reaper runs Kagzi's recovery service: it tracks worker liveness
+// from heartbeats over NATS, marks silent workers OFFLINE and recovers
+// their runs at once, expires leases nobody extends and fails runs past
+// their deadline. Every replica listens; one at a time (elected with a
+// Postgres advisory lock) acts. Configuration comes from the environment
+// (see the README).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/kagzi/kagzi/internal/app"
+	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/internal/svc"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var cfg config.Reaper
+	err := config.Load(ctx, &cfg)
+	if err == nil {
+		err = app.RunReaper(ctx, cfg, svc.Logger(cfg.LogLevel).With("service", "reaper"))
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "reaper:", err)
+		if errors.Is(err, config.ErrInvalid) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,37 @@
+// Command scheduler runs Kagzi's cron firing service: it turns due schedule
+// templates into runs, exactly once per fire time however many replicas
+// run, with catch-up after downtime bounded by each schedule's
+// max_catchup. It is woken by schedule changes relayed over NATS and by
+// its own timer, never by polling. Configuration comes from the
+// environment (see the README).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/kagzi/kagzi/internal/app"
+	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/internal/svc"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var cfg config.Scheduler
+	err := config.Load(ctx, &cfg)
+	if err == nil {
+		err = app.RunScheduler(ctx, cfg, svc.Logger(cfg.LogLevel).With("service", "scheduler"))
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "scheduler:", err)
+		if errors.Is(err, config.ErrInvalid) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,111 @@
+// Package examples holds the example workflows the reference worker binary
+// registers (and `kagzi dev` runs): an order-processing workflow of several
+// steps, one workflow per durable-execution feature (durable sleep, events,
+// child workflows, parallel steps, retries, timeouts and cancellation), and
+// the workflows `kagzi bench` drives.
+package examples
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/kagzi/kagzi/pkg/worker"
+	"github.com/kagzi/kagzi/pkg/workflow"
+)
+
+// Order is the input of ProcessOrder.
+type Order struct {
+	ID       string  `json:"id"`
+	Customer string  `json:"customer"`
+	Amount   float64 `json:"amount"`
+	Items    int     `json:"items"`
+}
+
+// Receipt is the output of ProcessOrder.
+type Receipt struct {
+	OrderID       string `json:"order_id"`
+	Reservation   string `json:"reservation"`
+	PaymentID     string `json:"payment_id"`
+	TrackingCode  string `json:"tracking_code"`
+	Notifications int    `json:"notifications"`
+}
+
+// ProcessOrder reserves stock, charges the customer, ships and notifies:
+// four memoized steps. A crash between steps resumes after the last
+// completed one; none runs twice to completion.
+func ProcessOrder(ctx workflow.Context, o Order) (Receipt, error) {
+	if o.ID == "" || o.Items <= 0 || o.Amount <= 0 {
+		return Receipt{}, workflow.NonRetryable(errors.New("order needs an id, items and a positive amount"))
+	}
+	res, err := workflow.Step(ctx, "reserve-inventory", func(context.Context) (string, error) {
+		return "rsv-" + o.ID, nil
+	})
+	if err != nil {
+		return Receipt{}, err
+	}
+	pay, err := workflow.Step(ctx, "charge-payment", func(context.Context) (string, error) {
+		return fmt.Sprintf("pay-%s-%.2f", o.ID, o.Amount), nil
+	})
+	if err != nil {
+		return Receipt{}, err
+	}
+	track, err := workflow.Step(ctx, "ship", func(context.Context) (string, error) {
+		return "trk-" + o.ID, nil
+	})
+	if err != nil {
+		return Receipt{}, err
+	}
+	sent, err := workflow.Step(ctx, "notify-customer", func(context.Context) (int, error) {
+		return 1, nil
+	})
+	if err != nil {
+		return Receipt{}, err
+	}
+	return Receipt{OrderID: o.ID, Reservation: res, PaymentID: pay, TrackingCode: track, Notifications: sent}, nil
+}
+
+// NoopInput is the input of Noop.
+type NoopInput struct {
+	// Steps is the number of empty steps to run.
+	Steps int `json:"steps"`
+}
+
+// Noop runs Steps empty steps and returns how many ran: the benchmark's
+// workload, so the figures measure Kagzi rather than user code.
+func Noop(ctx workflow.Context, in NoopInput) (int, error) {
+	for i := 0; i < in.Steps; i++ {
+		if _, err := workflow.Step(ctx, "s"+strconv.Itoa(i), func(context.Context) (int, error) { return i, nil }); err != nil {
+			return 0, err
+		}
+	}
+	return in.Steps, nil
+}
+
+// Register registers every example workflow on w.
+func Register(w *worker.Worker) error {
+	return errors.Join(
+		worker.Register(w, "ProcessOrder", ProcessOrder, worker.WithVersion("v1")),
+		worker.Register(w, "Noop", Noop),
+		worker.Register(w, "Probe", Probe),
+		worker.Register(w, "SleepProbe", SleepProbe),
+		worker.Register(w, "Reminder", Reminder),
+		worker.Register(w, "ApproveExpense", ApproveExpense),
+		worker.Register(w, "SumOfSquares", SumOfSquares),
+		worker.Register(w, "Square", Square),
+		worker.Register(w, "PriceQuote", PriceQuote),
+		worker.Register(w, "ChargeCard", ChargeCard),
+		worker.Register(w, "Export", Export),
+		registerBench(w),
+		registerChaos(w),
+	)
+}
+
+// Probe records when its code first ran (Unix nanoseconds) in a step and
+// returns it: `kagzi bench --scenario latency` reads it to measure dispatch
+// latency from start commit to workflow code running.
+func Probe(ctx workflow.Context, _ struct{}) (int64, error) {
+	return workflow.Step(ctx, "t", func(context.Context) (int64, error) { return time.Now().UnixNano(), nil })
+}
