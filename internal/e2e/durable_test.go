@@ -127,8 +127,10 @@ func TestSleepWakesByTimerWithoutScans(t *testing.T) {
 		}
 		// The step report, the sleep report, the claim that woke it and the
 		// next-due read, plus at most one batch of the reaper's heartbeat
-		// writes: a scan every few milliseconds would cost far more.
-		if n > 30 || claims > 2 {
+		// writes; on a loaded machine a wakeup relayed after the due time
+		// and a renewed request may each add one empty claim. A scan every
+		// few milliseconds would cost far more.
+		if n > 30 || claims > 4 {
 			t.Fatalf("sleeping %d ms cost %d statements and %d claims", ms, n, claims)
 		}
 		counts = append(counts, n)
