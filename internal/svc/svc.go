@@ -16,8 +16,23 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/telemetry"
 )
+
+// Exit ends a service's process after its run returned err: status 0 when
+// err is nil, 2 for invalid configuration (so an orchestrator shows a
+// configuration error rather than a crash loop), 1 otherwise.
+func Exit(service string, err error) {
+	if err == nil {
+		os.Exit(0)
+	}
+	fmt.Fprintf(os.Stderr, "%s: %v\n", service, err)
+	if errors.Is(err, config.ErrInvalid) {
+		os.Exit(2)
+	}
+	os.Exit(1)
+}
 
 // Component is a long-running part of a process.
 type Component interface {

@@ -6,8 +6,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -25,11 +23,5 @@ func main() {
 	if err == nil {
 		err = app.RunDispatcher(ctx, cfg, svc.Logger(cfg.LogLevel).With("service", "dispatcher"))
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "dispatcher:", err)
-		if errors.Is(err, config.ErrInvalid) {
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
+	svc.Exit("dispatcher", err)
 }

@@ -8,8 +8,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -27,11 +25,5 @@ func main() {
 	if err == nil {
 		err = app.RunReaper(ctx, cfg, svc.Logger(cfg.LogLevel).With("service", "reaper"))
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "reaper:", err)
-		if errors.Is(err, config.ErrInvalid) {
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
+	svc.Exit("reaper", err)
 }

@@ -8,8 +8,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -27,11 +25,5 @@ func main() {
 	if err == nil {
 		err = app.RunScheduler(ctx, cfg, svc.Logger(cfg.LogLevel).With("service", "scheduler"))
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "scheduler:", err)
-		if errors.Is(err, config.ErrInvalid) {
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
+	svc.Exit("scheduler", err)
 }

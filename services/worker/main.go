@@ -6,8 +6,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -26,11 +24,5 @@ func main() {
 	if err == nil {
 		err = workerapp.Run(ctx, cfg, svc.Logger(cfg.LogLevel).With("service", "worker"), examples.Register)
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		if errors.Is(err, config.ErrInvalid) {
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
+	svc.Exit("worker", err)
 }
