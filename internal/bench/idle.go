@@ -248,7 +248,7 @@ var statementNames = []struct{ fragment, name string }{
 	{"min(last_heartbeat_at)", "oldest heartbeat (WorkersOldestHeartbeat)"},
 	{"SELECT min(available_at) FROM kagzi.workflow_runs WHERE status = 'SCHEDULED'", "next due schedule (SchedulesNextDue)"},
 	{"WHERE r.status = 'SCHEDULED' AND r.available_at <=", "due schedules (SchedulesDue)"},
-	{"SET available_at = $4, last_fired_at", "advance schedule (SchedulesFireDue)"},
+	{"SET available_at = l.next, last_fired_at", "fire schedules (SchedulesFireDueMany)"},
 	{"UPDATE kagzi.workflow_runs r SET status = 'PENDING', available_at = now(), locked_by = NULL", "release runs (RunsReleaseMany)"},
 	{"WITH t AS ( SELECT run_id FROM kagzi.workflow_runs WHERE status = 'RUNNING' AND", "recover runs (RunsRecoverWorker/RunsExpireLeases)"},
 	{"pg_advisory_lock", "take leader lock"},

@@ -5,10 +5,11 @@
 // It is woken, never polls. Start subscribes first, to schedule changes
 // (protocol.SubjectScheduleAll) and relay announcements
 // (protocol.SubjectRelayUp), and reads its backlog second: it fires every
-// due template (store.SchedulesDue, store.SchedulesFireDue) and arms one
-// in-process timer at the earliest next fire time (store.SchedulesNextDue,
-// one indexed min() query), or earlier when a ScheduleChanged message
-// carries an earlier time. When the timer fires it fires what is due and
+// due template, a batch read by store.SchedulesDue at a time, each batch
+// in one statement (store.SchedulesFireDueMany), and arms one in-process
+// timer at the earliest next fire time (store.SchedulesNextDue, one
+// indexed min() query), or earlier when a ScheduleChanged message carries
+// an earlier time. When the timer fires it fires what is due and
 // re-arms. It reads the backlog again after a NATS reconnect and on every
 // relay.up, since changes may have been lost in between. An idle scheduler
 // issues no statements.
@@ -284,14 +285,22 @@ func (s *Scheduler) pass() {
 			failed = true
 			break
 		}
-		for _, sc := range due {
-			runs, advanced, err := s.st.SchedulesFireDue(s.ctx, sc, now, s.cfg.Grace, "")
-			if err != nil {
-				s.failed("fire schedule", err, "schedule_id", sc.ID, "ns", sc.Namespace)
+		// One statement fires the whole batch: one commit, so the last
+		// schedule of a busy second is not late by the others' commits.
+		res, err := s.st.SchedulesFireDueMany(s.ctx, due, now, s.cfg.Grace, "")
+		if err != nil {
+			s.failed("fire schedules", err, "schedules", len(due))
+			failed = true
+			break
+		}
+		for i, r := range res {
+			sc := due[i]
+			if r.Err != nil {
+				s.failed("fire schedule", r.Err, "schedule_id", sc.ID, "ns", sc.Namespace)
 				failed = true
 				continue
 			}
-			if !advanced {
+			if !r.Advanced {
 				// Another replica fired it, or it was paused or deleted
 				// since the read: nothing to do.
 				s.lost.Add(1)
@@ -299,8 +308,8 @@ func (s *Scheduler) pass() {
 				continue
 			}
 			s.advanced.Add(1)
-			s.fired.Add(int64(len(runs)))
-			s.logFired(sc, runs, now)
+			s.fired.Add(int64(len(r.Runs)))
+			s.logFired(sc, r.Runs, now)
 		}
 		if len(due) < s.cfg.Batch {
 			break

@@ -133,13 +133,23 @@ func (s *Store) validateCreate(p *RunsCreateParams) ([]byte, error) {
 		return nil, err
 	}
 	if p.RunID == uuid.Nil {
-		id, err := uuid.NewV7()
+		id, err := newRunID()
 		if err != nil {
-			return nil, fmt.Errorf("generate run id: %w", err)
+			return nil, err
 		}
 		p.RunID = id
 	}
 	return encodePolicy(p.RetryPolicy)
+}
+
+// newRunID is the id of a run the store starts: a UUID v7, so ids sort by
+// creation.
+func newRunID() (uuid.UUID, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("generate run id: %w", err)
+	}
+	return id, nil
 }
 
 func nullText(s string) *string {
@@ -236,7 +246,7 @@ func (s *Store) RunsCreateMany(ctx context.Context, ps []RunsCreateParams) ([]Ru
 	for i := range ps {
 		p := &ps[i]
 		if p.ScheduleID != nil {
-			return nil, invalidf("row %d: fired schedule instances are created one at a time", i)
+			return nil, invalidf("row %d: fired schedule instances are created by the schedule methods", i)
 		}
 		pol, err := s.validateCreate(p)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	// Schedule zones must resolve the same in a minimal container image
@@ -524,13 +525,14 @@ type SchedulesFireParams struct {
 	TraceContext string
 }
 
-// SchedulesFire fires a schedule once, in one transaction: it advances the
-// schedule from Due to Next, only if its next fire time is still Due and it
-// is not paused, and if so creates the instance run for FireAt (due now, with
-// the schedule's queue, type, version, input and retry policy). Firing the
-// same time twice, one after the other or at once from several
-// connections, creates one instance: every other call gets fired=false, no
-// error, and the instance if it exists. An unknown schedule is ErrNotFound.
+// SchedulesFire fires a schedule once: it advances the schedule from Due
+// to Next, only if its next fire time is still Due and it is not paused,
+// and if so creates the instance run for FireAt (due now, with the
+// schedule's queue, type, version, input and retry policy), all in one
+// statement. Firing the same time twice, one after the other or at once
+// from several connections, creates one instance: every other call gets
+// fired=false, no error, and the instance if it exists. The run is
+// returned without its input. An unknown schedule is ErrNotFound.
 func (s *Store) SchedulesFire(ctx context.Context, p SchedulesFireParams) (run Run, fired bool, err error) {
 	if p.Due.IsZero() {
 		p.Due = p.FireAt
@@ -541,13 +543,16 @@ func (s *Store) SchedulesFire(ctx context.Context, p SchedulesFireParams) (run R
 	if p.FireAt.Before(p.Due) {
 		return Run{}, false, invalidf("fire time %s is before the due time %s", p.FireAt.Format(time.RFC3339Nano), p.Due.Format(time.RFC3339Nano))
 	}
-	runs, advanced, err := s.schedulesFireTimes(ctx, p.Namespace, p.ScheduleID, p.Due, []time.Time{p.FireAt}, p.Next, p.TraceContext)
+	out, err := s.schedulesFire(ctx, []scheduleFiring{{namespace: p.Namespace, id: p.ScheduleID, due: p.Due,
+		fires: []time.Time{p.FireAt}, next: p.Next}}, p.TraceContext)
 	if err != nil {
-		return Run{}, false, err
+		return Run{}, false, fmt.Errorf("fire schedule %s: %w", p.ScheduleID, err)
 	}
-	if advanced {
-		return runs[0].run, runs[0].created, nil
+	if len(out[0].runs) == 1 {
+		return out[0].runs[0], true, nil
 	}
+	// Not advanced (fired already, paused, deleted or unknown), or advanced
+	// onto a fire time a trigger had already taken.
 	run, err = s.scheduleInstance(ctx, p.Namespace, p.ScheduleID, p.FireAt)
 	if err != nil {
 		return Run{}, false, fmt.Errorf("fire schedule: %w", err)
@@ -555,88 +560,200 @@ func (s *Store) SchedulesFire(ctx context.Context, p SchedulesFireParams) (run R
 	return run, false, nil
 }
 
-// SchedulesFireDue does a scheduler's whole work for one due schedule, as
-// read by SchedulesDue, in one transaction: it fires the times CatchUp
-// picks (with grace; 0 means DefaultFireGrace) and advances the schedule
-// past now. It returns the runs it created, and advanced=false when it
-// changed nothing: the schedule was not due, or another scheduler (or a
-// pause, resume or delete) changed it first. Losing that race is not an
-// error.
+// SchedulesFireDue is SchedulesFireDueMany for one schedule: it returns
+// the runs it created, and advanced=false when the schedule was not due or
+// another scheduler (or a pause, resume or delete) changed it first. A
+// schedule it cannot work out is an error.
 func (s *Store) SchedulesFireDue(ctx context.Context, sc Schedule, now time.Time, grace time.Duration, traceContext string) (runs []Run, advanced bool, err error) {
-	if sc.NextFireAt == nil || sc.Status != StatusScheduled {
-		return nil, false, nil
-	}
-	fires, next, err := CatchUp(sc.Cron, sc.Timezone, *sc.NextFireAt, now, sc.MaxCatchup, grace)
-	if err != nil {
-		return nil, false, fmt.Errorf("fire schedule %s: %w", sc.ID, err)
-	}
-	if len(fires) == 0 && next != nil && next.Equal(*sc.NextFireAt) {
-		return nil, false, nil
-	}
-	fired, advanced, err := s.schedulesFireTimes(ctx, sc.Namespace, sc.ID, *sc.NextFireAt, fires, next, traceContext)
+	res, err := s.SchedulesFireDueMany(ctx, []Schedule{sc}, now, grace, traceContext)
 	if err != nil {
 		return nil, false, err
 	}
-	out := make([]Run, 0, len(fired))
-	for _, r := range fired {
-		if r.created {
-			out = append(out, r.run)
-		}
+	if res[0].Err != nil {
+		return nil, false, res[0].Err
 	}
-	return out, advanced, nil
+	return res[0].Runs, res[0].Advanced, nil
 }
 
-type firedRun struct {
-	run     Run
-	created bool
+// SchedulesFireDueManyResult is what SchedulesFireDueMany did to one
+// schedule.
+type SchedulesFireDueManyResult struct {
+	ScheduleID uuid.UUID
+	// Advanced is true when this call moved the schedule past now, firing
+	// its due times or skipping missed ones. It is false when the schedule
+	// was not due, or another scheduler (or a pause, resume or delete)
+	// changed it first: losing that race is not an error.
+	Advanced bool
+	// Runs are the instances this call created, oldest fire time first,
+	// without their inputs. An advanced schedule may have none: every due
+	// time was missed and skipped, or already had an instance (a trigger
+	// for the same instant).
+	Runs []Run
+	// Err is why the schedule was left untouched: its cron, zone or
+	// catch-up could not be worked out. The other schedules fire anyway.
+	Err error
 }
 
-// schedulesFireTimes is the conditional advance from due to next and the
-// creation of an instance per fire time, in one transaction. The advance is
-// the guard: of the callers that read the same due time, exactly one
-// passes it; the unique (schedule_id, schedule_fire_at) index backs it up.
-func (s *Store) schedulesFireTimes(ctx context.Context, namespace string, id uuid.UUID, due time.Time, fires []time.Time, next *time.Time, trace string) (out []firedRun, advanced bool, err error) {
-	var lastFire *time.Time
-	if len(fires) > 0 {
-		lf := fires[len(fires)-1]
-		lastFire = &lf
-		if next != nil && !next.After(lf) {
-			return nil, false, invalidf("next fire time %s is not after fire time %s", next.Format(time.RFC3339Nano), lf.Format(time.RFC3339Nano))
+// SchedulesFireDueMany does a scheduler's whole work for the due schedules
+// it read with SchedulesDue: for each, it fires the times CatchUp picks
+// (with grace; 0 means DefaultFireGrace) and advances the schedule past
+// now. It is one statement however many schedules there are, so they
+// all fire in one transaction and one commit. Each schedule advances only
+// if its next fire time is still the one read, so schedulers firing the
+// same schedules at once fire each time once between them, and neither
+// fails. Results are in the order of scs; listing a schedule twice is
+// ErrInvalidArgument.
+func (s *Store) SchedulesFireDueMany(ctx context.Context, scs []Schedule, now time.Time, grace time.Duration, traceContext string) ([]SchedulesFireDueManyResult, error) {
+	out := make([]SchedulesFireDueManyResult, len(scs))
+	firings := make([]scheduleFiring, 0, len(scs))
+	at := make([]int, 0, len(scs))
+	for i, sc := range scs {
+		out[i].ScheduleID = sc.ID
+		if sc.NextFireAt == nil || sc.Status != StatusScheduled {
+			continue
 		}
-	}
-	err = s.InTx(ctx, func(tx *Store) error {
-		row := tx.db.QueryRow(ctx, `
-UPDATE kagzi.workflow_runs r SET available_at = $4, last_fired_at = coalesce($5, r.last_fired_at),
-	status = CASE WHEN $4::timestamptz IS NULL THEN 'PAUSED' ELSE 'SCHEDULED' END
-WHERE r.namespace_id = $1 AND r.run_id = $2 AND r.status = 'SCHEDULED' AND r.available_at = $3
-RETURNING `+runCols+`, (SELECT input FROM kagzi.workflow_payloads p WHERE p.run_id = r.run_id)`,
-			namespace, id, due, next, lastFire)
-		var input []byte
-		tmpl, err := scanRun(row, &input)
-		if isNoRows(err) {
-			return nil
-		}
+		fires, next, err := CatchUp(sc.Cron, sc.Timezone, *sc.NextFireAt, now, sc.MaxCatchup, grace)
 		if err != nil {
-			return mapErr(fmt.Sprintf("fire schedule %s", id), err)
+			out[i].Err = fmt.Errorf("fire schedule %s: %w", sc.ID, err)
+			continue
 		}
-		advanced = true
-		for _, f := range fires {
-			run, created, err := tx.RunsCreate(ctx, RunsCreateParams{
-				Namespace: tmpl.Namespace, Queue: tmpl.Queue, Type: tmpl.Type, Version: tmpl.Version,
-				Input: input, RetryPolicy: tmpl.RetryPolicy, Priority: tmpl.Priority, TraceContext: trace,
-				ScheduleID: &tmpl.ID, ScheduleFireAt: &f,
-			})
-			if err != nil {
-				return fmt.Errorf("fire schedule %s at %s: %w", id, f.Format(time.RFC3339), err)
-			}
-			out = append(out, firedRun{run: run, created: created})
+		if len(fires) == 0 && next != nil && next.Equal(*sc.NextFireAt) {
+			continue
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, false, err
+		firings = append(firings, scheduleFiring{namespace: sc.Namespace, id: sc.ID, due: *sc.NextFireAt, fires: fires, next: next})
+		at = append(at, i)
 	}
-	return out, advanced, nil
+	if len(firings) == 0 {
+		return out, nil
+	}
+	fired, err := s.schedulesFire(ctx, firings, traceContext)
+	if err != nil {
+		return nil, err
+	}
+	for k, f := range fired {
+		out[at[k]].Advanced, out[at[k]].Runs = f.advanced, f.runs
+	}
+	return out, nil
+}
+
+// scheduleFiring is one schedule's part of schedulesFire: advance it from
+// due to next (nil: it has no later time and is paused), creating an
+// instance per fire time.
+type scheduleFiring struct {
+	namespace string
+	id        uuid.UUID
+	due       time.Time
+	fires     []time.Time
+	next      *time.Time
+}
+
+type scheduleFired struct {
+	advanced bool
+	runs     []Run
+}
+
+// schedulesFire is the conditional advance of many schedules and the
+// creation of their instances, in one statement. The advance is the guard:
+// of the callers that read the same due time, exactly one passes it (READ
+// COMMITTED re-checks it on the row a concurrent winner committed), and
+// only the schedules it advanced get instances; the unique (schedule_id,
+// schedule_fire_at) index backs it up. Results are in the order of fs.
+func (s *Store) schedulesFire(ctx context.Context, fs []scheduleFiring, trace string) ([]scheduleFired, error) {
+	n := len(fs)
+	var (
+		index                = make(map[uuid.UUID]int, n)
+		nss                  = make([]string, n)
+		ids                  = make([]uuid.UUID, n)
+		dues                 = make([]time.Time, n)
+		nexts, lastFires     = make([]*time.Time, n), make([]*time.Time, n)
+		runIDs, runSchedules = []uuid.UUID{}, []uuid.UUID{}
+		fireAts              = []time.Time{}
+	)
+	for i, f := range fs {
+		if _, dup := index[f.id]; dup {
+			return nil, invalidf("schedule %s is listed twice", f.id)
+		}
+		index[f.id] = i
+		nss[i], ids[i], dues[i], nexts[i] = f.namespace, f.id, f.due, f.next
+		if k := len(f.fires); k > 0 {
+			last := f.fires[k-1]
+			lastFires[i] = &last
+			if f.next != nil && !f.next.After(last) {
+				return nil, invalidf("schedule %s: next fire time %s is not after fire time %s", f.id,
+					f.next.Format(time.RFC3339Nano), last.Format(time.RFC3339Nano))
+			}
+		}
+		for _, at := range f.fires {
+			id, err := newRunID()
+			if err != nil {
+				return nil, err
+			}
+			runIDs, runSchedules, fireAts = append(runIDs, id), append(runSchedules, f.id), append(fireAts, at)
+		}
+	}
+	// l locks the schedules in id order, so two schedulers advancing
+	// overlapping sets wait for each other instead of deadlocking; a row a
+	// winner committed meanwhile is re-read and, no longer due, dropped.
+	// The instances copy the template as the update left it, and their
+	// input from its payload row (checked against the limits when the
+	// schedule was created).
+	rows, err := s.db.Query(ctx, `
+WITH v AS (
+	SELECT * FROM unnest($1::text[], $2::uuid[], $3::timestamptz[], $4::timestamptz[], $5::timestamptz[])
+		AS v(namespace_id, run_id, due, next, last_fired)
+), l AS (
+	SELECT v.* FROM kagzi.workflow_runs r JOIN v ON r.run_id = v.run_id AND r.namespace_id = v.namespace_id
+	WHERE r.status = 'SCHEDULED' AND r.available_at = v.due
+	ORDER BY r.run_id
+	FOR UPDATE OF r
+), u AS (
+	UPDATE kagzi.workflow_runs r SET available_at = l.next, last_fired_at = coalesce(l.last_fired, r.last_fired_at),
+		status = CASE WHEN l.next IS NULL THEN 'PAUSED' ELSE 'SCHEDULED' END
+	FROM l
+	WHERE r.run_id = l.run_id AND r.namespace_id = l.namespace_id AND r.status = 'SCHEDULED' AND r.available_at = l.due
+	RETURNING r.*
+), i AS (
+	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, task_queue, workflow_type, version, status,
+		available_at, retry_policy, priority, trace_context, schedule_id, schedule_fire_at)
+	SELECT f.run_id, u.namespace_id, u.task_queue, u.workflow_type, u.version, 'PENDING',
+		now(), u.retry_policy, u.priority, $9::text, u.run_id, f.fire_at
+	FROM unnest($6::uuid[], $7::uuid[], $8::timestamptz[]) AS f(run_id, schedule_id, fire_at)
+	JOIN u ON u.run_id = f.schedule_id
+	ON CONFLICT DO NOTHING
+	RETURNING r.*
+), p AS (
+	INSERT INTO kagzi.workflow_payloads (run_id, input)
+	SELECT i.run_id, tp.input FROM i LEFT JOIN kagzi.workflow_payloads tp ON tp.run_id = i.schedule_id
+)
+SELECT `+runCols+`, false FROM u r
+UNION ALL
+SELECT `+runCols+`, true FROM i r`,
+		nss, ids, dues, nexts, lastFires, runIDs, runSchedules, fireAts, nullText(trace))
+	if err != nil {
+		return nil, mapErr("fire schedules", err)
+	}
+	defer rows.Close()
+	out := make([]scheduleFired, n)
+	for rows.Next() {
+		var instance bool
+		run, err := scanRun(rows, &instance)
+		if err != nil {
+			return nil, mapErr("fire schedules", err)
+		}
+		if !instance {
+			out[index[run.ID]].advanced = true
+			continue
+		}
+		k := index[*run.ScheduleID]
+		out[k].runs = append(out[k].runs, run)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapErr("fire schedules", err)
+	}
+	for k := range out {
+		slices.SortFunc(out[k].runs, func(a, b Run) int { return a.ScheduleFireAt.Compare(*b.ScheduleFireAt) })
+	}
+	return out, nil
 }
 
 // scheduleInstance returns the run a schedule fired for a fire time, or a

@@ -3,6 +3,8 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -646,3 +648,315 @@ func TestSchedulesFireValidation(t *testing.T) {
 		t.Fatalf("rejected fires moved the schedule: %+v", got)
 	}
 }
+
+// Fifty due schedules over five queues fire in one call: one statement
+// (as many as for five schedules), one instance each with the template's
+// columns and input, every template advanced, one readiness notification
+// per queue.
+func TestSchedulesFireDueManyFiresBatchInOneStatement(t *testing.T) {
+	t.Parallel()
+	_, url := testdb.Pool(t)
+	ctx := context.Background()
+	stmts := &store.StatementCounter{}
+	pool, err := store.ConnectCounting(ctx, url, stmts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s := store.New(pool, store.Options{})
+	pol := &retry.Policy{MaxAttempts: 4}
+	const n = 50
+	var scs []store.Schedule
+	for i := 0; i < n; i++ {
+		scs = append(scs, createSchedule(t, s, store.SchedulesCreateParams{Cron: "* * * * * *", Queue: fmt.Sprintf("q%d", i%5),
+			Type: fmt.Sprintf("T%d", i), Version: "v1", Input: []byte(fmt.Sprintf(`{"i":%d}`, i)), RetryPolicy: pol}))
+	}
+	// Not due at now, and paused: neither advances.
+	later := createSchedule(t, s, store.SchedulesCreateParams{Cron: "@hourly"})
+	paused := createSchedule(t, s, store.SchedulesCreateParams{Cron: "* * * * * *"})
+	if _, err := s.SchedulesPause(ctx, "ns", paused.ID); err != nil {
+		t.Fatal(err)
+	}
+	ch := listen(t, url, 1)
+	fireAt, next := t0.Add(time.Second), t0.Add(2*time.Second)
+	now := fireAt.Add(5 * time.Millisecond)
+	trace := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+	// A smaller batch first: the cost must not grow with the batch.
+	before := stmts.Load()
+	res, err := s.SchedulesFireDueMany(ctx, scs[:5], now, 0, trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := stmts.Load() - before
+	before = stmts.Load()
+	rest := append(append([]store.Schedule{}, scs[5:]...), later, paused)
+	more, err := s.SchedulesFireDueMany(ctx, rest, now, 0, trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if big := stmts.Load() - before; big != small || big != 1 {
+		t.Fatalf("firing 5 schedules took %d statements and 47 took %d, want 1 each", small, big)
+	}
+	res = append(res, more...)
+	if len(res) != n+2 {
+		t.Fatalf("%d results for %d schedules", len(res), n+2)
+	}
+	for i, sc := range scs {
+		r := res[i]
+		if r.ScheduleID != sc.ID || !r.Advanced || r.Err != nil || len(r.Runs) != 1 {
+			t.Fatalf("schedule %d: %+v", i, r)
+		}
+		run := r.Runs[0]
+		if run.ScheduleID == nil || *run.ScheduleID != sc.ID || !run.ScheduleFireAt.Equal(fireAt) || run.Status != store.StatusPending ||
+			run.Namespace != "ns" || run.Queue != sc.Queue || run.Type != sc.Type || run.Version != "v1" || run.TraceContext != trace ||
+			run.RetryPolicy == nil || run.RetryPolicy.MaxAttempts != 4 || run.AvailableAt == nil || run.ID.Version() != 7 || run.CronExpr != "" {
+			t.Fatalf("schedule %d: instance %+v", i, run)
+		}
+		full, err := s.RunsGet(ctx, "ns", run.ID)
+		if err != nil || string(full.Input) != fmt.Sprintf(`{"i":%d}`, i) || full.Status != store.StatusPending {
+			t.Fatalf("schedule %d: stored instance %+v %v", i, full, err)
+		}
+		got, err := s.SchedulesGet(ctx, "ns", sc.ID)
+		if err != nil || got.Status != store.StatusScheduled || !got.NextFireAt.Equal(next) || !got.LastFiredAt.Equal(fireAt) {
+			t.Fatalf("schedule %d after the fire: %+v %v", i, got, err)
+		}
+		if hist, _ := s.SchedulesHistory(ctx, "ns", sc.ID, 10); len(hist) != 1 {
+			t.Fatalf("schedule %d: history %+v", i, hist)
+		}
+	}
+	for _, r := range res[n:] {
+		if r.Advanced || len(r.Runs) != 0 || r.Err != nil {
+			t.Fatalf("a schedule that was not due fired: %+v", r)
+		}
+	}
+	if got, _ := s.SchedulesGet(ctx, "ns", later.ID); !got.NextFireAt.Equal(*later.NextFireAt) || got.LastFiredAt != nil {
+		t.Fatalf("not-due schedule moved: %+v", got)
+	}
+	if got, _ := s.SchedulesGet(ctx, "ns", paused.ID); got.Status != store.StatusPaused || got.LastFiredAt != nil {
+		t.Fatalf("paused schedule moved: %+v", got)
+	}
+
+	// The statement-level trigger: one readiness notification per queue
+	// for each call's insert, one change per advanced template.
+	if _, _, err := s.RunsCreate(ctx, store.RunsCreateParams{Namespace: "ns", Queue: "marker", Type: "T"}); err != nil {
+		t.Fatal(err)
+	}
+	ready, changed := map[string]int{}, 0
+	for {
+		nt, err := store.ParseNotification(<-ch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if nt.Queue == "marker" {
+			break
+		}
+		switch nt.Kind {
+		case store.NotifyReady:
+			ready[nt.Queue]++
+		case store.NotifySchedule:
+			if nt.At == nil || !nt.At.Equal(next) {
+				t.Fatalf("schedule change %+v, want next %v", nt, next)
+			}
+			changed++
+		default:
+			t.Fatalf("unexpected notification %+v", nt)
+		}
+	}
+	if len(ready) != 5 || changed != n {
+		t.Fatalf("readiness notifications by queue %v, schedule changes %d: want 5 queues and %d changes", ready, changed, n)
+	}
+	for q, k := range ready {
+		// The 5-schedule call touched every queue once, the other call too.
+		if k != 2 {
+			t.Fatalf("queue %s: %d readiness notifications, want 2 (one per call)", q, k)
+		}
+	}
+}
+
+// Two schedulers fire the same due set at once, in opposite orders, round
+// after round: neither fails, each schedule advances in exactly one of
+// them, and each fire time has exactly one instance.
+func TestSchedulesFireDueManyRacingSchedulers(t *testing.T) {
+	t.Parallel()
+	s := testdb.Store(t)
+	ctx := context.Background()
+	const n = 40
+	for i := 0; i < n; i++ {
+		// Every second, some with missed times to catch up as well.
+		createSchedule(t, s, store.SchedulesCreateParams{Cron: "* * * * * *", MaxCatchup: i % 3})
+	}
+	now := t0.Add(time.Second)
+	wantRuns := 0
+	for round := 0; round < 6; round++ {
+		if round == 3 {
+			// Back after 30 s away: missed times, and the grace.
+			now = now.Add(30 * time.Second)
+		}
+		due, err := s.SchedulesDue(ctx, now, 1000)
+		if err != nil || len(due) != n {
+			t.Fatalf("round %d: %d due %v", round, len(due), err)
+		}
+		reversed := slices.Clone(due)
+		slices.Reverse(reversed)
+		var (
+			wg    sync.WaitGroup
+			start = make(chan struct{})
+			res   [2][]store.SchedulesFireDueManyResult
+			errs  [2]error
+		)
+		for g, set := range [][]store.Schedule{due, reversed} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				res[g], errs[g] = s.SchedulesFireDueMany(ctx, set, now, 0, "")
+			}()
+		}
+		close(start)
+		wg.Wait()
+		for g := range errs {
+			if errs[g] != nil {
+				t.Fatalf("round %d scheduler %d: %v", round, g, errs[g])
+			}
+		}
+		advanced := map[uuid.UUID]int{}
+		for _, rs := range res {
+			for _, r := range rs {
+				if r.Err != nil {
+					t.Fatalf("round %d: %+v", round, r)
+				}
+				if r.Advanced {
+					advanced[r.ScheduleID]++
+				} else if len(r.Runs) != 0 {
+					t.Fatalf("round %d: created runs without advancing: %+v", round, r)
+				}
+				wantRuns += len(r.Runs)
+			}
+		}
+		if len(advanced) != n {
+			t.Fatalf("round %d: %d schedules advanced, want %d", round, len(advanced), n)
+		}
+		for id, k := range advanced {
+			if k != 1 {
+				t.Fatalf("round %d: schedule %s advanced %d times", round, id, k)
+			}
+		}
+		now = now.Add(time.Second)
+	}
+	// Rounds 0-2 and 4-5 fire one time each; round 3 fires the times
+	// within the grace (10 s) plus max_catchup missed ones.
+	due, _ := s.SchedulesDue(ctx, now.Add(time.Hour), 1000)
+	total := 0
+	for _, sc := range due {
+		hist, err := s.SchedulesHistory(ctx, "ns", sc.ID, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 5 + 11 + sc.MaxCatchup
+		if len(hist) != want {
+			t.Fatalf("schedule with catch-up %d fired %d times, want %d", sc.MaxCatchup, len(hist), want)
+		}
+		seen := map[time.Time]bool{}
+		for _, r := range hist {
+			if seen[*r.ScheduleFireAt] {
+				t.Fatalf("fire time %v fired twice", r.ScheduleFireAt)
+			}
+			seen[*r.ScheduleFireAt] = true
+		}
+		total += len(hist)
+	}
+	if len(due) != n || total != wantRuns {
+		t.Fatalf("%d schedules with %d instances, the calls reported %d", len(due), total, wantRuns)
+	}
+}
+
+// Catch-up in a batch is CatchUp's decision per schedule, as for one
+// schedule: grace, max_catchup, a cron's last time, and a schedule that
+// cannot be worked out does not hold back the others.
+func TestSchedulesFireDueManyCatchUp(t *testing.T) {
+	t.Parallel()
+	s := testdb.Store(t)
+	ctx := context.Background()
+	three := createSchedule(t, s, store.SchedulesCreateParams{Cron: "* * * * *", MaxCatchup: 3})
+	none := createSchedule(t, s, store.SchedulesCreateParams{Cron: "* * * * *"})
+	seconds := createSchedule(t, s, store.SchedulesCreateParams{Cron: "*/5 * * * * *", MaxCatchup: 1, Now: t0.Add(10*time.Minute + 5*time.Second)})
+	last := createSchedule(t, s, store.SchedulesCreateParams{Cron: "0 9 15 1 * 2030", MaxCatchup: 1, Now: t0.Add(-2 * time.Hour)})
+	broken := createSchedule(t, s, store.SchedulesCreateParams{Cron: "@hourly", Now: t0.Add(-2 * time.Hour)})
+	hourly := createSchedule(t, s, store.SchedulesCreateParams{Cron: "@hourly"})
+	// 10:01 to 10:10 were missed by the minute ones (10:10 by 30 s).
+	now := t0.Add(10*time.Minute + 30*time.Second)
+	bad := broken
+	bad.Cron = "not a cron"
+	scs := []store.Schedule{three, none, seconds, last, bad, hourly}
+	res, err := s.SchedulesFireDueMany(ctx, scs, now, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := func(mm, ss int) time.Time {
+		return t0.Add(time.Duration(mm)*time.Minute + time.Duration(ss)*time.Second)
+	}
+	want := []struct {
+		advanced bool
+		fires    []time.Time
+		next     *time.Time
+	}{
+		{true, []time.Time{m(8, 0), m(9, 0), m(10, 0)}, ptr(m(11, 0))},
+		{true, nil, ptr(m(11, 0))},
+		// 10:10:10 and 10:10:15 were missed (more than 10 s ago), the later
+		// one is caught up; 10:10:20 to 10:10:30 are within the grace.
+		{true, []time.Time{m(10, 15), m(10, 20), m(10, 25), m(10, 30)}, ptr(m(10, 35))},
+		{true, []time.Time{t0.Add(-time.Hour)}, nil},
+		{false, nil, broken.NextFireAt},
+		{false, nil, hourly.NextFireAt},
+	}
+	for i, w := range want {
+		r := res[i]
+		if r.ScheduleID != scs[i].ID || r.Advanced != w.advanced || len(r.Runs) != len(w.fires) {
+			t.Fatalf("schedule %d: %+v, want advanced=%v and fires %v", i, r, w.advanced, w.fires)
+		}
+		for k, f := range w.fires {
+			if !r.Runs[k].ScheduleFireAt.Equal(f) {
+				t.Fatalf("schedule %d: fired %v, want %v", i, r.Runs[k].ScheduleFireAt, w.fires)
+			}
+		}
+		got, err := s.SchedulesGet(ctx, "ns", scs[i].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (got.NextFireAt == nil) != (w.next == nil) || (w.next != nil && !got.NextFireAt.Equal(*w.next)) {
+			t.Fatalf("schedule %d: next fire %v, want %v", i, got.NextFireAt, w.next)
+		}
+		if hist, _ := s.SchedulesHistory(ctx, "ns", scs[i].ID, 100); len(hist) != len(w.fires) {
+			t.Fatalf("schedule %d: history %d runs, want %d", i, len(hist), len(w.fires))
+		}
+	}
+	// Missed times skipped: advanced, and last_fired_at does not move.
+	if got, _ := s.SchedulesGet(ctx, "ns", none.ID); got.LastFiredAt != nil || got.Status != store.StatusScheduled {
+		t.Fatalf("skipping missed times: %+v", got)
+	}
+	if got, _ := s.SchedulesGet(ctx, "ns", three.ID); !got.LastFiredAt.Equal(m(10, 0)) {
+		t.Fatalf("catch-up: last fired %v", got.LastFiredAt)
+	}
+	// Its last time fired: paused, as it has no next.
+	if got, _ := s.SchedulesGet(ctx, "ns", last.ID); got.Status != store.StatusPaused || !got.LastFiredAt.Equal(t0.Add(-time.Hour)) {
+		t.Fatalf("after its last time: %+v", got)
+	}
+	if res[4].Err == nil || !errors.Is(res[4].Err, store.ErrInvalidArgument) || !strings.Contains(res[4].Err.Error(), broken.ID.String()) {
+		t.Fatalf("broken schedule: %v", res[4].Err)
+	}
+	// With a minute's grace, 45 s late is on time, not missed.
+	again, _ := s.SchedulesGet(ctx, "ns", none.ID)
+	res, err = s.SchedulesFireDueMany(ctx, []store.Schedule{again}, m(11, 45), time.Minute, "")
+	if err != nil || !res[0].Advanced || len(res[0].Runs) != 1 || !res[0].Runs[0].ScheduleFireAt.Equal(m(11, 0)) {
+		t.Fatalf("due 10:11, fired at 10:11:45 with a minute's grace: %+v %v", res, err)
+	}
+	if _, err := s.SchedulesFireDueMany(ctx, []store.Schedule{three, three}, now.Add(time.Hour), 0, ""); !errors.Is(err, store.ErrInvalidArgument) {
+		t.Fatalf("a schedule listed twice: %v", err)
+	}
+	if res, err := s.SchedulesFireDueMany(ctx, nil, now, 0, ""); err != nil || len(res) != 0 {
+		t.Fatalf("no schedules: %v %v", res, err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
