@@ -71,7 +71,7 @@ file, or - for stdin.`,
 				return usagef("the event name must not be empty")
 			}
 			p := store.EventsSendParams{Namespace: a.Namespace, Name: args[1], Payload: body}
-			if id, err := uuid.Parse(args[0]); err == nil && !byExternal {
+			if id, err := parseUUID(args[0]); err == nil && !byExternal {
 				p.RunID = id
 			} else {
 				p.ExternalID = args[0]

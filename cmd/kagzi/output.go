@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -31,9 +32,19 @@ func (a *app) print(cmd *cobra.Command, v any, table func(w io.Writer)) error {
 	return tw.Flush()
 }
 
+// parseUUID is uuid.Parse without its leniency about braces: it takes any
+// two characters around a 36-character UUID as braces, so a quoted id, or
+// an external id that wraps a UUID, would name that run.
+func parseUUID(s string) (uuid.UUID, error) {
+	if len(s) == 38 && (s[0] != '{' || s[37] != '}') {
+		return uuid.Nil, errors.New("invalid UUID format")
+	}
+	return uuid.Parse(s)
+}
+
 // parseID parses a UUID argument; a bad one is a usage error.
 func parseID(what, s string) (uuid.UUID, error) {
-	id, err := uuid.Parse(s)
+	id, err := parseUUID(s)
 	if err != nil {
 		return uuid.Nil, usagef("%s %q is not a UUID (like 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e): %v", what, s, err)
 	}

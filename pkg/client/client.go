@@ -164,7 +164,8 @@ type StartOptions struct {
 	Priority int
 	// StartAt delays the first execution.
 	StartAt time.Time
-	// TraceParent is a W3C traceparent to join the run to.
+	// TraceParent is a W3C traceparent to join the run to; a malformed one
+	// is ignored.
 	TraceParent string
 }
 
@@ -269,9 +270,10 @@ func (c *Client) startSpan(ctx context.Context, p *store.RunsCreateParams) (cont
 	ctx, span := c.tracer.Start(ctx, "kagzi.start "+p.Type, trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(attribute.String("kagzi.workflow_type", p.Type), attribute.String("kagzi.queue", p.Queue),
 			attribute.String("kagzi.namespace", c.ns), attribute.String("kagzi.run_id", p.RunID.String())))
-	if tp := tracectx.TraceParent(ctx); tp != "" {
-		p.TraceContext = tp
-	}
+	// Stored is what the span carries, not the caller's string: a malformed
+	// traceparent joins no trace, and kept verbatim it would put unbounded
+	// (even unstorable) text on the run.
+	p.TraceContext = tracectx.TraceParent(ctx)
 	return ctx, span
 }
 

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Defaults, as a user of Temporal would expect them.
@@ -51,13 +53,14 @@ type Policy struct {
 func Default() Policy { return Policy{}.WithDefaults() }
 
 // WithDefaults fills zero fields with the defaults and syncs the
-// millisecond fields used on the wire with the durations.
+// millisecond fields used on the wire with the durations, which it keeps
+// to whole milliseconds (at least 1 ms once set), as the wire does.
 func (p Policy) WithDefaults() Policy {
 	if p.InitialInterval == 0 && p.InitialIntervalMS > 0 {
-		p.InitialInterval = time.Duration(p.InitialIntervalMS) * time.Millisecond
+		p.InitialInterval = fromMS(p.InitialIntervalMS)
 	}
 	if p.MaxInterval == 0 && p.MaxIntervalMS > 0 {
-		p.MaxInterval = time.Duration(p.MaxIntervalMS) * time.Millisecond
+		p.MaxInterval = fromMS(p.MaxIntervalMS)
 	}
 	if p.MaxAttempts == 0 {
 		p.MaxAttempts = DefaultMaxAttempts
@@ -71,6 +74,9 @@ func (p Policy) WithDefaults() Policy {
 	if p.MaxInterval == 0 {
 		p.MaxInterval = DefaultMaxInterval
 	}
+	// Keep what a worker reads back from the wire, which carries whole
+	// milliseconds, so the policy a run is given is the policy it runs.
+	p.InitialInterval, p.MaxInterval = wireInterval(p.InitialInterval), wireInterval(p.MaxInterval)
 	if p.MaxInterval < p.InitialInterval {
 		p.MaxInterval = p.InitialInterval
 	}
@@ -82,6 +88,29 @@ func (p Policy) WithDefaults() Policy {
 	return p
 }
 
+// maxIntervalMS is the longest interval in milliseconds a time.Duration
+// holds (about 292 years).
+const maxIntervalMS = math.MaxInt64 / int64(time.Millisecond)
+
+// fromMS converts wire milliseconds to a duration, saturating instead of
+// overflowing into a negative one.
+func fromMS(ms int64) time.Duration {
+	if ms > maxIntervalMS {
+		ms = maxIntervalMS
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// wireInterval truncates d to whole milliseconds; a positive d under 1 ms
+// becomes 1 ms, since 0 ms on the wire would mean the default.
+func wireInterval(d time.Duration) time.Duration {
+	ms := d.Milliseconds()
+	if ms == 0 && d > 0 {
+		ms = 1
+	}
+	return fromMS(ms)
+}
+
 // Validate reports the first field out of range.
 func (p Policy) Validate() error {
 	switch {
@@ -89,14 +118,23 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("%w: initial interval %v is negative", ErrInvalidPolicy, p.InitialInterval)
 	case p.MaxInterval < 0 || p.MaxIntervalMS < 0:
 		return fmt.Errorf("%w: max interval %v is negative", ErrInvalidPolicy, p.MaxInterval)
+	case p.InitialIntervalMS > maxIntervalMS || p.MaxIntervalMS > maxIntervalMS:
+		return fmt.Errorf("%w: an interval of %d ms is longer than a time.Duration holds", ErrInvalidPolicy,
+			max(p.InitialIntervalMS, p.MaxIntervalMS))
 	case p.BackoffCoefficient != 0 && (p.BackoffCoefficient < 1 || math.IsNaN(p.BackoffCoefficient) || math.IsInf(p.BackoffCoefficient, 0)):
 		return fmt.Errorf("%w: backoff coefficient %v must be at least 1", ErrInvalidPolicy, p.BackoffCoefficient)
-	case p.Jitter > 1 || math.IsNaN(p.Jitter):
-		return fmt.Errorf("%w: jitter %v must be at most 1", ErrInvalidPolicy, p.Jitter)
+	case p.Jitter > 1 || math.IsNaN(p.Jitter) || math.IsInf(p.Jitter, 0):
+		// An infinite jitter would not even encode as JSON.
+		return fmt.Errorf("%w: jitter %v must be a finite number at most 1", ErrInvalidPolicy, p.Jitter)
 	}
 	for _, t := range p.NonRetryable {
 		if t == "" {
 			return fmt.Errorf("%w: empty non-retryable error type", ErrInvalidPolicy)
+		}
+		// JSON would replace invalid UTF-8, so the stored type would never
+		// match, and Postgres jsonb refuses \u0000.
+		if !utf8.ValidString(t) || strings.ContainsRune(t, 0) {
+			return fmt.Errorf("%w: non-retryable error type %q is not UTF-8 text without NUL", ErrInvalidPolicy, t)
 		}
 	}
 	return nil
@@ -135,6 +173,11 @@ func (p Policy) Delay(attempt int, rnd float64) time.Duration {
 	}
 	if d < 0 {
 		d = 0
+	}
+	// Jitter can take d past the largest Duration, and converting such a
+	// float to an integer yields a negative wait.
+	if d >= math.MaxInt64 {
+		return math.MaxInt64
 	}
 	return time.Duration(d)
 }

@@ -94,8 +94,8 @@ func (s *Store) EventsSend(ctx context.Context, p EventsSendParams) (SentEvent, 
 	if (p.RunID == uuid.Nil) == (p.ExternalID == "") {
 		return SentEvent{}, invalidf("name the run by run id or by external id, not both or neither")
 	}
-	if len(p.ExternalID) > maxNameLen {
-		return SentEvent{}, invalidf("external id is %d bytes, at most %d", len(p.ExternalID), maxNameLen)
+	if err := checkExternalID(p.ExternalID); err != nil {
+		return SentEvent{}, err
 	}
 	if err := s.checkPayload("event payload", p.Payload); err != nil {
 		return SentEvent{}, err

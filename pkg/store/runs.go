@@ -5,9 +5,11 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -63,8 +65,41 @@ func checkName(field, v string, required bool) error {
 	if len(v) > maxNameLen {
 		return invalidf("%s is %d bytes, at most %d", field, len(v), maxNameLen)
 	}
+	if !pgText(v) {
+		return invalidf("%s %q is not UTF-8 text without NUL bytes", field, v)
+	}
 	if strings.ContainsAny(v, " \t\r\n*>@") {
 		return invalidf("%s %q must not contain spaces or any of * > @", field, v)
+	}
+	return nil
+}
+
+// minDBTime and endDBTime bound a Postgres timestamptz. pgx does not
+// refuse a time outside them: it wraps it into another time.
+var (
+	minDBTime = time.Date(-4713, 11, 24, 0, 0, 0, 0, time.UTC)
+	endDBTime = time.Date(294277, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+func checkTime(field string, t *time.Time) error {
+	if t != nil && (t.Before(minDBTime) || !t.Before(endDBTime)) {
+		return invalidf("%s %s is outside the years Postgres stores", field, t.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// pgText reports whether Postgres can store s as text: it refuses NUL
+// bytes and invalid UTF-8 with an error the store cannot type.
+func pgText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
+
+// checkExternalID checks an optional idempotency key: any text up to
+// maxNameLen bytes.
+func checkExternalID(v string) error {
+	if len(v) > maxNameLen {
+		return invalidf("external id is %d bytes, at most %d", len(v), maxNameLen)
+	}
+	if !pgText(v) {
+		return invalidf("external id %q is not UTF-8 text without NUL bytes", v)
 	}
 	return nil
 }
@@ -123,8 +158,19 @@ func (s *Store) validateCreate(p *RunsCreateParams) ([]byte, error) {
 	if err := checkName("version", p.Version, false); err != nil {
 		return nil, err
 	}
-	if len(p.ExternalID) > maxNameLen {
-		return nil, invalidf("external id is %d bytes, at most %d", len(p.ExternalID), maxNameLen)
+	if err := checkExternalID(p.ExternalID); err != nil {
+		return nil, err
+	}
+	// The priority column is a 32-bit integer: pgx refuses a larger int
+	// with an untyped error, and RunsCreateMany's conversion would wrap it.
+	if p.Priority < math.MinInt32 || p.Priority > math.MaxInt32 {
+		return nil, invalidf("priority %d is outside the 32-bit range", p.Priority)
+	}
+	if err := checkTime("start time", p.AvailableAt); err != nil {
+		return nil, err
+	}
+	if err := checkTime("deadline", p.DeadlineAt); err != nil {
+		return nil, err
 	}
 	if (p.ScheduleID == nil) != (p.ScheduleFireAt == nil) {
 		return nil, invalidf("schedule id and fire time go together")
@@ -368,7 +414,11 @@ func ParseCursor(tok string) (Cursor, error) {
 	if err != nil {
 		return Cursor{}, invalidf("cursor %q is not a token this store made", tok)
 	}
-	return Cursor{CreatedAt: time.UnixMicro(us).UTC(), ID: u}, nil
+	at := time.UnixMicro(us).UTC()
+	if checkTime("cursor time", &at) != nil {
+		return Cursor{}, invalidf("cursor %q is not a token this store made", tok)
+	}
+	return Cursor{CreatedAt: at, ID: u}, nil
 }
 
 // RunsListParams filter and page a listing of runs.

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -31,8 +32,8 @@ func (s *Store) LimitsSet(ctx context.Context, namespace, queue, typ string, max
 	if err := checkName("workflow type", typ, true); err != nil {
 		return ConcurrencyLimit{}, err
 	}
-	if maxRunning < 0 {
-		return ConcurrencyLimit{}, invalidf("limit %d must not be negative", maxRunning)
+	if maxRunning < 0 || maxRunning > math.MaxInt32 {
+		return ConcurrencyLimit{}, invalidf("limit %d must be between 0 and %d", maxRunning, math.MaxInt32)
 	}
 	l := ConcurrencyLimit{Namespace: namespace, Queue: queue, Type: typ, MaxRunning: maxRunning}
 	// The runs already running are marked limited, so the limit's count
