@@ -3,9 +3,11 @@ package store_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -513,5 +515,27 @@ func TestConcurrencyLimitCountsRunsAlreadyRunning(t *testing.T) {
 	}
 	if got := e.claim(p); len(got) != 1 {
 		t.Fatalf("claimed %d after raising the limit to 4, want 1", len(got))
+	}
+}
+
+// A failure report's text comes from user code: NUL bytes, invalid UTF-8
+// and a message past the limit, cut inside a multibyte character, must
+// still be stored rather than refused by Postgres.
+func TestFailReportWithUnstorableTextIsStored(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.create(store.RunsCreateParams{Namespace: "ns", Queue: "q", Type: "T"})
+	c := e.claimRun(r.ID, "T")
+	msg := "bad \x00 byte \xff " + strings.Repeat("é", 8<<10)
+	res, err := e.s.RunsFailAttempt(e.ctx, leaseOf(c), msg, "Type\x00\xfe"+strings.Repeat("ß", 200), true)
+	if err != nil || res.Status != store.StatusFailed {
+		t.Fatalf("fail: %+v %v", res, err)
+	}
+	got := e.get("ns", r.ID)
+	if !utf8.ValidString(got.Error) || strings.ContainsRune(got.Error, 0) {
+		t.Fatalf("stored error is not clean text: %q", got.Error[:40])
+	}
+	if !strings.HasPrefix(got.Error, "bad \uFFFD byte \uFFFD é") || len(got.Error) > 8<<10 || len(got.Error) < 8<<10-2 {
+		t.Fatalf("stored error: %d bytes, starts %q", len(got.Error), got.Error[:20])
 	}
 }

@@ -104,11 +104,25 @@ func checkExternalID(v string) error {
 	return nil
 }
 
-func clipError(s string) string {
-	if len(s) > maxErrLen {
-		return s[:maxErrLen]
+func clipError(s string) string { return clipText(s, maxErrLen) }
+
+// clipText makes text that came from user code (error messages and types)
+// storable: Postgres text takes neither NUL nor invalid UTF-8, and a report
+// it refused would leave its run waiting for the lease to expire. It
+// replaces both and cuts at most n bytes at a character boundary.
+func clipText(s string, n int) string {
+	if strings.IndexByte(s, 0) >= 0 {
+		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
 	}
-	return s
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
 }
 
 func encodePolicy(p *retry.Policy) ([]byte, error) {

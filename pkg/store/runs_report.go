@@ -35,7 +35,7 @@ WITH u AS (
 ), touched AS (
 	SELECT run_id FROM u
 ), `+parentWakeCTEs+`
-SELECT status, available_at FROM u`, clipError(errMsg), l.Namespace, l.RunID, l.Token, nonRetryable, errType).
+SELECT status, available_at FROM u`, clipError(errMsg), l.Namespace, l.RunID, l.Token, nonRetryable, clipText(errType, maxNameLen)).
 		Scan(&res.Status, &res.AvailableAt)
 	if err == nil {
 		return res, nil
