@@ -64,23 +64,31 @@ r AS (
 	WHERE s.run_id = r.run_id AND s.step_id = $4 AND s.is_latest AND s.attempt_number < $5
 	RETURNING 1
 ), ins AS (
-	INSERT INTO kagzi.step_runs AS s (run_id, step_id, attempt_number, namespace_id, kind, status, is_latest,
-		input, output, error, started_at, finished_at, retry_at, child_run_id, run_attempt, error_type)
+	INSERT INTO kagzi.step_runs AS s ` + stepInsertCols + `
 	SELECT r.run_id, $4::text, $5::int, r.namespace_id, $6::text, $7::text,
 		NOT EXISTS (SELECT 1 FROM kagzi.step_runs l WHERE l.run_id = r.run_id AND l.step_id = $4 AND l.attempt_number > $5),
 		$8::bytea, $9::bytea, $10::text, $11::timestamptz,
 		coalesce($12::timestamptz, CASE WHEN $7::text IN ('COMPLETED', 'FAILED') THEN now() END),
 		$13::timestamptz, $14::uuid, r.attempts, $15::text
-	FROM r CROSS JOIN (SELECT count(*) FROM prev) AS flipped
+	FROM r CROSS JOIN (SELECT count(*) FROM prev) AS flipped` + stepUpsert + `
+	RETURNING 1
+)`
+
+// stepInsertCols and stepUpsert are the parts of the step insert that
+// stepWriteCTEs and stepRecordManySQL share, so that a report means the
+// same whichever path applies it.
+const (
+	stepInsertCols = `(run_id, step_id, attempt_number, namespace_id, kind, status, is_latest,
+		input, output, error, started_at, finished_at, retry_at, child_run_id, run_attempt, error_type)`
+	stepUpsert = `
 	ON CONFLICT (run_id, step_id, attempt_number) DO UPDATE SET
 		kind = excluded.kind, status = excluded.status,
 		input = coalesce(excluded.input, s.input), output = excluded.output, error = excluded.error,
 		started_at = coalesce(s.started_at, excluded.started_at), finished_at = excluded.finished_at,
 		retry_at = excluded.retry_at, child_run_id = coalesce(excluded.child_run_id, s.child_run_id),
 		error_type = excluded.error_type
-	WHERE s.status IN ('PENDING', 'RUNNING')
-	RETURNING 1
-)`
+	WHERE s.status IN ('PENDING', 'RUNNING')`
+)
 
 // stepRecordSQL reports whether the lease held, whether the row was
 // written, and the attempt's status as it was before the statement.
@@ -88,6 +96,100 @@ const stepRecordSQL = `
 WITH ` + stepWriteCTEs + `
 SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM ins),
 	(SELECT status FROM kagzi.step_runs WHERE run_id = $2 AND step_id = $4 AND attempt_number = $5)`
+
+// stepRecordManySQL is stepRecordSQL for many reports at once, one per
+// element of its parallel arrays (stepArrays), and returns one row per
+// report: its ordinal (from 1), held, wrote and the status before. It
+// requires the reports' (run, step) pairs to be distinct: one INSERT ... ON
+// CONFLICT cannot update a row twice, and two attempts of one step would
+// each see no later attempt and both become latest.
+//
+// r locks the run rows in run id order, whatever the order of the reports,
+// so statements that lock several of the same runs wait for each other
+// instead of deadlocking. ins returns the
+// (run, step) it wrote, which names the report since the pairs are
+// distinct. Every read outside r sees the snapshot taken before the
+// statement, so b is the status before.
+const stepRecordManySQL = `
+WITH l AS (
+	SELECT * FROM unnest($1::text[], $2::uuid[], $3::bigint[], $4::text[], $5::int[], $6::text[], $7::text[],
+		$8::bytea[], $9::bytea[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::timestamptz[],
+		$14::uuid[], $15::text[])
+	WITH ORDINALITY AS l(ns, run_id, tok, step_id, attempt, kind, status, input, output, error,
+		started_at, finished_at, retry_at, child_run_id, error_type, ord)
+), r AS (
+	SELECT l.*, w.namespace_id, w.attempts FROM l JOIN kagzi.workflow_runs w
+		ON w.namespace_id = l.ns AND w.run_id = l.run_id AND w.lease_token = l.tok AND w.status = 'RUNNING'
+	ORDER BY w.run_id
+	FOR SHARE OF w
+), prev AS (
+	UPDATE kagzi.step_runs s SET is_latest = false
+	FROM r
+	WHERE s.run_id = r.run_id AND s.step_id = r.step_id AND s.is_latest AND s.attempt_number < r.attempt
+	RETURNING 1
+), ins AS (
+	INSERT INTO kagzi.step_runs AS s ` + stepInsertCols + `
+	SELECT r.run_id, r.step_id, r.attempt, r.namespace_id, r.kind, r.status,
+		NOT EXISTS (SELECT 1 FROM kagzi.step_runs x WHERE x.run_id = r.run_id AND x.step_id = r.step_id AND x.attempt_number > r.attempt),
+		r.input, r.output, r.error, r.started_at,
+		coalesce(r.finished_at, CASE WHEN r.status IN ('COMPLETED', 'FAILED') THEN now() END),
+		r.retry_at, r.child_run_id, r.attempts, r.error_type
+	FROM r CROSS JOIN (SELECT count(*) FROM prev) AS flipped` + stepUpsert + `
+	RETURNING s.run_id, s.step_id
+)
+SELECT l.ord, r.ord IS NOT NULL, i.run_id IS NOT NULL, b.status
+FROM l
+LEFT JOIN r ON r.ord = l.ord
+LEFT JOIN ins i ON i.run_id = l.run_id AND i.step_id = l.step_id
+LEFT JOIN kagzi.step_runs b ON b.run_id = l.run_id AND b.step_id = l.step_id AND b.attempt_number = l.attempt`
+
+// minSetSteps is the fewest reports StepsRecordMany applies with
+// stepRecordManySQL. Postgres plans a prepared statement afresh for every
+// execution while a plan for the actual array lengths looks cheaper than
+// the generic plan, which assumes arrays of 10 elements; below that the
+// planning costs more than the pipelined statements do, above it the
+// generic plan is kept and one statement costs less than one per report.
+const minSetSteps = 10
+
+// stepArrays holds reports as stepRecordManySQL's parallel arrays, in
+// stepWriteArgs' order.
+type stepArrays struct {
+	ns, stepID, kind, status       []string
+	runID                          []string
+	tok                            []int64
+	attempt                        []int
+	input, output                  [][]byte
+	errMsg, errType, childRunID    []*string
+	startedAt, finishedAt, retryAt []*time.Time
+}
+
+func (a *stepArrays) add(p *StepsRecordParams) {
+	a.ns = append(a.ns, p.Lease.Namespace)
+	a.runID = append(a.runID, p.Lease.RunID.String())
+	a.tok = append(a.tok, p.Lease.Token)
+	a.stepID = append(a.stepID, p.StepID)
+	a.attempt = append(a.attempt, p.Attempt)
+	a.kind = append(a.kind, string(p.Kind))
+	a.status = append(a.status, string(p.Status))
+	a.input = append(a.input, p.Input)
+	a.output = append(a.output, p.Output)
+	a.errMsg = append(a.errMsg, nullText(clipError(p.Error)))
+	a.startedAt = append(a.startedAt, p.StartedAt)
+	a.finishedAt = append(a.finishedAt, p.FinishedAt)
+	a.retryAt = append(a.retryAt, p.RetryAt)
+	var child *string
+	if p.ChildRunID != nil {
+		c := p.ChildRunID.String()
+		child = &c
+	}
+	a.childRunID = append(a.childRunID, child)
+	a.errType = append(a.errType, nullText(p.ErrorType))
+}
+
+func (a *stepArrays) args() []any {
+	return []any{a.ns, a.runID, a.tok, a.stepID, a.attempt, a.kind, a.status, a.input, a.output, a.errMsg,
+		a.startedAt, a.finishedAt, a.retryAt, a.childRunID, a.errType}
+}
 
 func validStepStatus(st StepStatus) bool {
 	switch st {
@@ -200,39 +302,46 @@ func (s *Store) StepsRecord(ctx context.Context, p StepsRecordParams) error {
 }
 
 // StepsRecordMany applies many step reports, possibly under different
-// leases, in one round trip. errs[i] is the outcome of ps[i], as StepsRecord
+// leases, in one statement. errs[i] is the outcome of ps[i], as StepsRecord
 // would return it; a report that fails validation or lost its lease does
 // not stop the others. err is set when the batch as a whole failed (a
 // database error); then nothing was applied, since a batch runs in one
 // transaction (or in the caller's).
+//
+// A batch of fewer than minSetSteps valid reports, or one that names the
+// same step of the same run more than once (a retry and its predecessor, or
+// a report sent twice; those cannot share one statement), is applied one
+// statement per report instead, pipelined in one round trip, in the order
+// given.
 func (s *Store) StepsRecordMany(ctx context.Context, ps []StepsRecordParams) (errs []error, err error) {
 	errs = make([]error, len(ps))
-	b := &pgx.Batch{}
 	var sent []int
+	type stepKey struct {
+		run  uuid.UUID
+		step string
+	}
+	seen := make(map[stepKey]bool, len(ps))
+	distinct := true
 	for i := range ps {
 		if errs[i] = s.validateStep(&ps[i]); errs[i] != nil {
 			continue
 		}
-		b.Queue(stepRecordSQL, stepWriteArgs(&ps[i])...)
+		k := stepKey{ps[i].Lease.RunID, ps[i].StepID}
+		distinct = distinct && !seen[k]
+		seen[k] = true
 		sent = append(sent, i)
 	}
 	if len(sent) == 0 {
 		return errs, nil
 	}
-	type result struct {
-		held, wrote int64
-		before      *string
+	var res []stepResult
+	if distinct && len(sent) >= minSetSteps {
+		res, err = s.stepsRecordSet(ctx, ps, sent)
+	} else {
+		res, err = s.stepsRecordPipelined(ctx, ps, sent)
 	}
-	res := make([]result, len(sent))
-	br := s.db.SendBatch(ctx, b)
-	for k := range sent {
-		if err := br.QueryRow().Scan(&res[k].held, &res[k].wrote, &res[k].before); err != nil {
-			_ = br.Close()
-			return nil, mapErr("record steps", err)
-		}
-	}
-	if err := br.Close(); err != nil {
-		return nil, mapErr("record steps", err)
+	if err != nil {
+		return nil, err
 	}
 	for k, i := range sent {
 		ok, e := stepOutcome(&ps[i], res[k].held, res[k].wrote, res[k].before)
@@ -242,6 +351,80 @@ func (s *Store) StepsRecordMany(ctx context.Context, ps []StepsRecordParams) (er
 		errs[i] = e
 	}
 	return errs, nil
+}
+
+// stepResult is one report's row of stepRecordSQL or stepRecordManySQL, as
+// stepOutcome reads it.
+type stepResult struct {
+	held, wrote int64
+	before      *string
+}
+
+// stepsRecordSet applies ps[i] for every i in sent with stepRecordManySQL;
+// res[k] is the result of ps[sent[k]].
+func (s *Store) stepsRecordSet(ctx context.Context, ps []StepsRecordParams, sent []int) (res []stepResult, err error) {
+	var a stepArrays
+	for _, i := range sent {
+		a.add(&ps[i])
+	}
+	rows, err := s.db.Query(ctx, stepRecordManySQL, a.args()...)
+	if err != nil {
+		return nil, mapErr("record steps", err)
+	}
+	defer rows.Close()
+	res = make([]stepResult, len(sent))
+	n := 0
+	for rows.Next() {
+		var (
+			ord         int64
+			held, wrote bool
+			before      *string
+		)
+		if err := rows.Scan(&ord, &held, &wrote, &before); err != nil {
+			return nil, mapErr("record steps", err)
+		}
+		if ord < 1 || ord > int64(len(sent)) {
+			return nil, fmt.Errorf("record steps: a row for report %d of %d", ord, len(sent))
+		}
+		res[ord-1] = stepResult{held: boolCount(held), wrote: boolCount(wrote), before: before}
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapErr("record steps", err)
+	}
+	if n != len(sent) {
+		return nil, fmt.Errorf("record steps: %d rows for %d reports", n, len(sent))
+	}
+	return res, nil
+}
+
+func boolCount(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// stepsRecordPipelined applies ps[i] for every i in sent with
+// stepRecordSQL, one statement each in one round trip; res[k] is the result
+// of ps[sent[k]].
+func (s *Store) stepsRecordPipelined(ctx context.Context, ps []StepsRecordParams, sent []int) (res []stepResult, err error) {
+	b := &pgx.Batch{}
+	for _, i := range sent {
+		b.Queue(stepRecordSQL, stepWriteArgs(&ps[i])...)
+	}
+	res = make([]stepResult, len(sent))
+	br := s.db.SendBatch(ctx, b)
+	for k := range res {
+		if err := br.QueryRow().Scan(&res[k].held, &res[k].wrote, &res[k].before); err != nil {
+			_ = br.Close()
+			return nil, mapErr("record steps", err)
+		}
+	}
+	if err := br.Close(); err != nil {
+		return nil, mapErr("record steps", err)
+	}
+	return res, nil
 }
 
 const stepCols = `s.run_id, s.step_id, s.attempt_number, s.namespace_id, s.kind, s.status, s.is_latest,

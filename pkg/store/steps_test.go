@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -441,5 +442,280 @@ func TestStepsRecordMany(t *testing.T) {
 	}
 	if errs, err := s.StepsRecordMany(ctx, nil); err != nil || len(errs) != 0 {
 		t.Fatalf("empty batch: %v %v", errs, err)
+	}
+}
+
+// tracedStore is a Store on a fresh test database whose statements, batched
+// ones included, are counted by the returned tally.
+func tracedStore(t *testing.T) (*store.Store, *store.StatementTally) {
+	t.Helper()
+	tally := store.NewStatementTally()
+	pool, err := store.ConnectTraced(context.Background(), testdb.New(t), tally)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return store.New(pool, store.Options{}), tally
+}
+
+// statementsSince returns the statements counted since before, by text,
+// without the pool's liveness pings.
+func statementsSince(tally *store.StatementTally, before map[string]int64) map[string]int64 {
+	out := map[string]int64{}
+	for sql, n := range tally.Snapshot() {
+		if d := n - before[sql]; d > 0 && sql != store.PingStatement {
+			out[sql] = d
+		}
+	}
+	return out
+}
+
+// stepInserts counts the step-writing statements among stmts.
+func stepInserts(stmts map[string]int64) int64 {
+	var n int64
+	for sql, c := range stmts {
+		if strings.Contains(sql, "INSERT INTO kagzi.step_runs") {
+			n += c
+		}
+	}
+	return n
+}
+
+func TestStepsRecordManyOneStatement(t *testing.T) {
+	t.Parallel()
+	s, tally := tracedStore(t)
+	ctx := context.Background()
+	const n = 20
+	leases := make([]store.Lease, n)
+	ids := make([]uuid.UUID, n)
+	for i := range leases {
+		leases[i], _ = leasedRun(t, s, "ns")
+		ids[i] = leases[i].RunID
+	}
+	started := time.Date(2030, 1, 1, 10, 0, 0, 0, time.UTC)
+	finished := started.Add(time.Second)
+	retryAt := started.Add(time.Hour)
+	child := uuid.New()
+	ps := make([]store.StepsRecordParams, n)
+	for i, l := range leases {
+		ps[i] = store.StepsRecordParams{Lease: l, StepID: "s", Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted,
+			Input: []byte("in"), Output: []byte{byte('a' + i)}}
+	}
+	// Every column travels, NULLs included.
+	ps[1] = store.StepsRecordParams{Lease: leases[1], StepID: "s", Attempt: 1, Kind: store.StepFunction, Status: store.StepFailed,
+		Error: "boom", ErrorType: "Boom", StartedAt: &started, FinishedAt: &finished, RetryAt: &retryAt}
+	ps[2] = store.StepsRecordParams{Lease: leases[2], StepID: "s", Attempt: 1, Kind: store.StepChild, Status: store.StepPending,
+		Input: []byte("child input"), StartedAt: &started, ChildRunID: &child}
+
+	before := tally.Snapshot()
+	errs, err := s.StepsRecordMany(ctx, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range errs {
+		if e != nil {
+			t.Fatalf("report %d: %v", i, e)
+		}
+	}
+	if stmts := statementsSince(tally, before); len(stmts) != 1 || stepInserts(stmts) != 1 {
+		t.Fatalf("want one statement, sent %v", stmts)
+	}
+
+	// A few reports go one statement each: the set statement would be
+	// planned afresh for so few.
+	few := make([]store.StepsRecordParams, 3)
+	for i := range few {
+		few[i] = store.StepsRecordParams{Lease: leases[i], StepID: "t", Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted}
+	}
+	before = tally.Snapshot()
+	if errs, err := s.StepsRecordMany(ctx, few); err != nil || errs[0] != nil || errs[1] != nil || errs[2] != nil {
+		t.Fatalf("few reports: %v %v", errs, err)
+	}
+	if n := stepInserts(statementsSince(tally, before)); n != 3 {
+		t.Fatalf("%d step statements for 3 reports", n)
+	}
+
+	for i, id := range ids {
+		steps, err := s.StepsList(ctx, "ns", id)
+		if i < len(few) {
+			if err != nil || len(steps) != 2 || steps[1].StepID != "t" {
+				t.Fatalf("run %d: %+v %v", i, steps, err)
+			}
+			steps = steps[:1]
+		}
+		if err != nil || len(steps) != 1 {
+			t.Fatalf("run %d: %+v %v", i, steps, err)
+		}
+		st := steps[0]
+		if st.StepID != "s" || st.Attempt != 1 || !st.IsLatest || st.Namespace != "ns" || st.RunAttempt != 1 {
+			t.Fatalf("run %d: %+v", i, st)
+		}
+		switch i {
+		case 1:
+			if st.Status != store.StepFailed || st.Error != "boom" || st.ErrorType != "Boom" || st.Input != nil || st.Output != nil ||
+				!st.StartedAt.Equal(started) || !st.FinishedAt.Equal(finished) || st.RetryAt == nil || !st.RetryAt.Equal(retryAt) ||
+				st.ChildRunID != nil {
+				t.Fatalf("failed step: %+v", st)
+			}
+		case 2:
+			if st.Kind != store.StepChild || st.Status != store.StepPending || string(st.Input) != "child input" || st.Output != nil ||
+				st.FinishedAt != nil || st.ChildRunID == nil || *st.ChildRunID != child || st.Error != "" || st.ErrorType != "" {
+				t.Fatalf("child step: %+v", st)
+			}
+		default:
+			if st.Status != store.StepCompleted || string(st.Input) != "in" || !bytes.Equal(st.Output, []byte{byte('a' + i)}) ||
+				st.FinishedAt == nil || st.StartedAt != nil || st.RetryAt != nil || st.Error != "" {
+				t.Fatalf("completed step %d: %+v", i, st)
+			}
+		}
+	}
+}
+
+func TestStepsRecordManyMixedOutcomes(t *testing.T) {
+	t.Parallel()
+	s, tally := tracedStore(t)
+	ctx := context.Background()
+	a, _ := leasedRun(t, s, "ns")
+	b, qb := leasedRun(t, s, "ns")
+	if err := s.RunsRelease(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	b2 := claimAgain(t, s, "ns", qb, b.RunID)
+	c, _ := leasedRun(t, s, "ns")
+	record := func(p store.StepsRecordParams) {
+		t.Helper()
+		if err := s.StepsRecord(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := store.StepsRecordParams{Lease: c, StepID: "done", Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted, Output: []byte("1")}
+	record(done)
+	record(store.StepsRecordParams{Lease: c, StepID: "conflict", Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted, Output: []byte("c")})
+	record(store.StepsRecordParams{Lease: c, StepID: "retry", Attempt: 1, Kind: store.StepFunction, Status: store.StepFailed, Error: "e1"})
+	record(store.StepsRecordParams{Lease: c, StepID: "event:x#1", Attempt: 1, Kind: store.StepEvent, Status: store.StepPending, Input: []byte("x")})
+	doneBefore, err := s.StepsList(ctx, "ns", c.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ps := []store.StepsRecordParams{
+		{Lease: a, StepID: "new", Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted, Output: []byte("n")},
+		{Lease: b, StepID: "stale", Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted},
+		{Lease: a, StepID: "invalid", Attempt: 0, Kind: store.StepFunction, Status: store.StepCompleted},
+		done,
+		{Lease: c, StepID: "conflict", Attempt: 1, Kind: store.StepFunction, Status: store.StepFailed, Error: "late"},
+		{Lease: c, StepID: "retry", Attempt: 2, Kind: store.StepFunction, Status: store.StepCompleted, Output: []byte("r2")},
+		{Lease: c, StepID: "event:x#1", Attempt: 1, Kind: store.StepEvent, Status: store.StepCompleted, Output: []byte("payload")},
+		{Lease: b2, StepID: "fresh", Attempt: 1, Kind: store.StepSleep, Status: store.StepCompleted},
+	}
+	// Enough reports for one statement.
+	for i := 0; i < 4; i++ {
+		ps = append(ps, store.StepsRecordParams{Lease: a, StepID: fmt.Sprint("more-", i), Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted})
+	}
+	before := tally.Snapshot()
+	errs, err := s.StepsRecordMany(ctx, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := stepInserts(statementsSince(tally, before)); n != 1 {
+		t.Fatalf("%d step statements, want 1", n)
+	}
+	if errs[0] != nil || !errors.Is(errs[1], store.ErrLeaseLost) || !errors.Is(errs[2], store.ErrInvalidArgument) || errs[3] != nil ||
+		!errors.Is(errs[4], store.ErrConflict) || errs[5] != nil || errs[6] != nil || errs[7] != nil ||
+		errs[8] != nil || errs[9] != nil || errs[10] != nil || errs[11] != nil {
+		t.Fatalf("errs: %v", errs)
+	}
+	// Each outcome is the one StepsRecord gives the same report (now a
+	// retry of it).
+	for i, p := range ps {
+		if got, want := fmt.Sprint(errs[i]), fmt.Sprint(s.StepsRecord(ctx, p)); got != want {
+			t.Errorf("report %d: StepsRecordMany says %s, StepsRecord says %s", i, got, want)
+		}
+	}
+
+	byStep := func(run uuid.UUID) map[string][]store.Step {
+		t.Helper()
+		steps, err := s.StepsList(ctx, "ns", run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string][]store.Step{}
+		for _, st := range steps {
+			m[st.StepID] = append(m[st.StepID], st)
+		}
+		return m
+	}
+	ra := byStep(a.RunID)
+	if len(ra) != 5 || len(ra["new"]) != 1 || !ra["new"][0].IsLatest || string(ra["new"][0].Output) != "n" || len(ra["more-3"]) != 1 {
+		t.Fatalf("run a: %+v", ra)
+	}
+	rb := byStep(b.RunID)
+	if len(rb) != 1 || len(rb["fresh"]) != 1 {
+		t.Fatalf("run b (the stale report wrote nothing): %+v", rb)
+	}
+	rc := byStep(c.RunID)
+	var old store.Step
+	for _, st := range doneBefore {
+		if st.StepID == "done" {
+			old = st
+		}
+	}
+	if d := rc["done"]; len(d) != 1 || string(d[0].Output) != "1" || !d[0].FinishedAt.Equal(*old.FinishedAt) || !d[0].IsLatest {
+		t.Fatalf("retried report changed the attempt: %+v, was %+v", d, old)
+	}
+	if cf := rc["conflict"]; len(cf) != 1 || cf[0].Status != store.StepCompleted || string(cf[0].Output) != "c" || cf[0].Error != "" {
+		t.Fatalf("conflicting report changed the attempt: %+v", cf)
+	}
+	r := rc["retry"]
+	if len(r) != 2 || r[0].Attempt != 1 || r[0].IsLatest || r[0].Status != store.StepFailed ||
+		r[1].Attempt != 2 || !r[1].IsLatest || r[1].Status != store.StepCompleted || string(r[1].Output) != "r2" {
+		t.Fatalf("retried step: %+v", r)
+	}
+	if ev := rc["event:x#1"]; len(ev) != 1 || ev[0].Status != store.StepCompleted || string(ev[0].Input) != "x" ||
+		string(ev[0].Output) != "payload" || ev[0].FinishedAt == nil || !ev[0].IsLatest {
+		t.Fatalf("finished wait: %+v", ev)
+	}
+}
+
+func TestStepsRecordManySameStepTwice(t *testing.T) {
+	t.Parallel()
+	s, tally := tracedStore(t)
+	ctx := context.Background()
+	a, _ := leasedRun(t, s, "ns")
+	b, _ := leasedRun(t, s, "ns")
+	ps := []store.StepsRecordParams{
+		{Lease: a, StepID: "s", Attempt: 1, Kind: store.StepFunction, Status: store.StepFailed, Error: "e1"},
+		{Lease: b, StepID: "s", Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted, Output: []byte("b")},
+		{Lease: a, StepID: "s", Attempt: 2, Kind: store.StepFunction, Status: store.StepCompleted, Output: []byte("a2")},
+		{Lease: a, StepID: "s", Attempt: 2, Kind: store.StepFunction, Status: store.StepCompleted, Output: []byte("a2")},
+	}
+	// Enough reports for one statement, were the steps distinct.
+	for i := 0; i < 10; i++ {
+		ps = append(ps, store.StepsRecordParams{Lease: b, StepID: fmt.Sprint("other-", i), Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted})
+	}
+	before := tally.Snapshot()
+	errs, err := s.StepsRecordMany(ctx, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range errs {
+		if e != nil {
+			t.Fatalf("report %d: %v", i, e)
+		}
+	}
+	if n := stepInserts(statementsSince(tally, before)); n != int64(len(ps)) {
+		t.Fatalf("%d step statements, want one per report", n)
+	}
+	steps, err := s.StepsList(ctx, "ns", a.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(steps) != 2 || steps[0].Attempt != 1 || steps[0].IsLatest || steps[0].Error != "e1" ||
+		steps[1].Attempt != 2 || !steps[1].IsLatest || string(steps[1].Output) != "a2" {
+		t.Fatalf("run a: %+v", steps)
+	}
+	latest, err := s.StepsLatest(ctx, "ns", []uuid.UUID{b.RunID})
+	if err != nil || len(latest[b.RunID]) != 11 || latest[b.RunID][10].StepID != "s" || string(latest[b.RunID][10].Output) != "b" {
+		t.Fatalf("run b: %+v %v", latest, err)
 	}
 }
