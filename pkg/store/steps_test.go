@@ -508,15 +508,7 @@ func TestStepsRecordManyOneStatement(t *testing.T) {
 		Input: []byte("child input"), StartedAt: &started, ChildRunID: &child}
 
 	before := tally.Snapshot()
-	errs, err := s.StepsRecordMany(ctx, ps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, e := range errs {
-		if e != nil {
-			t.Fatalf("report %d: %v", i, e)
-		}
-	}
+	recordAllOK(t, s, ps)
 	if stmts := statementsSince(tally, before); len(stmts) != 1 || stepInserts(stmts) != 1 {
 		t.Fatalf("want one statement, sent %v", stmts)
 	}
@@ -694,15 +686,7 @@ func TestStepsRecordManySameStepTwice(t *testing.T) {
 		ps = append(ps, store.StepsRecordParams{Lease: b, StepID: fmt.Sprint("other-", i), Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted})
 	}
 	before := tally.Snapshot()
-	errs, err := s.StepsRecordMany(ctx, ps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, e := range errs {
-		if e != nil {
-			t.Fatalf("report %d: %v", i, e)
-		}
-	}
+	recordAllOK(t, s, ps)
 	if n := stepInserts(statementsSince(tally, before)); n != int64(len(ps)) {
 		t.Fatalf("%d step statements, want one per report", n)
 	}
@@ -717,5 +701,20 @@ func TestStepsRecordManySameStepTwice(t *testing.T) {
 	latest, err := s.StepsLatest(ctx, "ns", []uuid.UUID{b.RunID})
 	if err != nil || len(latest[b.RunID]) != 11 || latest[b.RunID][10].StepID != "s" || string(latest[b.RunID][10].Output) != "b" {
 		t.Fatalf("run b: %+v %v", latest, err)
+	}
+}
+
+// recordAllOK records ps in one StepsRecordMany call and fails the test
+// unless every report was applied.
+func recordAllOK(t *testing.T, s *store.Store, ps []store.StepsRecordParams) {
+	t.Helper()
+	errs, err := s.StepsRecordMany(context.Background(), ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range errs {
+		if e != nil {
+			t.Fatalf("report %d: %v", i, e)
+		}
 	}
 }
