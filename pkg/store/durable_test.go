@@ -527,7 +527,19 @@ func TestFailReportWithUnstorableTextIsStored(t *testing.T) {
 	r := e.create(store.RunsCreateParams{Namespace: "ns", Queue: "q", Type: "T"})
 	c := e.claimRun(r.ID, "T")
 	msg := "bad \x00 byte \xff " + strings.Repeat("é", 8<<10)
-	res, err := e.s.RunsFailAttempt(e.ctx, leaseOf(c), msg, "Type\x00\xfe"+strings.Repeat("ß", 200), true)
+	errType := "Type\x00\xfe" + strings.Repeat("ß", 200)
+	if err := e.s.StepsRecord(e.ctx, store.StepsRecordParams{Lease: leaseOf(c), StepID: "s", Attempt: 1,
+		Kind: store.StepFunction, Status: store.StepFailed, Error: msg, ErrorType: errType}); err != nil {
+		t.Fatalf("step report: %v", err)
+	}
+	steps, err := e.s.StepsList(e.ctx, "ns", r.ID)
+	if err != nil || len(steps) != 1 {
+		t.Fatalf("steps %+v %v", steps, err)
+	}
+	if st := steps[0]; !utf8.ValidString(st.Error) || !utf8.ValidString(st.ErrorType) || !strings.HasPrefix(st.ErrorType, "Type\uFFFD\uFFFDß") {
+		t.Fatalf("stored step error type %q", st.ErrorType)
+	}
+	res, err := e.s.RunsFailAttempt(e.ctx, leaseOf(c), msg, errType, true)
 	if err != nil || res.Status != store.StatusFailed {
 		t.Fatalf("fail: %+v %v", res, err)
 	}

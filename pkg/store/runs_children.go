@@ -132,8 +132,7 @@ func (s *Store) RunsStartChild(ctx context.Context, p RunsStartChildParams) erro
 		sp.StartedAt = &now
 	}
 	args := append(stepWriteArgs(&sp), p.Type, p.Version, p.Queue, policy, p.Priority, p.Input)
-	var held, wrote int64
-	var before *string
+	var res stepResult
 	err = s.db.QueryRow(ctx, `
 WITH `+stepWriteCTEs+`, c AS (
 	INSERT INTO kagzi.workflow_runs (run_id, namespace_id, task_queue, workflow_type, version, status, available_at,
@@ -145,14 +144,11 @@ WITH `+stepWriteCTEs+`, c AS (
 	RETURNING run_id
 ), cp AS (
 	INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT run_id, $21::bytea FROM c
-)
-SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM ins),
-	(SELECT status FROM kagzi.step_runs WHERE run_id = $2 AND step_id = $4 AND attempt_number = $5)`, args...).
-		Scan(&held, &wrote, &before)
+)`+stepOutcomeSelect, args...).Scan(&res.held, &res.wrote, &res.before)
 	if err != nil {
 		return mapErr(fmt.Sprintf("start child %q of run %s", p.StepID, p.Lease.RunID), err)
 	}
-	ok, err := stepOutcome(&sp, held, wrote, before)
+	ok, err := stepOutcome(&sp, res)
 	if ok {
 		return err
 	}

@@ -90,12 +90,16 @@ const (
 	WHERE s.status IN ('PENDING', 'RUNNING')`
 )
 
-// stepRecordSQL reports whether the lease held, whether the row was
-// written, and the attempt's status as it was before the statement.
-const stepRecordSQL = `
-WITH ` + stepWriteCTEs + `
-SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM ins),
+// stepOutcomeSelect ends a statement built on stepWriteCTEs with the row
+// stepOutcome reads: whether the lease held, whether the row was written,
+// and the attempt's status as it was before the statement.
+const stepOutcomeSelect = `
+SELECT (SELECT count(*) FROM r) > 0, (SELECT count(*) FROM ins) > 0,
 	(SELECT status FROM kagzi.step_runs WHERE run_id = $2 AND step_id = $4 AND attempt_number = $5)`
+
+// stepRecordSQL records one step attempt (see stepWriteCTEs).
+const stepRecordSQL = `
+WITH ` + stepWriteCTEs + stepOutcomeSelect
 
 // stepRecordManySQL is stepRecordSQL for many reports at once, one per
 // element of its parallel arrays (stepArrays), and returns one row per
@@ -223,9 +227,7 @@ func (s *Store) validateStep(p *StepsRecordParams) error {
 	if !validStepStatus(p.Status) {
 		return invalidf("step %q: unknown status %q", p.StepID, p.Status)
 	}
-	if len(p.ErrorType) > maxNameLen {
-		p.ErrorType = p.ErrorType[:maxNameLen]
-	}
+	p.ErrorType = clipText(p.ErrorType, maxNameLen)
 	if err := s.checkPayload("step input", p.Input); err != nil {
 		return err
 	}
@@ -237,17 +239,17 @@ func stepWriteArgs(p *StepsRecordParams) []any {
 		p.Input, p.Output, nullText(clipError(p.Error)), p.StartedAt, p.FinishedAt, p.RetryAt, p.ChildRunID, nullText(p.ErrorType)}
 }
 
-// stepOutcome interprets stepRecordSQL's result row. held=false means the
-// lease check failed and stepLeaseFailed must decide.
-func stepOutcome(p *StepsRecordParams, held, wrote int64, before *string) (bool, error) {
-	if held == 0 {
+// stepOutcome interprets a report's result row. held=false means the lease
+// check failed and stepLeaseFailed must decide.
+func stepOutcome(p *StepsRecordParams, r stepResult) (bool, error) {
+	if !r.held {
 		return false, nil
 	}
-	if wrote == 1 || before == nil {
+	if r.wrote || r.before == nil {
 		// Written, or a concurrent identical report won the insert.
 		return true, nil
 	}
-	prev := StepStatus(*before)
+	prev := StepStatus(*r.before)
 	if stepFinished(p.Status) && prev != p.Status {
 		return true, fmt.Errorf("record step %q attempt %d of run %s: %w: the attempt is already %s",
 			p.StepID, p.Attempt, p.Lease.RunID, ErrConflict, prev)
@@ -289,12 +291,11 @@ func (s *Store) StepsRecord(ctx context.Context, p StepsRecordParams) error {
 	if err := s.validateStep(&p); err != nil {
 		return err
 	}
-	var held, wrote int64
-	var before *string
-	if err := s.db.QueryRow(ctx, stepRecordSQL, stepWriteArgs(&p)...).Scan(&held, &wrote, &before); err != nil {
+	var res stepResult
+	if err := s.db.QueryRow(ctx, stepRecordSQL, stepWriteArgs(&p)...).Scan(&res.held, &res.wrote, &res.before); err != nil {
 		return mapErr(fmt.Sprintf("record step %q of run %s", p.StepID, p.Lease.RunID), err)
 	}
-	ok, err := stepOutcome(&p, held, wrote, before)
+	ok, err := stepOutcome(&p, res)
 	if ok {
 		return err
 	}
@@ -344,7 +345,7 @@ func (s *Store) StepsRecordMany(ctx context.Context, ps []StepsRecordParams) (er
 		return nil, err
 	}
 	for k, i := range sent {
-		ok, e := stepOutcome(&ps[i], res[k].held, res[k].wrote, res[k].before)
+		ok, e := stepOutcome(&ps[i], res[k])
 		if !ok {
 			e = s.stepLeaseFailed(ctx, &ps[i])
 		}
@@ -353,10 +354,10 @@ func (s *Store) StepsRecordMany(ctx context.Context, ps []StepsRecordParams) (er
 	return errs, nil
 }
 
-// stepResult is one report's row of stepRecordSQL or stepRecordManySQL, as
-// stepOutcome reads it.
+// stepResult is one report's row of stepOutcomeSelect or
+// stepRecordManySQL, as stepOutcome reads it.
 type stepResult struct {
-	held, wrote int64
+	held, wrote bool
 	before      *string
 }
 
@@ -376,17 +377,16 @@ func (s *Store) stepsRecordSet(ctx context.Context, ps []StepsRecordParams, sent
 	n := 0
 	for rows.Next() {
 		var (
-			ord         int64
-			held, wrote bool
-			before      *string
+			ord int64
+			r   stepResult
 		)
-		if err := rows.Scan(&ord, &held, &wrote, &before); err != nil {
+		if err := rows.Scan(&ord, &r.held, &r.wrote, &r.before); err != nil {
 			return nil, mapErr("record steps", err)
 		}
 		if ord < 1 || ord > int64(len(sent)) {
 			return nil, fmt.Errorf("record steps: a row for report %d of %d", ord, len(sent))
 		}
-		res[ord-1] = stepResult{held: boolCount(held), wrote: boolCount(wrote), before: before}
+		res[ord-1] = r
 		n++
 	}
 	if err := rows.Err(); err != nil {
@@ -396,13 +396,6 @@ func (s *Store) stepsRecordSet(ctx context.Context, ps []StepsRecordParams, sent
 		return nil, fmt.Errorf("record steps: %d rows for %d reports", n, len(sent))
 	}
 	return res, nil
-}
-
-func boolCount(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // stepsRecordPipelined applies ps[i] for every i in sent with
