@@ -185,10 +185,27 @@ func pgValue(v reflect.Value) bool {
 	return true
 }
 
+// violations are the fields a spec finds invalid.
+type violations []string
+
+func (v *violations) check(ok bool, field string) {
+	if !ok {
+		*v = append(*v, field)
+	}
+}
+
+// checkRunShape checks what every call that makes runs takes: a workflow
+// type, an optional queue and an optional version.
+func (v *violations) checkRunShape(typ, queue, version string) {
+	v.check(protocol.ValidToken("type", typ) == nil, "type")
+	v.check(queue == "" || protocol.ValidToken("queue", queue) == nil, "queue")
+	v.check(storeName(version), "version")
+}
+
 // outcome checks err against the spec's reasons to reject: invalid lists
 // what is malformed, tooLarge says a payload is above the limit. It
 // reports whether the call reached the database.
-func outcome(t *testing.T, err error, invalid []string, tooLarge bool) bool {
+func outcome(t *testing.T, err error, invalid violations, tooLarge bool) bool {
 	t.Helper()
 	switch {
 	case errors.Is(err, errReached):
@@ -386,15 +403,9 @@ func FuzzStart(f *testing.F) {
 			Priority: int(priority), Deadline: fuzzUnix(deadline), StartAt: fuzzUnix(startAt),
 			RetryPolicy: fuzzPolicy(attempts, initial, coef, jitter)}
 
-		var invalid []string
-		bad := func(ok bool, why string) {
-			if !ok {
-				invalid = append(invalid, why)
-			}
-		}
-		bad(protocol.ValidToken("type", typ) == nil, "type")
-		bad(queue == "" || protocol.ValidToken("queue", queue) == nil, "queue")
-		bad(storeName(version), "version")
+		var invalid violations
+		bad := invalid.check
+		invalid.checkRunShape(typ, queue, version)
 		bad(len(externalID) <= 200 && pgText(externalID), "external id")
 		bad(want != nil, "input")
 		bad(priority >= math.MinInt32 && priority <= math.MaxInt32, "priority")
@@ -522,15 +533,9 @@ func FuzzCreateSchedule(f *testing.F) {
 		after := time.Now()
 
 		trimmed := strings.TrimSpace(cron)
-		var invalid []string
-		bad := func(ok bool, why string) {
-			if !ok {
-				invalid = append(invalid, why)
-			}
-		}
-		bad(protocol.ValidToken("type", typ) == nil, "type")
-		bad(queue == "" || protocol.ValidToken("queue", queue) == nil, "queue")
-		bad(storeName(version), "version")
+		var invalid violations
+		bad := invalid.check
+		invalid.checkRunShape(typ, queue, version)
 		bad(want != nil, "input")
 		bad(maxCatchup >= 0 && maxCatchup <= store.MaxCatchupLimit, "max catch-up")
 		bad(o.RetryPolicy == nil || o.RetryPolicy.Validate() == nil, "retry policy")
@@ -615,12 +620,8 @@ func FuzzSendEvent(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var invalid []string
-		bad := func(ok bool, why string) {
-			if !ok {
-				invalid = append(invalid, why)
-			}
-		}
+		var invalid violations
+		bad := invalid.check
 		// The store's own name rule (storeName) is implied.
 		bad(eventNameSpec(name), "name")
 		bad(want != nil, "payload")
@@ -650,13 +651,9 @@ func FuzzListCursor(f *testing.F) {
 	f.Add("MTIzLzAxOTBjNWYyLTdhNGUtN2IxYy05ZDFlLTJmM2E0YjVjNmQ3ZQ", math.MaxInt)
 	f.Fuzz(func(t *testing.T, cursor string, limit int) {
 		_, perr := store.ParseCursor(cursor)
-		var invalid []string
-		if cursor != "" && perr != nil {
-			invalid = append(invalid, "cursor")
-		}
-		if limit > 1000 {
-			invalid = append(invalid, "limit")
-		}
+		var invalid violations
+		invalid.check(cursor == "" || perr == nil, "cursor")
+		invalid.check(limit <= 1000, "limit")
 		for _, list := range []func(*client.Client) error{
 			func(cl *client.Client) error {
 				_, _, err := cl.List(context.Background(), client.ListOptions{Cursor: cursor, Limit: limit})
@@ -706,13 +703,9 @@ func FuzzConcurrencyLimit(f *testing.F) {
 		if want := namespace; cl.Namespace() != want && (want != "" || cl.Namespace() != "default") {
 			t.Fatalf("namespace %q became %q", namespace, cl.Namespace())
 		}
-		var invalid []string
-		if queue != "" && !storeName(queue) || !storeName(typ) || typ == "" {
-			invalid = append(invalid, "name")
-		}
-		if maxRunning < 0 || maxRunning > math.MaxInt32 {
-			invalid = append(invalid, "max")
-		}
+		var invalid violations
+		invalid.check(!(queue != "" && !storeName(queue) || !storeName(typ) || typ == ""), "name")
+		invalid.check(maxRunning >= 0 && maxRunning <= math.MaxInt32, "max")
 		if outcome(t, func() error {
 			_, err := cl.SetConcurrencyLimit(context.Background(), queue, typ, maxRunning)
 			return err
