@@ -40,6 +40,17 @@ func claimAgain(t *testing.T, s *store.Store, ns, q string, id uuid.UUID) store.
 	return store.Lease{Namespace: ns, RunID: id, Token: got[0].LeaseToken}
 }
 
+// reclaimedRun leases a run, releases it and claims it again: stale is the
+// first lease, current the second.
+func reclaimedRun(t *testing.T, s *store.Store, ns string) (stale, current store.Lease) {
+	t.Helper()
+	stale, q := leasedRun(t, s, ns)
+	if err := s.RunsRelease(context.Background(), stale); err != nil {
+		t.Fatal(err)
+	}
+	return stale, claimAgain(t, s, ns, q, stale.RunID)
+}
+
 func ptime(t time.Time) *time.Time { return &t }
 
 func TestStepsRecordAndList(t *testing.T) {
@@ -200,11 +211,7 @@ func TestStepsRecordStaleLeaseWritesNothing(t *testing.T) {
 	t.Parallel()
 	s := testdb.Store(t)
 	ctx := context.Background()
-	old, q := leasedRun(t, s, "ns")
-	if err := s.RunsRelease(ctx, old); err != nil {
-		t.Fatal(err)
-	}
-	cur := claimAgain(t, s, "ns", q, old.RunID)
+	old, cur := reclaimedRun(t, s, "ns")
 	if cur.Token == old.Token {
 		t.Fatalf("re-claim kept token %d", cur.Token)
 	}
@@ -406,11 +413,7 @@ func TestStepsRecordMany(t *testing.T) {
 	s := testdb.Store(t)
 	ctx := context.Background()
 	a, _ := leasedRun(t, s, "ns")
-	b, qb := leasedRun(t, s, "ns")
-	if err := s.RunsRelease(ctx, b); err != nil {
-		t.Fatal(err)
-	}
-	b2 := claimAgain(t, s, "ns", qb, b.RunID)
+	b, b2 := reclaimedRun(t, s, "ns")
 	ps := []store.StepsRecordParams{
 		{Lease: a, StepID: "one", Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted, Output: []byte("1")},
 		{Lease: a, StepID: "two", Attempt: 0, Kind: store.StepFunction, Status: store.StepCompleted},
@@ -568,11 +571,7 @@ func TestStepsRecordManyMixedOutcomes(t *testing.T) {
 	s, tally := tracedStore(t)
 	ctx := context.Background()
 	a, _ := leasedRun(t, s, "ns")
-	b, qb := leasedRun(t, s, "ns")
-	if err := s.RunsRelease(ctx, b); err != nil {
-		t.Fatal(err)
-	}
-	b2 := claimAgain(t, s, "ns", qb, b.RunID)
+	b, b2 := reclaimedRun(t, s, "ns")
 	c, _ := leasedRun(t, s, "ns")
 	record := func(p store.StepsRecordParams) {
 		t.Helper()
