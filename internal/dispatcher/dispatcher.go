@@ -2,7 +2,6 @@ package dispatcher
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -513,34 +512,13 @@ func (d *Dispatcher) serve(q *queue) {
 	}
 }
 
-func toDelivered(c store.ClaimedRun) protocol.DeliveredRun {
-	r := protocol.DeliveredRun{
-		RunID: c.ID, Namespace: c.Namespace, Queue: c.Queue, Type: c.Type, Version: c.Version,
-		Attempt: c.Attempts, LeaseToken: c.LeaseToken, TraceParent: c.TraceContext,
-		DeadlineAt: c.DeadlineAt, RetryPolicy: c.RetryPolicy,
-	}
-	if len(c.Input) > 0 {
-		r.Input = json.RawMessage(c.Input)
-	}
-	if len(c.Steps) > 0 {
-		r.Steps = make([]protocol.StepState, len(c.Steps))
-		for i, s := range c.Steps {
-			r.Steps[i] = protocol.StepState{StepID: s.StepID, Status: string(s.Status), Attempt: s.Attempt, Error: s.Error}
-			if len(s.Output) > 0 {
-				r.Steps[i].Output = json.RawMessage(s.Output)
-			}
-		}
-	}
-	return r
-}
-
 // deliver hands claimed runs to the worker and releases them at once if it
 // does not take them.
 func (d *Dispatcher) deliver(p *parked, runs []store.ClaimedRun) {
 	defer d.wg.Done()
 	msg := protocol.Delivery{WorkerID: p.req.WorkerID, Seq: p.req.Seq, Runs: make([]protocol.DeliveredRun, len(runs))}
-	for i, c := range runs {
-		msg.Runs[i] = toDelivered(c)
+	for i := range runs {
+		msg.Runs[i] = deliveredRun(&runs[i])
 	}
 	data, err := protocol.Encode(&msg)
 	var release []store.ClaimedRun
