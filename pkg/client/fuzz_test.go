@@ -574,7 +574,7 @@ func FuzzCreateSchedule(f *testing.F) {
 // independently: 1 to 200 bytes of printable UTF-8 without spaces, '*',
 // '>' or '@'.
 func eventNameSpec(s string) bool {
-	if s == "" || len(s) > protocol.MaxEventNameLen || !utf8.ValidString(s) {
+	if s == "" || len(s) > protocol.MaxNameLen || !utf8.ValidString(s) {
 		return false
 	}
 	for _, r := range s {

@@ -108,8 +108,8 @@ func checkTypes(m any, tvs []TypeVersion) error {
 	if len(tvs) == 0 {
 		return invalid(m, "at least one workflow type is required")
 	}
-	if len(tvs) > 1000 {
-		return invalid(m, "%d workflow types, at most 1000", len(tvs))
+	if len(tvs) > MaxTypes {
+		return invalid(m, "%d workflow types, at most %d", len(tvs), MaxTypes)
 	}
 	seen := make(map[string]bool, len(tvs))
 	for _, tv := range tvs {
@@ -210,14 +210,11 @@ type RelayUp struct {
 
 // Validate implements Message.
 func (m *RelayUp) Validate() error {
-	if m.RelayID == "" || len(m.RelayID) > 200 {
-		return invalid(m, "relay id must be 1 to 200 bytes")
+	if m.RelayID == "" || len(m.RelayID) > MaxNameLen {
+		return invalid(m, "relay id must be 1 to %d bytes", MaxNameLen)
 	}
 	return nil
 }
-
-// MaxCredits bounds the slots one work request may offer.
-const MaxCredits = 10000
 
 // WorkRequest offers a dispatcher Credits free slots of a worker for runs
 // of the given types in one queue. The worker sends it with its delivery
@@ -416,9 +413,6 @@ func ChildRunID(parent uuid.UUID, stepID string, attempt int) uuid.UUID {
 	return uuid.NewSHA1(parent, []byte(fmt.Sprintf("%s#%d", stepID, attempt)))
 }
 
-// MaxReportItems bounds one report.
-const MaxReportItems = 10000
-
 // ReportItem is one outcome, made under the lease (RunID, LeaseToken).
 type ReportItem struct {
 	Kind       ReportKind `json:"kind"`
@@ -451,14 +445,11 @@ type ReportItem struct {
 	Child *ChildSpec `json:"child,omitempty"`
 }
 
-// MaxEventNameLen bounds an event name, in bytes.
-const MaxEventNameLen = 200
-
 // ValidEventName reports an error unless s can name an event: 1 to
-// MaxEventNameLen bytes of printable UTF-8 without spaces, '*', '>' or '@'.
+// MaxNameLen bytes of printable UTF-8 without spaces, '*', '>' or '@'.
 func ValidEventName(s string) error {
-	if s == "" || len(s) > MaxEventNameLen {
-		return fmt.Errorf("event name %q must be 1 to %d bytes", s, MaxEventNameLen)
+	if s == "" || len(s) > MaxNameLen {
+		return fmt.Errorf("event name %q must be 1 to %d bytes", s, MaxNameLen)
 	}
 	if !utf8.ValidString(s) {
 		return fmt.Errorf("event name %q is not valid UTF-8", s)
@@ -510,8 +501,8 @@ func (m *Report) Validate() error {
 
 func (m *Report) validateItem(i int, it *ReportItem) error {
 	checkStep := func() error {
-		if it.StepID == "" || len(it.StepID) > 200 {
-			return invalid(m, "item %d: step id must be 1 to 200 bytes", i)
+		if it.StepID == "" || len(it.StepID) > MaxNameLen {
+			return invalid(m, "item %d: step id must be 1 to %d bytes", i, MaxNameLen)
 		}
 		if it.Attempt < 1 {
 			return invalid(m, "item %d: attempt %d must be positive", i, it.Attempt)
@@ -574,8 +565,8 @@ func (m *Report) validateItem(i int, it *ReportItem) error {
 			return invalid(m, "item %d: %d steps, at most %d", i, len(it.Steps), MaxReportItems)
 		}
 		for _, s := range it.Steps {
-			if s == "" || len(s) > 200 {
-				return invalid(m, "item %d: step id must be 1 to 200 bytes", i)
+			if s == "" || len(s) > MaxNameLen {
+				return invalid(m, "item %d: step id must be 1 to %d bytes", i, MaxNameLen)
 			}
 		}
 	case ReportRunCompleted, ReportRunFailed, ReportRunRelease:
@@ -666,8 +657,8 @@ func (m *WorkerRegister) Validate() error {
 	if m.MaxConcurrency < 1 || m.MaxConcurrency > MaxCredits {
 		return invalid(m, "max concurrency %d must be 1 to %d", m.MaxConcurrency, MaxCredits)
 	}
-	if len(m.Hostname) > 255 || len(m.Version) > 200 || len(m.Labels) > 64 {
-		return invalid(m, "hostname, version or labels too long")
+	if err := ValidWorkerIdentity(m.Hostname, m.Version, m.Labels); err != nil {
+		return invalid(m, "%v", err)
 	}
 	return checkTypes(m, m.Types)
 }

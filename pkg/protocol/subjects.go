@@ -46,15 +46,15 @@ const (
 )
 
 // ValidToken reports an error unless s can stand as one subject token:
-// non-empty, at most 200 bytes, valid UTF-8, printable (unicode.IsPrint),
+// non-empty, at most MaxNameLen bytes, valid UTF-8, printable (unicode.IsPrint),
 // without '.', '*', '>', '@' or spaces.
 // Namespaces and queues are validated with it at every edge.
 func ValidToken(what, s string) error {
 	if s == "" {
 		return fmt.Errorf("%s is required", what)
 	}
-	if len(s) > 200 {
-		return fmt.Errorf("%s is %d bytes, at most 200", what, len(s))
+	if len(s) > MaxNameLen {
+		return fmt.Errorf("%s is %d bytes, at most %d", what, len(s), MaxNameLen)
 	}
 	if !utf8.ValidString(s) {
 		return fmt.Errorf("%s %q is not valid UTF-8", what, s)

@@ -88,7 +88,7 @@ func (s *Store) EventsSend(ctx context.Context, p EventsSendParams) (SentEvent, 
 	if err := checkName("namespace", p.Namespace, true); err != nil {
 		return SentEvent{}, err
 	}
-	if err := checkName("event name", p.Name, true); err != nil {
+	if err := checkEventName(p.Name); err != nil {
 		return SentEvent{}, err
 	}
 	if (p.RunID == uuid.Nil) == (p.ExternalID == "") {
@@ -151,7 +151,7 @@ SELECT (SELECT created_at FROM e), EXISTS (SELECT 1 FROM w)`,
 // is returned again and nothing else is consumed. With no event it is
 // ErrNotFound.
 func (s *Store) EventsConsume(ctx context.Context, l Lease, name, stepID string) (Event, error) {
-	if err := checkName("event name", name, true); err != nil {
+	if err := checkEventName(name); err != nil {
 		return Event{}, err
 	}
 	if stepID == "" || len(stepID) > maxNameLen {
@@ -317,7 +317,7 @@ type EventsReceiveResult struct {
 // also after the run moved on under the same lease (a retried request).
 func (s *Store) EventsReceive(ctx context.Context, p EventsReceiveParams) (EventsReceiveResult, error) {
 	var res EventsReceiveResult
-	if err := checkName("event name", p.Name, true); err != nil {
+	if err := checkEventName(p.Name); err != nil {
 		return res, err
 	}
 	sp := StepsRecordParams{Lease: p.Lease, StepID: p.StepID, Attempt: p.Attempt, Kind: StepEvent,

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/retry"
 )
 
@@ -49,27 +50,28 @@ func scanRun(row pgx.Row, extra ...any) (Run, error) {
 	return r, nil
 }
 
-// Limits on identifiers, checked at the edge of the store.
+// The store checks names with the same rules and limits as every other
+// edge (package protocol), so a name it stores can always be delivered.
 const (
-	maxNameLen = 200
-	maxErrLen  = 8 << 10
+	maxNameLen = protocol.MaxNameLen
+	maxErrLen  = protocol.MaxErrorLen
 )
 
+// checkName checks a namespace, queue, workflow type or version.
 func checkName(field, v string, required bool) error {
-	if v == "" {
-		if required {
-			return invalidf("%s is required", field)
-		}
+	if v == "" && !required {
 		return nil
 	}
-	if len(v) > maxNameLen {
-		return invalidf("%s is %d bytes, at most %d", field, len(v), maxNameLen)
+	if err := protocol.ValidToken(field, v); err != nil {
+		return invalidf("%v", err)
 	}
-	if !pgText(v) {
-		return invalidf("%s %q is not UTF-8 text without NUL bytes", field, v)
-	}
-	if strings.ContainsAny(v, " \t\r\n*>@") {
-		return invalidf("%s %q must not contain spaces or any of * > @", field, v)
+	return nil
+}
+
+// checkEventName checks the name of an event.
+func checkEventName(v string) error {
+	if err := protocol.ValidEventName(v); err != nil {
+		return invalidf("%v", err)
 	}
 	return nil
 }

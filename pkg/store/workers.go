@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/kagzi/kagzi/pkg/protocol"
 )
 
 // WorkerStatus is the liveness of a worker.
@@ -92,11 +94,6 @@ type WorkersRegisterParams struct {
 }
 
 // Limits on a worker's registration, which is client-supplied.
-const (
-	maxWorkerTypes  = 1000
-	maxWorkerLabels = 100
-)
-
 func validateRegister(p *WorkersRegisterParams) error {
 	if p.WorkerID == uuid.Nil {
 		return invalidf("worker id is required")
@@ -107,11 +104,8 @@ func validateRegister(p *WorkersRegisterParams) error {
 	if err := checkName("queue", p.Queue, true); err != nil {
 		return err
 	}
-	if len(p.Hostname) > maxNameLen {
-		return invalidf("hostname is %d bytes, at most %d", len(p.Hostname), maxNameLen)
-	}
-	if len(p.Version) > maxNameLen {
-		return invalidf("worker version is %d bytes, at most %d", len(p.Version), maxNameLen)
+	if err := protocol.ValidWorkerIdentity(p.Hostname, p.Version, p.Labels); err != nil {
+		return invalidf("worker %v", err)
 	}
 	if p.PID < 0 {
 		return invalidf("pid %d is negative", p.PID)
@@ -119,8 +113,8 @@ func validateRegister(p *WorkersRegisterParams) error {
 	if p.MaxConcurrency <= 0 {
 		return invalidf("max concurrency %d must be positive", p.MaxConcurrency)
 	}
-	if len(p.Types) > maxWorkerTypes {
-		return invalidf("%d workflow types registered, at most %d", len(p.Types), maxWorkerTypes)
+	if len(p.Types) > protocol.MaxTypes {
+		return invalidf("%d workflow types registered, at most %d", len(p.Types), protocol.MaxTypes)
 	}
 	seen := make(map[string]bool, len(p.Types))
 	for _, tv := range p.Types {
@@ -135,14 +129,6 @@ func validateRegister(p *WorkersRegisterParams) error {
 			return invalidf("workflow type %q registered twice", tv.Type)
 		}
 		seen[tv.Type] = true
-	}
-	if len(p.Labels) > maxWorkerLabels {
-		return invalidf("%d labels, at most %d", len(p.Labels), maxWorkerLabels)
-	}
-	for k, v := range p.Labels {
-		if k == "" || len(k) > maxNameLen || len(v) > maxNameLen {
-			return invalidf("label %q=%q: keys must be non-empty, keys and values at most %d bytes", k, v, maxNameLen)
-		}
 	}
 	return nil
 }

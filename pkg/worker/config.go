@@ -127,14 +127,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.DrainTimeout < 0 {
 		errs = append(errs, fmt.Errorf("drain timeout %v is negative", c.DrainTimeout))
 	}
-	if len(c.Hostname) > 255 {
-		errs = append(errs, fmt.Errorf("hostname is %d bytes, at most 255", len(c.Hostname)))
-	}
-	if len(c.Version) > 200 {
-		errs = append(errs, fmt.Errorf("version is %d bytes, at most 200", len(c.Version)))
-	}
-	if len(c.Labels) > 64 {
-		errs = append(errs, fmt.Errorf("%d labels, at most 64", len(c.Labels)))
+	if err := protocol.ValidWorkerIdentity(c.Hostname, c.Version, c.Labels); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return c, fmt.Errorf("worker: invalid config: %w", err)

@@ -88,8 +88,8 @@ func (w *Worker) register(r *registration) error {
 	if _, dup := w.types[r.name]; dup {
 		return fmt.Errorf("%w: %q", ErrDuplicateType, r.name)
 	}
-	if len(w.types) >= 1000 {
-		return fmt.Errorf("worker: register %q: at most 1000 workflow types", r.name)
+	if len(w.types) >= protocol.MaxTypes {
+		return fmt.Errorf("worker: register %q: at most %d workflow types", r.name, protocol.MaxTypes)
 	}
 	w.types[r.name] = r
 	return nil

@@ -26,7 +26,7 @@ const MaxPayloadSize = 2 << 20
 const WarnPayloadSize = 1 << 20
 
 // MaxStepIDLen bounds a step id, in bytes.
-const MaxStepIDLen = 200
+const MaxStepIDLen = protocol.MaxNameLen
 
 // Step kinds and statuses as the engine records them.
 const (

@@ -1,0 +1,59 @@
+package protocol
+
+import "fmt"
+
+// Limits. Every bound on what a client, a worker or an operator may send is
+// stated here once, and every edge that checks one (the SDKs, the CLI, the
+// decoders of this package, the store) uses these constants and the
+// validators of this package: two edges that disagreed on a bound would let
+// a value pass one and be refused by the next, e.g. a worker whose hostname
+// the SDK accepted and the reaper refused, whose leases were then never
+// extended.
+const (
+	// MaxNameLen bounds, in bytes, every name: namespaces, queues,
+	// workflow types, versions, step ids, event names, external ids, error
+	// types, worker label keys and values, relay ids.
+	MaxNameLen = 200
+	// MaxHostnameLen bounds a worker's hostname (a DNS name is at most 253).
+	MaxHostnameLen = 255
+	// MaxLabels bounds the labels of one worker.
+	MaxLabels = 64
+	// MaxTypes bounds the workflow types one worker registers.
+	MaxTypes = 1000
+	// MaxCredits bounds the slots one work request may offer, and so a
+	// worker's concurrency and the runs of one delivery or heartbeat.
+	MaxCredits = 10000
+	// MaxReportItems bounds one report.
+	MaxReportItems = 10000
+	// MaxErrorLen bounds a recorded error message; longer ones are cut at
+	// a character boundary.
+	MaxErrorLen = 8 << 10
+	// DefaultPayloadWarnBytes and DefaultPayloadMaxBytes are the payload
+	// limits of a new database (input, output, step output, event payload):
+	// larger payloads are logged, and refused. The limits in force are the
+	// database's (see store.Settings); workers are told them with every
+	// delivery.
+	DefaultPayloadWarnBytes = 1 << 20
+	DefaultPayloadMaxBytes  = 2 << 20
+)
+
+// ValidWorkerIdentity reports the first of a worker's hostname, version and
+// labels that breaks a limit: hostname at most MaxHostnameLen bytes, version
+// at most MaxNameLen, at most MaxLabels labels with non-empty keys, keys and
+// values at most MaxNameLen bytes each.
+func ValidWorkerIdentity(hostname, version string, labels map[string]string) error {
+	switch {
+	case len(hostname) > MaxHostnameLen:
+		return fmt.Errorf("hostname is %d bytes, at most %d", len(hostname), MaxHostnameLen)
+	case len(version) > MaxNameLen:
+		return fmt.Errorf("version is %d bytes, at most %d", len(version), MaxNameLen)
+	case len(labels) > MaxLabels:
+		return fmt.Errorf("%d labels, at most %d", len(labels), MaxLabels)
+	}
+	for k, v := range labels {
+		if k == "" || len(k) > MaxNameLen || len(v) > MaxNameLen {
+			return fmt.Errorf("label %q=%q: keys must be non-empty, keys and values at most %d bytes", k, v, MaxNameLen)
+		}
+	}
+	return nil
+}
