@@ -16,8 +16,9 @@ func init() { register(newMigrateCmd) }
 
 // migrateJSON is what `migrate` prints with --json.
 type migrateJSON struct {
-	Version         int32 `json:"version"`
-	DatabaseCreated bool  `json:"database_created"`
+	Version         int32         `json:"version"`
+	DatabaseCreated bool          `json:"database_created"`
+	Settings        *settingsJSON `json:"settings,omitempty"`
 }
 
 func newMigrateCmd(a *app) *cobra.Command {
@@ -27,12 +28,20 @@ func newMigrateCmd(a *app) *cobra.Command {
 		Long: `Apply every pending migration to the database of --database-url and print
 the schema version. If that database does not exist, it is created first
 (through the "postgres" database of the same server). Migrating is
-idempotent and safe to run from several processes at once.`,
+idempotent and safe to run from several processes at once.
+
+When KAGZI_PAYLOAD_WARN_BYTES or KAGZI_PAYLOAD_MAX_BYTES is set, migrate then
+writes it to the database's settings (see kagzi settings), the one place
+every process reads the payload limits from.`,
 		Example: `  kagzi migrate
   kagzi migrate --database-url 'postgres://kagzi:secret@db:5432/kagzi?sslmode=require'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			warn, max, err := settingsFromEnv()
+			if err != nil {
+				return err
+			}
 			created := false
 			v, err := store.Migrate(ctx, a.DatabaseURL)
 			if err != nil && strings.Contains(err.Error(), "SQLSTATE 3D000") { // the database does not exist
@@ -45,11 +54,26 @@ idempotent and safe to run from several processes at once.`,
 				return fmt.Errorf("%w\nCheck that Postgres is reachable at %s (--database-url or KAGZI_DATABASE_URL).",
 					err, redactURL(a.DatabaseURL))
 			}
-			return a.print(cmd, migrateJSON{Version: v, DatabaseCreated: created}, func(w io.Writer) {
+			out := migrateJSON{Version: v, DatabaseCreated: created}
+			if warn > 0 || max > 0 {
+				st, err := a.Store(ctx)
+				if err != nil {
+					return err
+				}
+				set, err := applySettings(ctx, st, warn, max)
+				if err != nil {
+					return fmt.Errorf("apply KAGZI_PAYLOAD_WARN_BYTES / KAGZI_PAYLOAD_MAX_BYTES: %w", err)
+				}
+				out.Settings = &settingsJSON{PayloadWarnBytes: set.PayloadWarnBytes, PayloadMaxBytes: set.PayloadMaxBytes}
+			}
+			return a.print(cmd, out, func(w io.Writer) {
 				if created {
 					fmt.Fprintf(w, "Created database %s\n", redactURL(a.DatabaseURL))
 				}
 				fmt.Fprintf(w, "Database at schema version %d\n", v)
+				if out.Settings != nil {
+					fmt.Fprintf(w, "Payload limit %d bytes, warning size %d bytes\n", out.Settings.PayloadMaxBytes, out.Settings.PayloadWarnBytes)
+				}
 			})
 		},
 	}

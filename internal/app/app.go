@@ -21,11 +21,9 @@ import (
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
-// NewStore wraps pool with the configured payload limits, logging large
-// payloads.
-func NewStore(pool *pgxpool.Pool, cfg config.Database, log *slog.Logger) *store.Store {
+// NewStore wraps pool, logging payloads above the database's warning size.
+func NewStore(pool *pgxpool.Pool, log *slog.Logger) *store.Store {
 	return store.New(pool, store.Options{
-		PayloadWarnBytes: cfg.PayloadWarnBytes, PayloadMaxBytes: cfg.PayloadMaxBytes,
 		OnLargePayload: func(what string, size int) { log.Warn("large payload", "what", what, "bytes", size) },
 	})
 }
@@ -111,7 +109,7 @@ func run(ctx context.Context, name string, common config.Common, db config.Datab
 		return err
 	}
 	defer stop()
-	comps, checks := build(NewStore(pool, db, log), nc)
+	comps, checks := build(NewStore(pool, log), nc)
 	health.Checks = checks
 	for _, c := range comps {
 		if rp, ok := c.(*reaper.Reaper); ok {

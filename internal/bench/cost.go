@@ -162,7 +162,7 @@ func (e *env) startDispatcherHere(ctx context.Context) error {
 		return err
 	}
 	log := e.o.Log.With("service", "dispatcher")
-	comps, _ := kapp.Dispatcher(cfg, kapp.NewStore(pool, cfg.Database, log), nc, log)
+	comps, _ := kapp.Dispatcher(cfg, kapp.NewStore(pool, log), nc, log)
 	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -34,10 +34,6 @@ type Common struct {
 type Database struct {
 	// DatabaseURL is the Postgres connection string.
 	DatabaseURL string `env:"KAGZI_DATABASE_URL, default=postgres://postgres@127.0.0.1:5432/kagzi?sslmode=disable"`
-	// PayloadWarnBytes: payloads above this are logged.
-	PayloadWarnBytes int `env:"KAGZI_PAYLOAD_WARN_BYTES, default=1048576"`
-	// PayloadMaxBytes: payloads above this are rejected.
-	PayloadMaxBytes int `env:"KAGZI_PAYLOAD_MAX_BYTES, default=2097152"`
 }
 
 // Dispatcher configures services/dispatcher.
@@ -137,10 +133,6 @@ func (c *Common) validate() error {
 func (d *Database) validate() error {
 	if d.DatabaseURL == "" {
 		return errors.New("KAGZI_DATABASE_URL is empty")
-	}
-	if d.PayloadWarnBytes <= 0 || d.PayloadMaxBytes <= 0 || d.PayloadWarnBytes > d.PayloadMaxBytes {
-		return fmt.Errorf("KAGZI_PAYLOAD_WARN_BYTES (%d) and KAGZI_PAYLOAD_MAX_BYTES (%d) must be positive, warn <= max",
-			d.PayloadWarnBytes, d.PayloadMaxBytes)
 	}
 	return nil
 }

@@ -90,7 +90,6 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 		{&config.Dispatcher{}, map[string]string{"KAGZI_LEASE": "10ms"}, "KAGZI_LEASE"},
 		{&config.Dispatcher{}, map[string]string{"KAGZI_MAX_CLAIM": "0"}, "KAGZI_MAX_CLAIM"},
 		{&config.Dispatcher{}, map[string]string{"KAGZI_LOG_LEVEL": "loud"}, "KAGZI_LOG_LEVEL"},
-		{&config.Dispatcher{}, map[string]string{"KAGZI_PAYLOAD_WARN_BYTES": "10", "KAGZI_PAYLOAD_MAX_BYTES": "5"}, "KAGZI_PAYLOAD"},
 		{&config.Worker{}, map[string]string{"KAGZI_QUEUE": "a.b"}, "KAGZI_QUEUE"},
 		{&config.Worker{}, map[string]string{"KAGZI_MAX_CONCURRENCY": "-1"}, "KAGZI_MAX_CONCURRENCY"},
 		{&config.Worker{}, map[string]string{"KAGZI_WAIT_TIMEOUT": "1ms"}, "KAGZI_WAIT_TIMEOUT"},

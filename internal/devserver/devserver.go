@@ -142,7 +142,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		return nil, err
 	}
 	s.close = append(s.close, pool.Close)
-	s.Store = app.NewStore(pool, o.Dispatcher.Database, o.Log)
+	s.Store = app.NewStore(pool, o.Log)
 
 	dcfg := o.Dispatcher
 	dcfg.DatabaseURL = o.DatabaseURL

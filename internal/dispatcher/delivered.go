@@ -30,6 +30,7 @@ func deliveredRun(c *store.ClaimedRun) protocol.DeliveredRun {
 		DeadlineAt:  c.DeadlineAt,
 		RetryPolicy: c.RetryPolicy,
 		AvailableAt: &due,
+		InputSize:   c.InputSize,
 	}
 	if len(c.Steps) > 0 {
 		r.Steps = make([]protocol.StepState, len(c.Steps))
@@ -52,6 +53,7 @@ func stepState(s *store.StepState) protocol.StepState {
 		RetryAt:    s.RetryAt,
 		RunAttempt: s.RunAttempt,
 		Tries:      s.Tries,
+		OutputSize: s.OutputSize,
 	}
 }
 

@@ -162,8 +162,13 @@ func TestDeliveredRunCarriesEveryField(t *testing.T) {
 			t.Errorf("protocol.StepState.%s is filled from nothing", f.Name)
 		}
 	}
-	// And the delivery encodes: what the dispatcher sends is valid.
-	if _, err := protocol.Encode(&protocol.Delivery{WorkerID: uuid.New(), Runs: []protocol.DeliveredRun{d}}); err != nil {
+	// And the delivery encodes: what the dispatcher sends is valid. (A
+	// claim returns a payload or its size, never both.)
+	d.InputSize = 0
+	for i := range d.Steps {
+		d.Steps[i].OutputSize = 0
+	}
+	if _, err := protocol.Encode(&protocol.Delivery{WorkerID: uuid.New(), Runs: []protocol.DeliveredRun{d}, Limits: protocol.PayloadLimits{WarnBytes: 1, MaxBytes: 1}}); err != nil {
 		t.Fatalf("delivery does not encode: %v", err)
 	}
 }

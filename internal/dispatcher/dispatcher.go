@@ -75,6 +75,12 @@ type Stats struct {
 	ReportTxs   int64 // report transactions committed
 	Deliveries  int64 // deliveries acked by workers
 	WakeupsSeen int64 // wakeups received
+	// PayloadReads counts parts of payloads served to workers.
+	PayloadReads int64
+	// RunsRefused counts runs failed because the store refused one of
+	// their reports for good (a payload over the limit, a conflicting
+	// result).
+	RunsRefused int64
 }
 
 type qkey struct{ ns, queue string }
@@ -132,6 +138,7 @@ type Dispatcher struct {
 
 	malformed, claims, claimed, released, applied, leaseLost atomic.Int64
 	emptySkips, resyncs, reportTxs, deliveries, wakeups      atomic.Int64
+	payloadReads, runsRefused                                atomic.Int64
 }
 
 // New returns a dispatcher over st and nc; Start runs it.
@@ -163,6 +170,7 @@ func (d *Dispatcher) Stats() Stats {
 		Released: d.released.Load(), Reports: d.applied.Load(), LeaseLost: d.leaseLost.Load(),
 		Parked: parkedN, EmptySkips: d.emptySkips.Load(), Resyncs: d.resyncs.Load(),
 		ReportTxs: d.reportTxs.Load(), Deliveries: d.deliveries.Load(), WakeupsSeen: d.wakeups.Load(),
+		PayloadReads: d.payloadReads.Load(), RunsRefused: d.runsRefused.Load(),
 	}
 }
 
@@ -178,6 +186,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		{protocol.SubjectRelayUp, "", d.onRelayUp},
 		{protocol.SubjectWorkAll, protocol.QueueDispatchers, d.onWorkRequest},
 		{protocol.SubjectReportAll, protocol.QueueDispatchers, d.onReport},
+		{protocol.SubjectPayloadAll, protocol.QueueDispatchers, d.onPayloadRequest},
 	}
 	for _, s := range subs {
 		var sub *nats.Subscription
@@ -200,6 +209,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		d.cancel()
 		return fmt.Errorf("dispatcher: flush subscriptions: %w", err)
 	}
+	d.checkPayloadLimits()
 	if err := registerQueueDepth(d.cfg.MeterProvider, d.st, func() context.Context { return d.ctx }); err != nil {
 		d.log.Warn("queue depth metric", "err", err)
 	}
@@ -444,7 +454,7 @@ func (d *Dispatcher) serve(q *queue) {
 		d.claims.Add(1)
 		runs, err := d.st.RunsClaim(d.ctx, store.RunsClaimParams{
 			Namespace: q.key.ns, Queue: q.key.queue, WorkerID: p.req.WorkerID,
-			Types: p.types, Limit: limit, Lease: d.cfg.Lease,
+			Types: p.types, Limit: limit, Lease: d.cfg.Lease, InlineBytes: protocol.InlinePayloadBytes,
 		})
 		if err != nil {
 			if d.ctx.Err() != nil {
@@ -516,26 +526,30 @@ func (d *Dispatcher) serve(q *queue) {
 // does not take them.
 func (d *Dispatcher) deliver(p *parked, runs []store.ClaimedRun) {
 	defer d.wg.Done()
-	msg := protocol.Delivery{WorkerID: p.req.WorkerID, Seq: p.req.Seq, Runs: make([]protocol.DeliveredRun, len(runs))}
+	limits, err := d.payloadLimits()
+	if err != nil {
+		d.log.Error("read payload limits; releasing", "err", err)
+		d.release(runs)
+		d.repark(p)
+		return
+	}
+	msg := protocol.Delivery{WorkerID: p.req.WorkerID, Seq: p.req.Seq, Runs: make([]protocol.DeliveredRun, len(runs)), Limits: limits}
 	for i := range runs {
 		msg.Runs[i] = deliveredRun(&runs[i])
 	}
-	data, err := protocol.Encode(&msg)
-	var release []store.ClaimedRun
-	// Keep the delivery within the server's message limit; what does not
-	// fit goes back to the queue.
-	for err == nil && int64(len(data)) > d.nc.MaxPayload() && len(msg.Runs) > 1 {
-		half := len(msg.Runs) / 2
-		release = append(release, runs[half:]...)
-		runs, msg.Runs = runs[:half], msg.Runs[:half]
-		data, err = protocol.Encode(&msg)
-	}
+	data, release, err := d.fit(&msg, &runs)
+	d.release(release)
 	if err != nil {
 		d.log.Error("delivery does not encode; releasing", "err", err)
-		d.release(append(release, runs...))
+		d.release(runs)
+		d.repark(p)
 		return
 	}
-	d.release(release)
+	if data == nil {
+		// The one run left cannot be delivered at all; fit failed it.
+		d.repark(p)
+		return
+	}
 	start := time.Now()
 	reply, err := d.nc.RequestMsg(tracectx.Msg(d.ctx, p.reply, data), d.cfg.DeliveryTimeout)
 	d.tel.dispatchSpans(d.ctx, runs, p.req.WorkerID.String(), start, err)
@@ -555,6 +569,108 @@ func (d *Dispatcher) deliver(p *parked, runs []store.ClaimedRun) {
 		return
 	}
 	d.deliveries.Add(1)
+}
+
+// fit encodes msg within the NATS server's message size: runs that do not
+// fit are left out (halving) and returned to be released; a single run
+// whose inline payloads do not fit is sent with all of them by size (the
+// worker fetches them); a single run whose history does not fit even so is
+// failed with a clear error, and fit returns no data. msg.Runs and *runs
+// are cut to what is sent.
+func (d *Dispatcher) fit(msg *protocol.Delivery, runs *[]store.ClaimedRun) (data []byte, release []store.ClaimedRun, err error) {
+	limit := d.nc.MaxPayload()
+	data, err = protocol.Encode(msg)
+	for err == nil && int64(len(data)) > limit && len(msg.Runs) > 1 {
+		half := len(msg.Runs) / 2
+		release = append(release, (*runs)[half:]...)
+		*runs, msg.Runs = (*runs)[:half], msg.Runs[:half]
+		data, err = protocol.Encode(msg)
+	}
+	if err != nil || int64(len(data)) <= limit {
+		return data, release, err
+	}
+	byReference(&msg.Runs[0])
+	if data, err = protocol.Encode(msg); err != nil || int64(len(data)) <= limit {
+		return data, release, err
+	}
+	c := &(*runs)[0]
+	d.failRun(store.Lease{Namespace: c.Namespace, RunID: c.ID, Token: c.LeaseToken},
+		fmt.Sprintf("the run's history cannot be delivered: its %d step records take %d bytes without any payload, "+
+			"more than the NATS server's max_payload of %d bytes", len(c.Steps), len(data), limit))
+	*runs = nil
+	return nil, release, nil
+}
+
+// byReference leaves every payload of r out of the delivery, sending its
+// size instead.
+func byReference(r *protocol.DeliveredRun) {
+	if len(r.Input) > 0 {
+		r.InputSize, r.Input = len(r.Input), nil
+	}
+	for i := range r.Steps {
+		if s := &r.Steps[i]; len(s.Output) > 0 {
+			s.OutputSize, s.Output = len(s.Output), nil
+		}
+	}
+}
+
+// payloadLimits are the limits workers are told: the database's, within
+// what one NATS message of this server can carry around one payload.
+func (d *Dispatcher) payloadLimits() (protocol.PayloadLimits, error) {
+	set, err := d.st.Limits(d.ctx)
+	if err != nil {
+		return protocol.PayloadLimits{}, err
+	}
+	max := min(set.PayloadMaxBytes, protocol.MessagePayloadLimit(d.nc.MaxPayload()))
+	return protocol.PayloadLimits{MaxBytes: max, WarnBytes: min(set.PayloadWarnBytes, max)}, nil
+}
+
+// checkPayloadLimits warns when the NATS server cannot carry payloads as
+// large as the database allows: workers are then told the smaller limit.
+func (d *Dispatcher) checkPayloadLimits() {
+	set, err := d.st.Limits(d.ctx)
+	if err != nil {
+		d.log.Warn("read payload limits", "err", err)
+		return
+	}
+	if fit := protocol.MessagePayloadLimit(d.nc.MaxPayload()); fit < set.PayloadMaxBytes {
+		d.log.Warn("NATS max_payload is smaller than the payload limit: outputs reported by workers are limited to what fits",
+			"nats_max_payload", d.nc.MaxPayload(), "payload_max_bytes", set.PayloadMaxBytes, "reportable_bytes", fit)
+	}
+}
+
+// repark puts back a request whose delivery failed before it reached the
+// worker, so the worker is not left waiting for its request to time out.
+func (d *Dispatcher) repark(p *parked) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ctx.Err() != nil || time.Now().After(p.expires) {
+		return
+	}
+	q := d.queueLocked(qkey{p.req.Namespace, p.req.Queue})
+	for _, x := range q.parked {
+		if x.req.WorkerID == p.req.WorkerID {
+			return // superseded by a newer request
+		}
+	}
+	q.parked = append(q.parked, p)
+	d.signal(q)
+}
+
+// failRun ends a run for good with reason, under its lease, and announces
+// it.
+func (d *Dispatcher) failRun(l store.Lease, reason string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), 10*time.Second)
+	defer cancel()
+	if err := d.st.RunsFail(ctx, l, reason); err != nil {
+		d.log.Error("fail run", "run_id", l.RunID, "reason", reason, "err", err)
+		return
+	}
+	d.log.Warn("run failed by the dispatcher", "run_id", l.RunID, "reason", reason)
+	d.tel.failed.Add(d.ctx, 1, metric.WithAttributes(attribute.String("namespace", l.Namespace)))
+	if data, err := protocol.Encode(&protocol.RunFinished{Namespace: l.Namespace, RunID: l.RunID, Status: string(store.StatusFailed)}); err == nil {
+		_ = d.nc.Publish(protocol.SubjectDone(l.Namespace, l.RunID), data)
+	}
 }
 
 func (d *Dispatcher) release(runs []store.ClaimedRun) {

@@ -1,10 +1,14 @@
 package dispatcher
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/attribute"
@@ -16,6 +20,9 @@ import (
 
 // reportJob is one worker report waiting to be applied.
 type reportJob struct {
+	// refused are the runs of this report an item of which the store
+	// refused for good, with the first reason.
+	refused map[uuid.UUID]string
 	msg     *nats.Msg
 	report  protocol.Report
 	results []protocol.ReportResult
@@ -114,8 +121,13 @@ type itemRef struct {
 // records in one round trip, then the rarer transitions one by one in the
 // order they came (suspensions, event waits, child starts, failures), then
 // all run completions in one statement. A run's steps and child starts thus
-// precede its completion, as the worker sent them. It returns an error only
-// for failures that abort the transaction.
+// precede its completion, as the worker sent them. A run an item of which
+// the store refuses for good (a payload over the limit, a result that
+// conflicts with the recorded one) is failed with that reason, once, in the
+// same transaction, and its later items are not applied: sending the same
+// report again would be refused again, so leaving the run to be retried
+// would repeat the refusal forever. It returns an error only for failures
+// that abort the transaction.
 func (d *Dispatcher) applyJobs(ctx context.Context, tx *store.Store, batch []*reportJob) error {
 	var (
 		steps     []store.StepsRecordParams
@@ -127,6 +139,7 @@ func (d *Dispatcher) applyJobs(ctx context.Context, tx *store.Store, batch []*re
 	for _, j := range batch {
 		j.results = make([]protocol.ReportResult, len(j.report.Items))
 		j.finished = j.finished[:0]
+		j.refused = nil
 		for i := range j.report.Items {
 			it := &j.report.Items[i]
 			l := store.Lease{Namespace: j.report.Namespace, RunID: it.RunID, Token: it.LeaseToken}
@@ -154,10 +167,14 @@ func (d *Dispatcher) applyJobs(ctx context.Context, tx *store.Store, batch []*re
 		}
 	}
 	for _, ref := range others {
+		if d.skipRefused(ref) {
+			continue
+		}
 		if err := d.applyOther(ctx, tx, ref); err != nil {
 			return err
 		}
 	}
+	completes, doneRefs = d.dropRefused(completes, doneRefs)
 	if len(completes) > 0 {
 		errs, err := tx.RunsCompleteMany(ctx, completes)
 		if err != nil {
@@ -170,6 +187,70 @@ func (d *Dispatcher) applyJobs(ctx context.Context, tx *store.Store, batch []*re
 			if errs[k] == nil {
 				ref.j.finished = append(ref.j.finished, protocol.RunFinished{Namespace: ref.j.report.Namespace,
 					RunID: ref.j.report.Items[ref.i].RunID, Status: string(store.StatusCompleted)})
+			}
+		}
+	}
+	return d.failRefused(ctx, tx, batch)
+}
+
+// skipRefused answers an item of a run whose earlier item was refused,
+// without applying it.
+func (d *Dispatcher) skipRefused(ref itemRef) bool {
+	why, ok := ref.j.refused[ref.j.report.Items[ref.i].RunID]
+	if ok {
+		ref.j.results[ref.i] = protocol.ReportResult{Code: protocol.ResultInvalid, Message: "not applied: an earlier item of this run was refused: " + why}
+	}
+	return ok
+}
+
+// dropRefused removes the completions of runs with a refused item.
+func (d *Dispatcher) dropRefused(completes []store.RunsCompleteItem, refs []itemRef) ([]store.RunsCompleteItem, []itemRef) {
+	keptC, keptR := completes[:0], refs[:0]
+	for k, ref := range refs {
+		if !d.skipRefused(ref) {
+			keptC, keptR = append(keptC, completes[k]), append(keptR, ref)
+		}
+	}
+	return keptC, keptR
+}
+
+// failRefused fails, for good, each run an item of which was refused.
+func (d *Dispatcher) failRefused(ctx context.Context, tx *store.Store, batch []*reportJob) error {
+	for _, j := range batch {
+		ids := make([]uuid.UUID, 0, len(j.refused))
+		for id := range j.refused {
+			ids = append(ids, id)
+		}
+		// Lock runs in id order, as every multi-run statement does.
+		slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+		for _, id := range ids {
+			tok := int64(0)
+			for _, it := range j.report.Items {
+				if it.RunID == id {
+					tok = it.LeaseToken
+					break
+				}
+			}
+			l := store.Lease{Namespace: j.report.Namespace, RunID: id, Token: tok}
+			// A run this lease no longer holds (failed by an earlier copy
+			// of this report, or taken by another worker) is left alone.
+			cur, err := tx.RunsGet(ctx, l.Namespace, id)
+			if errors.Is(err, store.ErrNotFound) || (err == nil && (cur.Status != store.StatusRunning || cur.LeaseToken != tok)) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			err = tx.RunsFail(ctx, l, "report refused: "+j.refused[id])
+			switch {
+			case err == nil:
+				d.runsRefused.Add(1)
+				d.log.Warn("run failed: its report was refused", "run_id", id, "reason", j.refused[id])
+				j.finished = append(j.finished, protocol.RunFinished{Namespace: j.report.Namespace, RunID: id, Status: string(store.StatusFailed)})
+			case errors.Is(err, store.ErrLeaseLost), errors.Is(err, store.ErrNotFound):
+				// The run moved on under another lease, or is gone.
+			default:
+				return err
 			}
 		}
 	}
@@ -217,7 +298,12 @@ func (d *Dispatcher) applyOther(ctx context.Context, tx *store.Store, ref itemRe
 		r := &ref.j.results[ref.i]
 		switch ev.Status {
 		case store.EventReceived:
-			r.Output = json.RawMessage(ev.Payload)
+			if len(ev.Payload) > protocol.InlinePayloadBytes {
+				// Fetched by the worker as the EVENT step's output.
+				r.OutputSize = len(ev.Payload)
+			} else {
+				r.Output = json.RawMessage(ev.Payload)
+			}
 		case store.EventWaiting:
 			r.Waiting = true
 		}
@@ -240,6 +326,13 @@ func (d *Dispatcher) result(ref itemRef, err error) error {
 	case errors.Is(err, store.ErrInvalidArgument), errors.Is(err, store.ErrPayloadTooLarge),
 		errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict):
 		*r = protocol.ReportResult{Code: protocol.ResultInvalid, Message: err.Error()}
+		id := ref.j.report.Items[ref.i].RunID
+		if _, seen := ref.j.refused[id]; !seen {
+			if ref.j.refused == nil {
+				ref.j.refused = map[uuid.UUID]string{}
+			}
+			ref.j.refused[id] = err.Error()
+		}
 	default:
 		return err
 	}

@@ -39,12 +39,32 @@ type opts struct {
 	wait time.Duration
 	// stmts counts the services' statements.
 	stmts *store.StatementCounter
+	// limits, if set, are the database's payload limits, set before any
+	// service starts.
+	limits *store.Settings
+	// natsMaxPayload, if set, is the NATS server's message size limit.
+	natsMaxPayload int32
 }
 
 func start(t *testing.T, o opts) *env {
 	t.Helper()
 	url := testdb.New(t)
-	ns := testnats.Start(t)
+	if o.limits != nil {
+		pool, err := store.Connect(context.Background(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = store.New(pool, store.Options{}).SettingsSet(context.Background(), *o.limits)
+		pool.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	maxPayload := int32(testnats.MaxPayload)
+	if o.natsMaxPayload > 0 {
+		maxPayload = o.natsMaxPayload
+	}
+	ns := testnats.StartWithMaxPayload(t, maxPayload)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	nc := ns.Connect(t)

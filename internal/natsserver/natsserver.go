@@ -21,13 +21,16 @@ type Server struct {
 
 // Start starts a server on 127.0.0.1:port (0 picks a free port) with
 // JetStream off (Kagzi needs core NATS only).
-func Start(port int) (*Server, error) {
+func Start(port int) (*Server, error) { return StartWithMaxPayload(port, MaxPayload) }
+
+// StartWithMaxPayload is Start with another message size limit.
+func StartWithMaxPayload(port int, maxPayload int32) (*Server, error) {
 	opts := &server.Options{
 		Host:       "127.0.0.1",
 		Port:       port,
 		NoLog:      true,
 		NoSigs:     true,
-		MaxPayload: MaxPayload,
+		MaxPayload: maxPayload,
 	}
 	if port == 0 {
 		opts.Port = server.RANDOM_PORT

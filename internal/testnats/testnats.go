@@ -23,7 +23,13 @@ type Server struct {
 // Start starts a server on a free loopback port, shut down when t ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	s, err := natsserver.Start(0)
+	return StartWithMaxPayload(t, MaxPayload)
+}
+
+// StartWithMaxPayload is Start with another message size limit.
+func StartWithMaxPayload(t testing.TB, maxPayload int32) *Server {
+	t.Helper()
+	s, err := natsserver.StartWithMaxPayload(0, maxPayload)
 	if err != nil {
 		t.Fatalf("start nats server: %v", err)
 	}

@@ -50,9 +50,21 @@ func (d *recordDB) Query(_ context.Context, _ string, args ...any) (pgx.Rows, er
 	return nil, errReached
 }
 
-func (d *recordDB) QueryRow(_ context.Context, _ string, args ...any) pgx.Row {
+func (d *recordDB) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
+	if strings.Contains(sql, "FROM kagzi.settings") {
+		// The database's payload limits, read once before the first check.
+		return settingsRow{}
+	}
 	d.stmts = append(d.stmts, args)
 	return errRow{}
+}
+
+// settingsRow is the settings row of the fuzzed database.
+type settingsRow struct{}
+
+func (settingsRow) Scan(dest ...any) error {
+	*dest[0].(*int), *dest[1].(*int) = fuzzWarnBytes, fuzzMaxBytes
+	return nil
 }
 
 func (d *recordDB) SendBatch(_ context.Context, b *pgx.Batch) pgx.BatchResults {
@@ -115,8 +127,7 @@ const (
 func fuzzClient(t *testing.T, namespace, queue string) (*client.Client, *recordDB, *[]int, error) {
 	db := &recordDB{}
 	var large []int
-	st := store.New(db, store.Options{PayloadWarnBytes: fuzzWarnBytes, PayloadMaxBytes: fuzzMaxBytes,
-		OnLargePayload: func(_ string, n int) { large = append(large, n) }})
+	st := store.New(db, store.Options{OnLargePayload: func(_ string, n int) { large = append(large, n) }})
 	// A no-op provider keeps the stored trace context what the caller gave.
 	cl, err := client.New(st, nil, client.Options{Namespace: namespace, Queue: queue, TracerProvider: noop.NewTracerProvider()})
 	if cl != nil {

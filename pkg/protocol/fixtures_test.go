@@ -63,6 +63,9 @@ func validWorkRequest() *protocol.WorkRequest {
 	return &protocol.WorkRequest{WorkerID: id1, Namespace: "default", Queue: "emails", Credits: 8, Types: types1(), Seq: 42, WaitMS: 30000}
 }
 
+// limits1 are payload limits a delivery may carry.
+var limits1 = protocol.PayloadLimits{WarnBytes: 1 << 20, MaxBytes: 2 << 20}
+
 func validDelivery() *protocol.Delivery {
 	return &protocol.Delivery{
 		WorkerID: id1,
@@ -75,14 +78,16 @@ func validDelivery() *protocol.Delivery {
 					{StepID: "charge", Status: "COMPLETED", Attempt: 1, Output: json.RawMessage(`"ok"`)},
 					{StepID: "ship", Status: "FAILED", Attempt: 3, Error: "boom", ErrorType: "Boom", RetryAt: tp(t1), RunAttempt: 2, Tries: 2},
 					{StepID: "event:paid", Status: "PENDING", Attempt: 1, RetryAt: tp(t1), RunAttempt: 1},
+					{StepID: "big", Status: "COMPLETED", Attempt: 1, RunAttempt: 2, OutputSize: 1 << 20},
 				},
 				TraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
 				DeadlineAt:  tp(t1),
 				RetryPolicy: &retry.Policy{MaxAttempts: 3, BackoffCoefficient: 1.5, Jitter: 0.1, NonRetryable: []string{"Fatal"}, InitialIntervalMS: 500, MaxIntervalMS: 10000},
 				AvailableAt: tp(t0),
 			},
-			{RunID: id3, Namespace: "default", Queue: "emails", Type: "Refund", Attempt: 1, LeaseToken: 1},
+			{RunID: id3, Namespace: "default", Queue: "emails", Type: "Refund", Attempt: 1, LeaseToken: 1, InputSize: 70000},
 		},
+		Limits: protocol.PayloadLimits{WarnBytes: 1 << 20, MaxBytes: 2 << 20},
 	}
 }
 
@@ -113,7 +118,16 @@ func validReportReply() *protocol.ReportReply {
 		{Code: protocol.ResultOK}, {Code: protocol.ResultLeaseLost, Message: "lease 7 is gone"},
 		{Code: protocol.ResultInvalid, Message: "no"}, {Code: protocol.ResultError, Message: "db down"},
 		{Code: protocol.ResultOK, Output: json.RawMessage(`{"amount":5}`)}, {Code: protocol.ResultOK, Waiting: true},
+		{Code: protocol.ResultOK, OutputSize: 20000},
 	}}
+}
+
+func validPayloadRequest() *protocol.PayloadRequest {
+	return &protocol.PayloadRequest{Namespace: "default", RunID: id2, LeaseToken: 7, StepID: "big", Attempt: 1, Offset: 4096, Length: 1 << 20}
+}
+
+func validPayloadChunk() *protocol.PayloadChunk {
+	return &protocol.PayloadChunk{Code: protocol.ResultOK, Data: []byte(`{"a":"`), Total: 70000}
 }
 
 func validWorkerRegister() *protocol.WorkerRegister {

@@ -257,6 +257,18 @@ func FuzzDecodeWorkerDeregister(f *testing.F) {
 	)
 }
 
+func FuzzDecodePayloadRequest(f *testing.F) {
+	fuzzDecode(f, []*protocol.PayloadRequest{validPayloadRequest()},
+		`{"v":1,"ns":"a","run_id":"0b5c0f4e-7a5d-4c1e-9d33-6f2c1a8e0001","lease":1,"offset":0,"length":1}`,
+	)
+}
+
+func FuzzDecodePayloadChunk(f *testing.F) {
+	fuzzDecode(f, []*protocol.PayloadChunk{validPayloadChunk()},
+		`{"v":1,"code":"ok","data":"AAEC","total":3}`,
+	)
+}
+
 // tokenSpec is ValidToken's documented contract, written independently.
 func tokenSpec(s string) bool {
 	if s == "" || len(s) > 200 || !utf8.ValidString(s) {

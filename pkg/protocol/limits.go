@@ -1,6 +1,10 @@
 package protocol
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
 
 // Limits. Every bound on what a client, a worker or an operator may send is
 // stated here once, and every edge that checks one (the SDKs, the CLI, the
@@ -35,7 +39,23 @@ const (
 	// delivery.
 	DefaultPayloadWarnBytes = 1 << 20
 	DefaultPayloadMaxBytes  = 2 << 20
+	// EnvelopeReserve is the room a message needs around the one payload
+	// it carries (a report item with its error, ids and timings, or a
+	// chunk's fields): a payload travels in one NATS message only if it is
+	// at most the server's max_payload minus this.
+	EnvelopeReserve = 64 << 10
+	// InlinePayloadBytes is the largest payload a delivery or a report
+	// reply carries inline; larger ones are fetched on demand
+	// (PayloadRequest), so a delivery's size does not grow with the sizes
+	// of a run's payloads.
+	InlinePayloadBytes = 16 << 10
 )
+
+// MessagePayloadLimit is the largest payload one message can carry on a
+// NATS server whose max_payload is natsMax.
+func MessagePayloadLimit(natsMax int64) int {
+	return int(max(natsMax-EnvelopeReserve, 0))
+}
 
 // ValidWorkerIdentity reports the first of a worker's hostname, version and
 // labels that breaks a limit: hostname at most MaxHostnameLen bytes, version
@@ -56,4 +76,23 @@ func ValidWorkerIdentity(hostname, version string, labels map[string]string) err
 		}
 	}
 	return nil
+}
+
+// ClipText makes text from user code (an error message or type) fit a
+// limit and any text column: NUL bytes and invalid UTF-8 are replaced, and
+// the text is cut to at most n bytes at a character boundary. The SDK
+// clips what it reports and the store what it records, with this one rule.
+func ClipText(s string, n int) string {
+	if strings.IndexByte(s, 0) >= 0 {
+		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
+	}
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
 }

@@ -275,6 +275,10 @@ type StepState struct {
 	// Tries is, for a FAILED attempt, how many attempts of the step run
 	// attempt RunAttempt made: the retry budget used.
 	Tries int `json:"tries,omitempty"`
+	// OutputSize is set, instead of Output, when the output is too large
+	// to travel inline: the worker fetches it when the replay needs it
+	// (PayloadRequest).
+	OutputSize int `json:"output_size,omitempty"`
 }
 
 // DeliveredRun is one claimed run handed to a worker.
@@ -294,6 +298,17 @@ type DeliveredRun struct {
 	RetryPolicy *retry.Policy `json:"retry_policy,omitempty"`
 	// AvailableAt is when the run became due (dispatch latency starts there).
 	AvailableAt *time.Time `json:"available_at,omitempty"`
+	// InputSize is set, instead of Input, when the input is too large to
+	// travel inline (see StepState.OutputSize).
+	InputSize int `json:"input_size,omitempty"`
+}
+
+// PayloadLimits are the payload limits in force (the database's), told to
+// workers with every delivery: an output, child input or run output above
+// MaxBytes is refused, one above WarnBytes is logged.
+type PayloadLimits struct {
+	WarnBytes int `json:"warn_bytes"`
+	MaxBytes  int `json:"max_bytes"`
 }
 
 // Delivery carries claimed runs to the worker that asked for them.
@@ -302,6 +317,8 @@ type Delivery struct {
 	WorkerID uuid.UUID      `json:"worker_id"`
 	Seq      uint64         `json:"seq"`
 	Runs     []DeliveredRun `json:"runs"`
+	// Limits apply to what the worker reports for these runs.
+	Limits PayloadLimits `json:"limits"`
 }
 
 // Validate implements Message.
@@ -311,6 +328,9 @@ func (m *Delivery) Validate() error {
 	}
 	if len(m.Runs) == 0 || len(m.Runs) > MaxCredits {
 		return invalid(m, "%d runs, want 1 to %d", len(m.Runs), MaxCredits)
+	}
+	if m.Limits.MaxBytes < 1 || m.Limits.WarnBytes < 1 || m.Limits.WarnBytes > m.Limits.MaxBytes {
+		return invalid(m, "payload limits %+v: both positive, warn <= max", m.Limits)
 	}
 	for i := range m.Runs {
 		r := &m.Runs[i]
@@ -332,6 +352,9 @@ func (m *Delivery) Validate() error {
 		if err := checkJSON(m, "input", r.Input); err != nil {
 			return err
 		}
+		if r.InputSize < 0 || (r.InputSize > 0 && len(r.Input) > 0) {
+			return invalid(m, "run %s: input size %d with %d input bytes", r.RunID, r.InputSize, len(r.Input))
+		}
 		if r.RetryPolicy != nil {
 			if err := r.RetryPolicy.Validate(); err != nil {
 				return invalid(m, "run %s: %v", r.RunID, err)
@@ -344,8 +367,12 @@ func (m *Delivery) Validate() error {
 			if err := checkJSON(m, "step output", s.Output); err != nil {
 				return err
 			}
-			if s.RunAttempt < 0 || s.Tries < 0 {
-				return invalid(m, "run %s: step %q run attempt %d and tries %d must not be negative", r.RunID, s.StepID, s.RunAttempt, s.Tries)
+			if s.RunAttempt < 0 || s.Tries < 0 || s.OutputSize < 0 {
+				return invalid(m, "run %s: step %q run attempt %d, tries %d and output size %d must not be negative",
+					r.RunID, s.StepID, s.RunAttempt, s.Tries, s.OutputSize)
+			}
+			if s.OutputSize > 0 && len(s.Output) > 0 {
+				return invalid(m, "run %s: step %q has an output and an output size", r.RunID, s.StepID)
 			}
 		}
 	}
@@ -599,6 +626,10 @@ type ReportResult struct {
 	Output json.RawMessage `json:"output,omitempty"`
 	// Waiting: an event_wait found no event and its wait is recorded.
 	Waiting bool `json:"waiting,omitempty"`
+	// OutputSize is set, instead of Output, when the received event's
+	// payload is too large to travel inline: the worker fetches it as the
+	// output of the EVENT step that received it (PayloadRequest).
+	OutputSize int `json:"output_size,omitempty"`
 }
 
 // ReportReply answers a Report with one result per item, in order.
@@ -618,11 +649,12 @@ func (m *ReportReply) Validate() error {
 		if err := checkJSON(m, "result output", r.Output); err != nil {
 			return err
 		}
-		if (len(r.Output) > 0 || r.Waiting) && r.Code != ResultOK {
+		got := len(r.Output) > 0 || r.OutputSize > 0
+		if (got || r.Waiting) && r.Code != ResultOK {
 			return invalid(m, "result %d: output and waiting belong to ok results", i)
 		}
-		if len(r.Output) > 0 && r.Waiting {
-			return invalid(m, "result %d: an output and waiting exclude each other", i)
+		if (got && r.Waiting) || (len(r.Output) > 0 && r.OutputSize > 0) || r.OutputSize < 0 {
+			return invalid(m, "result %d: an output, an output size and waiting exclude each other", i)
 		}
 	}
 	return nil
@@ -707,4 +739,71 @@ func (m *WorkerDeregister) Validate() error {
 		return err
 	}
 	return checkToken(m, "namespace", m.Namespace)
+}
+
+// PayloadRequest asks a dispatcher, under the run's lease, for a part of a
+// payload the delivery did not carry inline: the run's input (StepID
+// empty) or the output of attempt Attempt of step StepID. Large histories
+// stay deliverable this way: a delivery carries every step but only the
+// small outputs, and the worker reads the others, in chunks that fit a
+// NATS message, when the replay reaches them.
+type PayloadRequest struct {
+	Versioned
+	Namespace  string    `json:"ns"`
+	RunID      uuid.UUID `json:"run_id"`
+	LeaseToken int64     `json:"lease"`
+	StepID     string    `json:"step_id,omitempty"`
+	Attempt    int       `json:"attempt,omitempty"`
+	// Offset and Length select the bytes to return.
+	Offset int `json:"offset"`
+	Length int `json:"length"`
+}
+
+// Validate implements Message.
+func (m *PayloadRequest) Validate() error {
+	if err := checkToken(m, "namespace", m.Namespace); err != nil {
+		return err
+	}
+	if err := checkID(m, "run id", m.RunID); err != nil {
+		return err
+	}
+	if m.LeaseToken < 1 {
+		return invalid(m, "lease %d must be positive", m.LeaseToken)
+	}
+	if len(m.StepID) > MaxNameLen || (m.StepID != "" && m.Attempt < 1) || (m.StepID == "" && m.Attempt != 0) {
+		return invalid(m, "step %q attempt %d: a step id of 1 to %d bytes with a positive attempt, or neither", m.StepID, m.Attempt, MaxNameLen)
+	}
+	if m.Offset < 0 || m.Length < 1 || m.Length > 64<<20 {
+		return invalid(m, "offset %d and length %d: offset not negative, length 1 to 64 MiB", m.Offset, m.Length)
+	}
+	return nil
+}
+
+// PayloadChunk answers a PayloadRequest: Data are the bytes from the
+// requested offset (at most the requested length) of a payload of Total
+// bytes. Code is ResultOK, ResultLeaseLost (abandon the run), ResultInvalid
+// (no such payload) or ResultError (transient: ask again).
+type PayloadChunk struct {
+	Versioned
+	Code    ResultCode `json:"code"`
+	Message string     `json:"message,omitempty"`
+	Data    []byte     `json:"data,omitempty"`
+	Total   int        `json:"total"`
+}
+
+// Validate implements Message.
+func (m *PayloadChunk) Validate() error {
+	switch m.Code {
+	case ResultOK:
+		if m.Total < 0 || len(m.Data) > m.Total {
+			return invalid(m, "%d bytes of a %d-byte payload", len(m.Data), m.Total)
+		}
+	case ResultLeaseLost, ResultInvalid, ResultError:
+		if len(m.Data) > 0 {
+			return invalid(m, "data in a %s answer", m.Code)
+		}
+	default:
+		return invalid(m, "unknown code %q", m.Code)
+	}
+	return nil
 }

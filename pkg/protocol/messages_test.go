@@ -303,6 +303,8 @@ func allSuites() map[string]suite {
 		reg = *protocol.WorkerRegister
 		hb  = *protocol.Heartbeat
 		dr  = *protocol.WorkerDeregister
+		pr  = *protocol.PayloadRequest
+		pc  = *protocol.PayloadChunk
 	)
 	wrongType := func(key string, v any) wireEdit {
 		return wireEdit{fmt.Sprintf("%s as %T %v", key, v, v), func(o map[string]any) { o[key] = v }}
@@ -410,8 +412,15 @@ func allSuites() map[string]suite {
 		"Delivery": msgSuite[protocol.Delivery, dl]{
 			valid: validDelivery,
 			variants: map[string]func() dl{
-				"minimal run":  func() dl { return &protocol.Delivery{WorkerID: id1, Runs: manyRuns(1)} },
-				"10000 runs":   func() dl { return &protocol.Delivery{WorkerID: id1, Runs: manyRuns(protocol.MaxCredits)} },
+				"minimal run": func() dl { return &protocol.Delivery{WorkerID: id1, Runs: manyRuns(1), Limits: limits1} },
+				"10000 runs": func() dl {
+					return &protocol.Delivery{WorkerID: id1, Runs: manyRuns(protocol.MaxCredits), Limits: limits1}
+				},
+				"equal limits": func() dl {
+					m := validDelivery()
+					m.Limits = protocol.PayloadLimits{WarnBytes: 5, MaxBytes: 5}
+					return m
+				},
 				"null input":   func() dl { m := validDelivery(); m.Runs[0].Input = json.RawMessage("null"); return m },
 				"string input": func() dl { m := validDelivery(); m.Runs[0].Input = json.RawMessage(`"x"`); return m },
 				"empty policy": func() dl { m := validDelivery(); m.Runs[0].RetryPolicy = &retry.Policy{}; return m },
@@ -436,6 +445,13 @@ func allSuites() map[string]suite {
 				one("step attempt 0", func(m dl) { m.Runs[0].Steps[0].Attempt = 0 }),
 				one("step run attempt negative", func(m dl) { m.Runs[0].Steps[1].RunAttempt = -1 }),
 				one("step tries negative", func(m dl) { m.Runs[0].Steps[1].Tries = -2 }),
+				one("step output size negative", func(m dl) { m.Runs[0].Steps[3].OutputSize = -1 }),
+				one("step output and output size", func(m dl) { m.Runs[0].Steps[0].OutputSize = 3 }),
+				one("input and input size", func(m dl) { m.Runs[0].InputSize = 3 }),
+				one("input size negative", func(m dl) { m.Runs[1].InputSize = -1 }),
+				one("no limits", func(m dl) { m.Limits = protocol.PayloadLimits{} }),
+				one("warn above max", func(m dl) { m.Limits = protocol.PayloadLimits{WarnBytes: 6, MaxBytes: 5} }),
+				one("max 0", func(m dl) { m.Limits.MaxBytes = 0 }),
 				noWire("step output not JSON", func(m dl) { m.Runs[0].Steps[0].Output = json.RawMessage(`[1,`) }),
 				one("policy negative interval", func(m dl) { m.Runs[0].RetryPolicy.InitialIntervalMS = -1 }),
 				one("policy negative max interval", func(m dl) { m.Runs[0].RetryPolicy.MaxIntervalMS = -5 }),
@@ -537,6 +553,10 @@ func allSuites() map[string]suite {
 				one("output on a lost lease", func(m rr) { m.Results[1].Output = json.RawMessage(`1`) }),
 				one("waiting on an error", func(m rr) { m.Results[3].Waiting = true }),
 				one("output and waiting", func(m rr) { m.Results[5].Output = json.RawMessage(`1`) }),
+				one("output size and waiting", func(m rr) { m.Results[5].OutputSize = 9 }),
+				one("output and output size", func(m rr) { m.Results[6].Output = json.RawMessage(`1`) }),
+				one("output size negative", func(m rr) { m.Results[6].OutputSize = -1 }),
+				one("output size on an error", func(m rr) { m.Results[3].OutputSize = 1 }),
 			),
 			badWire: []wireEdit{
 				wrongType("results", map[string]any{}),
@@ -591,6 +611,38 @@ func allSuites() map[string]suite {
 				wrongType("sent_at", nil), wrongType("runs", []any{"nope"}), wrongType("runs", "x"),
 				wireEdit{"missing sent_at", func(o map[string]any) { delete(o, "sent_at") }},
 			},
+		},
+		"PayloadRequest": msgSuite[protocol.PayloadRequest, pr]{
+			valid: validPayloadRequest,
+			variants: map[string]func() pr{
+				"input":           func() pr { m := validPayloadRequest(); m.StepID, m.Attempt = "", 0; return m },
+				"longest step id": func() pr { m := validPayloadRequest(); m.StepID = token200; return m },
+			},
+			bad: cases(
+				tokenCases("namespace", func(m pr, s string) { m.Namespace = s }),
+				one("nil run id", func(m pr) { m.RunID = uuid.Nil }),
+				one("lease 0", func(m pr) { m.LeaseToken = 0 }),
+				one("step without attempt", func(m pr) { m.Attempt = 0 }),
+				one("attempt without step", func(m pr) { m.StepID = "" }),
+				one("step id 201 bytes", func(m pr) { m.StepID = token200 + "x" }),
+				one("negative offset", func(m pr) { m.Offset = -1 }),
+				one("length 0", func(m pr) { m.Length = 0 }),
+				one("length above 64 MiB", func(m pr) { m.Length = 64<<20 + 1 }),
+			),
+			badWire: []wireEdit{wrongType("offset", "0"), wrongType("data", 1)},
+		},
+		"PayloadChunk": msgSuite[protocol.PayloadChunk, pc]{
+			valid: validPayloadChunk,
+			variants: map[string]func() pc{
+				"empty payload": func() pc { return &protocol.PayloadChunk{Code: protocol.ResultOK} },
+				"lease lost":    func() pc { return &protocol.PayloadChunk{Code: protocol.ResultLeaseLost, Message: "gone"} },
+			},
+			bad: cases(
+				one("unknown code", func(m pc) { m.Code = "maybe" }),
+				one("more data than the total", func(m pc) { m.Total = 2 }),
+				one("data with an error", func(m pc) { m.Code = protocol.ResultError }),
+			),
+			badWire: []wireEdit{wrongType("data", 12), wrongType("total", "1")},
 		},
 		"WorkerDeregister": msgSuite[protocol.WorkerDeregister, dr]{
 			valid: validWorkerDeregister,

@@ -29,6 +29,9 @@ const (
 	SubjectWorkAll = Prefix + "work.>"
 	// SubjectReportAll matches every Report (dispatchers, queue group).
 	SubjectReportAll = Prefix + "report.>"
+	// SubjectPayloadAll matches every PayloadRequest (dispatchers, queue
+	// group).
+	SubjectPayloadAll = Prefix + "payload.>"
 	// SubjectRelayUp announces a relay that (re)started listening: every
 	// consumer reads its backlog from Postgres again, since notifications
 	// sent while no relay listened are gone.
@@ -95,6 +98,12 @@ func SubjectWork(namespace, queue string) string {
 // SubjectReport is where workers report outcomes in a namespace.
 func SubjectReport(namespace string) string {
 	return Prefix + "report." + namespace
+}
+
+// SubjectPayload is where workers of a namespace ask for payloads that a
+// delivery or a report reply did not carry inline.
+func SubjectPayload(namespace string) string {
+	return Prefix + "payload." + namespace
 }
 
 // ParseReady splits a ready subject into namespace and queue.

@@ -97,7 +97,7 @@ func (s *Store) EventsSend(ctx context.Context, p EventsSendParams) (SentEvent, 
 	if err := checkExternalID(p.ExternalID); err != nil {
 		return SentEvent{}, err
 	}
-	if err := s.checkPayload("event payload", p.Payload); err != nil {
+	if err := s.checkPayload(ctx, "event payload", p.Payload); err != nil {
 		return SentEvent{}, err
 	}
 	id, err := uuid.NewV7()
@@ -322,7 +322,7 @@ func (s *Store) EventsReceive(ctx context.Context, p EventsReceiveParams) (Event
 	}
 	sp := StepsRecordParams{Lease: p.Lease, StepID: p.StepID, Attempt: p.Attempt, Kind: StepEvent,
 		Input: []byte(p.Name), StartedAt: p.StartedAt, Status: StepPending}
-	if err := s.validateStep(&sp); err != nil {
+	if err := s.validateStep(ctx, &sp); err != nil {
 		return res, err
 	}
 	if sp.StartedAt == nil {

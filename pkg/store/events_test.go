@@ -117,7 +117,7 @@ func TestEventsConcurrentConsumersGetDistinctEvents(t *testing.T) {
 func TestEventsSendErrors(t *testing.T) {
 	t.Parallel()
 	pool, _ := testdb.Pool(t)
-	s := store.New(pool, store.Options{PayloadMaxBytes: 32})
+	s := withLimits(t, store.New(pool, store.Options{}), 16, 32)
 	ctx := context.Background()
 	l, _ := leasedRun(t, s, "ns")
 	if _, err := s.EventsSend(ctx, store.EventsSendParams{Namespace: "ns", RunID: uuid.New(), Name: "e"}); !errors.Is(err, store.ErrNotFound) {

@@ -106,26 +106,12 @@ func checkExternalID(v string) error {
 	return nil
 }
 
-func clipError(s string) string { return clipText(s, maxErrLen) }
+// clipError and clipText make text that came from user code (error
+// messages and types) storable: Postgres text takes neither NUL nor
+// invalid UTF-8, and a report it refused would fail its run.
+func clipError(s string) string { return protocol.ClipText(s, maxErrLen) }
 
-// clipText makes text that came from user code (error messages and types)
-// storable: Postgres text takes neither NUL nor invalid UTF-8, and a report
-// it refused would leave its run waiting for the lease to expire. It
-// replaces both and cuts at most n bytes at a character boundary.
-func clipText(s string, n int) string {
-	if strings.IndexByte(s, 0) >= 0 {
-		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
-	}
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut]
-}
+func clipText(s string, n int) string { return protocol.ClipText(s, n) }
 
 func encodePolicy(p *retry.Policy) ([]byte, error) {
 	if p == nil {
@@ -161,7 +147,7 @@ type RunsCreateParams struct {
 	ScheduleFireAt *time.Time
 }
 
-func (s *Store) validateCreate(p *RunsCreateParams) ([]byte, error) {
+func (s *Store) validateCreate(ctx context.Context, p *RunsCreateParams) ([]byte, error) {
 	if err := checkName("namespace", p.Namespace, true); err != nil {
 		return nil, err
 	}
@@ -191,7 +177,7 @@ func (s *Store) validateCreate(p *RunsCreateParams) ([]byte, error) {
 	if (p.ScheduleID == nil) != (p.ScheduleFireAt == nil) {
 		return nil, invalidf("schedule id and fire time go together")
 	}
-	if err := s.checkPayload("input", p.Input); err != nil {
+	if err := s.checkPayload(ctx, "input", p.Input); err != nil {
 		return nil, err
 	}
 	if p.RunID == uuid.Nil {
@@ -224,7 +210,7 @@ func nullText(s string) *string {
 // RunsCreate starts a run. With an external id that a live run already
 // holds, it returns that run and created=false instead.
 func (s *Store) RunsCreate(ctx context.Context, p RunsCreateParams) (run Run, created bool, err error) {
-	policy, err := s.validateCreate(&p)
+	policy, err := s.validateCreate(ctx, &p)
 	if err != nil {
 		return Run{}, false, err
 	}
@@ -310,7 +296,7 @@ func (s *Store) RunsCreateMany(ctx context.Context, ps []RunsCreateParams) ([]Ru
 		if p.ScheduleID != nil {
 			return nil, invalidf("row %d: fired schedule instances are created by the schedule methods", i)
 		}
-		pol, err := s.validateCreate(p)
+		pol, err := s.validateCreate(ctx, p)
 		if err != nil {
 			return nil, fmt.Errorf("row %d: %w", i, err)
 		}
@@ -619,13 +605,21 @@ type RunsClaimParams struct {
 	// Lease is how long the claim holds before the reaper may take it back
 	// (heartbeats extend it).
 	Lease time.Duration
+	// InlineBytes is the largest input or step output the claim returns;
+	// larger ones come back as their size only (ClaimedRun.InputSize,
+	// StepState.OutputSize) and are read with PayloadsRead when needed, so
+	// a claim's size does not grow with the sizes of a run's payloads.
+	// Zero means protocol.InlinePayloadBytes.
+	InlineBytes int
 }
 
 // claimUpdate is the second half of both claim statements: it claims the
 // runs of CTE c and returns them with their inputs and the latest attempt of
 // each of their steps, read in one scan of the latest-step index per run
 // (st, ordered by step id); tries (the retry budget used) is counted only
-// for a failed latest attempt.
+// for a failed latest attempt. Payloads larger than $9 bytes are returned
+// as their size only (octet_length reads a stored value's size without
+// reading the value).
 const claimUpdate = `
 UPDATE kagzi.workflow_runs r SET status = 'RUNNING', locked_by = $7, lease_token = r.lease_token + 1,
 	lease_expires_at = now() + $8 * interval '1 millisecond', available_at = NULL, waiting_on = NULL, limited = c.limited,
@@ -633,17 +627,20 @@ UPDATE kagzi.workflow_runs r SET status = 'RUNNING', locked_by = $7, lease_token
 	version = CASE WHEN r.version = '' THEN ($5::text[])[array_position($3::text[], r.workflow_type)] ELSE r.version END
 FROM c LEFT JOIN LATERAL (
 	SELECT array_agg(s.step_id) AS ids, array_agg(s.status) AS statuses, array_agg(s.attempt_number) AS attempts,
-		array_agg(coalesce(s.output, ''::bytea)) AS outputs, array_agg(coalesce(s.error, '')) AS errs,
+		array_agg(CASE WHEN octet_length(s.output) <= $9 THEN s.output ELSE ''::bytea END) AS outputs,
+		array_agg(CASE WHEN octet_length(s.output) > $9 THEN octet_length(s.output) ELSE 0 END) AS output_sizes,
+		array_agg(coalesce(s.error, '')) AS errs,
 		array_agg(coalesce(s.error_type, '')) AS error_types, array_agg(s.retry_at) AS retry_ats,
 		array_agg(coalesce(s.run_attempt, 0)) AS run_attempts,
 		array_agg(CASE WHEN s.status = 'FAILED' THEN (SELECT count(*) FROM kagzi.step_runs x
 			WHERE x.run_id = s.run_id AND x.step_id = s.step_id AND x.run_attempt = s.run_attempt) ELSE 0 END) AS tries
 	FROM (SELECT * FROM kagzi.step_runs s WHERE s.run_id = c.run_id AND s.is_latest ORDER BY s.step_id) s
 ) st ON true
+LEFT JOIN kagzi.workflow_payloads p ON p.run_id = c.run_id
 WHERE r.run_id = c.run_id
 RETURNING ` + runCols + `, c.due_at,
-	(SELECT input FROM kagzi.workflow_payloads p WHERE p.run_id = r.run_id),
-	st.ids, st.statuses, st.attempts, st.outputs, st.errs, st.error_types, st.retry_ats, st.run_attempts, st.tries`
+	CASE WHEN octet_length(p.input) <= $9 THEN p.input END, coalesce(CASE WHEN octet_length(p.input) > $9 THEN octet_length(p.input) END, 0),
+	st.ids, st.statuses, st.attempts, st.outputs, st.output_sizes, st.errs, st.error_types, st.retry_ats, st.run_attempts, st.tries`
 
 // runsClaimSQL is the claim statement when none of the requested types has
 // a concurrency limit (the common case); RunsClaim runs it and
@@ -665,7 +662,7 @@ WITH c AS (
 )` + claimUpdate
 
 // runsClaimLimitedSQL is the claim statement when some requested types
-// ($9) have a concurrency limit. The unlimited types are claimed by c1 as
+// ($10) have a concurrency limit. The unlimited types are claimed by c1 as
 // in runsClaimSQL. Each limited type is claimed by c2, up to the free slots
 // kagzi.claim_slots counts for it — locking its limit row until the claim
 // commits, so that claims of a limited type serialise and never overshoot
@@ -673,11 +670,11 @@ WITH c AS (
 // that count uses. c picks the best $6 of both by priority and age.
 const runsClaimLimitedSQL = `
 WITH lim AS (
-	SELECT t AS workflow_type, kagzi.claim_slots($1, $2, t) AS free FROM unnest($9::text[]) AS t
+	SELECT t AS workflow_type, kagzi.claim_slots($1, $2, t) AS free FROM unnest($10::text[]) AS t
 ), c1 AS (
 	SELECT run_id, priority, available_at, false AS limited FROM kagzi.workflow_runs
 	WHERE namespace_id = $1 AND task_queue = $2 AND status IN ('PENDING', 'SLEEPING') AND available_at <= now()
-	  AND workflow_type = ANY($3::text[]) AND workflow_type <> ALL ($9::text[])
+	  AND workflow_type = ANY($3::text[]) AND workflow_type <> ALL ($10::text[])
 	  AND (version = '' OR workflow_type || '@' || version = ANY($4::text[]))
 	ORDER BY priority DESC, available_at
 	LIMIT $6
@@ -738,7 +735,11 @@ func claimArgs(p RunsClaimParams) ([]any, error) {
 		seen[tv.Type] = true
 		types[i], versions[i], pairs[i] = tv.Type, tv.Version, tv.Type+"@"+tv.Version
 	}
-	return []any{p.Namespace, p.Queue, types, pairs, versions, p.Limit, p.WorkerID, p.Lease.Milliseconds()}, nil
+	inline := p.InlineBytes
+	if inline <= 0 {
+		inline = protocol.InlinePayloadBytes
+	}
+	return []any{p.Namespace, p.Queue, types, pairs, versions, p.Limit, p.WorkerID, p.Lease.Milliseconds(), inline}, nil
 }
 
 // RunsClaim claims up to Limit due runs in one claim statement: highest
@@ -798,10 +799,12 @@ func scanClaimed(rows pgx.Rows) ([]ClaimedRun, error) {
 	for rows.Next() {
 		var (
 			input       []byte
+			inputSize   int
 			ids         []string
 			statuses    []string
 			attempts    []int32
 			outputs     [][]byte
+			outSizes    []int32
 			errs        []string
 			errTypes    []string
 			retryAts    []*time.Time
@@ -809,18 +812,22 @@ func scanClaimed(rows pgx.Rows) ([]ClaimedRun, error) {
 			tries       []int64
 		)
 		var due time.Time
-		run, err := scanRun(rows, &due, &input, &ids, &statuses, &attempts, &outputs, &errs, &errTypes, &retryAts, &runAttempts, &tries)
+		run, err := scanRun(rows, &due, &input, &inputSize, &ids, &statuses, &attempts, &outputs, &outSizes, &errs, &errTypes,
+			&retryAts, &runAttempts, &tries)
 		if err != nil {
 			return nil, mapErr("claim runs", err)
 		}
 		run.Input = input
-		c := ClaimedRun{Run: run, DueAt: due}
+		c := ClaimedRun{Run: run, DueAt: due, InputSize: inputSize}
 		if len(ids) > 0 {
 			c.Steps = make([]StepState, len(ids))
 			for i := range ids {
 				c.Steps[i] = StepState{StepID: ids[i], Status: StepStatus(statuses[i]), Attempt: int(attempts[i]),
-					Output: outputs[i], Error: errs[i], ErrorType: errTypes[i], RetryAt: retryAts[i],
+					Output: outputs[i], OutputSize: int(outSizes[i]), Error: errs[i], ErrorType: errTypes[i], RetryAt: retryAts[i],
 					RunAttempt: int(runAttempts[i]), Tries: int(tries[i])}
+				if len(c.Steps[i].Output) == 0 {
+					c.Steps[i].Output = nil
+				}
 			}
 		}
 		out = append(out, c)
@@ -956,7 +963,7 @@ func (s *Store) leaseCheckDone(ctx context.Context, what string, l Lease, done R
 // RunsComplete records a run's successful end and its output (and, for a
 // child, wakes its parent: see parentWakeCTEs).
 func (s *Store) RunsComplete(ctx context.Context, l Lease, output []byte) error {
-	if err := s.checkPayload("output", output); err != nil {
+	if err := s.checkPayload(ctx, "output", output); err != nil {
 		return err
 	}
 	tag, err := s.db.Exec(ctx, `

@@ -114,7 +114,7 @@ func (s *Store) RunsStartChild(ctx context.Context, p RunsStartChildParams) erro
 	if p.ChildRunID == uuid.Nil {
 		return invalidf("child run id is required")
 	}
-	if err := s.checkPayload("child input", p.Input); err != nil {
+	if err := s.checkPayload(ctx, "child input", p.Input); err != nil {
 		return err
 	}
 	policy, err := encodePolicy(p.RetryPolicy)
@@ -124,7 +124,7 @@ func (s *Store) RunsStartChild(ctx context.Context, p RunsStartChildParams) erro
 	child := p.ChildRunID
 	sp := StepsRecordParams{Lease: p.Lease, StepID: p.StepID, Attempt: p.Attempt, Kind: StepChild, Status: StepPending,
 		Input: p.Input, StartedAt: p.StartedAt, ChildRunID: &child}
-	if err := s.validateStep(&sp); err != nil {
+	if err := s.validateStep(ctx, &sp); err != nil {
 		return err
 	}
 	if sp.StartedAt == nil {

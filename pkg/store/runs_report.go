@@ -103,7 +103,7 @@ func (s *Store) RunsCompleteMany(ctx context.Context, items []RunsCompleteItem) 
 		sentIdx []int
 	)
 	for i, it := range items {
-		if errs[i] = s.checkPayload("output", it.Output); errs[i] != nil {
+		if errs[i] = s.checkPayload(ctx, "output", it.Output); errs[i] != nil {
 			continue
 		}
 		ns = append(ns, it.Lease.Namespace)

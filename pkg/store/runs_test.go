@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kagzi/kagzi/internal/testdb"
+	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/retry"
 	"github.com/kagzi/kagzi/pkg/store"
 )
@@ -428,6 +429,10 @@ func TestRunsCreateMany(t *testing.T) {
 			ps[i].ExternalID = fmt.Sprint("ext-", i)
 			ps[i].RetryPolicy = pol
 		}
+	}
+	// The payload limits are read once per store, before its first check.
+	if _, err := s.Limits(e.ctx); err != nil {
+		t.Fatal(err)
 	}
 	tracer.n.Store(0)
 	res, err := s.RunsCreateMany(e.ctx, ps)
@@ -843,7 +848,7 @@ func TestRunsNamespaceIsolation(t *testing.T) {
 func TestRunsPayloadLimits(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	big := bytes.Repeat([]byte("x"), store.DefaultPayloadMaxBytes+1)
+	big := bytes.Repeat([]byte("x"), protocol.DefaultPayloadMaxBytes+1)
 	_, created, err := e.s.RunsCreate(e.ctx, store.RunsCreateParams{Namespace: "ns", Queue: "q", Type: "T", Input: big})
 	if created {
 		t.Fatal("created a run with an oversized input")
@@ -852,13 +857,25 @@ func TestRunsPayloadLimits(t *testing.T) {
 	_, err = e.s.RunsCreateMany(e.ctx, []store.RunsCreateParams{{Namespace: "ns", Queue: "q", Type: "T"}, {Namespace: "ns", Queue: "q", Type: "T", Input: big}})
 	wantErr(t, err, store.ErrPayloadTooLarge, "row 1")
 	// Exactly the limit is accepted.
-	atLimit := e.create(store.RunsCreateParams{Input: big[:store.DefaultPayloadMaxBytes]})
-	if got := e.get("ns", atLimit.ID); len(got.Input) != store.DefaultPayloadMaxBytes {
+	atLimit := e.create(store.RunsCreateParams{Input: big[:protocol.DefaultPayloadMaxBytes]})
+	if got := e.get("ns", atLimit.ID); len(got.Input) != protocol.DefaultPayloadMaxBytes {
 		t.Fatalf("stored input of %d bytes", len(got.Input))
 	}
+	// A claim returns an input that large by size; it is read in parts.
 	c := e.claimOne(claimParams(uuid.New(), 1), atLimit.ID)
-	if len(c.Input) != store.DefaultPayloadMaxBytes {
-		t.Fatalf("claimed input of %d bytes", len(c.Input))
+	if len(c.Input) != 0 || c.InputSize != protocol.DefaultPayloadMaxBytes {
+		t.Fatalf("claimed %d input bytes, input size %d", len(c.Input), c.InputSize)
+	}
+	var read []byte
+	for len(read) < c.InputSize {
+		part, err := e.s.PayloadsRead(e.ctx, store.PayloadsReadParams{Lease: leaseOf(c), Offset: len(read), Length: 700 << 10})
+		if err != nil || part.Total != c.InputSize || len(part.Data) == 0 {
+			t.Fatalf("read input at %d: %d bytes of %d, %v", len(read), len(part.Data), part.Total, err)
+		}
+		read = append(read, part.Data...)
+	}
+	if !bytes.Equal(read, big[:protocol.DefaultPayloadMaxBytes]) {
+		t.Fatal("the input read in parts differs from the one stored")
 	}
 	wantErr(t, e.s.RunsComplete(e.ctx, leaseOf(c), big), store.ErrPayloadTooLarge, "output")
 	if got := e.get("ns", atLimit.ID); got.Status != store.StatusRunning || got.Output != nil {
@@ -871,11 +888,11 @@ func TestRunsPayloadLimits(t *testing.T) {
 	// A custom, smaller limit, and the large-payload hook.
 	var mu sync.Mutex
 	var calls []string
-	s := store.New(e.pool, store.Options{PayloadWarnBytes: 100, PayloadMaxBytes: 1000, OnLargePayload: func(what string, size int) {
+	s := withLimits(t, store.New(e.pool, store.Options{OnLargePayload: func(what string, size int) {
 		mu.Lock()
 		defer mu.Unlock()
 		calls = append(calls, fmt.Sprintf("%s:%d", what, size))
-	}})
+	}}), 100, 1000)
 	_, _, err = s.RunsCreate(e.ctx, store.RunsCreateParams{Namespace: "small", Queue: "q", Type: "T", Input: make([]byte, 1001)})
 	wantErr(t, err, store.ErrPayloadTooLarge, "1000")
 	if _, _, err := s.RunsCreate(e.ctx, store.RunsCreateParams{Namespace: "small", Queue: "q", Type: "T", Input: make([]byte, 100)}); err != nil {

@@ -252,7 +252,7 @@ func (s *Store) SchedulesCreate(ctx context.Context, p SchedulesCreateParams) (S
 	if p.MaxCatchup < 0 || p.MaxCatchup > MaxCatchupLimit {
 		return Schedule{}, invalidf("max catch-up %d must be between 0 and %d", p.MaxCatchup, MaxCatchupLimit)
 	}
-	if err := s.checkPayload("input", p.Input); err != nil {
+	if err := s.checkPayload(ctx, "input", p.Input); err != nil {
 		return Schedule{}, err
 	}
 	policy, err := encodePolicy(p.RetryPolicy)

@@ -113,7 +113,7 @@ func TestSchedulesInvalidCronRejected(t *testing.T) {
 func TestSchedulesCreateValidation(t *testing.T) {
 	t.Parallel()
 	pool, _ := testdb.Pool(t)
-	s := store.New(pool, store.Options{PayloadMaxBytes: 8})
+	s := withLimits(t, store.New(pool, store.Options{}), 8, 8)
 	ctx := context.Background()
 	base := store.SchedulesCreateParams{Namespace: "ns", Queue: "q", Type: "T", Cron: "@hourly", Now: t0}
 	cases := []struct {

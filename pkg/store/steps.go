@@ -205,7 +205,7 @@ func validStepStatus(st StepStatus) bool {
 
 func stepFinished(st StepStatus) bool { return st == StepCompleted || st == StepFailed }
 
-func (s *Store) validateStep(p *StepsRecordParams) error {
+func (s *Store) validateStep(ctx context.Context, p *StepsRecordParams) error {
 	if err := checkName("namespace", p.Lease.Namespace, true); err != nil {
 		return err
 	}
@@ -228,10 +228,10 @@ func (s *Store) validateStep(p *StepsRecordParams) error {
 		return invalidf("step %q: unknown status %q", p.StepID, p.Status)
 	}
 	p.ErrorType = clipText(p.ErrorType, maxNameLen)
-	if err := s.checkPayload("step input", p.Input); err != nil {
+	if err := s.checkPayload(ctx, "step input", p.Input); err != nil {
 		return err
 	}
-	return s.checkPayload("step output", p.Output)
+	return s.checkPayload(ctx, "step output", p.Output)
 }
 
 func stepWriteArgs(p *StepsRecordParams) []any {
@@ -288,7 +288,7 @@ WHERE r.namespace_id = $1 AND r.run_id = $2`, p.Lease.Namespace, p.Lease.RunID, 
 // ErrConflict. If the lease is not current it writes nothing and returns
 // ErrLeaseLost.
 func (s *Store) StepsRecord(ctx context.Context, p StepsRecordParams) error {
-	if err := s.validateStep(&p); err != nil {
+	if err := s.validateStep(ctx, &p); err != nil {
 		return err
 	}
 	var res stepResult
@@ -324,7 +324,7 @@ func (s *Store) StepsRecordMany(ctx context.Context, ps []StepsRecordParams) (er
 	seen := make(map[stepKey]bool, len(ps))
 	distinct := true
 	for i := range ps {
-		if errs[i] = s.validateStep(&ps[i]); errs[i] != nil {
+		if errs[i] = s.validateStep(ctx, &ps[i]); errs[i] != nil {
 			continue
 		}
 		k := stepKey{ps[i].Lease.RunID, ps[i].StepID}

@@ -309,7 +309,7 @@ func TestStepsRecordWaitThenFinish(t *testing.T) {
 func TestStepsRecordValidation(t *testing.T) {
 	t.Parallel()
 	pool, _ := testdb.Pool(t)
-	s := store.New(pool, store.Options{PayloadMaxBytes: 16, PayloadWarnBytes: 8})
+	s := withLimits(t, store.New(pool, store.Options{}), 8, 16)
 	ctx := context.Background()
 	l, _ := leasedRun(t, s, "ns")
 	ok := store.StepsRecordParams{Lease: l, StepID: "s", Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted}
@@ -510,6 +510,10 @@ func TestStepsRecordManyOneStatement(t *testing.T) {
 	ps[2] = store.StepsRecordParams{Lease: leases[2], StepID: "s", Attempt: 1, Kind: store.StepChild, Status: store.StepPending,
 		Input: []byte("child input"), StartedAt: &started, ChildRunID: &child}
 
+	// The payload limits are read once per store, before its first check.
+	if _, err := s.Limits(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	before := tally.Snapshot()
 	recordAllOK(t, s, ps)
 	if stmts := statementsSince(tally, before); len(stmts) != 1 || stepInserts(stmts) != 1 {

@@ -21,41 +21,26 @@ type DBTX interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
-// Default payload limits (input, output, event payload, step output).
-const (
-	DefaultPayloadWarnBytes = 1 << 20
-	DefaultPayloadMaxBytes  = 2 << 20
-)
-
-// Options tune a Store. The zero value means the defaults.
+// Options tune a Store. The zero value means the defaults. (The payload
+// limits are the database's: see Settings.)
 type Options struct {
-	// PayloadWarnBytes: payloads larger than this are reported to
-	// OnLargePayload. Default 1 MiB.
-	PayloadWarnBytes int
-	// PayloadMaxBytes: payloads larger than this are rejected with
-	// ErrPayloadTooLarge. Default 2 MiB.
-	PayloadMaxBytes int
 	// OnLargePayload, if set, is called for every accepted payload above
-	// PayloadWarnBytes, with what it is (e.g. "input") and its size.
+	// Settings.PayloadWarnBytes, with what it is (e.g. "input") and its
+	// size.
 	OnLargePayload func(what string, size int)
 }
 
 // Store is the repository over one executor (a pool or a transaction).
 // It is safe for concurrent use when it wraps a pool.
 type Store struct {
-	db   DBTX
-	opts Options
+	db       DBTX
+	opts     Options
+	settings *settingsCache
 }
 
 // New returns a Store over db (usually a *pgxpool.Pool).
 func New(db DBTX, opts Options) *Store {
-	if opts.PayloadWarnBytes <= 0 {
-		opts.PayloadWarnBytes = DefaultPayloadWarnBytes
-	}
-	if opts.PayloadMaxBytes <= 0 {
-		opts.PayloadMaxBytes = DefaultPayloadMaxBytes
-	}
-	return &Store{db: db, opts: opts}
+	return &Store{db: db, opts: opts, settings: &settingsCache{}}
 }
 
 // Connect opens a pool for url and checks it answers.
@@ -84,7 +69,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // WithTx returns a Store bound to the caller's transaction, so store writes
 // commit or roll back with the caller's own.
 func (s *Store) WithTx(tx pgx.Tx) *Store {
-	return &Store{db: tx, opts: s.opts}
+	return &Store{db: tx, opts: s.opts, settings: s.settings}
 }
 
 // InTx runs fn in a transaction (a savepoint when s is already bound to
@@ -100,18 +85,6 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Store) error) error {
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return mapErr("commit", err)
-	}
-	return nil
-}
-
-// checkPayload enforces the payload limits on one payload.
-func (s *Store) checkPayload(what string, p []byte) error {
-	n := len(p)
-	if n > s.opts.PayloadMaxBytes {
-		return fmt.Errorf("%w: %s is %d bytes, the limit is %d", ErrPayloadTooLarge, what, n, s.opts.PayloadMaxBytes)
-	}
-	if n > s.opts.PayloadWarnBytes && s.opts.OnLargePayload != nil {
-		s.opts.OnLargePayload(what, n)
 	}
 	return nil
 }

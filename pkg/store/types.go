@@ -166,6 +166,9 @@ type StepState struct {
 	// made in run attempt RunAttempt: the part of the step's retry budget
 	// used so far.
 	Tries int
+	// OutputSize is set, and Output nil, when the output is larger than
+	// the claim returns inline (RunsClaimParams.InlineBytes).
+	OutputSize int
 }
 
 // ClaimedRun is a run handed to a worker by RunsClaim.
@@ -176,4 +179,7 @@ type ClaimedRun struct {
 	DueAt time.Time
 	// Steps are the latest attempts of the run's steps, by step id.
 	Steps []StepState
+	// InputSize is set, and Input nil, when the input is larger than the
+	// claim returns inline (RunsClaimParams.InlineBytes).
+	InputSize int
 }

@@ -2,8 +2,11 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/pkg/protocol"
 )
@@ -23,6 +26,33 @@ const maxInflightReports = 4
 // maxCombinedItems bounds the items of one combined report.
 const maxCombinedItems = 1000
 
+// errTooLarge: a report does not fit in one NATS message. Combined reports
+// stay within the server's max_payload by construction and are split if
+// one does not; a single run's report that does not fit would not fit on
+// any retry, so it is not retried.
+var errTooLarge = errors.New("worker: report larger than the NATS server's max_payload")
+
+// itemBytes estimates the encoded size of a report item: its payloads and
+// texts plus room for its fixed fields.
+func itemBytes(it *protocol.ReportItem) int {
+	n := 320 + len(it.Output) + len(it.Error) + len(it.ErrorType) + len(it.StepID) + len(it.Name)
+	for _, s := range it.Steps {
+		n += len(s) + 4
+	}
+	if it.Child != nil {
+		n += 200 + len(it.Child.Input) + len(it.Child.Type) + len(it.Child.Version) + len(it.Child.Queue)
+	}
+	return n
+}
+
+func callBytes(c *reportCall) int {
+	n := 0
+	for i := range c.items {
+		n += itemBytes(&c.items[i])
+	}
+	return n
+}
+
 type reportCall struct {
 	items   []protocol.ReportItem
 	results []protocol.ReportResult
@@ -36,12 +66,18 @@ type combiner struct {
 	inflight int
 }
 
-// take removes up to maxCombinedItems worth of calls from the queue (at
-// least one). Called with c.mu held.
-func (c *combiner) take() []*reportCall {
-	n, items := 0, 0
-	for n < len(c.pending) && (n == 0 || items+len(c.pending[n].items) <= maxCombinedItems) {
-		items += len(c.pending[n].items)
+// take removes calls from the queue (at least one) up to maxCombinedItems
+// items and budget bytes. Called with c.mu held.
+func (c *combiner) take(budget int) []*reportCall {
+	n, items, size := 0, 0, 0
+	for n < len(c.pending) {
+		next := c.pending[n]
+		nb := callBytes(next)
+		if n > 0 && (items+len(next.items) > maxCombinedItems || size+nb > budget) {
+			break
+		}
+		items += len(next.items)
+		size += nb
 		n++
 	}
 	batch := c.pending[:n:n]
@@ -69,7 +105,7 @@ func (w *Worker) report(ctx context.Context, items []protocol.ReportItem) ([]pro
 				c.mu.Unlock()
 				break
 			}
-			batch := c.take()
+			batch := c.take(int(w.nc.MaxPayload()) - reportEnvelope)
 			c.mu.Unlock()
 			w.sendCombined(batch)
 		}
@@ -82,9 +118,14 @@ func (w *Worker) report(ctx context.Context, items []protocol.ReportItem) ([]pro
 	}
 }
 
+// reportEnvelope is the room a combined report needs besides its items.
+const reportEnvelope = 4 << 10
+
 // sendCombined makes one round trip for the calls and hands each its share
 // of the results. It uses the worker's base context, not a caller's: the
-// calls of other runs ride on it.
+// calls of other runs ride on it. A combined report that turns out larger
+// than a message can be is split in two, so one run's large report never
+// fails the others.
 func (w *Worker) sendCombined(batch []*reportCall) {
 	var items []protocol.ReportItem
 	for _, c := range batch {
@@ -94,6 +135,11 @@ func (w *Worker) sendCombined(batch []*reportCall) {
 	base := w.base
 	w.mu.Unlock()
 	results, err := w.reportOnce(base, items)
+	if errors.Is(err, errTooLarge) && len(batch) > 1 {
+		w.sendCombined(batch[:len(batch)/2])
+		w.sendCombined(batch[len(batch)/2:])
+		return
+	}
 	off := 0
 	for _, c := range batch {
 		n := len(c.items)
@@ -113,9 +159,15 @@ func (w *Worker) reportOnce(ctx context.Context, items []protocol.ReportItem) ([
 	if err != nil {
 		return nil, err
 	}
+	if max := w.nc.MaxPayload(); int64(len(data)) > max {
+		return nil, fmt.Errorf("%w: %d bytes, at most %d", errTooLarge, len(data), max)
+	}
 	rctx, cancel := context.WithTimeout(ctx, w.cfg.ReportTimeout)
 	defer cancel()
 	msg, err := w.nc.RequestWithContext(rctx, protocol.SubjectReport(w.cfg.Namespace), data)
+	if errors.Is(err, nats.ErrMaxPayload) {
+		return nil, fmt.Errorf("%w: %v", errTooLarge, err)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -172,7 +172,8 @@ func (d *fakeDispatcher) handle(msg *nats.Msg) {
 // the worker accepted them.
 func (d *fakeDispatcher) deliver(t *testing.T, req workReq, seq uint64, runs ...protocol.DeliveredRun) bool {
 	t.Helper()
-	data, err := protocol.Encode(&protocol.Delivery{WorkerID: req.WorkerID, Seq: seq, Runs: runs})
+	data, err := protocol.Encode(&protocol.Delivery{WorkerID: req.WorkerID, Seq: seq, Runs: runs,
+		Limits: protocol.PayloadLimits{WarnBytes: protocol.DefaultPayloadWarnBytes, MaxBytes: protocol.DefaultPayloadMaxBytes}})
 	if err != nil {
 		t.Fatal(err)
 	}

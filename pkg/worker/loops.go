@@ -220,6 +220,7 @@ func (w *Worker) accept(d *protocol.Delivery) (runs []*runState, why string) {
 	runs = make([]*runState, len(d.Runs))
 	for i := range d.Runs {
 		rs := w.newRunState(&d.Runs[i])
+		rs.limits = d.Limits
 		if old := w.runs[rs.run.RunID]; old != nil {
 			// Claimed again under a newer lease: the old execution's
 			// lease is gone.

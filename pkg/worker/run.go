@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"encoding/json"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -35,7 +37,9 @@ var reportBackoff = retry.Policy{
 
 // runState is one held run.
 type runState struct {
-	run    *protocol.DeliveredRun
+	run *protocol.DeliveredRun
+	// limits are the payload limits of the delivery that brought the run.
+	limits protocol.PayloadLimits
 	reg    *registration // nil: type@version not registered here
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -108,6 +112,8 @@ func (w *Worker) execute(rs *runState) {
 		Run:            rs.run,
 		Func:           rs.reg.fn,
 		Reporter:       rep,
+		Payloads:       rep,
+		Limits:         rs.limits,
 		Logger:         rs.log,
 		MaxInlineRetry: w.cfg.MaxInlineRetry,
 		Tracer:         w.tracer,
@@ -190,6 +196,11 @@ func (r *runReporter) Report(ctx context.Context, items ...protocol.ReportItem) 
 		if ctx.Err() != nil {
 			return nil, err
 		}
+		if errors.Is(err, errTooLarge) {
+			// Sending it again would fail again: end the run with the reason
+			// (a small report) instead of leaving it to be retried.
+			r.failRun(ctx, err)
+		}
 		r.rs.log.Error("report failed: abandoning the run", "err", err)
 		r.w.abandonRun(r.rs.run.RunID, err)
 		return nil, err
@@ -211,6 +222,83 @@ func (r *runReporter) Report(ctx context.Context, items ...protocol.ReportItem) 
 	return results, nil
 }
 
+// failRun reports the run failed, not to be retried, with err's message.
+func (r *runReporter) failRun(ctx context.Context, err error) {
+	now := time.Now()
+	it := protocol.ReportItem{Kind: protocol.ReportRunFailed, RunID: r.rs.run.RunID, LeaseToken: r.rs.run.LeaseToken,
+		Error: protocol.ClipText(err.Error(), protocol.MaxErrorLen), ErrorType: "ReportTooLarge", NonRetryable: true, FinishedAt: &now}
+	if _, ferr := r.w.sendReport(ctx, []protocol.ReportItem{it}); ferr != nil {
+		r.rs.log.Error("could not report the run failed", "err", ferr)
+	}
+}
+
+// FetchPayload implements workflow.PayloadFetcher: it reads the payload
+// from a dispatcher in chunks that fit a NATS message, retrying transient
+// failures until ctx ends, and abandons the run on a lost lease.
+func (r *runReporter) FetchPayload(ctx context.Context, stepID string, attempt int) (json.RawMessage, error) {
+	req := protocol.PayloadRequest{Namespace: r.rs.run.Namespace, RunID: r.rs.run.RunID, LeaseToken: r.rs.run.LeaseToken,
+		StepID: stepID, Attempt: attempt, Length: protocol.MessagePayloadLimit(r.w.nc.MaxPayload()) * 3 / 4}
+	var out []byte
+	for tries := 1; ; {
+		req.Offset = len(out)
+		chunk, err := r.w.fetchChunk(ctx, &req)
+		if err == nil {
+			switch chunk.Code {
+			case protocol.ResultOK:
+				out = append(out, chunk.Data...)
+				if len(out) >= chunk.Total || len(chunk.Data) == 0 {
+					if len(out) != chunk.Total {
+						return nil, fmt.Errorf("%w: payload of %d bytes ended after %d", workflow.ErrReportRefused, chunk.Total, len(out))
+					}
+					return out, nil
+				}
+				tries = 1
+				continue
+			case protocol.ResultLeaseLost:
+				r.w.abandonRun(r.rs.run.RunID, workflow.ErrLeaseLost)
+				return nil, workflow.ErrLeaseLost
+			case protocol.ResultInvalid:
+				err := fmt.Errorf("%w: payload %q#%d: %s", workflow.ErrReportRefused, stepID, attempt, chunk.Message)
+				r.w.abandonRun(r.rs.run.RunID, err)
+				return nil, err
+			}
+			err = fmt.Errorf("dispatcher error: %s", chunk.Message)
+		}
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		r.w.stats.retries.Add(1)
+		t := time.NewTimer(reportBackoff.Delay(tries, rand.Float64()))
+		tries++
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, context.Cause(ctx)
+		case <-t.C:
+		}
+	}
+}
+
+// fetchChunk makes one payload request round trip.
+func (w *Worker) fetchChunk(ctx context.Context, req *protocol.PayloadRequest) (*protocol.PayloadChunk, error) {
+	data, err := protocol.Encode(req)
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, w.cfg.ReportTimeout)
+	defer cancel()
+	msg, err := w.nc.RequestWithContext(rctx, protocol.SubjectPayload(req.Namespace), data)
+	if err != nil {
+		return nil, err
+	}
+	var chunk protocol.PayloadChunk
+	if err := protocol.Decode(msg.Data, &chunk); err != nil {
+		w.malformed("payload chunk", msg.Subject, err)
+		return nil, err
+	}
+	return &chunk, nil
+}
+
 // sendReport sends items (combined with other runs' reports, see
 // combine.go) and waits for their results, retrying with backoff on
 // timeouts, missing dispatchers, malformed replies and transient results,
@@ -225,6 +313,12 @@ func (w *Worker) sendReport(ctx context.Context, items []protocol.ReportItem) ([
 			return nil, context.Cause(ctx)
 		}
 		results, err := w.report(ctx, items)
+		if errors.Is(err, errTooLarge) {
+			if len(items) == 1 {
+				return nil, err
+			}
+			return w.sendInParts(ctx, items)
+		}
 		if err == nil {
 			err = transientResult(results)
 			if err == nil {
@@ -248,6 +342,33 @@ func (w *Worker) sendReport(ctx context.Context, items []protocol.ReportItem) ([
 		case <-t.C:
 		}
 	}
+}
+
+// sendInParts sends the items of one run that do not fit in one message
+// (e.g. the starts of many children with large inputs) as two reports, one
+// after the other, so the engine applies them in order. If the first part
+// meets a result that is final for the run, the second is not sent and
+// gets that result.
+func (w *Worker) sendInParts(ctx context.Context, items []protocol.ReportItem) ([]protocol.ReportResult, error) {
+	half := len(items) / 2
+	first, err := w.sendReport(ctx, items[:half])
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range first {
+		if r.Code == protocol.ResultLeaseLost || r.Code == protocol.ResultInvalid {
+			rest := make([]protocol.ReportResult, len(items)-half)
+			for i := range rest {
+				rest[i] = protocol.ReportResult{Code: r.Code, Message: "not sent: " + r.Message}
+			}
+			return append(first, rest...), nil
+		}
+	}
+	second, err := w.sendReport(ctx, items[half:])
+	if err != nil {
+		return nil, err
+	}
+	return append(first, second...), nil
 }
 
 // transientResult returns an error if the results must be retried: some

@@ -114,6 +114,9 @@ func StartChild[Out any](ctx Context, id, typ string, input any, opts ...ChildOp
 		return f
 	}
 	raw, err := encodeInput(input)
+	if err == nil {
+		err = ex.checkPayload("input", raw)
+	}
 	if err != nil {
 		f.err = NonRetryable(fmt.Errorf("workflow: child %q: %w", id, err))
 		return f
@@ -151,9 +154,6 @@ func encodeInput(input any) (json.RawMessage, error) {
 	raw, err := json.Marshal(input)
 	if err != nil {
 		return nil, fmt.Errorf("encode input: %w", err)
-	}
-	if len(raw) > MaxPayloadSize {
-		return nil, fmt.Errorf("%w: input is %d bytes, at most %d", ErrPayloadTooLarge, len(raw), MaxPayloadSize)
 	}
 	return raw, nil
 }
@@ -229,8 +229,8 @@ func awaitChildren[Out any](ctx Context, fs []*ChildFuture[Out]) ([]Out, []error
 		s := ex.steps[f.stepID]
 		switch s.Status {
 		case stepCompleted:
-			if len(s.Output) > 0 {
-				if err := json.Unmarshal(s.Output, &outs[i]); err != nil {
+			if out := ex.output(s); len(out) > 0 {
+				if err := json.Unmarshal(out, &outs[i]); err != nil {
 					errs[i] = NonRetryable(fmt.Errorf("workflow: child %q: output does not decode into %T: %w", f.stepID, outs[i], err))
 				}
 			}

@@ -22,8 +22,9 @@ var ErrInvalidStepID = errors.New("workflow: invalid step id")
 // the workflow ignores it.
 var ErrReplay = errors.New("workflow: recorded history does not match the workflow code")
 
-// ErrPayloadTooLarge is returned when a step or run output exceeds
-// MaxPayloadSize once encoded.
+// ErrPayloadTooLarge is wrapped by the (non-retryable) error of a step, a
+// run or a child start whose output or input, once encoded, exceeds the
+// payload limit the engine told the worker (protocol.PayloadLimits).
 var ErrPayloadTooLarge = errors.New("workflow: payload too large")
 
 // Causes of the end of a run's context, as context.Cause reports them to

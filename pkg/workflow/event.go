@@ -68,7 +68,7 @@ func WaitForEvent[T any](ctx Context, name string, timeout time.Duration) (T, er
 		attempt = prev.Attempt
 		switch prev.Status {
 		case stepCompleted:
-			return decodeEvent[T](name, prev.Output)
+			return decodeEvent[T](name, ex.output(prev))
 		case stepFailed:
 			if ex.sameEpoch(prev) {
 				return timedOut()
@@ -95,6 +95,9 @@ func WaitForEvent[T any](ctx Context, name string, timeout time.Duration) (T, er
 	it.Suspend = alone
 	res := ex.report(it)[0]
 	switch {
+	case res.OutputSize > 0:
+		// Too large to come back inline: it is the EVENT step's output.
+		return decodeEvent[T](name, ex.output(&protocol.StepState{StepID: id, Attempt: attempt, OutputSize: res.OutputSize}))
 	case len(res.Output) > 0:
 		return decodeEvent[T](name, res.Output)
 	case !res.Waiting:

@@ -18,13 +18,6 @@ import (
 	"github.com/kagzi/kagzi/pkg/protocol"
 )
 
-// MaxPayloadSize bounds the encoded output of a step or a run (2 MiB). An
-// output beyond it fails the step or the run with ErrPayloadTooLarge.
-const MaxPayloadSize = 2 << 20
-
-// WarnPayloadSize is the size above which an output is logged as a warning.
-const WarnPayloadSize = 1 << 20
-
 // MaxStepIDLen bounds a step id, in bytes.
 const MaxStepIDLen = protocol.MaxNameLen
 
@@ -56,6 +49,16 @@ type Reporter interface {
 	Report(ctx context.Context, items ...protocol.ReportItem) ([]protocol.ReportResult, error)
 }
 
+// PayloadFetcher reads, under the run's lease, a payload that the delivery
+// did not carry inline (protocol.StepState.OutputSize,
+// protocol.DeliveredRun.InputSize): the output of attempt attempt of step
+// stepID, or the run's input when stepID is empty. Like Reporter.Report it
+// retries transient failures itself; an error means the execution must
+// stop (ctx ended, the lease was lost, the payload is gone).
+type PayloadFetcher interface {
+	FetchPayload(ctx context.Context, stepID string, attempt int) (json.RawMessage, error)
+}
+
 // DefaultMaxInlineRetry is the longest step retry backoff an execution
 // waits for in the worker by default; a longer one suspends the run.
 const DefaultMaxInlineRetry = 2 * time.Second
@@ -69,6 +72,14 @@ type Execution struct {
 	Func Func
 	// Reporter sends the execution's reports.
 	Reporter Reporter
+	// Payloads reads the payloads Run carries by size only (nil: a run
+	// with such a payload is abandoned when its replay needs it).
+	Payloads PayloadFetcher
+	// Limits are the payload limits the engine told the worker: an output
+	// (of a step or of the run) or a child's input above MaxBytes fails with
+	// ErrPayloadTooLarge before it is reported; one above WarnBytes is
+	// logged. Zero fields take the defaults of package protocol.
+	Limits protocol.PayloadLimits
 	// Logger is handed to workflow code (Context.Logger); nil discards.
 	Logger *slog.Logger
 	// Now is the clock (default time.Now); tests may replace it.
@@ -140,6 +151,13 @@ type Outcome struct {
 func Execute(ctx context.Context, e Execution) Outcome {
 	ex := newExecution(ctx, e)
 	wctx := &wfContext{Context: ctx, ex: ex}
+	if e.Run.InputSize > 0 && len(e.Run.Input) == 0 {
+		in, err := ex.fetch("", 0)
+		if err != nil {
+			return Outcome{Status: OutcomeAbandoned, Err: err}
+		}
+		ex.input = in
+	}
 
 	out, err := ex.call(e.Func, wctx)
 
@@ -164,10 +182,8 @@ func Execute(ctx context.Context, e Execution) Outcome {
 		}
 		if !json.Valid(out) {
 			err = NonRetryable(errors.New("workflow: run output is not valid JSON"))
-		} else if size := len(out); size > MaxPayloadSize {
-			err = NonRetryable(fmt.Errorf("%w: run output is %d bytes, at most %d", ErrPayloadTooLarge, size, MaxPayloadSize))
-		} else if size > WarnPayloadSize {
-			ex.log.Warn("large run output", "bytes", size)
+		} else {
+			err = ex.checkPayload("run output", out)
 		}
 	}
 	now := ex.now()
@@ -175,9 +191,7 @@ func Execute(ctx context.Context, e Execution) Outcome {
 	it.FinishedAt = &now
 	if err != nil {
 		it.Kind = protocol.ReportRunFailed
-		it.Error = err.Error()
-		it.ErrorType = ErrorType(err)
-		it.NonRetryable = IsNonRetryable(err)
+		setError(&it, err)
 	} else {
 		it.Output = out
 	}
@@ -217,16 +231,19 @@ var errExit = &exitSignal{}
 // again when any of those is there, and the replay takes each branch as far
 // as it can go.
 type execution struct {
-	ctx    context.Context
-	run    *protocol.DeliveredRun
-	rep    Reporter
-	log    *slog.Logger
-	now    func() time.Time
-	rand   func() float64
-	inline time.Duration
-	steps  map[string]*protocol.StepState
-	tracer trace.Tracer
-	stepMS metric.Float64Histogram
+	ctx     context.Context
+	run     *protocol.DeliveredRun
+	input   json.RawMessage // the run's input (fetched if not inline)
+	rep     Reporter
+	fetcher PayloadFetcher
+	limits  protocol.PayloadLimits
+	log     *slog.Logger
+	now     func() time.Time
+	rand    func() float64
+	inline  time.Duration
+	steps   map[string]*protocol.StepState
+	tracer  trace.Tracer
+	stepMS  metric.Float64Histogram
 
 	mu     sync.Mutex
 	seen   map[string]struct{}
@@ -271,12 +288,21 @@ func newExecution(ctx context.Context, e Execution) *execution {
 	if inline == 0 {
 		inline = DefaultMaxInlineRetry
 	}
+	// Copies: payloads fetched during the replay are kept in them, and
+	// the delivered run is not modified.
 	steps := make(map[string]*protocol.StepState, len(e.Run.Steps))
 	for i := range e.Run.Steps {
-		s := &e.Run.Steps[i]
+		s := e.Run.Steps[i]
 		if prev, ok := steps[s.StepID]; !ok || s.Attempt > prev.Attempt {
-			steps[s.StepID] = s
+			steps[s.StepID] = &s
 		}
+	}
+	limits := e.Limits
+	if limits.MaxBytes <= 0 {
+		limits.MaxBytes = protocol.DefaultPayloadMaxBytes
+	}
+	if limits.WarnBytes <= 0 || limits.WarnBytes > limits.MaxBytes {
+		limits.WarnBytes = min(protocol.DefaultPayloadWarnBytes, limits.MaxBytes)
 	}
 	tracer := e.Tracer
 	if tracer == nil {
@@ -287,7 +313,10 @@ func newExecution(ctx context.Context, e Execution) *execution {
 		stepMS:  e.StepDuration,
 		ctx:     ctx,
 		run:     e.Run,
+		input:   e.Run.Input,
 		rep:     e.Reporter,
+		fetcher: e.Payloads,
+		limits:  limits,
 		log:     log,
 		now:     now,
 		rand:    rnd,
@@ -315,7 +344,55 @@ func (ex *execution) call(fn Func, wctx *wfContext) (out json.RawMessage, err er
 			err = &PanicError{Value: r, Stack: string(debug.Stack())}
 		}
 	}()
-	return fn(wctx, ex.run.Input)
+	return fn(wctx, ex.input)
+}
+
+// checkPayload refuses an output or input above the payload limit the
+// engine told the worker (non-retryable: the same value would be refused
+// again) and logs one above the warning size.
+func (ex *execution) checkPayload(what string, p []byte) error {
+	if len(p) > ex.limits.MaxBytes {
+		return NonRetryable(fmt.Errorf("%w: %s is %d bytes, the limit is %d", ErrPayloadTooLarge, what, len(p), ex.limits.MaxBytes))
+	}
+	if len(p) > ex.limits.WarnBytes {
+		ex.log.Warn("large payload", "what", what, "bytes", len(p))
+	}
+	return nil
+}
+
+// setError records err on a report item, clipped to what the engine keeps.
+func setError(it *protocol.ReportItem, err error) {
+	it.Error = protocol.ClipText(err.Error(), protocol.MaxErrorLen)
+	it.ErrorType = protocol.ClipText(ErrorType(err), protocol.MaxNameLen)
+	it.NonRetryable = IsNonRetryable(err)
+}
+
+// fetch reads a payload the delivery carried by size only.
+func (ex *execution) fetch(stepID string, attempt int) (json.RawMessage, error) {
+	if ex.fetcher == nil {
+		return nil, errors.New("workflow: the run has a payload to fetch and no fetcher")
+	}
+	return ex.fetcher.FetchPayload(ex.ctx, stepID, attempt)
+}
+
+// output returns the recorded output of a step's latest attempt, fetching
+// it the first time if the delivery carried only its size. A failed fetch
+// abandons the execution (the call does not return).
+func (ex *execution) output(s *protocol.StepState) json.RawMessage {
+	ex.mu.Lock()
+	out, size := s.Output, s.OutputSize
+	ex.mu.Unlock()
+	if len(out) > 0 || size == 0 {
+		return out
+	}
+	out, err := ex.fetch(s.StepID, s.Attempt)
+	if err != nil {
+		ex.abandon(err)
+	}
+	ex.mu.Lock()
+	s.Output = out
+	ex.mu.Unlock()
+	return out
 }
 
 // enter starts a durable call (step, sleep, wait, child) with the given id

@@ -85,8 +85,8 @@ func Step[T any](ctx Context, id string, fn func(ctx context.Context) (T, error)
 	}
 	if prev != nil && prev.Status == stepCompleted {
 		var v T
-		if len(prev.Output) > 0 {
-			if err := json.Unmarshal(prev.Output, &v); err != nil {
+		if out := ex.output(prev); len(out) > 0 {
+			if err := json.Unmarshal(out, &v); err != nil {
 				return zero, ex.replayError("step %q: recorded output does not decode into %T: %v", id, v, err)
 			}
 		}
@@ -173,10 +173,8 @@ func runAttempt[T any](ctx Context, ex *execution, id string, attempt int, tries
 		out, ferr = json.Marshal(v)
 		if ferr != nil {
 			ferr = NonRetryable(fmt.Errorf("workflow: step %q: encode output: %w", id, ferr))
-		} else if len(out) > MaxPayloadSize {
-			ferr = NonRetryable(fmt.Errorf("%w: step %q output is %d bytes, at most %d", ErrPayloadTooLarge, id, len(out), MaxPayloadSize))
-		} else if len(out) > WarnPayloadSize {
-			ex.log.Warn("large step output", "step_id", id, "bytes", len(out))
+		} else {
+			ferr = ex.checkPayload(fmt.Sprintf("step %q output", id), out)
 		}
 	}
 	if ferr == nil {
@@ -202,9 +200,7 @@ func runAttempt[T any](ctx Context, ex *execution, id string, attempt int, tries
 	}
 	*tries++
 	it.Kind = protocol.ReportStepFailed
-	it.Error = ferr.Error()
-	it.ErrorType = ErrorType(ferr)
-	it.NonRetryable = IsNonRetryable(ferr)
+	setError(&it, ferr)
 	if it.NonRetryable || policy.IsNonRetryable(it.ErrorType) || policy.Exhausted(*tries) {
 		ex.report(it)
 		return zero, nil, ferr

@@ -1,0 +1,71 @@
+package store
+
+import (
+	"context"
+	"fmt"
+)
+
+// Payloads read in parts. A claim returns only payloads up to an inline
+// size (RunsClaimParams.InlineBytes); the holder of the run's lease reads
+// the larger ones here, a part at a time, so neither a claim nor a message
+// has to carry a whole history of large payloads at once.
+
+// PayloadsReadParams select part of a payload of a run under its lease:
+// the run's input (StepID empty) or the output of attempt Attempt of step
+// StepID.
+type PayloadsReadParams struct {
+	Lease   Lease
+	StepID  string
+	Attempt int
+	// Offset and Length select the bytes, from 0.
+	Offset, Length int
+}
+
+// PayloadPart is the part of a payload PayloadsRead returns: the bytes from
+// the offset (fewer than asked at the end) and the payload's whole size.
+type PayloadPart struct {
+	Data  []byte
+	Total int
+}
+
+// PayloadsRead returns part of a payload of a run whose lease p.Lease
+// still holds (ErrLeaseLost otherwise). A step attempt that does not exist
+// is ErrNotFound; a payload that is NULL reads as empty.
+func (s *Store) PayloadsRead(ctx context.Context, p PayloadsReadParams) (PayloadPart, error) {
+	if err := checkName("namespace", p.Lease.Namespace, true); err != nil {
+		return PayloadPart{}, err
+	}
+	if p.Offset < 0 || p.Length < 1 {
+		return PayloadPart{}, invalidf("offset %d and length %d: offset not negative, length positive", p.Offset, p.Length)
+	}
+	if p.StepID != "" && p.Attempt < 1 {
+		return PayloadPart{}, invalidf("step %q: attempt %d must be at least 1", p.StepID, p.Attempt)
+	}
+	sql := `
+SELECT substring(x.output FROM $4 + 1 FOR $5), coalesce(octet_length(x.output), 0)
+FROM kagzi.workflow_runs r JOIN kagzi.step_runs x ON x.run_id = r.run_id AND x.step_id = $6 AND x.attempt_number = $7
+WHERE r.namespace_id = $1 AND r.run_id = $2 AND r.lease_token = $3 AND r.status = 'RUNNING'`
+	args := []any{p.Lease.Namespace, p.Lease.RunID, p.Lease.Token, p.Offset, p.Length, p.StepID, p.Attempt}
+	what := fmt.Sprintf("output of step %q attempt %d", p.StepID, p.Attempt)
+	if p.StepID == "" {
+		sql = `
+SELECT substring(x.input FROM $4 + 1 FOR $5), coalesce(octet_length(x.input), 0)
+FROM kagzi.workflow_runs r LEFT JOIN kagzi.workflow_payloads x ON x.run_id = r.run_id
+WHERE r.namespace_id = $1 AND r.run_id = $2 AND r.lease_token = $3 AND r.status = 'RUNNING'`
+		args = args[:5]
+		what = "input"
+	}
+	var part PayloadPart
+	err := s.db.QueryRow(ctx, sql, args...).Scan(&part.Data, &part.Total)
+	if err == nil {
+		return part, nil
+	}
+	if !isNoRows(err) {
+		return PayloadPart{}, mapErr("read "+what, err)
+	}
+	// No row: the lease is gone, or the step attempt does not exist.
+	if err := s.leaseCheckDone(ctx, "read "+what, p.Lease, StatusRunning); err != nil {
+		return PayloadPart{}, err
+	}
+	return PayloadPart{}, fmt.Errorf("read %s of run %s: %w", what, p.Lease.RunID, ErrNotFound)
+}
