@@ -25,7 +25,7 @@ func newRunCmd(a *app) *cobra.Command {
   kagzi run show 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e
   kagzi run retry 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e`,
 	})
-	c.AddCommand(newRunStartCmd(a), newRunListCmd(a), newRunShowCmd(a), newRunCancelCmd(a), newRunRetryCmd(a))
+	c.AddCommand(newRunStartCmd(a), newRunListCmd(a), newRunShowCmd(a), newRunCancelCmd(a), newRunTerminateCmd(a), newRunRetryCmd(a))
 	return c
 }
 
@@ -341,10 +341,15 @@ func runFields(w io.Writer, r store.Run) {
 func newRunCancelCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "cancel RUN_ID",
-		Short: "Cancel a live run",
-		Long: `Cancel a pending, running or sleeping run. A running run's worker is told by
-push and its workflow context is cancelled. Cancelling a finished run fails
-(exit 1).`,
+		Short: "Ask a live run to cancel (it may clean up first)",
+		Long: `Ask a pending, running or sleeping run to cancel, and with it the children it
+started (except those started with the ABANDON parent-close policy). A
+running run's worker is told by push and its workflow context is cancelled;
+a sleeping or waiting run is delivered at once with its context cancelled.
+The workflow may run cleanup steps, then ends CANCELLED (or COMPLETED if it
+returns a result). A run that never started is cancelled at once. Use
+kagzi run terminate to end a run without cleanup. Cancelling a finished run
+fails (exit 1).`,
 		Example: `  kagzi run cancel 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -361,10 +366,49 @@ push and its workflow context is cancelled. Cancelling a finished run fails
 				return err
 			}
 			return a.print(cmd, toRunJSON(run), func(w io.Writer) {
-				fmt.Fprintf(w, "Cancelled run %s (%s)\n", run.ID, run.Type)
+				if run.Status == store.StatusCancelled {
+					fmt.Fprintf(w, "Cancelled run %s (%s)\n", run.ID, run.Type)
+					return
+				}
+				fmt.Fprintf(w, "Asked run %s (%s) to cancel: it is %s and ends when its workflow has handled the request\n",
+					run.ID, run.Type, run.Status)
 			})
 		},
 	}
+}
+
+func newRunTerminateCmd(a *app) *cobra.Command {
+	var reason string
+	c := &cobra.Command{
+		Use:   "terminate RUN_ID",
+		Short: "End a live run at once, without cleanup",
+		Long: `Terminate a pending, running or sleeping run: it ends CANCELLED at once with
+the error "terminated" (and the reason). No workflow code runs after it; a
+running run's worker abandons it. Its children get their parent-close
+policy (by default they are terminated too). Terminating a finished run
+fails (exit 1).`,
+		Example: `  kagzi run terminate 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e --reason "stuck on a bad input"`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseID("run id", args[0])
+			if err != nil {
+				return err
+			}
+			st, err := a.Store(cmd.Context())
+			if err != nil {
+				return err
+			}
+			run, err := st.RunsTerminate(cmd.Context(), a.Namespace, id, reason)
+			if err != nil {
+				return err
+			}
+			return a.print(cmd, toRunJSON(run), func(w io.Writer) {
+				fmt.Fprintf(w, "Terminated run %s (%s)\n", run.ID, run.Type)
+			})
+		},
+	}
+	c.Flags().StringVar(&reason, "reason", "", "why, recorded in the run's error")
+	return c
 }
 
 func newRunRetryCmd(a *app) *cobra.Command {

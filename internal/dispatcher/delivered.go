@@ -31,6 +31,8 @@ func deliveredRun(c *store.ClaimedRun) protocol.DeliveredRun {
 		RetryPolicy: c.RetryPolicy,
 		AvailableAt: &due,
 		InputSize:   c.InputSize,
+
+		CancelRequestedAt: c.CancelRequestedAt,
 	}
 	if len(c.Steps) > 0 {
 		r.Steps = make([]protocol.StepState, len(c.Steps))

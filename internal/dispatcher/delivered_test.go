@@ -70,7 +70,7 @@ var notDelivered = map[string]string{
 	"CronExpr": "templates are never claimed", "Timezone": "templates are never claimed",
 	"MaxCatchup": "templates are never claimed", "LastFiredAt": "templates are never claimed",
 	"ScheduleID": "not used by replay", "ScheduleFireAt": "not used by replay", "Priority": "used by the claim only",
-	"Output": "a running run has none",
+	"Output": "a running run has none", "ParentClosePolicy": "applied by the engine when the parent ends",
 }
 
 // Wire names of claimed-run fields that are renamed on the wire.

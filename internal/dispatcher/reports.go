@@ -271,8 +271,8 @@ func (d *Dispatcher) applyOther(ctx context.Context, tx *store.Store, ref itemRe
 	case protocol.ReportRunFailed:
 		var res store.RunsFailAttemptResult
 		res, err = tx.RunsFailAttempt(ctx, l, it.Error, it.ErrorType, it.NonRetryable)
-		if err == nil && res.Status == store.StatusFailed {
-			ref.j.finished = append(ref.j.finished, protocol.RunFinished{Namespace: ns, RunID: it.RunID, Status: string(store.StatusFailed)})
+		if err == nil && (res.Status == store.StatusFailed || res.Status == store.StatusCancelled) {
+			ref.j.finished = append(ref.j.finished, protocol.RunFinished{Namespace: ns, RunID: it.RunID, Status: string(res.Status)})
 		}
 	case protocol.ReportRunSleep:
 		if len(it.Steps) == 0 && !it.Events {
@@ -289,7 +289,8 @@ func (d *Dispatcher) applyOther(ctx context.Context, tx *store.Store, ref itemRe
 		c := it.Child
 		err = tx.RunsStartChild(ctx, store.RunsStartChildParams{Lease: l, StepID: it.StepID, Attempt: it.Attempt,
 			ChildRunID: protocol.ChildRunID(it.RunID, it.StepID, it.Attempt), Type: c.Type, Version: c.Version,
-			Queue: c.Queue, Input: c.Input, RetryPolicy: c.RetryPolicy, Priority: c.Priority, StartedAt: it.StartedAt})
+			Queue: c.Queue, Input: c.Input, RetryPolicy: c.RetryPolicy, Priority: c.Priority, StartedAt: it.StartedAt,
+			ParentClosePolicy: store.ParentClosePolicy(c.ParentClosePolicy)})
 	}
 	if err := d.result(ref, err); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -356,7 +357,8 @@ func TestRetries(t *testing.T) {
 }
 
 // Cancelling a run blocked in a step cancels the step's context within
-// 100 ms; its late reports are refused; a sleeping run is cancelled at once.
+// 100 ms; its late reports are refused; a sleeping run asked to cancel ends
+// CANCELLED, and a terminated one at once.
 func TestCancel(t *testing.T) {
 	t.Parallel()
 	inStep := make(chan struct{}, 1)
@@ -418,7 +420,8 @@ func TestCancel(t *testing.T) {
 		t.Fatalf("the cancelled step was recorded: %+v", steps)
 	}
 
-	// A sleeping run is cancelled at once.
+	// A sleeping run asked to cancel is delivered at once, its sleep
+	// returns the cancellation, and it ends CANCELLED.
 	h, err = e.cl.Start(ctx, "Sleepy", nil, client.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -427,14 +430,27 @@ func TestCancel(t *testing.T) {
 	if err := e.cl.Cancel(ctx, h.RunID); err != nil {
 		t.Fatal(err)
 	}
-	if r, _ := e.cl.Get(ctx, h.RunID); r.Status != store.StatusCancelled || r.AvailableAt != nil {
-		t.Fatalf("cancelled sleeping run: %s due %v", r.Status, r.AvailableAt)
+	if _, err := result[int](t, h, 10*time.Second); !errors.As(err, &re) || re.Status != store.StatusCancelled ||
+		!strings.Contains(re.Message, "cancelled") {
+		t.Fatalf("sleeping run asked to cancel: %v", err)
+	}
+	// A terminated sleeping run ends at once.
+	h, err = e.cl.Start(ctx, "Sleepy", nil, client.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, e, h.RunID, store.StatusSleeping)
+	if err := e.cl.Terminate(ctx, h.RunID, "no longer needed"); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := e.cl.Get(ctx, h.RunID); r.Status != store.StatusCancelled || r.AvailableAt != nil || r.Error != "terminated: no longer needed" {
+		t.Fatalf("terminated sleeping run: %s due %v %q", r.Status, r.AvailableAt, r.Error)
 	}
 }
 
 // A parent with 10 children completes with all 10 results, on a single
 // worker with a single slot: the waiting parent holds no slot. Each child
-// is started once. Cancelling a parent cancels its running children.
+// is started once. Cancelling a parent asks its running children to cancel.
 func TestChildrenFanOutFanIn(t *testing.T) {
 	t.Parallel()
 	childBlocked := make(chan struct{}, 1)
@@ -507,9 +523,13 @@ func TestChildrenFanOutFanIn(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the child of a cancelled parent kept running")
 	}
+	// Both handle the request and end CANCELLED.
 	child := protocol.ChildRunID(p.RunID, "blocker", 1)
-	if r, err := e.cl.Get(ctx, child); err != nil || r.Status != store.StatusCancelled {
-		t.Fatalf("child after the parent's cancel: %+v %v", r, err)
+	for _, id := range []uuid.UUID{child, p.RunID} {
+		var re *client.RunError
+		if _, err := result[int](t, e.cl.Handle(id), 10*time.Second); !errors.As(err, &re) || re.Status != store.StatusCancelled {
+			t.Fatalf("run %s after the parent's cancel: %v", id, err)
+		}
 	}
 }
 

@@ -365,10 +365,25 @@ func (c *Client) List(ctx context.Context, o ListOptions) (runs []Run, next stri
 	return runs, next, nil
 }
 
-// Cancel cancels a live run; a running run's worker is told by push and its
-// workflow context is cancelled.
+// Cancel asks a live run to cancel, and with it the children it started
+// (except those started with workflow.ParentCloseAbandon). A running run's
+// worker is told by push and its workflow context is cancelled; a sleeping
+// or waiting run is delivered at once with its context cancelled. The
+// workflow may clean up (workflow.WithoutCancel) and ends CANCELLED if it
+// returns an error, COMPLETED if it returns a result; Wait tells which. A
+// run that never started is cancelled at once. Cancelling a finished run
+// is store.ErrConflict.
 func (c *Client) Cancel(ctx context.Context, id uuid.UUID) error {
 	_, err := c.st.RunsCancel(ctx, c.ns, id)
+	return err
+}
+
+// Terminate ends a live run at once, CANCELLED with the error "terminated"
+// and reason: no workflow code runs after it, and a running run's worker
+// abandons it. Its children get their parent-close policies (terminated
+// by default). Terminating a finished run is store.ErrConflict.
+func (c *Client) Terminate(ctx context.Context, id uuid.UUID, reason string) error {
+	_, err := c.st.RunsTerminate(ctx, c.ns, id, reason)
 	return err
 }
 

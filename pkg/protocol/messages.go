@@ -166,12 +166,16 @@ func (m *RunFinished) Validate() error {
 	return invalid(m, "status %q is not terminal", m.Status)
 }
 
-// Cancel tells a worker that a run it holds was cancelled.
+// Cancel tells a worker that a run it holds was asked to cancel (its
+// workflow context is cancelled; the lease holds, so the workflow may clean
+// up and report), or, with Terminate, that it was terminated (the lease is
+// void: abandon the run).
 type Cancel struct {
 	Versioned
 	Namespace string    `json:"ns"`
 	RunID     uuid.UUID `json:"run_id"`
 	WorkerID  uuid.UUID `json:"worker_id"`
+	Terminate bool      `json:"terminate,omitempty"`
 }
 
 // Validate implements Message.
@@ -301,6 +305,9 @@ type DeliveredRun struct {
 	// InputSize is set, instead of Input, when the input is too large to
 	// travel inline (see StepState.OutputSize).
 	InputSize int `json:"input_size,omitempty"`
+	// CancelRequestedAt is set when the run was asked to cancel: its
+	// workflow context starts cancelled.
+	CancelRequestedAt *time.Time `json:"cancel_requested_at,omitempty"`
 }
 
 // PayloadLimits are the payload limits in force (the database's), told to
@@ -431,6 +438,9 @@ type ChildSpec struct {
 	Input       json.RawMessage `json:"input,omitempty"`
 	RetryPolicy *retry.Policy   `json:"retry_policy,omitempty"`
 	Priority    int             `json:"priority,omitempty"`
+	// ParentClosePolicy is what happens to the child if the parent ends
+	// first: TERMINATE (default, ""), REQUEST_CANCEL or ABANDON.
+	ParentClosePolicy string `json:"parent_close_policy,omitempty"`
 }
 
 // ChildRunID is the id of the child run that attempt attempt of step stepID
@@ -586,6 +596,11 @@ func (m *Report) validateItem(i int, it *ReportItem) error {
 			if err := c.RetryPolicy.Validate(); err != nil {
 				return invalid(m, "item %d: %v", i, err)
 			}
+		}
+		switch c.ParentClosePolicy {
+		case "", "TERMINATE", "REQUEST_CANCEL", "ABANDON":
+		default:
+			return invalid(m, "item %d: unknown parent-close policy %q", i, c.ParentClosePolicy)
 		}
 	case ReportRunSleep:
 		if len(it.Steps) > MaxReportItems {

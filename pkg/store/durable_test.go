@@ -21,9 +21,15 @@ import (
 // startChild starts child step id of the parent under lease l.
 func (e *env) startChild(l store.Lease, step string, input string) uuid.UUID {
 	e.t.Helper()
+	return e.startChildWith(l, step, input, "")
+}
+
+// startChildWith starts a child of type C with a parent-close policy.
+func (e *env) startChildWith(l store.Lease, step string, input string, policy store.ParentClosePolicy) uuid.UUID {
+	e.t.Helper()
 	child := uuid.NewSHA1(l.RunID, []byte(step))
 	err := e.s.RunsStartChild(e.ctx, store.RunsStartChildParams{Lease: l, StepID: step, Attempt: 1, ChildRunID: child,
-		Type: "C", Input: []byte(input)})
+		Type: "C", Input: []byte(input), ParentClosePolicy: policy})
 	if err != nil {
 		e.t.Fatalf("start child %s: %v", step, err)
 	}
@@ -195,45 +201,107 @@ func TestWaitForFinishedChildrenIsReadyAtOnce(t *testing.T) {
 	}
 }
 
-func TestCancelCascadesToChildrenAndWakesParent(t *testing.T) {
+// A request to cancel a parent reaches its children (but not those it
+// abandons); when the parent ends, each live child gets its parent-close
+// policy: terminated (the default), asked to cancel, or left running. A
+// terminated child is recorded in the parent's history.
+func TestCancelRequestAndParentClosePolicies(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	parent := e.create(store.RunsCreateParams{Type: "P"})
 	pl := leaseOf(e.claimRun(parent.ID, "P"))
 	a := e.startChild(pl, "a", "null")
 	b := e.startChild(pl, "b", "null")
+	asked := e.startChildWith(pl, "asked", "null", store.ParentCloseRequestCancel)
+	kept := e.startChildWith(pl, "kept", "null", store.ParentCloseAbandon)
 	bc := e.claimRun(b, "C")
 	grand := e.startChild(leaseOf(bc), "g", "null")
 	if _, err := e.s.RunsWait(e.ctx, store.RunsWaitParams{Lease: pl, ChildSteps: []string{"a", "b"}}); err != nil {
 		t.Fatal(err)
 	}
-	// Cancelling one child records it in the parent, which keeps waiting for b.
-	if _, err := e.s.RunsCancel(e.ctx, "ns", a); err != nil {
+	// Terminating one child records it in the parent, which keeps waiting for b.
+	if _, err := e.s.RunsTerminate(e.ctx, "ns", a, ""); err != nil {
 		t.Fatal(err)
 	}
 	if p := e.get("ns", parent.ID); p.AvailableAt != nil {
 		t.Fatalf("parent woken while b runs")
 	}
-	// Cancelling the parent cancels b and b's own child.
+	// Asking the parent to cancel asks b and the child it asks to cancel on
+	// close; b's unstarted child is cancelled at once; the abandoned child
+	// is not asked.
 	if _, err := e.s.RunsCancel(e.ctx, "ns", parent.ID); err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range []uuid.UUID{parent.ID, a, b, grand} {
-		if r := e.get("ns", id); r.Status != store.StatusCancelled {
-			t.Fatalf("run %s is %s, want CANCELLED", id, r.Status)
-		}
+	if p := e.get("ns", parent.ID); p.Status != store.StatusSleeping || p.CancelRequestedAt == nil || p.AvailableAt == nil {
+		t.Fatalf("parent after the request: %+v", p)
 	}
-	if r := e.get("ns", b); r.Error != "parent cancelled" {
-		t.Fatalf("child error %q", r.Error)
+	if r := e.get("ns", b); r.Status != store.StatusRunning || r.CancelRequestedAt == nil {
+		t.Fatalf("running child after the request: %s asked %v", r.Status, r.CancelRequestedAt)
+	}
+	if r := e.get("ns", grand); r.Status != store.StatusCancelled || r.Error != "parent cancelled" {
+		t.Fatalf("unstarted grandchild: %s %q", r.Status, r.Error)
+	}
+	if r := e.get("ns", kept); r.CancelRequestedAt != nil || r.Status != store.StatusPending {
+		t.Fatalf("abandoned child was asked to cancel: %+v", r)
+	}
+	// The parent's workflow handles the request and stops: it ends
+	// CANCELLED, and its children get their policies.
+	pl = leaseOf(e.claimRun(parent.ID, "P"))
+	res, err := e.s.RunsFailAttempt(e.ctx, pl, "workflow: run cancelled", "", false)
+	if err != nil || res.Status != store.StatusCancelled {
+		t.Fatalf("parent stops: %+v %v", res, err)
+	}
+	if r := e.get("ns", b); r.Status != store.StatusCancelled || r.Error != "terminated: parent closed" {
+		t.Fatalf("child terminated on close: %s %q", r.Status, r.Error)
+	}
+	// (Claimed once and released by claimRun above, so it counts as
+	// started: it is asked, and due, rather than cancelled at once.)
+	if r := e.get("ns", asked); r.Status != store.StatusPending || r.CancelRequestedAt == nil || r.AvailableAt == nil {
+		t.Fatalf("child asked to cancel on close: %+v", r)
+	}
+	if r := e.get("ns", kept); r.Status != store.StatusPending || r.CancelRequestedAt != nil {
+		t.Fatalf("abandoned child after the close: %+v", r)
 	}
 	steps, err := e.s.StepsList(e.ctx, "ns", parent.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range steps {
+		if s.StepID == "kept" || s.StepID == "asked" {
+			if s.Status != store.StepPending {
+				t.Fatalf("live child's step %s: %s", s.StepID, s.Status)
+			}
+			continue
+		}
 		if s.Status != store.StepFailed || s.ErrorType != "ChildCancelled" {
 			t.Fatalf("parent step %s: %s %s", s.StepID, s.Status, s.ErrorType)
 		}
+	}
+}
+
+// A child asked to cancel when its parent ends, that is running, keeps its
+// lease and is told; a sleeping one is made due.
+func TestParentCloseRequestsCancelOfStartedChildren(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	parent := e.create(store.RunsCreateParams{Type: "P"})
+	pl := leaseOf(e.claimRun(parent.ID, "P"))
+	run := e.startChildWith(pl, "run", "null", store.ParentCloseRequestCancel)
+	nap := e.startChildWith(pl, "nap", "null", store.ParentCloseRequestCancel)
+	rc := e.claimRun(run, "C")
+	nc := e.claimRun(nap, "C")
+	future := time.Now().Add(time.Hour)
+	if err := e.s.RunsSleep(e.ctx, leaseOf(nc), &future); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.RunsComplete(e.ctx, pl, []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.get("ns", run); r.Status != store.StatusRunning || r.CancelRequestedAt == nil || r.LeaseToken != rc.LeaseToken {
+		t.Fatalf("running child: %+v", r)
+	}
+	if r := e.get("ns", nap); r.Status != store.StatusSleeping || r.CancelRequestedAt == nil || r.AvailableAt.After(time.Now()) {
+		t.Fatalf("sleeping child: %+v", r)
 	}
 }
 

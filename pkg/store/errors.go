@@ -29,6 +29,13 @@ func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
 }
 
+// isDeadlock reports whether Postgres aborted the statement to break a
+// deadlock (the statement may be run again).
+func isDeadlock(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "40P01"
+}
+
 // mapErr turns driver errors into the store's typed errors, keeping the
 // original for inspection. what names the operation for the message.
 func mapErr(what string, err error) error {

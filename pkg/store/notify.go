@@ -23,7 +23,7 @@ type NotificationKind string
 const (
 	NotifyReady    NotificationKind = "r" // runs of a queue claimable at At
 	NotifyDone     NotificationKind = "d" // runs reached a terminal status
-	NotifyCancel   NotificationKind = "c" // a running run was cancelled
+	NotifyCancel   NotificationKind = "c" // a running run was terminated or asked to cancel
 	NotifySchedule NotificationKind = "s" // a schedule template changed
 )
 
@@ -37,10 +37,13 @@ type FinishedRun struct {
 type Notification struct {
 	Kind      NotificationKind
 	Namespace string
-	Queue     string        // NotifyReady
-	At        *time.Time    // NotifyReady: earliest due; NotifySchedule: next fire (nil: none)
-	RunID     uuid.UUID     // NotifyCancel, NotifySchedule (the template)
-	WorkerID  uuid.UUID     // NotifyCancel: the holder
+	Queue     string     // NotifyReady
+	At        *time.Time // NotifyReady: earliest due; NotifySchedule: next fire (nil: none)
+	RunID     uuid.UUID  // NotifyCancel, NotifySchedule (the template)
+	WorkerID  uuid.UUID  // NotifyCancel: the holder
+	// Terminate (NotifyCancel): the run was terminated and its lease is
+	// void; otherwise it was asked to cancel and its lease holds.
+	Terminate bool
 	Finished  []FinishedRun // NotifyDone
 }
 
@@ -51,6 +54,7 @@ type rawNotification struct {
 	At   *time.Time       `json:"at"`
 	ID   uuid.UUID        `json:"id"`
 	W    uuid.UUID        `json:"w"`
+	T    bool             `json:"t"`
 	Runs [][2]string      `json:"runs"`
 }
 
@@ -61,7 +65,7 @@ func ParseNotification(payload string) (Notification, error) {
 	if err := json.Unmarshal([]byte(payload), &r); err != nil {
 		return Notification{}, invalidf("notification %q: %v", clip(payload), err)
 	}
-	n := Notification{Kind: r.K, Namespace: r.NS, Queue: r.Q, At: r.At, RunID: r.ID, WorkerID: r.W}
+	n := Notification{Kind: r.K, Namespace: r.NS, Queue: r.Q, At: r.At, RunID: r.ID, WorkerID: r.W, Terminate: r.T}
 	if n.Namespace == "" {
 		return Notification{}, invalidf("notification %q: no namespace", clip(payload))
 	}

@@ -100,21 +100,25 @@ func TestNotifyDoneAndCancel(t *testing.T) {
 	for _, c := range claimed {
 		ids = append(ids, store.Lease{Namespace: "ns", RunID: c.ID, Token: c.LeaseToken})
 	}
-	// Cancel one running run: its holder must be told.
-	if _, err := s.RunsCancel(ctx, "ns", ids[0].RunID); err != nil {
+	// Terminate one running run and ask another to cancel: each holder
+	// must be told, and which it is.
+	if _, err := s.RunsTerminate(ctx, "ns", ids[0].RunID, ""); err != nil {
 		t.Fatal(err)
 	}
-	// Complete the other 149 in one statement-level batch via a transaction
-	// of single updates: each statement notifies on its own.
+	if _, err := s.RunsCancel(ctx, "ns", ids[1].RunID); err != nil {
+		t.Fatal(err)
+	}
+	// Complete the other 149 (the one asked to cancel included, its lease
+	// holds) one statement each: each statement notifies on its own.
 	for _, l := range ids[1:] {
 		if err := s.RunsComplete(ctx, l, []byte(`1`)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	done := map[string]bool{}
-	var cancelled bool
+	var cancelled, asked bool
 	deadline := time.After(10 * time.Second)
-	for len(done) < 150 || !cancelled {
+	for len(done) < 150 || !cancelled || !asked {
 		select {
 		case p := <-ch:
 			n, err := store.ParseNotification(p)
@@ -127,13 +131,17 @@ func TestNotifyDoneAndCancel(t *testing.T) {
 					done[f.RunID.String()] = true
 				}
 			case store.NotifyCancel:
-				if n.RunID != ids[0].RunID || n.WorkerID != w {
+				switch {
+				case n.RunID == ids[0].RunID && n.WorkerID == w && n.Terminate:
+					cancelled = true
+				case n.RunID == ids[1].RunID && n.WorkerID == w && !n.Terminate:
+					asked = true
+				default:
 					t.Fatalf("cancel notification %+v", n)
 				}
-				cancelled = true
 			}
 		case <-deadline:
-			t.Fatalf("got %d done, cancel %v", len(done), cancelled)
+			t.Fatalf("got %d done, terminated %v, asked %v", len(done), cancelled, asked)
 		}
 	}
 }

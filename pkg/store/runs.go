@@ -23,7 +23,8 @@ const runCols = `r.run_id, r.namespace_id, coalesce(r.external_id, ''), r.task_q
 	r.status, r.attempts, r.available_at, r.locked_by, r.lease_token, r.lease_expires_at, coalesce(r.error, ''),
 	r.created_at, r.started_at, r.finished_at, r.deadline_at, r.retry_policy, r.parent_run_id,
 	coalesce(r.parent_step_id, ''), coalesce(r.cron_expr, ''), coalesce(r.timezone, ''), coalesce(r.max_catchup, 0),
-	r.last_fired_at, r.schedule_id, r.schedule_fire_at, coalesce(r.trace_context, ''), r.priority`
+	r.last_fired_at, r.schedule_id, r.schedule_fire_at, coalesce(r.trace_context, ''), r.priority,
+	r.cancel_requested_at, coalesce(r.parent_close_policy, '')`
 
 // liveStatuses are the statuses of runs that may still change by themselves.
 const liveStatuses = `('PENDING', 'RUNNING', 'SLEEPING')`
@@ -35,7 +36,8 @@ func scanRun(row pgx.Row, extra ...any) (Run, error) {
 		&r.Status, &r.Attempts, &r.AvailableAt, &r.LockedBy, &r.LeaseToken, &r.LeaseExpiresAt, &r.Error,
 		&r.CreatedAt, &r.StartedAt, &r.FinishedAt, &r.DeadlineAt, &policy, &r.ParentRunID,
 		&r.ParentStepID, &r.CronExpr, &r.Timezone, &r.MaxCatchup,
-		&r.LastFiredAt, &r.ScheduleID, &r.ScheduleFireAt, &r.TraceContext, &r.Priority}
+		&r.LastFiredAt, &r.ScheduleID, &r.ScheduleFireAt, &r.TraceContext, &r.Priority,
+		&r.CancelRequestedAt, &r.ParentClosePolicy}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return Run{}, err
 	}
@@ -520,42 +522,102 @@ func (s *Store) RunsCount(ctx context.Context, namespace string) (map[RunStatus]
 	return out, mapErr("count runs", rows.Err())
 }
 
-// RunsCancel cancels a live run and, with it, every live run it started as
-// a child (recursively). A running run is marked CANCELLED at once (its
-// lease is void from then on: late reports get ErrLeaseLost); locked_by is
-// kept so the holder can be told. A cancelled child's parent records the
-// cancellation in its CHILD step and is woken if it waited for it.
-// Cancelling a finished run or a template is ErrConflict. Returns the run as
-// it is now.
+// RunsCancel asks a live run to cancel, and with it every live run it
+// started as a child, recursively, except children started with the
+// ABANDON parent-close policy (and their descendants). Cancellation is a
+// request the workflow handles: a running run's holder is told (its
+// workflow context is cancelled), a sleeping or waiting run, or one backing
+// off before a retry, becomes due at once so its workflow sees the request;
+// the workflow may run cleanup and ends CANCELLED if it returns an error
+// (see RunsFailAttempt). A run that never started is cancelled at once. A
+// repeated request changes nothing. Cancelling a finished run or a
+// template is ErrConflict. Returns the run as it is now.
 func (s *Store) RunsCancel(ctx context.Context, namespace string, id uuid.UUID) (Run, error) {
-	row := s.db.QueryRow(ctx, `
+	return s.retryDeadlock(ctx, "cancel run", func() (Run, error) {
+		return scanRun(s.db.QueryRow(ctx, `
 WITH RECURSIVE tree AS (
 	SELECT run_id FROM kagzi.workflow_runs WHERE namespace_id = $1 AND run_id = $2 AND status IN `+liveStatuses+`
 	UNION
 	SELECT c.run_id FROM kagzi.workflow_runs c JOIN tree t ON c.parent_run_id = t.run_id
+	WHERE coalesce(c.parent_close_policy, 'TERMINATE') <> 'ABANDON'
+), x AS (
+	SELECT r.run_id, r.status = 'PENDING' AND r.started_at IS NULL AS unstarted FROM kagzi.workflow_runs r
+	JOIN tree USING (run_id) WHERE r.status IN `+liveStatuses+`
+	ORDER BY r.run_id
+	FOR NO KEY UPDATE OF r
 ), u AS (
+	UPDATE kagzi.workflow_runs r SET
+		cancel_requested_at = coalesce(r.cancel_requested_at, now()),
+		status = CASE WHEN x.unstarted THEN 'CANCELLED' ELSE r.status END,
+		finished_at = CASE WHEN x.unstarted THEN now() ELSE r.finished_at END,
+		error = CASE WHEN x.unstarted THEN CASE WHEN r.run_id = $2 THEN 'cancelled' ELSE 'parent cancelled' END ELSE r.error END,
+		waiting_on = CASE WHEN x.unstarted THEN NULL ELSE r.waiting_on END,
+		available_at = CASE WHEN x.unstarted THEN NULL WHEN r.status IN ('PENDING', 'SLEEPING') THEN now() ELSE r.available_at END
+	FROM x WHERE r.run_id = x.run_id
+	RETURNING r.*
+), done AS (
+	SELECT run_id, parent_run_id, parent_step_id, status, error, NULL::bytea AS output FROM u WHERE status = 'CANCELLED'
+), touched AS (
+	SELECT run_id FROM u
+), `+parentWakeCTEs+`
+SELECT `+runCols+` FROM u r WHERE r.run_id = $2`, namespace, id))
+	}, namespace, id)
+}
+
+// TerminatedError is the error recorded on a terminated run (followed by
+// ": " and the reason, if one was given).
+const TerminatedError = "terminated"
+
+// RunsTerminate ends a live run at once, CANCELLED, with the error
+// "terminated" and reason: no cleanup runs, and a running run's lease is
+// void at once (its holder is told; its later reports get ErrLeaseLost).
+// Its children get their parent-close policies, as when any run ends.
+// Terminating a finished run or a template is ErrConflict. Returns the run
+// as it is now.
+func (s *Store) RunsTerminate(ctx context.Context, namespace string, id uuid.UUID, reason string) (Run, error) {
+	msg := TerminatedError
+	if reason != "" {
+		msg += ": " + reason
+	}
+	return s.retryDeadlock(ctx, "terminate run", func() (Run, error) {
+		return scanRun(s.db.QueryRow(ctx, `
+WITH u AS (
 	UPDATE kagzi.workflow_runs r SET status = 'CANCELLED', finished_at = now(), available_at = NULL,
-		lease_expires_at = NULL, waiting_on = NULL, error = CASE WHEN r.run_id = $2 THEN 'cancelled' ELSE 'parent cancelled' END
-	FROM tree WHERE r.run_id = tree.run_id AND r.status IN `+liveStatuses+`
+		lease_expires_at = NULL, waiting_on = NULL, error = $3
+	WHERE r.namespace_id = $1 AND r.run_id = $2 AND r.status IN `+liveStatuses+`
 	RETURNING r.*
 ), done AS (
 	SELECT run_id, parent_run_id, parent_step_id, status, error, NULL::bytea AS output FROM u
 ), touched AS (
 	SELECT run_id FROM u
 ), `+parentWakeCTEs+`
-SELECT `+runCols+` FROM u r WHERE r.run_id = $2`, namespace, id)
-	run, err := scanRun(row)
-	if err == nil {
-		return run, nil
+SELECT `+runCols+` FROM u r`, namespace, id, clipError(msg)))
+	}, namespace, id)
+}
+
+// retryDeadlock runs one statement that changes a run and returns it,
+// again when Postgres aborted it to break a deadlock (a run's end locks
+// its children after itself, a child's end its parent after itself: the
+// two can meet), and maps "no row" to the run's state: ErrNotFound, or
+// ErrConflict for a run that is not live.
+func (s *Store) retryDeadlock(ctx context.Context, what string, stmt func() (Run, error), namespace string, id uuid.UUID) (Run, error) {
+	for tries := 1; ; tries++ {
+		run, err := stmt()
+		if err == nil {
+			return run, nil
+		}
+		if isDeadlock(err) && tries < 5 {
+			continue
+		}
+		if !isNoRows(err) {
+			return Run{}, mapErr(what, err)
+		}
+		cur, err := s.RunsGet(ctx, namespace, id)
+		if err != nil {
+			return Run{}, fmt.Errorf("%s: %w", what, err)
+		}
+		return Run{}, fmt.Errorf("%s %s: %w: it is %s", what, id, ErrConflict, cur.Status)
 	}
-	if !isNoRows(err) {
-		return Run{}, mapErr("cancel run", err)
-	}
-	cur, err := s.RunsGet(ctx, namespace, id)
-	if err != nil {
-		return Run{}, fmt.Errorf("cancel run: %w", err)
-	}
-	return Run{}, fmt.Errorf("cancel run %s: %w: it is %s", id, ErrConflict, cur.Status)
 }
 
 // RunsRetry gives a FAILED run a fresh start, resuming from its last
@@ -1015,8 +1077,10 @@ SELECT count(*) FROM r`, l.Namespace, l.RunID, l.Token, clipError(errMsg)).Scan(
 // it, e.g. an event or a child finishing). It releases the lease and the
 // worker's slot.
 func (s *Store) RunsSleep(ctx context.Context, l Lease, until *time.Time) error {
+	// A run asked to cancel is due at once: its workflow handles the request.
 	return s.leaseTransition(ctx, "sleep run", l, StatusSleeping,
-		`status = 'SLEEPING', available_at = $4, locked_by = NULL, lease_expires_at = NULL`, until)
+		`status = 'SLEEPING', available_at = CASE WHEN cancel_requested_at IS NOT NULL THEN now() ELSE $4::timestamptz END,
+		locked_by = NULL, lease_expires_at = NULL`, until)
 }
 
 // RunsRetryAt ends the current attempt with an error and makes the run

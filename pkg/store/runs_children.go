@@ -92,6 +92,9 @@ type RunsStartChildParams struct {
 	RetryPolicy *retry.Policy
 	Priority    int
 	StartedAt   *time.Time
+	// ParentClosePolicy says what happens to the child if the parent ends
+	// first ("" is TERMINATE).
+	ParentClosePolicy ParentClosePolicy
 }
 
 // RunsStartChild starts a child run under the parent's lease, in one
@@ -114,6 +117,9 @@ func (s *Store) RunsStartChild(ctx context.Context, p RunsStartChildParams) erro
 	if p.ChildRunID == uuid.Nil {
 		return invalidf("child run id is required")
 	}
+	if !p.ParentClosePolicy.Valid() {
+		return invalidf("parent-close policy %q: TERMINATE, REQUEST_CANCEL or ABANDON", p.ParentClosePolicy)
+	}
 	if err := s.checkPayload(ctx, "child input", p.Input); err != nil {
 		return err
 	}
@@ -131,14 +137,14 @@ func (s *Store) RunsStartChild(ctx context.Context, p RunsStartChildParams) erro
 		now := time.Now()
 		sp.StartedAt = &now
 	}
-	args := append(stepWriteArgs(&sp), p.Type, p.Version, p.Queue, policy, p.Priority, p.Input)
+	args := append(stepWriteArgs(&sp), p.Type, p.Version, p.Queue, policy, p.Priority, p.Input, string(p.ParentClosePolicy))
 	var res stepResult
 	err = s.db.QueryRow(ctx, `
 WITH `+stepWriteCTEs+`, c AS (
 	INSERT INTO kagzi.workflow_runs (run_id, namespace_id, task_queue, workflow_type, version, status, available_at,
-		retry_policy, priority, parent_run_id, parent_step_id, trace_context)
+		retry_policy, priority, parent_run_id, parent_step_id, trace_context, parent_close_policy)
 	SELECT $14::uuid, r.namespace_id, coalesce(nullif($18::text, ''), r.task_queue), $16::text, $17::text, 'PENDING', now(),
-		$19::jsonb, $20::int, r.run_id, $4::text, r.trace_context
+		$19::jsonb, $20::int, r.run_id, $4::text, r.trace_context, nullif($22::text, '')
 	FROM r
 	ON CONFLICT DO NOTHING
 	RETURNING run_id
@@ -189,8 +195,8 @@ WITH ev AS (
 ), u AS (
 	UPDATE kagzi.workflow_runs w SET status = 'SLEEPING', locked_by = NULL, lease_expires_at = NULL,
 		waiting_on = ch.ids,
-		available_at = CASE WHEN ev.ready OR (cardinality($5::text[]) > 0 AND ch.ids IS NULL) THEN now()
-			ELSE least($4::timestamptz, ev.due) END
+		available_at = CASE WHEN ev.ready OR (cardinality($5::text[]) > 0 AND ch.ids IS NULL)
+			OR w.cancel_requested_at IS NOT NULL THEN now() ELSE least($4::timestamptz, ev.due) END
 	FROM ev CROSS JOIN ch
 	WHERE w.namespace_id = $1 AND w.run_id = $2 AND w.lease_token = $3 AND w.status = 'RUNNING'
 	RETURNING w.available_at IS NOT NULL AND w.available_at <= now() AS ready

@@ -12,7 +12,8 @@ import (
 
 // RunsFailAttemptResult says what became of a failed attempt.
 type RunsFailAttemptResult struct {
-	// Status is PENDING (retried at AvailableAt) or FAILED (final).
+	// Status is PENDING (retried at AvailableAt), FAILED (final) or
+	// CANCELLED (cancellation had been requested).
 	Status      RunStatus
 	AvailableAt *time.Time
 }
@@ -20,10 +21,15 @@ type RunsFailAttemptResult struct {
 // RunsFailAttempt ends the current attempt with errMsg under the lease: the
 // run is retried with its policy's backoff while attempts remain and the
 // error is retryable (errType not listed as non-retryable and nonRetryable
-// false), else it fails for good. One statement.
+// false), else it fails for good — or, if it was asked to cancel
+// (RunsCancel), it ends CANCELLED: the workflow returned an error after the
+// request, which is how it says it stopped. One statement.
 func (s *Store) RunsFailAttempt(ctx context.Context, l Lease, errMsg, errType string, nonRetryable bool) (RunsFailAttemptResult, error) {
 	var res RunsFailAttemptResult
-	set := strings.ReplaceAll(strings.ReplaceAll(recoverSet, "r.attempts", "r0.attempts"), "x.exhausted", "(x.exhausted OR $5 OR coalesce(r.retry_policy->'non_retryable' ? $6, false))")
+	set := strings.NewReplacer("r.attempts", "r0.attempts",
+		"x.exhausted", "(x.exhausted OR $5 OR coalesce(r.retry_policy->'non_retryable' ? $6, false) OR r.cancel_requested_at IS NOT NULL)",
+		"THEN 'FAILED' ELSE 'PENDING'", "THEN CASE WHEN r.cancel_requested_at IS NOT NULL THEN 'CANCELLED' ELSE 'FAILED' END ELSE 'PENDING'",
+	).Replace(recoverSet)
 	err := s.db.QueryRow(ctx, `
 WITH u AS (
 	UPDATE kagzi.workflow_runs r0 SET `+set+`
@@ -31,7 +37,7 @@ WITH u AS (
 	WHERE r0.run_id = r.run_id AND r.namespace_id = $2 AND r.run_id = $3 AND r.lease_token = $4 AND r.status = 'RUNNING'
 	RETURNING r0.run_id, r0.parent_run_id, r0.parent_step_id, r0.status, r0.error, r0.available_at
 ), done AS (
-	SELECT run_id, parent_run_id, parent_step_id, status, error, NULL::bytea AS output FROM u WHERE status = 'FAILED'
+	SELECT run_id, parent_run_id, parent_step_id, status, error, NULL::bytea AS output FROM u WHERE status IN ('FAILED', 'CANCELLED')
 ), touched AS (
 	SELECT run_id FROM u
 ), `+parentWakeCTEs+`
@@ -52,7 +58,7 @@ SELECT status, available_at FROM u`, clipError(errMsg), l.Namespace, l.RunID, l.
 	if err != nil {
 		return res, mapErr(fmt.Sprintf("fail attempt %s", l.RunID), err)
 	}
-	if tok == l.Token && (st == StatusFailed || st == StatusPending) {
+	if tok == l.Token && (st == StatusFailed || st == StatusPending || st == StatusCancelled) {
 		return RunsFailAttemptResult{Status: st, AvailableAt: at}, nil
 	}
 	return res, fmt.Errorf("fail attempt %s: %w (run is %s under lease %d, report names lease %d)", l.RunID, ErrLeaseLost, st, tok, l.Token)

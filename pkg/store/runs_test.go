@@ -737,58 +737,114 @@ func TestRunsCancel(t *testing.T) {
 	e := newEnv(t)
 	w := uuid.New()
 	pending := e.create(store.RunsCreateParams{})
-	sleeping := e.create(store.RunsCreateParams{Priority: 2})
-	running := e.create(store.RunsCreateParams{Priority: 1})
+	sleeping := e.create(store.RunsCreateParams{Priority: 3})
+	running := e.create(store.RunsCreateParams{Priority: 2})
+	handles := e.create(store.RunsCreateParams{Priority: 1})
 	cs := e.claimOne(claimParams(w, 1), sleeping.ID)
 	future := time.Now().Add(time.Hour)
 	if err := e.s.RunsSleep(e.ctx, leaseOf(cs), &future); err != nil {
 		t.Fatal(err)
 	}
 	cr := e.claimOne(claimParams(w, 1), running.ID)
+	ch := e.claimOne(claimParams(w, 1), handles.ID)
 
-	for _, id := range []uuid.UUID{pending.ID, sleeping.ID, running.ID} {
-		r, err := e.s.RunsCancel(e.ctx, "ns", id)
-		if err != nil {
-			t.Fatalf("cancel %s: %v", id, err)
-		}
-		if r.ID != id || r.Status != store.StatusCancelled || r.FinishedAt == nil || r.AvailableAt != nil || r.LeaseExpiresAt != nil {
-			t.Fatalf("cancelled run: %+v", r)
-		}
-		if got := e.get("ns", id); got.Status != store.StatusCancelled {
-			t.Fatalf("stored status %s", got.Status)
+	// A run that never started is cancelled at once.
+	r, err := e.s.RunsCancel(e.ctx, "ns", pending.ID)
+	if err != nil || r.Status != store.StatusCancelled || r.FinishedAt == nil || r.AvailableAt != nil || r.CancelRequestedAt == nil {
+		t.Fatalf("cancelled unstarted run: %+v %v", r, err)
+	}
+	// A sleeping run is asked, and due at once so its workflow sees it.
+	r, err = e.s.RunsCancel(e.ctx, "ns", sleeping.ID)
+	if err != nil || r.Status != store.StatusSleeping || r.CancelRequestedAt == nil || r.AvailableAt == nil || r.AvailableAt.After(time.Now()) {
+		t.Fatalf("asked a sleeping run: %+v %v", r, err)
+	}
+	// A running run is asked; its lease holds, and so does a second request.
+	for range 2 {
+		r, err = e.s.RunsCancel(e.ctx, "ns", running.ID)
+		if err != nil || r.Status != store.StatusRunning || r.CancelRequestedAt == nil || r.LeaseToken != cr.LeaseToken {
+			t.Fatalf("asked a running run: %+v %v", r, err)
 		}
 	}
-	// The running run keeps its holder (to be told) and its lease is void.
-	if got := e.get("ns", running.ID); got.LockedBy == nil || *got.LockedBy != w {
-		t.Fatalf("cancelled running run lost locked_by: %+v", got.LockedBy)
+	if _, err := e.s.RunsCancel(e.ctx, "ns", handles.ID); err != nil {
+		t.Fatal(err)
 	}
-	before := e.rawRow(running.ID)
-	wantErr(t, e.s.RunsComplete(e.ctx, leaseOf(cr), []byte("late")), store.ErrLeaseLost)
-	if e.rawRow(running.ID) != before {
-		t.Fatal("late report changed a cancelled run")
+	// A workflow that returns an error after the request ends CANCELLED,
+	// whatever attempts are left; one that returns a result completes.
+	res, err := e.s.RunsFailAttempt(e.ctx, leaseOf(cr), "stopped: workflow: run cancelled", "errorString", false)
+	if err != nil || res.Status != store.StatusCancelled {
+		t.Fatalf("fail after the request: %+v %v", res, err)
 	}
-	// Nothing cancelled is claimable.
-	if got := e.claim(claimParams(w, 10)); len(got) != 0 {
-		t.Fatalf("claimed a cancelled run: %v", got)
+	if got := e.get("ns", running.ID); got.Status != store.StatusCancelled || got.FinishedAt == nil || got.Error != "stopped: workflow: run cancelled" {
+		t.Fatalf("run that stopped after the request: %+v", got)
+	}
+	if err := e.s.RunsComplete(e.ctx, leaseOf(ch), []byte(`"cleaned up"`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.get("ns", handles.ID); got.Status != store.StatusCompleted {
+		t.Fatalf("run that completed after the request is %s", got.Status)
+	}
+	// A suspension after the request is due at once.
+	cs = e.claimOne(claimParams(w, 1), sleeping.ID)
+	if cs.CancelRequestedAt == nil {
+		t.Fatal("the claim does not say the run was asked to cancel")
+	}
+	if err := e.s.RunsSleep(e.ctx, leaseOf(cs), &future); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.get("ns", sleeping.ID); got.AvailableAt == nil || got.AvailableAt.After(time.Now()) {
+		t.Fatalf("a run asked to cancel slept until %v", got.AvailableAt)
 	}
 
 	// Finished runs conflict; unknown ones are not found.
-	_, err := e.s.RunsCancel(e.ctx, "ns", pending.ID)
+	_, err = e.s.RunsCancel(e.ctx, "ns", pending.ID)
 	wantErr(t, err, store.ErrConflict, "CANCELLED")
-	done := e.create(store.RunsCreateParams{})
-	cd := e.claimOne(claimParams(w, 1), done.ID)
-	if err := e.s.RunsComplete(e.ctx, leaseOf(cd), nil); err != nil {
-		t.Fatal(err)
-	}
-	_, err = e.s.RunsCancel(e.ctx, "ns", done.ID)
+	_, err = e.s.RunsCancel(e.ctx, "ns", handles.ID)
 	wantErr(t, err, store.ErrConflict, "COMPLETED")
-	if got := e.get("ns", done.ID); got.Status != store.StatusCompleted {
-		t.Fatalf("cancel changed a completed run to %s", got.Status)
-	}
 	tpl := e.insertTemplate("ns", "q", "T")
 	_, err = e.s.RunsCancel(e.ctx, "ns", tpl)
 	wantErr(t, err, store.ErrConflict)
 	_, err = e.s.RunsCancel(e.ctx, "ns", uuid.New())
+	wantErr(t, err, store.ErrNotFound)
+}
+
+func TestRunsTerminate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	w := uuid.New()
+	sleeping := e.create(store.RunsCreateParams{Priority: 2})
+	running := e.create(store.RunsCreateParams{Priority: 1})
+	pending := e.create(store.RunsCreateParams{})
+	cs := e.claimOne(claimParams(w, 1), sleeping.ID)
+	future := time.Now().Add(time.Hour)
+	if err := e.s.RunsSleep(e.ctx, leaseOf(cs), &future); err != nil {
+		t.Fatal(err)
+	}
+	cr := e.claimOne(claimParams(w, 1), running.ID)
+	for _, id := range []uuid.UUID{pending.ID, sleeping.ID, running.ID} {
+		r, err := e.s.RunsTerminate(e.ctx, "ns", id, "bad input")
+		if err != nil {
+			t.Fatalf("terminate %s: %v", id, err)
+		}
+		if r.Status != store.StatusCancelled || r.FinishedAt == nil || r.AvailableAt != nil || r.LeaseExpiresAt != nil ||
+			r.Error != "terminated: bad input" {
+			t.Fatalf("terminated run: %+v", r)
+		}
+	}
+	// The running run keeps its holder (to be told) and its lease is void.
+	if got := e.get("ns", running.ID); got.LockedBy == nil || *got.LockedBy != w {
+		t.Fatalf("terminated running run lost locked_by: %+v", got.LockedBy)
+	}
+	before := e.rawRow(running.ID)
+	wantErr(t, e.s.RunsComplete(e.ctx, leaseOf(cr), []byte("late")), store.ErrLeaseLost)
+	if e.rawRow(running.ID) != before {
+		t.Fatal("late report changed a terminated run")
+	}
+	if got := e.claim(claimParams(w, 10)); len(got) != 0 {
+		t.Fatalf("claimed a terminated run: %v", got)
+	}
+	_, err := e.s.RunsTerminate(e.ctx, "ns", running.ID, "")
+	wantErr(t, err, store.ErrConflict, "CANCELLED")
+	_, err = e.s.RunsTerminate(e.ctx, "ns", uuid.New(), "")
 	wantErr(t, err, store.ErrNotFound)
 }
 

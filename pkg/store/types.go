@@ -76,6 +76,13 @@ type Run struct {
 	ScheduleFireAt *time.Time
 	TraceContext   string
 	Priority       int
+	// CancelRequestedAt is when cancellation was asked for (RunsCancel):
+	// the workflow's context is cancelled and it ends CANCELLED if it
+	// returns an error.
+	CancelRequestedAt *time.Time
+	// ParentClosePolicy, for a child run, says what happens to it when its
+	// parent ends ("" is TERMINATE).
+	ParentClosePolicy ParentClosePolicy
 
 	// Input and Output are filled by the methods that say so (RunsGet,
 	// RunsClaim); list methods leave them nil to keep rows narrow.
@@ -89,6 +96,29 @@ func (r *Run) Policy() retry.Policy {
 		return retry.Default()
 	}
 	return r.RetryPolicy.WithDefaults()
+}
+
+// ParentClosePolicy says what happens to a live child run when its parent
+// reaches a terminal status.
+type ParentClosePolicy string
+
+// Parent-close policies.
+const (
+	// ParentCloseTerminate ends the child at once (the default).
+	ParentCloseTerminate ParentClosePolicy = "TERMINATE"
+	// ParentCloseRequestCancel asks the child to cancel (RunsCancel).
+	ParentCloseRequestCancel ParentClosePolicy = "REQUEST_CANCEL"
+	// ParentCloseAbandon leaves the child running.
+	ParentCloseAbandon ParentClosePolicy = "ABANDON"
+)
+
+// Valid reports whether p is a known policy ("" is the default).
+func (p ParentClosePolicy) Valid() bool {
+	switch p {
+	case "", ParentCloseTerminate, ParentCloseRequestCancel, ParentCloseAbandon:
+		return true
+	}
+	return false
 }
 
 // StepKind is what a step records.

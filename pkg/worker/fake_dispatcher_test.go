@@ -195,9 +195,22 @@ func (d *fakeDispatcher) ack(t *testing.T, inbox string, data []byte) bool {
 }
 
 // cancel publishes a Cancel of runID to the worker.
+// cancel asks the worker to cancel a run (the lease holds).
 func (d *fakeDispatcher) cancel(t *testing.T, workerID, runID uuid.UUID) {
 	t.Helper()
-	data, err := protocol.Encode(&protocol.Cancel{Namespace: "default", RunID: runID, WorkerID: workerID})
+	d.sendCancel(t, &protocol.Cancel{Namespace: "default", RunID: runID, WorkerID: workerID})
+}
+
+// terminate tells the worker a run it holds was terminated.
+func (d *fakeDispatcher) terminate(t *testing.T, workerID, runID uuid.UUID) {
+	t.Helper()
+	d.sendCancel(t, &protocol.Cancel{Namespace: "default", RunID: runID, WorkerID: workerID, Terminate: true})
+}
+
+func (d *fakeDispatcher) sendCancel(t *testing.T, c *protocol.Cancel) {
+	t.Helper()
+	workerID := c.WorkerID
+	data, err := protocol.Encode(c)
 	if err != nil {
 		t.Fatal(err)
 	}

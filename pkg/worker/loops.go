@@ -266,11 +266,25 @@ func (w *Worker) cancelLoop(ctx context.Context, sub *nats.Subscription) {
 			w.log.Warn("cancel for another worker ignored", "run_id", c.RunID, "for", c.WorkerID)
 			continue
 		}
-		if rs := w.abandonRun(c.RunID, workflow.ErrCancelled); rs != nil {
-			rs.log.Info("run cancelled")
-		} else {
-			w.log.Debug("cancel for a run not held", "run_id", c.RunID)
+		if c.Terminate {
+			if rs := w.abandonRun(c.RunID, workflow.ErrTerminated); rs != nil {
+				rs.log.Info("run terminated")
+			} else {
+				w.log.Debug("termination of a run not held", "run_id", c.RunID)
+			}
+			continue
 		}
+		w.mu.Lock()
+		rs := w.runs[c.RunID]
+		w.mu.Unlock()
+		if rs == nil {
+			w.log.Debug("cancel request for a run not held", "run_id", c.RunID)
+			continue
+		}
+		// The lease holds: the workflow sees its context cancelled and may
+		// clean up before it reports its end.
+		rs.softCancel(workflow.ErrCancelled)
+		rs.log.Info("run asked to cancel")
 	}
 }
 

@@ -41,8 +41,13 @@ type runState struct {
 	// limits are the payload limits of the delivery that brought the run.
 	limits protocol.PayloadLimits
 	reg    *registration // nil: type@version not registered here
-	ctx    context.Context
-	cancel context.CancelCauseFunc
+	// ctx ends when the execution must be abandoned (lease lost,
+	// terminated, drained, deadline); soft, derived from it, also when the
+	// run is asked to cancel (the workflow handles that and reports).
+	ctx        context.Context
+	cancel     context.CancelCauseFunc
+	soft       context.Context
+	softCancel context.CancelCauseFunc
 	// stopDeadline releases the run deadline's timer.
 	stopDeadline context.CancelFunc
 	log          *slog.Logger
@@ -66,11 +71,17 @@ func (w *Worker) newRunState(r *protocol.DeliveredRun) *runState {
 	if reg != nil && r.Version != "" && r.Version != reg.version {
 		reg = nil
 	}
+	soft, softCancel := context.WithCancelCause(ctx)
+	if r.CancelRequestedAt != nil {
+		softCancel(workflow.ErrCancelled)
+	}
 	return &runState{
 		run:          r,
 		reg:          reg,
 		ctx:          ctx,
 		cancel:       cancel,
+		soft:         soft,
+		softCancel:   softCancel,
 		stopDeadline: stopDeadline,
 		log: w.log.With("run_id", r.RunID.String(), "workflow_type", r.Type,
 			"attempt", r.Attempt),
@@ -109,6 +120,7 @@ func (w *Worker) execute(rs *runState) {
 		span.End()
 	}()
 	rs.outcome = workflow.Execute(ctx, workflow.Execution{
+		Cancel:         trace.ContextWithSpan(rs.soft, span),
 		Run:            rs.run,
 		Func:           rs.reg.fn,
 		Reporter:       rep,

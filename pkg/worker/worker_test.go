@@ -205,6 +205,9 @@ func TestLeaseLostAbandonsRun(t *testing.T) {
 	}
 }
 
+// A request to cancel cancels the running step's context at once; the
+// attempt it interrupted is not recorded, and the workflow, which returns
+// the cancellation, reports its end (the engine records it CANCELLED).
 func TestCancelStopsRunningStepQuickly(t *testing.T) {
 	t.Parallel()
 	started := make(chan struct{})
@@ -233,8 +236,44 @@ func TestCancelStopsRunningStepQuickly(t *testing.T) {
 	if cause := context.Cause(recv(t, ctxs, "ctx")); !errors.Is(cause, workflow.ErrCancelled) {
 		t.Fatalf("cause %v", cause)
 	}
+	if it := d.nextItem(t); it.Kind != protocol.ReportRunFailed || !strings.Contains(it.Error, "cancelled") {
+		t.Fatalf("after the request: %+v, want run_failed (no step_failed)", it)
+	}
+	d.nextRequest(t) // slot freed
+	d.noItems(t)
+}
+
+// A terminated run is abandoned: its step's context ends at once and
+// nothing more is reported (the lease is void).
+func TestTerminateAbandonsRun(t *testing.T) {
+	t.Parallel()
+	started, stepDone := make(chan struct{}), make(chan struct{})
+	ctxs := make(chan workflow.Context, 1)
+	d, w := start(t, worker.Config{MaxConcurrency: 1}, func(w *worker.Worker) {
+		must(t, worker.Register(w, "Long", func(ctx workflow.Context, _ struct{}) (int, error) {
+			ctxs <- ctx
+			return workflow.Step(ctx, "wait", func(sctx context.Context) (int, error) {
+				close(started)
+				<-sctx.Done()
+				close(stepDone)
+				return 0, sctx.Err()
+			})
+		}))
+	})
+	req := d.nextRequest(t)
+	run := newRun(t, "Long", nil)
+	d.deliver(t, req, req.Seq, run)
+	closed(t, started, "step start")
+	d.terminate(t, w.ID(), run.RunID)
+	closed(t, stepDone, "step context ended")
+	if cause := context.Cause(recv(t, ctxs, "ctx")); !errors.Is(cause, workflow.ErrTerminated) {
+		t.Fatalf("cause %v", cause)
+	}
 	d.nextRequest(t) // slot freed
 	d.noItems(t)     // no step_failed, no run_failed
+	if st := w.Stats(); st.RunsAbandoned != 1 {
+		t.Fatalf("stats %+v", st)
+	}
 }
 
 func TestCreditsNeverExceedMaxConcurrency(t *testing.T) {
@@ -531,6 +570,9 @@ func TestMalformedMessagesAreCountedAndDropped(t *testing.T) {
 	must(t, d.nc.Publish(protocol.SubjectCancel(w.ID()), []byte(`{"v":1,"run_id":"nope"}`)))
 	d.cancel(t, w.ID(), run.RunID) // same subscription: handled after the garbage
 	closed(t, cancelled, "run cancelled")
+	if it := d.nextItem(t); it.Kind != protocol.ReportRunFailed {
+		t.Fatalf("the run asked to cancel reported %+v", it)
+	}
 	if st := w.Stats(); st.Malformed != 3 {
 		t.Fatalf("malformed %d, want 3", st.Malformed)
 	}

@@ -38,6 +38,30 @@ func WithChildRetry(p retry.Policy) ChildOption {
 	return childOptionFunc(func(c *protocol.ChildSpec) { pp := p; c.RetryPolicy = &pp })
 }
 
+// ParentClosePolicy says what happens to a child run still live when its
+// parent ends (completes, fails, is cancelled or terminated, or passes its
+// deadline). The default is ParentCloseTerminate, as in Temporal.
+type ParentClosePolicy string
+
+// Parent-close policies.
+const (
+	// ParentCloseTerminate terminates the child when the parent ends.
+	ParentCloseTerminate ParentClosePolicy = "TERMINATE"
+	// ParentCloseRequestCancel asks the child to cancel when the parent
+	// ends (its context is cancelled; it may clean up).
+	ParentCloseRequestCancel ParentClosePolicy = "REQUEST_CANCEL"
+	// ParentCloseAbandon leaves the child running when the parent ends. A
+	// request to cancel the parent is not passed on to it either.
+	ParentCloseAbandon ParentClosePolicy = "ABANDON"
+)
+
+// WithParentClosePolicy sets what happens to the child if the parent ends
+// before it (default ParentCloseTerminate). A request to cancel the parent
+// is passed on to children whose policy is not ParentCloseAbandon.
+func WithParentClosePolicy(p ParentClosePolicy) ChildOption {
+	return childOptionFunc(func(c *protocol.ChildSpec) { c.ParentClosePolicy = string(p) })
+}
+
 // WithChildPriority sets the child run's priority (higher is claimed first).
 func WithChildPriority(p int) ChildOption {
 	return childOptionFunc(func(c *protocol.ChildSpec) { c.Priority = p })
@@ -108,6 +132,10 @@ func StartChild[Out any](ctx Context, id, typ string, input any, opts ...ChildOp
 		}
 		// Failed in an earlier run attempt: start a new child.
 		f.attempt++
+	}
+	if err := cancelled(ctx); err != nil {
+		f.err = err
+		return f
 	}
 	if err := protocol.ValidToken("child workflow type", typ); err != nil {
 		f.err = NonRetryable(fmt.Errorf("workflow: child %q: %w", id, err))

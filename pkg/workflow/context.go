@@ -8,10 +8,12 @@ import (
 )
 
 // Context is the context of one execution of a workflow run. It is a
-// context.Context, cancelled when the run is cancelled, when the worker
-// loses its lease on the run, when the run's deadline passes or when a
-// draining worker gives the run up; context.Cause tells which (ErrCancelled,
-// ErrLeaseLost, ErrDraining, context.DeadlineExceeded).
+// context.Context, cancelled when the run is asked to cancel (cause
+// ErrCancelled: the workflow may handle it, see ErrCancelled and
+// WithoutCancel), and when the execution is abandoned: the worker lost its
+// lease on the run, the run was terminated, its deadline passed, or a
+// draining worker gave it up; context.Cause tells which (ErrLeaseLost,
+// ErrTerminated, context.DeadlineExceeded, ErrDraining).
 //
 // A Context is made by the runtime for each execution; it cannot be
 // implemented outside this package. Values and deadlines added with the
@@ -39,6 +41,20 @@ type Context interface {
 type wfContext struct {
 	context.Context
 	ex *execution
+}
+
+// WithoutCancel returns a Context that a cancel request does not end, for
+// the cleanup a workflow runs after it was asked to cancel: steps, sleeps,
+// waits and children called with it run as usual. It still ends when the
+// execution is abandoned (lease lost, terminated, deadline, drain), and it
+// keeps ctx's values.
+func WithoutCancel(ctx Context) Context {
+	ex := ctx.execution()
+	c, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	// Ends with the execution, which always ends (its context is cancelled
+	// when the execution returns), so the registration does not outlive it.
+	context.AfterFunc(ex.ctx, func() { cancel(context.Cause(ex.ctx)) })
+	return &wfContext{Context: c, ex: ex}
 }
 
 func (c *wfContext) RunID() uuid.UUID      { return c.ex.run.RunID }

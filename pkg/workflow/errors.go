@@ -30,9 +30,18 @@ var ErrPayloadTooLarge = errors.New("workflow: payload too large")
 // Causes of the end of a run's context, as context.Cause reports them to
 // workflow and step code.
 var (
-	// ErrCancelled: the run was cancelled by a user; the execution is
-	// abandoned without further reports.
+	// ErrCancelled: the run was asked to cancel (client.Cancel, kagzi run
+	// cancel, or its parent's cancellation or close policy). Its Context
+	// ends, and durable calls made with it that would do something new
+	// (run a step, sleep, wait, start a child) return an error wrapping
+	// ErrCancelled; recorded results still replay. The workflow may clean
+	// up with WithoutCancel(ctx), and ends CANCELLED if it returns an error
+	// (COMPLETED if it returns a result).
 	ErrCancelled = errors.New("workflow: run cancelled")
+	// ErrTerminated: the run was terminated (client.Terminate, kagzi run
+	// terminate, or its parent's close); the execution is abandoned
+	// without further reports.
+	ErrTerminated = errors.New("workflow: run terminated")
 	// ErrLeaseLost: the engine no longer recognises this worker's lease on
 	// the run (another worker may hold it); the execution is abandoned.
 	ErrLeaseLost = errors.New("workflow: lease lost")

@@ -77,6 +77,9 @@ func WaitForEvent[T any](ctx Context, name string, timeout time.Duration) (T, er
 			attempt++
 		}
 	}
+	if err := cancelled(ctx); err != nil {
+		return zero, err
+	}
 	now := ex.now()
 	it := ex.item(protocol.ReportEventWait)
 	it.StepID = id

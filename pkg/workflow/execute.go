@@ -75,6 +75,12 @@ type Execution struct {
 	// Payloads reads the payloads Run carries by size only (nil: a run
 	// with such a payload is abandoned when its replay needs it).
 	Payloads PayloadFetcher
+	// Cancel, if set, is a context derived from Execute's that ends when
+	// the run is asked to cancel (cause ErrCancelled). The workflow's
+	// Context ends with it, but the execution goes on: the workflow may
+	// handle the request and report. Execute's own context ending abandons
+	// the execution (lease lost, terminated, drained, past the deadline).
+	Cancel context.Context
 	// Limits are the payload limits the engine told the worker: an output
 	// (of a step or of the run) or a child's input above MaxBytes fails with
 	// ErrPayloadTooLarge before it is reported; one above WarnBytes is
@@ -150,7 +156,11 @@ type Outcome struct {
 // workflow function has returned and the final report is recorded.
 func Execute(ctx context.Context, e Execution) Outcome {
 	ex := newExecution(ctx, e)
-	wctx := &wfContext{Context: ctx, ex: ex}
+	soft := e.Cancel
+	if soft == nil {
+		soft = ctx
+	}
+	wctx := &wfContext{Context: soft, ex: ex}
 	if e.Run.InputSize > 0 && len(e.Run.Input) == 0 {
 		in, err := ex.fetch("", 0)
 		if err != nil {
@@ -397,9 +407,12 @@ func (ex *execution) output(s *protocol.StepState) json.RawMessage {
 
 // enter starts a durable call (step, sleep, wait, child) with the given id
 // from a goroutine whose context is ctx (the run's, or a Parallel branch's):
-// it ends the execution if it is no longer running, returns the branch's
-// cancellation, rejects a bad or duplicate id, and returns the recorded
-// latest attempt of the step, if any.
+// it ends the execution if it is no longer running or was abandoned,
+// rejects a bad or duplicate id, and returns the recorded latest attempt of
+// the step, if any. A call whose context is cancelled (a cancel request, a
+// FailFast branch) still returns what is recorded — a replay must take the
+// path the first execution took — and gets the cancellation (cancelled)
+// only where it would do something new.
 func (ex *execution) enter(ctx context.Context, id string) (*protocol.StepState, error) {
 	ex.mu.Lock()
 	state := ex.state
@@ -411,9 +424,6 @@ func (ex *execution) enter(ctx context.Context, id string) (*protocol.StepState,
 	}
 	if ex.ctx.Err() != nil {
 		ex.abandon(context.Cause(ex.ctx))
-	}
-	if ctx.Err() != nil {
-		return nil, context.Cause(ctx)
 	}
 	if id == "" || len(id) > MaxStepIDLen {
 		return nil, fmt.Errorf("%w: %q must be 1 to %d bytes", ErrInvalidStepID, id, MaxStepIDLen)
@@ -429,6 +439,15 @@ func (ex *execution) enter(ctx context.Context, id string) (*protocol.StepState,
 	}
 	ex.seen[id] = struct{}{}
 	return ex.steps[id], nil
+}
+
+// cancelled returns the cause of ctx's end (a cancel request, a FailFast
+// branch's cancellation), or nil while it has not ended.
+func cancelled(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return nil
 }
 
 // sameEpoch reports whether a recorded attempt was made by the delivered
@@ -497,9 +516,15 @@ func (ex *execution) closeExitedLocked() {
 // park blocks the calling goroutine, whose context is ctx, until the run is
 // suspended (then it unwinds with the exit signal) — see execution. If this
 // goroutine was the last running workflow code, it suspends the run itself.
-// It returns only if ctx is a Parallel branch's and the branch is cancelled
-// (fail-fast), with the cancellation's cause.
+// It returns only if ctx ends (a cancel request, a FailFast branch), with
+// the cause; a goroutine whose context has already ended does not park.
 func (ex *execution) park(ctx context.Context, w *waiter) error {
+	if err := cancelled(ctx); err != nil {
+		if ex.ctx.Err() != nil {
+			ex.abandon(context.Cause(ex.ctx))
+		}
+		return err
+	}
 	ex.mu.Lock()
 	if ex.state != stateRunning {
 		ex.mu.Unlock()

@@ -51,6 +51,9 @@ func sleepUntil(ctx Context, ex *execution, id string, wakeAt func() time.Time) 
 	if !wake.After(now) {
 		return nil
 	}
+	if err := cancelled(ctx); err != nil {
+		return err
+	}
 	out, err := json.Marshal(wake)
 	if err != nil {
 		return err

@@ -92,6 +92,12 @@ func Step[T any](ctx Context, id string, fn func(ctx context.Context) (T, error)
 		}
 		return v, nil
 	}
+	if prev != nil && prev.Status == stepFailed && ex.sameEpoch(prev) && prev.RetryAt == nil {
+		return zero, &StepError{StepID: id, Attempt: prev.Attempt, Type: prev.ErrorType, Message: prev.Error}
+	}
+	if err := cancelled(ctx); err != nil {
+		return zero, err
+	}
 	if fn == nil {
 		return zero, fmt.Errorf("workflow: step %q: nil function", id)
 	}
