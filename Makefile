@@ -5,9 +5,12 @@ PG_URL = $$(scripts/ensure-postgres.sh)
 
 .PHONY: test run build lint fuzz bench-store bench chaos
 
-## test: start Postgres if none is reachable, then run every test with -race.
+## test: start Postgres if none is reachable (and, as root, install iproute2
+## for the failover test's network namespaces if missing), then run every
+## test with -race.
 test:
 	$(GO) mod download
+	@scripts/ensure-iproute2.sh
 	KAGZI_TEST_DATABASE_URL="$(PG_URL)" $(GO) test -race -count=1 -timeout 9m ./...
 
 ## build: build every binary into bin/.

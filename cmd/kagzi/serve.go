@@ -20,7 +20,7 @@ func init() { register(newServeCmd) }
 // each service as a separate process from one executable.
 func newServeCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:    "serve dispatcher|scheduler|worker",
+		Use:    "serve dispatcher|scheduler|reaper|worker",
 		Short:  "Run one Kagzi service in the foreground (configured from KAGZI_* variables)",
 		Hidden: true,
 		Args:   cobra.ExactArgs(1),
@@ -65,7 +65,7 @@ func newServeCmd(a *app) *cobra.Command {
 				}
 				return workerapp.Run(ctx, cfg, svc.Logger(cfg.LogLevel).With("service", "worker"), examples.Register)
 			}
-			return usagef("unknown service %q: want dispatcher, scheduler or worker", args[0])
+			return usagef("unknown service %q: want dispatcher, scheduler, reaper or worker", args[0])
 		},
 	}
 	return cmd

@@ -40,6 +40,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/pgcluster"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/retry"
@@ -188,7 +189,7 @@ type Result struct {
 type harness struct {
 	o      *Options
 	dir    string
-	pg     *pgCluster
+	pg     *pgcluster.Cluster
 	ns     *natsServer
 	dbURL  string
 	common []string
@@ -327,15 +328,15 @@ func withApp(u, app string) string {
 func (h *harness) setup(ctx context.Context) error {
 	o := h.o
 	h.logf("starting Postgres (own cluster)")
-	pg, err := startPostgres(ctx, filepath.Join(h.dir, "pg"))
+	pg, err := pgcluster.Start(ctx, filepath.Join(h.dir, "pg"), pgcluster.Options{})
 	if err != nil {
 		return err
 	}
 	h.pg = pg
-	if err := store.DatabaseCreate(ctx, pg.adminURL(), dbName, ""); err != nil {
+	if err := store.DatabaseCreate(ctx, pg.AdminURL(), dbName, ""); err != nil {
 		return err
 	}
-	if h.dbURL, err = store.DatabaseURL(pg.adminURL(), dbName); err != nil {
+	if h.dbURL, err = store.DatabaseURL(pg.AdminURL(), dbName); err != nil {
 		return err
 	}
 	if _, err := store.Migrate(ctx, h.dbURL); err != nil {
@@ -831,7 +832,7 @@ func (h *harness) faults(ctx context.Context) {
 	}
 	from := time.Now()
 	h.event("pg_ctl restart -m fast")
-	err := h.pg.restart(ctx)
+	err := h.pg.Restart(ctx)
 	to := time.Now()
 	h.mu.Lock()
 	h.outages = append(h.outages, Window{From: from, To: to})
@@ -939,7 +940,7 @@ func (h *harness) teardownOnce(ctx context.Context) {
 	if h.pg != nil {
 		sctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
-		if err := h.pg.stop(sctx); err != nil {
+		if err := h.pg.Stop(sctx); err != nil {
 			fmt.Fprintf(h.o.Log, "chaos: stop Postgres: %v\n", err)
 		}
 	}

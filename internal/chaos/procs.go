@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -185,18 +183,6 @@ func startProc(name, role, logPath string, env []string, bin string, args ...str
 		close(p.done)
 	}()
 	return p, nil
-}
-
-// runCmd runs a short command (pg_ctl and friends), returning its output
-// in the error.
-func runCmd(ctx context.Context, bin string, args ...string) error {
-	cmd := exec.CommandContext(ctx, bin, args...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s %s: %w: %s", filepath.Base(bin), strings.Join(args, " "), err, strings.TrimSpace(out.String()))
-	}
-	return nil
 }
 
 var errNoProc = errors.New("chaos: no such process")

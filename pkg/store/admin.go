@@ -143,6 +143,17 @@ func redact(url string) string {
 	return strings.Replace(url, cfg.Password, "xxxxx", 1)
 }
 
+// LockSessions counts the sessions of the current database that hold and
+// that wait for the advisory lock key (as Leader and Listener take it):
+// whether someone leads, and how many standbys are queued to take over.
+func (s *Store) LockSessions(ctx context.Context, key int64) (held, waiting int, err error) {
+	err = s.db.QueryRow(ctx, `
+SELECT count(*) FILTER (WHERE granted), count(*) FILTER (WHERE NOT granted) FROM pg_locks
+WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND ((classid::bigint << 32) | objid::bigint) = $1`, key).Scan(&held, &waiting)
+	return held, waiting, mapErr("advisory lock sessions", err)
+}
+
 // LockHolderTerminate ends the sessions holding the advisory lock key (as
 // taken by a Listener) and returns how many it ended. Operators use it to
 // move relay leadership; tests use it to kill a relay's connection.

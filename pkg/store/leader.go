@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -19,8 +18,11 @@ import (
 // process, host or connection dies, or an operator ends its session (see
 // LockHolderTerminate), Postgres releases the lock and a standby whose lock
 // request was blocked gets it at once. The deposed leader notices the lost
-// session (the server closes it, or TCP keepalives time out) and its Lead
-// context is cancelled.
+// session (the server closes it, or the connection's dead-peer detection
+// ends it) and its Lead context is cancelled. If the leader's host dies or
+// is cut off, both ends of the connection give up on the silent peer within
+// seconds (see lockConnConfig): the server ends the session, releasing the
+// lock, about when the deposed leader steps down.
 type Leader struct {
 	// URL is the database to connect to.
 	URL string
@@ -36,10 +38,6 @@ type Leader struct {
 	OnError func(err error)
 	// Retry is the wait before campaigning again (default 200 ms).
 	Retry time.Duration
-	// KeepAlive is the TCP keepalive idle time and probe interval of the
-	// dedicated connection (default 5 s; three unanswered probes end it), so
-	// a leader cut off from its database steps down in bounded time.
-	KeepAlive time.Duration
 }
 
 // Run campaigns, leads while elected, and campaigns again, until ctx ends.
@@ -47,9 +45,6 @@ type Leader struct {
 func (l *Leader) Run(ctx context.Context) error {
 	if l.Retry <= 0 {
 		l.Retry = 200 * time.Millisecond
-	}
-	if l.KeepAlive <= 0 {
-		l.KeepAlive = 5 * time.Second
 	}
 	for {
 		err := l.term(ctx)
@@ -70,13 +65,10 @@ func (l *Leader) Run(ctx context.Context) error {
 // term is one campaign: connect, wait for the lock, lead until the session
 // or Lead ends.
 func (l *Leader) term(ctx context.Context) error {
-	cfg, err := pgx.ParseConfig(l.URL)
+	cfg, err := lockConnConfig(l.URL)
 	if err != nil {
 		return fmt.Errorf("leader: parse url: %w", err)
 	}
-	cfg.ConnectTimeout = 5 * time.Second
-	d := &net.Dialer{KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: l.KeepAlive, Interval: l.KeepAlive, Count: 3}}
-	cfg.DialFunc = d.DialContext
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("leader: connect: %w", err)
@@ -90,7 +82,7 @@ func (l *Leader) term(ctx context.Context) error {
 	defer cancel(nil)
 	// The connection is idle while we lead; reading from it is how a lost
 	// session shows (the server's FATAL message, a closed socket, a
-	// keepalive timeout).
+	// dead-peer timeout).
 	watchCtx, stopWatch := context.WithCancel(leadCtx)
 	watched := make(chan error, 1)
 	go func() {

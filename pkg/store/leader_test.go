@@ -85,12 +85,11 @@ func TestLeaderFailsOverWhenSessionEnds(t *testing.T) {
 	// takes over in turn.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		var waiting int
-		if err := pool.QueryRow(context.Background(),
-			`SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = $1`, key).Scan(&waiting); err != nil {
+		held, waiting, err := s.LockSessions(context.Background(), key)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if waiting == 1 {
+		if held == 1 && waiting == 1 {
 			break
 		}
 		if time.Now().After(deadline) {

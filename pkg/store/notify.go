@@ -112,7 +112,10 @@ func clip(s string) string {
 // lock (so one process of many listens) and then LISTENs on NotifyChannel.
 // If the connection drops, the lock goes with the session and a standby's
 // blocked lock request succeeds at once, which is how relay leadership
-// moves without any timeout of our own.
+// moves. If the leader's host dies or is cut off, both ends of the
+// connection give up on the silent peer within seconds (see
+// lockConnConfig): the server ends the session, and the deposed listener's
+// OnLeader(false) follows.
 type Listener struct {
 	// URL is the database to connect to.
 	URL string
@@ -154,12 +157,10 @@ func (l *Listener) Run(ctx context.Context) error {
 }
 
 func (l *Listener) session(ctx context.Context) error {
-	cfg, err := pgx.ParseConfig(l.URL)
+	cfg, err := lockConnConfig(l.URL)
 	if err != nil {
 		return fmt.Errorf("listener: parse url: %w", err)
 	}
-	// Detect a dead peer well before the OS default of hours.
-	cfg.ConnectTimeout = 5 * time.Second
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("listener: connect: %w", err)

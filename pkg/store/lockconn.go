@@ -1,0 +1,88 @@
+package store
+
+import (
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// A leader lock (Listener, Leader) lives as long as the Postgres session of
+// its dedicated connection, so a leader whose host dies or is cut off from
+// the network stays leader until someone notices the dead peer. Nothing
+// else notices quickly: the host sends no FIN or RST; the server's
+// keepalives default to the kernel's two hours idle; and the relay's
+// session is worse, since the notifications Postgres sends to the dead
+// client are retransmitted for the kernel's tcp_retries2 (about fifteen
+// minutes) during which no keepalive is sent. Meanwhile the standby's
+// pg_advisory_lock stays blocked: no wakeups are relayed, nobody reaps.
+//
+// So both ends of a dedicated connection give up on a silent peer within
+// seconds, with the same settings:
+//
+//   - Keepalive probes once the connection was idle for lockConnIdle, then
+//     every lockConnInterval, answered by the peer's kernel (a busy
+//     process never misses them); lockConnProbes unanswered ones end the
+//     connection where TCP_USER_TIMEOUT does not exist.
+//   - TCP_USER_TIMEOUT of lockConnUserTimeout ends it once the peer was
+//     silent that long while probed, or data stayed unacknowledged that
+//     long: the only bound while data is in flight.
+//
+// Server side, they are session settings sent at startup (tcp_keepalives_*,
+// tcp_user_timeout): Postgres ends the session and releases the lock, and
+// the standby's blocked request is granted. Client side, they are socket
+// options of the dialer: the deposed leader's read fails and it steps down
+// about when its successor takes over. An idle session is probed every
+// second, so the peer was last heard at most a second before the cut and
+// the session ends 4 to 5 s after it; a session the server notifies (the
+// relay's) ends lockConnUserTimeout after the first notification sent after
+// the cut, at worst about 10 s after it. internal/app's
+// TestFailoverNetworkCut measures both against the 15 s the architecture
+// promises.
+//
+// A URL that sets one of the server settings (e.g. ?tcp_user_timeout=10000)
+// keeps its own value. Postgres applies them to TCP connections only. The
+// server's client_connection_check_interval is left alone: it only serves
+// a backend running a query (a standby waiting for the lock, which notices
+// its dead client anyway once granted), and a server on a platform without
+// it refuses a connection that sets it.
+const (
+	lockConnIdle        = 2 * time.Second
+	lockConnInterval    = time.Second
+	lockConnProbes      = 3
+	lockConnUserTimeout = 5 * time.Second
+	lockConnConnect     = 5 * time.Second
+)
+
+// lockConnServerSettings are the session settings that make the server end
+// a leader's session once its client is gone.
+var lockConnServerSettings = map[string]string{
+	"tcp_keepalives_idle":     strconv.Itoa(int(lockConnIdle / time.Second)),
+	"tcp_keepalives_interval": strconv.Itoa(int(lockConnInterval / time.Second)),
+	"tcp_keepalives_count":    strconv.Itoa(lockConnProbes),
+	"tcp_user_timeout":        strconv.Itoa(int(lockConnUserTimeout / time.Millisecond)),
+}
+
+// lockConnConfig parses url for a dedicated connection holding a leader
+// lock: a bounded connect, and dead-peer detection on both ends.
+func lockConnConfig(url string) (*pgx.ConnConfig, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = lockConnConnect
+	}
+	for k, v := range lockConnServerSettings {
+		if _, set := cfg.RuntimeParams[k]; !set {
+			cfg.RuntimeParams[k] = v
+		}
+	}
+	d := &net.Dialer{
+		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: lockConnIdle, Interval: lockConnInterval, Count: lockConnProbes},
+		Control:         setUserTimeout(lockConnUserTimeout),
+	}
+	cfg.DialFunc = d.DialContext
+	return cfg, nil
+}
