@@ -1,0 +1,318 @@
+package modeltest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+)
+
+// Observed is how the engine ended a program's run, with what the checker
+// needs from the database and the invocation logs.
+type Observed struct {
+	Status string
+	Error  string
+	Output json.RawMessage
+	// Attempts is the run's attempt count.
+	Attempts int
+	// Invocations counts step function invocations by
+	// "<program key>/<step id>", over the run and all its child runs.
+	Invocations map[string]int
+	// Completed counts, per "<run id>/<step id>", the COMPLETED attempts
+	// recorded, over the run and all its child runs.
+	Completed map[string]int
+	// ChildRuns counts the child runs per child program key.
+	ChildRuns map[string]int
+}
+
+// Compare lists how obs differs from pred (nothing: no divergence). With
+// crashes (workers were killed), a step may have been invoked more often
+// than the model says and a run may have been tried more often, but never
+// less.
+func Compare(p Program, pred Prediction, obs Observed, crashes bool) []Diff {
+	var d []Diff
+	add := func(format string, args ...any) { d = append(d, Diff{Msg: fmt.Sprintf(format, args...)}) }
+	if obs.Status != pred.Status {
+		add("status %s, model %s", obs.Status, pred.Status)
+	}
+	if pred.Status == StatusFailed && obs.Status == StatusFailed {
+		if got := NormalizeMessage(obs.Error); got != pred.Error {
+			add("error %q, model %q", got, pred.Error)
+		}
+	}
+	if pred.Status == StatusCompleted && obs.Status == StatusCompleted {
+		d = append(d, compareOutput(pred, obs.Output)...)
+	}
+	unchecked := map[string]bool{}
+	for _, id := range pred.Unchecked {
+		unchecked[id] = true
+	}
+	stepOf := func(k string) string { return k[strings.LastIndexByte(k, '/')+1:] }
+	// A run the model says ends by its deadline may be cut short earlier
+	// when recoveries delay it.
+	exactCounts := !crashes
+	keys := map[string]bool{}
+	for k := range pred.Invocations {
+		keys[k] = true
+	}
+	for k := range obs.Invocations {
+		keys[k] = true
+	}
+	for _, k := range sortedKeys(keys) {
+		if unchecked[stepOf(k)] && strings.HasPrefix(k, p.Key+"/") {
+			continue
+		}
+		want, got := pred.Invocations[k], obs.Invocations[k]
+		switch {
+		case got == want:
+		case pred.Deadline && crashes:
+		case exactCounts || got < want:
+			add("step %s invoked %d times, model %d", k, got, want)
+		}
+	}
+	for k, n := range obs.Completed {
+		if n > 1 {
+			add("step %s has %d completed attempts", k, n)
+		}
+	}
+	if !crashes || obs.Attempts < pred.Attempts {
+		if obs.Attempts != pred.Attempts && !pred.Deadline {
+			add("%d run attempts, model %d", obs.Attempts, pred.Attempts)
+		}
+	}
+	ck := map[string]bool{}
+	for k := range pred.Children {
+		ck[k] = true
+	}
+	for k := range obs.ChildRuns {
+		ck[k] = true
+	}
+	for _, k := range sortedKeys(ck) {
+		want, got := pred.Children[k], obs.ChildRuns[k]
+		if got != want && (!crashes || got < want) && !(pred.Deadline && crashes) {
+			add("child %s: %d child runs, model %d", k, got, want)
+		}
+	}
+	return d
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func compareOutput(pred Prediction, out json.RawMessage) []Diff {
+	var got Record
+	if err := json.Unmarshal(out, &got); err != nil {
+		return []Diff{{Msg: fmt.Sprintf("output %s is not a record: %v", out, err)}}
+	}
+	unchecked := map[string]bool{}
+	for _, id := range pred.Unchecked {
+		unchecked[id] = true
+	}
+	ids := map[string]bool{}
+	for id := range pred.Output {
+		ids[id] = true
+	}
+	for id := range got {
+		ids[id] = true
+	}
+	var d []Diff
+	for _, id := range sortedKeys(ids) {
+		if unchecked[id] {
+			continue
+		}
+		w, okw := pred.Output[id]
+		g, okg := got[id]
+		switch {
+		case !okg:
+			d = append(d, Diff{Msg: fmt.Sprintf("op %s: no observation, model %s", id, obsString(w))})
+		case !okw:
+			d = append(d, Diff{Msg: fmt.Sprintf("op %s observed %s, model: not reached", id, obsString(g))})
+		case !obsEqual(w, g):
+			d = append(d, Diff{Msg: fmt.Sprintf("op %s observed %s, model %s", id, obsString(g), obsString(w)), Known: knownObsDiff(w, g)})
+		}
+	}
+	return d
+}
+
+// Diff is one difference between the engine's outcome and the model's.
+type Diff struct {
+	Msg string
+	// Known names the known issue that explains it ("" if none does).
+	Known string
+}
+
+func (d Diff) String() string {
+	if d.Known != "" {
+		return d.Msg + " [known: " + d.Known + "]"
+	}
+	return d.Msg
+}
+
+// Known divergences of the engine: the model says what a user of a
+// durable engine relies on, the engine does otherwise. Each is reported,
+// with its count, but does not fail the test; any other divergence does.
+const (
+	// IssueNRLost: a step failure that was final is returned again on
+	// replay as a *workflow.StepError without its workflow.NonRetryable
+	// mark (the delivered step carries no such field), so whether the
+	// workflow sees the mark — and whether a run that returns it is retried
+	// — depends on whether the run was suspended (or its worker crashed)
+	// between the failure and the use of the error.
+	IssueNRLost = "nonretryable-mark-lost-on-replay"
+	// IssueTimeoutType: a step attempt that timed out fails with
+	// context.DeadlineExceeded, which is no workflow.TypedError; replayed,
+	// it is a *workflow.StepError, which is. workflow.ErrorType of errors
+	// joined with it (Parallel CollectAll, ChildAll) names the first typed
+	// error, so it changes between the execution that ran the step and a
+	// replay.
+	IssueTimeoutType = "timeout-typed-only-on-replay"
+)
+
+// KnownIssues lists the known divergences with their quirks.
+var KnownIssues = []struct {
+	ID     string
+	Quirks Quirks
+}{
+	{IssueNRLost, Quirks{LoseNR: true}},
+	{IssueTimeoutType, Quirks{TypedTimeouts: true}},
+}
+
+// knownObsDiff names the known issue that explains an op observed g
+// where the model says w.
+func knownObsDiff(w, g Obs) string {
+	if w.Err != g.Err || !jsonEqual(w.V, g.V) {
+		return ""
+	}
+	switch {
+	case w.Type == g.Type && w.NR != g.NR:
+		return IssueNRLost
+	case w.NR == g.NR && (w.Type == TypeStepTimeout || g.Type == TypeStepTimeout):
+		return IssueTimeoutType
+	}
+	return ""
+}
+
+// Explain returns the known issues that explain every difference of p's
+// outcome obs from the model's — under the model, or under the quirks of
+// every issue at once — or ok false if some difference is new.
+func Explain(p Program, obs Observed, crashes bool) (issues []string, ok bool) {
+	try := func(d []Diff) ([]string, bool) {
+		set := map[string]bool{}
+		for _, x := range d {
+			if x.Known == "" {
+				return nil, false
+			}
+			set[x.Known] = true
+		}
+		return sortedKeys(set), true
+	}
+	if is, ok := try(Compare(p, Predict(p), obs, crashes)); ok {
+		return is, true
+	}
+	var all Quirks
+	for _, k := range KnownIssues {
+		all.LoseNR = all.LoseNR || k.Quirks.LoseNR
+		all.TypedTimeouts = all.TypedTimeouts || k.Quirks.TypedTimeouts
+	}
+	if is, ok := try(Compare(p, PredictWith(p, all), obs, crashes)); ok {
+		if len(is) == 0 {
+			// Explained by the quirks alone; name them.
+			for _, k := range KnownIssues {
+				is = append(is, k.ID)
+			}
+		}
+		return is, true
+	}
+	return nil, false
+}
+
+func obsEqual(a, b Obs) bool {
+	return a.Err == b.Err && a.Type == b.Type && a.NR == b.NR && jsonEqual(a.V, b.V)
+}
+
+func jsonEqual(a, b json.RawMessage) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(bytes.TrimSpace(a)) == len(bytes.TrimSpace(b))
+	}
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return bytes.Equal(a, b)
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+func obsString(o Obs) string {
+	var parts []string
+	if len(o.V) > 0 {
+		parts = append(parts, "value "+string(o.V))
+	}
+	if o.Err != "" || o.Type != "" {
+		s := fmt.Sprintf("error %q (%s", o.Err, o.Type)
+		if o.NR {
+			s += ", non-retryable"
+		}
+		parts = append(parts, s+")")
+	}
+	if len(parts) == 0 {
+		return "nothing"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Divergence is a program whose engine outcome differs from the model's.
+type Divergence struct {
+	// Seed and Index generated the program (Index -1: a regression case).
+	Seed  uint64
+	Index int
+	// Program is the program run; Minimal the smallest program found that
+	// still diverges (Program itself if shrinking did not help).
+	Program, Minimal Program
+	// Diffs are the differences of Minimal (of Program until shrunk).
+	Diffs []Diff
+	// Known lists the known issues that explain it (empty: a new one).
+	Known []string
+	// Model and Engine describe both outcomes of Minimal.
+	Model, Engine string
+}
+
+// Describe prints d for a report.
+func (d Divergence) Describe() string {
+	var b strings.Builder
+	what := "divergence"
+	if len(d.Known) > 0 {
+		what = "known divergence (" + strings.Join(d.Known, ", ") + ")"
+	}
+	fmt.Fprintf(&b, "%s: seed %d program %d (%s)\n", what, d.Seed, d.Index, d.Program.Key)
+	fmt.Fprintf(&b, "  minimal program: %s\n", d.Minimal)
+	fmt.Fprintf(&b, "  model:  %s\n", d.Model)
+	fmt.Fprintf(&b, "  engine: %s\n", d.Engine)
+	for _, x := range d.Diffs {
+		fmt.Fprintf(&b, "  - %s\n", x.String())
+	}
+	return b.String()
+}
+
+// DescribePrediction summarises a prediction.
+func DescribePrediction(p Prediction) string {
+	if p.Status == StatusFailed {
+		return fmt.Sprintf("FAILED %q after %d attempts", p.Error, p.Attempts)
+	}
+	out, _ := json.Marshal(p.Output)
+	return fmt.Sprintf("COMPLETED %s after %d attempts", out, p.Attempts)
+}
+
+// DescribeObserved summarises an engine outcome.
+func DescribeObserved(o Observed) string {
+	if o.Status == StatusCompleted {
+		return fmt.Sprintf("COMPLETED %s after %d attempts", o.Output, o.Attempts)
+	}
+	return fmt.Sprintf("%s %q after %d attempts", o.Status, NormalizeMessage(o.Error), o.Attempts)
+}
