@@ -238,6 +238,8 @@ type harness struct {
 	t0ns     atomic.Int64
 	begun    time.Time
 	stopping atomic.Bool
+	// keep: the working directory holds something to read afterwards.
+	keep atomic.Bool
 
 	mu       sync.Mutex
 	slots    map[string]*proc
@@ -333,7 +335,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		res.Timeline = append([]string(nil), h.timeline...)
 		h.mu.Unlock()
 		res.Elapsed = time.Since(h.begun)
-		res.Kept = o.Keep || o.Dir != "" || res.Report.Failed()
+		res.Kept = o.Keep || o.Dir != "" || res.Report.Failed() || h.keep.Load()
 		if !res.Kept {
 			_ = os.RemoveAll(dir)
 		}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -109,6 +112,17 @@ func (h *harness) modelScenario(ctx, cleanup context.Context) *Report {
 	}
 	crashes := !o.NoFaults
 	verdicts := modeltest.Judge(ps, obs, crashes)
+	killed := map[int]bool{}
+	h.mu.Lock()
+	for _, k := range h.kills {
+		killed[k.PID] = true
+	}
+	h.mu.Unlock()
+	for i := range verdicts {
+		if v := &verdicts[i]; v.Diverges() && !v.Explained && (touched(obs[i], killed) || obs[i].Attempts > modeltest.Predict(ps[i]).Attempts) {
+			v.Known = append(v.Known, modeltest.IssueCrashAttempt)
+		}
+	}
 	var divs []modeltest.Divergence
 	for i, p := range ps {
 		switch obs[i].Status {
@@ -151,6 +165,18 @@ func (h *harness) modelScenario(ctx, cleanup context.Context) *Report {
 		}
 	}
 	mr.Divergences = divs
+	if len(divs) > 0 {
+		// Every divergence in full (the report prints a few of each kind).
+		var b strings.Builder
+		for _, dv := range divs {
+			b.WriteString(dv.Describe())
+		}
+		path := filepath.Join(h.dir, "divergences.txt")
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err == nil {
+			h.logf("model: every divergence is in %s", path)
+			h.keep.Store(!o.NoFaults)
+		}
+	}
 	for _, p := range d.Problems() {
 		rep.add(VHarness, "%s", p)
 	}
@@ -161,6 +187,20 @@ func (h *harness) modelScenario(ctx, cleanup context.Context) *Report {
 	h.mu.Unlock()
 	return rep
 }
+
+// touched reports whether a killed worker executed a run of the program,
+// or a run of it was taken back from a lost worker.
+func touched(o modeltest.Observed, killed map[int]bool) bool {
+	for pid := range o.PIDs {
+		if killed[pid] {
+			return true
+		}
+	}
+	return lostWorker.MatchString(o.Error) || lostWorker.Match(o.Output)
+}
+
+// lostWorker matches the error the reaper records on a run it takes back.
+var lostWorker = regexp.MustCompile(`worker [0-9a-f-]{36} lost`)
 
 // shrink reduces a divergence to a minimal program, running candidates
 // through the engine (faults are over by now). It returns the runs spent.

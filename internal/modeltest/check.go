@@ -25,6 +25,8 @@ type Observed struct {
 	Completed map[string]int
 	// ChildRuns counts the child runs per child program key.
 	ChildRuns map[string]int
+	// PIDs are the processes that executed the program's runs.
+	PIDs map[int]bool
 }
 
 // Compare lists how obs differs from pred (nothing: no divergence). With
@@ -174,6 +176,15 @@ const (
 	// error, so it changes between the execution that ran the step and a
 	// replay.
 	IssueTimeoutType = "timeout-typed-only-on-replay"
+	// IssueCrashAttempt: the reaper takes a run back from a worker that
+	// died (or whose lease expired) as a new run attempt, with the run's
+	// backoff, and fails it once the run's policy's attempts are spent
+	// ("worker <id> lost"). A crash thus fails a run that allows one
+	// attempt, and the new attempt gives failed steps a fresh budget,
+	// waits again for timed-out events and starts failed children again:
+	// a crash changes the outcome. Only a run a killed worker touched can
+	// diverge this way (kagzi chaos --model).
+	IssueCrashAttempt = "crash-recovery-is-a-run-attempt"
 )
 
 // KnownIssues lists the known divergences with their quirks.

@@ -304,6 +304,7 @@ func (d *Driver) Observe(ctx context.Context, ps []Program, ids []uuid.UUID) ([]
 		return nil, err
 	}
 	byRoot := map[string]map[string]int{}
+	pids := map[string]map[int]bool{}
 	for _, in := range invs {
 		root := in.Key
 		if i := strings.IndexByte(root, '.'); i >= 0 {
@@ -314,7 +315,13 @@ func (d *Driver) Observe(ctx context.Context, ps []Program, ids []uuid.UUID) ([]
 			m = map[string]int{}
 			byRoot[root] = m
 		}
-		m[in.Key+"/"+in.StepID]++
+		if in.StepID != ExecutionID {
+			m[in.Key+"/"+in.StepID]++
+		}
+		if pids[root] == nil {
+			pids[root] = map[int]bool{}
+		}
+		pids[root][in.PID] = true
 	}
 	out := make([]Observed, len(ps))
 	var (
@@ -338,6 +345,7 @@ func (d *Driver) Observe(ctx context.Context, ps []Program, ids []uuid.UUID) ([]
 					continue
 				}
 				o.Invocations = byRoot[ps[i].Key]
+				o.PIDs = pids[ps[i].Key]
 				if o.Invocations == nil {
 					o.Invocations = map[string]int{}
 				}

@@ -62,6 +62,9 @@ type exec struct {
 
 func (in *interpreter) run(ctx workflow.Context, p Program) (Record, error) {
 	x := &exec{in: in, p: &p, runID: ctx.RunID().String(), rec: Record{}, waitN: map[string]int{}}
+	// Which processes executed the run: a crash can only change the
+	// outcome of a run that one of them held.
+	in.log.Invoked(p.Key, x.runID, ExecutionID, ctx.Attempt())
 	if err := x.ops(ctx, p.Ops); err != nil {
 		return nil, err
 	}

@@ -18,7 +18,12 @@ const DirEnv = "KAGZI_MODEL_DIR"
 // LogPrefix starts the name of each process's invocation log.
 const LogPrefix = "model-"
 
-// Invocation is one call of a step function.
+// ExecutionID stands for the step id in the log record of an execution of
+// a run (one call of the workflow function; its attempt is the run's).
+const ExecutionID = "@exec"
+
+// Invocation is one call of a step function, or an execution of a run
+// (StepID ExecutionID).
 type Invocation struct {
 	Key, RunID, StepID string
 	Attempt            int
