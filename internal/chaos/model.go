@@ -165,7 +165,7 @@ func (h *harness) modelScenario(ctx, cleanup context.Context) *Report {
 		}
 	}
 	mr.Divergences = divs
-	if len(divs) > 0 {
+	if len(divs) > 0 && (!o.NoFaults || rep.Failed()) {
 		// Every divergence in full (the report prints a few of each kind).
 		var b strings.Builder
 		for _, dv := range divs {
@@ -174,7 +174,7 @@ func (h *harness) modelScenario(ctx, cleanup context.Context) *Report {
 		path := filepath.Join(h.dir, "divergences.txt")
 		if err := os.WriteFile(path, []byte(b.String()), 0o644); err == nil {
 			h.logf("model: every divergence is in %s", path)
-			h.keep.Store(!o.NoFaults)
+			h.keep.Store(true)
 		}
 	}
 	for _, p := range d.Problems() {
