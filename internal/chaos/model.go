@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/kagzi/kagzi/internal/modeltest"
+	"github.com/kagzi/kagzi/internal/modeltest/driver"
 )
 
 // VModel is a program whose engine outcome differs from the model's.
@@ -63,7 +64,7 @@ func (h *harness) modelScenario(ctx, cleanup context.Context) *Report {
 	o := h.o
 	mr := &ModelReport{Seed: o.Seed, Known: map[string]int{}}
 	rep := &Report{Model: mr}
-	d := &modeltest.Driver{Client: h.cl, Store: h.st, NC: h.nc, Namespace: Namespace, NATSURL: h.natsURL,
+	d := &driver.Driver{Client: h.cl, Store: h.st, NC: h.nc, Namespace: Namespace, NATSURL: h.natsURL,
 		Invocations: func() ([]modeltest.Invocation, error) { return modeltest.ReadLogs(h.dir) },
 		Logf:        h.logf}
 	if err := d.Start(ctx); err != nil {
@@ -204,7 +205,7 @@ var lostWorker = regexp.MustCompile(`worker [0-9a-f-]{36} lost`)
 
 // shrink reduces a divergence to a minimal program, running candidates
 // through the engine (faults are over by now). It returns the runs spent.
-func (h *harness) shrink(ctx context.Context, d *modeltest.Driver, dv *modeltest.Divergence) int {
+func (h *harness) shrink(ctx context.Context, d *driver.Driver, dv *modeltest.Divergence) int {
 	// A candidate fails the same way: it diverges, newly if the original
 	// did, else explained by the same issues.
 	same := func(v modeltest.Verdict) bool {
@@ -249,7 +250,7 @@ func countOps(ops []modeltest.Op) int {
 // the chaos phase while workers are killed every KillEvery and the other
 // faults happen, and returns when every program was started and the
 // faults are over.
-func (h *harness) launchWithFaults(ctx context.Context, d *modeltest.Driver, ps []modeltest.Program) ([]uuid.UUID, error) {
+func (h *harness) launchWithFaults(ctx context.Context, d *driver.Driver, ps []modeltest.Program) ([]uuid.UUID, error) {
 	o := h.o
 	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
 	end := h.t0().Add(o.Duration)

@@ -7,11 +7,13 @@
 // Predict, a reference implementation that does not use package workflow,
 // says how each one must end (status, output or error, the function
 // invocations of every step); Interpret is the workflow that runs a
-// program on a real worker (registered as WorkflowType); a Driver starts
-// programs through the real engine, sends their events when the program
-// signals that it reached the point where they belong, and Compare tells
-// the engine's outcome from the model's. Shrink reduces a program whose
-// outcomes differ to a minimal one that still differs.
+// program on a real worker (registered as WorkflowType); package driver
+// starts programs through the real engine and sends their events when the
+// program signals that it reached the point where they belong; Compare
+// tells the engine's outcome from the model's, Explain which known engine
+// issue accounts for a difference. Shrink reduces a program whose outcome
+// differs to a minimal one that still differs. The package links no
+// database driver: the worker binary registers the interpreter.
 package modeltest
 
 import (

@@ -1,4 +1,7 @@
-package modeltest
+// Package driver runs model-test programs (internal/modeltest) through a
+// real engine. It is apart from package modeltest, whose interpreter the
+// worker binary links, because it needs the store and the client.
+package driver
 
 import (
 	"context"
@@ -14,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/modeltest"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/retry"
@@ -34,7 +38,7 @@ type Driver struct {
 	// NATSURL is the URL the workers' interpreters reach the driver at.
 	NATSURL string
 	// Invocations reads every step invocation logged so far.
-	Invocations func() ([]Invocation, error)
+	Invocations func() ([]modeltest.Invocation, error)
 	// Logf, if set, receives progress and problems.
 	Logf func(format string, args ...any)
 
@@ -106,7 +110,7 @@ func (d *Driver) Stop() {
 }
 
 func (d *Driver) onSignal(m *nats.Msg) {
-	var s Signal
+	var s modeltest.Signal
 	if err := json.Unmarshal(m.Data, &s); err != nil {
 		d.problem("malformed signal %q: %v", m.Data, err)
 		return
@@ -118,7 +122,7 @@ func (d *Driver) onSignal(m *nats.Msg) {
 	}
 	k := s.RunID + "/" + s.OpID
 	switch s.Send {
-	case SendBefore, SendAfter:
+	case modeltest.SendBefore, modeltest.SendAfter:
 		// Answered once the event is stored: the program goes on only then.
 		d.mu.Lock()
 		done := d.sent[k]
@@ -128,7 +132,7 @@ func (d *Driver) onSignal(m *nats.Msg) {
 			d.send(runID, s)
 		}
 		_ = m.Respond([]byte("ok"))
-	case SendDuring:
+	case modeltest.SendDuring:
 		_ = m.Respond([]byte("ok"))
 		d.mu.Lock()
 		done := d.sent[k]
@@ -144,14 +148,14 @@ func (d *Driver) onSignal(m *nats.Msg) {
 
 // send stores the event of signal s for run id, once: after a failure whose
 // effect is unknown, it looks for the event before sending again.
-func (d *Driver) send(id uuid.UUID, s Signal) {
+func (d *Driver) send(id uuid.UUID, s modeltest.Signal) {
 	payload, _ := json.Marshal(s.Payload)
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			evs, err := d.Store.EventsList(d.ctx, d.Namespace, id)
 			if err == nil {
 				for _, e := range evs {
-					if e.Name == s.Name && jsonEqual(e.Payload, payload) {
+					if e.Name == s.Name && modeltest.JSONEqual(e.Payload, payload) {
 						return
 					}
 				}
@@ -174,10 +178,10 @@ func (d *Driver) send(id uuid.UUID, s Signal) {
 	}
 }
 
-// sendWhenWaiting sends the event of a SendDuring wait once the run has
+// sendWhenWaiting sends the event of a modeltest.SendDuring wait once the run has
 // recorded the wait in progress; nothing if the wait ended otherwise (it
 // took an older event) or the run ended.
-func (d *Driver) sendWhenWaiting(id uuid.UUID, s Signal) {
+func (d *Driver) sendWhenWaiting(id uuid.UUID, s modeltest.Signal) {
 	for {
 		steps, err := d.Store.StepsList(d.ctx, d.Namespace, id)
 		if err == nil {
@@ -218,7 +222,7 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 
 // StartRequest is the start of p's run (its key is the external id, so a
 // start retried after an error does not start a second run).
-func (d *Driver) StartRequest(p Program) client.StartRequest {
+func (d *Driver) StartRequest(p modeltest.Program) client.StartRequest {
 	p.Signal, p.NATS = d.subject, d.NATSURL
 	pol := &retry.Policy{MaxAttempts: 1}
 	if p.RunRetry != nil {
@@ -229,12 +233,12 @@ func (d *Driver) StartRequest(p Program) client.StartRequest {
 	if p.DeadlineMS > 0 {
 		o.Deadline = time.Now().Add(time.Duration(p.DeadlineMS) * time.Millisecond)
 	}
-	return client.StartRequest{Type: WorkflowType, Input: p, Options: o}
+	return client.StartRequest{Type: modeltest.WorkflowType, Input: p, Options: o}
 }
 
 // Launch starts the runs of ps (in batches, retrying a batch that failed)
 // and returns their ids in order.
-func (d *Driver) Launch(ctx context.Context, ps []Program) ([]uuid.UUID, error) {
+func (d *Driver) Launch(ctx context.Context, ps []modeltest.Program) ([]uuid.UUID, error) {
 	ids := make([]uuid.UUID, 0, len(ps))
 	const batch = 50
 	for i := 0; i < len(ps); i += batch {
@@ -298,7 +302,7 @@ func (d *Driver) WaitAll(ctx context.Context, ids []uuid.UUID) error {
 
 // Observe reads how each run of ids (of ps) ended, with its children, and
 // what the invocation logs say of them.
-func (d *Driver) Observe(ctx context.Context, ps []Program, ids []uuid.UUID) ([]Observed, error) {
+func (d *Driver) Observe(ctx context.Context, ps []modeltest.Program, ids []uuid.UUID) ([]modeltest.Observed, error) {
 	invs, err := d.Invocations()
 	if err != nil {
 		return nil, err
@@ -315,7 +319,7 @@ func (d *Driver) Observe(ctx context.Context, ps []Program, ids []uuid.UUID) ([]
 			m = map[string]int{}
 			byRoot[root] = m
 		}
-		if in.StepID != ExecutionID {
+		if in.StepID != modeltest.ExecutionID {
 			m[in.Key+"/"+in.StepID]++
 		}
 		if pids[root] == nil {
@@ -323,7 +327,7 @@ func (d *Driver) Observe(ctx context.Context, ps []Program, ids []uuid.UUID) ([]
 		}
 		pids[root][in.PID] = true
 	}
-	out := make([]Observed, len(ps))
+	out := make([]modeltest.Observed, len(ps))
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
@@ -361,12 +365,12 @@ func (d *Driver) Observe(ctx context.Context, ps []Program, ids []uuid.UUID) ([]
 	return out, firstErr
 }
 
-func (d *Driver) observe(ctx context.Context, id uuid.UUID) (Observed, error) {
+func (d *Driver) observe(ctx context.Context, id uuid.UUID) (modeltest.Observed, error) {
 	r, err := d.Store.RunsGet(ctx, d.Namespace, id)
 	if err != nil {
-		return Observed{}, fmt.Errorf("run %s: %w", id, err)
+		return modeltest.Observed{}, fmt.Errorf("run %s: %w", id, err)
 	}
-	o := Observed{Status: string(r.Status), Error: r.Error, Output: json.RawMessage(r.Output), Attempts: r.Attempts,
+	o := modeltest.Observed{Status: string(r.Status), Error: r.Error, Output: json.RawMessage(r.Output), Attempts: r.Attempts,
 		Completed: map[string]int{}, ChildRuns: map[string]int{}}
 	err = d.walkRuns(ctx, id, func(run store.Run, steps []store.Step) {
 		for _, s := range steps {
@@ -375,7 +379,7 @@ func (d *Driver) observe(ctx context.Context, id uuid.UUID) (Observed, error) {
 			}
 		}
 		if run.ParentRunID != nil {
-			var p Program
+			var p modeltest.Program
 			if json.Unmarshal(run.Input, &p) == nil {
 				o.ChildRuns[p.Key]++
 			}
@@ -408,7 +412,7 @@ func (d *Driver) walkRuns(ctx context.Context, id uuid.UUID, fn func(store.Run, 
 }
 
 // Run runs ps end to end and returns how each ended.
-func (d *Driver) Run(ctx context.Context, ps []Program) ([]Observed, error) {
+func (d *Driver) Run(ctx context.Context, ps []modeltest.Program) ([]modeltest.Observed, error) {
 	ids, err := d.Launch(ctx, ps)
 	if err != nil {
 		return nil, err
@@ -419,39 +423,12 @@ func (d *Driver) Run(ctx context.Context, ps []Program) ([]Observed, error) {
 	return d.Observe(ctx, ps, ids)
 }
 
-// Verdict is how one program's run compares with the model.
-type Verdict struct {
-	Diffs []Diff
-	// Explained: every difference is one of KnownIssues (Known).
-	Explained bool
-	Known     []string
-	Model     string
-	Engine    string
-}
-
-// Diverges reports whether the program differs from the model at all.
-func (v Verdict) Diverges() bool { return len(v.Diffs) > 0 }
-
-// Judge compares each program's outcome with the model.
-func Judge(ps []Program, obs []Observed, crashes bool) []Verdict {
-	out := make([]Verdict, len(ps))
-	for i, p := range ps {
-		pred := Predict(p)
-		v := Verdict{Diffs: Compare(p, pred, obs[i], crashes), Model: DescribePrediction(pred), Engine: DescribeObserved(obs[i])}
-		if len(v.Diffs) > 0 {
-			v.Known, v.Explained = Explain(p, obs[i], crashes)
-		}
-		out[i] = v
-	}
-	return out
-}
-
 // Try runs ps through the engine (concurrently) and judges them: Shrink's
 // test.
-func (d *Driver) Try(ctx context.Context, ps []Program, crashes bool) ([]Verdict, error) {
+func (d *Driver) Try(ctx context.Context, ps []modeltest.Program, crashes bool) ([]modeltest.Verdict, error) {
 	obs, err := d.Run(ctx, ps)
 	if err != nil {
 		return nil, err
 	}
-	return Judge(ps, obs, crashes), nil
+	return modeltest.Judge(ps, obs, crashes), nil
 }
