@@ -198,19 +198,54 @@ var KnownIssues = []struct {
 	{IssueTimeoutType, Quirks{TypedTimeouts: true}},
 }
 
-// knownObsDiff names the known issue that explains an op observed g
-// where the model says w.
+// knownObsDiff names the known issues that explain an op observed g where
+// the model says w ("" if none does): the two are equal once the
+// non-retryable marks are dropped, or the types of errors that hold a step
+// timeout, or both — in the observation and in the records of children it
+// holds.
 func knownObsDiff(w, g Obs) string {
-	if w.Err != g.Err || !JSONEqual(w.V, g.V) {
-		return ""
-	}
-	switch {
-	case w.Type == g.Type && w.NR != g.NR:
-		return IssueNRLost
-	case w.NR == g.NR && (w.Type == TypeStepTimeout || g.Type == TypeStepTimeout):
-		return IssueTimeoutType
+	for _, c := range []struct {
+		nr, timeout bool
+		issue       string
+	}{
+		{true, false, IssueNRLost},
+		{false, true, IssueTimeoutType},
+		{true, true, IssueNRLost + "," + IssueTimeoutType},
+	} {
+		if reflect.DeepEqual(canon(w, c.nr, c.timeout), canon(g, c.nr, c.timeout)) {
+			return c.issue
+		}
 	}
 	return ""
+}
+
+// canon decodes an observation for knownObsDiff, dropping non-retryable
+// marks (nr) and the types of errors that hold a step timeout (timeout).
+func canon(o Obs, nr, timeout bool) any {
+	b, _ := json.Marshal(o)
+	var v any
+	_ = json.Unmarshal(b, &v)
+	var walk func(any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case map[string]any:
+			if nr {
+				delete(x, "nr")
+			}
+			if e, ok := x["err"].(string); ok && timeout && strings.Contains(e, "context deadline exceeded") {
+				delete(x, "type")
+			}
+			for k, y := range x {
+				x[k] = walk(y)
+			}
+		case []any:
+			for i, y := range x {
+				x[i] = walk(y)
+			}
+		}
+		return v
+	}
+	return walk(v)
 }
 
 // Explain returns the known issues that explain every difference of p's
@@ -223,7 +258,9 @@ func Explain(p Program, obs Observed, crashes bool) (issues []string, ok bool) {
 			if x.Known == "" {
 				return nil, false
 			}
-			set[x.Known] = true
+			for _, k := range strings.Split(x.Known, ",") {
+				set[k] = true
+			}
 		}
 		return sortedKeys(set), true
 	}
