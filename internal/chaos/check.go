@@ -203,8 +203,13 @@ func (r *Report) Details() []string {
 	if m := r.Model; m != nil {
 		out := []string{fmt.Sprintf("model: %d child runs, %d step invocations; runs took %.1f s; %d runs spent shrinking",
 			m.ChildRuns, m.Invocations, m.RunPhase.Seconds(), m.ShrinkRuns)}
-		for k, n := range m.Known {
-			out = append(out, fmt.Sprintf("known issue %s: %d programs", k, n))
+		issues := make([]string, 0, len(m.Known))
+		for k := range m.Known {
+			issues = append(issues, k)
+		}
+		sort.Strings(issues)
+		for _, k := range issues {
+			out = append(out, fmt.Sprintf("known issue %s: %d programs", k, m.Known[k]))
 		}
 		for _, dv := range m.Divergences {
 			if len(dv.Known) > 0 && dv.Minimal.Key != dv.Program.Key {
