@@ -49,7 +49,9 @@ bench:
 ## the reaper, NATS and Postgres are killed or restarted; checks that nothing was
 ## lost or applied twice and exits 1 on any violation (a few minutes; not part of
 ## `make test`). It runs its own Postgres cluster and NATS server. CHAOS_FLAGS
-## adds flags (e.g. CHAOS_FLAGS="--runs 500 --duration 20s"). See docs/BENCHMARKS.md.
+## adds flags (e.g. CHAOS_FLAGS="--runs 500 --duration 20s"; CHAOS_FLAGS="--model
+## --regressions internal/modeltest/testdata/regressions.json" runs 3,000 random
+## programs of the model test instead). See docs/BENCHMARKS.md.
 chaos:
 	$(GO) mod download
 	@tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \

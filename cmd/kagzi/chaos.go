@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kagzi/kagzi/internal/chaos"
+	"github.com/kagzi/kagzi/internal/modeltest"
 	"github.com/kagzi/kagzi/internal/natsserver"
 )
 
@@ -17,6 +18,7 @@ func newChaosCmd(_ *app) *cobra.Command {
 	var (
 		o         chaos.Options
 		serveNATS int
+		regPath   string
 	)
 	cmd := &cobra.Command{
 		Use:   "chaos",
@@ -47,10 +49,23 @@ It prints
 
   chaos: N runs, N completed, 0 lost, 0 duplicate results, max recovery X ms
 
+With --model, the runs are instead random programs of the model test
+(internal/modeltest: sequences and Parallel groups of steps with scripted
+outcomes per attempt, retry policies, durable sleeps, event waits, child
+workflows, deadlines), 3000 unless --runs says otherwise, generated from
+--seed (plus the checked-in regression cases with --regressions), under
+the same faults; each run's status, output or error and step invocations
+are checked against a reference model, and each divergence is shrunk to a
+minimal program (re-run through the engine, faults over) and printed with
+its seed. It then prints
+
+  chaos --model: N programs (seed S, R regression cases), N completed, N failed, 0 divergences, K worker kills
+
 followed by one line per violation, and exits 1 on any violation (the
 working directory, with every process's log, is then kept). Progress goes
 to stderr. See docs/BENCHMARKS.md.`,
 		Example: `  kagzi chaos
+  kagzi chaos --model --seed 7
   kagzi chaos --runs 500 --duration 20s
   kagzi chaos --runs 10000 --timeout 15m --keep`,
 		Args: cobra.NoArgs,
@@ -59,6 +74,19 @@ to stderr. See docs/BENCHMARKS.md.`,
 				return serveEmbeddedNATS(cmd, serveNATS)
 			}
 			o.Log = cmd.ErrOrStderr()
+			o.ShrinkKnown = true
+			if regPath != "" {
+				if !o.Model {
+					return usagef("--regressions needs --model")
+				}
+				regs, err := modeltest.LoadRegressions(regPath)
+				if err != nil {
+					return err
+				}
+				for _, r := range regs {
+					o.Regressions = append(o.Regressions, r.Program)
+				}
+			}
 			res, err := chaos.Run(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -95,7 +123,10 @@ to stderr. See docs/BENCHMARKS.md.`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&o.Runs, "runs", chaos.DefaultRuns, "runs to start")
+	f.IntVar(&o.Runs, "runs", 0, fmt.Sprintf("runs to start (default %d; %d programs with --model)", chaos.DefaultRuns, chaos.DefaultModelPrograms))
+	f.BoolVar(&o.Model, "model", false, "run random programs of the model test and check each against the reference model")
+	f.StringVar(&regPath, "regressions", "", "with --model: also run the regression cases of this file (internal/modeltest/testdata/regressions.json)")
+	f.IntVar(&o.ShrinkTries, "shrink-tries", 60, "with --model: engine runs spent shrinking one divergence")
 	f.IntVar(&o.Steps, "steps", chaos.DefaultSteps, "steps per run")
 	f.DurationVar(&o.Duration, "duration", chaos.DefaultDuration, "chaos phase: runs start over its first 80%, the faults happen within it")
 	f.IntVar(&o.Workers, "workers", chaos.DefaultWorkers, "worker processes kept alive")

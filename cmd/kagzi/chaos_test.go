@@ -9,13 +9,14 @@ func TestChaosUsage(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("chaos --help exited %d", code)
 	}
-	mustContain(t, "kagzi chaos --help", out, "--runs", "--duration", "--kill-every", "--timeout", "--max-recovery",
+	mustContain(t, "kagzi chaos --help", out, "--model", "--regressions", "--runs", "--duration", "--kill-every", "--timeout", "--max-recovery",
 		"chaos: N runs, N completed, 0 lost, 0 duplicate results, max recovery X ms")
 	for _, args := range [][]string{
 		{"chaos", "--sleep-fraction", "2"},
 		{"chaos", "--steps", "2"},
 		{"chaos", "--duration", "1s"},
 		{"chaos", "extra"},
+		{"chaos", "--regressions", "x.json"},
 	} {
 		if _, stderr, code := runCLI(t, args...); code != exitUsage {
 			t.Errorf("%v: exit %d, want %d; stderr: %s", args, code, exitUsage, stderr)

@@ -1,15 +1,13 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 
 	kapp "github.com/kagzi/kagzi/internal/app"
-	"github.com/kagzi/kagzi/internal/config"
-	"github.com/kagzi/kagzi/internal/svc"
-	"github.com/kagzi/kagzi/internal/workerapp"
 	"github.com/kagzi/kagzi/services/worker/examples"
 )
 
@@ -39,33 +37,11 @@ func newServeCmd(a *app) *cobra.Command {
 				}
 				defer pprof.StopCPUProfile()
 			}
-			switch args[0] {
-			case "dispatcher":
-				var cfg config.Dispatcher
-				if err := config.Load(ctx, &cfg); err != nil {
-					return err
-				}
-				return kapp.RunDispatcher(ctx, cfg, svc.Logger(cfg.LogLevel).With("service", "dispatcher"))
-			case "scheduler":
-				var cfg config.Scheduler
-				if err := config.Load(ctx, &cfg); err != nil {
-					return err
-				}
-				return kapp.RunScheduler(ctx, cfg, svc.Logger(cfg.LogLevel).With("service", "scheduler"))
-			case "reaper":
-				var cfg config.Reaper
-				if err := config.Load(ctx, &cfg); err != nil {
-					return err
-				}
-				return kapp.RunReaper(ctx, cfg, svc.Logger(cfg.LogLevel).With("service", "reaper"))
-			case "worker":
-				var cfg config.Worker
-				if err := config.Load(ctx, &cfg); err != nil {
-					return err
-				}
-				return workerapp.Run(ctx, cfg, svc.Logger(cfg.LogLevel).With("service", "worker"), examples.Register)
+			err := kapp.Serve(ctx, args[0], examples.Register)
+			if errors.Is(err, kapp.ErrUnknownService) {
+				return usagef("%v", err)
 			}
-			return usagef("unknown service %q: want dispatcher, scheduler, reaper or worker", args[0])
+			return err
 		},
 	}
 	return cmd

@@ -40,6 +40,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/modeltest"
 	"github.com/kagzi/kagzi/internal/pgcluster"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
@@ -115,7 +116,29 @@ type Options struct {
 	Seed uint64
 	// Log receives progress lines (default discarded).
 	Log io.Writer
+
+	// Model runs model-test programs (internal/modeltest) instead of the
+	// Chaos workflow: Runs programs generated from Seed (default
+	// DefaultModelPrograms), then Regressions, each checked against the
+	// model's prediction; a divergence is shrunk to a minimal program.
+	Model       bool
+	Regressions []modeltest.Program
+	// ShrinkTries bounds the engine runs spent shrinking one divergence
+	// (default 60); ShrinkMax the divergences shrunk (default 5).
+	ShrinkTries, ShrinkMax int
+	// ShrinkKnown also shrinks one divergence of each kind that known
+	// issues explain (new ones are always shrunk first).
+	ShrinkKnown bool
+	// NoFaults kills and restarts nothing (the model test of `make test`).
+	NoFaults bool
+	// DatabaseURL and NATSURL, if set, are a migrated database and a NATS
+	// server to use instead of starting a cluster and a server of the
+	// run's own; nothing restarts them.
+	DatabaseURL, NATSURL string
 }
+
+// DefaultModelPrograms is the number of programs of a model run.
+const DefaultModelPrograms = 3000
 
 func (o *Options) defaults() error {
 	def := func(v *int, d int) {
@@ -123,11 +146,22 @@ func (o *Options) defaults() error {
 			*v = d
 		}
 	}
+	if o.Model {
+		def(&o.Runs, DefaultModelPrograms)
+	}
 	def(&o.Runs, DefaultRuns)
+	def(&o.ShrinkTries, 60)
+	def(&o.ShrinkMax, 5)
 	def(&o.Steps, DefaultSteps)
 	def(&o.Workers, DefaultWorkers)
 	def(&o.Dispatchers, DefaultDispatchers)
-	def(&o.Schedulers, DefaultSchedulers)
+	if o.Model && o.Schedulers == 0 {
+		// The model's programs need no schedule.
+		o.Schedulers = -1
+	}
+	if o.Schedulers == 0 {
+		o.Schedulers = DefaultSchedulers
+	}
 	def(&o.Concurrency, DefaultConcurrency)
 	defD := func(v *time.Duration, d time.Duration) {
 		if *v <= 0 {
@@ -149,7 +183,7 @@ func (o *Options) defaults() error {
 	if o.Lease < 3*time.Second {
 		return fmt.Errorf("%w: --lease %v: at least 3s", store.ErrInvalidArgument, o.Lease)
 	}
-	if o.Duration < 10*time.Second {
+	if o.Duration < 10*time.Second && !o.NoFaults {
 		return fmt.Errorf("%w: --duration %v: at least 10s (the faults are spread over it)", store.ErrInvalidArgument, o.Duration)
 	}
 	if o.LogLevel == "" {
@@ -187,12 +221,14 @@ type Result struct {
 
 // harness is one chaos run.
 type harness struct {
-	o      *Options
-	dir    string
-	pg     *pgcluster.Cluster
-	ns     *natsServer
-	dbURL  string
-	common []string
+	o     *Options
+	dir   string
+	pg    *pgcluster.Cluster
+	ns    *natsServer
+	dbURL string
+	// natsURL is the services' NATS server.
+	natsURL string
+	common  []string
 
 	pool interface{ Close() }
 	st   *store.Store
@@ -203,6 +239,8 @@ type harness struct {
 	t0ns     atomic.Int64
 	begun    time.Time
 	stopping atomic.Bool
+	// keep: the working directory holds something to read afterwards.
+	keep atomic.Bool
 
 	mu       sync.Mutex
 	slots    map[string]*proc
@@ -289,6 +327,21 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := h.setup(tctx); err != nil {
 		return nil, err
 	}
+	if o.Model {
+		res.Report = h.modelScenario(tctx, cleanup)
+		h.stopServices()
+		res.ServiceErrors = errorDigest(dir)
+		h.teardown(cleanup)
+		h.mu.Lock()
+		res.Timeline = append([]string(nil), h.timeline...)
+		h.mu.Unlock()
+		res.Elapsed = time.Since(h.begun)
+		res.Kept = o.Keep || o.Dir != "" || res.Report.Failed() || h.keep.Load()
+		if !res.Kept {
+			_ = os.RemoveAll(dir)
+		}
+		return res, nil
+	}
 	h.scenario(tctx)
 	h.stopServices()
 
@@ -327,49 +380,59 @@ func withApp(u, app string) string {
 
 func (h *harness) setup(ctx context.Context) error {
 	o := h.o
-	h.logf("starting Postgres (own cluster)")
-	pg, err := pgcluster.Start(ctx, filepath.Join(h.dir, "pg"), pgcluster.Options{})
-	if err != nil {
-		return err
-	}
-	h.pg = pg
-	if err := store.DatabaseCreate(ctx, pg.AdminURL(), dbName, ""); err != nil {
-		return err
-	}
-	if h.dbURL, err = store.DatabaseURL(pg.AdminURL(), dbName); err != nil {
-		return err
-	}
-	if _, err := store.Migrate(ctx, h.dbURL); err != nil {
-		return err
+	var err error
+	if o.DatabaseURL != "" {
+		h.dbURL = o.DatabaseURL
+	} else {
+		h.logf("starting Postgres (own cluster)")
+		pg, err := pgcluster.Start(ctx, filepath.Join(h.dir, "pg"), pgcluster.Options{})
+		if err != nil {
+			return err
+		}
+		h.pg = pg
+		if err := store.DatabaseCreate(ctx, pg.AdminURL(), dbName, ""); err != nil {
+			return err
+		}
+		if h.dbURL, err = store.DatabaseURL(pg.AdminURL(), dbName); err != nil {
+			return err
+		}
+		if _, err := store.Migrate(ctx, h.dbURL); err != nil {
+			return err
+		}
 	}
 
-	port, err := freePort()
-	if err != nil {
-		return err
+	natsURL := o.NATSURL
+	if natsURL == "" {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		h.ns = &natsServer{exe: o.Exe, port: port, log: filepath.Join(h.dir, "nats.log")}
+		switch o.NATSServer {
+		case "":
+			h.ns.bin = NATSBinary()
+		case "embedded":
+		default:
+			h.ns.bin = o.NATSServer
+		}
+		which := h.ns.bin
+		if which == "" {
+			which = "embedded server in a child process"
+		}
+		h.logf("starting NATS on %s (%s)", h.ns.url(), which)
+		if err := h.ns.start(ctx); err != nil {
+			return err
+		}
+		natsURL = h.ns.url()
 	}
-	h.ns = &natsServer{exe: o.Exe, port: port, log: filepath.Join(h.dir, "nats.log")}
-	switch o.NATSServer {
-	case "":
-		h.ns.bin = NATSBinary()
-	case "embedded":
-	default:
-		h.ns.bin = o.NATSServer
-	}
-	which := h.ns.bin
-	if which == "" {
-		which = "embedded server in a child process"
-	}
-	h.logf("starting NATS on %s (%s)", h.ns.url(), which)
-	if err := h.ns.start(ctx); err != nil {
-		return err
-	}
+	h.natsURL = natsURL
 
 	pool, err := store.Connect(ctx, withApp(h.dbURL, "kagzi-chaos"))
 	if err != nil {
 		return err
 	}
 	h.pool, h.st = pool, store.New(pool, store.Options{})
-	h.nc, err = nats.Connect(h.ns.url(), nats.Name("kagzi-chaos"), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	h.nc, err = nats.Connect(natsURL, nats.Name("kagzi-chaos"), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
 		return err
 	}
@@ -379,7 +442,7 @@ func (h *harness) setup(ctx context.Context) error {
 	}
 
 	h.common = []string{
-		"KAGZI_NATS_URL=" + h.ns.url(), "KAGZI_LOG_LEVEL=" + o.LogLevel,
+		"KAGZI_NATS_URL=" + natsURL, "KAGZI_LOG_LEVEL=" + o.LogLevel,
 		"KAGZI_NAMESPACE=" + Namespace, "KAGZI_QUEUE=" + Queue,
 		"KAGZI_LEASE=" + o.Lease.String(),
 		"KAGZI_WORKER_TIMEOUT=" + o.WorkerTimeout.String(),
@@ -391,6 +454,7 @@ func (h *harness) setup(ctx context.Context) error {
 		"KAGZI_DRAIN_TIMEOUT=1s",
 		"KAGZI_MAX_CONCURRENCY=" + fmt.Sprint(o.Concurrency),
 		examples.ChaosDirEnv + "=" + h.dir,
+		modeltest.DirEnv + "=" + h.dir,
 		"OTEL_SDK_DISABLED=true",
 	}
 
@@ -448,7 +512,7 @@ func (h *harness) setup(ctx context.Context) error {
 	if err := waitRegistered(ctx, regs, pids, 30*time.Second); err != nil {
 		return err
 	}
-	h.logf("services up: %d dispatchers, %d schedulers, 1 reaper, %d workers", o.Dispatchers, o.Schedulers, o.Workers)
+	h.logf("services up: %d dispatchers, %d schedulers, 1 reaper, %d workers", o.Dispatchers, max(o.Schedulers, 0), o.Workers)
 	return nil
 }
 
@@ -520,6 +584,8 @@ func (h *harness) spawn(slot, role string) (*proc, error) {
 	env := append(append(os.Environ(), h.common...), "KAGZI_HTTP_ADDR="+addr)
 	if role != "worker" {
 		env = append(env, "KAGZI_DATABASE_URL="+withApp(h.dbURL, "kagzi-"+role))
+	} else if h.o.Model {
+		env = append(env, "KAGZI_MAX_INLINE_RETRY="+inlineRetry(slot))
 	}
 	p, err := startProc(slot, role, filepath.Join(h.dir, slot+".log"), env, h.o.Exe, "serve", role)
 	if err != nil {
@@ -804,7 +870,9 @@ func (h *harness) faults(ctx context.Context) {
 	if at(0.30) != nil {
 		return
 	}
-	h.killAndRestart(ctx, "scheduler-0", "", time.Second)
+	if h.slot("scheduler-0") != nil {
+		h.killAndRestart(ctx, "scheduler-0", "", time.Second)
+	}
 
 	if at(0.45) != nil {
 		return
@@ -814,7 +882,9 @@ func (h *harness) faults(ctx context.Context) {
 	if at(0.60) != nil {
 		return
 	}
-	if p := h.ns.p; p != nil {
+	if h.ns == nil {
+		h.event("NATS is not the run's own: not restarted")
+	} else if p := h.ns.p; p != nil {
 		p.kill()
 		h.event("SIGKILL nats server (pid %d)", p.pid)
 		if sleepCtx(ctx, time.Second) != nil {
@@ -828,6 +898,10 @@ func (h *harness) faults(ctx context.Context) {
 	}
 
 	if at(0.75) != nil {
+		return
+	}
+	if h.pg == nil {
+		h.event("Postgres is not the run's own: not restarted")
 		return
 	}
 	from := time.Now()

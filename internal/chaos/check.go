@@ -110,7 +110,7 @@ const (
 	VHarness         = "harness"
 )
 
-var kindOrder = []string{VLost, VDuplicate, VMissingResult, VUnlogged, VStaleLease, VAckedNotApplied, VReplay,
+var kindOrder = []string{VModel, VLost, VDuplicate, VMissingResult, VUnlogged, VStaleLease, VAckedNotApplied, VReplay,
 	VAfterFinish, VWokeEarly, VNotRedelivered, VSlowRecovery, VScheduleDup, VScheduleMissed, VHarness}
 
 // Report is the outcome of Check.
@@ -139,6 +139,9 @@ type Report struct {
 	// ScheduleRuns fired runs, ScheduleCompleted of them completed.
 	ScheduleTimes, ScheduleFired, ScheduleExcused, ScheduleRuns, ScheduleCompleted int
 	Violations                                                                     []Violation
+	// Model is the outcome of a model run (Options.Model); the fields
+	// above are then unused.
+	Model *ModelReport
 }
 
 func (r *Report) add(kind, format string, args ...any) {
@@ -150,6 +153,14 @@ func (r *Report) Failed() bool { return len(r.Violations) > 0 }
 
 // Summary is the report's first line.
 func (r *Report) Summary() string {
+	if m := r.Model; m != nil {
+		known := 0
+		for _, n := range m.Known {
+			known += n
+		}
+		return fmt.Sprintf("chaos --model: %d programs (seed %d, %d regression cases), %d completed, %d failed, %d divergences (%d explained by known issues), %d worker kills",
+			m.Programs, m.Seed, m.Regressions, m.Completed, m.Failed, len(m.Divergences), known, m.Kills)
+	}
 	return fmt.Sprintf("chaos: %d runs, %d completed, %d lost, %d duplicate results, max recovery %d ms",
 		r.Runs, r.Completed, r.Lost, r.DuplicateResults, r.MaxRecovery.Milliseconds())
 }
@@ -189,6 +200,24 @@ func (r *Report) Write(w io.Writer) error {
 
 // Details are informative lines (not part of the summary).
 func (r *Report) Details() []string {
+	if m := r.Model; m != nil {
+		out := []string{fmt.Sprintf("model: %d child runs, %d step invocations; runs took %.1f s; %d runs spent shrinking",
+			m.ChildRuns, m.Invocations, m.RunPhase.Seconds(), m.ShrinkRuns)}
+		issues := make([]string, 0, len(m.Known))
+		for k := range m.Known {
+			issues = append(issues, k)
+		}
+		sort.Strings(issues)
+		for _, k := range issues {
+			out = append(out, fmt.Sprintf("known issue %s: %d programs", k, m.Known[k]))
+		}
+		for _, dv := range m.Divergences {
+			if len(dv.Known) > 0 && dv.Minimal.Key != dv.Program.Key {
+				out = append(out, strings.TrimRight(dv.Describe(), "\n"))
+			}
+		}
+		return out
+	}
 	out := []string{
 		fmt.Sprintf("checked %d step results, %d executions; %d duplicate starts", r.StepResults, r.Executions, r.DuplicateStarts),
 		fmt.Sprintf("schedule: %d fire times expected, %d fired, %d skipped in the Postgres outage; %d fired runs, %d completed",

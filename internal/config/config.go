@@ -97,6 +97,9 @@ type Worker struct {
 	WaitTimeout time.Duration `env:"KAGZI_WAIT_TIMEOUT, default=30s"`
 	// DrainTimeout bounds the graceful drain on shutdown.
 	DrainTimeout time.Duration `env:"KAGZI_DRAIN_TIMEOUT, default=30s"`
+	// MaxInlineRetry is the longest step retry backoff waited for in the
+	// worker; a longer one suspends the run (negative: always suspend).
+	MaxInlineRetry time.Duration `env:"KAGZI_MAX_INLINE_RETRY, default=2s"`
 }
 
 // Load fills cfg (a pointer to one of the structs above) from the

@@ -17,7 +17,8 @@ import (
 func New(cfg config.Worker, nc *nats.Conn, log *slog.Logger, register func(*worker.Worker) error) (*worker.Worker, error) {
 	w, err := worker.New(worker.Config{
 		Namespace: cfg.Namespace, Queue: cfg.Queue, MaxConcurrency: cfg.MaxConcurrency,
-		HeartbeatInterval: cfg.HeartbeatInterval, WaitTimeout: cfg.WaitTimeout, DrainTimeout: cfg.DrainTimeout, Logger: log,
+		HeartbeatInterval: cfg.HeartbeatInterval, WaitTimeout: cfg.WaitTimeout, DrainTimeout: cfg.DrainTimeout,
+		MaxInlineRetry: cfg.MaxInlineRetry, Logger: log,
 	}, nc)
 	if err != nil {
 		return nil, err

@@ -133,3 +133,11 @@ func parse2(subject, root string) (string, string, error) {
 	}
 	return a, b, nil
 }
+
+// SubjectModelSignal is where the workflows of one model-test driver
+// (internal/modeltest, `kagzi chaos --model`) tell it they reached an
+// event's point: driver is the driver's random id. It is not a subject of
+// the engine; it lives here with every other subject.
+func SubjectModelSignal(driver string) string {
+	return Prefix + "modeltest." + driver
+}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kagzi/kagzi/internal/modeltest"
 	"github.com/kagzi/kagzi/pkg/worker"
 	"github.com/kagzi/kagzi/pkg/workflow"
 )
@@ -235,6 +236,20 @@ func Chaos(ctx workflow.Context, in ChaosInput) (ChaosOutput, error) {
 func registerChaos(w *worker.Worker) error {
 	if err := worker.Register(w, "Chaos", Chaos); err != nil {
 		return errors.Join(errors.New("register Chaos"), err)
+	}
+	return nil
+}
+
+// registerModel registers the model test's program interpreter
+// (internal/modeltest), which `kagzi chaos --model` drives; it logs each
+// step invocation to the directory named by modeltest.DirEnv, if set.
+func registerModel(w *worker.Worker) error {
+	log, err := modeltest.LogFromEnv()
+	if err != nil {
+		return err
+	}
+	if err := modeltest.Register(w, log); err != nil {
+		return errors.Join(errors.New("register "+modeltest.WorkflowType), err)
 	}
 	return nil
 }

@@ -100,6 +100,7 @@ func Register(w *worker.Worker) error {
 		worker.Register(w, "Export", Export),
 		registerBench(w),
 		registerChaos(w),
+		registerModel(w),
 	)
 }
 

@@ -1,0 +1,282 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/kagzi/kagzi/internal/modeltest"
+	"github.com/kagzi/kagzi/internal/modeltest/driver"
+)
+
+// VModel is a program whose engine outcome differs from the model's.
+const VModel = "model-divergence"
+
+// ModelReport is the outcome of a model run (Options.Model).
+type ModelReport struct {
+	Seed uint64
+	// Programs were run (Regressions of them regression cases); Completed
+	// and Failed say how they ended.
+	Programs, Regressions, Completed, Failed int
+	// ChildRuns and Invocations count what the programs made.
+	ChildRuns, Invocations int
+	// Divergences are every program that differs from the model; Known
+	// counts those a known issue explains, by issue (they are reported,
+	// not violations).
+	Divergences []modeltest.Divergence
+	Known       map[string]int
+	// ShrinkRuns counts the engine runs spent shrinking.
+	ShrinkRuns int
+	// Kills counts worker SIGKILLs.
+	Kills int
+	// RunPhase is the time from the first start to the last run's end.
+	RunPhase time.Duration
+}
+
+// inlineRetry is the KAGZI_MAX_INLINE_RETRY of a worker slot in a model
+// run: one in three workers waits for step retry backoffs in place (the
+// default), one only for the shortest, one never, so a program's retries
+// suspend its run or not depending on where it runs.
+func inlineRetry(slot string) string {
+	n, _ := strconv.Atoi(slot[strings.LastIndexByte(slot, '-')+1:])
+	switch n % 3 {
+	case 1:
+		return "10ms"
+	case 2:
+		return "-1ms"
+	}
+	return "2s"
+}
+
+// modelScenario runs the model's programs (and the faults, unless
+// NoFaults), checks each against the model and shrinks divergences.
+func (h *harness) modelScenario(ctx, cleanup context.Context) *Report {
+	o := h.o
+	mr := &ModelReport{Seed: o.Seed, Known: map[string]int{}}
+	rep := &Report{Model: mr}
+	d := &driver.Driver{Client: h.cl, Store: h.st, NC: h.nc, Namespace: Namespace, NATSURL: h.natsURL,
+		Invocations: func() ([]modeltest.Invocation, error) { return modeltest.ReadLogs(h.dir) },
+		Logf:        h.logf}
+	if err := d.Start(ctx); err != nil {
+		rep.add(VHarness, "model driver: %v", err)
+		return rep
+	}
+	defer d.Stop()
+
+	ps := make([]modeltest.Program, 0, o.Runs+len(o.Regressions))
+	for i := 0; i < o.Runs; i++ {
+		ps = append(ps, modeltest.Generate(o.Seed, i))
+	}
+	for i, p := range o.Regressions {
+		ps = append(ps, p.WithKey("reg-"+strconv.Itoa(i)))
+	}
+	mr.Programs, mr.Regressions = len(ps), len(o.Regressions)
+
+	h.t0ns.Store(time.Now().UnixNano())
+	began := time.Now()
+	var ids []uuid.UUID
+	var err error
+	if o.NoFaults {
+		h.logf("model: %d programs (seed %d), no faults", len(ps), o.Seed)
+		ids, err = d.Launch(ctx, ps)
+	} else {
+		h.logf("model: %d programs (seed %d) over %v, worker SIGKILL every %v", len(ps), o.Seed, o.Duration, o.KillEvery)
+		ids, err = h.launchWithFaults(ctx, d, ps)
+	}
+	if err == nil {
+		err = d.WaitAll(ctx, ids)
+	}
+	mr.RunPhase = time.Since(began)
+	if err != nil {
+		rep.add(VHarness, "model: runs did not end: %v", err)
+		return rep
+	}
+	h.mu.Lock()
+	mr.Kills = len(h.kills)
+	h.mu.Unlock()
+	h.logf("model: every run ended after %.1f s; checking", mr.RunPhase.Seconds())
+
+	obs, err := d.Observe(ctx, ps, ids)
+	if err != nil {
+		rep.add(VHarness, "model: observe: %v", err)
+		return rep
+	}
+	crashes := !o.NoFaults
+	verdicts := modeltest.Judge(ps, obs, crashes)
+	killed := map[int]bool{}
+	h.mu.Lock()
+	for _, k := range h.kills {
+		killed[k.PID] = true
+	}
+	h.mu.Unlock()
+	for i := range verdicts {
+		if v := &verdicts[i]; v.Diverges() && !v.Explained && (touched(obs[i], killed) || obs[i].Attempts > modeltest.Predict(ps[i]).Attempts) {
+			v.Known = append(v.Known, modeltest.IssueCrashAttempt)
+		}
+	}
+	var divs []modeltest.Divergence
+	for i, p := range ps {
+		switch obs[i].Status {
+		case modeltest.StatusCompleted:
+			mr.Completed++
+		default:
+			mr.Failed++
+		}
+		for _, n := range obs[i].ChildRuns {
+			mr.ChildRuns += n
+		}
+		for _, n := range obs[i].Invocations {
+			mr.Invocations += n
+		}
+		if v := verdicts[i]; v.Diverges() {
+			idx := i
+			if i >= o.Runs {
+				idx = -1
+			}
+			divs = append(divs, modeltest.Divergence{Seed: o.Seed, Index: idx, Program: p, Minimal: p, Diffs: v.Diffs,
+				Known: v.Known, Model: v.Model, Engine: v.Engine})
+		}
+	}
+	// New divergences are shrunk first, then one of each known kind.
+	sort.SliceStable(divs, func(i, j int) bool { return len(divs[i].Known) == 0 && len(divs[j].Known) > 0 })
+	shrunk, kinds := 0, map[string]bool{}
+	for i := range divs {
+		kind := strings.Join(divs[i].Known, ",")
+		if shrunk < o.ShrinkMax && (kind == "" || (o.ShrinkKnown && !kinds[kind])) {
+			kinds[kind] = true
+			shrunk++
+			mr.ShrinkRuns += h.shrink(ctx, d, &divs[i])
+		}
+		if len(divs[i].Known) == 0 {
+			rep.add(VModel, "%s", strings.TrimRight(divs[i].Describe(), "\n"))
+		} else {
+			for _, k := range divs[i].Known {
+				mr.Known[k]++
+			}
+		}
+	}
+	mr.Divergences = divs
+	if len(divs) > 0 && (!o.NoFaults || rep.Failed()) {
+		// Every divergence in full (the report prints a few of each kind).
+		var b strings.Builder
+		for _, dv := range divs {
+			b.WriteString(dv.Describe())
+		}
+		path := filepath.Join(h.dir, "divergences.txt")
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err == nil {
+			h.logf("model: every divergence is in %s", path)
+			h.keep.Store(true)
+		}
+	}
+	for _, p := range d.Problems() {
+		rep.add(VHarness, "%s", p)
+	}
+	h.mu.Lock()
+	for _, p := range h.problems {
+		rep.add(VHarness, "%s", p)
+	}
+	h.mu.Unlock()
+	return rep
+}
+
+// touched reports whether a killed worker executed a run of the program,
+// or a run of it was taken back from a lost worker.
+func touched(o modeltest.Observed, killed map[int]bool) bool {
+	for pid := range o.PIDs {
+		if killed[pid] {
+			return true
+		}
+	}
+	return lostWorker.MatchString(o.Error) || lostWorker.Match(o.Output)
+}
+
+// lostWorker matches the error the reaper records on a run it takes back.
+var lostWorker = regexp.MustCompile(`worker [0-9a-f-]{36} lost`)
+
+// shrink reduces a divergence to a minimal program, running candidates
+// through the engine (faults are over by now). It returns the runs spent.
+func (h *harness) shrink(ctx context.Context, d *driver.Driver, dv *modeltest.Divergence) int {
+	// A candidate fails the same way: it diverges, newly if the original
+	// did, else explained by the same issues.
+	same := func(v modeltest.Verdict) bool {
+		return v.Diverges() && strings.Join(v.Known, ",") == strings.Join(dv.Known, ",")
+	}
+	test := func(ps []modeltest.Program) []bool {
+		vs, err := d.Try(ctx, ps, false)
+		out := make([]bool, len(ps))
+		if err != nil {
+			return out
+		}
+		for i, v := range vs {
+			out[i] = same(v)
+		}
+		return out
+	}
+	again := dv.Program.WithKey(dv.Program.Key + "~0")
+	if !test([]modeltest.Program{again})[0] {
+		dv.Diffs = append(dv.Diffs, modeltest.Diff{Msg: "(did not diverge the same way when run again without faults: not shrunk)"})
+		return 1
+	}
+	minimal, n := modeltest.Shrink(again, h.o.ShrinkTries, 8, test)
+	if vs, err := d.Try(ctx, []modeltest.Program{minimal.WithKey(minimal.Key + "m")}, false); err == nil && same(vs[0]) {
+		dv.Minimal, dv.Diffs, dv.Engine, dv.Model = minimal, vs[0].Diffs, vs[0].Engine, vs[0].Model
+	}
+	h.logf("model: shrank %s to %d ops in %d runs", dv.Program.Key, countOps(dv.Minimal.Ops), n)
+	return n + 2
+}
+
+func countOps(ops []modeltest.Op) int {
+	n := 0
+	modeltest.Walk(ops, func(op *modeltest.Op) {
+		n++
+		for _, c := range op.Children {
+			n += countOps(c.Program.Ops)
+		}
+	})
+	return n
+}
+
+// launchWithFaults starts the programs in batches over the first 80% of
+// the chaos phase while workers are killed every KillEvery and the other
+// faults happen, and returns when every program was started and the
+// faults are over.
+func (h *harness) launchWithFaults(ctx context.Context, d *driver.Driver, ps []modeltest.Program) ([]uuid.UUID, error) {
+	o := h.o
+	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
+	end := h.t0().Add(o.Duration)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	killRng := rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
+	go func() { defer wg.Done(); h.killWorkers(ctx, killRng, end) }()
+	go func() { defer wg.Done(); h.faults(ctx) }()
+	span := o.Duration * 8 / 10
+	const batch = 50
+	var ids []uuid.UUID
+	var err error
+	for i := 0; i < len(ps); i += batch {
+		n := min(batch, len(ps)-i)
+		var got []uuid.UUID
+		got, err = d.Launch(ctx, ps[i:i+n])
+		ids = append(ids, got...)
+		if err != nil {
+			break
+		}
+		next := h.t0().Add(time.Duration(float64(span) * float64(i+n) / float64(len(ps))))
+		_ = sleepCtx(ctx, time.Until(next))
+	}
+	wg.Wait()
+	if err != nil {
+		return ids, fmt.Errorf("starting programs: %w", err)
+	}
+	return ids, nil
+}

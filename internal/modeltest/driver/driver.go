@@ -1,0 +1,434 @@
+// Package driver runs model-test programs (internal/modeltest) through a
+// real engine. It is apart from package modeltest, whose interpreter the
+// worker binary links, because it needs the store and the client.
+package driver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+
+	"github.com/kagzi/kagzi/internal/modeltest"
+	"github.com/kagzi/kagzi/pkg/client"
+	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/retry"
+	"github.com/kagzi/kagzi/pkg/store"
+)
+
+// Driver runs programs through a real engine: it starts their runs, sends
+// their events when their signal steps ask, waits for them to end and
+// reads back what the database and the invocation logs hold.
+type Driver struct {
+	Client *client.Client
+	Store  *store.Store
+	// NC is the driver's NATS connection (signals arrive on it).
+	NC        *nats.Conn
+	Namespace string
+	// Queue of the runs ("" the client's default).
+	Queue string
+	// NATSURL is the URL the workers' interpreters reach the driver at.
+	NATSURL string
+	// Invocations reads every step invocation logged so far.
+	Invocations func() ([]modeltest.Invocation, error)
+	// Logf, if set, receives progress and problems.
+	Logf func(format string, args ...any)
+
+	subject string
+	sub     *nats.Subscription
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+
+	mu       sync.Mutex
+	sent     map[string]bool
+	problems []string
+	launched map[string]uuid.UUID
+}
+
+func (d *Driver) logf(format string, args ...any) {
+	if d.Logf != nil {
+		d.Logf(format, args...)
+	}
+}
+
+func (d *Driver) problem(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	d.mu.Lock()
+	d.problems = append(d.problems, msg)
+	d.mu.Unlock()
+	d.logf("PROBLEM: %s", msg)
+}
+
+// Problems returns what went wrong on the driver's side (an event that
+// could not be sent…): each is a failure of the test, not of the engine.
+func (d *Driver) Problems() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]string(nil), d.problems...)
+}
+
+// Start subscribes to the driver's signal subject.
+func (d *Driver) Start(ctx context.Context) error {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	d.subject = protocol.SubjectModelSignal(hex.EncodeToString(b[:]))
+	d.sent = map[string]bool{}
+	d.launched = map[string]uuid.UUID{}
+	d.ctx, d.cancel = context.WithCancel(ctx)
+	sub, err := d.NC.Subscribe(d.subject, func(m *nats.Msg) {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			d.onSignal(m)
+		}()
+	})
+	if err != nil {
+		return err
+	}
+	d.sub = sub
+	return d.NC.Flush()
+}
+
+// Stop unsubscribes and waits for the signals being handled.
+func (d *Driver) Stop() {
+	if d.sub != nil {
+		_ = d.sub.Unsubscribe()
+	}
+	if d.cancel != nil {
+		d.cancel()
+	}
+	d.wg.Wait()
+}
+
+func (d *Driver) onSignal(m *nats.Msg) {
+	var s modeltest.Signal
+	if err := json.Unmarshal(m.Data, &s); err != nil {
+		d.problem("malformed signal %q: %v", m.Data, err)
+		return
+	}
+	runID, err := uuid.Parse(s.RunID)
+	if err != nil {
+		d.problem("signal with run id %q: %v", s.RunID, err)
+		return
+	}
+	k := s.RunID + "/" + s.OpID
+	switch s.Send {
+	case modeltest.SendBefore, modeltest.SendAfter:
+		// Answered once the event is stored: the program goes on only then.
+		d.mu.Lock()
+		done := d.sent[k]
+		d.sent[k] = true
+		d.mu.Unlock()
+		if !done {
+			d.send(runID, s)
+		}
+		_ = m.Respond([]byte("ok"))
+	case modeltest.SendDuring:
+		_ = m.Respond([]byte("ok"))
+		d.mu.Lock()
+		done := d.sent[k]
+		d.sent[k] = true
+		d.mu.Unlock()
+		if !done {
+			d.sendWhenWaiting(runID, s)
+		}
+	default:
+		d.problem("signal of run %s op %s: send mode %q", s.RunID, s.OpID, s.Send)
+	}
+}
+
+// send stores the event of signal s for run id, once: after a failure whose
+// effect is unknown, it looks for the event before sending again.
+func (d *Driver) send(id uuid.UUID, s modeltest.Signal) {
+	payload, _ := json.Marshal(s.Payload)
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			evs, err := d.Store.EventsList(d.ctx, d.Namespace, id)
+			if err == nil {
+				for _, e := range evs {
+					if e.Name == s.Name && modeltest.JSONEqual(e.Payload, payload) {
+						return
+					}
+				}
+			}
+		}
+		_, err := d.Client.SendEvent(d.ctx, id, s.Name, s.Payload)
+		switch {
+		case err == nil:
+			return
+		case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrInvalidArgument):
+			d.problem("event %s for run %s (op %s): %v", s.Name, id, s.OpID, err)
+			return
+		case d.ctx.Err() != nil:
+			d.problem("event %s for run %s not sent: %v", s.Name, id, err)
+			return
+		}
+		if !sleepCtx(d.ctx, 200*time.Millisecond) {
+			return
+		}
+	}
+}
+
+// sendWhenWaiting sends the event of a modeltest.SendDuring wait once the run has
+// recorded the wait in progress; nothing if the wait ended otherwise (it
+// took an older event) or the run ended.
+func (d *Driver) sendWhenWaiting(id uuid.UUID, s modeltest.Signal) {
+	for {
+		steps, err := d.Store.StepsList(d.ctx, d.Namespace, id)
+		if err == nil {
+			pending, over := false, false
+			for _, st := range steps {
+				if st.StepID == s.StepID && st.IsLatest {
+					pending = st.Status == store.StepPending
+					over = !pending
+				}
+			}
+			if pending {
+				d.send(id, s)
+				return
+			}
+			if over {
+				return
+			}
+			if r, err := d.Store.RunsGet(d.ctx, d.Namespace, id); err == nil && r.Status.Terminal() {
+				return
+			}
+		}
+		if !sleepCtx(d.ctx, 20*time.Millisecond) {
+			return
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// StartRequest is the start of p's run (its key is the external id, so a
+// start retried after an error does not start a second run).
+func (d *Driver) StartRequest(p modeltest.Program) client.StartRequest {
+	p.Signal, p.NATS = d.subject, d.NATSURL
+	pol := &retry.Policy{MaxAttempts: 1}
+	if p.RunRetry != nil {
+		pol = &retry.Policy{MaxAttempts: p.RunRetry.MaxAttempts, InitialInterval: time.Duration(p.RunRetry.IntervalMS) * time.Millisecond,
+			BackoffCoefficient: 1, Jitter: -1, NonRetryable: p.RunRetry.NonRetryable}
+	}
+	o := client.StartOptions{Queue: d.Queue, ExternalID: p.Key, RetryPolicy: pol}
+	if p.DeadlineMS > 0 {
+		o.Deadline = time.Now().Add(time.Duration(p.DeadlineMS) * time.Millisecond)
+	}
+	return client.StartRequest{Type: modeltest.WorkflowType, Input: p, Options: o}
+}
+
+// Launch starts the runs of ps (in batches, retrying a batch that failed)
+// and returns their ids in order.
+func (d *Driver) Launch(ctx context.Context, ps []modeltest.Program) ([]uuid.UUID, error) {
+	ids := make([]uuid.UUID, 0, len(ps))
+	const batch = 50
+	for i := 0; i < len(ps); i += batch {
+		reqs := make([]client.StartRequest, 0, batch)
+		for _, p := range ps[i:min(i+batch, len(ps))] {
+			reqs = append(reqs, d.StartRequest(p))
+		}
+		for {
+			hs, err := d.Client.StartMany(ctx, reqs)
+			if err == nil {
+				for j, h := range hs {
+					ids = append(ids, h.RunID)
+					d.mu.Lock()
+					d.launched[ps[i+j].Key] = h.RunID
+					d.mu.Unlock()
+				}
+				break
+			}
+			if ctx.Err() != nil {
+				return ids, err
+			}
+			d.logf("start failed (retrying; external ids make it idempotent): %v", err)
+			if !sleepCtx(ctx, 200*time.Millisecond) {
+				return ids, ctx.Err()
+			}
+		}
+	}
+	return ids, nil
+}
+
+// WaitAll waits until every run of ids has ended.
+func (d *Driver) WaitAll(ctx context.Context, ids []uuid.UUID) error {
+	sem := make(chan struct{}, 128)
+	errs := make(chan error, len(ids))
+	for _, id := range ids {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			for {
+				_, err := d.Client.Wait(ctx, id)
+				if err == nil || ctx.Err() != nil {
+					errs <- err
+					return
+				}
+				// Postgres or NATS restarting: wait again.
+				if !sleepCtx(ctx, 200*time.Millisecond) {
+					errs <- ctx.Err()
+					return
+				}
+			}
+		}()
+	}
+	var first error
+	for range ids {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Observe reads how each run of ids (of ps) ended, with its children, and
+// what the invocation logs say of them.
+func (d *Driver) Observe(ctx context.Context, ps []modeltest.Program, ids []uuid.UUID) ([]modeltest.Observed, error) {
+	invs, err := d.Invocations()
+	if err != nil {
+		return nil, err
+	}
+	byRoot := map[string]map[string]int{}
+	pids := map[string]map[int]bool{}
+	for _, in := range invs {
+		root := in.Key
+		if i := strings.IndexByte(root, '.'); i >= 0 {
+			root = root[:i]
+		}
+		m := byRoot[root]
+		if m == nil {
+			m = map[string]int{}
+			byRoot[root] = m
+		}
+		if in.StepID != modeltest.ExecutionID {
+			m[in.Key+"/"+in.StepID]++
+		}
+		if pids[root] == nil {
+			pids[root] = map[int]bool{}
+		}
+		pids[root][in.PID] = true
+	}
+	out := make([]modeltest.Observed, len(ps))
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+		next     = make(chan int)
+	)
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				o, err := d.observe(ctx, ids[i])
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					continue
+				}
+				o.Invocations = byRoot[ps[i].Key]
+				o.PIDs = pids[ps[i].Key]
+				if o.Invocations == nil {
+					o.Invocations = map[string]int{}
+				}
+				out[i] = o
+			}
+		}()
+	}
+	for i := range ps {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return out, firstErr
+}
+
+func (d *Driver) observe(ctx context.Context, id uuid.UUID) (modeltest.Observed, error) {
+	r, err := d.Store.RunsGet(ctx, d.Namespace, id)
+	if err != nil {
+		return modeltest.Observed{}, fmt.Errorf("run %s: %w", id, err)
+	}
+	o := modeltest.Observed{Status: string(r.Status), Error: r.Error, Output: json.RawMessage(r.Output), Attempts: r.Attempts,
+		Completed: map[string]int{}, ChildRuns: map[string]int{}}
+	err = d.walkRuns(ctx, id, func(run store.Run, steps []store.Step) {
+		for _, s := range steps {
+			if s.Status == store.StepCompleted {
+				o.Completed[run.ID.String()+"/"+s.StepID]++
+			}
+		}
+		if run.ParentRunID != nil {
+			var p modeltest.Program
+			if json.Unmarshal(run.Input, &p) == nil {
+				o.ChildRuns[p.Key]++
+			}
+		}
+	})
+	return o, err
+}
+
+// walkRuns calls fn for the run id and each of its descendants.
+func (d *Driver) walkRuns(ctx context.Context, id uuid.UUID, fn func(store.Run, []store.Step)) error {
+	r, err := d.Store.RunsGet(ctx, d.Namespace, id)
+	if err != nil {
+		return fmt.Errorf("run %s: %w", id, err)
+	}
+	steps, err := d.Store.StepsList(ctx, d.Namespace, id)
+	if err != nil {
+		return fmt.Errorf("steps of run %s: %w", id, err)
+	}
+	fn(r, steps)
+	kids, _, err := d.Store.RunsList(ctx, store.RunsListParams{Namespace: d.Namespace, ParentID: &id, Limit: 1000})
+	if err != nil {
+		return fmt.Errorf("children of run %s: %w", id, err)
+	}
+	for _, k := range kids {
+		if err := d.walkRuns(ctx, k.ID, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Run runs ps end to end and returns how each ended.
+func (d *Driver) Run(ctx context.Context, ps []modeltest.Program) ([]modeltest.Observed, error) {
+	ids, err := d.Launch(ctx, ps)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.WaitAll(ctx, ids); err != nil {
+		return nil, err
+	}
+	return d.Observe(ctx, ps, ids)
+}
+
+// Try runs ps through the engine (concurrently) and judges them: Shrink's
+// test.
+func (d *Driver) Try(ctx context.Context, ps []modeltest.Program, crashes bool) ([]modeltest.Verdict, error) {
+	obs, err := d.Run(ctx, ps)
+	if err != nil {
+		return nil, err
+	}
+	return modeltest.Judge(ps, obs, crashes), nil
+}

@@ -1,0 +1,208 @@
+package modeltest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+)
+
+// DefaultSeed is the seed of `make test`'s programs.
+const DefaultSeed = 1
+
+// LongSleepMS is the sleep of a program that must miss its deadline.
+const LongSleepMS = 10 * 60 * 1000
+
+// DeadlineMS is the deadline of a program that sleeps past it: long enough
+// for the ops before its long sleep on a loaded machine.
+const DeadlineMS = 20_000
+
+// ProgramKey names program i of seed.
+func ProgramKey(seed uint64, i int) string { return fmt.Sprintf("p%d-%d", seed, i) }
+
+// Generate returns program i of seed: the same seed and index always give
+// the same program.
+func Generate(seed uint64, i int) Program {
+	g := &gen{rng: rand.New(rand.NewPCG(seed, uint64(i)+0x5eed))}
+	p := Program{Key: ProgramKey(seed, i)}
+	p.Ops = g.seq(0, 1+g.rng.IntN(6), genFlags{waits: true, children: true, parallel: true})
+	if g.chance(0.5) {
+		p.RunRetry = &Retry{MaxAttempts: 2 + g.rng.IntN(2), IntervalMS: 5 + g.rng.IntN(26)}
+		if g.chance(0.2) {
+			p.RunRetry.NonRetryable = []string{TypeDeclined}
+		}
+	}
+	switch r := g.rng.Float64(); {
+	case r < 0.08:
+		// Misses its deadline: a long sleep somewhere at the top level.
+		p.DeadlineMS = DeadlineMS
+		at := g.rng.IntN(len(p.Ops) + 1)
+		sleep := Op{Kind: KindSleep, ID: g.id("z"), MS: LongSleepMS}
+		p.Ops = append(p.Ops[:at], append([]Op{sleep}, p.Ops[at:]...)...)
+	case r < 0.13:
+		// A deadline it keeps.
+		p.DeadlineMS = 10 * 60 * 1000
+	}
+	setChildKeys(&p)
+	return p
+}
+
+// setChildKeys names every child program after its parent and its step.
+func setChildKeys(p *Program) {
+	Walk(p.Ops, func(op *Op) {
+		for i := range op.Children {
+			c := &op.Children[i]
+			c.Program.Key = p.Key + "." + c.ID
+			setChildKeys(&c.Program)
+		}
+	})
+}
+
+type gen struct {
+	rng *rand.Rand
+	n   int
+}
+
+type genFlags struct {
+	waits, children, parallel bool
+	// returns: ops may return their errors (false: every op handles).
+	noReturn bool
+	depth    int
+}
+
+func (g *gen) chance(p float64) bool { return g.rng.Float64() < p }
+
+func (g *gen) id(prefix string) string {
+	g.n++
+	return prefix + strconv.Itoa(g.n)
+}
+
+func (g *gen) onErr(f genFlags) string {
+	if f.noReturn || g.chance(0.6) {
+		return OnErrHandle
+	}
+	return OnErrReturn
+}
+
+// seq generates a sequence of n ops.
+func (g *gen) seq(depth, n int, f genFlags) []Op {
+	var ops []Op
+	// Event names of this sequence whose event may still be unconsumed.
+	var names []string
+	for len(ops) < n {
+		r := g.rng.Float64()
+		switch {
+		case r < 0.45:
+			ops = append(ops, g.step(f))
+		case r < 0.55:
+			ops = append(ops, Op{Kind: KindSleep, ID: g.id("z"), MS: 5 + g.rng.IntN(96)})
+		case r < 0.72 && f.waits:
+			op := g.wait(f, names)
+			names = append(names, op.Name)
+			ops = append(ops, op)
+		case r < 0.84 && f.children && depth < 2:
+			ops = append(ops, g.children(depth, f))
+		case r >= 0.84 && f.parallel && depth == 0:
+			ops = append(ops, g.parallel(depth, f))
+		default:
+			ops = append(ops, g.step(f))
+		}
+	}
+	return ops
+}
+
+func (g *gen) step(f genFlags) Op {
+	op := Op{Kind: KindStep, ID: g.id("s"), OnErr: g.onErr(f)}
+	n := 1 + g.rng.IntN(4)
+	timeout := false
+	for i := 0; i < n; i++ {
+		var o Outcome
+		switch r := g.rng.Float64(); {
+		case r < 0.5:
+			o = Outcome{Kind: OutOK, Value: g.rng.IntN(1000)}
+		case r < 0.7:
+			o = Outcome{Kind: OutFail}
+		case r < 0.78:
+			o = Outcome{Kind: OutDeclined}
+		case r < 0.85:
+			o = Outcome{Kind: OutFatal}
+		case r < 0.93:
+			o = Outcome{Kind: OutTimeout}
+			timeout = true
+		default:
+			o = Outcome{Kind: OutPanic}
+		}
+		op.Outcomes = append(op.Outcomes, o)
+	}
+	op.Retry = &Retry{MaxAttempts: 1 + g.rng.IntN(4), IntervalMS: 5 + g.rng.IntN(46)}
+	if g.chance(0.3) {
+		op.Retry.Coefficient = 2
+	}
+	if g.chance(0.3) {
+		op.Retry.NonRetryable = []string{TypeDeclined}
+	}
+	if timeout || g.chance(0.1) {
+		op.TimeoutMS = 5 + g.rng.IntN(16)
+	}
+	return op
+}
+
+func (g *gen) wait(f genFlags, names []string) Op {
+	op := Op{Kind: KindWait, ID: g.id("w"), OnErr: g.onErr(f), TimeoutMS: 20 + g.rng.IntN(61)}
+	op.Payload = "ev-" + op.ID
+	if len(names) > 0 && g.chance(0.4) {
+		// Another wait for a name waited for before in this sequence: it
+		// takes an event left unconsumed, if any.
+		op.Name = names[g.rng.IntN(len(names))]
+		if g.chance(0.5) {
+			op.Send = SendNever
+		} else {
+			op.Send = SendAfter
+		}
+		return op
+	}
+	op.Name = "e" + op.ID[1:]
+	switch r := g.rng.Float64(); {
+	case r < 0.3:
+		op.Send = SendBefore
+	case r < 0.5:
+		op.Send = SendDuring
+		op.TimeoutMS = 60_000
+	case r < 0.75:
+		op.Send = SendAfter
+	default:
+		op.Send = SendNever
+	}
+	return op
+}
+
+func (g *gen) children(depth int, f genFlags) Op {
+	op := Op{Kind: KindChildren, ID: g.id("c"), OnErr: g.onErr(f)}
+	n := 1 + g.rng.IntN(3)
+	for i := 0; i < n; i++ {
+		id := op.ID + "-" + strconv.Itoa(i)
+		cp := Program{Ops: g.seq(depth+1, 1+g.rng.IntN(3), genFlags{children: true})}
+		c := Child{ID: id, Program: cp, Retry: &Retry{MaxAttempts: 1 + g.rng.IntN(2), IntervalMS: 5 + g.rng.IntN(16)}}
+		op.Children = append(op.Children, c)
+	}
+	return op
+}
+
+func (g *gen) parallel(depth int, f genFlags) Op {
+	op := Op{Kind: KindParallel, ID: g.id("g"), OnErr: g.onErr(f), Mode: ModeCollectAll}
+	n := 2 + g.rng.IntN(2)
+	if g.chance(0.35) {
+		op.Mode = ModeFailFast
+		// One branch may fail; the others only handle their errors, so the
+		// first error is that branch's whatever the timing.
+		failing := g.rng.IntN(n)
+		for b := 0; b < n; b++ {
+			bf := genFlags{noReturn: b != failing}
+			op.Branches = append(op.Branches, g.seq(depth+1, 1+g.rng.IntN(3), bf))
+		}
+		return op
+	}
+	for b := 0; b < n; b++ {
+		op.Branches = append(op.Branches, g.seq(depth+1, 1+g.rng.IntN(3), genFlags{waits: true, children: true}))
+	}
+	return op
+}

@@ -1,0 +1,276 @@
+package modeltest
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func ok(v int) Outcome        { return Outcome{Kind: OutOK, Value: v} }
+func out(kind string) Outcome { return Outcome{Kind: kind} }
+
+func step(id, onErr string, max int, nr []string, outs ...Outcome) Op {
+	return Op{Kind: KindStep, ID: id, OnErr: onErr, Outcomes: outs, Retry: &Retry{MaxAttempts: max, IntervalMS: 5, NonRetryable: nr}}
+}
+
+func obsV(v string) Obs { return Obs{V: json.RawMessage(v)} }
+
+// The model on hand-written programs whose outcome follows from the
+// contract by hand.
+func TestPredict(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		p    Program
+		want Prediction
+	}{
+		{
+			name: "retried until success",
+			p:    Program{Key: "k", Ops: []Op{step("s1", OnErrReturn, 3, nil, out(OutFail), out(OutTimeout), ok(7))}},
+			want: Prediction{Status: StatusCompleted, Attempts: 1, Output: Record{"s1": obsV("7")},
+				Invocations: map[string]int{"k/s1": 3}},
+		},
+		{
+			name: "budget spent, error handled",
+			p: Program{Key: "k", Ops: []Op{
+				step("s1", OnErrHandle, 2, nil, out(OutFail)),
+				step("s2", OnErrReturn, 1, nil, ok(1)),
+			}},
+			want: Prediction{Status: StatusCompleted, Attempts: 1, Output: Record{
+				"s1": {Err: "step s1 attempt 2: Transient", Type: TypeTransient}, "s2": obsV("1")},
+				Invocations: map[string]int{"k/s1": 2, "k/s2": 1}},
+		},
+		{
+			name: "non-retryable mark and listed type stop retries",
+			p: Program{Key: "k", Ops: []Op{
+				step("s1", OnErrHandle, 5, nil, out(OutFatal), ok(1)),
+				step("s2", OnErrHandle, 5, []string{TypeDeclined}, out(OutDeclined), ok(1)),
+			}},
+			want: Prediction{Status: StatusCompleted, Attempts: 1, Output: Record{
+				"s1": {Err: "step s1 attempt 1: Fatal", Type: TypeFatal, NR: true},
+				"s2": {Err: "step s2 attempt 1: Declined", Type: TypeDeclined}},
+				Invocations: map[string]int{"k/s1": 1, "k/s2": 1}},
+		},
+		{
+			name: "run retry gives failed steps a fresh budget and keeps completed ones",
+			p: Program{Key: "k", RunRetry: &Retry{MaxAttempts: 3, IntervalMS: 5}, Ops: []Op{
+				step("s1", OnErrReturn, 1, nil, ok(5)),
+				step("s2", OnErrReturn, 2, nil, out(OutFail), out(OutFail), out(OutFail), ok(9)),
+			}},
+			want: Prediction{Status: StatusCompleted, Attempts: 2, Output: Record{"s1": obsV("5"), "s2": obsV("9")},
+				Invocations: map[string]int{"k/s1": 1, "k/s2": 4}},
+		},
+		{
+			name: "run fails once its attempts are spent, with the panic's message",
+			p: Program{Key: "k", RunRetry: &Retry{MaxAttempts: 2, IntervalMS: 5}, Ops: []Op{
+				step("s1", OnErrReturn, 1, nil, out(OutPanic)),
+			}},
+			want: Prediction{Status: StatusFailed, Attempts: 2, Error: "panic: step s1 attempt 2 panicked",
+				Invocations: map[string]int{"k/s1": 2}},
+		},
+		{
+			name: "a non-retryable error fails the run at once",
+			p: Program{Key: "k", RunRetry: &Retry{MaxAttempts: 3, IntervalMS: 5}, Ops: []Op{
+				step("s1", OnErrReturn, 2, nil, out(OutFail), out(OutFatal)),
+			}},
+			want: Prediction{Status: StatusFailed, Attempts: 1, Error: "step s1 attempt 2: Fatal",
+				Invocations: map[string]int{"k/s1": 2}},
+		},
+		{
+			name: "a type the run policy lists fails the run at once",
+			p: Program{Key: "k", RunRetry: &Retry{MaxAttempts: 3, IntervalMS: 5, NonRetryable: []string{TypeDeclined}}, Ops: []Op{
+				step("s1", OnErrReturn, 1, nil, out(OutDeclined)),
+			}},
+			want: Prediction{Status: StatusFailed, Attempts: 1, Error: "step s1 attempt 1: Declined",
+				Invocations: map[string]int{"k/s1": 1}},
+		},
+		{
+			name: "events: before, during, after (then taken by a later wait), never",
+			p: Program{Key: "k", Ops: []Op{
+				{Kind: KindWait, ID: "w1", OnErr: OnErrHandle, Name: "a", Send: SendBefore, Payload: "pa", TimeoutMS: 20},
+				{Kind: KindWait, ID: "w2", OnErr: OnErrHandle, Name: "b", Send: SendDuring, Payload: "pb", TimeoutMS: 60000},
+				{Kind: KindWait, ID: "w3", OnErr: OnErrHandle, Name: "c", Send: SendAfter, Payload: "pc", TimeoutMS: 20},
+				{Kind: KindWait, ID: "w4", OnErr: OnErrHandle, Name: "c", Send: SendNever, TimeoutMS: 20},
+				{Kind: KindWait, ID: "w5", OnErr: OnErrHandle, Name: "c", Send: SendNever, TimeoutMS: 20},
+			}},
+			want: Prediction{Status: StatusCompleted, Attempts: 1, Invocations: map[string]int{}, Output: Record{
+				"w1": obsV(`"pa"`), "w2": obsV(`"pb"`),
+				"w3": {Err: `workflow: timed out waiting for event "c" (step "event:c")`, Type: TypeEventTimeout},
+				"w4": obsV(`"pc"`),
+				"w5": {Err: `workflow: timed out waiting for event "c" (step "event:c#3")`, Type: TypeEventTimeout},
+			}},
+		},
+		{
+			name: "a new run attempt waits again for a wait that timed out, and takes the late event",
+			p: Program{Key: "k", RunRetry: &Retry{MaxAttempts: 2, IntervalMS: 5}, Ops: []Op{
+				{Kind: KindWait, ID: "w1", OnErr: OnErrReturn, Name: "a", Send: SendAfter, Payload: "late", TimeoutMS: 20},
+			}},
+			want: Prediction{Status: StatusCompleted, Attempts: 2, Invocations: map[string]int{}, Output: Record{"w1": obsV(`"late"`)}},
+		},
+		{
+			name: "children: output, failure, restart with the parent's attempt",
+			p: Program{Key: "k", RunRetry: &Retry{MaxAttempts: 2, IntervalMS: 5}, Ops: []Op{
+				{Kind: KindChildren, ID: "c1", OnErr: OnErrHandle, Children: []Child{
+					{ID: "c1-0", Program: Program{Key: "k.c1-0", Ops: []Op{step("s2", OnErrReturn, 1, nil, ok(3))}}, Retry: &Retry{MaxAttempts: 1}},
+				}},
+				{Kind: KindChildren, ID: "c3", OnErr: OnErrReturn, Children: []Child{
+					{ID: "c3-0", Program: Program{Key: "k.c3-0", Ops: []Op{step("s4", OnErrReturn, 1, nil, out(OutFail))}}, Retry: &Retry{MaxAttempts: 2}},
+					{ID: "c3-1", Program: Program{Key: "k.c3-1", Ops: []Op{step("s5", OnErrReturn, 1, nil, ok(8))}}, Retry: &Retry{MaxAttempts: 1}},
+				}},
+			}},
+			want: Prediction{Status: StatusFailed, Attempts: 2,
+				// Two parent attempts start the failing child twice; it
+				// runs two attempts each time.
+				Error:       "child run <child> failed: step s4 attempt 2: Transient",
+				Invocations: map[string]int{"k.c1-0/s2": 1, "k.c3-0/s4": 4, "k.c3-1/s5": 1},
+				Children:    map[string]int{"k.c1-0": 1, "k.c3-0": 2, "k.c3-1": 1}},
+		},
+		{
+			name: "collect-all joins branch errors, typed by the first typed one",
+			p: Program{Key: "k", Ops: []Op{{Kind: KindParallel, ID: "g1", OnErr: OnErrHandle, Mode: ModeCollectAll, Branches: [][]Op{
+				{{Kind: KindStep, ID: "s2", OnErr: OnErrReturn, Outcomes: []Outcome{out(OutTimeout)}, Retry: &Retry{MaxAttempts: 1}, TimeoutMS: 5}},
+				{step("s3", OnErrReturn, 1, nil, ok(1))},
+				{step("s4", OnErrReturn, 1, nil, out(OutFatal))},
+			}}}},
+			want: Prediction{Status: StatusCompleted, Attempts: 1, Output: Record{
+				"s2": {Err: "context deadline exceeded", Type: TypeStepTimeout},
+				"s3": obsV("1"),
+				"s4": {Err: "step s4 attempt 1: Fatal", Type: TypeFatal, NR: true},
+				"g1": {Err: "context deadline exceeded\nstep s4 attempt 1: Fatal", Type: TypeFatal, NR: true},
+			}, Invocations: map[string]int{"k/s2": 1, "k/s3": 1, "k/s4": 1}},
+		},
+		{
+			name: "fail-fast returns the failing branch's error; the others are not predicted",
+			p: Program{Key: "k", Ops: []Op{{Kind: KindParallel, ID: "g1", OnErr: OnErrHandle, Mode: ModeFailFast, Branches: [][]Op{
+				{step("s2", OnErrHandle, 1, nil, ok(1)), {Kind: KindSleep, ID: "z3", MS: 10}},
+				{step("s4", OnErrReturn, 1, nil, out(OutFail))},
+			}}}},
+			want: Prediction{Status: StatusCompleted, Attempts: 1, Unchecked: []string{"s2", "z3"}, Output: Record{
+				"s2": obsV("1"),
+				"s4": {Err: "step s4 attempt 1: Transient", Type: TypeTransient},
+				"g1": {Err: "step s4 attempt 1: Transient", Type: TypeTransient},
+			}, Invocations: map[string]int{"k/s2": 1, "k/s4": 1}},
+		},
+		{
+			name: "a sleep past the deadline fails the run",
+			p: Program{Key: "k", DeadlineMS: 1000, RunRetry: &Retry{MaxAttempts: 3}, Ops: []Op{
+				step("s1", OnErrReturn, 1, nil, ok(1)),
+				{Kind: KindSleep, ID: "z2", MS: LongSleepMS},
+				step("s3", OnErrReturn, 1, nil, ok(1)),
+			}},
+			want: Prediction{Status: StatusFailed, Attempts: 1, Error: DeadlineError, Deadline: true,
+				Invocations: map[string]int{"k/s1": 1}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Predict(tc.p)
+			if tc.want.Children == nil {
+				tc.want.Children = map[string]int{}
+			}
+			got.quirks = Quirks{}
+			if !reflect.DeepEqual(normal(got), normal(tc.want)) {
+				g, _ := json.MarshalIndent(got, "", " ")
+				w, _ := json.MarshalIndent(tc.want, "", " ")
+				t.Fatalf("predicted\n%s\nwant\n%s", g, w)
+			}
+		})
+	}
+}
+
+// normal makes predictions comparable: JSON values re-encoded.
+func normal(p Prediction) string {
+	b, _ := json.Marshal(p)
+	var v any
+	_ = json.Unmarshal(b, &v)
+	b, _ = json.Marshal(v)
+	return string(b)
+}
+
+func TestCompare(t *testing.T) {
+	p := Program{Key: "k", Ops: []Op{step("s1", OnErrHandle, 2, nil, out(OutFatal))}}
+	pred := Predict(p)
+	good := Observed{Status: StatusCompleted, Attempts: 1, Output: json.RawMessage(`{"s1":{"err":"step s1 attempt 1: Fatal","type":"Fatal","nr":true}}`),
+		Invocations: map[string]int{"k/s1": 1}}
+	if d := Compare(p, pred, good, false); len(d) != 0 {
+		t.Fatalf("diffs of an agreeing outcome: %v", d)
+	}
+	more := good
+	more.Invocations = map[string]int{"k/s1": 2}
+	if d := Compare(p, pred, more, false); len(d) != 1 {
+		t.Fatalf("an extra invocation without crashes: %v", d)
+	}
+	if d := Compare(p, pred, more, true); len(d) != 0 {
+		t.Fatalf("an extra invocation under crashes: %v", d)
+	}
+	lost := good
+	lost.Output = json.RawMessage(`{"s1":{"err":"step s1 attempt 1: Fatal","type":"Fatal"}}`)
+	d := Compare(p, pred, lost, false)
+	if len(d) != 1 || d[0].Known != IssueNRLost {
+		t.Fatalf("a lost mark: %v", d)
+	}
+	if is, ok := Explain(p, lost, false); !ok || !reflect.DeepEqual(is, []string{IssueNRLost}) {
+		t.Fatalf("explain: %v %v", is, ok)
+	}
+	wrong := good
+	wrong.Status, wrong.Error = StatusFailed, "boom"
+	if _, ok := Explain(p, wrong, false); ok {
+		t.Fatal("a wrong status explained by a known issue")
+	}
+}
+
+func TestNormalizeMessage(t *testing.T) {
+	in := "child run 0190a4c2-1111-7222-8333-944455556666 failed: panic: step s1 attempt 1 panicked\n\ngoroutine 7 [running]:\nruntime/debug.Stack()\n\t/x.go:1\nstep s2 attempt 1: Transient"
+	want := "child run <child> failed: panic: step s1 attempt 1 panicked\nstep s2 attempt 1: Transient"
+	if got := NormalizeMessage(in); got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
+// Generated programs are valid for the model and the interpreter: unique
+// ids, children keyed after their parents, and the same program for the
+// same seed and index.
+func TestGenerate(t *testing.T) {
+	for i := 0; i < 500; i++ {
+		p := Generate(3, i)
+		if q := Generate(3, i); p.String() != q.String() {
+			t.Fatalf("program %d differs between two generations", i)
+		}
+		ids := map[string]bool{}
+		var check func(p Program)
+		check = func(p Program) {
+			Walk(p.Ops, func(op *Op) {
+				if ids[op.ID] {
+					t.Fatalf("program %d: id %s twice", i, op.ID)
+				}
+				ids[op.ID] = true
+				for _, c := range op.Children {
+					if c.Program.Key != p.Key+"."+c.ID {
+						t.Fatalf("program %d: child key %s", i, c.Program.Key)
+					}
+					check(c.Program)
+				}
+			})
+		}
+		check(p)
+		_ = Predict(p)
+	}
+}
+
+func TestShrink(t *testing.T) {
+	p := Generate(1, 3)
+	// "Fails" while a fatal outcome is left anywhere.
+	hasFatal := func(p Program) bool { return strings.Contains(p.String(), `"k":"fatal"`) }
+	if !hasFatal(p) {
+		p.Ops = append(p.Ops, step("s99", OnErrHandle, 1, nil, out(OutFatal)))
+	}
+	min, _ := Shrink(p, 10000, 4, func(ps []Program) []bool {
+		out := make([]bool, len(ps))
+		for i, q := range ps {
+			out[i] = hasFatal(q)
+		}
+		return out
+	})
+	if n := len(min.Ops); n != 1 || min.Ops[0].Kind != KindStep || len(min.Ops[0].Outcomes) != 1 || min.RunRetry != nil {
+		t.Fatalf("shrunk to %s", min)
+	}
+}

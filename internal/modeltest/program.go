@@ -1,0 +1,309 @@
+// Package modeltest is a model-based test of Kagzi's execution semantics.
+//
+// A Program is a small random workflow, written as data: sequences and
+// Parallel groups of steps with scripted outcomes per attempt, durable
+// sleeps, event waits, child workflows, handled or returned errors, run
+// retry policies and deadlines. Generate makes programs from a seed;
+// Predict, a reference implementation that does not use package workflow,
+// says how each one must end (status, output or error, the function
+// invocations of every step); Interpret is the workflow that runs a
+// program on a real worker (registered as WorkflowType); package driver
+// starts programs through the real engine and sends their events when the
+// program signals that it reached the point where they belong; Compare
+// tells the engine's outcome from the model's, Explain which known engine
+// issue accounts for a difference. Shrink reduces a program whose outcome
+// differs to a minimal one that still differs. The package links no
+// database driver: the worker binary registers the interpreter.
+package modeltest
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// WorkflowType is the workflow type the interpreter is registered as.
+const WorkflowType = "ModelProgram"
+
+// Op kinds.
+const (
+	KindStep     = "step"
+	KindSleep    = "sleep"
+	KindWait     = "wait"
+	KindChildren = "children"
+	KindParallel = "parallel"
+	// Cancel requests, terminate and parent-close policies are future op
+	// kinds: Predict and Interpret refuse kinds they do not know, so adding
+	// one is adding a case to each (and to Generate and Shrink).
+)
+
+// Outcome kinds of one step attempt.
+const (
+	// OutOK returns Value.
+	OutOK = "ok"
+	// OutFail returns a retryable error of type TypeTransient.
+	OutFail = "fail"
+	// OutDeclined returns an error of type TypeDeclined, which a step's
+	// policy may list as non-retryable.
+	OutDeclined = "declined"
+	// OutFatal returns an error marked workflow.NonRetryable (type
+	// TypeFatal).
+	OutFatal = "fatal"
+	// OutTimeout waits on the step's context until its timeout ends it.
+	OutTimeout = "timeout"
+	// OutPanic panics.
+	OutPanic = "panic"
+)
+
+// Error types of scripted failures.
+const (
+	TypeTransient = "Transient"
+	TypeDeclined  = "Declined"
+	TypeFatal     = "Fatal"
+)
+
+// What the engine names other errors (their ErrorType), as a workflow sees
+// them: a step whose context timed out, a panic, an event wait that timed
+// out (a fmt-wrapped errors.New), a failed child, several errors joined.
+const (
+	TypeStepTimeout  = "deadlineExceededError"
+	TypePanic        = "panic"
+	TypeEventTimeout = "errorString"
+	TypeChildFailed  = "ChildFailed"
+	TypeJoined       = "joinError"
+)
+
+// Error dispositions: what the workflow does with an op's error.
+const (
+	// OnErrHandle records the error in the output and goes on.
+	OnErrHandle = "handle"
+	// OnErrReturn returns it: the run's attempt fails (or, in a Parallel
+	// branch, the branch does).
+	OnErrReturn = "return"
+)
+
+// Event sending modes of a wait.
+const (
+	// SendBefore: the event is stored before the wait is reached (a signal
+	// step before the wait blocks until the driver has sent it).
+	SendBefore = "before"
+	// SendDuring: the driver sends the event once the wait is recorded in
+	// progress (the wait's timeout is long).
+	SendDuring = "during"
+	// SendAfter: the wait times out; a signal step after it has the driver
+	// send the event then, so a later wait for the name takes it.
+	SendAfter = "after"
+	// SendNever: nothing is sent for this wait (it takes an event sent
+	// earlier, if one is unconsumed, else times out).
+	SendNever = "never"
+)
+
+// Parallel modes.
+const (
+	ModeCollectAll = "collect"
+	ModeFailFast   = "failfast"
+)
+
+// Program is one random workflow: the input of WorkflowType.
+type Program struct {
+	// Key names the program (and, for a child, its place in its parent):
+	// invocation logs and signals carry it.
+	Key string `json:"key"`
+	Ops []Op   `json:"ops"`
+	// RunRetry is the run's retry policy (nil: one attempt).
+	RunRetry *Retry `json:"run_retry,omitempty"`
+	// DeadlineMS, if positive, is the run's deadline after its start.
+	DeadlineMS int `json:"deadline_ms,omitempty"`
+	// Signal and NATS are where signal steps publish (filled in by the
+	// Driver; empty for programs without waits).
+	Signal string `json:"signal,omitempty"`
+	NATS   string `json:"nats,omitempty"`
+}
+
+// Retry is a retry policy of a step, a run or a child.
+type Retry struct {
+	MaxAttempts int `json:"max"`
+	IntervalMS  int `json:"ms"`
+	// Coefficient multiplies the interval after each failure (0: 1).
+	Coefficient float64 `json:"coef,omitempty"`
+	// NonRetryable lists error types that are not retried.
+	NonRetryable []string `json:"nr,omitempty"`
+}
+
+// Op is one operation of a program.
+type Op struct {
+	Kind string `json:"kind"`
+	// ID is the op's step id (steps, sleeps, children) or its path; every
+	// op of a program has a distinct ID.
+	ID string `json:"id"`
+	// OnErr is OnErrHandle or OnErrReturn (steps, waits, children,
+	// parallel groups).
+	OnErr string `json:"on_err,omitempty"`
+
+	// Step: the outcome of attempt n is Outcomes[n-1] (the last one
+	// repeats); Retry is its policy; TimeoutMS its attempt timeout.
+	Outcomes  []Outcome `json:"outcomes,omitempty"`
+	Retry     *Retry    `json:"retry,omitempty"`
+	TimeoutMS int       `json:"timeout_ms,omitempty"`
+
+	// Sleep: MS milliseconds.
+	MS int `json:"ms,omitempty"`
+
+	// Wait: for the event Name, at most TimeoutMS, its event sent by the
+	// driver as Send says, with Payload.
+	Name    string `json:"name,omitempty"`
+	Send    string `json:"send,omitempty"`
+	Payload string `json:"payload,omitempty"`
+
+	// Children: started together, then awaited with Get (one) or
+	// ChildAll (several).
+	Children []Child `json:"children,omitempty"`
+
+	// Parallel: Mode and the branches, each a sequence.
+	Mode     string `json:"mode,omitempty"`
+	Branches [][]Op `json:"branches,omitempty"`
+}
+
+// Outcome is the scripted result of one step attempt.
+type Outcome struct {
+	Kind  string `json:"k"`
+	Value int    `json:"v,omitempty"`
+}
+
+// Child is one child run: a nested program with its own retry policy.
+type Child struct {
+	ID      string  `json:"id"`
+	Program Program `json:"program"`
+	Retry   *Retry  `json:"retry,omitempty"`
+}
+
+// outcome returns the scripted outcome of attempt n (from 1).
+func (o *Op) outcome(n int) Outcome {
+	if len(o.Outcomes) == 0 {
+		return Outcome{Kind: OutOK}
+	}
+	if n > len(o.Outcomes) {
+		n = len(o.Outcomes)
+	}
+	if n < 1 {
+		n = 1
+	}
+	return o.Outcomes[n-1]
+}
+
+// stepFailure is the message of a scripted failure of step id's attempt n.
+func stepFailure(id string, n int, kind string) string {
+	return fmt.Sprintf("step %s attempt %d: %s", id, n, kind)
+}
+
+// panicValue is what a scripted panic of step id's attempt n panics with.
+func panicValue(id string, n int) string { return fmt.Sprintf("step %s attempt %d panicked", id, n) }
+
+// eventTimeout is the message of a wait for name, as step id, that timed
+// out (workflow.ErrEventTimeout wrapped as WaitForEvent does).
+func eventTimeout(name, id string) string {
+	return fmt.Sprintf("workflow: timed out waiting for event %q (step %q)", name, id)
+}
+
+// eventStepID is the step id of the n-th wait for name in a run.
+func eventStepID(name string, n int) string {
+	if n <= 1 {
+		return "event:" + name
+	}
+	return "event:" + name + "#" + strconv.Itoa(n)
+}
+
+// signalStepID is the id of the signal step of the wait op id.
+func signalStepID(id string) string { return "sig-" + id }
+
+// Obs is what one op observed, as the interpreter records it in the run's
+// output and the model predicts it.
+type Obs struct {
+	// V is the value: a step's output, an event's payload, the outputs of
+	// children (null for a failed one).
+	V json.RawMessage `json:"v,omitempty"`
+	// Err and Type are the error and its workflow.ErrorType, NR whether it
+	// is marked non-retryable.
+	Err  string `json:"err,omitempty"`
+	Type string `json:"type,omitempty"`
+	NR   bool   `json:"nr,omitempty"`
+}
+
+// Record is the output of a program: what each op observed, by op ID.
+type Record map[string]Obs
+
+// ChildRunPlaceholder stands for a child run's id in normalised messages.
+const ChildRunPlaceholder = "<child>"
+
+// childFailure is the message of the error of a failed child whose own
+// error is msg, as its parent sees it (normalised).
+func childFailure(msg string) string {
+	return "child run " + ChildRunPlaceholder + " failed: " + msg
+}
+
+var childRunID = regexp.MustCompile(`child run [0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12} `)
+
+// NormalizeMessage cuts what cannot be predicted from an error message:
+// the goroutine stack a panic's message carries after a blank line, and
+// the ids of child runs.
+func NormalizeMessage(s string) string {
+	s = childRunID.ReplaceAllString(s, "child run "+ChildRunPlaceholder+" ")
+	lines := strings.Split(s, "\n")
+	var out []string
+	skip := false
+	for _, l := range lines {
+		// A panic's message is "panic: <value>\n\n<stack>"; joined errors
+		// put one message per line, so a stack ends at the next "panic:"
+		// or scripted message.
+		if skip && !(strings.HasPrefix(l, "panic: ") || strings.HasPrefix(l, "step ") || strings.HasPrefix(l, "workflow: ") ||
+			strings.HasPrefix(l, "child run ") || strings.HasPrefix(l, "context ")) {
+			continue
+		}
+		skip = false
+		if strings.Contains(l, "panic: ") {
+			skip = true
+		}
+		out = append(out, l)
+	}
+	return strings.Join(out, "\n")
+}
+
+// Walk calls fn for every op of ops, depth first, children's programs
+// excluded.
+func Walk(ops []Op, fn func(*Op)) {
+	for i := range ops {
+		fn(&ops[i])
+		for b := range ops[i].Branches {
+			Walk(ops[i].Branches[b], fn)
+		}
+	}
+}
+
+// Clone deep-copies p.
+func (p Program) Clone() Program {
+	b, err := json.Marshal(p)
+	if err != nil {
+		panic(err)
+	}
+	var q Program
+	if err := json.Unmarshal(b, &q); err != nil {
+		panic(err)
+	}
+	return q
+}
+
+// String is the program as compact JSON.
+func (p Program) String() string {
+	b, _ := json.Marshal(p)
+	return string(b)
+}
+
+// WithKey returns p under another key, its children's keys following.
+func (p Program) WithKey(key string) Program {
+	q := p.Clone()
+	q.Key = key
+	setChildKeys(&q)
+	return q
+}
