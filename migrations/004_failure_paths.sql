@@ -169,7 +169,24 @@ $$;
 CREATE TRIGGER workflow_runs_close_children AFTER UPDATE ON kagzi.workflow_runs
     REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION kagzi.close_children();
 
+
+-- The run's retry epoch: how many times its workflow's failure was retried
+-- under the run's policy (from 1). A step attempt records the epoch that
+-- made it (step_runs.run_attempt), and a step's retry budget, a final
+-- failure, a timed-out wait and a failed child hold within one epoch. A run
+-- taken back after its worker died or its lease expired starts no new
+-- epoch (attempts counts that, against the policy's max attempts): a crash
+-- changes how often a step function ran, never what the workflow sees.
+ALTER TABLE kagzi.workflow_runs ADD COLUMN epoch integer NOT NULL DEFAULT 1;
+
+-- A failed step attempt marked non-retryable keeps the mark, so that a
+-- replay of its final failure carries it as the first execution did.
+ALTER TABLE kagzi.step_runs ADD COLUMN non_retryable boolean NOT NULL DEFAULT false;
+
 ---- create above / drop below ----
+
+ALTER TABLE kagzi.step_runs DROP COLUMN non_retryable;
+ALTER TABLE kagzi.workflow_runs DROP COLUMN epoch;
 
 DROP TRIGGER workflow_runs_close_children ON kagzi.workflow_runs;
 DROP FUNCTION kagzi.close_children();

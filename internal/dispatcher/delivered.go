@@ -23,7 +23,7 @@ func deliveredRun(c *store.ClaimedRun) protocol.DeliveredRun {
 		Queue:       c.Queue,
 		Type:        c.Type,
 		Version:     c.Version,
-		Attempt:     c.Attempts,
+		Attempt:     c.Epoch,
 		LeaseToken:  c.LeaseToken,
 		Input:       rawJSON(c.Input),
 		TraceParent: c.TraceContext,
@@ -56,6 +56,8 @@ func stepState(s *store.StepState) protocol.StepState {
 		RunAttempt: s.RunAttempt,
 		Tries:      s.Tries,
 		OutputSize: s.OutputSize,
+
+		NonRetryable: s.NonRetryable,
 	}
 }
 

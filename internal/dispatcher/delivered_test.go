@@ -70,12 +70,12 @@ var notDelivered = map[string]string{
 	"CronExpr": "templates are never claimed", "Timezone": "templates are never claimed",
 	"MaxCatchup": "templates are never claimed", "LastFiredAt": "templates are never claimed",
 	"ScheduleID": "not used by replay", "ScheduleFireAt": "not used by replay", "Priority": "used by the claim only",
-	"Output": "a running run has none", "ParentClosePolicy": "applied by the engine when the parent ends",
+	"Output": "a running run has none", "Attempts": "counts lost executions too: the engine's limit, not the workflow's", "ParentClosePolicy": "applied by the engine when the parent ends",
 }
 
 // Wire names of claimed-run fields that are renamed on the wire.
 var renamed = map[string]string{
-	"ID": "RunID", "Attempts": "Attempt", "TraceContext": "TraceParent", "DueAt": "AvailableAt",
+	"ID": "RunID", "Epoch": "Attempt", "TraceContext": "TraceParent", "DueAt": "AvailableAt",
 }
 
 // flatFields lists the exported fields of t, with embedded structs' fields

@@ -353,6 +353,7 @@ func stepParams(l store.Lease, it *protocol.ReportItem) store.StepsRecordParams 
 	} else {
 		p.Status = store.StepFailed
 		p.RetryAt = it.Until
+		p.NonRetryable = it.NonRetryable
 	}
 	return p
 }

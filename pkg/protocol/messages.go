@@ -283,15 +283,21 @@ type StepState struct {
 	// to travel inline: the worker fetches it when the replay needs it
 	// (PayloadRequest).
 	OutputSize int `json:"output_size,omitempty"`
+	// NonRetryable: a FAILED attempt's error was marked non-retryable; a
+	// replay of the final failure carries the mark.
+	NonRetryable bool `json:"non_retryable,omitempty"`
 }
 
 // DeliveredRun is one claimed run handed to a worker.
 type DeliveredRun struct {
-	RunID      uuid.UUID       `json:"run_id"`
-	Namespace  string          `json:"ns"`
-	Queue      string          `json:"queue"`
-	Type       string          `json:"type"`
-	Version    string          `json:"version"`
+	RunID     uuid.UUID `json:"run_id"`
+	Namespace string    `json:"ns"`
+	Queue     string    `json:"queue"`
+	Type      string    `json:"type"`
+	Version   string    `json:"version"`
+	// Attempt is the run's retry epoch: it grows when the workflow's
+	// failure is retried, not when a lost execution is taken back. Steps'
+	// retry budgets and final failures hold within it.
 	Attempt    int             `json:"attempt"`
 	LeaseToken int64           `json:"lease"`
 	Input      json.RawMessage `json:"input,omitempty"`

@@ -24,7 +24,7 @@ const runCols = `r.run_id, r.namespace_id, coalesce(r.external_id, ''), r.task_q
 	r.created_at, r.started_at, r.finished_at, r.deadline_at, r.retry_policy, r.parent_run_id,
 	coalesce(r.parent_step_id, ''), coalesce(r.cron_expr, ''), coalesce(r.timezone, ''), coalesce(r.max_catchup, 0),
 	r.last_fired_at, r.schedule_id, r.schedule_fire_at, coalesce(r.trace_context, ''), r.priority,
-	r.cancel_requested_at, coalesce(r.parent_close_policy, '')`
+	r.cancel_requested_at, coalesce(r.parent_close_policy, ''), r.epoch`
 
 // liveStatuses are the statuses of runs that may still change by themselves.
 const liveStatuses = `('PENDING', 'RUNNING', 'SLEEPING')`
@@ -37,7 +37,7 @@ func scanRun(row pgx.Row, extra ...any) (Run, error) {
 		&r.CreatedAt, &r.StartedAt, &r.FinishedAt, &r.DeadlineAt, &policy, &r.ParentRunID,
 		&r.ParentStepID, &r.CronExpr, &r.Timezone, &r.MaxCatchup,
 		&r.LastFiredAt, &r.ScheduleID, &r.ScheduleFireAt, &r.TraceContext, &r.Priority,
-		&r.CancelRequestedAt, &r.ParentClosePolicy}
+		&r.CancelRequestedAt, &r.ParentClosePolicy, &r.Epoch}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return Run{}, err
 	}
@@ -633,7 +633,7 @@ func (s *Store) retryDeadlock(ctx context.Context, what string, stmt func() (Run
 func (s *Store) RunsRetry(ctx context.Context, namespace string, id uuid.UUID) (Run, error) {
 	row := s.db.QueryRow(ctx, `
 WITH u AS (
-	UPDATE kagzi.workflow_runs r SET status = 'PENDING', attempts = 0, error = NULL, finished_at = NULL,
+	UPDATE kagzi.workflow_runs r SET status = 'PENDING', attempts = 0, epoch = 1, error = NULL, finished_at = NULL,
 		available_at = now(), locked_by = NULL, lease_expires_at = NULL, waiting_on = NULL,
 		deadline_at = CASE WHEN r.deadline_at <= now() THEN NULL ELSE r.deadline_at END
 	WHERE r.namespace_id = $1 AND r.run_id = $2 AND r.status = 'FAILED'
@@ -693,7 +693,7 @@ FROM c LEFT JOIN LATERAL (
 		array_agg(CASE WHEN octet_length(s.output) > $9 THEN octet_length(s.output) ELSE 0 END) AS output_sizes,
 		array_agg(coalesce(s.error, '')) AS errs,
 		array_agg(coalesce(s.error_type, '')) AS error_types, array_agg(s.retry_at) AS retry_ats,
-		array_agg(coalesce(s.run_attempt, 0)) AS run_attempts,
+		array_agg(coalesce(s.run_attempt, 0)) AS run_attempts, array_agg(s.non_retryable) AS non_retryables,
 		array_agg(CASE WHEN s.status = 'FAILED' THEN (SELECT count(*) FROM kagzi.step_runs x
 			WHERE x.run_id = s.run_id AND x.step_id = s.step_id AND x.run_attempt = s.run_attempt) ELSE 0 END) AS tries
 	FROM (SELECT * FROM kagzi.step_runs s WHERE s.run_id = c.run_id AND s.is_latest ORDER BY s.step_id) s
@@ -702,7 +702,8 @@ LEFT JOIN kagzi.workflow_payloads p ON p.run_id = c.run_id
 WHERE r.run_id = c.run_id
 RETURNING ` + runCols + `, c.due_at,
 	CASE WHEN octet_length(p.input) <= $9 THEN p.input END, coalesce(CASE WHEN octet_length(p.input) > $9 THEN octet_length(p.input) END, 0),
-	st.ids, st.statuses, st.attempts, st.outputs, st.output_sizes, st.errs, st.error_types, st.retry_ats, st.run_attempts, st.tries`
+	st.ids, st.statuses, st.attempts, st.outputs, st.output_sizes, st.errs, st.error_types, st.retry_ats, st.run_attempts, st.tries,
+	st.non_retryables`
 
 // runsClaimSQL is the claim statement when none of the requested types has
 // a concurrency limit (the common case); RunsClaim runs it and
@@ -872,10 +873,11 @@ func scanClaimed(rows pgx.Rows) ([]ClaimedRun, error) {
 			retryAts    []*time.Time
 			runAttempts []int32
 			tries       []int64
+			nonRetry    []bool
 		)
 		var due time.Time
 		run, err := scanRun(rows, &due, &input, &inputSize, &ids, &statuses, &attempts, &outputs, &outSizes, &errs, &errTypes,
-			&retryAts, &runAttempts, &tries)
+			&retryAts, &runAttempts, &tries, &nonRetry)
 		if err != nil {
 			return nil, mapErr("claim runs", err)
 		}
@@ -886,7 +888,7 @@ func scanClaimed(rows pgx.Rows) ([]ClaimedRun, error) {
 			for i := range ids {
 				c.Steps[i] = StepState{StepID: ids[i], Status: StepStatus(statuses[i]), Attempt: int(attempts[i]),
 					Output: outputs[i], OutputSize: int(outSizes[i]), Error: errs[i], ErrorType: errTypes[i], RetryAt: retryAts[i],
-					RunAttempt: int(runAttempts[i]), Tries: int(tries[i])}
+					RunAttempt: int(runAttempts[i]), Tries: int(tries[i]), NonRetryable: nonRetry[i]}
 				if len(c.Steps[i].Output) == 0 {
 					c.Steps[i].Output = nil
 				}

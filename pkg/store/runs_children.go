@@ -143,13 +143,13 @@ func (s *Store) RunsStartChild(ctx context.Context, p RunsStartChildParams) erro
 WITH `+stepWriteCTEs+`, c AS (
 	INSERT INTO kagzi.workflow_runs (run_id, namespace_id, task_queue, workflow_type, version, status, available_at,
 		retry_policy, priority, parent_run_id, parent_step_id, trace_context, parent_close_policy)
-	SELECT $14::uuid, r.namespace_id, coalesce(nullif($18::text, ''), r.task_queue), $16::text, $17::text, 'PENDING', now(),
-		$19::jsonb, $20::int, r.run_id, $4::text, r.trace_context, nullif($22::text, '')
+	SELECT $14::uuid, r.namespace_id, coalesce(nullif($19::text, ''), r.task_queue), $17::text, $18::text, 'PENDING', now(),
+		$20::jsonb, $21::int, r.run_id, $4::text, r.trace_context, nullif($23::text, '')
 	FROM r
 	ON CONFLICT DO NOTHING
 	RETURNING run_id
 ), cp AS (
-	INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT run_id, $21::bytea FROM c
+	INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT run_id, $22::bytea FROM c
 )`+stepOutcomeSelect, args...).Scan(&res.held, &res.wrote, &res.before)
 	if err != nil {
 		return mapErr(fmt.Sprintf("start child %q of run %s", p.StepID, p.Lease.RunID), err)

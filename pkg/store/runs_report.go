@@ -26,10 +26,12 @@ type RunsFailAttemptResult struct {
 // request, which is how it says it stopped. One statement.
 func (s *Store) RunsFailAttempt(ctx context.Context, l Lease, errMsg, errType string, nonRetryable bool) (RunsFailAttemptResult, error) {
 	var res RunsFailAttemptResult
-	set := strings.NewReplacer("r.attempts", "r0.attempts",
-		"x.exhausted", "(x.exhausted OR $5 OR coalesce(r.retry_policy->'non_retryable' ? $6, false) OR r.cancel_requested_at IS NOT NULL)",
+	final := "(x.exhausted OR $5 OR coalesce(r.retry_policy->'non_retryable' ? $6, false) OR r.cancel_requested_at IS NOT NULL)"
+	set := strings.NewReplacer("r.attempts", "r0.attempts", "x.exhausted", final,
 		"THEN 'FAILED' ELSE 'PENDING'", "THEN CASE WHEN r.cancel_requested_at IS NOT NULL THEN 'CANCELLED' ELSE 'FAILED' END ELSE 'PENDING'",
-	).Replace(recoverSet)
+	).Replace(recoverSet) +
+		// A retried workflow starts a new epoch (a recovery does not).
+		", epoch = CASE WHEN " + final + " THEN r.epoch ELSE r.epoch + 1 END"
 	err := s.db.QueryRow(ctx, `
 WITH u AS (
 	UPDATE kagzi.workflow_runs r0 SET `+set+`

@@ -35,12 +35,14 @@ type StepsRecordParams struct {
 	ChildRunID *uuid.UUID
 	// ErrorType names the kind of error of a failed attempt.
 	ErrorType string
+	// NonRetryable: the failed attempt's error was marked non-retryable.
+	NonRetryable bool
 }
 
 // stepWriteCTEs writes one step attempt under a lease; statements using it
-// take their first 15 parameters in stepWriteArgs' order and may append more.
-// The attempt records the run's current attempt number (run_attempt), which
-// scopes the step's retry budget.
+// take their first 16 parameters in stepWriteArgs' order and may append more.
+// The attempt records the run's retry epoch (run_attempt), which scopes the
+// step's retry budget.
 //
 // r is the lease check: the run row is locked FOR SHARE so a concurrent
 // re-claim (which updates the row) waits for this report to commit, and the
@@ -55,7 +57,7 @@ type StepsRecordParams struct {
 // wait in progress is moved on.
 const stepWriteCTEs = `
 r AS (
-	SELECT run_id, namespace_id, attempts, task_queue, trace_context FROM kagzi.workflow_runs
+	SELECT run_id, namespace_id, epoch, task_queue, trace_context FROM kagzi.workflow_runs
 	WHERE namespace_id = $1 AND run_id = $2 AND lease_token = $3 AND status = 'RUNNING'
 	FOR SHARE
 ), prev AS (
@@ -69,7 +71,7 @@ r AS (
 		NOT EXISTS (SELECT 1 FROM kagzi.step_runs l WHERE l.run_id = r.run_id AND l.step_id = $4 AND l.attempt_number > $5),
 		$8::bytea, $9::bytea, $10::text, $11::timestamptz,
 		coalesce($12::timestamptz, CASE WHEN $7::text IN ('COMPLETED', 'FAILED') THEN now() END),
-		$13::timestamptz, $14::uuid, r.attempts, $15::text
+		$13::timestamptz, $14::uuid, r.epoch, $15::text, $16::bool
 	FROM r CROSS JOIN (SELECT count(*) FROM prev) AS flipped` + stepUpsert + `
 	RETURNING 1
 )`
@@ -79,14 +81,14 @@ r AS (
 // same whichever path applies it.
 const (
 	stepInsertCols = `(run_id, step_id, attempt_number, namespace_id, kind, status, is_latest,
-		input, output, error, started_at, finished_at, retry_at, child_run_id, run_attempt, error_type)`
+		input, output, error, started_at, finished_at, retry_at, child_run_id, run_attempt, error_type, non_retryable)`
 	stepUpsert = `
 	ON CONFLICT (run_id, step_id, attempt_number) DO UPDATE SET
 		kind = excluded.kind, status = excluded.status,
 		input = coalesce(excluded.input, s.input), output = excluded.output, error = excluded.error,
 		started_at = coalesce(s.started_at, excluded.started_at), finished_at = excluded.finished_at,
 		retry_at = excluded.retry_at, child_run_id = coalesce(excluded.child_run_id, s.child_run_id),
-		error_type = excluded.error_type
+		error_type = excluded.error_type, non_retryable = excluded.non_retryable
 	WHERE s.status IN ('PENDING', 'RUNNING')`
 )
 
@@ -118,11 +120,11 @@ const stepRecordManySQL = `
 WITH l AS (
 	SELECT * FROM unnest($1::text[], $2::uuid[], $3::bigint[], $4::text[], $5::int[], $6::text[], $7::text[],
 		$8::bytea[], $9::bytea[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::timestamptz[],
-		$14::uuid[], $15::text[])
+		$14::uuid[], $15::text[], $16::bool[])
 	WITH ORDINALITY AS l(ns, run_id, tok, step_id, attempt, kind, status, input, output, error,
-		started_at, finished_at, retry_at, child_run_id, error_type, ord)
+		started_at, finished_at, retry_at, child_run_id, error_type, non_retryable, ord)
 ), r AS (
-	SELECT l.*, w.namespace_id, w.attempts FROM l JOIN kagzi.workflow_runs w
+	SELECT l.*, w.namespace_id, w.epoch FROM l JOIN kagzi.workflow_runs w
 		ON w.namespace_id = l.ns AND w.run_id = l.run_id AND w.lease_token = l.tok AND w.status = 'RUNNING'
 	ORDER BY w.run_id
 	FOR SHARE OF w
@@ -137,7 +139,7 @@ WITH l AS (
 		NOT EXISTS (SELECT 1 FROM kagzi.step_runs x WHERE x.run_id = r.run_id AND x.step_id = r.step_id AND x.attempt_number > r.attempt),
 		r.input, r.output, r.error, r.started_at,
 		coalesce(r.finished_at, CASE WHEN r.status IN ('COMPLETED', 'FAILED') THEN now() END),
-		r.retry_at, r.child_run_id, r.attempts, r.error_type
+		r.retry_at, r.child_run_id, r.epoch, r.error_type, r.non_retryable
 	FROM r CROSS JOIN (SELECT count(*) FROM prev) AS flipped` + stepUpsert + `
 	RETURNING s.run_id, s.step_id
 )
@@ -165,6 +167,7 @@ type stepArrays struct {
 	input, output                  [][]byte
 	errMsg, errType, childRunID    []*string
 	startedAt, finishedAt, retryAt []*time.Time
+	nonRetryable                   []bool
 }
 
 func (a *stepArrays) add(p *StepsRecordParams) {
@@ -188,11 +191,12 @@ func (a *stepArrays) add(p *StepsRecordParams) {
 	}
 	a.childRunID = append(a.childRunID, child)
 	a.errType = append(a.errType, nullText(p.ErrorType))
+	a.nonRetryable = append(a.nonRetryable, p.NonRetryable)
 }
 
 func (a *stepArrays) args() []any {
 	return []any{a.ns, a.runID, a.tok, a.stepID, a.attempt, a.kind, a.status, a.input, a.output, a.errMsg,
-		a.startedAt, a.finishedAt, a.retryAt, a.childRunID, a.errType}
+		a.startedAt, a.finishedAt, a.retryAt, a.childRunID, a.errType, a.nonRetryable}
 }
 
 func validStepStatus(st StepStatus) bool {
@@ -236,7 +240,8 @@ func (s *Store) validateStep(ctx context.Context, p *StepsRecordParams) error {
 
 func stepWriteArgs(p *StepsRecordParams) []any {
 	return []any{p.Lease.Namespace, p.Lease.RunID, p.Lease.Token, p.StepID, p.Attempt, string(p.Kind), string(p.Status),
-		p.Input, p.Output, nullText(clipError(p.Error)), p.StartedAt, p.FinishedAt, p.RetryAt, p.ChildRunID, nullText(p.ErrorType)}
+		p.Input, p.Output, nullText(clipError(p.Error)), p.StartedAt, p.FinishedAt, p.RetryAt, p.ChildRunID, nullText(p.ErrorType),
+		p.NonRetryable}
 }
 
 // stepOutcome interprets a report's result row. held=false means the lease
@@ -422,7 +427,7 @@ func (s *Store) stepsRecordPipelined(ctx context.Context, ps []StepsRecordParams
 
 const stepCols = `s.run_id, s.step_id, s.attempt_number, s.namespace_id, s.kind, s.status, s.is_latest,
 	s.input, s.output, coalesce(s.error, ''), s.created_at, s.started_at, s.finished_at, s.retry_at, s.child_run_id,
-	coalesce(s.run_attempt, 0), coalesce(s.error_type, '')`
+	coalesce(s.run_attempt, 0), coalesce(s.error_type, ''), s.non_retryable`
 
 // StepsList returns every attempt of every step of a run, in the order they
 // were recorded (created_at, then step id and attempt): a timeline. An
@@ -453,10 +458,11 @@ ORDER BY s.created_at, s.step_id, s.attempt_number`, namespace, runID)
 			created              *time.Time
 			runAttempt           *int
 			errType              *string
+			nonRetryable         *bool
 			step                 Step
 		)
 		if err := rows.Scan(&has, &rid, &stepID, &attempt, &ns, &kind, &st, &latest, &step.Input, &step.Output,
-			&errMsg, &created, &step.StartedAt, &step.FinishedAt, &step.RetryAt, &step.ChildRunID, &runAttempt, &errType); err != nil {
+			&errMsg, &created, &step.StartedAt, &step.FinishedAt, &step.RetryAt, &step.ChildRunID, &runAttempt, &errType, &nonRetryable); err != nil {
 			return nil, mapErr("list steps", err)
 		}
 		if !has {
@@ -464,7 +470,7 @@ ORDER BY s.created_at, s.step_id, s.attempt_number`, namespace, runID)
 		}
 		step.RunID, step.StepID, step.Attempt, step.Namespace = *rid, *stepID, *attempt, *ns
 		step.Kind, step.Status, step.IsLatest, step.Error, step.CreatedAt = StepKind(*kind), StepStatus(*st), *latest, errMsg, *created
-		step.RunAttempt, step.ErrorType = *runAttempt, *errType
+		step.RunAttempt, step.ErrorType, step.NonRetryable = *runAttempt, *errType, *nonRetryable
 		out = append(out, step)
 	}
 	if err := rows.Err(); err != nil {
@@ -486,7 +492,7 @@ func (s *Store) StepsLatest(ctx context.Context, namespace string, runIDs []uuid
 	}
 	rows, err := s.db.Query(ctx, `
 SELECT run_id, step_id, status, attempt_number, output, coalesce(error, ''), coalesce(error_type, ''), retry_at,
-	coalesce(run_attempt, 0) FROM kagzi.step_runs
+	coalesce(run_attempt, 0), non_retryable FROM kagzi.step_runs
 WHERE run_id = ANY($2::uuid[]) AND is_latest AND namespace_id = $1
 ORDER BY run_id, step_id`, namespace, runIDs)
 	if err != nil {
@@ -496,7 +502,7 @@ ORDER BY run_id, step_id`, namespace, runIDs)
 	for rows.Next() {
 		var id uuid.UUID
 		var st StepState
-		if err := rows.Scan(&id, &st.StepID, &st.Status, &st.Attempt, &st.Output, &st.Error, &st.ErrorType, &st.RetryAt, &st.RunAttempt); err != nil {
+		if err := rows.Scan(&id, &st.StepID, &st.Status, &st.Attempt, &st.Output, &st.Error, &st.ErrorType, &st.RetryAt, &st.RunAttempt, &st.NonRetryable); err != nil {
 			return nil, mapErr("latest steps", err)
 		}
 		out[id] = append(out[id], st)

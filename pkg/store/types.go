@@ -48,14 +48,21 @@ type TypeVersion struct {
 // Run is a workflow run or a schedule template (Status SCHEDULED/PAUSED).
 // Nullable columns are pointers.
 type Run struct {
-	ID             uuid.UUID
-	Namespace      string
-	ExternalID     string
-	Queue          string
-	Type           string
-	Version        string
-	Status         RunStatus
-	Attempts       int
+	ID         uuid.UUID
+	Namespace  string
+	ExternalID string
+	Queue      string
+	Type       string
+	Version    string
+	Status     RunStatus
+	// Attempts counts the run's attempts, against its policy's max
+	// attempts: the first claim makes it 1, and every retry adds one — of
+	// a failed workflow, or of an execution lost with its worker or lease.
+	Attempts int
+	// Epoch is the run's retry epoch, from 1: it grows only when the
+	// workflow's failure is retried. Steps' retry budgets and final
+	// failures hold within an epoch, so a crash does not change them.
+	Epoch          int
 	AvailableAt    *time.Time
 	LockedBy       *uuid.UUID
 	LeaseToken     int64
@@ -174,6 +181,8 @@ type Step struct {
 	RunAttempt int
 	// ErrorType names the kind of error of a failed attempt.
 	ErrorType string
+	// NonRetryable: the failed attempt's error was marked non-retryable.
+	NonRetryable bool
 }
 
 // StepState is the latest attempt of a step as delivered with a claimed
@@ -199,6 +208,8 @@ type StepState struct {
 	// OutputSize is set, and Output nil, when the output is larger than
 	// the claim returns inline (RunsClaimParams.InlineBytes).
 	OutputSize int
+	// NonRetryable: the failed attempt's error was marked non-retryable.
+	NonRetryable bool
 }
 
 // ClaimedRun is a run handed to a worker by RunsClaim.

@@ -24,7 +24,8 @@ type Context interface {
 	// RunID is the id of the run.
 	RunID() uuid.UUID
 	// Attempt is the run's attempt number, from 1; it grows when a failed
-	// run is retried, not when a run is replayed after a sleep.
+	// run is retried, not when a run is replayed after a sleep or taken
+	// back after its worker was lost.
 	Attempt() int
 	// Type is the workflow type the run was started with.
 	Type() string

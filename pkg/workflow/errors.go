@@ -68,10 +68,14 @@ func (e *nonRetryableError) Error() string { return e.err.Error() }
 func (e *nonRetryableError) Unwrap() error { return e.err }
 
 // IsNonRetryable reports whether err, or any error it wraps, was marked by
-// NonRetryable.
+// NonRetryable (a step's final failure keeps the mark in every replay).
 func IsNonRetryable(err error) bool {
 	var nr *nonRetryableError
-	return errors.As(err, &nr)
+	if errors.As(err, &nr) {
+		return true
+	}
+	var se *StepError
+	return errors.As(err, &se) && se.NonRetryable
 }
 
 // TypedError is implemented by errors that name their own type for retry
@@ -131,20 +135,30 @@ func (e *PanicError) Error() string {
 // ErrorType implements TypedError: "panic".
 func (e *PanicError) ErrorType() string { return "panic" }
 
-// StepError is the error a replayed step returns for a failure that was
-// recorded as final in this run attempt: the recorded message and error
-// type, without the original Go error (which only the execution that ran
-// the step had). ErrorType(err) is the same in both.
+// StepError is the error of a step whose failure is final in this run
+// attempt: the recorded message, error type and non-retryable mark. The
+// execution that ran the step and every replay return one alike, so
+// ErrorType(err) and IsNonRetryable(err) — also of an error joining it with
+// others — are the same in all of them; only the execution that ran the
+// step can unwrap it to the original Go error.
 type StepError struct {
 	StepID  string
 	Attempt int
 	// Type is the recorded ErrorType of the original error.
 	Type    string
 	Message string
+	// NonRetryable: the original error was marked non-retryable.
+	NonRetryable bool
+
+	cause error
 }
 
 // Error returns the recorded message.
 func (e *StepError) Error() string { return e.Message }
+
+// Unwrap returns the original error in the execution that ran the step, nil
+// in a replay.
+func (e *StepError) Unwrap() error { return e.cause }
 
 // ErrorType implements TypedError: the original error's type.
 func (e *StepError) ErrorType() string { return e.Type }

@@ -61,8 +61,10 @@ func WithRetry(p retry.Policy) StepOption {
 // inline retry limit, 2 s by default) is waited for in place; a longer one
 // suspends the run until the retry time, freeing the worker's slot, and the
 // next attempt runs when the engine delivers the run again. A step that
-// exhausts its attempts returns its last error; the workflow decides what
-// to do with it. The budget counts attempts within one attempt of the run:
+// exhausts its attempts, or fails non-retryably, returns a *StepError with
+// the recorded message, error type and non-retryable mark, wrapping its last
+// error (errors.As finds the original in this execution); the workflow
+// decides what to do with it. The budget counts attempts within one attempt of the run:
 // when the run is retried (its workflow returned the error, or a manual
 // retry of a failed run), a failed step gets a fresh budget.
 //
@@ -93,7 +95,7 @@ func Step[T any](ctx Context, id string, fn func(ctx context.Context) (T, error)
 		return v, nil
 	}
 	if prev != nil && prev.Status == stepFailed && ex.sameEpoch(prev) && prev.RetryAt == nil {
-		return zero, &StepError{StepID: id, Attempt: prev.Attempt, Type: prev.ErrorType, Message: prev.Error}
+		return zero, &StepError{StepID: id, Attempt: prev.Attempt, Type: prev.ErrorType, Message: prev.Error, NonRetryable: prev.NonRetryable}
 	}
 	if err := cancelled(ctx); err != nil {
 		return zero, err
@@ -116,7 +118,7 @@ func Step[T any](ctx Context, id string, fn func(ctx context.Context) (T, error)
 		attempt = prev.Attempt + 1
 		if prev.Status == stepFailed && ex.sameEpoch(prev) {
 			if prev.RetryAt == nil {
-				return zero, &StepError{StepID: id, Attempt: prev.Attempt, Type: prev.ErrorType, Message: prev.Error}
+				return zero, &StepError{StepID: id, Attempt: prev.Attempt, Type: prev.ErrorType, Message: prev.Error, NonRetryable: prev.NonRetryable}
 			}
 			// A retry scheduled by this run attempt: continue its budget,
 			// waiting for the rest of the backoff if delivered early.
@@ -209,7 +211,10 @@ func runAttempt[T any](ctx Context, ex *execution, id string, attempt int, tries
 	setError(&it, ferr)
 	if it.NonRetryable || policy.IsNonRetryable(it.ErrorType) || policy.Exhausted(*tries) {
 		ex.report(it)
-		return zero, nil, ferr
+		// What a replay will return, so the workflow sees the same error
+		// type and mark now and then.
+		return zero, nil, &StepError{StepID: id, Attempt: attempt, Type: it.ErrorType, Message: it.Error,
+			NonRetryable: it.NonRetryable, cause: ferr}
 	}
 	retryAt := finished.Add(policy.Delay(*tries, ex.rand())).UTC()
 	it.Until = &retryAt
