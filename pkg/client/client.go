@@ -496,7 +496,8 @@ type ConcurrencyLimit = store.ConcurrencyLimit
 
 // SetConcurrencyLimit allows at most max runs of workflow type typ to run
 // at once in queue (empty: the client's default queue), across every
-// worker; the dispatchers' claims enforce it. 0 pauses the type.
+// worker; the dispatchers' claims enforce it. 0 pauses the type. Raising
+// a limit wakes the queue: runs waiting for a slot are claimed at once.
 func (c *Client) SetConcurrencyLimit(ctx context.Context, queue, typ string, max int) (*ConcurrencyLimit, error) {
 	if queue == "" {
 		queue = c.queue
@@ -509,7 +510,8 @@ func (c *Client) SetConcurrencyLimit(ctx context.Context, queue, typ string, max
 }
 
 // RemoveConcurrencyLimit lifts the limit of typ in queue (empty: the
-// client's default queue); an absent limit is store.ErrNotFound.
+// client's default queue), waking the runs that waited for a slot; an
+// absent limit is store.ErrNotFound.
 func (c *Client) RemoveConcurrencyLimit(ctx context.Context, queue, typ string) error {
 	if queue == "" {
 		queue = c.queue
