@@ -1,5 +1,6 @@
 -- Failure paths: runs waiting behind a concurrency limit are woken when the
--- limit is raised or removed.
+-- limit is raised or removed; a run lost before its holder received it
+-- does not count an attempt.
 
 -- A limit raised (max_running grew) or removed frees slots at once: announce
 -- the queue as claimable, with the payload kagzi.notify_runs sends for a
@@ -31,7 +32,18 @@ CREATE TRIGGER concurrency_limits_notify_update AFTER UPDATE ON kagzi.concurrenc
 CREATE TRIGGER concurrency_limits_notify_delete AFTER DELETE ON kagzi.concurrency_limits
     REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION kagzi.notify_limits();
 
+-- held: the run's holder is known to have received it. The claim clears
+-- it; the reaper's heartbeat flush (RunsExtendLeases) sets it for the runs
+-- a worker lists. Recovering a run from a lost holder counts an attempt
+-- (and may fail it as exhausted) only when it is set: a run claimed for a
+-- worker that never got it goes back to PENDING as it was. Runs running
+-- now were claimed when every recovery counted: they keep counting.
+ALTER TABLE kagzi.workflow_runs ADD COLUMN held boolean NOT NULL DEFAULT false;
+UPDATE kagzi.workflow_runs SET held = true WHERE status = 'RUNNING';
+
 ---- create above / drop below ----
+
+ALTER TABLE kagzi.workflow_runs DROP COLUMN held;
 
 DROP TRIGGER concurrency_limits_notify_delete ON kagzi.concurrency_limits;
 DROP TRIGGER concurrency_limits_notify_update ON kagzi.concurrency_limits;

@@ -626,7 +626,7 @@ type RunsClaimParams struct {
 // for a failed latest attempt.
 const claimUpdate = `
 UPDATE kagzi.workflow_runs r SET status = 'RUNNING', locked_by = $7, lease_token = r.lease_token + 1,
-	lease_expires_at = now() + $8 * interval '1 millisecond', available_at = NULL, waiting_on = NULL, limited = c.limited,
+	lease_expires_at = now() + $8 * interval '1 millisecond', available_at = NULL, waiting_on = NULL, limited = c.limited, held = false,
 	attempts = greatest(r.attempts, 1), started_at = coalesce(r.started_at, now()),
 	version = CASE WHEN r.version = '' THEN ($5::text[])[array_position($3::text[], r.workflow_type)] ELSE r.version END
 FROM c LEFT JOIN LATERAL (
@@ -1056,6 +1056,22 @@ const recoverFrom = `
 		         * (1 + greatest(pol.jitter, 0) * (2 * random() - 1)) AS delay_ms
 	) x`
 
+// lostSet is recoverSet for runs taken back from a holder that went away
+// (recoverRuns). Only a run its holder is known to have received — held:
+// a heartbeat of the holder listed it since the claim — counts the lost
+// attempt, and may fail as exhausted. A run that never reached its holder
+// (the dispatcher died between claim and delivery, or the worker died with
+// a request the dispatcher then served) goes back to PENDING, claimable at
+// once, its attempts and error unchanged.
+const lostSet = `
+	locked_by = NULL, lease_expires_at = NULL, held = false,
+	error = CASE WHEN r.held THEN $1 ELSE r0.error END,
+	status = CASE WHEN r.held AND x.exhausted THEN 'FAILED' ELSE 'PENDING' END,
+	finished_at = CASE WHEN r.held AND x.exhausted THEN now() END,
+	attempts = CASE WHEN r.held AND NOT x.exhausted THEN r0.attempts + 1 ELSE r0.attempts END,
+	available_at = CASE WHEN NOT r.held THEN now() WHEN x.exhausted THEN NULL
+		ELSE now() + x.delay_ms * interval '1 millisecond' END`
+
 // RecoveredRun is a run taken back from a lost holder.
 type RecoveredRun struct {
 	Namespace string
@@ -1064,23 +1080,29 @@ type RecoveredRun struct {
 	Status    RunStatus // PENDING (retried) or FAILED (attempts exhausted)
 	// AvailableAt is when the retry is due (nil when failed).
 	AvailableAt *time.Time
+	// Undelivered is true for a run its holder never confirmed receiving
+	// (no heartbeat listed it): it is PENDING again, claimable at once,
+	// without counting an attempt.
+	Undelivered bool
 }
 
 func (s *Store) recoverRuns(ctx context.Context, what, errMsg, where string, args ...any) ([]RecoveredRun, error) {
 	rows, err := s.db.Query(ctx, `
 WITH t AS (
-	SELECT run_id FROM kagzi.workflow_runs WHERE status = 'RUNNING' AND `+where+` FOR UPDATE SKIP LOCKED
+	SELECT run_id, held OR run_id = ANY($3::uuid[]) AS held FROM kagzi.workflow_runs
+	WHERE status = 'RUNNING' AND `+where+` FOR UPDATE SKIP LOCKED
 ), u AS (
-	UPDATE kagzi.workflow_runs r0 SET `+strings.ReplaceAll(recoverSet, "r.attempts", "r0.attempts")+`
+	UPDATE kagzi.workflow_runs r0 SET `+strings.ReplaceAll(lostSet, "r.held", "t.held")+`
 	FROM t JOIN kagzi.workflow_runs r ON r.run_id = t.run_id `+recoverFrom+`
 	WHERE r0.run_id = t.run_id
-	RETURNING r0.namespace_id, r0.run_id, r0.task_queue, r0.status, r0.available_at, r0.parent_run_id, r0.parent_step_id, r0.error
+	RETURNING r0.namespace_id, r0.run_id, r0.task_queue, r0.status, r0.available_at, r0.parent_run_id, r0.parent_step_id, r0.error,
+		NOT t.held AS undelivered
 ), done AS (
 	SELECT run_id, parent_run_id, parent_step_id, status, error, NULL::bytea AS output FROM u WHERE status = 'FAILED'
 ), touched AS (
 	SELECT run_id FROM u
 ), `+parentWakeCTEs+`
-SELECT namespace_id, run_id, task_queue, status, available_at FROM u`, append([]any{errMsg}, args...)...)
+SELECT namespace_id, run_id, task_queue, status, available_at, undelivered FROM u`, append([]any{errMsg}, args...)...)
 	if err != nil {
 		return nil, mapErr(what, err)
 	}
@@ -1088,7 +1110,7 @@ SELECT namespace_id, run_id, task_queue, status, available_at FROM u`, append([]
 	var out []RecoveredRun
 	for rows.Next() {
 		var rr RecoveredRun
-		if err := rows.Scan(&rr.Namespace, &rr.RunID, &rr.Queue, &rr.Status, &rr.AvailableAt); err != nil {
+		if err := rows.Scan(&rr.Namespace, &rr.RunID, &rr.Queue, &rr.Status, &rr.AvailableAt, &rr.Undelivered); err != nil {
 			return nil, mapErr(what, err)
 		}
 		out = append(out, rr)
@@ -1096,16 +1118,23 @@ SELECT namespace_id, run_id, task_queue, status, available_at FROM u`, append([]
 	return out, mapErr(what, rows.Err())
 }
 
-// RunsRecoverWorker takes back every run the worker holds: each is retried
-// with backoff if attempts remain, else failed.
-func (s *Store) RunsRecoverWorker(ctx context.Context, workerID uuid.UUID) ([]RecoveredRun, error) {
-	return s.recoverRuns(ctx, "recover worker runs", "worker "+workerID.String()+" lost", "locked_by = $2", workerID)
+// RunsRecoverWorker takes back every run the worker holds: each it had
+// received is retried with backoff if attempts remain, else failed; each it
+// never received is claimable again at once, without an attempt counted
+// (see lostSet). A run is received when a persisted heartbeat marked it
+// held, or when it is among received: the runs the worker's last heartbeat
+// listed, which the caller heard (a flush may have skipped marking them).
+func (s *Store) RunsRecoverWorker(ctx context.Context, workerID uuid.UUID, received ...uuid.UUID) ([]RecoveredRun, error) {
+	if received == nil {
+		received = []uuid.UUID{}
+	}
+	return s.recoverRuns(ctx, "recover worker runs", "worker "+workerID.String()+" lost", "locked_by = $2", workerID, received)
 }
 
 // RunsExpireLeases takes back every running run whose lease expired at or
-// before now, like RunsRecoverWorker.
+// before now, like RunsRecoverWorker (a run is received when held).
 func (s *Store) RunsExpireLeases(ctx context.Context, now time.Time) ([]RecoveredRun, error) {
-	return s.recoverRuns(ctx, "expire leases", "lease expired", "lease_expires_at <= $2", now)
+	return s.recoverRuns(ctx, "expire leases", "lease expired", "lease_expires_at <= $2", now, []uuid.UUID{})
 }
 
 // RunsNextLeaseExpiry returns the earliest lease expiry of a running run, or
@@ -1162,7 +1191,9 @@ type RunsExtendLeasesParams struct {
 }
 
 // RunsExtendLeases persists heartbeats in one statement: the leases of the
-// runs each worker lists are extended to its Until; a run locked to one of
+// runs each worker lists are extended to its Until, and those runs are
+// marked held (received by their worker, so a lost attempt counts: see
+// lostSet); a run locked to one of
 // these workers that it no longer lists (a delivery lost on the way) is
 // released, claimable at once, if its lease was last set more than grace
 // before the heartbeat (so a delivery still in flight when the heartbeat was
@@ -1198,7 +1229,7 @@ WITH w AS (
 	WHERE r.status = 'RUNNING'
 	FOR NO KEY UPDATE OF r SKIP LOCKED
 ), ext AS (
-	UPDATE kagzi.workflow_runs r SET lease_expires_at = greatest(r.lease_expires_at, lk.until)
+	UPDATE kagzi.workflow_runs r SET lease_expires_at = greatest(r.lease_expires_at, lk.until), held = true
 	FROM lk WHERE r.run_id = lk.run_id
 	RETURNING r.run_id
 ), stray AS (
