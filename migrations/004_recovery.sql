@@ -1,6 +1,7 @@
 -- Failure paths: runs waiting behind a concurrency limit are woken when the
 -- limit is raised or removed; a run lost before its holder received it
--- does not count an attempt.
+-- does not count an attempt; a start may be refused when no live worker
+-- serves its type.
 
 -- A limit raised (max_running grew) or removed frees slots at once: announce
 -- the queue as claimable, with the payload kagzi.notify_runs sends for a
@@ -41,7 +42,24 @@ CREATE TRIGGER concurrency_limits_notify_delete AFTER DELETE ON kagzi.concurrenc
 ALTER TABLE kagzi.workflow_runs ADD COLUMN held boolean NOT NULL DEFAULT false;
 UPDATE kagzi.workflow_runs SET held = true WHERE status = 'RUNNING';
 
+-- require_worker refuses a start (RunsCreateParams.RequireWorker) of
+-- type@version in a namespace and queue that no live worker serves: served
+-- is the caller's check, made in the start's own statement (one snapshot,
+-- so it cannot race the insert). The SQLSTATE is the store's ErrNoWorker.
+CREATE FUNCTION kagzi.require_worker(served boolean, ns text, queue text, typ text, ver text) RETURNS boolean
+    LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    IF NOT served THEN
+        RAISE EXCEPTION 'no live worker serves %@% on queue % of namespace %', typ, ver, queue, ns
+            USING ERRCODE = 'KZ001';
+    END IF;
+    RETURN true;
+END
+$$;
+
 ---- create above / drop below ----
+
+DROP FUNCTION kagzi.require_worker(boolean, text, text, text, text);
 
 ALTER TABLE kagzi.workflow_runs DROP COLUMN held;
 

@@ -157,6 +157,11 @@ type RunsCreateParams struct {
 	// ScheduleID and ScheduleFireAt mark a run fired by a schedule.
 	ScheduleID     *uuid.UUID
 	ScheduleFireAt *time.Time
+	// RequireWorker refuses the start with ErrNoWorker, creating nothing,
+	// when no live worker serves Type@Version on Queue (WorkersServing),
+	// checked in the insert's own statement. The check comes before the
+	// external id's: a repeated start is refused too.
+	RequireWorker bool
 }
 
 func (s *Store) validateCreate(p *RunsCreateParams) ([]byte, error) {
@@ -230,7 +235,11 @@ func (s *Store) RunsCreate(ctx context.Context, p RunsCreateParams) (run Run, cr
 	// frees the external id: try again then.
 	for i := 0; i < 3; i++ {
 		row := s.db.QueryRow(ctx, `
-WITH r AS (
+WITH chk AS (
+	SELECT kagzi.require_worker(EXISTS (SELECT 1 FROM kagzi.workers w WHERE `+
+			workerServes("w", "$2::text", "$4::text", "$5::text", "$6::text")+`), $2, $4, $5, $6) AS ok
+	WHERE $16::boolean
+), r AS (
 	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, external_id, task_queue, workflow_type, version,
 		status, available_at, deadline_at, retry_policy, priority, parent_run_id, parent_step_id, trace_context,
 		schedule_id, schedule_fire_at)
@@ -238,12 +247,12 @@ WITH r AS (
 	ON CONFLICT DO NOTHING
 	RETURNING `+runCols+`
 ), p AS (
-	INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT run_id, $16::bytea FROM r
+	INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT run_id, $17::bytea FROM r
 )
-SELECT * FROM r`,
+SELECT * FROM r WHERE (SELECT bool_and(ok) FROM chk) IS NOT FALSE`,
 			p.RunID, p.Namespace, nullText(p.ExternalID), p.Queue, p.Type, p.Version,
 			p.AvailableAt, p.DeadlineAt, policy, p.Priority, p.ParentRunID, nullText(p.ParentStepID), nullText(p.TraceContext),
-			p.ScheduleID, p.ScheduleFireAt, p.Input)
+			p.ScheduleID, p.ScheduleFireAt, p.RequireWorker, p.Input)
 		run, err = scanRun(row)
 		if err == nil {
 			run.Input = p.Input
@@ -287,7 +296,9 @@ type RunsCreateManyResult struct {
 }
 
 // RunsCreateMany starts many runs in one statement, idempotent per
-// external id like RunsCreate. Results are in the order of ps.
+// external id like RunsCreate. Results are in the order of ps. If a row
+// with RequireWorker has no live worker, the statement creates nothing
+// and returns ErrNoWorker naming that type.
 func (s *Store) RunsCreateMany(ctx context.Context, ps []RunsCreateParams) ([]RunsCreateManyResult, error) {
 	n := len(ps)
 	if n == 0 {
@@ -302,6 +313,7 @@ func (s *Store) RunsCreateMany(ctx context.Context, ps []RunsCreateParams) ([]Ru
 		parents                                   = make([]*uuid.UUID, n)
 		traces                                    = make([]*string, n)
 		inputs                                    = make([][]byte, n)
+		require                                   = make([]bool, n)
 	)
 	for i := range ps {
 		p := &ps[i]
@@ -319,25 +331,31 @@ func (s *Store) RunsCreateMany(ctx context.Context, ps []RunsCreateParams) ([]Ru
 			policies[i] = &ps
 		}
 		inputs[i] = p.Input
+		require[i] = p.RequireWorker
 	}
 	rows, err := s.db.Query(ctx, `
 WITH v AS (
 	SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[],
-		$8::timestamptz[], $9::jsonb[], $10::int[], $11::uuid[], $12::text[], $13::text[], $14::bytea[])
+		$8::timestamptz[], $9::jsonb[], $10::int[], $11::uuid[], $12::text[], $13::text[], $14::boolean[], $15::bytea[])
 		AS v(run_id, namespace_id, external_id, task_queue, workflow_type, version, available_at, deadline_at,
-		retry_policy, priority, parent_run_id, parent_step_id, trace_context, input)
+		retry_policy, priority, parent_run_id, parent_step_id, trace_context, require_worker, input)
+), chk AS (
+	SELECT bool_and(kagzi.require_worker(EXISTS (SELECT 1 FROM kagzi.workers w WHERE `+
+		workerServes("w", "g.namespace_id", "g.task_queue", "g.workflow_type", "g.version")+`),
+		g.namespace_id, g.task_queue, g.workflow_type, g.version)) AS ok
+	FROM (SELECT DISTINCT namespace_id, task_queue, workflow_type, version FROM v WHERE require_worker) g
 ), r AS (
 	INSERT INTO kagzi.workflow_runs (run_id, namespace_id, external_id, task_queue, workflow_type, version,
 		status, available_at, deadline_at, retry_policy, priority, parent_run_id, parent_step_id, trace_context)
 	SELECT run_id, namespace_id, external_id, task_queue, workflow_type, version, 'PENDING',
 		coalesce(available_at, now()), deadline_at, retry_policy, priority, parent_run_id, parent_step_id, trace_context
-	FROM v
+	FROM v WHERE (SELECT ok FROM chk) IS NOT FALSE
 	ON CONFLICT DO NOTHING
 	RETURNING run_id
 ), p AS (
 	INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT v.run_id, v.input FROM v JOIN r USING (run_id)
 )
-SELECT run_id FROM r`, ids, nss, exts, queues, types, versions, avail, deadlines, policies, prios, parents, pstep, traces, inputs)
+SELECT run_id FROM r`, ids, nss, exts, queues, types, versions, avail, deadlines, policies, prios, parents, pstep, traces, require, inputs)
 	if err != nil {
 		return nil, mapErr("create runs", err)
 	}
