@@ -606,3 +606,29 @@ func TestEventSend(t *testing.T) {
 	_, errOut = c.fails(exitFailed, "event", "send", s.RunID, "paid")
 	mustContain(t, "stderr", errOut, "finished")
 }
+
+// `run show` says whether a live worker serves a waiting run, and
+// `run start --require-worker` refuses a start nobody serves.
+func TestRunShowSaysWhenNoWorkerServes(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	out := c.ok("run", "start", "ProcessOrder", "--queue", "orders", "--version", "v2")
+	id := uuidRE.FindString(out)
+	out = c.ok("run", "show", id)
+	mustContain(t, "run show", out, "Workers:", "none: no live worker serves ProcessOrder@v2 on queue orders")
+	var shown runShowJSON
+	c.okJSON(&shown, "run", "show", id)
+	if shown.WorkersServing == nil || *shown.WorkersServing != 0 {
+		t.Fatalf("show --json: workers_serving %v, want 0", shown.WorkersServing)
+	}
+	_, errOut := c.fails(exitFailed, "run", "start", "ProcessOrder", "--queue", "orders", "--version", "v2", "--require-worker")
+	mustContain(t, "refused start", errOut, "no live worker serves ProcessOrder@v2 on queue orders", "Hint:", "kagzi worker list")
+
+	if _, err := c.store().WorkersRegister(context.Background(), store.WorkersRegisterParams{WorkerID: uuid.New(),
+		Namespace: "default", Queue: "orders", Types: []store.TypeVersion{{Type: "ProcessOrder", Version: "v2"}}, MaxConcurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, "run show with a worker", c.ok("run", "show", id), "Workers:", "1 live worker serves ProcessOrder@v2 on queue orders")
+	mustContain(t, "required start with a worker", c.ok("run", "start", "ProcessOrder", "--queue", "orders", "--version", "v2", "--require-worker"),
+		"Started run")
+}

@@ -65,6 +65,9 @@ func hint(cmd *cobra.Command, a *app, err error) string {
 		return h + "."
 	case errors.Is(err, store.ErrConflict) && topNoun(cmd) == "run" && cmd.Name() == "cancel":
 		return "Hint: only PENDING, RUNNING or SLEEPING runs can be cancelled."
+	case errors.Is(err, store.ErrNoWorker):
+		return "Hint: start a worker that registers the type on the queue (`kagzi worker list` shows the live ones), " +
+			"or start without --require-worker to let the run wait for one."
 	case errors.Is(err, context.Canceled):
 		return "Interrupted."
 	}

@@ -42,7 +42,7 @@ func newRunStartCmd(a *app) *cobra.Command {
 		input, queue, externalID, version string
 		priority                          int
 		deadline, timeout                 time.Duration
-		wait                              bool
+		wait, requireWorker               bool
 	)
 	c := &cobra.Command{
 		Use:   "start TYPE",
@@ -54,7 +54,11 @@ starting again returns it instead of starting another.
 
 With --wait the command waits (by push over NATS, so NATS must be reachable)
 until the run ends, prints its output, and exits 1 if it failed or was
-cancelled. --input takes inline JSON, @FILE to read a file, or - for stdin.`,
+cancelled. --input takes inline JSON, @FILE to read a file, or - for stdin.
+
+A run of a type no live worker serves is accepted and waits, PENDING, until
+one registers (kagzi run show says so); with --require-worker the start is
+refused instead, and nothing is started.`,
 		Example: `  kagzi run start ProcessOrder --input '{"order_id": 42}'
   kagzi run start ProcessOrder --id order-42 --queue orders --priority 10
   kagzi run start Report --input @report.json --deadline 1h --wait --timeout 5m`,
@@ -71,7 +75,8 @@ cancelled. --input takes inline JSON, @FILE to read a file, or - for stdin.`,
 			if timeout < 0 {
 				return usagef("--timeout %v must not be negative", timeout)
 			}
-			opts := client.StartOptions{Queue: queue, Version: version, ExternalID: externalID, Priority: priority}
+			opts := client.StartOptions{Queue: queue, Version: version, ExternalID: externalID, Priority: priority,
+				RequireWorker: requireWorker}
 			if cmd.Flags().Changed("deadline") {
 				if deadline <= 0 {
 					return usagef("--deadline %v must be positive, e.g. --deadline 30m", deadline)
@@ -146,6 +151,7 @@ cancelled. --input takes inline JSON, @FILE to read a file, or - for stdin.`,
 	f.DurationVar(&deadline, "deadline", 0, "fail the run if it has not finished within this duration, e.g. 1h")
 	f.BoolVar(&wait, "wait", false, "wait for the run to end and print its result (needs NATS)")
 	f.DurationVar(&timeout, "timeout", 0, "with --wait, give up waiting after this duration (the run goes on)")
+	f.BoolVar(&requireWorker, "require-worker", false, "refuse the start if no live worker serves the type (and version) on the queue")
 	return c
 }
 
@@ -235,7 +241,10 @@ func runsTable(w io.Writer, runs []store.Run, fired bool) {
 // runShowJSON is what `run show` prints with --json.
 type runShowJSON struct {
 	runJSON
-	Steps []stepJSON `json:"steps"`
+	// WorkersServing counts the live workers that serve a PENDING or
+	// SLEEPING run's type@version on its queue (absent for other runs).
+	WorkersServing *int       `json:"workers_serving,omitempty"`
+	Steps          []stepJSON `json:"steps"`
 }
 
 func newRunShowCmd(a *app) *cobra.Command {
@@ -244,7 +253,9 @@ func newRunShowCmd(a *app) *cobra.Command {
 		Short: "Show a run and the timeline of its steps",
 		Long: `Show a run's fields, input and output, then every attempt of every step in
 the order they were recorded: step id, kind, attempt, status, start,
-duration and error.`,
+duration and error. For a run waiting to be claimed (PENDING or SLEEPING),
+it says how many live workers serve its type@version on its queue, and
+warns when none does: the run waits until one registers.`,
 		Example: `  kagzi run show 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e
   kagzi --json run show 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e | jq .steps`,
 		Args: cobra.ExactArgs(1),
@@ -269,8 +280,18 @@ duration and error.`,
 			for i, s := range steps {
 				v.Steps[i] = toStepJSON(s)
 			}
+			if run.Status == store.StatusPending || run.Status == store.StatusSleeping {
+				n, err := st.WorkersServing(cmd.Context(), run.Namespace, run.Queue, run.Type, run.Version)
+				if err != nil {
+					return err
+				}
+				v.WorkersServing = &n
+			}
 			return a.print(cmd, v, func(w io.Writer) {
 				runFields(w, run)
+				if v.WorkersServing != nil {
+					fmt.Fprintf(w, "Workers:\t%s\n", servingLine(*v.WorkersServing, run))
+				}
 				fmt.Fprintln(w)
 				if len(steps) == 0 {
 					fmt.Fprintln(w, "No steps recorded.")
@@ -442,4 +463,19 @@ dropped. Retrying a run that is not FAILED fails (exit 1).`,
 			})
 		},
 	}
+}
+
+// servingLine says who serves a waiting run.
+func servingLine(n int, r store.Run) string {
+	tv := r.Type
+	if r.Version != "" {
+		tv += "@" + r.Version
+	}
+	if n == 0 {
+		return fmt.Sprintf("none: no live worker serves %s on queue %s; the run waits until one registers", tv, r.Queue)
+	}
+	if n == 1 {
+		return fmt.Sprintf("1 live worker serves %s on queue %s", tv, r.Queue)
+	}
+	return fmt.Sprintf("%d live workers serve %s on queue %s", n, tv, r.Queue)
 }

@@ -47,9 +47,10 @@ the cron expression, read in the time zone --tz. The expression has 5 fields
 (minute hour day month weekday), or 6 or 7 with seconds first and/or a year
 last; @hourly, @daily and the like work too.
 
---max-catchup bounds how many fire times missed during downtime are fired
-when the scheduler comes back: the most recent N of them (0 skips them all).
-A fire time less than KAGZI_SCHEDULER_GRACE late is not missed.
+A fire time less than KAGZI_SCHEDULER_CATCHUP_WINDOW (5m) late is not
+missed: it fires when the scheduler comes back. --max-catchup bounds how
+many older fire times, missed during a longer downtime, are fired then:
+the most recent N of them (0 skips them all).
 --input takes inline JSON, @FILE to read a file, or - for stdin.`,
 		Example: `  kagzi schedule create Report --cron '0 9 * * MON-FRI' --tz Europe/Paris
   kagzi schedule create Cleanup --cron '*/15 * * * *' --queue maintenance --input '{"days": 30}'

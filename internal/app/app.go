@@ -53,7 +53,7 @@ func RunDispatcher(ctx context.Context, cfg config.Dispatcher, log *slog.Logger)
 // Scheduler returns the scheduler's component and its readiness checks.
 // The scheduler resyncs on NATS reconnect by itself.
 func Scheduler(cfg config.Scheduler, st *store.Store, nc *nats.Conn, log *slog.Logger) (*scheduler.Scheduler, map[string]svc.Check) {
-	s := scheduler.New(scheduler.Config{Batch: cfg.SchedulerBatch, Grace: cfg.SchedulerGrace}, st, nc, log)
+	s := scheduler.New(scheduler.Config{Batch: cfg.SchedulerBatch, CatchUpWindow: cfg.SchedulerCatchUpWindow}, st, nc, log)
 	return s, map[string]svc.Check{"postgres": st.Ping, "nats": svc.NATSCheck(nc)}
 }
 

@@ -58,9 +58,9 @@ type Scheduler struct {
 	Database
 	// SchedulerBatch is how many due schedules one statement reads.
 	SchedulerBatch int `env:"KAGZI_SCHEDULER_BATCH, default=100"`
-	// SchedulerGrace is how late a fire time may be fired and still count
-	// as on time; older due times are missed (see max_catchup).
-	SchedulerGrace time.Duration `env:"KAGZI_SCHEDULER_GRACE, default=10s"`
+	// SchedulerCatchUpWindow is how late a fire time may be fired and
+	// still count as due; older due times are missed (see max_catchup).
+	SchedulerCatchUpWindow time.Duration `env:"KAGZI_SCHEDULER_CATCHUP_WINDOW, default=5m"`
 }
 
 // Reaper configures services/reaper.
@@ -170,8 +170,8 @@ func (c *Scheduler) validate() error {
 	switch {
 	case c.SchedulerBatch < 1 || c.SchedulerBatch > 10000:
 		return fmt.Errorf("KAGZI_SCHEDULER_BATCH %d: 1 to 10000", c.SchedulerBatch)
-	case c.SchedulerGrace < time.Second || c.SchedulerGrace > 10*time.Minute:
-		return fmt.Errorf("KAGZI_SCHEDULER_GRACE %v: 1s to 10m", c.SchedulerGrace)
+	case c.SchedulerCatchUpWindow < time.Second || c.SchedulerCatchUpWindow > 24*time.Hour:
+		return fmt.Errorf("KAGZI_SCHEDULER_CATCHUP_WINDOW %v: 1s to 24h", c.SchedulerCatchUpWindow)
 	}
 	return nil
 }

@@ -45,15 +45,24 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) *instrumen
 	return in
 }
 
-// registerQueueDepth adds the queue-depth gauge, read from Postgres when
-// metrics are collected (at most every 5 s), so an idle system that nobody
-// scrapes costs no statements.
+// registerQueueDepth adds the queue-depth gauges, read from Postgres in one
+// statement when metrics are collected (at most every 5 s), so an idle
+// system that nobody scrapes costs no statements: kagzi.queue.depth, the
+// due runs waiting to be claimed, and kagzi.queue.unserved, those of them
+// that no live worker serves. The dispatcher owns both: it is the service
+// that leaves such runs waiting (and looks at them again, backing off), and
+// the second is the first's explanation, read with it.
 func registerQueueDepth(mp metric.MeterProvider, st *store.Store, ctx func() context.Context) error {
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
 	m := mp.Meter("github.com/kagzi/kagzi/dispatcher")
 	g, err := m.Int64ObservableGauge("kagzi.queue.depth", metric.WithDescription("Due runs waiting to be claimed, per queue."))
+	if err != nil {
+		return err
+	}
+	ug, err := m.Int64ObservableGauge("kagzi.queue.unserved",
+		metric.WithDescription("Due runs waiting that no live worker serves (type@version on the queue), per queue."))
 	if err != nil {
 		return err
 	}
@@ -74,10 +83,12 @@ func registerQueueDepth(mp metric.MeterProvider, st *store.Store, ctx func() con
 			}
 		}
 		for _, q := range cached {
-			o.ObserveInt64(g, q.Due, metric.WithAttributes(attribute.String("namespace", q.Namespace), attribute.String("queue", q.Queue)))
+			attrs := metric.WithAttributes(attribute.String("namespace", q.Namespace), attribute.String("queue", q.Queue))
+			o.ObserveInt64(g, q.Due, attrs)
+			o.ObserveInt64(ug, q.Unserved, attrs)
 		}
 		return nil
-	}, g)
+	}, g, ug)
 	return err
 }
 

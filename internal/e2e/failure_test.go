@@ -93,7 +93,7 @@ func TestStepRetryBudgetAcrossSuspensions(t *testing.T) {
 		t.Fatalf("run attempts %d, want 1", r.Attempts)
 	}
 	// Three deliveries: two suspended for a backoff, the third failed.
-	if s := w.Stats(); s.RunsStarted != 3 || s.RunsSuspended != 2 || s.RunsFailed != 1 {
+	if s := idleStats(t, w); s.RunsStarted != 3 || s.RunsSuspended != 2 || s.RunsFailed != 1 {
 		t.Fatalf("worker stats %+v: want 3 deliveries, 2 suspensions, 1 failure", s)
 	}
 	var failed int
@@ -198,6 +198,24 @@ func TestEventTimeoutIsReplayed(t *testing.T) {
 	}
 	if got != "timed out" {
 		t.Fatalf("result %q: the late event %s was taken by a replay of a wait that timed out", got, ev.ID)
+	}
+}
+
+// idleStats returns w's counters once no run executes on it any more: the
+// client learns a run's end from the engine before the worker has finished
+// its own bookkeeping of the execution.
+func idleStats(t *testing.T, w *worker.Worker) worker.Stats {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s := w.Stats()
+		if s.Running == 0 {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker still runs %d runs", s.Running)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

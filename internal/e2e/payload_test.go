@@ -284,7 +284,7 @@ func TestCombinedReportsFitMessages(t *testing.T) {
 	ready.Wait()
 	close(release) // 24 MiB of outputs reported at once, over 8 MiB messages
 	waitAll(t, hs, 60*time.Second)
-	if s := e.srv.Workers[0].Stats(); s.RunsCompleted != runs || s.RunsAbandoned != 0 {
+	if s := idleStats(t, e.srv.Workers[0]); s.RunsCompleted != runs || s.RunsAbandoned != 0 {
 		t.Fatalf("worker stats %+v", s)
 	}
 }

@@ -26,7 +26,8 @@
 // at most two statements, whatever the number of workers:
 // store.WorkersHeartbeat for every worker heard since the last flush, and
 // store.RunsExtendLeases, which extends the leases of the runs those
-// workers list to (last heard + Config.Lease) and releases a run locked to
+// workers list to (last heard + Config.Lease), marks them held (received:
+// see below), and releases a run locked to
 // one of them that it no longer lists (a delivery lost on the way) once the
 // run's lease was last set more than Config.LeaseGrace before. A flush is
 // only issued when it matters: some worker holds runs, changed its draining
@@ -43,7 +44,14 @@
 // leader flushes what it has heard (so the database agrees with memory),
 // marks the silent workers OFFLINE (store.WorkersMarkStaleOffline) and
 // recovers each one's runs at once (store.RunsRecoverWorker: retried with
-// backoff while attempts remain, failed when exhausted). A worker marked
+// backoff while attempts remain, failed when exhausted). Only a run a
+// heartbeat of its holder listed since the claim (held) counts the lost
+// attempt: one claimed for a worker that never received it (a dispatcher
+// dead between claim and delivery, a worker dead with a request it had
+// parked) is claimable again at once with its attempts unchanged, whatever
+// the recovery (lease expiry too). Workers heartbeat right after accepting
+// a delivery, so a run that crashes its worker at once is still counted,
+// and fails once its attempts are spent. A worker marked
 // OFFLINE that is heard again is registered afresh (from its last
 // registration, or from its row, or from what the heartbeat carries); the
 // runs it lost are not its own any more, and the fencing token refuses its

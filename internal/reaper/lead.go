@@ -3,6 +3,7 @@ package reaper
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -30,8 +31,10 @@ type term struct {
 	sweepAt time.Time
 	// staleRetryAt defers a death pass that failed.
 	staleRetryAt time.Time
-	// recover are workers marked OFFLINE whose runs are still to take back.
-	recover   map[uuid.UUID]struct{}
+	// recover are workers marked OFFLINE whose runs are still to take
+	// back, with the runs their last heartbeat listed (received, even if a
+	// flush skipped marking them held).
+	recover   map[uuid.UUID][]uuid.UUID
 	recoverAt time.Time
 	deregAt   time.Time
 	lastFlush time.Time
@@ -41,7 +44,7 @@ type term struct {
 // lead is the leader's loop: one timer armed at the earliest due time, and
 // the kick channel for news from NATS.
 func (r *Reaper) lead(ctx context.Context) error {
-	t := &term{recover: map[uuid.UUID]struct{}{}}
+	t := &term{recover: map[uuid.UUID][]uuid.UUID{}}
 	r.c.terms.Add(1)
 	r.leader.Store(true)
 	defer r.leader.Store(false)
@@ -418,8 +421,9 @@ func (r *Reaper) reapDead(ctx context.Context, t *term) {
 	r.mu.Lock()
 	for _, id := range ids {
 		marked[id] = true
-		t.recover[id] = struct{}{}
+		t.recover[id] = nil
 		if w := r.workers[id]; w != nil {
+			t.recover[id] = slices.Clone(w.runs)
 			if r.expiryLocked(w).After(now) {
 				w.db = dbStale // heard again meanwhile: it registers afresh
 			} else {
@@ -439,7 +443,7 @@ func (r *Reaper) reapDead(ctx context.Context, t *term) {
 		// Never made it into the database as live: nothing to mark, but
 		// runs may be locked to it.
 		delete(r.workers, d.id)
-		t.recover[d.id] = struct{}{}
+		t.recover[d.id] = slices.Clone(w.runs)
 	}
 	r.mu.Unlock()
 	for _, d := range check {
@@ -456,8 +460,12 @@ func (r *Reaper) reapDead(ctx context.Context, t *term) {
 				}
 			}
 		case err == nil || errors.Is(err, store.ErrNotFound):
+			if w := r.workers[d.id]; w != nil {
+				t.recover[d.id] = slices.Clone(w.runs)
+			} else {
+				t.recover[d.id] = nil
+			}
 			delete(r.workers, d.id)
-			t.recover[d.id] = struct{}{}
 		default:
 			if w := r.workers[d.id]; w != nil {
 				w.checkAt = now.Add(retryAfter)
@@ -480,11 +488,11 @@ func (r *Reaper) recoverRuns(ctx context.Context, t *term) {
 	if len(t.recover) == 0 || t.recoverAt.After(now) {
 		return
 	}
-	for id := range t.recover {
+	for id, listed := range t.recover {
 		if ctx.Err() != nil {
 			return
 		}
-		runs, err := r.st.RunsRecoverWorker(ctx, id)
+		runs, err := r.st.RunsRecoverWorker(ctx, id, listed...)
 		if err != nil {
 			r.failed("recover runs of a lost worker", err)
 			t.recoverAt = now.Add(retryAfter)
@@ -492,18 +500,23 @@ func (r *Reaper) recoverRuns(ctx context.Context, t *term) {
 		}
 		delete(t.recover, id)
 		r.c.lost.Add(1)
-		var retried, failed int
+		var retried, failed, undelivered int
 		for _, rr := range runs {
-			if rr.Status == store.StatusFailed {
+			switch {
+			case rr.Undelivered:
+				undelivered++
+			case rr.Status == store.StatusFailed:
 				failed++
-			} else {
+			default:
 				retried++
 			}
-			r.log.Debug("run recovered", "run_id", rr.RunID, "ns", rr.Namespace, "status", rr.Status, "worker_id", id)
+			r.log.Debug("run recovered", "run_id", rr.RunID, "ns", rr.Namespace, "status", rr.Status,
+				"undelivered", rr.Undelivered, "worker_id", id)
 		}
 		r.c.retried.Add(int64(retried))
 		r.c.failed.Add(int64(failed))
-		r.log.Warn("worker lost: runs recovered", "worker_id", id, "retried", retried, "failed", failed)
+		r.c.undelivered.Add(int64(undelivered))
+		r.log.Warn("worker lost: runs recovered", "worker_id", id, "retried", retried, "failed", failed, "undelivered", undelivered)
 	}
 }
 
@@ -623,15 +636,19 @@ func (r *Reaper) leases(ctx context.Context, t *term) {
 		acted = true
 		t.leaseQueryAt = now
 		if len(runs) > 0 {
-			var failed int64
+			var failed, undelivered int64
 			for _, rr := range runs {
 				if rr.Status == store.StatusFailed {
 					failed++
 				}
-				r.log.Debug("lease expired", "run_id", rr.RunID, "ns", rr.Namespace, "status", rr.Status)
+				if rr.Undelivered {
+					undelivered++
+				}
+				r.log.Debug("lease expired", "run_id", rr.RunID, "ns", rr.Namespace, "status", rr.Status, "undelivered", rr.Undelivered)
 			}
 			r.c.expired.Add(int64(len(runs)))
-			r.log.Warn("leases expired: runs recovered", "runs", len(runs), "failed", failed)
+			r.c.undelivered.Add(undelivered)
+			r.log.Warn("leases expired: runs recovered", "runs", len(runs), "failed", failed, "undelivered", undelivered)
 		}
 	}
 	if t.leaseQueryAt.IsZero() || t.leaseQueryAt.After(now) {

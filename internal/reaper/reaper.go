@@ -102,10 +102,15 @@ type Stats struct {
 	// count what they did.
 	Flushes, BeatsPersisted, LeasesExtended, RunsReleased int64
 	// WorkersLost counts workers found silent whose runs were recovered;
-	// RunsRetried and RunsFailed count those runs by outcome.
+	// RunsRetried and RunsFailed count those runs by outcome (a retried
+	// run counted an attempt).
 	WorkersLost, RunsRetried, RunsFailed int64
 	// LeasesExpired counts runs taken back because their lease expired.
 	LeasesExpired int64
+	// RunsUndelivered counts the runs of both recoveries that their holder
+	// never confirmed receiving: claimable again at once, no attempt
+	// counted (they are not in RunsRetried).
+	RunsUndelivered int64
 	// DeadlinesMissed counts runs failed past their deadline.
 	DeadlinesMissed int64
 	// LeaseQueries and DeadlineQueries count reads of the next lease
@@ -205,6 +210,7 @@ type counters struct {
 	terms, registers, heartbeats, deregisters, wakeups, malformed atomic.Int64
 	registered, deregistered, flushes, beats, extended, released  atomic.Int64
 	lost, retried, failed, expired, deadlines, leaseQ, deadlineQ  atomic.Int64
+	undelivered                                                   atomic.Int64
 	deleted, errors                                               atomic.Int64
 }
 
@@ -241,7 +247,7 @@ func (r *Reaper) Stats() Stats {
 		Registered: c.registered.Load(), Deregistered: c.deregistered.Load(),
 		Flushes: c.flushes.Load(), BeatsPersisted: c.beats.Load(), LeasesExtended: c.extended.Load(), RunsReleased: c.released.Load(),
 		WorkersLost: c.lost.Load(), RunsRetried: c.retried.Load(), RunsFailed: c.failed.Load(),
-		LeasesExpired: c.expired.Load(), DeadlinesMissed: c.deadlines.Load(),
+		LeasesExpired: c.expired.Load(), RunsUndelivered: c.undelivered.Load(), DeadlinesMissed: c.deadlines.Load(),
 		LeaseQueries: c.leaseQ.Load(), DeadlineQueries: c.deadlineQ.Load(), LeaseChecksPending: checks,
 		WorkersDeleted: c.deleted.Load(), Errors: c.errors.Load(),
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/retry"
 	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/worker"
 	"github.com/kagzi/kagzi/pkg/workflow"
@@ -32,6 +34,8 @@ const (
 	envWorkerMode = "KAGZI_REAPER_TEST_WORKER"
 	envNATS       = "KAGZI_REAPER_TEST_NATS"
 	envFile       = "KAGZI_REAPER_TEST_FILE"
+	// envHeartbeat overrides the worker process's heartbeat interval.
+	envHeartbeat = "KAGZI_REAPER_TEST_HEARTBEAT"
 )
 
 func TestMain(m *testing.M) {
@@ -155,9 +159,24 @@ func runWorkerProcess() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	w, err := worker.New(worker.Config{HeartbeatInterval: 200 * time.Millisecond, MaxConcurrency: 8, WaitTimeout: 5 * time.Second}, nc)
+	hb := 200 * time.Millisecond
+	if v := os.Getenv(envHeartbeat); v != "" {
+		if hb, err = time.ParseDuration(v); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	w, err := worker.New(worker.Config{HeartbeatInterval: hb, MaxConcurrency: 8, WaitTimeout: 5 * time.Second}, nc)
 	if err == nil {
 		err = worker.Register(w, "Crash", crashWorkflow(os.Getenv(envFile), true))
+	}
+	if err == nil {
+		// Poison announces itself and hangs: the test kills the process,
+		// as a run that crashes its worker would.
+		err = worker.Register(w, "Poison", func(ctx workflow.Context, _ int) (int, error) {
+			fmt.Printf("poison %s\n", ctx.RunID())
+			select {}
+		})
 	}
 	if err == nil {
 		err = w.Start(context.Background())
@@ -170,18 +189,22 @@ func runWorkerProcess() int {
 	select {} // until killed
 }
 
-// A worker process killed with SIGKILL in the middle of its runs: another
-// worker completes them within the worker timeout plus a second, and the
-// steps completed before the kill do not run again.
-func TestKilledWorkerProcessRunsCompleteElsewhere(t *testing.T) {
-	t.Parallel()
-	const timeout = time.Second
-	s := startSystem(t, config.Reaper{WorkerTimeout: timeout, FlushInterval: 100 * time.Millisecond,
-		Lease: 10 * time.Second, LeaseGrace: time.Second})
-	path := t.TempDir() + "/steps.log"
+// workerProcess is the test binary running as a worker (runWorkerProcess).
+type workerProcess struct {
+	cmd *exec.Cmd
+	id  uuid.UUID
+	// next returns the process's next line of output.
+	next func(what string) string
+	// wait waits for the process to exit (once killed).
+	wait func()
+}
 
+// startWorkerProcess starts a worker process on natsURL with the extra
+// environment and waits until it says it started.
+func startWorkerProcess(t *testing.T, natsURL string, env ...string) *workerProcess {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envWorkerMode+"=1", envNATS+"="+s.srv.NATSURL, envFile+"="+path)
+	cmd.Env = append(append(os.Environ(), envWorkerMode+"=1", envNATS+"="+natsURL), env...)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -191,8 +214,8 @@ func TestKilledWorkerProcessRunsCompleteElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	var waitOnce sync.Once
-	wait := func() { waitOnce.Do(func() { _ = cmd.Wait() }) }
-	t.Cleanup(func() { _ = cmd.Process.Kill(); wait() })
+	p := &workerProcess{cmd: cmd, wait: func() { waitOnce.Do(func() { _ = cmd.Wait() }) }}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); p.wait() })
 	lines := make(chan string, 100)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -201,7 +224,8 @@ func TestKilledWorkerProcessRunsCompleteElsewhere(t *testing.T) {
 		}
 		close(lines)
 	}()
-	next := func(what string) string {
+	p.next = func(what string) string {
+		t.Helper()
 		select {
 		case l, ok := <-lines:
 			if !ok {
@@ -213,10 +237,27 @@ func TestKilledWorkerProcessRunsCompleteElsewhere(t *testing.T) {
 		}
 		return ""
 	}
-	childID, ok := strings.CutPrefix(next("start"), "started ")
+	id, ok := strings.CutPrefix(p.next("start"), "started ")
 	if !ok {
 		t.Fatalf("worker process did not say it started")
 	}
+	if p.id, err = uuid.Parse(id); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// A worker process killed with SIGKILL in the middle of its runs: another
+// worker completes them within the worker timeout plus a second, and the
+// steps completed before the kill do not run again.
+func TestKilledWorkerProcessRunsCompleteElsewhere(t *testing.T) {
+	t.Parallel()
+	const timeout = time.Second
+	s := startSystem(t, config.Reaper{WorkerTimeout: timeout, FlushInterval: 100 * time.Millisecond,
+		Lease: 10 * time.Second, LeaseGrace: time.Second})
+	path := t.TempDir() + "/steps.log"
+	proc := startWorkerProcess(t, s.srv.NATSURL, envFile+"="+path)
+	cmd, next, wait := proc.cmd, proc.next, proc.wait
 
 	ctx := context.Background()
 	const n = 3
@@ -294,7 +335,7 @@ func TestKilledWorkerProcessRunsCompleteElsewhere(t *testing.T) {
 	eventually(t, 5*time.Second, "survivor counts the runs it completed", func() bool {
 		return survivor.Stats().RunsCompleted == n
 	})
-	w, err := s.srv.Store.WorkersGet(ctx, "default", uuid.MustParse(childID))
+	w, err := s.srv.Store.WorkersGet(ctx, "default", proc.id)
 	if err != nil || w.Status != store.WorkerOffline || w.DeregisteredAt != nil {
 		t.Fatalf("killed worker: %+v %v", w, err)
 	}
@@ -425,7 +466,9 @@ func TestDeadlinePassesWhileRunSleeps(t *testing.T) {
 }
 
 // A run claimed by a worker the reaper never heard of (no registration, no
-// heartbeat) is taken back when its lease expires.
+// heartbeat) is taken back when its lease expires: claimable at once, and,
+// since no heartbeat ever said it was received, without counting an
+// attempt.
 func TestExpiredLeaseIsRecovered(t *testing.T) {
 	t.Parallel()
 	const lease = 2 * time.Second
@@ -454,21 +497,24 @@ func TestExpiredLeaseIsRecovered(t *testing.T) {
 		got, _ = st.RunsGet(ctx, "default", run.ID)
 		return got.Status != store.StatusRunning
 	})
-	if got.Status != store.StatusPending || got.Attempts != 2 || got.LockedBy != nil || !strings.Contains(got.Error, "lease expired") {
-		t.Fatalf("run after its lease expired: %s attempts %d error %q", got.Status, got.Attempts, got.Error)
+	if got.Status != store.StatusPending || got.Attempts != 1 || got.LockedBy != nil || got.Error != "" ||
+		got.AvailableAt == nil || got.AvailableAt.After(time.Now()) {
+		t.Fatalf("run after its lease expired: %s attempts %d error %q due %v", got.Status, got.Attempts, got.Error, got.AvailableAt)
 	}
 	late := time.Since(expiry)
 	t.Logf("recovered about %v after its lease expired", late)
 	if late > 700*time.Millisecond {
 		t.Fatalf("recovered %v after the lease expired, want within 700 ms", late)
 	}
-	settled(t, s.srv.Reapers[0], "one lease expired", func(st reaper.Stats) bool { return st.LeasesExpired == 1 })
+	settled(t, s.srv.Reapers[0], "one lease expired, undelivered", func(st reaper.Stats) bool {
+		return st.LeasesExpired == 1 && st.RunsUndelivered == 1
+	})
 }
 
 // A worker that asks for work but never registers nor heartbeats (a rogue
 // or an old SDK) gets a run from the backlog; the reaper, which saw the
 // request of a worker it does not track, takes the run back when the
-// lease expires.
+// lease expires. No heartbeat ever listed the run, so no attempt counts.
 func TestUntrackedClaimerLeaseExpires(t *testing.T) {
 	t.Parallel()
 	const lease = 2 * time.Second
@@ -529,7 +575,169 @@ func TestUntrackedClaimerLeaseExpires(t *testing.T) {
 	})
 	late := time.Since(expiry)
 	t.Logf("recovered about %v after its lease expired", late)
-	if got.Attempts != 2 || !strings.Contains(got.Error, "lease expired") || late > 700*time.Millisecond {
+	if got.Status != store.StatusPending || got.Attempts != 1 || late > 700*time.Millisecond {
 		t.Fatalf("run %s attempts %d error %q, recovered %v after its lease expired", got.Status, got.Attempts, got.Error, late)
 	}
+}
+
+// Runs claimed for workers that never received them — the dispatcher died
+// between claim and delivery — keep their attempt count when they are taken
+// back, by the death of their worker or by their lease's expiry, and are
+// never failed as exhausted (they allow one attempt); a worker then
+// completes each in its first attempt.
+func TestUndeliveredRunsKeepTheirAttempt(t *testing.T) {
+	t.Parallel()
+	const timeout = time.Second
+	s := startSystem(t, config.Reaper{WorkerTimeout: timeout, FlushInterval: 100 * time.Millisecond,
+		Lease: 3 * time.Second, LeaseGrace: 2 * time.Second})
+	ctx := context.Background()
+	st := s.srv.Store
+	// A live worker, made of NATS messages, that will die.
+	dying := uuid.New()
+	publish := func(subject string, m protocol.Message) {
+		data, err := protocol.Encode(m)
+		if err == nil {
+			err = s.nc.Publish(subject, data)
+		}
+		if err == nil {
+			err = s.nc.Flush()
+		}
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	publish(protocol.SubjectWorkerRegister, &protocol.WorkerRegister{WorkerID: dying, Namespace: "default", Queue: "q",
+		Hostname: "dying", PID: 1, Types: []protocol.TypeVersion{{Type: "T"}}, MaxConcurrency: 4})
+	stop := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			publish(protocol.SubjectWorkerHeartbeat, &protocol.Heartbeat{WorkerID: dying, Namespace: "default", Queue: "q", SentAt: time.Now().UTC()})
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	eventually(t, 5*time.Second, "the dying worker registered", func() bool {
+		w, err := st.WorkersGet(ctx, "default", dying)
+		return err == nil && w.Status == store.WorkerOnline
+	})
+	once := &retry.Policy{MaxAttempts: 1}
+	claim := func(worker uuid.UUID, lease time.Duration) store.Run {
+		t.Helper()
+		run, _, err := st.RunsCreate(ctx, store.RunsCreateParams{Namespace: "default", Queue: "default", Type: "T", RetryPolicy: once})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := st.RunsClaim(ctx, store.RunsClaimParams{Namespace: "default", Queue: "default", WorkerID: worker,
+			Types: []store.TypeVersion{{Type: "T"}}, Limit: 1, Lease: lease})
+		if err != nil || len(c) != 1 || c[0].ID != run.ID || c[0].Attempts != 1 {
+			t.Fatalf("claim: %+v %v", c, err)
+		}
+		return run
+	}
+	// Claimed for the dying worker (its lease outlives the test: only the
+	// worker's death can take it back), and for a worker nobody knows.
+	ofDead := claim(dying, time.Hour)
+	ofNobody := claim(uuid.New(), 2*time.Second)
+	close(stop)
+	<-stopped
+
+	for _, id := range []uuid.UUID{ofDead.ID, ofNobody.ID} {
+		var got store.Run
+		eventually(t, 10*time.Second, "run taken back", func() bool {
+			got, _ = st.RunsGet(ctx, "default", id)
+			return got.Status != store.StatusRunning
+		})
+		if got.Status != store.StatusPending || got.Attempts != 1 || got.LockedBy != nil || got.Error != "" {
+			t.Fatalf("run %s taken back: %s attempts %d error %q; want PENDING at its first attempt", id, got.Status, got.Attempts, got.Error)
+		}
+	}
+	settled(t, s.srv.Reapers[0], "a worker lost, a lease expired, both runs undelivered", func(st reaper.Stats) bool {
+		return st.WorkersLost == 1 && st.LeasesExpired == 1 && st.RunsUndelivered == 2 && st.RunsRetried+st.RunsFailed == 0
+	})
+
+	s.startWorker(t, func(w *worker.Worker) error {
+		return worker.Register(w, "T", func(ctx workflow.Context, _ any) (int, error) { return 1, nil })
+	})
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	for _, id := range []uuid.UUID{ofDead.ID, ofNobody.ID} {
+		run, err := s.cl.Wait(wctx, id)
+		if err != nil || run.Status != store.StatusCompleted || run.Attempts != 1 {
+			t.Fatalf("run %s: %+v %v; want COMPLETED in its first attempt", id, run, err)
+		}
+	}
+}
+
+// A poison run kills every worker that takes it, each time right after the
+// worker accepted it (its heartbeats otherwise an hour apart, so the only
+// one listing the run is the one sent on accepting it): each loss counts an
+// attempt, and the run fails after its max attempts instead of killing
+// workers for ever.
+func TestPoisonRunThatKillsItsWorkerFails(t *testing.T) {
+	t.Parallel()
+	s := startSystem(t, config.Reaper{WorkerTimeout: 2 * time.Second, FlushInterval: 100 * time.Millisecond,
+		Lease: 30 * time.Second, LeaseGrace: time.Second})
+	beats := make(chan *nats.Msg, 10000)
+	sub, err := s.nc.ChanSubscribe(protocol.SubjectWorkerHeartbeat, beats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := s.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const maxAttempts = 3
+	h, err := s.cl.Start(ctx, "Poison", 0, client.StartOptions{Queue: "default", RetryPolicy: retryPolicy(maxAttempts)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= maxAttempts; i++ {
+		proc := startWorkerProcess(t, s.srv.NATSURL, envHeartbeat+"=1h")
+		if l := proc.next("the poison run"); l != "poison "+h.RunID.String() {
+			t.Fatalf("worker process %d: %q, want the poison run", i, l)
+		}
+		announced := false
+		for deadline := time.After(10 * time.Second); !announced; {
+			select {
+			case m := <-beats:
+				var hb protocol.Heartbeat
+				if protocol.Decode(m.Data, &hb) == nil && hb.WorkerID == proc.id && slices.Contains(hb.Runs, h.RunID) {
+					announced = true
+				}
+			case <-deadline:
+				t.Fatalf("worker process %d never listed the run it accepted", i)
+			}
+		}
+		if err := proc.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		proc.wait()
+		var run store.Run
+		eventually(t, 10*time.Second, "the poison run taken back", func() bool {
+			run, _ = s.srv.Store.RunsGet(ctx, "default", h.RunID)
+			return run.Status != store.StatusRunning
+		})
+		want, wantAttempts := store.StatusPending, i+1
+		if i == maxAttempts {
+			want, wantAttempts = store.StatusFailed, maxAttempts
+		}
+		if run.Status != want || run.Attempts != wantAttempts || !strings.Contains(run.Error, "lost") {
+			t.Fatalf("after worker %d died: %s attempts %d error %q; want %s at attempt %d", i, run.Status, run.Attempts, run.Error, want, wantAttempts)
+		}
+	}
+	var re *client.RunError
+	if err := h.Result(ctx, nil); !errors.As(err, &re) || re.Status != store.StatusFailed {
+		t.Fatalf("poison run: %v", err)
+	}
+	settled(t, s.srv.Reapers[0], "three workers lost, two retries, one failure", func(st reaper.Stats) bool {
+		return st.WorkersLost == maxAttempts && st.RunsRetried == maxAttempts-1 && st.RunsFailed == 1 && st.RunsUndelivered == 0
+	})
 }

@@ -19,9 +19,12 @@
 // one succeed. The others change nothing; they are counted as lost, not as
 // errors.
 //
-// Which missed fire times are fired after downtime is store.CatchUp's
-// decision: a due time at most Config.Grace old is on time and fires; older
-// ones were missed and only the most recent max_catchup of them fire.
+// Which due times fire after downtime is store.CatchUp's decision: the due
+// times at most Config.CatchUpWindow old fire (at most
+// store.MaxWindowFires per schedule, the most recent), so an outage shorter
+// than the window loses nothing; older ones were missed and only the most
+// recent max_catchup of them fire. A failed statement is retried after a
+// short backoff (Config.MaxRetryInterval, 5 s), well within the window.
 package scheduler
 
 import (
@@ -45,14 +48,17 @@ import (
 type Config struct {
 	// Batch is how many due schedules one statement reads (default 100).
 	Batch int
-	// Grace is how late a fire time may be fired and still count as on
-	// time (default store.DefaultFireGrace). Older due times were missed:
-	// only the most recent max_catchup of them fire.
-	Grace time.Duration
+	// CatchUpWindow is how late a fire time may be fired and still count
+	// as due (default store.DefaultCatchUpWindow). Older due times were
+	// missed: only the most recent max_catchup of them fire.
+	CatchUpWindow time.Duration
 	// RetryInterval is the first wait before retrying after a failed
-	// statement (default 1 s); it doubles up to MaxRetryInterval.
+	// statement (default 500 ms); it doubles up to MaxRetryInterval.
 	RetryInterval time.Duration
-	// MaxRetryInterval caps the retry wait (default 30 s).
+	// MaxRetryInterval caps the retry wait (default 5 s). Kept far below
+	// the catch-up window: once the database is back, the fires an outage
+	// delayed go out within this, not after a long backoff. A retry during
+	// an outage costs one failed statement (or connection attempt).
 	MaxRetryInterval time.Duration
 	// Clock is the source of time (default the wall clock).
 	Clock Clock
@@ -62,14 +68,14 @@ func (c Config) withDefaults() Config {
 	if c.Batch <= 0 {
 		c.Batch = 100
 	}
-	if c.Grace <= 0 {
-		c.Grace = store.DefaultFireGrace
+	if c.CatchUpWindow <= 0 {
+		c.CatchUpWindow = store.DefaultCatchUpWindow
 	}
 	if c.RetryInterval <= 0 {
-		c.RetryInterval = time.Second
+		c.RetryInterval = 500 * time.Millisecond
 	}
 	if c.MaxRetryInterval < c.RetryInterval {
-		c.MaxRetryInterval = max(30*time.Second, c.RetryInterval)
+		c.MaxRetryInterval = max(5*time.Second, c.RetryInterval)
 	}
 	if c.Clock == nil {
 		c.Clock = RealClock{}
@@ -287,7 +293,7 @@ func (s *Scheduler) pass() {
 		}
 		// One statement fires the whole batch: one commit, so the last
 		// schedule of a busy second is not late by the others' commits.
-		res, err := s.st.SchedulesFireDueMany(s.ctx, due, now, s.cfg.Grace, "")
+		res, err := s.st.SchedulesFireDueMany(s.ctx, due, now, s.cfg.CatchUpWindow, "")
 		if err != nil {
 			s.failed("fire schedules", err, "schedules", len(due))
 			failed = true

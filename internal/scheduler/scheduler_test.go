@@ -288,8 +288,10 @@ func TestReplicasFireEachTimeExactlyOnce(t *testing.T) {
 	t.Logf("%d fires, %d lost races", len(got), lost)
 }
 
-// After 20 missed fire times, a schedule with max_catchup 3 fires exactly
-// the last 3 and one with 0 fires none; both then resume on schedule.
+// After 20 fire times without a scheduler, the last 5 are within the
+// catch-up window (5 min) and fire for every schedule; of the 15 older,
+// missed ones, max_catchup 3 fires the last 3 and max_catchup 0 none. Both
+// then resume on schedule.
 func TestCatchUpAfterDowntime(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, false)
@@ -299,7 +301,7 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 	first := h.scheduler(scheduler.Config{Clock: clk}, nil)
 	waitFor(t, "the timer armed at 10:01", armedAt(first, at(1, 0)))
 	// Downtime: no scheduler runs from before 10:01 to 10:20:30, so
-	// 10:01 … 10:20 are 20 missed times.
+	// 10:01 … 10:20 are 20 due times, 10:16 … 10:20 within the window.
 	first.Stop()
 	if n := clk.Pending(); n != 0 {
 		t.Fatalf("a stopped scheduler left %d timers armed", n)
@@ -309,8 +311,9 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 	waitFor(t, "the backlog read and the timer armed at 10:21", func() bool {
 		return s.Stats().Passes >= 1 && armedAt(s, at(21, 0))()
 	})
-	h.wantFireTimes(three, at(18, 0), at(19, 0), at(20, 0))
-	h.wantFireTimes(none)
+	window := []time.Time{at(16, 0), at(17, 0), at(18, 0), at(19, 0), at(20, 0)}
+	h.wantFireTimes(three, append([]time.Time{at(13, 0), at(14, 0), at(15, 0)}, window...)...)
+	h.wantFireTimes(none, window...)
 	for _, sc := range []store.Schedule{three, none} {
 		got, err := h.st.SchedulesGet(t.Context(), "ns", sc.ID)
 		must(t, err)
@@ -318,7 +321,7 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 			t.Fatalf("after catch-up, next fire %v, want 10:21", got.NextFireAt)
 		}
 	}
-	if st := s.Stats(); st.Fired != 3 || st.Advanced != 2 || st.Errors != 0 {
+	if st := s.Stats(); st.Fired != 13 || st.Advanced != 2 || st.Errors != 0 {
 		t.Fatalf("stats after catch-up: %+v", st)
 	}
 
@@ -326,15 +329,19 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 	p := s.Stats().Passes
 	clk.Set(at(21, 0))
 	waitFor(t, "the 10:21 fire", func() bool { return passesAbove(s, p)() && armedAt(s, at(22, 0))() })
-	h.wantFireTimes(three, at(18, 0), at(19, 0), at(20, 0), at(21, 0))
-	h.wantFireTimes(none, at(21, 0))
+	if n := len(h.fireTimes(none)); n != 6 {
+		t.Fatalf("after 10:21, %d fires, want 6", n)
+	}
 
-	// A fire a few seconds late (within the grace) is on time, not missed.
-	p = s.Stats().Passes
-	clk.Set(at(22, 5))
-	waitFor(t, "the 10:22 fire", func() bool { return passesAbove(s, p)() && armedAt(s, at(23, 0))() })
-	h.wantFireTimes(three, at(18, 0), at(19, 0), at(20, 0), at(21, 0), at(22, 0))
-	h.wantFireTimes(none, at(21, 0), at(22, 0))
+	// Away again for longer than a short window: only max_catchup fires.
+	short := h.scheduler(scheduler.Config{Clock: clk, CatchUpWindow: 10 * time.Second}, nil)
+	s.Stop()
+	p = short.Stats().Passes
+	clk.Set(at(25, 20))
+	waitFor(t, "the catch-up after 10:25", func() bool { return passesAbove(short, p)() && armedAt(short, at(26, 0))() })
+	h.wantFireTimes(none, append(window, at(21, 0))...)
+	h.wantFireTimes(three, at(13, 0), at(14, 0), at(15, 0), at(16, 0), at(17, 0), at(18, 0), at(19, 0), at(20, 0), at(21, 0),
+		at(23, 0), at(24, 0), at(25, 0))
 }
 
 // Nothing fires while a schedule is paused, and resuming fires none of the
@@ -540,13 +547,14 @@ func TestConcurrentCatchUpFiresOnce(t *testing.T) {
 	for _, s := range scs {
 		waitFor(t, "the backlog read", func() bool { return passesAbove(s, 0)() && armedAt(s, at(31, 0))() })
 	}
-	h.wantFireTimes(sc, at(27, 0), at(28, 0), at(29, 0), at(30, 0))
+	// 10:26 … 10:30 are within the window, 10:22 … 10:25 the catch-up.
+	h.wantFireTimes(sc, at(22, 0), at(23, 0), at(24, 0), at(25, 0), at(26, 0), at(27, 0), at(28, 0), at(29, 0), at(30, 0))
 	var fired, lost int64
 	for _, s := range scs {
 		fired, lost = fired+s.Stats().Fired, lost+s.Stats().Lost
 	}
-	if fired != 4 {
-		t.Fatalf("the schedulers counted %d runs fired, want 4", fired)
+	if fired != 9 {
+		t.Fatalf("the schedulers counted %d runs fired, want 9", fired)
 	}
 	t.Logf("lost races: %d", lost)
 }

@@ -10,9 +10,11 @@ import (
 	"encoding/hex"
 	"io/fs"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kagzi/kagzi/migrations"
@@ -101,4 +103,32 @@ func Store(t testing.TB) *store.Store {
 	t.Helper()
 	pool, _ := Pool(t)
 	return store.New(pool, store.Options{})
+}
+
+// Outage takes the test database at url down: it refuses new connections
+// and every session it has is ended, as in a failover. The returned
+// restore brings it back (and runs when t ends if the test did not).
+func Outage(t testing.TB, url string) (restore func()) {
+	t.Helper()
+	cfg, err := pgconn.ParseConfig(url)
+	if err != nil {
+		t.Fatalf("test database url: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := store.DatabaseAllowConnections(ctx, AdminURL(), cfg.Database, false); err != nil {
+		t.Fatalf("database outage: %v", err)
+	}
+	var once sync.Once
+	restore = func() {
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := store.DatabaseAllowConnections(ctx, AdminURL(), cfg.Database, true); err != nil {
+				t.Errorf("end the database outage: %v", err)
+			}
+		})
+	}
+	t.Cleanup(restore)
+	return restore
 }

@@ -41,6 +41,10 @@ var (
 	// ErrRunFailed is wrapped by the error Result returns for a run that
 	// failed or was cancelled; errors.As to *RunError for details.
 	ErrRunFailed = errors.New("run did not complete")
+	// ErrNoWorker is wrapped by the error of a start with
+	// StartOptions.RequireWorker that no live worker serves: nothing was
+	// started. It is store.ErrNoWorker.
+	ErrNoWorker = store.ErrNoWorker
 )
 
 // RunError says how a run ended when it did not complete.
@@ -167,6 +171,12 @@ type StartOptions struct {
 	// TraceParent is a W3C traceparent to join the run to; a malformed one
 	// is ignored.
 	TraceParent string
+	// RequireWorker refuses the start with ErrNoWorker when no live worker
+	// serves the type (at Version, if set) on the queue, instead of
+	// starting a run that waits PENDING until one registers. It is checked
+	// in the start's own statement; in StartMany, one such run refuses the
+	// whole batch.
+	RequireWorker bool
 }
 
 // Handle refers to a started run.
@@ -195,7 +205,8 @@ func (c *Client) params(typ string, input any, o StartOptions) (store.RunsCreate
 		return store.RunsCreateParams{}, fmt.Errorf("%w: %v", store.ErrInvalidArgument, err)
 	}
 	p := store.RunsCreateParams{Namespace: c.ns, Queue: q, Type: typ, Version: o.Version,
-		ExternalID: o.ExternalID, Input: raw, RetryPolicy: o.RetryPolicy, Priority: o.Priority, TraceContext: o.TraceParent}
+		ExternalID: o.ExternalID, Input: raw, RetryPolicy: o.RetryPolicy, Priority: o.Priority, TraceContext: o.TraceParent,
+		RequireWorker: o.RequireWorker}
 	if !o.Deadline.IsZero() {
 		d := o.Deadline
 		p.DeadlineAt = &d
@@ -321,6 +332,17 @@ func (c *Client) StartMany(ctx context.Context, reqs []StartRequest) ([]*Handle,
 		c.started.Add(ctx, created, metric.WithAttributes(attribute.String("namespace", c.ns)))
 	}
 	return out, nil
+}
+
+// WorkersServing counts the live workers (ONLINE or DRAINING) that serve
+// runs of typ at version (empty: any version) on queue (empty: the
+// client's default queue). A run nobody serves is accepted and waits
+// PENDING until a worker registers its type; 0 says that is what it does.
+func (c *Client) WorkersServing(ctx context.Context, queue, typ, version string) (int, error) {
+	if queue == "" {
+		queue = c.queue
+	}
+	return c.st.WorkersServing(ctx, c.ns, queue, typ, version)
 }
 
 // Handle returns a handle for an existing run id.
@@ -511,7 +533,8 @@ type ConcurrencyLimit = store.ConcurrencyLimit
 
 // SetConcurrencyLimit allows at most max runs of workflow type typ to run
 // at once in queue (empty: the client's default queue), across every
-// worker; the dispatchers' claims enforce it. 0 pauses the type.
+// worker; the dispatchers' claims enforce it. 0 pauses the type. Raising
+// a limit wakes the queue: runs waiting for a slot are claimed at once.
 func (c *Client) SetConcurrencyLimit(ctx context.Context, queue, typ string, max int) (*ConcurrencyLimit, error) {
 	if queue == "" {
 		queue = c.queue
@@ -524,7 +547,8 @@ func (c *Client) SetConcurrencyLimit(ctx context.Context, queue, typ string, max
 }
 
 // RemoveConcurrencyLimit lifts the limit of typ in queue (empty: the
-// client's default queue); an absent limit is store.ErrNotFound.
+// client's default queue), waking the runs that waited for a slot; an
+// absent limit is store.ErrNotFound.
 func (c *Client) RemoveConcurrencyLimit(ctx context.Context, queue, typ string) error {
 	if queue == "" {
 		queue = c.queue

@@ -32,9 +32,11 @@ type ScheduleOptions struct {
 	Queue string
 	// Version pins the workflow version of the fired runs.
 	Version string
-	// MaxCatchup is how many fire times missed while no scheduler ran are
-	// fired when one comes back, the most recent ones (0, the default,
-	// skips them all; at most store.MaxCatchupLimit).
+	// MaxCatchup is how many fire times missed while no scheduler ran for
+	// longer than the scheduler's catch-up window (5 min by default; fire
+	// times within it always fire) are fired when one comes back, the
+	// most recent ones (0, the default, skips them all; at most
+	// store.MaxCatchupLimit).
 	MaxCatchup int
 	// RetryPolicy of the fired runs (nil: defaults).
 	RetryPolicy *retry.Policy

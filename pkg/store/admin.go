@@ -76,6 +76,27 @@ func DatabaseDrop(ctx context.Context, adminURL, name string) error {
 	return mapErr("drop database "+name, err)
 }
 
+// DatabaseAllowConnections makes database name on the server at adminURL
+// refuse new connections and ends every session it has (allow=false), or
+// accept connections again (allow=true): a database outage, as a failover
+// makes one, for failure tests.
+func DatabaseAllowConnections(ctx context.Context, adminURL, name string, allow bool) error {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", redact(adminURL), err)
+	}
+	defer conn.Close(ctx)
+	ident := pgx.Identifier{name}.Sanitize()
+	if _, err := conn.Exec(ctx, fmt.Sprintf("ALTER DATABASE %s WITH ALLOW_CONNECTIONS %t", ident, allow)); err != nil {
+		return mapErr("allow connections to "+name, err)
+	}
+	if allow {
+		return nil
+	}
+	_, err = conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, name)
+	return mapErr("end sessions of "+name, err)
+}
+
 // DatabaseEnsureTemplate makes sure a migrated template database named name
 // exists on the server at adminURL, creating and migrating it if needed.
 // Concurrent callers (parallel test binaries) serialise on an advisory

@@ -23,7 +23,15 @@ var (
 	ErrLeaseLost = errors.New("lease lost")
 	// ErrPayloadTooLarge: an input, output or event payload exceeds the limit.
 	ErrPayloadTooLarge = errors.New("payload too large")
+	// ErrNoWorker: a start that asked for a live worker
+	// (RunsCreateParams.RequireWorker) was refused because no live worker
+	// serves the run's type@version on its queue; nothing was created.
+	ErrNoWorker = errors.New("no live worker serves the run")
 )
+
+// sqlStateNoWorker is the SQLSTATE kagzi.require_worker raises (migration
+// 004_recovery.sql).
+const sqlStateNoWorker = "KZ001"
 
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
@@ -54,6 +62,8 @@ func mapErr(what string, err error) error {
 			return fmt.Errorf("%s: %w: referenced row missing (%s)", what, ErrNotFound, pgErr.ConstraintName)
 		case "23514", "22P02", "22023", "22007", "22008": // check, bad text repr, bad parameter, datetime
 			return fmt.Errorf("%s: %w: %s", what, ErrInvalidArgument, pgErr.Message)
+		case sqlStateNoWorker:
+			return fmt.Errorf("%s: %w: %s", what, ErrNoWorker, pgErr.Message)
 		}
 	}
 	return fmt.Errorf("%s: %w", what, err)

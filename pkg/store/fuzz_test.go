@@ -141,10 +141,9 @@ func FuzzCatchUp(f *testing.F) {
 			t.Fatalf("CatchUp next = %v, NextFireTime(now) = %v", next, want)
 		}
 		if grace <= 0 {
-			grace = store.DefaultFireGrace
+			grace = store.DefaultCatchUpWindow
 		}
-		onTimeFrom := now.Add(-grace)
-		missed := 0
+		windowFrom := now.Add(-grace)
 		for i, ft := range fire {
 			if ft.Location() != time.UTC || ft.Before(lastDue) || ft.After(now) {
 				t.Fatalf("fire time %v outside [%v, %v]", ft, lastDue, now)
@@ -161,12 +160,19 @@ func FuzzCatchUp(f *testing.F) {
 					t.Fatalf("fire time %v skipped between %v and %v", n, fire[i-1], ft)
 				}
 			}
-			if ft.Before(onTimeFrom) {
+		}
+		// From the most recent back: up to MaxWindowFires within the
+		// window, then at most maxCatchup missed ones.
+		inWindow, missed := 0, 0
+		for i := len(fire) - 1; i >= 0; i-- {
+			if missed == 0 && inWindow < store.MaxWindowFires && !fire[i].Before(windowFrom) {
+				inWindow++
+			} else {
 				missed++
 			}
 		}
-		if missed > maxCatchup || len(fire)-missed > store.MaxCatchupLimit {
-			t.Fatalf("fired %d missed (max %d) and %d on time", missed, maxCatchup, len(fire)-missed)
+		if missed > maxCatchup {
+			t.Fatalf("fired %d missed (max %d) and %d within the window", missed, maxCatchup, inWindow)
 		}
 		// The most recent due times are the ones fired: nothing after the
 		// last one is due yet, and an empty result means nothing was owed.
@@ -177,11 +183,11 @@ func FuzzCatchUp(f *testing.F) {
 			return
 		}
 		from := lastDue
-		if maxCatchup == 0 && onTimeFrom.After(from) {
-			from = onTimeFrom
+		if maxCatchup == 0 && windowFrom.After(from) {
+			from = windowFrom
 		}
 		if n, _ := store.NextFireTime(cron, tz, from.Add(-time.Nanosecond)); n != nil && !n.After(now) {
-			t.Fatalf("nothing fired, but %v was due (lastDue %v, now %v, max %d, grace %v)", n, lastDue, now, maxCatchup, grace)
+			t.Fatalf("nothing fired, but %v was due (lastDue %v, now %v, max %d, window %v)", n, lastDue, now, maxCatchup, grace)
 		}
 	})
 }

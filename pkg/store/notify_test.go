@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -186,4 +187,72 @@ func TestListenerFailover(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Fatalf("no listener took over within 2 s after leader %d died", first)
 	}
+}
+
+// Raising or removing a concurrency limit announces its queue as claimable
+// (runs waiting for a slot may be claimed now); setting a new limit,
+// lowering one or setting the same value announces nothing.
+func TestNotifyLimitRaisedOrRemoved(t *testing.T) {
+	t.Parallel()
+	pool, url := testdb.Pool(t)
+	s := store.New(pool, store.Options{})
+	ch := listen(t, url, 1)
+	ctx := context.Background()
+	// next returns the notifications up to a marker (a run created in
+	// queue "marker"), which tells us every earlier one arrived.
+	next := func() []store.Notification {
+		t.Helper()
+		if _, _, err := s.RunsCreate(ctx, store.RunsCreateParams{Namespace: "ns", Queue: "marker", Type: "T"}); err != nil {
+			t.Fatal(err)
+		}
+		var got []store.Notification
+		for {
+			select {
+			case p := <-ch:
+				n, err := store.ParseNotification(p)
+				if err != nil {
+					t.Fatalf("parse %q: %v", p, err)
+				}
+				if n.Queue == "marker" {
+					return got
+				}
+				got = append(got, n)
+			case <-time.After(10 * time.Second):
+				t.Fatal("no marker notification")
+			}
+		}
+	}
+	wantReady := func(what string, got []store.Notification, queues ...string) {
+		t.Helper()
+		if len(got) != len(queues) {
+			t.Fatalf("%s: notifications %+v, want ready for %v", what, got, queues)
+		}
+		for i, n := range got {
+			if n.Kind != store.NotifyReady || n.Namespace != "ns" || n.Queue != queues[i] || n.At == nil || time.Since(*n.At) > time.Minute {
+				t.Fatalf("%s: notification %+v, want ready for %s now", what, n, queues[i])
+			}
+		}
+	}
+	set := func(queue, typ string, n int) {
+		t.Helper()
+		if _, err := s.LimitsSet(ctx, "ns", queue, typ, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set("q", "A", 1)
+	set("q", "B", 1)
+	wantReady("new limits", next())
+	set("q", "A", 1)
+	set("q", "A", 0)
+	wantReady("same and lowered limit", next())
+	set("q", "A", 3)
+	wantReady("raised limit", next(), "q")
+	if err := s.LimitsDelete(ctx, "ns", "q", "B"); err != nil {
+		t.Fatal(err)
+	}
+	wantReady("removed limit", next(), "q")
+	if err := s.LimitsDelete(ctx, "ns", "q", "B"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("remove an absent limit: %v", err)
+	}
+	wantReady("absent limit", next())
 }

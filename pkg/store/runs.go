@@ -147,6 +147,11 @@ type RunsCreateParams struct {
 	// ScheduleID and ScheduleFireAt mark a run fired by a schedule.
 	ScheduleID     *uuid.UUID
 	ScheduleFireAt *time.Time
+	// RequireWorker refuses the start with ErrNoWorker, creating nothing,
+	// when no live worker serves Type@Version on Queue (WorkersServing),
+	// checked in the insert's own statement. The check comes before the
+	// external id's: a repeated start is refused too.
+	RequireWorker bool
 }
 
 func (s *Store) validateCreate(ctx context.Context, p *RunsCreateParams) ([]byte, error) {
@@ -220,7 +225,11 @@ func (s *Store) RunsCreate(ctx context.Context, p RunsCreateParams) (run Run, cr
 	// frees the external id: try again then.
 	for i := 0; i < 3; i++ {
 		row := s.db.QueryRow(ctx, `
-WITH r AS (
+WITH chk AS (
+	SELECT kagzi.require_worker(EXISTS (SELECT 1 FROM kagzi.workers w WHERE `+
+			workerServes("w", "$2::text", "$4::text", "$5::text", "$6::text")+`), $2, $4, $5, $6) AS ok
+	WHERE $16::boolean
+), r AS (
 	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, external_id, task_queue, workflow_type, version,
 		status, available_at, deadline_at, retry_policy, priority, parent_run_id, parent_step_id, trace_context,
 		schedule_id, schedule_fire_at)
@@ -228,12 +237,12 @@ WITH r AS (
 	ON CONFLICT DO NOTHING
 	RETURNING `+runCols+`
 ), p AS (
-	INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT run_id, $16::bytea FROM r
+	INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT run_id, $17::bytea FROM r
 )
-SELECT * FROM r`,
+SELECT * FROM r WHERE (SELECT bool_and(ok) FROM chk) IS NOT FALSE`,
 			p.RunID, p.Namespace, nullText(p.ExternalID), p.Queue, p.Type, p.Version,
 			p.AvailableAt, p.DeadlineAt, policy, p.Priority, p.ParentRunID, nullText(p.ParentStepID), nullText(p.TraceContext),
-			p.ScheduleID, p.ScheduleFireAt, p.Input)
+			p.ScheduleID, p.ScheduleFireAt, p.RequireWorker, p.Input)
 		run, err = scanRun(row)
 		if err == nil {
 			run.Input = p.Input
@@ -277,7 +286,9 @@ type RunsCreateManyResult struct {
 }
 
 // RunsCreateMany starts many runs in one statement, idempotent per
-// external id like RunsCreate. Results are in the order of ps.
+// external id like RunsCreate. Results are in the order of ps. If a row
+// with RequireWorker has no live worker, the statement creates nothing
+// and returns ErrNoWorker naming that type.
 func (s *Store) RunsCreateMany(ctx context.Context, ps []RunsCreateParams) ([]RunsCreateManyResult, error) {
 	n := len(ps)
 	if n == 0 {
@@ -292,6 +303,7 @@ func (s *Store) RunsCreateMany(ctx context.Context, ps []RunsCreateParams) ([]Ru
 		parents                                   = make([]*uuid.UUID, n)
 		traces                                    = make([]*string, n)
 		inputs                                    = make([][]byte, n)
+		require                                   = make([]bool, n)
 	)
 	for i := range ps {
 		p := &ps[i]
@@ -309,25 +321,31 @@ func (s *Store) RunsCreateMany(ctx context.Context, ps []RunsCreateParams) ([]Ru
 			policies[i] = &ps
 		}
 		inputs[i] = p.Input
+		require[i] = p.RequireWorker
 	}
 	rows, err := s.db.Query(ctx, `
 WITH v AS (
 	SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[],
-		$8::timestamptz[], $9::jsonb[], $10::int[], $11::uuid[], $12::text[], $13::text[], $14::bytea[])
+		$8::timestamptz[], $9::jsonb[], $10::int[], $11::uuid[], $12::text[], $13::text[], $14::boolean[], $15::bytea[])
 		AS v(run_id, namespace_id, external_id, task_queue, workflow_type, version, available_at, deadline_at,
-		retry_policy, priority, parent_run_id, parent_step_id, trace_context, input)
+		retry_policy, priority, parent_run_id, parent_step_id, trace_context, require_worker, input)
+), chk AS (
+	SELECT bool_and(kagzi.require_worker(EXISTS (SELECT 1 FROM kagzi.workers w WHERE `+
+		workerServes("w", "g.namespace_id", "g.task_queue", "g.workflow_type", "g.version")+`),
+		g.namespace_id, g.task_queue, g.workflow_type, g.version)) AS ok
+	FROM (SELECT DISTINCT namespace_id, task_queue, workflow_type, version FROM v WHERE require_worker) g
 ), r AS (
 	INSERT INTO kagzi.workflow_runs (run_id, namespace_id, external_id, task_queue, workflow_type, version,
 		status, available_at, deadline_at, retry_policy, priority, parent_run_id, parent_step_id, trace_context)
 	SELECT run_id, namespace_id, external_id, task_queue, workflow_type, version, 'PENDING',
 		coalesce(available_at, now()), deadline_at, retry_policy, priority, parent_run_id, parent_step_id, trace_context
-	FROM v
+	FROM v WHERE (SELECT ok FROM chk) IS NOT FALSE
 	ON CONFLICT DO NOTHING
 	RETURNING run_id
 ), p AS (
 	INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT v.run_id, v.input FROM v JOIN r USING (run_id)
 )
-SELECT run_id FROM r`, ids, nss, exts, queues, types, versions, avail, deadlines, policies, prios, parents, pstep, traces, inputs)
+SELECT run_id FROM r`, ids, nss, exts, queues, types, versions, avail, deadlines, policies, prios, parents, pstep, traces, require, inputs)
 	if err != nil {
 		return nil, mapErr("create runs", err)
 	}
@@ -684,7 +702,7 @@ type RunsClaimParams struct {
 // reading the value).
 const claimUpdate = `
 UPDATE kagzi.workflow_runs r SET status = 'RUNNING', locked_by = $7, lease_token = r.lease_token + 1,
-	lease_expires_at = now() + $8 * interval '1 millisecond', available_at = NULL, waiting_on = NULL, limited = c.limited,
+	lease_expires_at = now() + $8 * interval '1 millisecond', available_at = NULL, waiting_on = NULL, limited = c.limited, held = false,
 	attempts = greatest(r.attempts, 1), started_at = coalesce(r.started_at, now()),
 	version = CASE WHEN r.version = '' THEN ($5::text[])[array_position($3::text[], r.workflow_type)] ELSE r.version END
 FROM c LEFT JOIN LATERAL (
@@ -1131,6 +1149,22 @@ const recoverFrom = `
 		         * (1 + greatest(pol.jitter, 0) * (2 * random() - 1)) AS delay_ms
 	) x`
 
+// lostSet is recoverSet for runs taken back from a holder that went away
+// (recoverRuns). Only a run its holder is known to have received — held:
+// a heartbeat of the holder listed it since the claim — counts the lost
+// attempt, and may fail as exhausted. A run that never reached its holder
+// (the dispatcher died between claim and delivery, or the worker died with
+// a request the dispatcher then served) goes back to PENDING, claimable at
+// once, its attempts and error unchanged.
+const lostSet = `
+	locked_by = NULL, lease_expires_at = NULL, held = false,
+	error = CASE WHEN r.held THEN $1 ELSE r0.error END,
+	status = CASE WHEN r.held AND x.exhausted THEN 'FAILED' ELSE 'PENDING' END,
+	finished_at = CASE WHEN r.held AND x.exhausted THEN now() END,
+	attempts = CASE WHEN r.held AND NOT x.exhausted THEN r0.attempts + 1 ELSE r0.attempts END,
+	available_at = CASE WHEN NOT r.held THEN now() WHEN x.exhausted THEN NULL
+		ELSE now() + x.delay_ms * interval '1 millisecond' END`
+
 // RecoveredRun is a run taken back from a lost holder.
 type RecoveredRun struct {
 	Namespace string
@@ -1139,23 +1173,29 @@ type RecoveredRun struct {
 	Status    RunStatus // PENDING (retried) or FAILED (attempts exhausted)
 	// AvailableAt is when the retry is due (nil when failed).
 	AvailableAt *time.Time
+	// Undelivered is true for a run its holder never confirmed receiving
+	// (no heartbeat listed it): it is PENDING again, claimable at once,
+	// without counting an attempt.
+	Undelivered bool
 }
 
 func (s *Store) recoverRuns(ctx context.Context, what, errMsg, where string, args ...any) ([]RecoveredRun, error) {
 	rows, err := s.db.Query(ctx, `
 WITH t AS (
-	SELECT run_id FROM kagzi.workflow_runs WHERE status = 'RUNNING' AND `+where+` FOR UPDATE SKIP LOCKED
+	SELECT run_id, held OR run_id = ANY($3::uuid[]) AS held FROM kagzi.workflow_runs
+	WHERE status = 'RUNNING' AND `+where+` FOR UPDATE SKIP LOCKED
 ), u AS (
-	UPDATE kagzi.workflow_runs r0 SET `+strings.ReplaceAll(recoverSet, "r.attempts", "r0.attempts")+`
+	UPDATE kagzi.workflow_runs r0 SET `+strings.ReplaceAll(lostSet, "r.held", "t.held")+`
 	FROM t JOIN kagzi.workflow_runs r ON r.run_id = t.run_id `+recoverFrom+`
 	WHERE r0.run_id = t.run_id
-	RETURNING r0.namespace_id, r0.run_id, r0.task_queue, r0.status, r0.available_at, r0.parent_run_id, r0.parent_step_id, r0.error
+	RETURNING r0.namespace_id, r0.run_id, r0.task_queue, r0.status, r0.available_at, r0.parent_run_id, r0.parent_step_id, r0.error,
+		NOT t.held AS undelivered
 ), done AS (
 	SELECT run_id, parent_run_id, parent_step_id, status, error, NULL::bytea AS output FROM u WHERE status = 'FAILED'
 ), touched AS (
 	SELECT run_id FROM u
 ), `+parentWakeCTEs+`
-SELECT namespace_id, run_id, task_queue, status, available_at FROM u`, append([]any{errMsg}, args...)...)
+SELECT namespace_id, run_id, task_queue, status, available_at, undelivered FROM u`, append([]any{errMsg}, args...)...)
 	if err != nil {
 		return nil, mapErr(what, err)
 	}
@@ -1163,7 +1203,7 @@ SELECT namespace_id, run_id, task_queue, status, available_at FROM u`, append([]
 	var out []RecoveredRun
 	for rows.Next() {
 		var rr RecoveredRun
-		if err := rows.Scan(&rr.Namespace, &rr.RunID, &rr.Queue, &rr.Status, &rr.AvailableAt); err != nil {
+		if err := rows.Scan(&rr.Namespace, &rr.RunID, &rr.Queue, &rr.Status, &rr.AvailableAt, &rr.Undelivered); err != nil {
 			return nil, mapErr(what, err)
 		}
 		out = append(out, rr)
@@ -1171,16 +1211,23 @@ SELECT namespace_id, run_id, task_queue, status, available_at FROM u`, append([]
 	return out, mapErr(what, rows.Err())
 }
 
-// RunsRecoverWorker takes back every run the worker holds: each is retried
-// with backoff if attempts remain, else failed.
-func (s *Store) RunsRecoverWorker(ctx context.Context, workerID uuid.UUID) ([]RecoveredRun, error) {
-	return s.recoverRuns(ctx, "recover worker runs", "worker "+workerID.String()+" lost", "locked_by = $2", workerID)
+// RunsRecoverWorker takes back every run the worker holds: each it had
+// received is retried with backoff if attempts remain, else failed; each it
+// never received is claimable again at once, without an attempt counted
+// (see lostSet). A run is received when a persisted heartbeat marked it
+// held, or when it is among received: the runs the worker's last heartbeat
+// listed, which the caller heard (a flush may have skipped marking them).
+func (s *Store) RunsRecoverWorker(ctx context.Context, workerID uuid.UUID, received ...uuid.UUID) ([]RecoveredRun, error) {
+	if received == nil {
+		received = []uuid.UUID{}
+	}
+	return s.recoverRuns(ctx, "recover worker runs", "worker "+workerID.String()+" lost", "locked_by = $2", workerID, received)
 }
 
 // RunsExpireLeases takes back every running run whose lease expired at or
-// before now, like RunsRecoverWorker.
+// before now, like RunsRecoverWorker (a run is received when held).
 func (s *Store) RunsExpireLeases(ctx context.Context, now time.Time) ([]RecoveredRun, error) {
-	return s.recoverRuns(ctx, "expire leases", "lease expired", "lease_expires_at <= $2", now)
+	return s.recoverRuns(ctx, "expire leases", "lease expired", "lease_expires_at <= $2", now, []uuid.UUID{})
 }
 
 // RunsNextLeaseExpiry returns the earliest lease expiry of a running run, or
@@ -1237,7 +1284,9 @@ type RunsExtendLeasesParams struct {
 }
 
 // RunsExtendLeases persists heartbeats in one statement: the leases of the
-// runs each worker lists are extended to its Until; a run locked to one of
+// runs each worker lists are extended to its Until, and those runs are
+// marked held (received by their worker, so a lost attempt counts: see
+// lostSet); a run locked to one of
 // these workers that it no longer lists (a delivery lost on the way) is
 // released, claimable at once, if its lease was last set more than grace
 // before the heartbeat (so a delivery still in flight when the heartbeat was
@@ -1273,7 +1322,7 @@ WITH w AS (
 	WHERE r.status = 'RUNNING'
 	FOR NO KEY UPDATE OF r SKIP LOCKED
 ), ext AS (
-	UPDATE kagzi.workflow_runs r SET lease_expires_at = greatest(r.lease_expires_at, lk.until)
+	UPDATE kagzi.workflow_runs r SET lease_expires_at = greatest(r.lease_expires_at, lk.until), held = true
 	FROM lk WHERE r.run_id = lk.run_id
 	RETURNING r.run_id
 ), stray AS (

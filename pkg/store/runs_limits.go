@@ -21,7 +21,9 @@ type ConcurrencyLimit struct {
 // a queue. A limit of 0 pauses the type: no run of it is claimed. The runs
 // of the type already running count against it; it applies to the claims
 // that begin after it was set (a claim already in flight finishes under the
-// rules it started with).
+// rules it started with). Raising a limit announces the queue as claimable
+// (the trigger on concurrency_limits, migration 004), so runs that waited
+// for a slot are claimed at once.
 func (s *Store) LimitsSet(ctx context.Context, namespace, queue, typ string, maxRunning int) (ConcurrencyLimit, error) {
 	if err := checkName("namespace", namespace, true); err != nil {
 		return ConcurrencyLimit{}, err
@@ -54,8 +56,9 @@ SELECT updated_at FROM l`, namespace, queue, typ, maxRunning).Scan(&l.UpdatedAt)
 	return l, nil
 }
 
-// LimitsDelete removes the concurrency limit of a workflow type in a queue;
-// an absent limit is ErrNotFound.
+// LimitsDelete removes the concurrency limit of a workflow type in a queue,
+// announcing the queue as claimable as a raise does; an absent limit is
+// ErrNotFound.
 func (s *Store) LimitsDelete(ctx context.Context, namespace, queue, typ string) error {
 	tag, err := s.db.Exec(ctx, `
 DELETE FROM kagzi.concurrency_limits WHERE namespace_id = $1 AND task_queue = $2 AND workflow_type = $3`, namespace, queue, typ)

@@ -167,15 +167,26 @@ type QueueDepth struct {
 	Namespace string
 	Queue     string
 	Due       int64
+	// Unserved are the due runs no live worker serves (their type@version
+	// on this queue: see WorkersServing); they wait for one to register.
+	Unserved int64
 }
 
-// RunsQueueDepths counts the due, unclaimed runs of every queue (for the
-// queue-depth metric, read when metrics are scraped).
+// RunsQueueDepths counts the due, unclaimed runs of every queue, and of
+// them those no live worker serves (for the queue-depth metrics, read when
+// metrics are scraped). The workers are checked once per type and version,
+// not per run.
 func (s *Store) RunsQueueDepths(ctx context.Context) ([]QueueDepth, error) {
 	rows, err := s.db.Query(ctx, `
-SELECT namespace_id, task_queue, count(*) FROM kagzi.workflow_runs
-WHERE status IN ('PENDING', 'SLEEPING') AND available_at <= now()
-GROUP BY namespace_id, task_queue`)
+WITH d AS (
+	SELECT namespace_id, task_queue, workflow_type, version, count(*) AS n FROM kagzi.workflow_runs
+	WHERE status IN ('PENDING', 'SLEEPING') AND available_at <= now()
+	GROUP BY namespace_id, task_queue, workflow_type, version
+)
+SELECT namespace_id, task_queue, sum(n)::bigint,
+	coalesce(sum(n) FILTER (WHERE NOT EXISTS (SELECT 1 FROM kagzi.workers w WHERE `+
+		workerServes("w", "d.namespace_id", "d.task_queue", "d.workflow_type", "d.version")+`)), 0)::bigint
+FROM d GROUP BY namespace_id, task_queue`)
 	if err != nil {
 		return nil, mapErr("queue depths", err)
 	}
@@ -183,7 +194,7 @@ GROUP BY namespace_id, task_queue`)
 	var out []QueueDepth
 	for rows.Next() {
 		var q QueueDepth
-		if err := rows.Scan(&q.Namespace, &q.Queue, &q.Due); err != nil {
+		if err := rows.Scan(&q.Namespace, &q.Queue, &q.Due, &q.Unserved); err != nil {
 			return nil, mapErr("queue depths", err)
 		}
 		out = append(out, q)

@@ -108,6 +108,17 @@ func (e *env) claimOne(p store.RunsClaimParams, want uuid.UUID) store.ClaimedRun
 	return got[0]
 }
 
+// hold persists a heartbeat of worker w listing runs, as the reaper does:
+// the runs are known received (held), so a lost attempt of theirs counts.
+// Its time is the epoch, so no lease is extended and nothing is released.
+func (e *env) hold(w uuid.UUID, runs ...uuid.UUID) {
+	e.t.Helper()
+	ext, rel, err := e.s.RunsExtendLeases(e.ctx, []store.RunsExtendLeasesParams{{WorkerID: w, RunIDs: runs, Until: time.Unix(0, 0)}}, time.Hour)
+	if err != nil || ext != int64(len(runs)) || rel != 0 {
+		e.t.Fatalf("hold %d runs: extended %d, released %d, %v", len(runs), ext, rel, err)
+	}
+}
+
 func leaseOf(c store.ClaimedRun) store.Lease {
 	return store.Lease{Namespace: c.Namespace, RunID: c.ID, Token: c.LeaseToken}
 }
@@ -1577,6 +1588,8 @@ func TestRunsRecoverWorker(t *testing.T) {
 		t.Fatalf("claimed %d", len(got))
 	}
 	e.claimOne(claimParams(x, 1), d.ID)
+	e.hold(w, a.ID, b.ID, c.ID)
+	e.hold(x, d.ID)
 	dRow := e.rawRow(d.ID)
 
 	start := e.dbNow()
@@ -1634,6 +1647,7 @@ func TestRunsRecoverWorker(t *testing.T) {
 	if cc.Attempts != 2 {
 		t.Fatalf("second attempt claimed with attempts %d", cc.Attempts)
 	}
+	e.hold(w, c.ID)
 	start = e.dbNow()
 	rec, err = e.s.RunsRecoverWorker(e.ctx, w)
 	end = e.dbNow()
@@ -1647,6 +1661,111 @@ func TestRunsRecoverWorker(t *testing.T) {
 	}
 	// The stale holder's late report is refused.
 	wantErr(t, e.s.RunsComplete(e.ctx, leaseOf(cc), nil), store.ErrLeaseLost)
+}
+
+// Runs their holder never received (no heartbeat listed them since the
+// claim) are taken back without counting an attempt and are never failed as
+// exhausted, in the same statement that counts the received ones; a claim
+// forgets that an earlier holder had the run.
+func TestRunsRecoverUndelivered(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	once := &retry.Policy{MaxAttempts: 1}
+	recvOnce := e.create(store.RunsCreateParams{RetryPolicy: once, Priority: 4})
+	lostOnce := e.create(store.RunsCreateParams{RetryPolicy: once, Priority: 3})
+	lostThird := e.create(store.RunsCreateParams{Priority: 2})
+	recv := e.create(store.RunsCreateParams{Priority: 1})
+	w := uuid.New()
+	if got := e.claim(claimParams(w, 4)); len(got) != 4 {
+		t.Fatalf("claimed %d", len(got))
+	}
+	e.exec(`UPDATE kagzi.workflow_runs SET attempts = 3, error = 'earlier attempt' WHERE run_id = $1`, lostThird.ID)
+	e.hold(w, recvOnce.ID, recv.ID)
+
+	start := e.dbNow()
+	rec, err := e.s.RunsRecoverWorker(e.ctx, w)
+	end := e.dbNow()
+	if err != nil || len(rec) != 4 {
+		t.Fatalf("recover: %+v %v", rec, err)
+	}
+	byID := map[uuid.UUID]store.RecoveredRun{}
+	for _, rr := range rec {
+		byID[rr.RunID] = rr
+	}
+	for _, c := range []struct {
+		run         store.Run
+		status      store.RunStatus
+		attempts    int
+		undelivered bool
+		err         string
+	}{
+		{recvOnce, store.StatusFailed, 1, false, "worker " + w.String() + " lost"},
+		{lostOnce, store.StatusPending, 1, true, ""},
+		{lostThird, store.StatusPending, 3, true, "earlier attempt"},
+		{recv, store.StatusPending, 2, false, "worker " + w.String() + " lost"},
+	} {
+		rr, g := byID[c.run.ID], e.get("ns", c.run.ID)
+		if rr.Status != c.status || rr.Undelivered != c.undelivered || g.Status != c.status || g.Attempts != c.attempts ||
+			g.Error != c.err || g.LockedBy != nil || g.LeaseExpiresAt != nil {
+			t.Fatalf("run %s recovered as %+v: %s attempts %d error %q; want %s, attempts %d, undelivered %v, error %q",
+				c.run.ID, rr, g.Status, g.Attempts, g.Error, c.status, c.attempts, c.undelivered, c.err)
+		}
+		if c.undelivered {
+			// Claimable at once, not after a backoff.
+			within(t, "undelivered run due", g.AvailableAt, start.Add(-time.Millisecond), end.Add(time.Millisecond))
+		}
+	}
+	if g := e.get("ns", recv.ID); !g.AvailableAt.After(end) {
+		t.Fatalf("received run retried at %v, want after a backoff", g.AvailableAt)
+	}
+
+	// Claimed again and lost again before delivery, by lease expiry: still
+	// its first attempt. Then received, and lost: exhausted.
+	e.exec(`UPDATE kagzi.workflow_runs SET available_at = now() + interval '1 hour' WHERE run_id IN ($1, $2)`, lostThird.ID, recv.ID)
+	x := uuid.New()
+	c1 := e.claimOne(claimParams(x, 1), lostOnce.ID)
+	if c1.Attempts != 1 {
+		t.Fatalf("claimed again with attempts %d", c1.Attempts)
+	}
+	rec, err = e.s.RunsExpireLeases(e.ctx, time.Now().Add(time.Hour))
+	if err != nil || len(rec) != 1 || !rec[0].Undelivered || rec[0].Status != store.StatusPending {
+		t.Fatalf("expire an undelivered lease: %+v %v", rec, err)
+	}
+	if g := e.get("ns", lostOnce.ID); g.Attempts != 1 || g.Status != store.StatusPending {
+		t.Fatalf("after an expired undelivered lease: %s attempts %d", g.Status, g.Attempts)
+	}
+	c2 := e.claimOne(claimParams(x, 1), lostOnce.ID)
+	e.hold(x, lostOnce.ID)
+	// Released (a drain) and claimed again: the new claim is not held.
+	if err := e.s.RunsRelease(e.ctx, leaseOf(c2)); err != nil {
+		t.Fatal(err)
+	}
+	e.claimOne(claimParams(x, 1), lostOnce.ID)
+	rec, err = e.s.RunsRecoverWorker(e.ctx, x)
+	if err != nil || len(rec) != 1 || !rec[0].Undelivered {
+		t.Fatalf("recover a run held under an earlier claim: %+v %v", rec, err)
+	}
+	e.claimOne(claimParams(x, 1), lostOnce.ID)
+	e.hold(x, lostOnce.ID)
+	rec, err = e.s.RunsExpireLeases(e.ctx, time.Now().Add(time.Hour))
+	if err != nil || len(rec) != 1 || rec[0].Undelivered || rec[0].Status != store.StatusFailed {
+		t.Fatalf("expire a received lease with no attempts left: %+v %v", rec, err)
+	}
+	if g := e.get("ns", lostOnce.ID); g.Attempts != 1 || g.Status != store.StatusFailed || g.Error != "lease expired" {
+		t.Fatalf("exhausted: %s attempts %d error %q", g.Status, g.Attempts, g.Error)
+	}
+
+	// A run the caller knows the worker received (its last heartbeat,
+	// which no flush marked) counts as received.
+	e.exec(`UPDATE kagzi.workflow_runs SET available_at = now() WHERE run_id = $1`, lostThird.ID)
+	e.claimOne(claimParams(x, 1), lostThird.ID)
+	rec, err = e.s.RunsRecoverWorker(e.ctx, x, lostThird.ID, uuid.New())
+	if err != nil || len(rec) != 1 || rec[0].Undelivered || rec[0].Status != store.StatusPending {
+		t.Fatalf("recover a run the caller heard listed: %+v %v", rec, err)
+	}
+	if g := e.get("ns", lostThird.ID); g.Attempts != 4 {
+		t.Fatalf("a received run recovered with attempts %d, want 4", g.Attempts)
+	}
 }
 
 func TestRunsExpireLeasesAndNextLeaseExpiry(t *testing.T) {
@@ -1664,6 +1783,7 @@ func TestRunsExpireLeasesAndNextLeaseExpiry(t *testing.T) {
 	cl := e.claimOne(p, long.ID)
 	p.Lease = 2 * time.Minute
 	co := e.claimOne(p, once.ID)
+	e.hold(p.WorkerID, short.ID, long.ID, once.ID)
 
 	next, err := e.s.RunsNextLeaseExpiry(e.ctx)
 	if err != nil || next == nil || !next.Equal(*cs.LeaseExpiresAt) {
@@ -1712,9 +1832,11 @@ func TestRunsRecoverManyAttempts(t *testing.T) {
 	forever := &retry.Policy{MaxAttempts: -1, InitialInterval: time.Second, MaxInterval: 30 * time.Second, BackoffCoefficient: 10}
 	a := e.create(store.RunsCreateParams{RetryPolicy: forever, Priority: 1})
 	b := e.create(store.RunsCreateParams{})
-	if got := e.claim(claimParams(uuid.New(), 2)); len(got) != 2 {
+	w := uuid.New()
+	if got := e.claim(claimParams(w, 2)); len(got) != 2 {
 		t.Fatalf("claimed %d", len(got))
 	}
+	e.hold(w, a.ID, b.ID)
 	e.exec(`UPDATE kagzi.workflow_runs SET attempts = 5000 WHERE run_id = $1`, a.ID)
 	start := e.dbNow()
 	rec, err := e.s.RunsExpireLeases(e.ctx, time.Now().Add(time.Hour))

@@ -133,30 +133,37 @@ func NextFireTime(cron, tz string, t time.Time) (*time.Time, error) {
 	return cronNext(cron, loc, t), nil
 }
 
-// DefaultFireGrace is how late a fire time may be fired and still count as
-// on time rather than missed (see CatchUp). Timers, queries and a busy
-// scheduler make every fire a little late; a fire time is only missed when
-// no scheduler got to it for longer than this.
-const DefaultFireGrace = 10 * time.Second
+// DefaultCatchUpWindow is how late a fire time may be fired and still
+// count as due rather than missed (see CatchUp). It covers what a short
+// outage costs — a database failover (typically under two minutes), a
+// scheduler restart or a rolling deploy, a retry backoff — so that such an
+// outage loses no fire, while a run that fires at most five minutes late is
+// still useful for almost any cron job. A longer outage is an incident:
+// the schedule's max_catchup decides what it fires.
+const DefaultCatchUpWindow = 5 * time.Minute
 
-// maxOnTimeFires bounds the fire times CatchUp fires as on time for one
-// schedule at once (a grace far longer than the cron's period).
-const maxOnTimeFires = MaxCatchupLimit
+// MaxWindowFires bounds how many due times within the catch-up window one
+// schedule fires at once: the most recent ones. A schedule firing every
+// second is back after a four-minute outage with 240 due times; it fires
+// its last 100 (and max_catchup more), not all of them.
+const MaxWindowFires = 100
 
 // CatchUp decides what a scheduler does for a template that came due at
 // lastDue (its next fire time) when it is now: which times to fire, oldest
 // first, and the next fire time after now (nil if the cron has none).
 //
-// The due times are the cron's times in [lastDue, now]. A due time at most
-// grace before now is on time and is fired: the scheduler was there for
-// it, only a little late (grace <= 0 means DefaultFireGrace). A due time
-// older than that was missed: it passed while no scheduler ran. Of the
-// missed times, the most recent maxCatchup are fired and the older ones are
-// skipped. So after 20 missed times, maxCatchup 3 fires exactly the last 3
-// of them and maxCatchup 0 fires none; either way the schedule then resumes
-// at its first time after now. With lastDue after now nothing is due and
-// next is lastDue.
-func CatchUp(cron, tz string, lastDue, now time.Time, maxCatchup int, grace time.Duration) (fire []time.Time, next *time.Time, err error) {
+// The due times are the cron's times in [lastDue, now]. Walking back from
+// now, the due times at most window old (window <= 0 means
+// DefaultCatchUpWindow) fire, up to MaxWindowFires of them: the scheduler
+// was away for less than the window (a failover, a restart), and such an
+// outage loses nothing. The due times before those were missed — older
+// than the window, or beyond the cap: of them, the most recent maxCatchup
+// fire as well and the older ones are skipped. So after 20 missed times an
+// hour apart, maxCatchup 3 fires exactly the last 3 of them and maxCatchup
+// 0 fires none; either way the schedule then resumes at its first time
+// after now. With lastDue after now nothing is due and next is lastDue.
+// At most MaxWindowFires + maxCatchup times fire.
+func CatchUp(cron, tz string, lastDue, now time.Time, maxCatchup int, window time.Duration) (fire []time.Time, next *time.Time, err error) {
 	if err := ParseCron(cron); err != nil {
 		return nil, nil, err
 	}
@@ -167,25 +174,22 @@ func CatchUp(cron, tz string, lastDue, now time.Time, maxCatchup int, grace time
 	if maxCatchup < 0 {
 		return nil, nil, invalidf("max catch-up %d is negative", maxCatchup)
 	}
-	if grace <= 0 {
-		grace = DefaultFireGrace
+	if window <= 0 {
+		window = DefaultCatchUpWindow
 	}
 	if lastDue.After(now) {
 		ld := lastDue.UTC()
 		return nil, &ld, nil
 	}
-	// Walk back from now, so the cost is bounded by the on-time times and
+	// Walk back from now, so the cost is bounded by the window's cap and
 	// maxCatchup, not by how long the scheduler was away.
-	onTimeFrom := now.Add(-grace)
+	windowFrom := now.Add(-window)
 	var due []time.Time
-	onTime, missed := 0, 0
+	inWindow, missed := 0, 0
 	t, perr := gronx.PrevTickBefore(cron, now.In(loc), true)
 	for perr == nil && !t.After(now) && !t.Before(lastDue) {
-		if !t.Before(onTimeFrom) {
-			if onTime == maxOnTimeFires {
-				break
-			}
-			onTime++
+		if missed == 0 && inWindow < MaxWindowFires && !t.Before(windowFrom) {
+			inWindow++
 		} else {
 			if missed == maxCatchup {
 				break
@@ -221,8 +225,9 @@ type SchedulesCreateParams struct {
 	// Timezone is an IANA zone; empty means UTC.
 	Timezone string
 	Input    []byte
-	// MaxCatchup bounds how many missed fire times are fired after downtime
-	// (see CatchUp); 0 skips them. At most MaxCatchupLimit.
+	// MaxCatchup bounds how many missed fire times (older than the
+	// scheduler's catch-up window) are fired after downtime (see CatchUp);
+	// 0 skips them. At most MaxCatchupLimit.
 	MaxCatchup  int
 	RetryPolicy *retry.Policy
 	// Now is when the schedule starts; zero means time.Now().
@@ -564,8 +569,8 @@ func (s *Store) SchedulesFire(ctx context.Context, p SchedulesFireParams) (run R
 // the runs it created, and advanced=false when the schedule was not due or
 // another scheduler (or a pause, resume or delete) changed it first. A
 // schedule it cannot work out is an error.
-func (s *Store) SchedulesFireDue(ctx context.Context, sc Schedule, now time.Time, grace time.Duration, traceContext string) (runs []Run, advanced bool, err error) {
-	res, err := s.SchedulesFireDueMany(ctx, []Schedule{sc}, now, grace, traceContext)
+func (s *Store) SchedulesFireDue(ctx context.Context, sc Schedule, now time.Time, window time.Duration, traceContext string) (runs []Run, advanced bool, err error) {
+	res, err := s.SchedulesFireDueMany(ctx, []Schedule{sc}, now, window, traceContext)
 	if err != nil {
 		return nil, false, err
 	}
@@ -596,14 +601,14 @@ type SchedulesFireDueManyResult struct {
 
 // SchedulesFireDueMany does a scheduler's whole work for the due schedules
 // it read with SchedulesDue: for each, it fires the times CatchUp picks
-// (with grace; 0 means DefaultFireGrace) and advances the schedule past
+// (with the catch-up window; 0 means DefaultCatchUpWindow) and advances the schedule past
 // now. It is one statement however many schedules there are, so they
 // all fire in one transaction and one commit. Each schedule advances only
 // if its next fire time is still the one read, so schedulers firing the
 // same schedules at once fire each time once between them, and neither
 // fails. Results are in the order of scs; listing a schedule twice is
 // ErrInvalidArgument.
-func (s *Store) SchedulesFireDueMany(ctx context.Context, scs []Schedule, now time.Time, grace time.Duration, traceContext string) ([]SchedulesFireDueManyResult, error) {
+func (s *Store) SchedulesFireDueMany(ctx context.Context, scs []Schedule, now time.Time, window time.Duration, traceContext string) ([]SchedulesFireDueManyResult, error) {
 	out := make([]SchedulesFireDueManyResult, len(scs))
 	firings := make([]scheduleFiring, 0, len(scs))
 	at := make([]int, 0, len(scs))
@@ -612,7 +617,7 @@ func (s *Store) SchedulesFireDueMany(ctx context.Context, scs []Schedule, now ti
 		if sc.NextFireAt == nil || sc.Status != StatusScheduled {
 			continue
 		}
-		fires, next, err := CatchUp(sc.Cron, sc.Timezone, *sc.NextFireAt, now, sc.MaxCatchup, grace)
+		fires, next, err := CatchUp(sc.Cron, sc.Timezone, *sc.NextFireAt, now, sc.MaxCatchup, window)
 		if err != nil {
 			out[i].Err = fmt.Errorf("fire schedule %s: %w", sc.ID, err)
 			continue

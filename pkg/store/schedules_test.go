@@ -279,7 +279,7 @@ func TestSchedulesFireRacingDueFromManySchedulers(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			runs, _, err := s.SchedulesFireDue(ctx, sc, now, 0, "")
+			runs, _, err := s.SchedulesFireDue(ctx, sc, now, 10*time.Second, "")
 			if err != nil {
 				t.Errorf("fire due: %v", err)
 			}
@@ -289,8 +289,8 @@ func TestSchedulesFireRacingDueFromManySchedulers(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	// 10:01 to 10:10 were all missed (10:10 by 30 s, more than the
-	// grace): the 3 most recent fire.
+	// 10:01 to 10:10 were all missed (10:10 by 30 s, more than a 10 s
+	// catch-up window): the 3 most recent fire.
 	if total != 3 {
 		t.Fatalf("%d runs created, want 3", total)
 	}
@@ -328,21 +328,27 @@ func TestCatchUp(t *testing.T) {
 		next       time.Time
 	}{
 		{"on time", "0 * * * *", h(0), h(0).Add(50 * time.Millisecond), 0, 0, []time.Time{h(0)}, h(1)},
-		{"late within the grace", "0 * * * *", h(0), h(0).Add(9 * time.Second), 0, 0, []time.Time{h(0)}, h(1)},
-		{"exactly the grace late", "0 * * * *", h(0), h(0).Add(store.DefaultFireGrace), 0, 0, []time.Time{h(0)}, h(1)},
-		{"missed by more than the grace", "0 * * * *", h(0), h(0).Add(11 * time.Second), 0, 0, nil, h(1)},
-		{"missed, caught up", "0 * * * *", h(0), h(0).Add(11 * time.Second), 1, 0, []time.Time{h(0)}, h(1)},
-		{"a custom grace", "0 * * * *", h(0), h(0).Add(time.Minute), 0, 2 * time.Minute, []time.Time{h(0)}, h(1)},
+		{"late within the window", "0 * * * *", h(0), h(0).Add(4 * time.Minute), 0, 0, []time.Time{h(0)}, h(1)},
+		{"exactly the window late", "0 * * * *", h(0), h(0).Add(store.DefaultCatchUpWindow), 0, 0, []time.Time{h(0)}, h(1)},
+		{"missed by more than the window", "0 * * * *", h(0), h(0).Add(store.DefaultCatchUpWindow + time.Second), 0, 0, nil, h(1)},
+		{"missed, caught up", "0 * * * *", h(0), h(0).Add(store.DefaultCatchUpWindow + time.Second), 1, 0, []time.Time{h(0)}, h(1)},
+		{"a custom window", "0 * * * *", h(0), h(0).Add(time.Minute), 0, 2 * time.Minute, []time.Time{h(0)}, h(1)},
+		{"missed by more than a custom window", "0 * * * *", h(0), h(0).Add(11 * time.Second), 0, 10 * time.Second, nil, h(1)},
 		{"late, no catch-up", "0 * * * *", h(0), h(3).Add(20 * time.Minute), 0, 0, nil, h(4)},
 		{"late, bounded catch-up", "0 * * * *", h(0), h(3).Add(20 * time.Minute), 2, 0, []time.Time{h(2), h(3)}, h(4)},
 		{"late, catch-up above the misses", "0 * * * *", h(0), h(3).Add(20 * time.Minute), 10, 0, []time.Time{h(0), h(1), h(2), h(3)}, h(4)},
 		{"exactly at a tick", "0 * * * *", h(0), h(2), 10, 0, []time.Time{h(0), h(1), h(2)}, h(3)},
 		{"exactly at a tick, no catch-up", "0 * * * *", h(0), h(2), 0, 0, []time.Time{h(2)}, h(3)},
 		{"not due yet", "0 * * * *", h(2), h(1), 3, 0, nil, h(2)},
-		// The scheduler's case: 20 times missed, then back.
-		{"20 missed, catch-up 3", "* * * * *", m(1), m(20).Add(30 * time.Second), 3, 0, []time.Time{m(18), m(19), m(20)}, m(21)},
-		{"20 missed, catch-up 0", "* * * * *", m(1), m(20).Add(30 * time.Second), 0, 0, nil, m(21)},
-		// Every due time within the grace is on time, besides the catch-up.
+		// The scheduler's case: 20 times missed, then back; the last 5 are
+		// within the window.
+		{"20 due, catch-up 3", "* * * * *", m(1), m(20).Add(30 * time.Second), 3, 0,
+			[]time.Time{m(13), m(14), m(15), m(16), m(17), m(18), m(19), m(20)}, m(21)},
+		{"20 due, catch-up 0", "* * * * *", m(1), m(20).Add(30 * time.Second), 0, 0,
+			[]time.Time{m(16), m(17), m(18), m(19), m(20)}, m(21)},
+		{"20 due, a short window", "* * * * *", m(1), m(20).Add(30 * time.Second), 3, 10 * time.Second,
+			[]time.Time{m(18), m(19), m(20)}, m(21)},
+		// Every due time within the window fires, besides the catch-up.
 		{"seconds, back 3 s late", "* * * * * *", t0.Add(time.Second), t0.Add(5 * time.Second), 0, 0,
 			[]time.Time{t0.Add(time.Second), t0.Add(2 * time.Second), t0.Add(3 * time.Second), t0.Add(4 * time.Second), t0.Add(5 * time.Second)},
 			t0.Add(6 * time.Second)},
@@ -366,6 +372,21 @@ func TestCatchUp(t *testing.T) {
 		}
 		if next == nil || !next.Equal(c.next) {
 			t.Fatalf("%s: next %v, want %v", c.name, next, c.next)
+		}
+	}
+	// A schedule firing every second, back after a 4-minute outage: 240
+	// due times within the window, of which the last 100 fire (and
+	// max_catchup more before them).
+	back := t0.Add(4 * time.Minute)
+	for _, maxCatchup := range []int{0, 2} {
+		fire, next, err := store.CatchUp("* * * * * *", "", t0.Add(time.Second), back, maxCatchup, 0)
+		if err != nil || next == nil || !next.Equal(back.Add(time.Second)) {
+			t.Fatalf("every second after 4 min: next %v %v", next, err)
+		}
+		want := store.MaxWindowFires + maxCatchup
+		if len(fire) != want || !fire[0].Equal(back.Add(-time.Duration(want-1)*time.Second)) || !fire[len(fire)-1].Equal(back) {
+			t.Fatalf("every second after 4 min, catch-up %d: fired %d times from %v to %v, want the last %d",
+				maxCatchup, len(fire), fire[0], fire[len(fire)-1], want)
 		}
 	}
 	if _, _, err := store.CatchUp("nope", "", h(0), h(1), 1, 0); !errors.Is(err, store.ErrInvalidArgument) {
@@ -790,7 +811,7 @@ func TestSchedulesFireDueManyRacingSchedulers(t *testing.T) {
 	wantRuns := 0
 	for round := 0; round < 6; round++ {
 		if round == 3 {
-			// Back after 30 s away: missed times, and the grace.
+			// Back after 30 s away: missed times, and the window.
 			now = now.Add(30 * time.Second)
 		}
 		due, err := s.SchedulesDue(ctx, now, 1000)
@@ -810,7 +831,7 @@ func TestSchedulesFireDueManyRacingSchedulers(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				res[g], errs[g] = s.SchedulesFireDueMany(ctx, set, now, 0, "")
+				res[g], errs[g] = s.SchedulesFireDueMany(ctx, set, now, 10*time.Second, "")
 			}()
 		}
 		close(start)
@@ -845,7 +866,7 @@ func TestSchedulesFireDueManyRacingSchedulers(t *testing.T) {
 		now = now.Add(time.Second)
 	}
 	// Rounds 0-2 and 4-5 fire one time each; round 3 fires the times
-	// within the grace (10 s) plus max_catchup missed ones.
+	// within the window (10 s) plus max_catchup missed ones.
 	due, _ := s.SchedulesDue(ctx, now.Add(time.Hour), 1000)
 	total := 0
 	for _, sc := range due {
@@ -872,7 +893,7 @@ func TestSchedulesFireDueManyRacingSchedulers(t *testing.T) {
 }
 
 // Catch-up in a batch is CatchUp's decision per schedule, as for one
-// schedule: grace, max_catchup, a cron's last time, and a schedule that
+// schedule: window, max_catchup, a cron's last time, and a schedule that
 // cannot be worked out does not hold back the others.
 func TestSchedulesFireDueManyCatchUp(t *testing.T) {
 	t.Parallel()
@@ -889,7 +910,7 @@ func TestSchedulesFireDueManyCatchUp(t *testing.T) {
 	bad := broken
 	bad.Cron = "not a cron"
 	scs := []store.Schedule{three, none, seconds, last, bad, hourly}
-	res, err := s.SchedulesFireDueMany(ctx, scs, now, 0, "")
+	res, err := s.SchedulesFireDueMany(ctx, scs, now, 10*time.Second, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -904,7 +925,7 @@ func TestSchedulesFireDueManyCatchUp(t *testing.T) {
 		{true, []time.Time{m(8, 0), m(9, 0), m(10, 0)}, ptr(m(11, 0))},
 		{true, nil, ptr(m(11, 0))},
 		// 10:10:10 and 10:10:15 were missed (more than 10 s ago), the later
-		// one is caught up; 10:10:20 to 10:10:30 are within the grace.
+		// one is caught up; 10:10:20 to 10:10:30 are within the window.
 		{true, []time.Time{m(10, 15), m(10, 20), m(10, 25), m(10, 30)}, ptr(m(10, 35))},
 		{true, []time.Time{t0.Add(-time.Hour)}, nil},
 		{false, nil, broken.NextFireAt},
@@ -945,11 +966,11 @@ func TestSchedulesFireDueManyCatchUp(t *testing.T) {
 	if res[4].Err == nil || !errors.Is(res[4].Err, store.ErrInvalidArgument) || !strings.Contains(res[4].Err.Error(), broken.ID.String()) {
 		t.Fatalf("broken schedule: %v", res[4].Err)
 	}
-	// With a minute's grace, 45 s late is on time, not missed.
+	// With a minute's window, 45 s late is due, not missed.
 	again, _ := s.SchedulesGet(ctx, "ns", none.ID)
 	res, err = s.SchedulesFireDueMany(ctx, []store.Schedule{again}, m(11, 45), time.Minute, "")
 	if err != nil || !res[0].Advanced || len(res[0].Runs) != 1 || !res[0].Runs[0].ScheduleFireAt.Equal(m(11, 0)) {
-		t.Fatalf("due 10:11, fired at 10:11:45 with a minute's grace: %+v %v", res, err)
+		t.Fatalf("due 10:11, fired at 10:11:45 with a minute's window: %+v %v", res, err)
 	}
 	if _, err := s.SchedulesFireDueMany(ctx, []store.Schedule{three, three}, now.Add(time.Hour), 0, ""); !errors.Is(err, store.ErrInvalidArgument) {
 		t.Fatalf("a schedule listed twice: %v", err)

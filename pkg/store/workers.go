@@ -401,3 +401,27 @@ func (s *Store) WorkersDeleteOffline(ctx context.Context, before time.Time) (int
 	}
 	return tag.RowsAffected(), nil
 }
+
+// workerServes is the SQL condition that the kagzi.workers row w serves runs
+// of type typ at version ver in namespace ns and queue q (all SQL
+// expressions), as RunsClaim matches them: the worker is live — ONLINE, or
+// DRAINING (its replacement is usually on its way: a rolling deploy must not
+// look like no worker) — and registered typ at ver, or at any version when
+// ver is empty.
+func workerServes(w, ns, q, typ, ver string) string {
+	return w + `.status IN ('ONLINE', 'DRAINING') AND ` + w + `.namespace_id = ` + ns + ` AND ` + w + `.task_queue = ` + q +
+		` AND ` + w + `.workflow_types @> jsonb_build_array(CASE WHEN ` + ver + ` = '' THEN jsonb_build_object('type', ` + typ +
+		`) ELSE jsonb_build_object('type', ` + typ + `, 'version', ` + ver + `) END)`
+}
+
+// WorkersServing counts the live workers of the namespace and queue that
+// serve runs of typ at version (empty: any version of typ): 0 means such
+// runs wait, PENDING, until a worker registers the type. Workers are live
+// until the reaper marks them OFFLINE (a worker timeout after their last
+// heartbeat).
+func (s *Store) WorkersServing(ctx context.Context, namespace, queue, typ, version string) (int, error) {
+	var n int
+	err := s.db.QueryRow(ctx, `SELECT count(*) FROM kagzi.workers w WHERE `+
+		workerServes("w", "$1::text", "$2::text", "$3::text", "$4::text"), namespace, queue, typ, version).Scan(&n)
+	return n, mapErr("count serving workers", err)
+}

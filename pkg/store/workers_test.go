@@ -360,3 +360,102 @@ func TestWorkersListAndCount(t *testing.T) {
 		t.Fatalf("counts %v (%v), want %v", counts, keys, want)
 	}
 }
+
+// WorkersServing matches workers as the claim does: live (ONLINE or
+// DRAINING), same namespace and queue, the type at the run's version or at
+// any version for a run without one; a start that requires a worker is
+// refused with ErrNoWorker, creating nothing, unless one serves it.
+func TestWorkersServingAndRequireWorker(t *testing.T) {
+	t.Parallel()
+	s := testdb.Store(t)
+	ctx := context.Background()
+	serving := func(ns, q, typ, ver string) int {
+		t.Helper()
+		n, err := s.WorkersServing(ctx, ns, q, typ, ver)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	start := func(p store.RunsCreateParams) error {
+		t.Helper()
+		p.Namespace, p.RequireWorker = "ns", true
+		if p.Queue == "" {
+			p.Queue = "q"
+		}
+		_, _, err := s.RunsCreate(ctx, p)
+		return err
+	}
+	if n := serving("ns", "q", "T", ""); n != 0 {
+		t.Fatalf("no workers: %d serve", n)
+	}
+	if err := start(store.RunsCreateParams{Type: "T"}); !errors.Is(err, store.ErrNoWorker) || !strings.Contains(err.Error(), "T@ on queue q") {
+		t.Fatalf("require a worker with none: %v", err)
+	}
+	a := registerWorker(t, s, "ns", "q") // T@v1
+	unversioned, err := s.WorkersRegister(ctx, store.WorkersRegisterParams{WorkerID: uuid.New(), Namespace: "ns", Queue: "q",
+		Types: []store.TypeVersion{{Type: "U"}}, MaxConcurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	registerWorker(t, s, "other", "q")
+	registerWorker(t, s, "ns", "elsewhere")
+	for _, c := range []struct {
+		ns, q, typ, ver string
+		want            int
+	}{
+		{"ns", "q", "T", "", 1}, {"ns", "q", "T", "v1", 1}, {"ns", "q", "T", "v2", 0},
+		{"ns", "q", "U", "", 1}, {"ns", "q", "U", "v1", 0}, {"ns", "q", "V", "", 0},
+		{"other", "q", "T", "", 1}, {"ns", "nowhere", "T", "", 0},
+	} {
+		if n := serving(c.ns, c.q, c.typ, c.ver); n != c.want {
+			t.Fatalf("%s/%s %s@%s: %d serve, want %d", c.ns, c.q, c.typ, c.ver, n, c.want)
+		}
+	}
+	if _, err := s.WorkersDrain(ctx, "ns", a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n := serving("ns", "q", "T", "v1"); n != 1 {
+		t.Fatalf("a draining worker: %d serve, want 1", n)
+	}
+	if err := start(store.RunsCreateParams{Type: "T", Version: "v1", ExternalID: "x"}); err != nil {
+		t.Fatalf("require a worker that serves: %v", err)
+	}
+	if err := start(store.RunsCreateParams{Type: "T", Version: "v2"}); !errors.Is(err, store.ErrNoWorker) {
+		t.Fatalf("require a worker for a version nobody registered: %v", err)
+	}
+	if _, err := s.WorkersDeregister(ctx, "ns", a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WorkersDeregister(ctx, "ns", unversioned.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n := serving("ns", "q", "T", "v1"); n != 0 {
+		t.Fatalf("an offline worker: %d serve, want 0", n)
+	}
+	// The check comes first: a repeat of a live external id is refused too.
+	if err := start(store.RunsCreateParams{Type: "T", Version: "v1", ExternalID: "x"}); !errors.Is(err, store.ErrNoWorker) {
+		t.Fatalf("repeat with no worker left: %v", err)
+	}
+	// Many: one unserved row refuses the batch.
+	_, err = s.RunsCreateMany(ctx, []store.RunsCreateParams{
+		{Namespace: "ns", Queue: "q", Type: "T"},
+		{Namespace: "ns", Queue: "q", Type: "U", RequireWorker: true},
+	})
+	if !errors.Is(err, store.ErrNoWorker) {
+		t.Fatalf("many with an unserved row: %v", err)
+	}
+	runs, _, err := s.RunsList(ctx, store.RunsListParams{Namespace: "ns"})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("runs after refused starts: %d %v, want the one served start", len(runs), err)
+	}
+	registerWorker(t, s, "ns", "q")
+	res, err := s.RunsCreateMany(ctx, []store.RunsCreateParams{
+		{Namespace: "ns", Queue: "q", Type: "T", RequireWorker: true},
+		{Namespace: "ns", Queue: "q", Type: "T", Version: "v1", RequireWorker: true},
+		{Namespace: "ns", Queue: "q", Type: "U"},
+	})
+	if err != nil || len(res) != 3 || !res[0].Created || !res[1].Created || !res[2].Created {
+		t.Fatalf("many, all served or not required: %+v %v", res, err)
+	}
+}

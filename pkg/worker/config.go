@@ -37,7 +37,7 @@ type Config struct {
 	// MaxConcurrency is how many runs may execute at once (default 10).
 	MaxConcurrency int
 	// HeartbeatInterval is how often liveness and held runs are
-	// published (default 2 s).
+	// published (default 2 s); accepted runs are also announced at once.
 	HeartbeatInterval time.Duration
 	// WaitTimeout is how long a work request may stay parked at a
 	// dispatcher before the worker renews it (default 30 s, at most 10 min).

@@ -149,19 +149,47 @@ func (w *Worker) requestSoon() {
 	w.poke()
 }
 
-// deliveryLoop answers deliveries on the worker's inbox.
+// deliveryLoop answers deliveries on the worker's inbox. After accepting
+// runs it publishes a heartbeat listing them before it starts them: the
+// reaper counts a lost attempt of a run only once a heartbeat listed it (a
+// run claimed for a worker that never got it is retried without counting
+// one), so a run that crashes its worker at once must be announced at
+// once, not at the next tick. Deliveries that arrived together share one
+// heartbeat.
 func (w *Worker) deliveryLoop(ctx context.Context, sub *nats.Subscription) {
 	defer w.loops.Done()
+	var started []*runState
 	for {
 		msg, ok := w.nextMsg(ctx, sub)
 		if !ok {
+			w.startRuns(started)
 			return
 		}
-		w.handleDelivery(msg)
+		started = append(started, w.handleDelivery(msg)...)
+		if n, _, err := sub.Pending(); err == nil && n > 0 {
+			continue
+		}
+		if len(started) > 0 {
+			w.sendHeartbeat()
+			w.startRuns(started)
+			started = started[:0]
+		}
 	}
 }
 
-func (w *Worker) handleDelivery(msg *nats.Msg) {
+// startRuns starts the executions of accepted runs.
+func (w *Worker) startRuns(runs []*runState) {
+	for _, rs := range runs {
+		go w.execute(rs)
+	}
+	if len(runs) > 0 {
+		w.poke()
+	}
+}
+
+// handleDelivery acknowledges a delivery and returns the runs it accepted
+// (holding their slots), for the caller to start.
+func (w *Worker) handleDelivery(msg *nats.Msg) []*runState {
 	var d protocol.Delivery
 	err := protocol.Decode(msg.Data, &d)
 	if err == nil && msg.Reply == "" {
@@ -170,21 +198,18 @@ func (w *Worker) handleDelivery(msg *nats.Msg) {
 	if err != nil {
 		w.malformed("delivery", msg.Subject, err)
 		w.ack(msg, false)
-		return
+		return nil
 	}
 	started, why := w.accept(&d)
 	if why != "" {
 		w.stats.refused.Add(1)
 		w.ack(msg, false)
 		w.log.Info("delivery refused", "seq", d.Seq, "runs", len(d.Runs), "reason", why)
-		return
+		return nil
 	}
 	w.stats.accepted.Add(1)
 	w.ack(msg, true)
-	for _, rs := range started {
-		go w.execute(rs)
-	}
-	w.poke()
+	return started
 }
 
 // accept decides on a delivery. If it is accepted (why == ""), the

@@ -399,6 +399,43 @@ func TestHeartbeatsListHeldRuns(t *testing.T) {
 	waitHeartbeat()
 }
 
+// An accepted delivery is announced at once by one heartbeat listing all
+// its runs, however far off the next tick is: the reaper counts a lost
+// attempt only for a run a heartbeat listed, so a run that crashes its
+// worker right away must be listed right away.
+func TestAcceptedDeliveryIsAnnouncedAtOnce(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	defer close(gate)
+	entered := make(chan struct{}, 3)
+	d, w := start(t, worker.Config{MaxConcurrency: 4, HeartbeatInterval: time.Hour}, func(w *worker.Worker) {
+		must(t, worker.Register(w, "Block", func(ctx workflow.Context, _ struct{}) (int, error) {
+			entered <- struct{}{}
+			<-gate
+			return 1, nil
+		}))
+	})
+	req := d.nextRequest(t)
+	runs := []protocol.DeliveredRun{newRun(t, "Block", nil), newRun(t, "Block", nil), newRun(t, "Block", nil)}
+	if !d.deliver(t, req, req.Seq, runs...) {
+		t.Fatal("refused")
+	}
+	hb := recv(t, d.heartbeats, "a heartbeat after the delivery")
+	if hb.WorkerID != w.ID() || !sameIDs(hb.Runs, []uuid.UUID{runs[0].RunID, runs[1].RunID, runs[2].RunID}) {
+		t.Fatalf("heartbeat after the delivery %+v, want all three runs", hb)
+	}
+	for range runs {
+		recv(t, entered, "the runs started")
+	}
+	// One heartbeat for the delivery: the next is an hour away.
+	d.nextRequest(t)
+	select {
+	case hb := <-d.heartbeats:
+		t.Fatalf("a second heartbeat %+v", hb)
+	default:
+	}
+}
+
 func sameIDs(got, want []uuid.UUID) bool {
 	if len(got) != len(want) {
 		return false
@@ -429,6 +466,9 @@ func TestStopDrainsAndIsSafeTwice(t *testing.T) {
 	req := d.nextRequest(t)
 	run := newRun(t, "Slow", nil)
 	d.deliver(t, req, req.Seq, run)
+	if hb := recv(t, d.heartbeats, "the heartbeat announcing the run"); hb.Draining || !sameIDs(hb.Runs, []uuid.UUID{run.RunID}) {
+		t.Fatalf("heartbeat after the delivery %+v", hb)
+	}
 	req2 := d.nextRequest(t)
 	closed(t, started, "run start")
 
@@ -466,7 +506,7 @@ func TestStopDrainsAndIsSafeTwice(t *testing.T) {
 		kinds = append(kinds, k)
 	}
 	got := strings.Join(kinds, ",")
-	if want := "register,request,request,draining,run_completed,deregister"; got != want {
+	if want := "register,request,heartbeat,request,draining,run_completed,deregister"; got != want {
 		t.Fatalf("events %s, want %s", got, want)
 	}
 
