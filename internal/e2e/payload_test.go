@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -286,5 +287,63 @@ func TestCombinedReportsFitMessages(t *testing.T) {
 	waitAll(t, hs, 60*time.Second)
 	if s := idleStats(t, e.srv.Workers[0]); s.RunsCompleted != runs || s.RunsAbandoned != 0 {
 		t.Fatalf("worker stats %+v", s)
+	}
+}
+
+// A run whose step records alone do not fit in one message (thousands of
+// steps on a server with small messages) cannot be delivered: it is failed
+// with that reason, once, and the worker whose request it took is not left
+// waiting for the request to time out — the next run reaches it at once.
+func TestUndeliverableHistoryFailsClearly(t *testing.T) {
+	t.Parallel()
+	e := start(t, opts{workers: -1, natsMaxPayload: 128 << 10})
+	ctx := context.Background()
+	st := e.srv.Store
+	h, err := e.cl.Start(ctx, "Deep", nil, client.StartOptions{Queue: "deep"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Build the history through the store, under the lease of a worker
+	// that is not there (no worker serves the queue yet), then make the run
+	// due again.
+	cs, err := st.RunsClaim(ctx, store.RunsClaimParams{Namespace: "default", Queue: "deep", WorkerID: uuid.New(),
+		Types: []store.TypeVersion{{Type: "Deep"}}, Limit: 1, Lease: time.Minute})
+	if err != nil || len(cs) != 1 || cs[0].ID != h.RunID {
+		t.Fatalf("claim: %v %v", cs, err)
+	}
+	l := store.Lease{Namespace: "default", RunID: h.RunID, Token: cs[0].LeaseToken}
+	const steps = 2000
+	ps := make([]store.StepsRecordParams, steps)
+	for i := range ps {
+		ps[i] = store.StepsRecordParams{Lease: l, StepID: fmt.Sprintf("%s-%05d", strings.Repeat("s", 80), i), Attempt: 1,
+			Kind: store.StepFunction, Status: store.StepCompleted, Output: []byte(`1`)}
+	}
+	if errs, err := st.StepsRecordMany(ctx, ps); err != nil || errors.Join(errs...) != nil {
+		t.Fatalf("record %d steps: %v %v", steps, err, errors.Join(errs...))
+	}
+	due := time.Now()
+	if err := st.RunsSleep(ctx, l, &due); err != nil {
+		t.Fatal(err)
+	}
+	w := e.startWorker(worker.Config{Queue: "deep", WaitTimeout: time.Minute}, func(w *worker.Worker) error {
+		return errors.Join(
+			worker.Register(w, "Deep", func(ctx workflow.Context, _ struct{}) (int, error) { return 0, nil }),
+			worker.Register(w, "Next", func(ctx workflow.Context, _ struct{}) (int, error) { return 1, nil }),
+		)
+	})
+	var re *client.RunError
+	if _, err := result[int](t, h, 20*time.Second); !errors.As(err, &re) || re.Status != store.StatusFailed ||
+		!strings.Contains(re.Message, "cannot be delivered") || !strings.Contains(re.Message, "max_payload") {
+		t.Fatalf("undeliverable run: %v", err)
+	}
+	next, err := e.cl.Start(ctx, "Next", nil, client.StartOptions{Queue: "deep"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := result[int](t, next, 10*time.Second); err != nil || n != 1 {
+		t.Fatalf("the next run (the worker's wait timeout is a minute): %d %v", n, err)
+	}
+	if s := idleStats(t, w); s.RunsStarted != 1 {
+		t.Fatalf("worker stats %+v: the undeliverable run reached it", s)
 	}
 }
