@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -148,9 +150,20 @@ func askForWork(t *testing.T, nc *nats.Conn, queue, typ string) protocol.Deliver
 // the delivery carries the large outputs by size and the worker fetches
 // them when the replay reaches them. So does a large event payload and a
 // child's large output.
+//
+// KAGZI_E2E_HISTORY_STEPS sets the number of large steps (default 5), to
+// measure larger histories.
 func TestLargeHistoryIsDeliverable(t *testing.T) {
 	t.Parallel()
 	const size = 1900 << 10
+	nsteps := 5
+	if v := os.Getenv("KAGZI_E2E_HISTORY_STEPS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("KAGZI_E2E_HISTORY_STEPS %q", v)
+		}
+		nsteps = n
+	}
 	calls := newCounter()
 	e := start(t, opts{workers: 1, register: func(w *worker.Worker) error {
 		return errors.Join(
@@ -159,20 +172,21 @@ func TestLargeHistoryIsDeliverable(t *testing.T) {
 			}),
 			worker.Register(w, "Hoard", func(ctx workflow.Context, _ struct{}) (int, error) {
 				total := 0
-				for i := range 5 {
-					s, err := workflow.Step(ctx, "chunk-"+string(rune('a'+i)), func(context.Context) (string, error) {
+				for i := range nsteps {
+					fill := string(rune('a' + i%26))
+					s, err := workflow.Step(ctx, fmt.Sprintf("chunk-%d", i), func(context.Context) (string, error) {
 						calls.inc("%s/%d", ctx.RunID(), i)
-						return strings.Repeat(string(rune('a'+i)), size), nil
+						return strings.Repeat(fill, size), nil
 					})
 					if err != nil {
 						return 0, err
 					}
-					if len(s) != size || s[0] != byte('a'+i) {
+					if len(s) != size || s[:1] != fill {
 						return 0, errors.New("a replayed output came back wrong")
 					}
 					total += len(s)
 					// Each sleep makes the next delivery replay everything so far.
-					if err := workflow.Sleep(ctx, "nap-"+string(rune('a'+i)), time.Millisecond); err != nil {
+					if err := workflow.Sleep(ctx, fmt.Sprintf("nap-%d", i), time.Millisecond); err != nil {
 						return 0, err
 					}
 				}
@@ -199,11 +213,12 @@ func TestLargeHistoryIsDeliverable(t *testing.T) {
 	if _, err := e.cl.SendEvent(ctx, h.RunID, "big", strings.Repeat("e", size)); err != nil {
 		t.Fatal(err)
 	}
-	n, err := result[int](t, h, 60*time.Second)
+	began := time.Now()
+	n, err := result[int](t, h, time.Duration(60+5*nsteps)*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := 7 * size; n != want {
+	if want := (nsteps + 2) * size; n != want {
 		t.Fatalf("result %d, want %d", n, want)
 	}
 	for k, c := range calls.snapshot() {
@@ -218,7 +233,8 @@ func TestLargeHistoryIsDeliverable(t *testing.T) {
 	if reads == 0 {
 		t.Fatal("no payload was fetched: the history travelled inline")
 	}
-	t.Logf("largest history replayed: %d bytes of step outputs, %d payload reads", 7*size, reads)
+	t.Logf("history of %d bytes of step outputs replayed in full %d times, in %v; %d payload reads",
+		(nsteps+2)*size, nsteps+2, time.Since(began).Round(time.Millisecond), reads)
 }
 
 // With a NATS server whose messages are smaller than the payload limit,
