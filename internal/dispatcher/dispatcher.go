@@ -37,6 +37,12 @@ type Config struct {
 	// ReportWriters is the number of transactions applying reports at once
 	// (default 4).
 	ReportWriters int
+	// BeaconInterval is the time between liveness beacons (default
+	// protocol.DefaultBeaconInterval; see beacon.go).
+	BeaconInterval time.Duration
+	// RelayID, if set, returns the id of the relay this process runs while
+	// it relays ("" otherwise); beacons carry it (see beacon.go).
+	RelayID func() string
 	// TracerProvider and MeterProvider default to the otel globals.
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
@@ -57,6 +63,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ReportWriters <= 0 {
 		c.ReportWriters = 4
+	}
+	if c.BeaconInterval <= 0 {
+		c.BeaconInterval = protocol.DefaultBeaconInterval
 	}
 	return c
 }
@@ -129,6 +138,7 @@ type Dispatcher struct {
 	wg       sync.WaitGroup
 	subs     []*nats.Subscription
 	stopOnce sync.Once
+	beacons  beacons
 
 	malformed, claims, claimed, released, applied, leaseLost atomic.Int64
 	emptySkips, resyncs, reportTxs, deliveries, wakeups      atomic.Int64
@@ -170,6 +180,10 @@ func (d *Dispatcher) Stats() Stats {
 // wakeup falls between the two.
 func (d *Dispatcher) Start(ctx context.Context) error {
 	d.ctx, d.cancel = context.WithCancel(ctx)
+	if err := d.announce(); err != nil {
+		d.cancel()
+		return err
+	}
 	subs := []struct {
 		subject, group string
 		h              nats.MsgHandler
@@ -207,18 +221,22 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		d.wg.Add(1)
 		go d.reportWriter()
 	}
+	d.startBeacons()
 	d.Resync()
 	return nil
 }
 
-// Stop unsubscribes, stops the queue loops and report writers after the
-// reports already received are applied, and waits; safe to call twice.
+// Stop unsubscribes, tells workers it left (so they renew the requests it
+// held), stops the queue loops and report writers after the reports
+// already received are applied, and waits; safe to call twice.
 func (d *Dispatcher) Stop() {
 	d.stopOnce.Do(func() {
 		if d.cancel == nil {
 			return
 		}
+		d.stopBeacons()
 		d.unsubscribe()
+		d.leave()
 		d.cancel()
 		d.wg.Wait()
 	})

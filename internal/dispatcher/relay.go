@@ -71,6 +71,15 @@ func (r *Relay) Stats() RelayStats {
 // IsLeader reports whether this replica relays now.
 func (r *Relay) IsLeader() bool { return r.leader.Load() }
 
+// LeaderID returns the relay's id (the one its relay.up carries) while it
+// relays, "" otherwise.
+func (r *Relay) LeaderID() string {
+	if r.leader.Load() {
+		return r.id
+	}
+	return ""
+}
+
 // Start begins competing for the relay lock in the background.
 func (r *Relay) Start(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)

@@ -353,6 +353,8 @@ func (w *Worker) onReconnect() {
 	// The outstanding request may have been lost with the connection.
 	w.out = nil
 	w.mu.Unlock()
+	w.relisten()
+	w.probe()
 	w.log.Info("reconnected to NATS: registering again")
 	if err := w.publishRegister(); err != nil {
 		w.log.Warn("register not sent", "err", err)

@@ -70,6 +70,7 @@ type Worker struct {
 
 	stats    counters
 	combiner combiner
+	live     liveness
 
 	tracer trace.Tracer
 	stepMS metric.Float64Histogram
@@ -180,23 +181,36 @@ func (w *Worker) Start(ctx context.Context) error {
 		_ = deliveries.Unsubscribe()
 		return fail(err)
 	}
+	liveCh, liveSubs, err := w.subscribeLiveness()
+	if err != nil {
+		_ = deliveries.Unsubscribe()
+		_ = cancels.Unsubscribe()
+		return fail(err)
+	}
+	unsubscribe := func() {
+		_ = deliveries.Unsubscribe()
+		_ = cancels.Unsubscribe()
+		for _, s := range liveSubs {
+			_ = s.Unsubscribe()
+		}
+	}
 	// Subscriptions precede the registration and the first work request
 	// on this connection, so the server has them before any dispatcher
 	// can answer.
 	if err := w.publishRegister(); err != nil {
-		_ = deliveries.Unsubscribe()
-		_ = cancels.Unsubscribe()
+		unsubscribe()
 		return fail(err)
 	}
 	status := w.nc.StatusChanged(nats.CONNECTED)
 
 	loopCtx, cancelLoops := context.WithCancel(base)
 	reqCtx, cancelRequests := context.WithCancel(loopCtx)
-	w.loops.Add(5)
+	w.loops.Add(6)
 	go w.deliveryLoop(loopCtx, deliveries)
 	go w.cancelLoop(loopCtx, cancels)
 	go w.statusLoop(loopCtx, status)
 	go w.heartbeatLoop(loopCtx)
+	go w.livenessLoop(loopCtx, liveCh)
 	go w.requestLoop(reqCtx)
 
 	go w.supervise(ctx, base, func() {
@@ -204,8 +218,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	}, func() {
 		cancelLoops()
 		w.loops.Wait()
-		_ = deliveries.Unsubscribe()
-		_ = cancels.Unsubscribe()
+		unsubscribe()
 		w.nc.RemoveStatusListener(status)
 	})
 	w.log.Info("worker started", "types", len(w.typeList), "max_concurrency", w.cfg.MaxConcurrency)
@@ -257,6 +270,10 @@ type Stats struct {
 	RunsReleased uint64
 	// ReportRetries counts report attempts that had to be repeated.
 	ReportRetries uint64
+	// Renewals counts work requests renewed before their time because the
+	// dispatcher holding them may have gone away (it fell silent, left or
+	// lost requests, or a relay came up).
+	Renewals uint64
 	// Malformed counts messages dropped because they did not decode.
 	Malformed uint64
 }
@@ -264,7 +281,7 @@ type Stats struct {
 type counters struct {
 	requests, accepted, refused                                         atomic.Uint64
 	started, completed, failed, suspended, abandoned, released, retries atomic.Uint64
-	malformed                                                           atomic.Uint64
+	malformed, renewals                                                 atomic.Uint64
 }
 
 // Stats returns the worker's counters.
@@ -285,6 +302,7 @@ func (w *Worker) Stats() Stats {
 		RunsAbandoned: s.abandoned.Load(),
 		RunsReleased:  s.released.Load(),
 		ReportRetries: s.retries.Load(),
+		Renewals:      s.renewals.Load(),
 		Malformed:     s.malformed.Load(),
 	}
 }
