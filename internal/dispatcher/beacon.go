@@ -42,8 +42,9 @@ func (d *Dispatcher) announce() error {
 	if err != nil {
 		return fmt.Errorf("dispatcher: subscribe %s: %w", protocol.SubjectDispatcherProbe, err)
 	}
+	d.watchDrops(protocol.SubjectDispatcherProbe, sub)
 	d.subs = append(d.subs, sub)
-	d.beacon("", false)
+	d.beacon("", false, false)
 	return nil
 }
 
@@ -57,7 +58,7 @@ func (d *Dispatcher) onProbe(m *nats.Msg) {
 		d.dropMalformed(m, errors.New("probe without a reply subject"))
 		return
 	}
-	d.beacon(m.Reply, false)
+	d.beacon(m.Reply, false, false)
 }
 
 // startBeacons publishes a beacon every interval until stopBeacons.
@@ -73,7 +74,7 @@ func (d *Dispatcher) startBeacons() {
 			case <-b.stop:
 				return
 			case <-t.C:
-				d.beacon("", false)
+				d.beacon("", false, false)
 			}
 		}
 	}()
@@ -92,14 +93,15 @@ func (d *Dispatcher) stopBeacons() {
 // sent after the work subscription's UNSUB on the same connection, so the
 // server routes no renewed request back here.
 func (d *Dispatcher) leave() {
-	d.beacon("", true)
+	d.beacon("", true, false)
 	_ = d.nc.FlushTimeout(time.Second)
 }
 
 // beacon publishes the dispatcher's beacon, to a probe's reply subject if
-// one is given.
-func (d *Dispatcher) beacon(reply string, leaving bool) {
-	b := protocol.DispatcherBeacon{DispatcherID: d.beacons.id, IntervalMS: d.cfg.BeaconInterval.Milliseconds(), Leaving: leaving}
+// one is given; leaving and renew set its flags.
+func (d *Dispatcher) beacon(reply string, leaving, renew bool) {
+	b := protocol.DispatcherBeacon{DispatcherID: d.beacons.id, IntervalMS: d.cfg.BeaconInterval.Milliseconds(),
+		Leaving: leaving, Renew: renew}
 	if d.cfg.RelayID != nil && !leaving {
 		b.RelayID = d.cfg.RelayID()
 	}

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/internal/tracectx"
 
 	"github.com/kagzi/kagzi/pkg/protocol"
@@ -43,6 +44,9 @@ type Config struct {
 	// RelayID, if set, returns the id of the relay this process runs while
 	// it relays ("" otherwise); beacons carry it (see beacon.go).
 	RelayID func() string
+	// PendingLimit is how many messages a subscription may hold unread
+	// before NATS drops the next ones (default 1<<20; see drops.go).
+	PendingLimit int
 	// TracerProvider and MeterProvider default to the otel globals.
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
@@ -67,6 +71,9 @@ func (c Config) withDefaults() Config {
 	if c.BeaconInterval <= 0 {
 		c.BeaconInterval = protocol.DefaultBeaconInterval
 	}
+	if c.PendingLimit <= 0 {
+		c.PendingLimit = 1 << 20
+	}
 	return c
 }
 
@@ -84,6 +91,7 @@ type Stats struct {
 	ReportTxs   int64 // report transactions committed
 	Deliveries  int64 // deliveries acked by workers
 	WakeupsSeen int64 // wakeups received
+	Drops       int64 // times NATS dropped messages before they were read (see drops.go)
 }
 
 type qkey struct{ ns, queue string }
@@ -139,6 +147,7 @@ type Dispatcher struct {
 	subs     []*nats.Subscription
 	stopOnce sync.Once
 	beacons  beacons
+	drops    *natsutil.Drops
 
 	malformed, claims, claimed, released, applied, leaseLost atomic.Int64
 	emptySkips, resyncs, reportTxs, deliveries, wakeups      atomic.Int64
@@ -157,6 +166,7 @@ func New(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) *Dispatch
 		queues:  map[qkey]*queue{},
 		reports: make(chan *reportJob, 8192),
 		tel:     newInstruments(cfg.TracerProvider, cfg.MeterProvider),
+		drops:   natsutil.WatchDrops(nc),
 	}
 }
 
@@ -173,6 +183,7 @@ func (d *Dispatcher) Stats() Stats {
 		Released: d.released.Load(), Reports: d.applied.Load(), LeaseLost: d.leaseLost.Load(),
 		Parked: parkedN, EmptySkips: d.emptySkips.Load(), Resyncs: d.resyncs.Load(),
 		ReportTxs: d.reportTxs.Load(), Deliveries: d.deliveries.Load(), WakeupsSeen: d.wakeups.Load(),
+		Drops: d.drops.Count(),
 	}
 }
 
@@ -206,7 +217,8 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 			d.cancel()
 			return fmt.Errorf("dispatcher: subscribe %s: %w", s.subject, err)
 		}
-		_ = sub.SetPendingLimits(1<<20, 1<<30)
+		_ = sub.SetPendingLimits(d.cfg.PendingLimit, 1<<30)
+		d.watchDrops(s.subject, sub)
 		d.subs = append(d.subs, sub)
 	}
 	if err := d.nc.Flush(); err != nil {

@@ -23,8 +23,8 @@ func BeaconSilence(interval time.Duration) time.Duration { return 3 * interval }
 // requests. A dispatcher publishes one when it starts (before it takes
 // any request), every IntervalMS after that, and in answer to a
 // DispatcherProbe; a worker renews its outstanding request when a
-// dispatcher it heard falls silent (see BeaconSilence) or leaves, since
-// its request may have been parked there.
+// dispatcher it heard falls silent (see BeaconSilence), leaves or asks for
+// renewals, since its request may have been parked there.
 type DispatcherBeacon struct {
 	Versioned
 	DispatcherID uuid.UUID `json:"dispatcher_id"`
@@ -33,6 +33,9 @@ type DispatcherBeacon struct {
 	// Leaving: the dispatcher stopped taking work requests and dropped
 	// those it held (a graceful stop); no beacon of it follows.
 	Leaving bool `json:"leaving,omitempty"`
+	// Renew: the dispatcher may have lost work requests (NATS dropped some
+	// before it read them); every worker renews its own.
+	Renew bool `json:"renew,omitempty"`
 	// RelayID is the id of the relay the dispatcher runs (RelayUp.RelayID)
 	// while that relay relays. A worker that sees the relay change renews
 	// its request: relays move when the dispatcher that ran one dies.

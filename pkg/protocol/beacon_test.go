@@ -20,6 +20,7 @@ func beaconSuite() suite {
 		valid: validBeacon,
 		variants: map[string]func() db{
 			"leaving":      func() db { m := validBeacon(); m.Leaving = true; return m },
+			"renew":        func() db { m := validBeacon(); m.Renew = true; return m },
 			"relaying":     func() db { m := validBeacon(); m.RelayID = strings.Repeat("r", 200); return m },
 			"min interval": func() db { m := validBeacon(); m.IntervalMS = 1; return m },
 			"max interval": func() db { m := validBeacon(); m.IntervalMS = 60000; return m },

@@ -15,8 +15,8 @@ import (
 // group chose; if that dispatcher dies, its parked requests die with it
 // and nothing answers. The worker cannot tell which dispatcher holds its
 // request, so it watches them all: it renews its request at once when a
-// dispatcher it heard falls silent (protocol.BeaconSilence) or says it
-// leaves, and when the relay changes (beacons name the relay their
+// dispatcher it heard falls silent (protocol.BeaconSilence), says it
+// leaves or says it lost requests, and when the relay changes (beacons name the relay their
 // dispatcher runs, relay.up the new one): the relay moves within
 // milliseconds when the dispatcher that ran it dies. The
 // renewal lands on a live dispatcher, which parks it without a query when
@@ -138,8 +138,11 @@ func (w *Worker) onLiveness(m *nats.Msg) {
 		l.heard[b.DispatcherID] = heardDispatcher{at: time.Now(), interval: b.Interval()}
 	}
 	l.mu.Unlock()
-	if b.Leaving {
+	switch {
+	case b.Leaving:
 		w.renewRequest("dispatcher left", "dispatcher_id", b.DispatcherID)
+	case b.Renew:
+		w.renewRequest("dispatcher lost work requests", "dispatcher_id", b.DispatcherID)
 	}
 	w.sawRelay(b.RelayID)
 }

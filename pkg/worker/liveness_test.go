@@ -42,8 +42,9 @@ func TestProbeBeforeFirstRequest(t *testing.T) {
 }
 
 // The outstanding request is renewed at once, not at its wait timeout,
-// when the dispatcher that may hold it is gone: it fell silent, left, or
-// the relay moved (it does when the dispatcher running it dies).
+// when the dispatcher that may hold it is gone: it fell silent, left, lost
+// requests, or the relay moved (it does when the dispatcher running it
+// dies).
 func TestRequestRenewedWhenADispatcherGoes(t *testing.T) {
 	t.Parallel()
 	id := uuid.New()
@@ -58,6 +59,10 @@ func TestRequestRenewedWhenADispatcherGoes(t *testing.T) {
 		"left": {
 			before: &protocol.DispatcherBeacon{DispatcherID: id, IntervalMS: 60000},
 			gone:   &protocol.DispatcherBeacon{DispatcherID: id, IntervalMS: 60000, Leaving: true},
+		},
+		"lost requests": {
+			before: &protocol.DispatcherBeacon{DispatcherID: id, IntervalMS: 60000},
+			gone:   &protocol.DispatcherBeacon{DispatcherID: id, IntervalMS: 60000, Renew: true},
 		},
 		"relay moved": {
 			before: &protocol.DispatcherBeacon{DispatcherID: id, IntervalMS: 60000, RelayID: "r1"},

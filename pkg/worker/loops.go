@@ -126,8 +126,10 @@ func (w *Worker) nextMsg(ctx context.Context, sub *nats.Subscription) (*nats.Msg
 			w.requestSoon()
 			continue
 		}
-		// Slow consumer: messages were dropped by the client; the lost
-		// deliveries are released by the dispatcher on ack timeout.
+		if errors.Is(err, nats.ErrSlowConsumer) {
+			w.drops.Check(sub)
+			continue
+		}
 		w.log.Warn("subscription error", "subject", sub.Subject, "err", err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/pkg/protocol"
 )
 
@@ -71,6 +72,7 @@ type Worker struct {
 	stats    counters
 	combiner combiner
 	live     liveness
+	drops    *natsutil.Drops
 
 	tracer trace.Tracer
 	stepMS metric.Float64Histogram
@@ -114,6 +116,7 @@ func New(cfg Config, nc *nats.Conn) (*Worker, error) {
 			"namespace", cfg.Namespace, "queue", cfg.Queue),
 		inbox:  nc.NewInbox(),
 		margin: margin,
+		drops:  natsutil.WatchDrops(nc),
 		types:  make(map[string]*registration),
 		runs:   make(map[uuid.UUID]*runState),
 		kick:   make(chan struct{}, 1),
@@ -187,6 +190,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		_ = cancels.Unsubscribe()
 		return fail(err)
 	}
+	w.watchDrops(deliveries, cancels, liveSubs, liveCh)
 	unsubscribe := func() {
 		_ = deliveries.Unsubscribe()
 		_ = cancels.Unsubscribe()
@@ -272,8 +276,11 @@ type Stats struct {
 	ReportRetries uint64
 	// Renewals counts work requests renewed before their time because the
 	// dispatcher holding them may have gone away (it fell silent, left or
-	// lost requests, or a relay came up).
+	// lost requests, or the relay moved) or a delivery was dropped.
 	Renewals uint64
+	// Drops counts the times NATS dropped messages of the worker's
+	// subscriptions before it read them (see drops.go).
+	Drops int64
 	// Malformed counts messages dropped because they did not decode.
 	Malformed uint64
 }
@@ -303,6 +310,7 @@ func (w *Worker) Stats() Stats {
 		RunsReleased:  s.released.Load(),
 		ReportRetries: s.retries.Load(),
 		Renewals:      s.renewals.Load(),
+		Drops:         w.drops.Count(),
 		Malformed:     s.malformed.Load(),
 	}
 }
