@@ -31,14 +31,21 @@ func NewStore(pool *pgxpool.Pool, log *slog.Logger) *store.Store {
 // Dispatcher returns the dispatcher's components (the lease service and,
 // if enabled, the relay) and its readiness checks.
 func Dispatcher(cfg config.Dispatcher, st *store.Store, nc *nats.Conn, log *slog.Logger) ([]svc.Component, map[string]svc.Check) {
-	d := dispatcher.New(dispatcher.Config{
+	dcfg := dispatcher.Config{
 		Lease: cfg.Lease, DeliveryTimeout: cfg.DeliveryTimeout, MaxClaim: cfg.MaxClaim, ReportWriters: cfg.ReportWriters,
-	}, st, nc, log)
+		BeaconInterval: cfg.BeaconInterval,
+	}
+	var relay *dispatcher.Relay
+	if cfg.Relay {
+		relay = dispatcher.NewRelay(dispatcher.RelayConfig{DatabaseURL: cfg.DatabaseURL}, nc, log)
+		dcfg.RelayID = relay.LeaderID
+	}
+	d := dispatcher.New(dcfg, st, nc, log)
 	natsutil.OnReconnect(nc, d.Resync)
 	comps := []svc.Component{d}
 	checks := map[string]svc.Check{"postgres": st.Ping, "nats": svc.NATSCheck(nc)}
-	if cfg.Relay {
-		comps = append(comps, dispatcher.NewRelay(dispatcher.RelayConfig{DatabaseURL: cfg.DatabaseURL}, nc, log))
+	if relay != nil {
+		comps = append(comps, relay)
 	}
 	return comps, checks
 }

@@ -50,6 +50,9 @@ type Dispatcher struct {
 	ReportWriters int `env:"KAGZI_REPORT_WRITERS, default=4"`
 	// Relay enables the NOTIFY relay in this replica (one relays at a time).
 	Relay bool `env:"KAGZI_RELAY, default=true"`
+	// BeaconInterval is the time between the dispatcher's liveness
+	// beacons; workers renew their request when one misses three of them.
+	BeaconInterval time.Duration `env:"KAGZI_BEACON_INTERVAL, default=1s"`
 }
 
 // Scheduler configures services/scheduler.
@@ -156,6 +159,8 @@ func (c *Dispatcher) validate() error {
 		return fmt.Errorf("KAGZI_MAX_CLAIM %d: 1 to 10000", c.MaxClaim)
 	case c.ReportWriters < 1 || c.ReportWriters > 64:
 		return fmt.Errorf("KAGZI_REPORT_WRITERS %d: 1 to 64", c.ReportWriters)
+	case c.BeaconInterval < 10*time.Millisecond || c.BeaconInterval > protocol.MaxBeaconInterval:
+		return fmt.Errorf("KAGZI_BEACON_INTERVAL %v: 10ms to %v", c.BeaconInterval, protocol.MaxBeaconInterval)
 	}
 	return nil
 }

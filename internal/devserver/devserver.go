@@ -212,7 +212,14 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 
 func (s *Server) connect(name string) (*nats.Conn, error) {
 	nc, err := nats.Connect(s.NATSURL, nats.Name("kagzi-dev-"+name), nats.MaxReconnects(-1),
-		nats.ReconnectWait(50*time.Millisecond))
+		nats.ReconnectWait(50*time.Millisecond),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if sub != nil {
+				s.log.Warn("nats error", "connection", name, "subject", sub.Subject, "err", err)
+				return
+			}
+			s.log.Warn("nats error", "connection", name, "err", err)
+		}))
 	if err != nil {
 		return nil, fmt.Errorf("devserver: connect nats: %w", err)
 	}

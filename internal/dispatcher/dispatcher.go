@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/internal/tracectx"
 
 	"github.com/kagzi/kagzi/pkg/protocol"
@@ -37,6 +38,15 @@ type Config struct {
 	// ReportWriters is the number of transactions applying reports at once
 	// (default 4).
 	ReportWriters int
+	// BeaconInterval is the time between liveness beacons (default
+	// protocol.DefaultBeaconInterval; see beacon.go).
+	BeaconInterval time.Duration
+	// RelayID, if set, returns the id of the relay this process runs while
+	// it relays ("" otherwise); beacons carry it (see beacon.go).
+	RelayID func() string
+	// PendingLimit is how many messages a subscription may hold unread
+	// before NATS drops the next ones (default 1<<20; see drops.go).
+	PendingLimit int
 	// TracerProvider and MeterProvider default to the otel globals.
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
@@ -58,6 +68,12 @@ func (c Config) withDefaults() Config {
 	if c.ReportWriters <= 0 {
 		c.ReportWriters = 4
 	}
+	if c.BeaconInterval <= 0 {
+		c.BeaconInterval = protocol.DefaultBeaconInterval
+	}
+	if c.PendingLimit <= 0 {
+		c.PendingLimit = 1 << 20
+	}
 	return c
 }
 
@@ -75,6 +91,7 @@ type Stats struct {
 	ReportTxs   int64 // report transactions committed
 	Deliveries  int64 // deliveries acked by workers
 	WakeupsSeen int64 // wakeups received
+	Drops       int64 // times NATS dropped messages before they were read (see drops.go)
 	// PayloadReads counts parts of payloads served to workers.
 	PayloadReads int64
 	// RunsRefused counts runs failed because the store refused one of
@@ -135,6 +152,8 @@ type Dispatcher struct {
 	wg       sync.WaitGroup
 	subs     []*nats.Subscription
 	stopOnce sync.Once
+	beacons  beacons
+	drops    *natsutil.Drops
 
 	malformed, claims, claimed, released, applied, leaseLost atomic.Int64
 	emptySkips, resyncs, reportTxs, deliveries, wakeups      atomic.Int64
@@ -154,6 +173,7 @@ func New(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) *Dispatch
 		queues:  map[qkey]*queue{},
 		reports: make(chan *reportJob, 8192),
 		tel:     newInstruments(cfg.TracerProvider, cfg.MeterProvider),
+		drops:   natsutil.WatchDrops(nc),
 	}
 }
 
@@ -170,7 +190,7 @@ func (d *Dispatcher) Stats() Stats {
 		Released: d.released.Load(), Reports: d.applied.Load(), LeaseLost: d.leaseLost.Load(),
 		Parked: parkedN, EmptySkips: d.emptySkips.Load(), Resyncs: d.resyncs.Load(),
 		ReportTxs: d.reportTxs.Load(), Deliveries: d.deliveries.Load(), WakeupsSeen: d.wakeups.Load(),
-		PayloadReads: d.payloadReads.Load(), RunsRefused: d.runsRefused.Load(),
+		PayloadReads: d.payloadReads.Load(), RunsRefused: d.runsRefused.Load(), Drops: d.drops.Count(),
 	}
 }
 
@@ -178,6 +198,10 @@ func (d *Dispatcher) Stats() Stats {
 // wakeup falls between the two.
 func (d *Dispatcher) Start(ctx context.Context) error {
 	d.ctx, d.cancel = context.WithCancel(ctx)
+	if err := d.announce(); err != nil {
+		d.cancel()
+		return err
+	}
 	subs := []struct {
 		subject, group string
 		h              nats.MsgHandler
@@ -201,7 +225,8 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 			d.cancel()
 			return fmt.Errorf("dispatcher: subscribe %s: %w", s.subject, err)
 		}
-		_ = sub.SetPendingLimits(1<<20, 1<<30)
+		_ = sub.SetPendingLimits(d.cfg.PendingLimit, 1<<30)
+		d.watchDrops(s.subject, sub)
 		d.subs = append(d.subs, sub)
 	}
 	if err := d.nc.Flush(); err != nil {
@@ -217,18 +242,22 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		d.wg.Add(1)
 		go d.reportWriter()
 	}
+	d.startBeacons()
 	d.Resync()
 	return nil
 }
 
-// Stop unsubscribes, stops the queue loops and report writers after the
-// reports already received are applied, and waits; safe to call twice.
+// Stop unsubscribes, tells workers it left (so they renew the requests it
+// held), stops the queue loops and report writers after the reports
+// already received are applied, and waits; safe to call twice.
 func (d *Dispatcher) Stop() {
 	d.stopOnce.Do(func() {
 		if d.cancel == nil {
 			return
 		}
+		d.stopBeacons()
 		d.unsubscribe()
+		d.leave()
 		d.cancel()
 		d.wg.Wait()
 	})

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
 )
@@ -49,6 +50,7 @@ type Relay struct {
 	leader    atomic.Bool
 
 	mu       sync.Mutex
+	ctx      context.Context
 	cancel   context.CancelFunc
 	done     chan struct{}
 	stopOnce sync.Once
@@ -71,12 +73,22 @@ func (r *Relay) Stats() RelayStats {
 // IsLeader reports whether this replica relays now.
 func (r *Relay) IsLeader() bool { return r.leader.Load() }
 
+// LeaderID returns the relay's id (the one its relay.up carries) while it
+// relays, "" otherwise.
+func (r *Relay) LeaderID() string {
+	if r.leader.Load() {
+		return r.id
+	}
+	return ""
+}
+
 // Start begins competing for the relay lock in the background.
 func (r *Relay) Start(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	r.mu.Lock()
-	r.cancel, r.done = cancel, make(chan struct{})
+	r.ctx, r.cancel, r.done = ctx, cancel, make(chan struct{})
 	r.mu.Unlock()
+	natsutil.OnReconnect(r.nc, r.onReconnect)
 	l := &store.Listener{
 		URL:            r.cfg.DatabaseURL,
 		LockKey:        RelayLockKey,
@@ -114,7 +126,28 @@ func (r *Relay) onLeader(ctx context.Context, leader bool) {
 	r.log.Info("relay is leader", "relay_id", r.id)
 	// Notifications sent while no relay listened are gone: everyone reads
 	// their backlog again.
+	r.announce(ctx)
+}
+
+func (r *Relay) announce(ctx context.Context) {
 	r.publish(ctx, protocol.SubjectRelayUp, &protocol.RelayUp{RelayID: r.id, At: time.Now().UTC()})
+}
+
+// onReconnect announces the relay again after its own NATS connection came
+// back: what it published while the connection was failing unnoticed went
+// into a dead socket, and what it published while reconnecting may not
+// have fit the client's buffer. Every consumer reads its backlog again, as
+// for a new relay; no other news would tell a client waiting for a run
+// that finished meanwhile, whose own connection never broke.
+func (r *Relay) onReconnect() {
+	if !r.leader.Load() {
+		return
+	}
+	r.mu.Lock()
+	ctx := r.ctx
+	r.mu.Unlock()
+	r.log.Info("relay reconnected to NATS: announcing itself again", "relay_id", r.id)
+	r.announce(ctx)
 }
 
 func (r *Relay) onNotification(ctx context.Context, payload string) {

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
 )
@@ -57,6 +58,10 @@ type Config struct {
 	// Retry is the wait before campaigning again after losing the
 	// leader's connection (default 200 ms).
 	Retry time.Duration
+	// PendingLimit is how many liveness messages wait unread before NATS
+	// drops the next ones (default 65536), and as many of each other
+	// subject (default 1<<20); see drops.go.
+	PendingLimit int
 }
 
 func (c Config) withDefaults() Config {
@@ -122,6 +127,9 @@ type Stats struct {
 	WorkersDeleted int64
 	// Errors counts failed statements (each is retried).
 	Errors int64
+	// Drops counts the times NATS dropped messages before they were read
+	// (see drops.go).
+	Drops int64
 }
 
 // dbState is what the leader knows of a worker's row.
@@ -204,6 +212,7 @@ type Reaper struct {
 	subs     []*nats.Subscription
 	status   chan nats.Status
 	stopOnce sync.Once
+	drops    *natsutil.Drops
 }
 
 type counters struct {
@@ -228,6 +237,7 @@ func New(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) *Reaper {
 		deregs:      map[uuid.UUID]dereg{},
 		leaseChecks: map[int64]struct{}{},
 		kick:        make(chan struct{}, 1),
+		drops:       natsutil.WatchDrops(nc),
 	}
 }
 
@@ -249,7 +259,7 @@ func (r *Reaper) Stats() Stats {
 		WorkersLost: c.lost.Load(), RunsRetried: c.retried.Load(), RunsFailed: c.failed.Load(),
 		LeasesExpired: c.expired.Load(), RunsUndelivered: c.undelivered.Load(), DeadlinesMissed: c.deadlines.Load(),
 		LeaseQueries: c.leaseQ.Load(), DeadlineQueries: c.deadlineQ.Load(), LeaseChecksPending: checks,
-		WorkersDeleted: c.deleted.Load(), Errors: c.errors.Load(),
+		WorkersDeleted: c.deleted.Load(), Errors: c.errors.Load(), Drops: r.drops.Count(),
 	}
 }
 
@@ -268,7 +278,11 @@ func (r *Reaper) Start(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	// One channel for the three liveness subjects keeps their order.
-	live := make(chan *nats.Msg, 1<<16)
+	liveCap, pending := 1<<16, 1<<20
+	if r.cfg.PendingLimit > 0 {
+		liveCap, pending = r.cfg.PendingLimit, r.cfg.PendingLimit
+	}
+	live := make(chan *nats.Msg, liveCap)
 	fail := func(err error) error {
 		for _, s := range r.subs {
 			_ = s.Unsubscribe()
@@ -282,6 +296,7 @@ func (r *Reaper) Start(ctx context.Context) error {
 		if err != nil {
 			return fail(fmt.Errorf("reaper: subscribe %s: %w", subj, err))
 		}
+		r.drops.AddChan(sub, live, r.livenessDropped)
 		r.subs = append(r.subs, sub)
 	}
 	for _, s := range []struct {
@@ -292,7 +307,8 @@ func (r *Reaper) Start(ctx context.Context) error {
 		if err != nil {
 			return fail(fmt.Errorf("reaper: subscribe %s: %w", s.subj, err))
 		}
-		_ = sub.SetPendingLimits(1<<20, 1<<30)
+		_ = sub.SetPendingLimits(pending, 1<<30)
+		r.drops.Add(sub, r.wakeupsDropped)
 		r.subs = append(r.subs, sub)
 	}
 	if err := r.nc.Flush(); err != nil {

@@ -2,8 +2,10 @@ package reaper_test
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -360,4 +362,80 @@ func TestNATSOutageIsNotDeath(t *testing.T) {
 		w, _ := h.worker(f.id)
 		return w.Status == store.WorkerOffline
 	})
+}
+
+// stall is a log handler that blocks the goroutine logging msg, once,
+// until released: it holds the reaper's liveness handler (which logs a
+// malformed message) while messages pile up behind it.
+type stall struct {
+	msg      string
+	entered  chan struct{}
+	released chan struct{}
+	once     sync.Once
+}
+
+func (s *stall) Enabled(context.Context, slog.Level) bool { return true }
+func (s *stall) WithAttrs([]slog.Attr) slog.Handler       { return s }
+func (s *stall) WithGroup(string) slog.Handler            { return s }
+
+func (s *stall) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == s.msg {
+		s.once.Do(func() {
+			close(s.entered)
+			<-s.released
+		})
+	}
+	return nil
+}
+
+// Liveness messages NATS dropped are missed heartbeats, not absent ones:
+// like a reconnect, the drop gives every worker a full timeout to be heard
+// again. A worker silent since before the drop is marked OFFLINE one
+// timeout after the drop, not one timeout after it was last heard.
+func TestDroppedHeartbeatsAreNotDeath(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	const timeout = 2 * time.Second
+	st := &stall{msg: "dropping malformed message", entered: make(chan struct{}), released: make(chan struct{})}
+	cfg := reaper.Config{DatabaseURL: h.url, FlushInterval: 100 * time.Millisecond, WorkerTimeout: timeout,
+		LeaseGrace: time.Second, PendingLimit: 1}
+	r := reaper.New(cfg, h.rst, h.ns.Connect(t), slog.New(st))
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	t.Cleanup(func() { close(st.released) })
+	waitLeader(t, r)
+	w := h.fake()
+	w.register()
+	w.beat(false)
+	h.flush()
+	heard := time.Now()
+	eventually(t, 5*time.Second, "worker registered", func() bool {
+		_, ok := h.worker(w.id)
+		return ok
+	})
+	// Half a timeout later, hold the liveness handler and drop a heartbeat
+	// (of another worker: any liveness message may have been w's).
+	time.Sleep(timeout / 2)
+	if err := h.pub.Publish(protocol.SubjectWorkerHeartbeat, []byte("{")); err != nil {
+		t.Fatal(err)
+	}
+	h.flush()
+	<-st.entered
+	other := h.fake()
+	dropped := time.Now()
+	other.beat(false) // waits in the channel
+	other.beat(false) // dropped
+	h.flush()
+	eventually(t, 5*time.Second, "the drop seen", func() bool { return r.Stats().Drops > 0 })
+
+	buried := eventually(t, 3*timeout, "silent worker marked OFFLINE", func() bool {
+		s, _ := h.worker(w.id)
+		return s.Status == store.WorkerOffline
+	})
+	if d := buried.Sub(dropped); d < timeout-100*time.Millisecond {
+		t.Fatalf("marked OFFLINE %v after the drop (%v after it was last heard), want one timeout (%v) after the drop",
+			d, buried.Sub(heard), timeout)
+	}
 }

@@ -62,6 +62,10 @@ type Config struct {
 	MaxRetryInterval time.Duration
 	// Clock is the source of time (default the wall clock).
 	Clock Clock
+	// PendingLimit is how many messages a subscription may hold unread
+	// before NATS drops the next ones (default 1<<20); a drop is answered
+	// with a backlog read.
+	PendingLimit int
 }
 
 func (c Config) withDefaults() Config {
@@ -80,6 +84,9 @@ func (c Config) withDefaults() Config {
 	if c.Clock == nil {
 		c.Clock = RealClock{}
 	}
+	if c.PendingLimit <= 0 {
+		c.PendingLimit = 1 << 20
+	}
 	return c
 }
 
@@ -94,6 +101,9 @@ type Stats struct {
 	Changes   int64 // ScheduleChanged messages received
 	Malformed int64 // messages dropped as malformed
 	Errors    int64 // failed statements (retried)
+	// Drops counts the times NATS dropped messages before they were read;
+	// each one is answered with a backlog read, as a reconnect is.
+	Drops int64
 	// ArmedAt is when the timer fires next; nil when no schedule runs.
 	ArmedAt *time.Time
 }
@@ -127,6 +137,7 @@ type Scheduler struct {
 	ctx       context.Context
 	cancel    context.CancelFunc
 	subs      []*nats.Subscription
+	drops     *natsutil.Drops
 
 	wg       sync.WaitGroup
 	stopOnce sync.Once
@@ -143,8 +154,9 @@ func New(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) *Schedule
 	cfg = cfg.withDefaults()
 	return &Scheduler{
 		cfg: cfg, st: st, nc: nc, clock: cfg.Clock,
-		log:  log.With("component", "scheduler"),
-		kick: make(chan struct{}, 1),
+		log:   log.With("component", "scheduler"),
+		kick:  make(chan struct{}, 1),
+		drops: natsutil.WatchDrops(nc),
 	}
 }
 
@@ -155,6 +167,7 @@ func (s *Scheduler) Stats() Stats {
 		Advanced: s.advanced.Load(), Lost: s.lost.Load(), Changes: s.changes.Load(),
 		Malformed: s.malformed.Load(), Errors: s.errs.Load(),
 	}
+	st.Drops = s.drops.Count()
 	s.mu.Lock()
 	if !s.armedAt.IsZero() {
 		at := s.armedAt
@@ -186,7 +199,12 @@ func (s *Scheduler) Start(ctx context.Context) error {
 			s.abort()
 			return fmt.Errorf("scheduler: subscribe %s: %w", sub.subject, err)
 		}
-		_ = ns.SetPendingLimits(1<<20, 1<<30)
+		_ = ns.SetPendingLimits(s.cfg.PendingLimit, 1<<30)
+		// A dropped change or relay announcement is a lost wakeup.
+		s.drops.Add(ns, func() {
+			s.log.Warn("NATS dropped messages: reading the backlog", "subject", sub.subject)
+			s.Resync()
+		})
 		s.mu.Lock()
 		s.subs = append(s.subs, ns)
 		s.mu.Unlock()

@@ -62,6 +62,16 @@ func ConnectNATS(url, name string, log *slog.Logger) (*nats.Conn, error) {
 			}
 		}),
 		nats.ReconnectHandler(func(*nats.Conn) { log.Info("nats reconnected") }),
+		// Components chain their own handling of slow consumers after this
+		// one (natsutil.OnSlowConsumer); it replaces the client's default,
+		// which prints to stderr.
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if sub != nil {
+				log.Warn("nats error", "subject", sub.Subject, "err", err)
+				return
+			}
+			log.Warn("nats error", "err", err)
+		}),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("connect nats %s: %w", url, err)

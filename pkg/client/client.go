@@ -84,6 +84,9 @@ type Client struct {
 	resync chan struct{}
 	rsMu   sync.Mutex
 	relay  *nats.Subscription
+	// drops tells of messages NATS dropped before they were read: a
+	// dropped finish event or relay announcement is a lost one.
+	drops *natsutil.Drops
 
 	tracer  trace.Tracer
 	started metric.Int64Counter
@@ -123,6 +126,8 @@ func New(st *store.Store, nc *nats.Conn, opts Options) (*Client, error) {
 		}
 		c.relay = sub
 		natsutil.OnReconnect(nc, c.kick)
+		c.drops = natsutil.WatchDrops(nc)
+		c.drops.Add(sub, c.kick)
 	}
 	return c, nil
 }
@@ -416,7 +421,8 @@ var afterSubscribe func(id uuid.UUID)
 // Wait blocks until the run is finished and returns it. It subscribes to
 // the run's finish event first and then reads Postgres, so a run that
 // finishes in between is still seen; it re-reads only when told something
-// changed (the event, a NATS reconnect, a relay restart).
+// changed (the event, a NATS reconnect, a relay restart, NATS dropping
+// messages it had not read).
 func (c *Client) Wait(ctx context.Context, id uuid.UUID) (*Run, error) {
 	if c.nc == nil {
 		return nil, errors.New("wait: client has no NATS connection")
@@ -426,7 +432,17 @@ func (c *Client) Wait(ctx context.Context, id uuid.UUID) (*Run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wait %s: subscribe: %w", id, err)
 	}
-	defer func() { _ = sub.Unsubscribe() }()
+	dropped := make(chan struct{}, 1)
+	c.drops.AddChan(sub, ch, func() {
+		select {
+		case dropped <- struct{}{}:
+		default:
+		}
+	})
+	defer func() {
+		c.drops.Remove(sub)
+		_ = sub.Unsubscribe()
+	}()
 	// The subscription must be live at the server before Postgres is read.
 	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	err = c.nc.FlushWithContext(fctx)
@@ -451,6 +467,7 @@ func (c *Client) Wait(ctx context.Context, id uuid.UUID) (*Run, error) {
 			return nil, ctx.Err()
 		case <-ch:
 		case <-resync:
+		case <-dropped:
 		}
 	}
 }

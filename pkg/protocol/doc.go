@@ -17,4 +17,6 @@
 //	worker.register           worker → reapers      (WorkerRegister)
 //	worker.heartbeat          worker → reapers      (Heartbeat)
 //	worker.deregister         worker → reapers      (WorkerDeregister)
+//	dispatcher.beacon         dispatcher → workers  alive, or leaving (DispatcherBeacon)
+//	dispatcher.probe          worker → dispatchers  answer with your beacon (DispatcherProbe → DispatcherBeacon)
 package protocol

@@ -36,6 +36,13 @@ const (
 	// consumer reads its backlog from Postgres again, since notifications
 	// sent while no relay listened are gone.
 	SubjectRelayUp = Prefix + "relay.up"
+	// SubjectDispatcherBeacon carries every dispatcher's DispatcherBeacon:
+	// workers watch it to renew a work request that a dispatcher which
+	// went away may have held.
+	SubjectDispatcherBeacon = Prefix + "dispatcher.beacon"
+	// SubjectDispatcherProbe carries DispatcherProbe: a worker that starts
+	// or reconnects asks every dispatcher for its beacon at once.
+	SubjectDispatcherProbe = Prefix + "dispatcher.probe"
 	// SubjectWorkerRegister, SubjectWorkerHeartbeat and
 	// SubjectWorkerDeregister carry worker liveness to the reapers.
 	SubjectWorkerRegister   = Prefix + "worker.register"

@@ -24,6 +24,8 @@ func TestSubjectBuilders(t *testing.T) {
 		{protocol.SubjectWorkAll, "kagzi.v1.work.>"},
 		{protocol.SubjectReportAll, "kagzi.v1.report.>"},
 		{protocol.SubjectRelayUp, "kagzi.v1.relay.up"},
+		{protocol.SubjectDispatcherBeacon, "kagzi.v1.dispatcher.beacon"},
+		{protocol.SubjectDispatcherProbe, "kagzi.v1.dispatcher.probe"},
 		{protocol.SubjectWorkerRegister, "kagzi.v1.worker.register"},
 		{protocol.SubjectWorkerHeartbeat, "kagzi.v1.worker.heartbeat"},
 		{protocol.SubjectWorkerDeregister, "kagzi.v1.worker.deregister"},

@@ -29,7 +29,7 @@ type workReq struct {
 
 // event is one message the fake dispatcher saw, in arrival order.
 type event struct {
-	kind string // request, report, register, heartbeat, deregister
+	kind string // request, report, register, heartbeat, deregister, probe
 	item protocol.ReportItem
 	hb   protocol.Heartbeat
 }
@@ -157,6 +157,13 @@ func (d *fakeDispatcher) handle(msg *nats.Msg) {
 		}
 		d.record(event{kind: "register"})
 		push(t, d.registers, r)
+	case msg.Subject == protocol.SubjectDispatcherProbe:
+		var p protocol.DispatcherProbe
+		if err := protocol.Decode(msg.Data, &p); err != nil || msg.Reply == "" {
+			t.Errorf("fake dispatcher: bad probe (reply %q): %v", msg.Reply, err)
+			return
+		}
+		d.record(event{kind: "probe"})
 	case msg.Subject == protocol.SubjectWorkerDeregister:
 		var r protocol.WorkerDeregister
 		if err := protocol.Decode(msg.Data, &r); err != nil {

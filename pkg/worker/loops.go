@@ -126,8 +126,10 @@ func (w *Worker) nextMsg(ctx context.Context, sub *nats.Subscription) (*nats.Msg
 			w.requestSoon()
 			continue
 		}
-		// Slow consumer: messages were dropped by the client; the lost
-		// deliveries are released by the dispatcher on ack timeout.
+		if errors.Is(err, nats.ErrSlowConsumer) {
+			w.drops.Check(sub)
+			continue
+		}
 		w.log.Warn("subscription error", "subject", sub.Subject, "err", err)
 	}
 }
@@ -393,6 +395,8 @@ func (w *Worker) onReconnect() {
 	// The outstanding request may have been lost with the connection.
 	w.out = nil
 	w.mu.Unlock()
+	w.relisten()
+	w.probe()
 	w.log.Info("reconnected to NATS: registering again")
 	if err := w.publishRegister(); err != nil {
 		w.log.Warn("register not sent", "err", err)

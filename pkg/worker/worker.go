@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/pkg/protocol"
 )
 
@@ -70,6 +71,8 @@ type Worker struct {
 
 	stats    counters
 	combiner combiner
+	live     liveness
+	drops    *natsutil.Drops
 
 	tracer trace.Tracer
 	stepMS metric.Float64Histogram
@@ -113,6 +116,7 @@ func New(cfg Config, nc *nats.Conn) (*Worker, error) {
 			"namespace", cfg.Namespace, "queue", cfg.Queue),
 		inbox:  nc.NewInbox(),
 		margin: margin,
+		drops:  natsutil.WatchDrops(nc),
 		types:  make(map[string]*registration),
 		runs:   make(map[uuid.UUID]*runState),
 		kick:   make(chan struct{}, 1),
@@ -180,23 +184,37 @@ func (w *Worker) Start(ctx context.Context) error {
 		_ = deliveries.Unsubscribe()
 		return fail(err)
 	}
+	liveCh, liveSubs, err := w.subscribeLiveness()
+	if err != nil {
+		_ = deliveries.Unsubscribe()
+		_ = cancels.Unsubscribe()
+		return fail(err)
+	}
+	w.watchDrops(deliveries, cancels, liveSubs, liveCh)
+	unsubscribe := func() {
+		_ = deliveries.Unsubscribe()
+		_ = cancels.Unsubscribe()
+		for _, s := range liveSubs {
+			_ = s.Unsubscribe()
+		}
+	}
 	// Subscriptions precede the registration and the first work request
 	// on this connection, so the server has them before any dispatcher
 	// can answer.
 	if err := w.publishRegister(); err != nil {
-		_ = deliveries.Unsubscribe()
-		_ = cancels.Unsubscribe()
+		unsubscribe()
 		return fail(err)
 	}
 	status := w.nc.StatusChanged(nats.CONNECTED)
 
 	loopCtx, cancelLoops := context.WithCancel(base)
 	reqCtx, cancelRequests := context.WithCancel(loopCtx)
-	w.loops.Add(5)
+	w.loops.Add(6)
 	go w.deliveryLoop(loopCtx, deliveries)
 	go w.cancelLoop(loopCtx, cancels)
 	go w.statusLoop(loopCtx, status)
 	go w.heartbeatLoop(loopCtx)
+	go w.livenessLoop(loopCtx, liveCh)
 	go w.requestLoop(reqCtx)
 
 	go w.supervise(ctx, base, func() {
@@ -204,8 +222,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	}, func() {
 		cancelLoops()
 		w.loops.Wait()
-		_ = deliveries.Unsubscribe()
-		_ = cancels.Unsubscribe()
+		unsubscribe()
 		w.nc.RemoveStatusListener(status)
 	})
 	w.log.Info("worker started", "types", len(w.typeList), "max_concurrency", w.cfg.MaxConcurrency)
@@ -257,6 +274,13 @@ type Stats struct {
 	RunsReleased uint64
 	// ReportRetries counts report attempts that had to be repeated.
 	ReportRetries uint64
+	// Renewals counts work requests renewed before their time because the
+	// dispatcher holding them may have gone away (it fell silent, left or
+	// lost requests, or the relay moved) or a delivery was dropped.
+	Renewals uint64
+	// Drops counts the times NATS dropped messages of the worker's
+	// subscriptions before it read them (see drops.go).
+	Drops int64
 	// Malformed counts messages dropped because they did not decode.
 	Malformed uint64
 }
@@ -264,7 +288,7 @@ type Stats struct {
 type counters struct {
 	requests, accepted, refused                                         atomic.Uint64
 	started, completed, failed, suspended, abandoned, released, retries atomic.Uint64
-	malformed                                                           atomic.Uint64
+	malformed, renewals                                                 atomic.Uint64
 }
 
 // Stats returns the worker's counters.
@@ -285,6 +309,8 @@ func (w *Worker) Stats() Stats {
 		RunsAbandoned: s.abandoned.Load(),
 		RunsReleased:  s.released.Load(),
 		ReportRetries: s.retries.Load(),
+		Renewals:      s.renewals.Load(),
+		Drops:         w.drops.Count(),
 		Malformed:     s.malformed.Load(),
 	}
 }

@@ -506,7 +506,7 @@ func TestStopDrainsAndIsSafeTwice(t *testing.T) {
 		kinds = append(kinds, k)
 	}
 	got := strings.Join(kinds, ",")
-	if want := "register,request,heartbeat,request,draining,run_completed,deregister"; got != want {
+	if want := "probe,register,request,heartbeat,request,draining,run_completed,deregister"; got != want {
 		t.Fatalf("events %s, want %s", got, want)
 	}
 

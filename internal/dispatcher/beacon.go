@@ -1,0 +1,119 @@
+package dispatcher
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+
+	"github.com/kagzi/kagzi/pkg/protocol"
+)
+
+// A worker keeps one work request parked in one dispatcher, chosen by the
+// NATS queue group; if that dispatcher dies, nothing tells the worker,
+// which would wait for its request's renewal time (30 s by default) while
+// runs are due. So every dispatcher publishes a beacon every
+// BeaconInterval, answers a starting worker's probe with one, and says it
+// leaves when it stops. Workers renew their request when a dispatcher they
+// heard falls silent or leaves (pkg/worker, liveness.go). A beacon also
+// names the relay the dispatcher runs, if it relays: workers renew when
+// the relay changes, since the dispatcher that relayed may have died.
+//
+// Order at start: probes are answered first, then the first beacon goes
+// out, then work requests are taken. A worker that probed before the
+// dispatcher listened to probes had subscribed to beacons before it, and
+// hears the first one; either way it knows the dispatcher before any of
+// its requests can be parked there.
+
+// beacons is the dispatcher's beacon loop.
+type beacons struct {
+	id   uuid.UUID
+	stop chan struct{}
+	done chan struct{}
+}
+
+// announce draws the dispatcher's id, answers probes from now on and
+// publishes the first beacon.
+func (d *Dispatcher) announce() error {
+	d.beacons.id = uuid.New()
+	sub, err := d.nc.Subscribe(protocol.SubjectDispatcherProbe, d.onProbe)
+	if err != nil {
+		return fmt.Errorf("dispatcher: subscribe %s: %w", protocol.SubjectDispatcherProbe, err)
+	}
+	d.watchDrops(protocol.SubjectDispatcherProbe, sub)
+	d.subs = append(d.subs, sub)
+	d.beacon("", false, false)
+	return nil
+}
+
+func (d *Dispatcher) onProbe(m *nats.Msg) {
+	var p protocol.DispatcherProbe
+	if err := protocol.Decode(m.Data, &p); err != nil {
+		d.dropMalformed(m, err)
+		return
+	}
+	if m.Reply == "" {
+		d.dropMalformed(m, errors.New("probe without a reply subject"))
+		return
+	}
+	d.beacon(m.Reply, false, false)
+}
+
+// startBeacons publishes a beacon every interval until stopBeacons.
+func (d *Dispatcher) startBeacons() {
+	b := &d.beacons
+	b.stop, b.done = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(b.done)
+		t := time.NewTicker(d.cfg.BeaconInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-b.stop:
+				return
+			case <-t.C:
+				d.beacon("", false, false)
+			}
+		}
+	}()
+}
+
+// stopBeacons ends the beacon loop, so no beacon follows the last one.
+func (d *Dispatcher) stopBeacons() {
+	if b := &d.beacons; b.stop != nil {
+		close(b.stop)
+		<-b.done
+		b.stop = nil
+	}
+}
+
+// leave tells the workers that the requests parked here are gone. It is
+// sent after the work subscription's UNSUB on the same connection, so the
+// server routes no renewed request back here.
+func (d *Dispatcher) leave() {
+	d.beacon("", true, false)
+	_ = d.nc.FlushTimeout(time.Second)
+}
+
+// beacon publishes the dispatcher's beacon, to a probe's reply subject if
+// one is given; leaving and renew set its flags.
+func (d *Dispatcher) beacon(reply string, leaving, renew bool) {
+	b := protocol.DispatcherBeacon{DispatcherID: d.beacons.id, IntervalMS: d.cfg.BeaconInterval.Milliseconds(),
+		Leaving: leaving, Renew: renew}
+	if d.cfg.RelayID != nil && !leaving {
+		b.RelayID = d.cfg.RelayID()
+	}
+	data, err := protocol.Encode(&b)
+	if err == nil {
+		subject := protocol.SubjectDispatcherBeacon
+		if reply != "" {
+			subject = reply
+		}
+		err = d.nc.Publish(subject, data)
+	}
+	if err != nil && d.ctx.Err() == nil {
+		d.log.Warn("beacon not sent", "leaving", leaving, "err", err)
+	}
+}

@@ -1,0 +1,274 @@
+package e2e_test
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kagzi/kagzi/internal/dispatcher"
+	"github.com/kagzi/kagzi/internal/scheduler"
+	"github.com/kagzi/kagzi/internal/testdb"
+	"github.com/kagzi/kagzi/internal/testnats"
+	"github.com/kagzi/kagzi/pkg/client"
+	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/pkg/worker"
+)
+
+// NATS drops the messages a subscription has not read once its pending
+// limit is reached. A dropped wakeup is a lost wakeup; the component whose
+// subscription dropped it reads its backlog instead.
+
+// stall is a log handler that blocks the goroutine logging msg, once,
+// until released: a way to hold a component's subscription handler (it
+// logs a malformed message) while messages pile up behind it.
+type stall struct {
+	msg      string
+	entered  chan struct{}
+	released chan struct{}
+	once     sync.Once
+}
+
+func newStall(t *testing.T, msg string) *stall {
+	s := &stall{msg: msg, entered: make(chan struct{}), released: make(chan struct{})}
+	t.Cleanup(s.release)
+	return s
+}
+
+func (s *stall) release() {
+	select {
+	case <-s.released:
+	default:
+		close(s.released)
+	}
+}
+
+func (s *stall) Enabled(context.Context, slog.Level) bool { return true }
+func (s *stall) WithAttrs([]slog.Attr) slog.Handler       { return s }
+func (s *stall) WithGroup(string) slog.Handler            { return s }
+
+func (s *stall) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == s.msg {
+		s.once.Do(func() {
+			close(s.entered)
+			<-s.released
+		})
+	}
+	return nil
+}
+
+// A wakeup dropped while the dispatcher's wakeup handler is held up, for a
+// queue the dispatcher knows to be empty: the drop makes it read the
+// backlog, and the run is claimed and completes while the handler is still
+// held. Without that, the queue would stay marked empty and renewed
+// requests would park without a claim until the next wakeup.
+func TestDroppedWakeupIsRecoveredByTheBacklog(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	ns := testnats.Start(t)
+	ctx := context.Background()
+	pool, err := store.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	st := store.New(pool, store.Options{})
+	relay := dispatcher.NewRelay(dispatcher.RelayConfig{DatabaseURL: url}, ns.Connect(t), nil)
+	if err := relay.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(relay.Stop)
+	// One message in the handler fills a subscription: the next is dropped.
+	stall := newStall(t, "dropping malformed message")
+	d := dispatcher.New(dispatcher.Config{PendingLimit: 1}, st, ns.Connect(t), slog.New(stall))
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Stop)
+	t.Cleanup(stall.release) // before Stop, which waits for the handler
+	// Requests renewed every 200 ms park without a query once the queue is
+	// known empty.
+	w, err := worker.New(worker.Config{WaitTimeout: 200 * time.Millisecond}, ns.Connect(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := threeSteps(newCounter())(w); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	deadline := time.Now().Add(30 * time.Second)
+	for d.Stats().EmptySkips == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the dispatcher never learned that the queue is empty")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// Hold the wakeup handler on a malformed wakeup.
+	pub := ns.Connect(t)
+	if err := pub.Publish(protocol.SubjectReady("default", "default"), []byte("{")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-stall.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the wakeup handler was not held")
+	}
+	cl, err := client.New(st, pub, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	h, err := cl.Start(ctx, "Three", 1, client.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := result[int](t, h, 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	s := d.Stats()
+	if s.Drops < 1 || s.WakeupsSeen != 0 {
+		t.Fatalf("dispatcher stats %+v: want the wakeup dropped (Drops >= 1) and none seen", s)
+	}
+	t.Logf("completed with the wakeup handler held: %d drops, %d backlog reads", s.Drops, s.Resyncs)
+}
+
+// A schedule created while the scheduler's change handler is held up: its
+// change notice is dropped, the drop makes the scheduler read its backlog,
+// which arms the timer for it, and it fires. Without that, no timer would
+// be armed for it.
+func TestDroppedScheduleChangeIsRecoveredByTheBacklog(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	ns := testnats.Start(t)
+	ctx := context.Background()
+	pool, err := store.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	st := store.New(pool, store.Options{})
+	relay := dispatcher.NewRelay(dispatcher.RelayConfig{DatabaseURL: url}, ns.Connect(t), nil)
+	if err := relay.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(relay.Stop)
+	stall := newStall(t, "dropping malformed message")
+	s := scheduler.New(scheduler.Config{PendingLimit: 1}, st, ns.Connect(t), slog.New(stall))
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	t.Cleanup(stall.release)
+	pub := ns.Connect(t)
+	if err := pub.Publish(protocol.SubjectSchedule("default"), []byte("{")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-stall.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the change handler was not held")
+	}
+	cl, err := client.New(st, pub, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	sc, err := cl.CreateSchedule(ctx, "Three", 1, client.ScheduleOptions{Cron: "* * * * * *"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		runs, err := cl.ScheduleHistory(ctx, sc.ID, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(runs) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the schedule did not fire within 15 s; scheduler stats %+v", s.Stats())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if st := s.Stats(); st.Drops < 1 || st.Changes != 0 {
+		t.Fatalf("scheduler stats %+v: want the change dropped (Drops >= 1) and none seen", st)
+	}
+}
+
+// Work requests dropped while the dispatcher's request handler is held up
+// were never parked: the dispatcher asks every worker to renew its own,
+// once at the drop and once more when it has caught up (the renewals sent
+// while it was still held up were dropped too), and the run is claimed.
+func TestDroppedWorkRequestIsRenewed(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	ns := testnats.Start(t)
+	ctx := context.Background()
+	pool, err := store.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	st := store.New(pool, store.Options{})
+	relay := dispatcher.NewRelay(dispatcher.RelayConfig{DatabaseURL: url}, ns.Connect(t), nil)
+	if err := relay.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(relay.Stop)
+	stall := newStall(t, "dropping malformed message")
+	d := dispatcher.New(dispatcher.Config{PendingLimit: 1}, st, ns.Connect(t), slog.New(stall))
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Stop)
+	t.Cleanup(stall.release)
+	pub := ns.Connect(t)
+	if err := pub.PublishRequest(protocol.SubjectWork("default", "default"), pub.NewInbox(), []byte("{")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-stall.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the request handler was not held")
+	}
+	// Its requests would be renewed after ten minutes.
+	w, err := worker.New(worker.Config{WaitTimeout: 10 * time.Minute}, ns.Connect(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := threeSteps(newCounter())(w); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	deadline := time.Now().Add(30 * time.Second)
+	for w.Stats().Renewals == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the worker was not asked to renew its dropped request")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stall.release()
+	cl, err := client.New(st, pub, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	h, err := cl.Start(ctx, "Three", 1, client.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := result[int](t, h, 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("dispatcher drops %d, worker renewals %d", d.Stats().Drops, w.Stats().Renewals)
+}

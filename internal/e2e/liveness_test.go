@@ -1,0 +1,401 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+
+	"github.com/kagzi/kagzi/internal/app"
+	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/internal/dispatcher"
+	"github.com/kagzi/kagzi/internal/svc"
+	"github.com/kagzi/kagzi/internal/testdb"
+	"github.com/kagzi/kagzi/internal/testnats"
+	"github.com/kagzi/kagzi/pkg/client"
+	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/pkg/worker"
+	"github.com/kagzi/kagzi/pkg/workflow"
+)
+
+// Losing a dispatcher must not strand the workers whose requests it held:
+// a worker keeps one request parked in one dispatcher, and without news of
+// its death it would wait for the request's renewal (30 s by default).
+
+// observer follows, from its own connection, the dispatchers' beacons,
+// relay announcements and the workers' work requests.
+type observer struct {
+	mu       sync.Mutex
+	beacons  map[uuid.UUID]int
+	taken    map[uuid.UUID]bool
+	requests map[uuid.UUID]int
+	relayUps int
+	changed  chan struct{}
+}
+
+func observe(t *testing.T, nc *nats.Conn) *observer {
+	t.Helper()
+	o := &observer{beacons: map[uuid.UUID]int{}, taken: map[uuid.UUID]bool{}, requests: map[uuid.UUID]int{},
+		changed: make(chan struct{}, 1)}
+	handle := func(m *nats.Msg) {
+		o.mu.Lock()
+		switch m.Subject {
+		case protocol.SubjectDispatcherBeacon:
+			var b protocol.DispatcherBeacon
+			if protocol.Decode(m.Data, &b) == nil && !b.Leaving {
+				o.beacons[b.DispatcherID]++
+			}
+		case protocol.SubjectRelayUp:
+			o.relayUps++
+		default:
+			var r protocol.WorkRequest
+			if protocol.Decode(m.Data, &r) == nil {
+				o.requests[r.WorkerID]++
+			}
+		}
+		o.mu.Unlock()
+		select {
+		case o.changed <- struct{}{}:
+		default:
+		}
+	}
+	for _, s := range []string{protocol.SubjectDispatcherBeacon, protocol.SubjectRelayUp, protocol.SubjectWorkAll} {
+		if _, err := nc.Subscribe(s, handle); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// until waits for cond, re-checked at every message observed.
+func (o *observer) until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		o.mu.Lock()
+		ok := cond()
+		o.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-o.changed:
+		case <-deadline:
+			t.Fatalf("timed out waiting until %s", what)
+		}
+	}
+}
+
+// newDispatcher waits for a dispatcher not returned before to publish its
+// second beacon: the first one precedes its subscriptions, the periodic
+// ones follow them, so it takes work requests by then.
+func (o *observer) newDispatcher(t *testing.T) {
+	t.Helper()
+	o.until(t, "a new dispatcher beacons", func() bool {
+		for id, n := range o.beacons {
+			if n >= 2 && !o.taken[id] {
+				o.taken[id] = true
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func (o *observer) requestsOf(id uuid.UUID) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.requests[id]
+}
+
+// inProcessDispatcher is a dispatcher (and relay, if enabled) in the test
+// process, on its own connection.
+func inProcessDispatcher(t *testing.T, st *store.Store, url string, ns *testnats.Server, relay bool) (d *dispatcher.Dispatcher, stop func()) {
+	t.Helper()
+	comps, _ := app.Dispatcher(config.Dispatcher{Database: config.Database{DatabaseURL: url}, Relay: relay},
+		st, ns.Connect(t), nil)
+	d = comps[0].(*dispatcher.Dispatcher)
+	var started []svc.Component
+	stop = func() {
+		for i := len(started) - 1; i >= 0; i-- {
+			started[i].Stop()
+		}
+	}
+	for _, c := range comps {
+		if err := c.Start(context.Background()); err != nil {
+			stop()
+			t.Fatal(err)
+		}
+		started = append(started, c)
+	}
+	t.Cleanup(stop)
+	return d, stop
+}
+
+// failover measures, over several rounds, how long after a dispatcher
+// holding an idle worker's request is SIGKILLed a run started right then
+// begins, and the same after a graceful stop. With relays, every
+// dispatcher takes part in the relay election and the killed one relays;
+// without, a relay of its own relays and the killed one does not.
+func failover(t *testing.T, relays bool) (killed, stopped []time.Duration) {
+	url := testdb.New(t)
+	ns := testnats.Start(t)
+	ctx := context.Background()
+	pool, err := store.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	st := store.New(pool, store.Options{})
+	obs := observe(t, ns.Connect(t))
+	if !relays {
+		r := dispatcher.NewRelay(dispatcher.RelayConfig{DatabaseURL: url}, ns.Connect(t), nil)
+		if err := r.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(r.Stop)
+	}
+	// A: the dispatcher the worker's request is parked in, a process.
+	a := spawnDispatcher(t, url, ns.URL(), relays)
+	obs.newDispatcher(t)
+	obs.until(t, "a relay is up", func() bool { return obs.relayUps > 0 })
+
+	marks := make(chan time.Time, 1)
+	proceed := make(chan struct{})
+	// The default wait timeout (30 s): what a stranded worker waits.
+	w, err := worker.New(worker.Config{MaxConcurrency: 1}, ns.Connect(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := worker.Register(w, "Mark", func(ctx workflow.Context, _ int) (int, error) {
+		marks <- time.Now()
+		<-proceed
+		return 0, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	// Its request is parked in A, the only dispatcher.
+	obs.until(t, "the worker asks for work", func() bool { return obs.requests[w.ID()] >= 1 })
+	cl, err := client.New(st, ns.Connect(t), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+
+	// runAfter starts a run and returns how long after since it began; the
+	// worker's next request has gone out when it returns.
+	runAfter := func(since time.Time, what string) time.Duration {
+		t.Helper()
+		h, err := cl.Start(ctx, "Mark", 0, client.StartOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var took time.Duration
+		select {
+		case at := <-marks:
+			took = at.Sub(since)
+		case <-time.After(45 * time.Second):
+			t.Fatalf("%s: the run did not start within 45 s", what)
+		}
+		n := obs.requestsOf(w.ID())
+		proceed <- struct{}{}
+		if _, err := result[int](t, h, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		obs.until(t, "the worker asks again", func() bool { return obs.requests[w.ID()] > n })
+		return took
+	}
+
+	// B: a dispatcher in this process, started once the request is in A.
+	_, stopB := inProcessDispatcher(t, st, url, ns, relays)
+	obs.newDispatcher(t)
+	for round := 0; round < 5; round++ {
+		// The rounds would otherwise kill right after a beacon of A's:
+		// let the kills land anywhere between two.
+		time.Sleep(rand.N(time.Second))
+		at := a.kill()
+		killed = append(killed, runAfter(at, fmt.Sprintf("round %d, kill", round)))
+		// The request is in B now; a new A comes up, B stops gracefully
+		// and the request moves to A.
+		a = spawnDispatcher(t, url, ns.URL(), relays)
+		obs.newDispatcher(t)
+		at = time.Now()
+		stopB()
+		stopped = append(stopped, runAfter(at, fmt.Sprintf("round %d, graceful stop", round)))
+		_, stopB = inProcessDispatcher(t, st, url, ns, relays)
+		obs.newDispatcher(t)
+	}
+	t.Logf("worker renewals: %d", w.Stats().Renewals)
+	return killed, stopped
+}
+
+// A dispatcher that does not relay is SIGKILLed while it holds an idle
+// worker's request: the worker hears it fall silent and renews its request
+// with another dispatcher within a few beacon intervals, well within the
+// time the reaper takes to declare a worker dead (KAGZI_WORKER_TIMEOUT,
+// 6 s), not after its 30 s wait timeout.
+func TestKilledDispatcherStrandsNoWorker(t *testing.T) {
+	t.Parallel()
+	killed, stopped := failover(t, false)
+	t.Logf("SIGKILL → next run starts: %v; graceful stop → next run starts: %v", killed, stopped)
+	for i, d := range killed {
+		if d > 6*time.Second {
+			t.Errorf("round %d: the run started %v after the kill, want within 6 s", i, d)
+		}
+	}
+	for i, d := range stopped {
+		if d > 2*time.Second {
+			t.Errorf("round %d: the run started %v after the graceful stop, want within 2 s", i, d)
+		}
+	}
+}
+
+// The dispatcher SIGKILLed relays: the relay moves to another dispatcher
+// within milliseconds (the dead session's advisory lock goes with it), and
+// its relay.up makes the worker renew at once.
+func TestKilledRelayDispatcherStrandsNoWorker(t *testing.T) {
+	t.Parallel()
+	killed, stopped := failover(t, true)
+	t.Logf("SIGKILL → next run starts: %v; graceful stop → next run starts: %v", killed, stopped)
+	for i, d := range append(killed, stopped...) {
+		if d > 2*time.Second {
+			t.Errorf("round %d: the run started %v after the dispatcher went away, want within 2 s", i%5, d)
+		}
+	}
+}
+
+// What liveness costs: idle, beacons cost NATS a message per dispatcher
+// per second (each worker receives them all) and Postgres nothing; losing
+// the dispatcher that held every worker's request costs a renewal per
+// worker and, on the dispatcher that takes them, one claim (and its
+// next-due read) per queue it knew nothing of; with the relay lost too,
+// one backlog read more.
+func TestFailoverCost(t *testing.T) {
+	t.Parallel()
+	for _, relays := range []bool{false, true} {
+		t.Run(fmt.Sprintf("relays=%v", relays), func(t *testing.T) {
+			const workers = 4
+			url := testdb.New(t)
+			ns := testnats.Start(t)
+			ctx := context.Background()
+			stmts := &store.StatementCounter{}
+			pool, err := store.ConnectCounting(ctx, url, stmts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(pool.Close)
+			st := store.New(pool, store.Options{})
+			obs := observe(t, ns.Connect(t))
+			if !relays {
+				r := dispatcher.NewRelay(dispatcher.RelayConfig{DatabaseURL: url}, ns.Connect(t), nil)
+				if err := r.Start(ctx); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(r.Stop)
+			}
+			a := spawnDispatcher(t, url, ns.URL(), relays)
+			obs.newDispatcher(t)
+			obs.until(t, "a relay is up", func() bool { return obs.relayUps > 0 })
+			var ws []*worker.Worker
+			for i := 0; i < workers; i++ {
+				w, err := worker.New(worker.Config{}, ns.Connect(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := threeSteps(newCounter())(w); err != nil {
+					t.Fatal(err)
+				}
+				if err := w.Start(ctx); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(w.Stop)
+				ws = append(ws, w)
+			}
+			obs.until(t, "every worker parked its request in A", func() bool {
+				for _, w := range ws {
+					if obs.requests[w.ID()] < 1 {
+						return false
+					}
+				}
+				return true
+			})
+			b, _ := inProcessDispatcher(t, st, url, ns, relays)
+			obs.newDispatcher(t)
+
+			const idle = 5 * time.Second
+			obs.mu.Lock()
+			beaconsBefore := obs.total()
+			obs.mu.Unlock()
+			// A claim is one batch of two statements, which the counter
+			// (a query tracer) does not see: claims are counted apart.
+			before, claims := stmts.Load(), b.Stats().Claims
+			time.Sleep(idle) // the measured idle window itself
+			idleStmts := stmts.Load() - before + 2*(b.Stats().Claims-claims)
+			obs.mu.Lock()
+			beacons := obs.total() - beaconsBefore
+			requests := map[uuid.UUID]int{}
+			for _, w := range ws {
+				requests[w.ID()] = obs.requests[w.ID()]
+			}
+			obs.mu.Unlock()
+			if idleStmts > 0 {
+				t.Errorf("idle for %v with two dispatchers and %d workers: %d statements, want none", idle, workers, idleStmts)
+			}
+
+			before, claims = stmts.Load(), b.Stats().Claims
+			a.kill()
+			obs.until(t, "every worker renewed its request", func() bool {
+				for _, w := range ws {
+					if obs.requests[w.ID()] == requests[w.ID()] {
+						return false
+					}
+				}
+				return true
+			})
+			deadline := time.Now().Add(10 * time.Second)
+			for b.Stats().Parked < workers && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if p := b.Stats().Parked; p != workers {
+				t.Fatalf("the surviving dispatcher holds %d requests, want %d", p, workers)
+			}
+			// What the renewals set off (claims, next-due reads) is done
+			// within a second: the measured window ends then.
+			time.Sleep(time.Second)
+			failClaims := b.Stats().Claims - claims
+			failStmts := stmts.Load() - before + 2*failClaims
+			var renewals uint64
+			for _, w := range ws {
+				renewals += w.Stats().Renewals
+			}
+			t.Logf("idle %v: %d statements, %.1f beacons/s on NATS (each worker receives all of them); "+
+				"failover: %d statements (%d claims) for %d workers, %d renewals in all",
+				idle, idleStmts, float64(beacons)/idle.Seconds(), failStmts, failClaims, workers, renewals)
+			if limit := int64(4); failStmts > limit {
+				t.Errorf("failover cost %d statements, want at most %d (a backlog read, a claim of two statements, a next-due read)", failStmts, limit)
+			}
+		})
+	}
+}
+
+// total is the number of beacons observed.
+func (o *observer) total() int {
+	n := 0
+	for _, c := range o.beacons {
+		n += c
+	}
+	return n
+}

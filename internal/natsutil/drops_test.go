@@ -1,0 +1,92 @@
+package natsutil_test
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/kagzi/kagzi/internal/natsutil"
+	"github.com/kagzi/kagzi/internal/testnats"
+)
+
+// A drop reaches the handler of the subscription that dropped, once, and
+// the connection's handler set before still sees it; other subscriptions'
+// handlers do not run.
+func TestDropsReachTheirSubscription(t *testing.T) {
+	t.Parallel()
+	s := testnats.Start(t)
+	var prev atomic.Int32
+	nc := s.Connect(t, nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) { prev.Add(1) }))
+	d := natsutil.WatchDrops(nc)
+	hold := make(chan struct{})
+	var release sync.Once
+	t.Cleanup(func() { release.Do(func() { close(hold) }) })
+	sub, err := nc.Subscribe("slow", func(*nats.Msg) { <-hold })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.SetPendingLimits(1, -1); err != nil {
+		t.Fatal(err)
+	}
+	other, err := nc.Subscribe("other", func(*nats.Msg) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropped := make(chan struct{}, 10)
+	var others atomic.Int32
+	d.Add(sub, func() { dropped <- struct{}{} })
+	d.Add(other, func() { others.Add(1) })
+	pub := s.Connect(t)
+	for i := 0; i < 5; i++ { // one in the handler, then drops
+		if err := pub.Publish("slow", []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pub.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-dropped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no drop reported")
+	}
+	// Asking again about the same drops (as NextMsg's error does) calls
+	// nothing.
+	d.Check(sub)
+	select {
+	case <-dropped:
+		t.Fatal("the same drop was reported twice")
+	default:
+	}
+	if d.Count() != 1 || others.Load() != 0 || prev.Load() == 0 {
+		t.Fatalf("count %d, other handler %d, previous handler %d: want 1, 0, >0", d.Count(), others.Load(), prev.Load())
+	}
+
+	// Later drops of the same episode are silent at the client: the
+	// handler runs again once the subscription has caught up, not before.
+	for i := 0; i < 3; i++ {
+		if err := pub.Publish("slow", []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pub.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-dropped:
+		t.Fatal("the handler ran again before the subscription caught up")
+	case <-time.After(300 * time.Millisecond):
+	}
+	release.Do(func() { close(hold) })
+	select {
+	case <-dropped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the drops after the first were never answered")
+	}
+	if d.Count() != 2 {
+		t.Fatalf("count %d, want 2", d.Count())
+	}
+}

@@ -1,0 +1,214 @@
+package worker
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+
+	"github.com/kagzi/kagzi/pkg/protocol"
+)
+
+// A worker's work request is parked in one dispatcher, which the NATS queue
+// group chose; if that dispatcher dies, its parked requests die with it
+// and nothing answers. The worker cannot tell which dispatcher holds its
+// request, so it watches them all: it renews its request at once when a
+// dispatcher it heard falls silent (protocol.BeaconSilence), says it
+// leaves or says it lost requests, and when the relay changes (beacons name the relay their
+// dispatcher runs, relay.up the new one): the relay moves within
+// milliseconds when the dispatcher that ran it dies. The
+// renewal lands on a live dispatcher, which parks it without a query when
+// it knows the queue is empty.
+//
+// A worker that starts, or reconnects, has not heard the dispatchers yet:
+// one that took its first request and died before its next beacon would
+// go unnoticed. So before that request, the worker probes: every
+// dispatcher answers with its beacon.
+
+// liveness is what the worker knows of the dispatchers.
+type liveness struct {
+	// inbox receives the answers to the worker's probes.
+	inbox string
+	mu    sync.Mutex
+	heard map[uuid.UUID]heardDispatcher
+	// relay is the last relay heard of ("": none yet).
+	relay string
+}
+
+type heardDispatcher struct {
+	at       time.Time
+	interval time.Duration
+}
+
+// subscribeLiveness subscribes to dispatcher beacons, the answers to its
+// probes and relay announcements, and probes; it precedes the first work
+// request on the connection.
+func (w *Worker) subscribeLiveness() (chan *nats.Msg, []*nats.Subscription, error) {
+	ch := make(chan *nats.Msg, 1024)
+	var subs []*nats.Subscription
+	w.live.inbox = w.nc.NewInbox()
+	for _, subj := range []string{protocol.SubjectDispatcherBeacon, protocol.SubjectRelayUp, w.live.inbox} {
+		sub, err := w.nc.ChanSubscribe(subj, ch)
+		if err != nil {
+			for _, s := range subs {
+				_ = s.Unsubscribe()
+			}
+			return nil, nil, err
+		}
+		subs = append(subs, sub)
+	}
+	w.relisten()
+	w.probe()
+	return ch, subs, nil
+}
+
+// relisten forgets the dispatchers heard: after a reconnect, beacons were
+// missed, not absent; the probe that follows hears the live ones again.
+func (w *Worker) relisten() {
+	l := &w.live
+	l.mu.Lock()
+	l.heard = map[uuid.UUID]heardDispatcher{}
+	l.mu.Unlock()
+}
+
+// probe asks every dispatcher for its beacon. It goes out on the
+// connection before the work request that follows, so a dispatcher
+// receives it before it can receive that request.
+func (w *Worker) probe() {
+	data, err := protocol.Encode(&protocol.DispatcherProbe{WorkerID: w.cfg.WorkerID})
+	if err == nil {
+		err = w.nc.PublishRequest(protocol.SubjectDispatcherProbe, w.live.inbox, data)
+	}
+	if err != nil {
+		w.log.Warn("dispatcher probe not sent", "err", err)
+	}
+}
+
+// livenessLoop follows beacons and relay announcements and renews the
+// outstanding request when the dispatcher holding it may be gone.
+func (w *Worker) livenessLoop(ctx context.Context, ch chan *nats.Msg) {
+	defer w.loops.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		if next := w.nextSilence(); next.IsZero() {
+			timer.Stop()
+		} else {
+			timer.Reset(time.Until(next))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-ch:
+			w.onLiveness(m)
+		case <-timer.C:
+			if n := w.forgetSilent(time.Now()); n > 0 {
+				w.renewRequest("dispatcher fell silent", "dispatchers", n)
+			}
+		}
+	}
+}
+
+func (w *Worker) onLiveness(m *nats.Msg) {
+	if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
+		// The probe reached no dispatcher: none to hear.
+		return
+	}
+	if m.Subject == protocol.SubjectRelayUp {
+		var up protocol.RelayUp
+		if err := protocol.Decode(m.Data, &up); err != nil {
+			w.malformed("relay up", m.Subject, err)
+			return
+		}
+		w.sawRelay(up.RelayID)
+		return
+	}
+	var b protocol.DispatcherBeacon
+	if err := protocol.Decode(m.Data, &b); err != nil {
+		w.malformed("dispatcher beacon", m.Subject, err)
+		return
+	}
+	l := &w.live
+	l.mu.Lock()
+	if b.Leaving {
+		delete(l.heard, b.DispatcherID)
+	} else {
+		l.heard[b.DispatcherID] = heardDispatcher{at: time.Now(), interval: b.Interval()}
+	}
+	l.mu.Unlock()
+	switch {
+	case b.Leaving:
+		w.renewRequest("dispatcher left", "dispatcher_id", b.DispatcherID)
+	case b.Renew:
+		w.renewRequest("dispatcher lost work requests", "dispatcher_id", b.DispatcherID)
+	}
+	w.sawRelay(b.RelayID)
+}
+
+// sawRelay notes the relay id a beacon or relay.up named, and renews the
+// request if it differs from the last one: the relay moves when the
+// dispatcher running it dies (its session's lock goes with it), and that
+// dispatcher may have held the request. The first relay heard of, or the
+// same one announcing itself again, changes nothing.
+func (w *Worker) sawRelay(id string) {
+	if id == "" {
+		return
+	}
+	l := &w.live
+	l.mu.Lock()
+	last := l.relay
+	l.relay = id
+	l.mu.Unlock()
+	if last != "" && last != id {
+		w.renewRequest("relay changed", "relay_id", id)
+	}
+}
+
+// nextSilence is when the first dispatcher heard would count as silent.
+func (w *Worker) nextSilence() time.Time {
+	l := &w.live
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var next time.Time
+	for _, h := range l.heard {
+		if at := h.at.Add(protocol.BeaconSilence(h.interval)); next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	return next
+}
+
+// forgetSilent forgets the dispatchers silent at now and returns how many.
+func (w *Worker) forgetSilent(now time.Time) int {
+	l := &w.live
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for id, h := range l.heard {
+		if !now.Before(h.at.Add(protocol.BeaconSilence(h.interval))) {
+			delete(l.heard, id)
+			n++
+		}
+	}
+	return n
+}
+
+// renewRequest drops the outstanding work request, which a dispatcher that
+// went away may have held, so the request loop sends a new one now. A
+// delivery still on its way for the old one is refused and released.
+func (w *Worker) renewRequest(why string, args ...any) {
+	w.mu.Lock()
+	renew := w.out != nil && !w.draining
+	if renew {
+		w.out = nil
+	}
+	w.mu.Unlock()
+	if !renew {
+		return
+	}
+	w.stats.renewals.Add(1)
+	w.log.Info("renewing work request", append([]any{"reason", why}, args...)...)
+	w.poke()
+}

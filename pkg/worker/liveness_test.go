@@ -1,0 +1,119 @@
+package worker_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/worker"
+	"github.com/kagzi/kagzi/pkg/workflow"
+)
+
+func (d *fakeDispatcher) publish(t *testing.T, subject string, m protocol.Message) {
+	t.Helper()
+	data, err := protocol.Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.nc.Publish(subject, data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The worker probes for dispatchers before its first request, so it has
+// heard every dispatcher its request may be parked in.
+func TestProbeBeforeFirstRequest(t *testing.T) {
+	t.Parallel()
+	d, _ := start(t, worker.Config{}, func(w *worker.Worker) {
+		must(t, worker.Register(w, "X", func(ctx workflow.Context, _ struct{}) (int, error) { return 1, nil }))
+	})
+	d.nextRequest(t)
+	for _, e := range d.eventLog() {
+		if e.kind == "request" {
+			t.Fatal("work request before the probe")
+		}
+		if e.kind == "probe" {
+			return
+		}
+	}
+	t.Fatal("no probe")
+}
+
+// The outstanding request is renewed at once, not at its wait timeout,
+// when the dispatcher that may hold it is gone: it fell silent, left, lost
+// requests, or the relay moved (it does when the dispatcher running it
+// dies).
+func TestRequestRenewedWhenADispatcherGoes(t *testing.T) {
+	t.Parallel()
+	id := uuid.New()
+	for name, c := range map[string]struct {
+		// before is published before the request is in; gone after.
+		before, gone protocol.Message
+		subject      string
+	}{
+		"silent": {
+			before: &protocol.DispatcherBeacon{DispatcherID: id, IntervalMS: 20},
+		},
+		"left": {
+			before: &protocol.DispatcherBeacon{DispatcherID: id, IntervalMS: 60000},
+			gone:   &protocol.DispatcherBeacon{DispatcherID: id, IntervalMS: 60000, Leaving: true},
+		},
+		"lost requests": {
+			before: &protocol.DispatcherBeacon{DispatcherID: id, IntervalMS: 60000},
+			gone:   &protocol.DispatcherBeacon{DispatcherID: id, IntervalMS: 60000, Renew: true},
+		},
+		"relay moved": {
+			before: &protocol.DispatcherBeacon{DispatcherID: id, IntervalMS: 60000, RelayID: "r1"},
+			gone:   &protocol.RelayUp{RelayID: "r2", At: time.Now()}, subject: protocol.SubjectRelayUp,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			d, w := start(t, worker.Config{WaitTimeout: 10 * time.Minute, MaxConcurrency: 2}, func(w *worker.Worker) {
+				must(t, worker.Register(w, "X", func(ctx workflow.Context, _ struct{}) (int, error) { return 1, nil }))
+			})
+			req1 := d.nextRequest(t)
+			d.publish(t, protocol.SubjectDispatcherBeacon, c.before)
+			if c.gone != nil {
+				subject := c.subject
+				if subject == "" {
+					subject = protocol.SubjectDispatcherBeacon
+				}
+				d.publish(t, subject, c.gone)
+			}
+			req2 := d.nextRequest(t)
+			if req2.Seq != req1.Seq+1 || req2.Credits != 2 {
+				t.Fatalf("renewal %+v after %+v", req2.WorkRequest, req1.WorkRequest)
+			}
+			if n := w.Stats().Renewals; n != 1 {
+				t.Fatalf("%d renewals, want 1", n)
+			}
+			// The old request is superseded.
+			if d.deliver(t, req1, req1.Seq, newRun(t, "X", nil)) {
+				t.Fatal("accepted a delivery for the renewed request")
+			}
+		})
+	}
+}
+
+// The first relay a worker hears of, and a relay announcing itself again,
+// renew nothing: neither says a dispatcher went away.
+func TestRelayUpAloneRenewsNothing(t *testing.T) {
+	t.Parallel()
+	d, w := start(t, worker.Config{WaitTimeout: 10 * time.Minute}, func(w *worker.Worker) {
+		must(t, worker.Register(w, "X", func(ctx workflow.Context, _ struct{}) (int, error) { return 1, nil }))
+	})
+	req := d.nextRequest(t)
+	d.publish(t, protocol.SubjectRelayUp, &protocol.RelayUp{RelayID: "r1", At: time.Now()})
+	d.publish(t, protocol.SubjectDispatcherBeacon, &protocol.DispatcherBeacon{DispatcherID: uuid.New(), IntervalMS: 60000, RelayID: "r1"})
+	d.publish(t, protocol.SubjectRelayUp, &protocol.RelayUp{RelayID: "r1", At: time.Now()})
+	// A leaving dispatcher is a renewal: once it is seen, the messages
+	// before it were handled.
+	d.publish(t, protocol.SubjectDispatcherBeacon, &protocol.DispatcherBeacon{DispatcherID: uuid.New(), IntervalMS: 60000, Leaving: true})
+	req2 := d.nextRequest(t)
+	if req2.Seq != req.Seq+1 || w.Stats().Renewals != 1 {
+		t.Fatalf("request seq %d after %d, %d renewals: want one renewal, for the dispatcher that left", req2.Seq, req.Seq, w.Stats().Renewals)
+	}
+}
