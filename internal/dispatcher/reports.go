@@ -156,13 +156,16 @@ func (d *Dispatcher) applyJobs(ctx context.Context, tx *store.Store, batch []*re
 		}
 	}
 	if len(steps) > 0 {
-		errs, err := tx.StepsRecordMany(ctx, steps)
+		outs, err := tx.StepsRecordBatch(ctx, steps)
 		if err != nil {
 			return err
 		}
 		for k, ref := range stepRefs {
-			if err := d.result(ref, errs[k]); err != nil {
+			if err := d.result(ref, outs[k].Err); err != nil {
 				return err
+			}
+			if outs[k].CancelRequested && ref.j.results[ref.i].Code == protocol.ResultOK {
+				ref.j.results[ref.i].CancelRequested = true
 			}
 		}
 	}

@@ -199,3 +199,49 @@ func TestParentClosePolicies(t *testing.T) {
 		}
 	}
 }
+
+// A worker that missed the pushed cancel notice (no relay was listening
+// when the run was asked) learns it from the reply to the run's next step
+// report: the step after it does not run.
+func TestLostCancelNoticeIsLearnedAtTheNextStep(t *testing.T) {
+	t.Parallel()
+	calls := newCounter()
+	inA := make(chan struct{}, 1)
+	release := make(chan struct{})
+	e := start(t, opts{workers: 1, register: func(w *worker.Worker) error {
+		return worker.Register(w, "Steps", func(ctx workflow.Context, _ struct{}) (int, error) {
+			if _, err := workflow.Step(ctx, "a", func(context.Context) (int, error) {
+				inA <- struct{}{}
+				<-release
+				return 1, nil
+			}); err != nil {
+				return 0, err
+			}
+			return workflow.Step(ctx, "b", func(context.Context) (int, error) {
+				calls.inc("b")
+				return 2, nil
+			})
+		})
+	}})
+	ctx := context.Background()
+	h, err := e.cl.Start(ctx, "Steps", nil, client.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-inA
+	// No relay listens while the run is asked: the notice is never sent.
+	for _, r := range e.srv.Relays {
+		r.Stop()
+	}
+	if err := e.cl.Cancel(ctx, h.RunID); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	var re *client.RunError
+	if _, err := result[int](t, h, 20*time.Second); !errors.As(err, &re) || re.Status != store.StatusCancelled {
+		t.Fatalf("run asked to cancel: %v", err)
+	}
+	if n := calls.snapshot()["b"]; n != 0 {
+		t.Fatalf("the step after the report that said the run was asked to cancel ran %d times", n)
+	}
+}

@@ -651,6 +651,10 @@ type ReportResult struct {
 	// payload is too large to travel inline: the worker fetches it as the
 	// output of the EVENT step that received it (PayloadRequest).
 	OutputSize int `json:"output_size,omitempty"`
+	// CancelRequested: the run was asked to cancel (said with step
+	// records, so a worker that missed the pushed notice learns it at the
+	// run's next step).
+	CancelRequested bool `json:"cancel_requested,omitempty"`
 }
 
 // ReportReply answers a Report with one result per item, in order.
@@ -671,7 +675,7 @@ func (m *ReportReply) Validate() error {
 			return err
 		}
 		got := len(r.Output) > 0 || r.OutputSize > 0
-		if (got || r.Waiting) && r.Code != ResultOK {
+		if (got || r.Waiting || r.CancelRequested) && r.Code != ResultOK {
 			return invalid(m, "result %d: output and waiting belong to ok results", i)
 		}
 		if (got && r.Waiting) || (len(r.Output) > 0 && r.OutputSize > 0) || r.OutputSize < 0 {

@@ -150,7 +150,7 @@ WITH `+stepWriteCTEs+`, c AS (
 	RETURNING run_id
 ), cp AS (
 	INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT run_id, $22::bytea FROM c
-)`+stepOutcomeSelect, args...).Scan(&res.held, &res.wrote, &res.before)
+)`+stepOutcomeSelect, args...).Scan(&res.held, &res.wrote, &res.before, &res.cancel)
 	if err != nil {
 		return mapErr(fmt.Sprintf("start child %q of run %s", p.StepID, p.Lease.RunID), err)
 	}

@@ -57,7 +57,7 @@ type StepsRecordParams struct {
 // wait in progress is moved on.
 const stepWriteCTEs = `
 r AS (
-	SELECT run_id, namespace_id, epoch, task_queue, trace_context FROM kagzi.workflow_runs
+	SELECT run_id, namespace_id, epoch, task_queue, trace_context, cancel_requested_at FROM kagzi.workflow_runs
 	WHERE namespace_id = $1 AND run_id = $2 AND lease_token = $3 AND status = 'RUNNING'
 	FOR SHARE
 ), prev AS (
@@ -94,10 +94,12 @@ const (
 
 // stepOutcomeSelect ends a statement built on stepWriteCTEs with the row
 // stepOutcome reads: whether the lease held, whether the row was written,
-// and the attempt's status as it was before the statement.
+// the attempt's status as it was before the statement, and whether the run
+// was asked to cancel.
 const stepOutcomeSelect = `
 SELECT (SELECT count(*) FROM r) > 0, (SELECT count(*) FROM ins) > 0,
-	(SELECT status FROM kagzi.step_runs WHERE run_id = $2 AND step_id = $4 AND attempt_number = $5)`
+	(SELECT status FROM kagzi.step_runs WHERE run_id = $2 AND step_id = $4 AND attempt_number = $5),
+	coalesce((SELECT cancel_requested_at IS NOT NULL FROM r), false)`
 
 // stepRecordSQL records one step attempt (see stepWriteCTEs).
 const stepRecordSQL = `
@@ -124,7 +126,7 @@ WITH l AS (
 	WITH ORDINALITY AS l(ns, run_id, tok, step_id, attempt, kind, status, input, output, error,
 		started_at, finished_at, retry_at, child_run_id, error_type, non_retryable, ord)
 ), r AS (
-	SELECT l.*, w.namespace_id, w.epoch FROM l JOIN kagzi.workflow_runs w
+	SELECT l.*, w.namespace_id, w.epoch, w.cancel_requested_at FROM l JOIN kagzi.workflow_runs w
 		ON w.namespace_id = l.ns AND w.run_id = l.run_id AND w.lease_token = l.tok AND w.status = 'RUNNING'
 	ORDER BY w.run_id
 	FOR SHARE OF w
@@ -143,7 +145,7 @@ WITH l AS (
 	FROM r CROSS JOIN (SELECT count(*) FROM prev) AS flipped` + stepUpsert + `
 	RETURNING s.run_id, s.step_id
 )
-SELECT l.ord, r.ord IS NOT NULL, i.run_id IS NOT NULL, b.status
+SELECT l.ord, r.ord IS NOT NULL, i.run_id IS NOT NULL, b.status, coalesce(r.cancel_requested_at IS NOT NULL, false)
 FROM l
 LEFT JOIN r ON r.ord = l.ord
 LEFT JOIN ins i ON i.run_id = l.run_id AND i.step_id = l.step_id
@@ -297,7 +299,7 @@ func (s *Store) StepsRecord(ctx context.Context, p StepsRecordParams) error {
 		return err
 	}
 	var res stepResult
-	if err := s.db.QueryRow(ctx, stepRecordSQL, stepWriteArgs(&p)...).Scan(&res.held, &res.wrote, &res.before); err != nil {
+	if err := s.db.QueryRow(ctx, stepRecordSQL, stepWriteArgs(&p)...).Scan(&res.held, &res.wrote, &res.before, &res.cancel); err != nil {
 		return mapErr(fmt.Sprintf("record step %q of run %s", p.StepID, p.Lease.RunID), err)
 	}
 	ok, err := stepOutcome(&p, res)
@@ -320,7 +322,31 @@ func (s *Store) StepsRecord(ctx context.Context, p StepsRecordParams) error {
 // statement per report instead, pipelined in one round trip, in the order
 // given.
 func (s *Store) StepsRecordMany(ctx context.Context, ps []StepsRecordParams) (errs []error, err error) {
-	errs = make([]error, len(ps))
+	out, err := s.StepsRecordBatch(ctx, ps)
+	if err != nil {
+		return nil, err
+	}
+	errs = make([]error, len(out))
+	for i := range out {
+		errs[i] = out[i].Err
+	}
+	return errs, nil
+}
+
+// StepOutcome is the outcome of one step report of StepsRecordBatch.
+type StepOutcome struct {
+	// Err is what StepsRecord would return for the report.
+	Err error
+	// CancelRequested: the run was asked to cancel (read with the lease
+	// check). The dispatcher tells the worker with its reply, so a worker
+	// that missed the pushed notice learns it at its next step report.
+	CancelRequested bool
+}
+
+// StepsRecordBatch is StepsRecordMany with each report's outcome in full.
+func (s *Store) StepsRecordBatch(ctx context.Context, ps []StepsRecordParams) ([]StepOutcome, error) {
+	out := make([]StepOutcome, len(ps))
+	errs := make([]error, len(ps))
 	var sent []int
 	type stepKey struct {
 		run  uuid.UUID
@@ -338,9 +364,15 @@ func (s *Store) StepsRecordMany(ctx context.Context, ps []StepsRecordParams) (er
 		sent = append(sent, i)
 	}
 	if len(sent) == 0 {
-		return errs, nil
+		for i := range out {
+			out[i].Err = errs[i]
+		}
+		return out, nil
 	}
-	var res []stepResult
+	var (
+		res []stepResult
+		err error
+	)
 	if distinct && len(sent) >= minSetSteps {
 		res, err = s.stepsRecordSet(ctx, ps, sent)
 	} else {
@@ -355,8 +387,12 @@ func (s *Store) StepsRecordMany(ctx context.Context, ps []StepsRecordParams) (er
 			e = s.stepLeaseFailed(ctx, &ps[i])
 		}
 		errs[i] = e
+		out[i].CancelRequested = res[k].cancel
 	}
-	return errs, nil
+	for i := range out {
+		out[i].Err = errs[i]
+	}
+	return out, nil
 }
 
 // stepResult is one report's row of stepOutcomeSelect or
@@ -364,6 +400,7 @@ func (s *Store) StepsRecordMany(ctx context.Context, ps []StepsRecordParams) (er
 type stepResult struct {
 	held, wrote bool
 	before      *string
+	cancel      bool
 }
 
 // stepsRecordSet applies ps[i] for every i in sent with stepRecordManySQL;
@@ -385,7 +422,7 @@ func (s *Store) stepsRecordSet(ctx context.Context, ps []StepsRecordParams, sent
 			ord int64
 			r   stepResult
 		)
-		if err := rows.Scan(&ord, &r.held, &r.wrote, &r.before); err != nil {
+		if err := rows.Scan(&ord, &r.held, &r.wrote, &r.before, &r.cancel); err != nil {
 			return nil, mapErr("record steps", err)
 		}
 		if ord < 1 || ord > int64(len(sent)) {
@@ -414,7 +451,7 @@ func (s *Store) stepsRecordPipelined(ctx context.Context, ps []StepsRecordParams
 	res = make([]stepResult, len(sent))
 	br := s.db.SendBatch(ctx, b)
 	for k := range res {
-		if err := br.QueryRow().Scan(&res[k].held, &res[k].wrote, &res[k].before); err != nil {
+		if err := br.QueryRow().Scan(&res[k].held, &res[k].wrote, &res[k].before, &res[k].cancel); err != nil {
 			_ = br.Close()
 			return nil, mapErr("record steps", err)
 		}

@@ -218,6 +218,10 @@ func (r *runReporter) Report(ctx context.Context, items ...protocol.ReportItem) 
 		return nil, err
 	}
 	for i, res := range results {
+		if res.CancelRequested {
+			// The pushed notice may have been lost: the reply says it too.
+			r.rs.softCancel(workflow.ErrCancelled)
+		}
 		switch res.Code {
 		case protocol.ResultLeaseLost:
 			r.rs.log.Info("lease lost: abandoning the run", "kind", items[i].Kind, "step_id", items[i].StepID)
