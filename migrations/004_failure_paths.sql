@@ -1,6 +1,7 @@
 -- Failure paths: database-wide settings (the payload limits every process
 -- reads from here, so that the client, the dispatcher and the workers it
--- tells agree on them).
+-- tells agree on them), cancellation requests, parent-close policies,
+-- retry epochs and non-retryable step failures.
 
 CREATE TABLE kagzi.settings (
     -- One row: the key is always true.
@@ -13,7 +14,6 @@ CREATE TABLE kagzi.settings (
         payload_warn_bytes > 0 AND payload_max_bytes > 0 AND payload_warn_bytes <= payload_max_bytes)
 );
 INSERT INTO kagzi.settings DEFAULT VALUES;
-
 
 -- Cancellation is a request the workflow can handle: the run's context is
 -- cancelled (by push, if it is running; at its next delivery otherwise,
@@ -28,109 +28,38 @@ ALTER TABLE kagzi.workflow_runs ADD COLUMN cancel_requested_at timestamptz;
 ALTER TABLE kagzi.workflow_runs ADD COLUMN parent_close_policy text
     CONSTRAINT workflow_runs_parent_close_policy_check CHECK (parent_close_policy IN ('TERMINATE', 'REQUEST_CANCEL', 'ABANDON'));
 
--- The notification trigger function of 003_durable.sql, with the holder of
--- a running run told of a cancellation request as well as a termination.
-CREATE OR REPLACE FUNCTION kagzi.notify_runs() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    rec record;
-BEGIN
-    IF TG_OP = 'INSERT' THEN
-        FOR rec IN
-            SELECT namespace_id, task_queue, min(available_at) AS at FROM new_rows
-            WHERE status IN ('PENDING', 'SLEEPING') AND available_at IS NOT NULL
-            GROUP BY namespace_id, task_queue
-        LOOP
-            PERFORM pg_notify('kagzi', json_build_object('k', 'r', 'ns', rec.namespace_id, 'q', rec.task_queue, 'at', rec.at)::text);
-        END LOOP;
-        FOR rec IN SELECT namespace_id, run_id, available_at FROM new_rows WHERE cron_expr IS NOT NULL LOOP
-            PERFORM pg_notify('kagzi', json_build_object('k', 's', 'ns', rec.namespace_id, 'id', rec.run_id, 'at', rec.available_at)::text);
-        END LOOP;
-    ELSIF TG_OP = 'UPDATE' THEN
-        -- Became claimable, or its due time moved earlier.
-        FOR rec IN
-            SELECT n.namespace_id, n.task_queue, min(n.available_at) AS at
-            FROM new_rows n JOIN old_rows o USING (run_id)
-            WHERE n.status IN ('PENDING', 'SLEEPING') AND n.available_at IS NOT NULL
-              AND (o.status NOT IN ('PENDING', 'SLEEPING') OR o.available_at IS NULL OR n.available_at < o.available_at)
-            GROUP BY n.namespace_id, n.task_queue
-        LOOP
-            PERFORM pg_notify('kagzi', json_build_object('k', 'r', 'ns', rec.namespace_id, 'q', rec.task_queue, 'at', rec.at)::text);
-        END LOOP;
-        -- Reached a terminal status: ~100 runs per notification (8000-byte payload limit).
-        FOR rec IN
-            SELECT namespace_id, json_agg(json_build_array(run_id, status)) AS runs
-            FROM (
-                SELECT n.namespace_id, n.run_id, n.status,
-                       (row_number() OVER (PARTITION BY n.namespace_id ORDER BY n.run_id) - 1) / 100 AS chunk
-                FROM new_rows n JOIN old_rows o USING (run_id)
-                WHERE n.status IN ('COMPLETED', 'FAILED', 'CANCELLED')
-                  AND o.status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED')
-            ) t
-            GROUP BY namespace_id, chunk
-        LOOP
-            PERFORM pg_notify('kagzi', json_build_object('k', 'd', 'ns', rec.namespace_id, 'runs', rec.runs)::text);
-        END LOOP;
-        -- A run of a type with a concurrency limit stopped running: a slot
-        -- is free, so runs of that type waiting for one may be claimable.
-        -- (Only when limits exist: the common case pays one probe.)
-        IF EXISTS (SELECT 1 FROM kagzi.concurrency_limits) THEN
-            FOR rec IN
-                SELECT DISTINCT n.namespace_id, n.task_queue
-                FROM new_rows n JOIN old_rows o USING (run_id)
-                JOIN kagzi.concurrency_limits l ON l.namespace_id = n.namespace_id
-                    AND l.task_queue = n.task_queue AND l.workflow_type = n.workflow_type
-                WHERE o.status = 'RUNNING' AND n.status <> 'RUNNING'
-            LOOP
-                PERFORM pg_notify('kagzi', json_build_object('k', 'r', 'ns', rec.namespace_id, 'q', rec.task_queue, 'at', now())::text);
-            END LOOP;
-        END IF;
-        -- Terminated while running ("t": the lease is void, abandon it), or
-        -- asked to cancel while running (the workflow's context is
-        -- cancelled; it may clean up and end): tell the holder.
-        FOR rec IN
-            SELECT n.namespace_id, n.run_id, o.locked_by, n.status = 'CANCELLED' AS t
-            FROM new_rows n JOIN old_rows o USING (run_id)
-            WHERE o.status = 'RUNNING' AND o.locked_by IS NOT NULL
-              AND (n.status = 'CANCELLED'
-                   OR (n.status = 'RUNNING' AND n.cancel_requested_at IS NOT NULL AND o.cancel_requested_at IS NULL))
-        LOOP
-            PERFORM pg_notify('kagzi', json_build_object('k', 'c', 'ns', rec.namespace_id, 'id', rec.run_id, 'w', rec.locked_by, 't', rec.t)::text);
-        END LOOP;
-        -- Schedule templates that changed status or next fire time.
-        FOR rec IN
-            SELECT n.namespace_id, n.run_id, CASE WHEN n.status = 'SCHEDULED' THEN n.available_at END AS at
-            FROM new_rows n JOIN old_rows o USING (run_id)
-            WHERE n.cron_expr IS NOT NULL
-              AND (n.status IS DISTINCT FROM o.status OR n.available_at IS DISTINCT FROM o.available_at
-                   OR n.cron_expr IS DISTINCT FROM o.cron_expr)
-        LOOP
-            PERFORM pg_notify('kagzi', json_build_object('k', 's', 'ns', rec.namespace_id, 'id', rec.run_id, 'at', rec.at)::text);
-        END LOOP;
-    ELSIF TG_OP = 'DELETE' THEN
-        FOR rec IN SELECT namespace_id, run_id FROM old_rows WHERE cron_expr IS NOT NULL LOOP
-            PERFORM pg_notify('kagzi', json_build_object('k', 's', 'ns', rec.namespace_id, 'id', rec.run_id, 'at', NULL)::text);
-        END LOOP;
-    END IF;
-    RETURN NULL;
-END
-$$;
-
--- close_children applies the parent-close policies of the live children of
--- every run the statement moved to a terminal status. It is a trigger so
--- that no terminal transition can skip it (reports, the reaper's
--- recoveries and deadlines, cancellations, terminations). Its own update
+-- cancellations, after every update of runs, tells the holder of a running
+-- run that was asked to cancel (a notification like notify_runs' "c", with
+-- "r": the lease holds and the workflow's context is to be cancelled; a
+-- "c" without it, sent by notify_runs when a running run is terminated,
+-- voids the lease), and applies the parent-close policies of the live
+-- children of every run the statement moved to a terminal status. It is a
+-- trigger so that no terminal transition can skip it (reports, the
+-- reaper's recoveries and deadlines, cancellations, terminations). Its own update
 -- fires it again for the children it terminates, so a policy applies down
 -- the tree, each run's children by that run's policies. A request to
 -- cancel makes a waiting child due at once, and cancels at once a child
 -- that never started; a terminated child's CHILD step in the parent is
 -- recorded as failed (the parent has ended, but its history shows why).
-CREATE FUNCTION kagzi.close_children() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION kagzi.cancellations() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    rec record;
 BEGIN
-    -- Most statements (claims, sleeps, heartbeats) end no run: one pass
-    -- over their new rows and nothing else.
-    IF NOT EXISTS (SELECT 1 FROM new_rows WHERE status IN ('COMPLETED', 'FAILED', 'CANCELLED')) THEN
+    -- Most statements (claims, sleeps, heartbeats) neither end a run nor
+    -- touch a request to cancel: one pass over their new rows and nothing
+    -- else.
+    IF NOT EXISTS (SELECT 1 FROM new_rows WHERE status IN ('COMPLETED', 'FAILED', 'CANCELLED')
+                   OR cancel_requested_at IS NOT NULL) THEN
         RETURN NULL;
     END IF;
+    FOR rec IN
+        SELECT n.namespace_id, n.run_id, n.locked_by
+        FROM new_rows n JOIN old_rows o USING (run_id)
+        WHERE n.status = 'RUNNING' AND n.locked_by IS NOT NULL
+          AND n.cancel_requested_at IS NOT NULL AND o.cancel_requested_at IS NULL
+    LOOP
+        PERFORM pg_notify('kagzi', json_build_object('k', 'c', 'ns', rec.namespace_id, 'id', rec.run_id, 'w', rec.locked_by, 'r', true)::text);
+    END LOOP;
     WITH closed AS (
         SELECT n.run_id FROM new_rows n JOIN old_rows o USING (run_id)
         WHERE n.status IN ('COMPLETED', 'FAILED', 'CANCELLED')
@@ -166,8 +95,8 @@ BEGIN
 END
 $$;
 
-CREATE TRIGGER workflow_runs_close_children AFTER UPDATE ON kagzi.workflow_runs
-    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION kagzi.close_children();
+CREATE TRIGGER workflow_runs_cancellations AFTER UPDATE ON kagzi.workflow_runs
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION kagzi.cancellations();
 
 
 -- The run's retry epoch: how many times its workflow's failure was retried
@@ -187,89 +116,8 @@ ALTER TABLE kagzi.step_runs ADD COLUMN non_retryable boolean NOT NULL DEFAULT fa
 
 ALTER TABLE kagzi.step_runs DROP COLUMN non_retryable;
 ALTER TABLE kagzi.workflow_runs DROP COLUMN epoch;
-
-DROP TRIGGER workflow_runs_close_children ON kagzi.workflow_runs;
-DROP FUNCTION kagzi.close_children();
-CREATE OR REPLACE FUNCTION kagzi.notify_runs() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    rec record;
-BEGIN
-    IF TG_OP = 'INSERT' THEN
-        FOR rec IN
-            SELECT namespace_id, task_queue, min(available_at) AS at FROM new_rows
-            WHERE status IN ('PENDING', 'SLEEPING') AND available_at IS NOT NULL
-            GROUP BY namespace_id, task_queue
-        LOOP
-            PERFORM pg_notify('kagzi', json_build_object('k', 'r', 'ns', rec.namespace_id, 'q', rec.task_queue, 'at', rec.at)::text);
-        END LOOP;
-        FOR rec IN SELECT namespace_id, run_id, available_at FROM new_rows WHERE cron_expr IS NOT NULL LOOP
-            PERFORM pg_notify('kagzi', json_build_object('k', 's', 'ns', rec.namespace_id, 'id', rec.run_id, 'at', rec.available_at)::text);
-        END LOOP;
-    ELSIF TG_OP = 'UPDATE' THEN
-        -- Became claimable, or its due time moved earlier.
-        FOR rec IN
-            SELECT n.namespace_id, n.task_queue, min(n.available_at) AS at
-            FROM new_rows n JOIN old_rows o USING (run_id)
-            WHERE n.status IN ('PENDING', 'SLEEPING') AND n.available_at IS NOT NULL
-              AND (o.status NOT IN ('PENDING', 'SLEEPING') OR o.available_at IS NULL OR n.available_at < o.available_at)
-            GROUP BY n.namespace_id, n.task_queue
-        LOOP
-            PERFORM pg_notify('kagzi', json_build_object('k', 'r', 'ns', rec.namespace_id, 'q', rec.task_queue, 'at', rec.at)::text);
-        END LOOP;
-        -- Reached a terminal status: ~100 runs per notification (8000-byte payload limit).
-        FOR rec IN
-            SELECT namespace_id, json_agg(json_build_array(run_id, status)) AS runs
-            FROM (
-                SELECT n.namespace_id, n.run_id, n.status,
-                       (row_number() OVER (PARTITION BY n.namespace_id ORDER BY n.run_id) - 1) / 100 AS chunk
-                FROM new_rows n JOIN old_rows o USING (run_id)
-                WHERE n.status IN ('COMPLETED', 'FAILED', 'CANCELLED')
-                  AND o.status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED')
-            ) t
-            GROUP BY namespace_id, chunk
-        LOOP
-            PERFORM pg_notify('kagzi', json_build_object('k', 'd', 'ns', rec.namespace_id, 'runs', rec.runs)::text);
-        END LOOP;
-        -- A run of a type with a concurrency limit stopped running: a slot
-        -- is free, so runs of that type waiting for one may be claimable.
-        -- (Only when limits exist: the common case pays one probe.)
-        IF EXISTS (SELECT 1 FROM kagzi.concurrency_limits) THEN
-            FOR rec IN
-                SELECT DISTINCT n.namespace_id, n.task_queue
-                FROM new_rows n JOIN old_rows o USING (run_id)
-                JOIN kagzi.concurrency_limits l ON l.namespace_id = n.namespace_id
-                    AND l.task_queue = n.task_queue AND l.workflow_type = n.workflow_type
-                WHERE o.status = 'RUNNING' AND n.status <> 'RUNNING'
-            LOOP
-                PERFORM pg_notify('kagzi', json_build_object('k', 'r', 'ns', rec.namespace_id, 'q', rec.task_queue, 'at', now())::text);
-            END LOOP;
-        END IF;
-        -- Cancelled while running: tell the holder.
-        FOR rec IN
-            SELECT n.namespace_id, n.run_id, o.locked_by
-            FROM new_rows n JOIN old_rows o USING (run_id)
-            WHERE o.status = 'RUNNING' AND n.status = 'CANCELLED' AND o.locked_by IS NOT NULL
-        LOOP
-            PERFORM pg_notify('kagzi', json_build_object('k', 'c', 'ns', rec.namespace_id, 'id', rec.run_id, 'w', rec.locked_by)::text);
-        END LOOP;
-        -- Schedule templates that changed status or next fire time.
-        FOR rec IN
-            SELECT n.namespace_id, n.run_id, CASE WHEN n.status = 'SCHEDULED' THEN n.available_at END AS at
-            FROM new_rows n JOIN old_rows o USING (run_id)
-            WHERE n.cron_expr IS NOT NULL
-              AND (n.status IS DISTINCT FROM o.status OR n.available_at IS DISTINCT FROM o.available_at
-                   OR n.cron_expr IS DISTINCT FROM o.cron_expr)
-        LOOP
-            PERFORM pg_notify('kagzi', json_build_object('k', 's', 'ns', rec.namespace_id, 'id', rec.run_id, 'at', rec.at)::text);
-        END LOOP;
-    ELSIF TG_OP = 'DELETE' THEN
-        FOR rec IN SELECT namespace_id, run_id FROM old_rows WHERE cron_expr IS NOT NULL LOOP
-            PERFORM pg_notify('kagzi', json_build_object('k', 's', 'ns', rec.namespace_id, 'id', rec.run_id, 'at', NULL)::text);
-        END LOOP;
-    END IF;
-    RETURN NULL;
-END
-$$;
+DROP TRIGGER workflow_runs_cancellations ON kagzi.workflow_runs;
+DROP FUNCTION kagzi.cancellations();
 ALTER TABLE kagzi.workflow_runs DROP COLUMN parent_close_policy;
 ALTER TABLE kagzi.workflow_runs DROP COLUMN cancel_requested_at;
 DROP TABLE kagzi.settings;

@@ -8,6 +8,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
 	"github.com/kagzi/kagzi/pkg/client"
@@ -374,15 +375,9 @@ fails (exit 1).`,
 		Example: `  kagzi run cancel 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseID("run id", args[0])
-			if err != nil {
-				return err
-			}
-			st, err := a.Store(cmd.Context())
-			if err != nil {
-				return err
-			}
-			run, err := st.RunsCancel(cmd.Context(), a.Namespace, id)
+			run, err := a.onRun(cmd, args[0], func(st *store.Store, id uuid.UUID) (store.Run, error) {
+				return st.RunsCancel(cmd.Context(), a.Namespace, id)
+			})
 			if err != nil {
 				return err
 			}
@@ -411,15 +406,9 @@ fails (exit 1).`,
 		Example: `  kagzi run terminate 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e --reason "stuck on a bad input"`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseID("run id", args[0])
-			if err != nil {
-				return err
-			}
-			st, err := a.Store(cmd.Context())
-			if err != nil {
-				return err
-			}
-			run, err := st.RunsTerminate(cmd.Context(), a.Namespace, id, reason)
+			run, err := a.onRun(cmd, args[0], func(st *store.Store, id uuid.UUID) (store.Run, error) {
+				return st.RunsTerminate(cmd.Context(), a.Namespace, id, reason)
+			})
 			if err != nil {
 				return err
 			}
@@ -446,15 +435,9 @@ dropped. Retrying a run that is not FAILED fails (exit 1).`,
   kagzi --json run retry 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseID("run id", args[0])
-			if err != nil {
-				return err
-			}
-			st, err := a.Store(cmd.Context())
-			if err != nil {
-				return err
-			}
-			run, err := st.RunsRetry(cmd.Context(), a.Namespace, id)
+			run, err := a.onRun(cmd, args[0], func(st *store.Store, id uuid.UUID) (store.Run, error) {
+				return st.RunsRetry(cmd.Context(), a.Namespace, id)
+			})
 			if err != nil {
 				return err
 			}
@@ -478,4 +461,17 @@ func servingLine(n int, r store.Run) string {
 		return fmt.Sprintf("1 live worker serves %s on queue %s", tv, r.Queue)
 	}
 	return fmt.Sprintf("%d live workers serve %s on queue %s", n, tv, r.Queue)
+}
+
+// onRun parses a run id argument and applies change to that run.
+func (a *app) onRun(cmd *cobra.Command, arg string, change func(*store.Store, uuid.UUID) (store.Run, error)) (store.Run, error) {
+	id, err := parseID("run id", arg)
+	if err != nil {
+		return store.Run{}, err
+	}
+	st, err := a.Store(cmd.Context())
+	if err != nil {
+		return store.Run{}, err
+	}
+	return change(st, id)
 }

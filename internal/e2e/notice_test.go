@@ -22,9 +22,9 @@ import (
 // A client waiting for a run's result learns of its end by a notice. A run
 // that completes or fails through a report is announced twice, by the
 // dispatcher that applied the report and by the relay; any other end (a
-// cancel, a deadline, a recovery) only by the relay. Each way that notice
-// can be lost is answered by a backlog read: here, for the waiter, a
-// re-read of its run. The runs below end by a cancel.
+// termination, a deadline, a recovery) only by the relay. Each way that
+// notice can be lost is answered by a backlog read: here, for the waiter, a
+// re-read of its run. The runs below end by a termination.
 
 // proxy is a TCP proxy to a NATS server that can silently swallow what
 // goes through it (a connection that died without either end noticing
@@ -218,11 +218,11 @@ func startWaiting(t *testing.T, startRelay func(url string, ns *testnats.Server)
 	return w, relay
 }
 
-// cancel cancels the run and waits until it is CANCELLED in Postgres and
-// done says its notice has gone wherever it goes.
+// cancel terminates the run and waits until it is CANCELLED in Postgres
+// and done says its notice has gone wherever it goes.
 func (w *waiting) cancel(done func() bool) {
 	w.t.Helper()
-	if err := w.cl.Cancel(context.Background(), w.h.RunID); err != nil {
+	if err := w.cl.Terminate(context.Background(), w.h.RunID, ""); err != nil {
 		w.t.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
@@ -295,8 +295,8 @@ func TestDoneNoticeLostOnTheRelaysConnection(t *testing.T) {
 	}, nil)
 	p.swallow()
 	relayed := relay.Stats().Relayed
-	// The cancel makes two notifications: the run's end and its holder's
-	// cancel notice, over a hundred bytes each. Both went into the dead
+	// The termination makes two notifications: the run's end and its
+	// holder's cancel notice, over a hundred bytes each. Both went into the dead
 	// connection.
 	w.cancel(func() bool {
 		p.mu.Lock()

@@ -54,7 +54,7 @@ type rawNotification struct {
 	At   *time.Time       `json:"at"`
 	ID   uuid.UUID        `json:"id"`
 	W    uuid.UUID        `json:"w"`
-	T    bool             `json:"t"`
+	R    bool             `json:"r"`
 	Runs [][2]string      `json:"runs"`
 }
 
@@ -65,7 +65,7 @@ func ParseNotification(payload string) (Notification, error) {
 	if err := json.Unmarshal([]byte(payload), &r); err != nil {
 		return Notification{}, invalidf("notification %q: %v", clip(payload), err)
 	}
-	n := Notification{Kind: r.K, Namespace: r.NS, Queue: r.Q, At: r.At, RunID: r.ID, WorkerID: r.W, Terminate: r.T}
+	n := Notification{Kind: r.K, Namespace: r.NS, Queue: r.Q, At: r.At, RunID: r.ID, WorkerID: r.W, Terminate: !r.R}
 	if n.Namespace == "" {
 		return Notification{}, invalidf("notification %q: no namespace", clip(payload))
 	}
