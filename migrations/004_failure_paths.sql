@@ -20,6 +20,10 @@ INSERT INTO kagzi.settings DEFAULT VALUES;
 -- which the request makes due at once), it may run cleanup, then it ends
 -- CANCELLED. Terminating ends a run at once.
 ALTER TABLE kagzi.workflow_runs ADD COLUMN cancel_requested_at timestamptz;
+-- Set by the claim that delivers a run asked to cancel: its workflow has
+-- seen the request, so its later suspensions (a cleanup that sleeps or backs
+-- off) wait as they say instead of being made due at once again.
+ALTER TABLE kagzi.workflow_runs ADD COLUMN cancel_delivered boolean NOT NULL DEFAULT false;
 
 -- What happens to a child run when its parent reaches a terminal status
 -- (completed, failed, cancelled, terminated, past its deadline):
@@ -119,5 +123,6 @@ ALTER TABLE kagzi.workflow_runs DROP COLUMN epoch;
 DROP TRIGGER workflow_runs_cancellations ON kagzi.workflow_runs;
 DROP FUNCTION kagzi.cancellations();
 ALTER TABLE kagzi.workflow_runs DROP COLUMN parent_close_policy;
+ALTER TABLE kagzi.workflow_runs DROP COLUMN cancel_delivered;
 ALTER TABLE kagzi.workflow_runs DROP COLUMN cancel_requested_at;
 DROP TABLE kagzi.settings;

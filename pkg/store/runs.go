@@ -704,6 +704,7 @@ const claimUpdate = `
 UPDATE kagzi.workflow_runs r SET status = 'RUNNING', locked_by = $7, lease_token = r.lease_token + 1,
 	lease_expires_at = now() + $8 * interval '1 millisecond', available_at = NULL, waiting_on = NULL, limited = c.limited, held = false,
 	attempts = greatest(r.attempts, 1), started_at = coalesce(r.started_at, now()),
+	cancel_delivered = r.cancel_requested_at IS NOT NULL,
 	version = CASE WHEN r.version = '' THEN ($5::text[])[array_position($3::text[], r.workflow_type)] ELSE r.version END
 FROM c LEFT JOIN LATERAL (
 	SELECT array_agg(s.step_id) AS ids, array_agg(s.status) AS statuses, array_agg(s.attempt_number) AS attempts,
@@ -1097,9 +1098,11 @@ SELECT count(*) FROM r`, l.Namespace, l.RunID, l.Token, clipError(errMsg)).Scan(
 // it, e.g. an event or a child finishing). It releases the lease and the
 // worker's slot.
 func (s *Store) RunsSleep(ctx context.Context, l Lease, until *time.Time) error {
-	// A run asked to cancel is due at once: its workflow handles the request.
+	// A run asked to cancel whose workflow has not been delivered the
+	// request yet is due at once: its workflow handles the request.
 	return s.leaseTransition(ctx, "sleep run", l, StatusSleeping,
-		`status = 'SLEEPING', available_at = CASE WHEN cancel_requested_at IS NOT NULL THEN now() ELSE $4::timestamptz END,
+		`status = 'SLEEPING', available_at = CASE WHEN cancel_requested_at IS NOT NULL AND NOT cancel_delivered THEN now()
+			ELSE $4::timestamptz END,
 		locked_by = NULL, lease_expires_at = NULL`, until)
 }
 

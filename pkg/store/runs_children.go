@@ -196,7 +196,7 @@ WITH ev AS (
 	UPDATE kagzi.workflow_runs w SET status = 'SLEEPING', locked_by = NULL, lease_expires_at = NULL,
 		waiting_on = ch.ids,
 		available_at = CASE WHEN ev.ready OR (cardinality($5::text[]) > 0 AND ch.ids IS NULL)
-			OR w.cancel_requested_at IS NOT NULL THEN now() ELSE least($4::timestamptz, ev.due) END
+			OR (w.cancel_requested_at IS NOT NULL AND NOT w.cancel_delivered) THEN now() ELSE least($4::timestamptz, ev.due) END
 	FROM ev CROSS JOIN ch
 	WHERE w.namespace_id = $1 AND w.run_id = $2 AND w.lease_token = $3 AND w.status = 'RUNNING'
 	RETURNING w.available_at IS NOT NULL AND w.available_at <= now() AS ready

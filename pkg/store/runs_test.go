@@ -794,7 +794,8 @@ func TestRunsCancel(t *testing.T) {
 	if got := e.get("ns", handles.ID); got.Status != store.StatusCompleted {
 		t.Fatalf("run that completed after the request is %s", got.Status)
 	}
-	// A suspension after the request is due at once.
+	// A run delivered with the request has seen it: its suspensions (a
+	// cleanup that sleeps) wait as they say.
 	cs = e.claimOne(claimParams(w, 1), sleeping.ID)
 	if cs.CancelRequestedAt == nil {
 		t.Fatal("the claim does not say the run was asked to cancel")
@@ -802,8 +803,21 @@ func TestRunsCancel(t *testing.T) {
 	if err := e.s.RunsSleep(e.ctx, leaseOf(cs), &future); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.get("ns", sleeping.ID); got.AvailableAt == nil || got.AvailableAt.After(time.Now()) {
-		t.Fatalf("a run asked to cancel slept until %v", got.AvailableAt)
+	if got := e.get("ns", sleeping.ID); got.AvailableAt == nil || got.AvailableAt.Before(future.Add(-time.Second)) {
+		t.Fatalf("a run delivered with the request was made due at %v, want %v", got.AvailableAt, future)
+	}
+	// One asked while it ran, which suspends without having been delivered
+	// the request (the pushed notice may have been lost), is due at once.
+	busy := e.create(store.RunsCreateParams{Priority: 9})
+	cb := e.claimOne(claimParams(w, 1), busy.ID)
+	if _, err := e.s.RunsCancel(e.ctx, "ns", busy.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.RunsSleep(e.ctx, leaseOf(cb), &future); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.get("ns", busy.ID); got.AvailableAt == nil || got.AvailableAt.After(time.Now()) {
+		t.Fatalf("a run asked while running slept until %v", got.AvailableAt)
 	}
 
 	// Finished runs conflict; unknown ones are not found.
