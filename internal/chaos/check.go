@@ -199,6 +199,11 @@ func (r *Report) Details() []string {
 	if m := r.Model; m != nil {
 		out := []string{fmt.Sprintf("model: %d child runs, %d step invocations; runs took %.1f s; %d runs spent shrinking",
 			m.ChildRuns, m.Invocations, m.RunPhase.Seconds(), m.ShrinkRuns)}
+		if m.Kills > 0 || m.LostRuns+m.CappedRuns+m.PastDeadline > 0 {
+			out = append(out, fmt.Sprintf("model: ends crashes decided: %d runs failed by a crash with their attempts spent, "+
+				"%d failed by their workflow with recoveries among their spent attempts, %d programs delayed past their deadline",
+				m.LostRuns, m.CappedRuns, m.PastDeadline))
+		}
 		if len(m.Ops) > 0 {
 			out = append(out, "model ops: "+countsString(m.Ops)+"; detached children: "+countsString(m.Policies))
 		}

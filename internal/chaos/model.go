@@ -34,6 +34,12 @@ type ModelReport struct {
 	// Divergences are every program that differs from the model (each
 	// one a violation).
 	Divergences []modeltest.Divergence
+	// LostRuns counts the runs failed by a crash once their attempts were
+	// spent, CappedRuns those failed by their workflow's error once their
+	// attempts were spent with recoveries among them, PastDeadline the
+	// programs that faults delayed past their deadline: the ends the model
+	// took from the database.
+	LostRuns, CappedRuns, PastDeadline int
 	// ShrinkRuns counts the engine runs spent shrinking.
 	ShrinkRuns int
 	// Kills counts worker SIGKILLs.
@@ -128,6 +134,11 @@ func (h *harness) modelScenario(ctx, cleanup context.Context) *Report {
 		}
 		for _, n := range obs[i].ChildRuns {
 			mr.ChildRuns += n
+		}
+		mr.LostRuns += verdicts[i].Lost
+		mr.CappedRuns += verdicts[i].Capped
+		if verdicts[i].PastDeadline {
+			mr.PastDeadline++
 		}
 		for _, n := range obs[i].Invocations {
 			mr.Invocations += n

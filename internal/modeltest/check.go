@@ -34,10 +34,12 @@ type Observed struct {
 }
 
 // Check predicts how p ends and lists how obs differs (nothing: no
-// divergence). With crashes (workers were killed), the runs whose attempts
-// crashes spent end as the database says (CrashFacts), a step may have
-// been invoked more often than the model says and a run may have made
-// more attempts in the same retry epochs; nothing else may differ.
+// divergence). With crashes (workers were killed, services restarted), the
+// runs whose attempts crashes spent end as the database says (CrashFacts),
+// a step may have been invoked more often than the model says and a run
+// may have made more attempts in the same retry epochs; and a run that
+// faults delayed past its deadline ends by it, what it did before being
+// bounded, not counted. Nothing else may differ.
 func Check(p Program, obs Observed, crashes bool) (Prediction, []Diff) {
 	var facts CrashFacts
 	if crashes {
@@ -138,7 +140,10 @@ func Compare(p Program, pred Prediction, obs Observed, crashes bool) []Diff {
 		alts := pred.Ends[inst]
 		got, ok := obs.Runs[inst]
 		if !ok {
-			add("detached child %s: no run, model %s", inst, endsString(alts))
+			// A run cut short by its deadline may not have started it.
+			if !pred.Deadline {
+				add("detached child %s: no run, model %s", inst, endsString(alts))
+			}
 			continue
 		}
 		if !endMatches(alts, got) {
@@ -336,6 +341,10 @@ type Verdict struct {
 	Diffs  []Diff
 	Model  string
 	Engine string
+	// Lost, Capped and PastDeadline say how the prediction used what
+	// crashes decided (Prediction).
+	Lost, Capped int
+	PastDeadline bool
 }
 
 // Diverges reports whether the program differs from the model at all.
@@ -346,7 +355,8 @@ func Judge(ps []Program, obs []Observed, crashes bool) []Verdict {
 	out := make([]Verdict, len(ps))
 	for i, p := range ps {
 		pred, diffs := Check(p, obs[i], crashes)
-		out[i] = Verdict{Diffs: diffs, Model: DescribePrediction(pred), Engine: DescribeObserved(obs[i])}
+		out[i] = Verdict{Diffs: diffs, Model: DescribePrediction(pred), Engine: DescribeObserved(obs[i]),
+			Lost: len(pred.Lost), Capped: pred.Capped, PastDeadline: pred.PastDeadline}
 	}
 	return out
 }

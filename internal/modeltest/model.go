@@ -92,6 +92,13 @@ type Prediction struct {
 	// Lost lists the program keys of runs that ended by a crash (from the
 	// facts): what they and their descendants did is not predicted.
 	Lost []string
+	// Capped counts the runs that failed by their workflow's error once
+	// their attempts were spent, recoveries after crashes counted among
+	// them, so the model allows them no later retry epoch (from the
+	// facts); PastDeadline says the run ended by its deadline, which faults
+	// made it miss (from the facts).
+	Capped       int
+	PastDeadline bool
 }
 
 // End is how a run ends.
@@ -152,6 +159,12 @@ func (f CrashFacts) epochCap(inst string, maxAttempts int) int {
 		return e.Epoch
 	}
 	return 0
+}
+
+// pastDeadline reports whether p's run, which has a deadline, ended by it.
+func (f CrashFacts) pastDeadline(p Program) bool {
+	e, ok := f[p.Key]
+	return ok && p.DeadlineMS > 0 && e.Status == StatusFailed && e.Error == DeadlineError
 }
 
 // merr is an error as a workflow observes it.
@@ -247,6 +260,12 @@ func PredictWith(p Program, facts CrashFacts) Prediction {
 	if e.status == StatusCompleted {
 		pred.Output = e.out
 	}
+	if facts.pastDeadline(p) {
+		// Faults delayed the run past its (wall-clock) deadline: it was cut
+		// short there, somewhere before where the model ends it.
+		pred.Status, pred.Error, pred.Output, pred.Deadline = StatusFailed, DeadlineError, nil, true
+		pred.PastDeadline = e.status != StatusFailed || e.err != DeadlineError
+	}
 	sort.Strings(pred.Unchecked)
 	return pred
 }
@@ -272,6 +291,9 @@ func (pr *predictor) run(p *Program, inst string, maxAttempts int, hold string) 
 		return runEnd{status: StatusFailed, err: NormalizeMessage(e.Error), epochs: e.Epoch}
 	}
 	epochCap := pr.facts.epochCap(inst, maxAttempts)
+	if epochCap > 0 {
+		pr.pred.Capped++
+	}
 	r := &mrun{pr: pr, p: p, inst: inst, steps: map[string]*mstep{}, waits: map[string]*mwait{}, children: map[string]*mchild{},
 		events: map[string][]string{}, signalled: map[string]bool{}, hold: hold, started: map[string]bool{}}
 	var runNR []string
@@ -301,7 +323,7 @@ func (pr *predictor) run(p *Program, inst string, maxAttempts int, hold string) 
 		break
 	}
 	for _, d := range r.detached {
-		pr.detachedEnd(d, r.requested, end.deadline)
+		pr.detachedEnd(d, r.requested, p.DeadlineMS > 0)
 	}
 	return end
 }
@@ -315,8 +337,8 @@ func childMaxAttempts(rp *Retry) int {
 }
 
 // detachedEnd predicts the end of the detached child d once its parent
-// ended (cancelled: asked to cancel before; deadline: by its deadline,
-// which on a slow machine may come before the child started).
+// ended (cancelled: asked to cancel before; deadline: the parent has a
+// deadline, which on a slow machine may come before the child started).
 func (pr *predictor) detachedEnd(d detached, cancelled, deadline bool) {
 	cp := d.child.Program
 	cp.RunRetry = d.child.Retry

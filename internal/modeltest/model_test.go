@@ -367,6 +367,20 @@ func TestCheckCrashFacts(t *testing.T) {
 	if _, d := Check(q, failed, false); len(d) == 0 {
 		t.Fatal("the same without crashes is no divergence")
 	}
+
+	// Faults may delay a run with a deadline past it; only then.
+	late := Observed{Status: StatusFailed, Error: DeadlineError, Attempts: 1, Epoch: 1, Invocations: map[string]int{},
+		Runs: map[string]RunEnd{"q": {Status: StatusFailed, Error: DeadlineError, Attempts: 1, Epoch: 1}}}
+	if _, d := Check(q, late, true); len(d) == 0 {
+		t.Fatal("a run without a deadline failed by one")
+	}
+	q.DeadlineMS = DeadlineMS
+	if _, d := Check(q, late, true); len(d) != 0 {
+		t.Fatalf("a run delayed past its deadline by faults: %v", d)
+	}
+	if _, d := Check(q, late, false); len(d) == 0 {
+		t.Fatal("the same without faults is no divergence")
+	}
 }
 
 func TestNormalizeMessage(t *testing.T) {
