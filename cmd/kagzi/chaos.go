@@ -52,14 +52,15 @@ It prints
 With --model, the runs are instead random programs of the model test
 (internal/modeltest: sequences and Parallel groups of steps with scripted
 outcomes per attempt, retry policies, durable sleeps, event waits, child
-workflows, deadlines), 3000 unless --runs says otherwise, generated from
+workflows, deadlines, cancel requests, terminations, children left running
+under each parent-close policy), 3000 unless --runs says otherwise, generated from
 --seed (plus the checked-in regression cases with --regressions), under
 the same faults; each run's status, output or error and step invocations
 are checked against a reference model, and each divergence is shrunk to a
 minimal program (re-run through the engine, faults over) and printed with
 its seed. It then prints
 
-  chaos --model: N programs (seed S, R regression cases), N completed, N failed, 0 divergences, K worker kills
+  chaos --model: N programs (seed S, R regression cases), N completed, N failed, N cancelled, 0 divergences, K worker kills
 
 followed by one line per violation, and exits 1 on any violation (the
 working directory, with every process's log, is then kept). Progress goes
@@ -74,7 +75,6 @@ to stderr. See docs/BENCHMARKS.md.`,
 				return serveEmbeddedNATS(cmd, serveNATS)
 			}
 			o.Log = cmd.ErrOrStderr()
-			o.ShrinkKnown = true
 			if regPath != "" {
 				if !o.Model {
 					return usagef("--regressions needs --model")

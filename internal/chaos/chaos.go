@@ -126,9 +126,6 @@ type Options struct {
 	// ShrinkTries bounds the engine runs spent shrinking one divergence
 	// (default 60); ShrinkMax the divergences shrunk (default 5).
 	ShrinkTries, ShrinkMax int
-	// ShrinkKnown also shrinks one divergence of each kind that known
-	// issues explain (new ones are always shrunk first).
-	ShrinkKnown bool
 	// NoFaults kills and restarts nothing (the model test of `make test`).
 	NoFaults bool
 	// DatabaseURL and NATSURL, if set, are a migrated database and a NATS

@@ -154,12 +154,8 @@ func (r *Report) Failed() bool { return len(r.Violations) > 0 }
 // Summary is the report's first line.
 func (r *Report) Summary() string {
 	if m := r.Model; m != nil {
-		known := 0
-		for _, n := range m.Known {
-			known += n
-		}
-		return fmt.Sprintf("chaos --model: %d programs (seed %d, %d regression cases), %d completed, %d failed, %d divergences (%d explained by known issues), %d worker kills",
-			m.Programs, m.Seed, m.Regressions, m.Completed, m.Failed, len(m.Divergences), known, m.Kills)
+		return fmt.Sprintf("chaos --model: %d programs (seed %d, %d regression cases), %d completed, %d failed, %d cancelled, %d divergences, %d worker kills",
+			m.Programs, m.Seed, m.Regressions, m.Completed, m.Failed, m.Cancelled, len(m.Divergences), m.Kills)
 	}
 	return fmt.Sprintf("chaos: %d runs, %d completed, %d lost, %d duplicate results, max recovery %d ms",
 		r.Runs, r.Completed, r.Lost, r.DuplicateResults, r.MaxRecovery.Milliseconds())
@@ -203,18 +199,13 @@ func (r *Report) Details() []string {
 	if m := r.Model; m != nil {
 		out := []string{fmt.Sprintf("model: %d child runs, %d step invocations; runs took %.1f s; %d runs spent shrinking",
 			m.ChildRuns, m.Invocations, m.RunPhase.Seconds(), m.ShrinkRuns)}
-		issues := make([]string, 0, len(m.Known))
-		for k := range m.Known {
-			issues = append(issues, k)
+		if m.Kills > 0 || m.LostRuns+m.CappedRuns+m.PastDeadline > 0 {
+			out = append(out, fmt.Sprintf("model: ends crashes decided: %d runs failed by a crash with their attempts spent, "+
+				"%d failed by their workflow with recoveries among their spent attempts, %d programs delayed past their deadline",
+				m.LostRuns, m.CappedRuns, m.PastDeadline))
 		}
-		sort.Strings(issues)
-		for _, k := range issues {
-			out = append(out, fmt.Sprintf("known issue %s: %d programs", k, m.Known[k]))
-		}
-		for _, dv := range m.Divergences {
-			if len(dv.Known) > 0 && dv.Minimal.Key != dv.Program.Key {
-				out = append(out, strings.TrimRight(dv.Describe(), "\n"))
-			}
+		if len(m.Ops) > 0 {
+			out = append(out, "model ops: "+countsString(m.Ops)+"; detached children: "+countsString(m.Policies))
 		}
 		return out
 	}
@@ -726,4 +717,18 @@ func checkSchedule(rep *Report, sd *ScheduleData, outages []Window) {
 		}
 		rep.add(VScheduleMissed, "fire time %s did not fire (outside the Postgres outage)", fmtTime(&t))
 	}
+}
+
+// countsString prints counts by name, names sorted.
+func countsString(m map[string]int) string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, k := range names {
+		parts[i] = fmt.Sprintf("%d %s", m[k], k)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -6,8 +6,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,16 +23,23 @@ const VModel = "model-divergence"
 // ModelReport is the outcome of a model run (Options.Model).
 type ModelReport struct {
 	Seed uint64
-	// Programs were run (Regressions of them regression cases); Completed
-	// and Failed say how they ended.
-	Programs, Regressions, Completed, Failed int
+	// Programs were run (Regressions of them regression cases); Completed,
+	// Failed and Cancelled say how they ended.
+	Programs, Regressions, Completed, Failed, Cancelled int
 	// ChildRuns and Invocations count what the programs made.
 	ChildRuns, Invocations int
-	// Divergences are every program that differs from the model; Known
-	// counts those a known issue explains, by issue (they are reported,
-	// not violations).
+	// Ops counts the programs' ops by kind (children's programs included),
+	// Policies the detached children by parent-close policy.
+	Ops, Policies map[string]int
+	// Divergences are every program that differs from the model (each
+	// one a violation).
 	Divergences []modeltest.Divergence
-	Known       map[string]int
+	// LostRuns counts the runs failed by a crash once their attempts were
+	// spent, CappedRuns those failed by their workflow's error once their
+	// attempts were spent with recoveries among them, PastDeadline the
+	// programs that faults delayed past their deadline: the ends the model
+	// took from the database.
+	LostRuns, CappedRuns, PastDeadline int
 	// ShrinkRuns counts the engine runs spent shrinking.
 	ShrinkRuns int
 	// Kills counts worker SIGKILLs.
@@ -62,7 +67,7 @@ func inlineRetry(slot string) string {
 // NoFaults), checks each against the model and shrinks divergences.
 func (h *harness) modelScenario(ctx, cleanup context.Context) *Report {
 	o := h.o
-	mr := &ModelReport{Seed: o.Seed, Known: map[string]int{}}
+	mr := &ModelReport{Seed: o.Seed}
 	rep := &Report{Model: mr}
 	d := &driver.Driver{Client: h.cl, Store: h.st, NC: h.nc, Namespace: Namespace, NATSURL: h.natsURL,
 		Invocations: func() ([]modeltest.Invocation, error) { return modeltest.ReadLogs(h.dir) },
@@ -81,6 +86,10 @@ func (h *harness) modelScenario(ctx, cleanup context.Context) *Report {
 		ps = append(ps, p.WithKey("reg-"+strconv.Itoa(i)))
 	}
 	mr.Programs, mr.Regressions = len(ps), len(o.Regressions)
+	mr.Ops, mr.Policies = map[string]int{}, map[string]int{}
+	for _, p := range ps {
+		countOpKinds(p.Ops, mr.Ops, mr.Policies)
+	}
 
 	h.t0ns.Store(time.Now().UnixNano())
 	began := time.Now()
@@ -113,27 +122,23 @@ func (h *harness) modelScenario(ctx, cleanup context.Context) *Report {
 	}
 	crashes := !o.NoFaults
 	verdicts := modeltest.Judge(ps, obs, crashes)
-	killed := map[int]bool{}
-	h.mu.Lock()
-	for _, k := range h.kills {
-		killed[k.PID] = true
-	}
-	h.mu.Unlock()
-	for i := range verdicts {
-		if v := &verdicts[i]; v.Diverges() && !v.Explained && (touched(obs[i], killed) || obs[i].Attempts > modeltest.Predict(ps[i]).Attempts) {
-			v.Known = append(v.Known, modeltest.IssueCrashAttempt)
-		}
-	}
 	var divs []modeltest.Divergence
 	for i, p := range ps {
 		switch obs[i].Status {
 		case modeltest.StatusCompleted:
 			mr.Completed++
+		case modeltest.StatusCancelled:
+			mr.Cancelled++
 		default:
 			mr.Failed++
 		}
 		for _, n := range obs[i].ChildRuns {
 			mr.ChildRuns += n
+		}
+		mr.LostRuns += verdicts[i].Lost
+		mr.CappedRuns += verdicts[i].Capped
+		if verdicts[i].PastDeadline {
+			mr.PastDeadline++
 		}
 		for _, n := range obs[i].Invocations {
 			mr.Invocations += n
@@ -144,26 +149,14 @@ func (h *harness) modelScenario(ctx, cleanup context.Context) *Report {
 				idx = -1
 			}
 			divs = append(divs, modeltest.Divergence{Seed: o.Seed, Index: idx, Program: p, Minimal: p, Diffs: v.Diffs,
-				Known: v.Known, Model: v.Model, Engine: v.Engine})
+				Model: v.Model, Engine: v.Engine})
 		}
 	}
-	// New divergences are shrunk first, then one of each known kind.
-	sort.SliceStable(divs, func(i, j int) bool { return len(divs[i].Known) == 0 && len(divs[j].Known) > 0 })
-	shrunk, kinds := 0, map[string]bool{}
 	for i := range divs {
-		kind := strings.Join(divs[i].Known, ",")
-		if shrunk < o.ShrinkMax && (kind == "" || (o.ShrinkKnown && !kinds[kind])) {
-			kinds[kind] = true
-			shrunk++
+		if i < o.ShrinkMax {
 			mr.ShrinkRuns += h.shrink(ctx, d, &divs[i])
 		}
-		if len(divs[i].Known) == 0 {
-			rep.add(VModel, "%s", strings.TrimRight(divs[i].Describe(), "\n"))
-		} else {
-			for _, k := range divs[i].Known {
-				mr.Known[k]++
-			}
-		}
+		rep.add(VModel, "%s", strings.TrimRight(divs[i].Describe(), "\n"))
 	}
 	mr.Divergences = divs
 	if len(divs) > 0 && (!o.NoFaults || rep.Failed()) {
@@ -189,28 +182,10 @@ func (h *harness) modelScenario(ctx, cleanup context.Context) *Report {
 	return rep
 }
 
-// touched reports whether a killed worker executed a run of the program,
-// or a run of it was taken back from a lost worker.
-func touched(o modeltest.Observed, killed map[int]bool) bool {
-	for pid := range o.PIDs {
-		if killed[pid] {
-			return true
-		}
-	}
-	return lostWorker.MatchString(o.Error) || lostWorker.Match(o.Output)
-}
-
-// lostWorker matches the error the reaper records on a run it takes back.
-var lostWorker = regexp.MustCompile(`worker [0-9a-f-]{36} lost`)
-
 // shrink reduces a divergence to a minimal program, running candidates
 // through the engine (faults are over by now). It returns the runs spent.
 func (h *harness) shrink(ctx context.Context, d *driver.Driver, dv *modeltest.Divergence) int {
-	// A candidate fails the same way: it diverges, newly if the original
-	// did, else explained by the same issues.
-	same := func(v modeltest.Verdict) bool {
-		return v.Diverges() && strings.Join(v.Known, ",") == strings.Join(dv.Known, ",")
-	}
+	same := func(v modeltest.Verdict) bool { return v.Diverges() }
 	test := func(ps []modeltest.Program) []bool {
 		vs, err := d.Try(ctx, ps, false)
 		out := make([]bool, len(ps))
@@ -233,6 +208,20 @@ func (h *harness) shrink(ctx context.Context, d *driver.Driver, dv *modeltest.Di
 	}
 	h.logf("model: shrank %s to %d ops in %d runs", dv.Program.Key, countOps(dv.Minimal.Ops), n)
 	return n + 2
+}
+
+// countOpKinds adds the ops of ops (and of their children's programs) to
+// kinds, by kind, and the detached children to policies, by policy.
+func countOpKinds(ops []modeltest.Op, kinds, policies map[string]int) {
+	modeltest.Walk(ops, func(op *modeltest.Op) {
+		kinds[op.Kind]++
+		for _, c := range op.Children {
+			if op.Kind == modeltest.KindDetach {
+				policies[c.Policy]++
+			}
+			countOpKinds(c.Program.Ops, kinds, policies)
+		}
+	})
 }
 
 func countOps(ops []modeltest.Op) int {

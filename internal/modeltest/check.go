@@ -15,8 +15,8 @@ type Observed struct {
 	Status string
 	Error  string
 	Output json.RawMessage
-	// Attempts is the run's attempt count.
-	Attempts int
+	// Attempts is the run's attempt count, Epoch its retry epoch.
+	Attempts, Epoch int
 	// Invocations counts step function invocations by
 	// "<program key>/<step id>", over the run and all its child runs.
 	Invocations map[string]int
@@ -25,21 +25,39 @@ type Observed struct {
 	Completed map[string]int
 	// ChildRuns counts the child runs per child program key.
 	ChildRuns map[string]int
-	// PIDs are the processes that executed the program's runs.
-	PIDs map[int]bool
+	// Runs are the ends of the run and its descendants, by instance
+	// (RunInstance; the run itself under the program's key).
+	Runs map[string]RunEnd
+	// Executions is the highest ctx.Attempt() an execution of each run saw,
+	// by instance.
+	Executions map[string]int
 }
 
-// Compare lists how obs differs from pred (nothing: no divergence). With
-// crashes (workers were killed), a step may have been invoked more often
-// than the model says and a run may have been tried more often, but never
-// less.
+// Check predicts how p ends and lists how obs differs (nothing: no
+// divergence). With crashes (workers were killed, services restarted), the
+// runs whose attempts crashes spent end as the database says (CrashFacts),
+// a step may have been invoked more often than the model says and a run
+// may have made more attempts in the same retry epochs; and a run that
+// faults delayed past its deadline ends by it, what it did before being
+// bounded, not counted. Nothing else may differ.
+func Check(p Program, obs Observed, crashes bool) (Prediction, []Diff) {
+	var facts CrashFacts
+	if crashes {
+		facts = CrashFacts(obs.Runs)
+	}
+	pred := PredictWith(p, facts)
+	return pred, Compare(p, pred, obs, crashes)
+}
+
+// Compare lists how obs differs from pred (nothing: no divergence); see
+// Check.
 func Compare(p Program, pred Prediction, obs Observed, crashes bool) []Diff {
 	var d []Diff
 	add := func(format string, args ...any) { d = append(d, Diff{Msg: fmt.Sprintf(format, args...)}) }
 	if obs.Status != pred.Status {
 		add("status %s, model %s", obs.Status, pred.Status)
 	}
-	if pred.Status == StatusFailed && obs.Status == StatusFailed {
+	if pred.Status != StatusCompleted && obs.Status == pred.Status {
 		if got := NormalizeMessage(obs.Error); got != pred.Error {
 			add("error %q, model %q", got, pred.Error)
 		}
@@ -52,10 +70,19 @@ func Compare(p Program, pred Prediction, obs Observed, crashes bool) []Diff {
 		unchecked[id] = true
 	}
 	stepOf := func(k string) string { return k[strings.LastIndexByte(k, '/')+1:] }
+	// A crash may have ended a run early: its steps and children, and
+	// those of its descendants, are bounded from below only.
+	lostUnder := func(k string) bool {
+		for _, l := range pred.Lost {
+			if k == l || strings.HasPrefix(k, l+".") || strings.HasPrefix(k, l+"/") {
+				return true
+			}
+		}
+		return false
+	}
 	// A run the model says ends by its deadline may be cut short earlier
 	// on a slow machine or when recoveries delay it: its ops before the
 	// deadline's sleep are bounded, not counted exactly.
-	exactCounts := !crashes && !pred.Deadline
 	keys := map[string]bool{}
 	for k := range pred.Invocations {
 		keys[k] = true
@@ -72,7 +99,9 @@ func Compare(p Program, pred Prediction, obs Observed, crashes bool) []Diff {
 		case got == want:
 		case pred.Deadline && crashes:
 		case pred.Deadline && got < want:
-		case exactCounts || got < want:
+		case pred.AtMost[k] && (crashes || got < want):
+		case (crashes || lostUnder(k)) && got > want:
+		default:
 			add("step %s invoked %d times, model %d", k, got, want)
 		}
 	}
@@ -81,9 +110,17 @@ func Compare(p Program, pred Prediction, obs Observed, crashes bool) []Diff {
 			add("step %s has %d completed attempts", k, n)
 		}
 	}
-	if !crashes || obs.Attempts < pred.Attempts {
-		if obs.Attempts != pred.Attempts && !pred.Deadline {
-			add("%d run attempts, model %d", obs.Attempts, pred.Attempts)
+	if !pred.Deadline {
+		if obs.Epoch != pred.Attempts {
+			add("%d run attempts (retry epochs), model %d", obs.Epoch, pred.Attempts)
+		}
+		if obs.Attempts != obs.Epoch && !crashes {
+			add("%d run attempts counted in %d retry epochs", obs.Attempts, obs.Epoch)
+		}
+	}
+	for _, inst := range sortedInts(obs.Executions) {
+		if e, ok := obs.Runs[inst]; ok && obs.Executions[inst] > e.Epoch {
+			add("run %s executed as attempt %d, in %d retry epochs", inst, obs.Executions[inst], e.Epoch)
 		}
 	}
 	ck := map[string]bool{}
@@ -95,11 +132,78 @@ func Compare(p Program, pred Prediction, obs Observed, crashes bool) []Diff {
 	}
 	for _, k := range sortedKeys(ck) {
 		want, got := pred.Children[k], obs.ChildRuns[k]
-		if got != want && (!crashes || got < want) && !pred.Deadline {
+		if got != want && !pred.Deadline && !(lostUnder(k) && got > want) {
 			add("child %s: %d child runs, model %d", k, got, want)
 		}
 	}
+	for _, inst := range sortedEnds(pred.Ends) {
+		alts := pred.Ends[inst]
+		got, ok := obs.Runs[inst]
+		if !ok {
+			// A run cut short by its deadline may not have started it.
+			if !pred.Deadline {
+				add("detached child %s: no run, model %s", inst, endsString(alts))
+			}
+			continue
+		}
+		if !endMatches(alts, got) {
+			add("detached child %s: %s, model %s", inst, DescribeEnd(got), endsString(alts))
+		}
+	}
 	return d
+}
+
+func sortedInts(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sortedEnds(m map[string][]End) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// endMatches reports whether got is one of alts.
+func endMatches(alts []End, got RunEnd) bool {
+	for _, e := range alts {
+		if e.Status != got.Status {
+			continue
+		}
+		if e.Status != StatusCompleted {
+			if NormalizeMessage(got.Error) == e.Error {
+				return true
+			}
+			continue
+		}
+		if len(compareOutput(Prediction{Output: e.Output}, got.Output)) == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func endsString(alts []End) string {
+	var s []string
+	for _, e := range alts {
+		s = append(s, e.String())
+	}
+	return strings.Join(s, " or ")
+}
+
+// DescribeEnd summarises a run's end.
+func DescribeEnd(e RunEnd) string {
+	if e.Status == StatusCompleted {
+		return "COMPLETED " + string(e.Output)
+	}
+	return fmt.Sprintf("%s %q", e.Status, NormalizeMessage(e.Error))
 }
 
 func sortedKeys(m map[string]bool) []string {
@@ -140,7 +244,7 @@ func compareOutput(pred Prediction, out json.RawMessage) []Diff {
 		case !okw:
 			d = append(d, Diff{Msg: fmt.Sprintf("op %s observed %s, model: not reached", id, obsString(g))})
 		case !obsEqual(w, g):
-			d = append(d, Diff{Msg: fmt.Sprintf("op %s observed %s, model %s", id, obsString(g), obsString(w)), Known: knownObsDiff(w, g)})
+			d = append(d, Diff{Msg: fmt.Sprintf("op %s observed %s, model %s", id, obsString(g), obsString(w))})
 		}
 	}
 	return d
@@ -149,140 +253,9 @@ func compareOutput(pred Prediction, out json.RawMessage) []Diff {
 // Diff is one difference between the engine's outcome and the model's.
 type Diff struct {
 	Msg string
-	// Known names the known issue that explains it ("" if none does).
-	Known string
 }
 
-func (d Diff) String() string {
-	if d.Known != "" {
-		return d.Msg + " [known: " + d.Known + "]"
-	}
-	return d.Msg
-}
-
-// Known divergences of the engine: the model says what a user of a
-// durable engine relies on, the engine does otherwise. Each is reported,
-// with its count, but does not fail the test; any other divergence does.
-const (
-	// IssueNRLost: a step failure that was final is returned again on
-	// replay as a *workflow.StepError without its workflow.NonRetryable
-	// mark (the delivered step carries no such field), so whether the
-	// workflow sees the mark — and whether a run that returns it is retried
-	// — depends on whether the run was suspended (or its worker crashed)
-	// between the failure and the use of the error.
-	IssueNRLost = "nonretryable-mark-lost-on-replay"
-	// IssueTimeoutType: a step attempt that timed out fails with
-	// context.DeadlineExceeded, which is no workflow.TypedError; replayed,
-	// it is a *workflow.StepError, which is. workflow.ErrorType of errors
-	// joined with it (Parallel CollectAll, ChildAll) names the first typed
-	// error, so it changes between the execution that ran the step and a
-	// replay.
-	IssueTimeoutType = "timeout-typed-only-on-replay"
-	// IssueCrashAttempt: the reaper takes a run back from a worker that
-	// died (or whose lease expired) as a new run attempt, with the run's
-	// backoff, and fails it once the run's policy's attempts are spent
-	// ("worker <id> lost"). A crash thus fails a run that allows one
-	// attempt, and the new attempt gives failed steps a fresh budget,
-	// waits again for timed-out events and starts failed children again:
-	// a crash changes the outcome. Only a run a killed worker touched can
-	// diverge this way (kagzi chaos --model).
-	IssueCrashAttempt = "crash-recovery-is-a-run-attempt"
-)
-
-// KnownIssues lists the known divergences with their quirks.
-var KnownIssues = []struct {
-	ID     string
-	Quirks Quirks
-}{
-	{IssueNRLost, Quirks{LoseNR: true}},
-	{IssueTimeoutType, Quirks{TypedTimeouts: true}},
-}
-
-// knownObsDiff names the known issues that explain an op observed g where
-// the model says w ("" if none does): the two are equal once the
-// non-retryable marks are dropped, or the types of errors that hold a step
-// timeout, or both — in the observation and in the records of children it
-// holds.
-func knownObsDiff(w, g Obs) string {
-	for _, c := range []struct {
-		nr, timeout bool
-		issue       string
-	}{
-		{true, false, IssueNRLost},
-		{false, true, IssueTimeoutType},
-		{true, true, IssueNRLost + "," + IssueTimeoutType},
-	} {
-		if reflect.DeepEqual(canon(w, c.nr, c.timeout), canon(g, c.nr, c.timeout)) {
-			return c.issue
-		}
-	}
-	return ""
-}
-
-// canon decodes an observation for knownObsDiff, dropping non-retryable
-// marks (nr) and the types of errors that hold a step timeout (timeout).
-func canon(o Obs, nr, timeout bool) any {
-	b, _ := json.Marshal(o)
-	var v any
-	_ = json.Unmarshal(b, &v)
-	var walk func(any) any
-	walk = func(v any) any {
-		switch x := v.(type) {
-		case map[string]any:
-			if nr {
-				delete(x, "nr")
-			}
-			if e, ok := x["err"].(string); ok && timeout && strings.Contains(e, "context deadline exceeded") {
-				delete(x, "type")
-			}
-			for k, y := range x {
-				x[k] = walk(y)
-			}
-		case []any:
-			for i, y := range x {
-				x[i] = walk(y)
-			}
-		}
-		return v
-	}
-	return walk(v)
-}
-
-// Explain returns the known issues that explain every difference of p's
-// outcome obs from the model's — under the model, or under the quirks of
-// every issue at once — or ok false if some difference is new.
-func Explain(p Program, obs Observed, crashes bool) (issues []string, ok bool) {
-	try := func(d []Diff) ([]string, bool) {
-		set := map[string]bool{}
-		for _, x := range d {
-			if x.Known == "" {
-				return nil, false
-			}
-			for _, k := range strings.Split(x.Known, ",") {
-				set[k] = true
-			}
-		}
-		return sortedKeys(set), true
-	}
-	if is, ok := try(Compare(p, Predict(p), obs, crashes)); ok {
-		return is, true
-	}
-	var all Quirks
-	for _, k := range KnownIssues {
-		all.LoseNR = all.LoseNR || k.Quirks.LoseNR
-		all.TypedTimeouts = all.TypedTimeouts || k.Quirks.TypedTimeouts
-	}
-	if is, ok := try(Compare(p, PredictWith(p, all), obs, crashes)); ok {
-		if len(is) == 0 {
-			// Explained by the quirks alone; name them.
-			for _, k := range KnownIssues {
-				is = append(is, k.ID)
-			}
-		}
-		return is, true
-	}
-	return nil, false
-}
+func (d Diff) String() string { return d.Msg }
 
 func obsEqual(a, b Obs) bool {
 	return a.Err == b.Err && a.Type == b.Type && a.NR == b.NR && JSONEqual(a.V, b.V)
@@ -328,8 +301,6 @@ type Divergence struct {
 	Program, Minimal Program
 	// Diffs are the differences of Minimal (of Program until shrunk).
 	Diffs []Diff
-	// Known lists the known issues that explain it (empty: a new one).
-	Known []string
 	// Model and Engine describe both outcomes of Minimal.
 	Model, Engine string
 }
@@ -337,11 +308,7 @@ type Divergence struct {
 // Describe prints d for a report.
 func (d Divergence) Describe() string {
 	var b strings.Builder
-	what := "divergence"
-	if len(d.Known) > 0 {
-		what = "known divergence (" + strings.Join(d.Known, ", ") + ")"
-	}
-	fmt.Fprintf(&b, "%s: seed %d program %d (%s)\n", what, d.Seed, d.Index, d.Program.Key)
+	fmt.Fprintf(&b, "divergence: seed %d program %d (%s)\n", d.Seed, d.Index, d.Program.Key)
 	fmt.Fprintf(&b, "  minimal program: %s\n", d.Minimal)
 	fmt.Fprintf(&b, "  model:  %s\n", d.Model)
 	fmt.Fprintf(&b, "  engine: %s\n", d.Engine)
@@ -353,8 +320,8 @@ func (d Divergence) Describe() string {
 
 // DescribePrediction summarises a prediction.
 func DescribePrediction(p Prediction) string {
-	if p.Status == StatusFailed {
-		return fmt.Sprintf("FAILED %q after %d attempts", p.Error, p.Attempts)
+	if p.Status != StatusCompleted {
+		return fmt.Sprintf("%s %q after %d attempts", p.Status, p.Error, p.Attempts)
 	}
 	out, _ := json.Marshal(p.Output)
 	return fmt.Sprintf("COMPLETED %s after %d attempts", out, p.Attempts)
@@ -362,20 +329,22 @@ func DescribePrediction(p Prediction) string {
 
 // DescribeObserved summarises an engine outcome.
 func DescribeObserved(o Observed) string {
+	what := fmt.Sprintf("%s %q", o.Status, NormalizeMessage(o.Error))
 	if o.Status == StatusCompleted {
-		return fmt.Sprintf("COMPLETED %s after %d attempts", o.Output, o.Attempts)
+		what = "COMPLETED " + string(o.Output)
 	}
-	return fmt.Sprintf("%s %q after %d attempts", o.Status, NormalizeMessage(o.Error), o.Attempts)
+	return fmt.Sprintf("%s after %d attempts (%d retry epochs)", what, o.Attempts, o.Epoch)
 }
 
 // Verdict is how one program's run compares with the model.
 type Verdict struct {
-	Diffs []Diff
-	// Explained: every difference is one of KnownIssues (Known).
-	Explained bool
-	Known     []string
-	Model     string
-	Engine    string
+	Diffs  []Diff
+	Model  string
+	Engine string
+	// Lost, Capped and PastDeadline say how the prediction used what
+	// crashes decided (Prediction).
+	Lost, Capped int
+	PastDeadline bool
 }
 
 // Diverges reports whether the program differs from the model at all.
@@ -385,12 +354,9 @@ func (v Verdict) Diverges() bool { return len(v.Diffs) > 0 }
 func Judge(ps []Program, obs []Observed, crashes bool) []Verdict {
 	out := make([]Verdict, len(ps))
 	for i, p := range ps {
-		pred := Predict(p)
-		v := Verdict{Diffs: Compare(p, pred, obs[i], crashes), Model: DescribePrediction(pred), Engine: DescribeObserved(obs[i])}
-		if len(v.Diffs) > 0 {
-			v.Known, v.Explained = Explain(p, obs[i], crashes)
-		}
-		out[i] = v
+		pred, diffs := Check(p, obs[i], crashes)
+		out[i] = Verdict{Diffs: diffs, Model: DescribePrediction(pred), Engine: DescribeObserved(obs[i]),
+			Lost: len(pred.Lost), Capped: pred.Capped, PastDeadline: pred.PastDeadline}
 	}
 	return out
 }

@@ -24,7 +24,7 @@ func ProgramKey(seed uint64, i int) string { return fmt.Sprintf("p%d-%d", seed, 
 func Generate(seed uint64, i int) Program {
 	g := &gen{rng: rand.New(rand.NewPCG(seed, uint64(i)+0x5eed))}
 	p := Program{Key: ProgramKey(seed, i)}
-	p.Ops = g.seq(0, 1+g.rng.IntN(6), genFlags{waits: true, children: true, parallel: true})
+	p.Ops = g.seq(0, 1+g.rng.IntN(6), genFlags{waits: true, children: true, parallel: true, program: true})
 	if g.chance(0.5) {
 		p.RunRetry = &Retry{MaxAttempts: 2 + g.rng.IntN(2), IntervalMS: 5 + g.rng.IntN(26)}
 		if g.chance(0.2) {
@@ -64,9 +64,11 @@ type gen struct {
 
 type genFlags struct {
 	waits, children, parallel bool
-	// returns: ops may return their errors (false: every op handles).
+	// program: the sequence is a program's own (not a Parallel branch's):
+	// it may be cancelled or terminated, and detach children.
+	program bool
+	// noReturn: every op handles its error.
 	noReturn bool
-	depth    int
 }
 
 func (g *gen) chance(p float64) bool { return g.rng.Float64() < p }
@@ -88,9 +90,20 @@ func (g *gen) seq(depth, n int, f genFlags) []Op {
 	var ops []Op
 	// Event names of this sequence whose event may still be unconsumed.
 	var names []string
+	// cancelled: a cancel op came before; what follows does nothing new
+	// (steps, sleeps, waits and children keep it simple to predict).
+	cancelled := false
 	for len(ops) < n {
 		r := g.rng.Float64()
 		switch {
+		case r < 0.05 && f.program && !cancelled:
+			ops = append(ops, g.cancel(f))
+			cancelled = true
+		case r < 0.08 && f.program:
+			// Nothing after a termination runs.
+			return append(ops, g.terminate())
+		case r < 0.14 && f.program && !cancelled && depth < 2:
+			ops = append(ops, g.detach())
 		case r < 0.45:
 			ops = append(ops, g.step(f))
 		case r < 0.55:
@@ -101,13 +114,57 @@ func (g *gen) seq(depth, n int, f genFlags) []Op {
 			ops = append(ops, op)
 		case r < 0.84 && f.children && depth < 2:
 			ops = append(ops, g.children(depth, f))
-		case r >= 0.84 && f.parallel && depth == 0:
+		case r >= 0.84 && f.parallel && depth == 0 && !cancelled:
 			ops = append(ops, g.parallel(depth, f))
 		default:
 			ops = append(ops, g.step(f))
 		}
 	}
 	return ops
+}
+
+// cancel is a cancel op with a cleanup step, most often.
+func (g *gen) cancel(f genFlags) Op {
+	op := Op{Kind: KindCancel, ID: g.id("x"), OnErr: g.onErr(f)}
+	op.Name = "x" + op.ID[1:]
+	if g.chance(0.8) {
+		c := g.step(f)
+		op.Cleanup = &c
+	}
+	return op
+}
+
+func (g *gen) terminate() Op {
+	op := Op{Kind: KindTerminate, ID: g.id("t")}
+	op.Name = "t" + op.ID[1:]
+	return op
+}
+
+// detach starts one to three children under random parent-close policies;
+// each holds, then runs a cleanup step and maybe a step or two.
+func (g *gen) detach() Op {
+	op := Op{Kind: KindDetach, ID: g.id("d")}
+	op.Name = "held-" + op.ID
+	n := 1 + g.rng.IntN(3)
+	policies := []string{PolicyTerminate, PolicyRequestCancel, PolicyAbandon}
+	for i := 0; i < n; i++ {
+		id := op.ID + "-" + strconv.Itoa(i)
+		hold := Op{Kind: KindHold, ID: g.id("h"), OnErr: g.onErr(genFlags{})}
+		hold.Name = "h" + hold.ID[1:]
+		hold.Payload = "released-" + hold.ID
+		if g.chance(0.8) {
+			c := g.step(genFlags{})
+			hold.Cleanup = &c
+		}
+		ops := []Op{hold}
+		for k := g.rng.IntN(3); k > 0; k-- {
+			ops = append(ops, g.step(genFlags{}))
+		}
+		c := Child{ID: id, Program: Program{Ops: ops}, Policy: policies[g.rng.IntN(len(policies))],
+			Retry: &Retry{MaxAttempts: 1 + g.rng.IntN(2), IntervalMS: 5 + g.rng.IntN(16)}}
+		op.Children = append(op.Children, c)
+	}
+	return op
 }
 
 func (g *gen) step(f genFlags) Op {
@@ -180,7 +237,7 @@ func (g *gen) children(depth int, f genFlags) Op {
 	n := 1 + g.rng.IntN(3)
 	for i := 0; i < n; i++ {
 		id := op.ID + "-" + strconv.Itoa(i)
-		cp := Program{Ops: g.seq(depth+1, 1+g.rng.IntN(3), genFlags{children: true})}
+		cp := Program{Ops: g.seq(depth+1, 1+g.rng.IntN(3), genFlags{children: true, program: true})}
 		c := Child{ID: id, Program: cp, Retry: &Retry{MaxAttempts: 1 + g.rng.IntN(2), IntervalMS: 5 + g.rng.IntN(16)}}
 		op.Children = append(op.Children, c)
 	}

@@ -62,8 +62,7 @@ type exec struct {
 
 func (in *interpreter) run(ctx workflow.Context, p Program) (Record, error) {
 	x := &exec{in: in, p: &p, runID: ctx.RunID().String(), rec: Record{}, waitN: map[string]int{}}
-	// Which processes executed the run: a crash can only change the
-	// outcome of a run that one of them held.
+	// The attempt each execution saw: a crash must not make it grow.
 	in.log.Invoked(p.Key, x.runID, ExecutionID, ctx.Attempt())
 	if err := x.ops(ctx, p.Ops); err != nil {
 		return nil, err
@@ -91,7 +90,7 @@ func (x *exec) ops(ctx workflow.Context, ops []Op) error {
 		case KindSleep:
 			err = workflow.Sleep(ctx, op.ID, time.Duration(op.MS)*time.Millisecond)
 			if err != nil {
-				// Only a cancelled Parallel branch gets here.
+				// Only a cancelled run or Parallel branch gets here.
 				return err
 			}
 		case KindWait:
@@ -100,6 +99,14 @@ func (x *exec) ops(ctx workflow.Context, ops []Op) error {
 			err = x.children(ctx, op)
 		case KindParallel:
 			err = x.parallel(ctx, op)
+		case KindCancel:
+			err = x.hold(ctx, op, Signal{Send: SendCancel})
+		case KindTerminate:
+			err = x.hold(ctx, op, Signal{Send: SendTerminate, Reason: TerminateReason(op.ID)})
+		case KindHold:
+			err = x.hold(ctx, op, Signal{Send: SendHold, Payload: op.Payload})
+		case KindDetach:
+			err = x.detach(ctx, op)
 		default:
 			return workflow.NonRetryable(fmt.Errorf("modeltest: unknown op kind %q", op.Kind))
 		}
@@ -164,16 +171,19 @@ func (x *exec) wait(ctx workflow.Context, op *Op) error {
 	x.waitN[op.Name]++
 	stepID := eventStepID(op.Name, x.waitN[op.Name])
 	x.mu.Unlock()
+	sig := Signal{StepID: stepID, Name: op.Name, Payload: op.Payload, Send: op.Send}
 	if op.Send == SendBefore || op.Send == SendDuring {
-		if err := x.signal(ctx, op, stepID); err != nil {
+		if err := x.signal(ctx, op, sig); err != nil {
+			// A cancelled run: the signal step would be new.
+			x.record(op.ID, errObs(err))
 			return err
 		}
 	}
 	timeout := time.Duration(op.TimeoutMS) * time.Millisecond
 	v, err := workflow.WaitForEvent[string](ctx, op.Name, timeout)
 	if op.Send == SendAfter {
-		if serr := x.signal(ctx, op, stepID); serr != nil {
-			return serr
+		if serr := x.signal(ctx, op, sig); serr != nil && err == nil {
+			err = serr
 		}
 	}
 	if err != nil {
@@ -236,9 +246,78 @@ func (x *exec) parallel(ctx workflow.Context, op *Op) error {
 	return nil
 }
 
+// hold runs a cancel, terminate or hold op: a signal step asks the driver
+// to act (sig) once the run waits for the event op.Name, which nobody but
+// the driver of a hold sends; then the op's cleanup step runs with
+// workflow.WithoutCancel, whatever the wait returned. The wait's error
+// (the cancellation) is the op's, unless the cleanup step returns one.
+func (x *exec) hold(ctx workflow.Context, op *Op, sig Signal) error {
+	x.mu.Lock()
+	x.waitN[op.Name]++
+	sig.StepID = eventStepID(op.Name, x.waitN[op.Name])
+	x.mu.Unlock()
+	sig.Name = op.Name
+	err := x.signal(ctx, op, sig)
+	var v string
+	if err == nil {
+		v, err = workflow.WaitForEvent[string](ctx, op.Name, HoldTimeoutMS*time.Millisecond)
+	}
+	if err != nil {
+		x.record(op.ID, errObs(err))
+	} else {
+		x.record(op.ID, Obs{V: stringJSON(v)})
+	}
+	if op.Cleanup != nil {
+		if cerr := x.step(workflow.WithoutCancel(ctx), op.Cleanup); cerr != nil && op.Cleanup.OnErr == OnErrReturn {
+			return cerr
+		}
+	}
+	return err
+}
+
+// detach starts the op's children with their parent-close policies and
+// goes on, without waiting for them, once the driver says every one holds
+// (their hold ops wait).
+func (x *exec) detach(ctx workflow.Context, op *Op) error {
+	x.mu.Lock()
+	x.waitN[op.Name]++
+	stepID := eventStepID(op.Name, x.waitN[op.Name])
+	x.mu.Unlock()
+	sig := Signal{StepID: stepID, Name: op.Name, Payload: HeldPayload, Send: SendHeld}
+	for i := range op.Children {
+		c := &op.Children[i]
+		cp := c.Program
+		cp.Signal, cp.NATS = x.p.Signal, x.p.NATS
+		opts := []workflow.ChildOption{workflow.WithParentClosePolicy(workflow.ParentClosePolicy(c.Policy))}
+		if c.Policy == "" {
+			opts[0] = nil
+		}
+		if c.Retry != nil {
+			opts = append(opts, workflow.WithChildRetry(policy(c.Retry)))
+		}
+		f := workflow.StartChild[json.RawMessage](ctx, c.ID, WorkflowType, cp, opts...)
+		h := Hold{RunID: f.RunID().String()}
+		if len(cp.Ops) > 0 && cp.Ops[0].Kind == KindHold {
+			h.StepID = eventStepID(cp.Ops[0].Name, 1)
+		}
+		sig.Holds = append(sig.Holds, h)
+	}
+	err := x.signal(ctx, op, sig)
+	var v string
+	if err == nil {
+		v, err = workflow.WaitForEvent[string](ctx, op.Name, HoldTimeoutMS*time.Millisecond)
+	}
+	if err != nil {
+		x.record(op.ID, errObs(err))
+		return err
+	}
+	x.record(op.ID, Obs{V: stringJSON(v)})
+	return nil
+}
+
 // Signal is what a signal step tells the driver: the program Key's run
-// RunID reached the wait op OpID (as step StepID), whose event the driver
-// sends as Send says.
+// RunID reached op OpID, whose wait is step StepID for the event Name; the
+// driver acts as Send says.
 type Signal struct {
 	Key     string `json:"key"`
 	RunID   string `json:"run_id"`
@@ -247,17 +326,29 @@ type Signal struct {
 	Name    string `json:"name"`
 	Payload string `json:"payload"`
 	Send    string `json:"send"`
+	// Reason is a termination's (SendTerminate).
+	Reason string `json:"reason,omitempty"`
+	// Holds are the detached children to wait for (SendHeld).
+	Holds []Hold `json:"holds,omitempty"`
 }
 
-// signal runs the signal step of wait op: a request to the driver, which
+// Hold is a detached child: its run, and the step of its hold op's wait
+// ("" if its program starts with no hold op: it is not waited for).
+type Hold struct {
+	RunID  string `json:"run_id"`
+	StepID string `json:"step,omitempty"`
+}
+
+// signal runs the signal step of op: a request to the driver, which
 // answers once it has done what the signal asks (for SendBefore and
-// SendAfter, once the event is stored). The step is memoized like any
-// other, so the driver hears of each point at least once.
-func (x *exec) signal(ctx workflow.Context, op *Op, stepID string) error {
+// SendAfter, once the event is stored; at once for the others, which it
+// does later). The step is memoized like any other, so the driver hears of
+// each point at least once.
+func (x *exec) signal(ctx workflow.Context, op *Op, sig Signal) error {
 	if x.p.Signal == "" {
 		return workflow.NonRetryable(errors.New("modeltest: a wait needs a driver (the program has no signal subject)"))
 	}
-	sig := Signal{Key: x.p.Key, RunID: x.runID, OpID: op.ID, StepID: stepID, Name: op.Name, Payload: op.Payload, Send: op.Send}
+	sig.Key, sig.RunID, sig.OpID = x.p.Key, x.runID, op.ID
 	_, err := workflow.Step(ctx, signalStepID(op.ID), func(sctx context.Context) (bool, error) {
 		nc, err := natsConn(x.p.NATS)
 		if err != nil {

@@ -19,7 +19,7 @@ const DirEnv = "KAGZI_MODEL_DIR"
 const LogPrefix = "model-"
 
 // ExecutionID stands for the step id in the log record of an execution of
-// a run (one call of the workflow function; its attempt is the run's).
+// a run (one call of the workflow function; its attempt is ctx.Attempt()).
 const ExecutionID = "@exec"
 
 // Invocation is one call of a step function, or an execution of a run

@@ -3,7 +3,9 @@ package modeltest
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -29,15 +31,31 @@ import (
 //     returns the timeout error, in every later execution of that run
 //     attempt;
 //   - a child runs as a run of its own; its parent sees its output or its
-//     error (type ChildFailed);
+//     error (type ChildFailed, or ChildCancelled for a cancelled one);
 //   - a run sleeping past its deadline fails with "deadline exceeded";
-//   - worker crashes change nothing of the above, only how often a step
-//     function may have been invoked (at least once more per crash).
+//   - a cancel request makes every durable call that would do something
+//     new return workflow.ErrCancelled, recorded results still replaying;
+//     cleanup under workflow.WithoutCancel runs as usual; a run that then
+//     returns an error ends CANCELLED (not retried), one that returns a
+//     result COMPLETED; the request reaches the run's live children but
+//     those started with ParentCloseAbandon;
+//   - a terminated run ends CANCELLED at once, and runs no more code;
+//   - when a run ends, its live children get their parent-close policy:
+//     terminated ("terminated: parent closed"), asked to cancel, or left
+//     running;
+//   - worker crashes change nothing of the above but how often a step
+//     function may have been invoked (at least once more per crash) and,
+//     since a crash counts against the run's max attempts, that a run whose
+//     attempts are spent may fail with the crash ("worker <id> lost",
+//     "lease expired") or with the error of an earlier run attempt than
+//     the model's. Check takes those ends from the database (CrashFacts)
+//     and predicts the rest from them.
 
 // Run statuses as the model names them (the store's names).
 const (
 	StatusCompleted = "COMPLETED"
 	StatusFailed    = "FAILED"
+	StatusCancelled = "CANCELLED"
 )
 
 // DeadlineError is the error of a run that missed its deadline.
@@ -46,15 +64,19 @@ const DeadlineError = "deadline exceeded"
 // Prediction is how the model says a program ends.
 type Prediction struct {
 	Status string
-	// Error is the run's error (FAILED), normalised (NormalizeMessage).
+	// Error is the run's error (FAILED, CANCELLED), normalised
+	// (NormalizeMessage).
 	Error string
 	// Output is the run's output (COMPLETED).
 	Output Record
-	// Attempts is the number of run attempts.
+	// Attempts is the number of run attempts (retry epochs).
 	Attempts int
 	// Invocations counts the step function invocations by
 	// "<program key>/<step id>", children's included.
 	Invocations map[string]int
+	// AtMost lists the keys of Invocations that are bounds, not counts: the
+	// steps of a child whose end races with its termination.
+	AtMost map[string]bool
 	// Unchecked lists the op IDs of FailFast branches that lost the race
 	// to the failing branch: their observations and invocations depend on
 	// timing (a cancelled step in flight is not recorded).
@@ -64,8 +86,85 @@ type Prediction struct {
 	// Children lists the keys of the child programs, with how many child
 	// runs each one makes (one per parent attempt that starts it).
 	Children map[string]int
+	// Ends are the possible ends of each detached child run, by instance
+	// (RunInstance).
+	Ends map[string][]End
+	// Lost lists the program keys of runs that ended by a crash (from the
+	// facts): what they and their descendants did is not predicted.
+	Lost []string
+	// Capped counts the runs that failed by their workflow's error once
+	// their attempts were spent, recoveries after crashes counted among
+	// them, so the model allows them no later retry epoch (from the
+	// facts); PastDeadline says the run ended by its deadline, which faults
+	// made it miss (from the facts).
+	Capped       int
+	PastDeadline bool
+}
 
-	quirks Quirks
+// End is how a run ends.
+type End struct {
+	Status string
+	// Error is normalised.
+	Error  string
+	Output Record
+}
+
+func (e End) String() string {
+	if e.Status == StatusCompleted {
+		out, _ := json.Marshal(e.Output)
+		return "COMPLETED " + string(out)
+	}
+	return fmt.Sprintf("%s %q", e.Status, e.Error)
+}
+
+// RunInstance names the attempt-th run of the child id of the run named
+// parent (a program's own run is named by its key): a program's child
+// programs may make several runs, one per attempt of the parent that
+// starts them.
+func RunInstance(parent, id string, attempt int) string {
+	return parent + "/" + id + "#" + strconv.Itoa(attempt)
+}
+
+// RunEnd is how one run of a program ended (its own or a descendant's), as
+// the database says.
+type RunEnd struct {
+	Status string
+	Error  string
+	Output json.RawMessage
+	// Attempts counts the run's attempts (recoveries after crashes
+	// included), Epoch its retry epochs.
+	Attempts, Epoch int
+}
+
+// CrashFacts are the ends, by instance, of the runs of a program that
+// crashes may have decided: a run the model simulates checks its own end
+// against its run policy to see whether its attempts were spent.
+type CrashFacts map[string]RunEnd
+
+// lostError matches the error of a run failed by the reaper's recovery.
+var lostError = regexp.MustCompile(`^(worker [0-9a-f-]{36} lost|lease expired)$`)
+
+// lost reports whether the run inst ended failed by a crash once its
+// attempts (of at most maxAttempts) were spent.
+func (f CrashFacts) lost(inst string, maxAttempts int) (RunEnd, bool) {
+	e, ok := f[inst]
+	return e, ok && e.Status == StatusFailed && lostError.MatchString(e.Error) && maxAttempts > 0 && e.Attempts >= maxAttempts
+}
+
+// epochCap returns the retry epoch in which the run inst failed because
+// crashes had spent its attempts (0 if they did not).
+func (f CrashFacts) epochCap(inst string, maxAttempts int) int {
+	e, ok := f[inst]
+	if ok && e.Status == StatusFailed && maxAttempts > 0 && e.Attempts >= maxAttempts && e.Attempts > e.Epoch {
+		return e.Epoch
+	}
+	return 0
+}
+
+// pastDeadline reports whether p's run, which has a deadline, ended by it.
+func (f CrashFacts) pastDeadline(p Program) bool {
+	e, ok := f[p.Key]
+	return ok && p.DeadlineMS > 0 && e.Status == StatusFailed && e.Error == DeadlineError
 }
 
 // merr is an error as a workflow observes it.
@@ -75,9 +174,13 @@ type merr struct {
 	// typed: the error is, or (joined) holds, a workflow.TypedError; typ
 	// is then the type of the first one (what workflow.ErrorType says).
 	typed bool
+	// terminated: the run was terminated (it ends at once).
+	terminated bool
 }
 
 func (e *merr) obs() Obs { return Obs{Err: e.msg, Type: e.typ, NR: e.nr} }
+
+func errCancelled() *merr { return &merr{msg: CancelledError, typ: TypeCancelled} }
 
 type mstep struct {
 	attempts int // invocations so far, in every run attempt
@@ -99,10 +202,26 @@ type mchild struct {
 	output   json.RawMessage
 	failed   *merr
 	failedIn int
+	// starts counts the child's runs.
+	starts int
+}
+
+// Fates of a hold op: what ends its wait.
+const (
+	fateCancel  = "cancel"
+	fateRelease = "release"
+)
+
+// detached is a child started by a detach op.
+type detached struct {
+	child Child
+	inst  string
 }
 
 type mrun struct {
+	pr       *predictor
 	p        *Program
+	inst     string
 	epoch    int
 	steps    map[string]*mstep
 	waits    map[string]*mwait
@@ -110,62 +229,163 @@ type mrun struct {
 	// events holds the unconsumed payloads per event name, oldest first.
 	events    map[string][]string
 	signalled map[string]bool
-	pred      *Prediction
 	// waitN counts the waits per name in the current execution.
 	waitN map[string]int
+	// cancelled: the run's context is cancelled (a cancel request);
+	// requested: by a cancel op of its own (so passed on to its children).
+	cancelled, requested bool
+	// hold is the fate of the run's hold ops.
+	hold     string
+	detached []detached
+	started  map[string]bool
 }
 
 // errDeadline stops the simulation at a sleep past the run's deadline.
 var errDeadline = &merr{msg: DeadlineError}
 
 // Predict returns how p ends.
-func Predict(p Program) Prediction { return PredictWith(p, Quirks{}) }
+func Predict(p Program) Prediction { return PredictWith(p, nil) }
 
-// Quirks make the model mimic known divergences of the engine (see
-// KnownIssues), so a divergence they explain can be told from a new one.
-// The zero Quirks is the model.
-type Quirks struct {
-	// LoseNR: a step error's non-retryable mark is lost (the step's own
-	// policy still treats it as final).
-	LoseNR bool
-	// TypedTimeouts: a step attempt's timeout is a typed error of type
-	// TypeStepTimeout (as a replayed one is).
-	TypedTimeouts bool
-}
-
-// PredictWith returns how p ends under quirks q.
-func PredictWith(p Program, q Quirks) Prediction {
-	pred := Prediction{Invocations: map[string]int{}, Children: map[string]int{}, quirks: q}
-	predictInto(&p, &pred)
+// PredictWith returns how p ends, given the ends of the runs that crashes
+// decided (facts; nil: none).
+func PredictWith(p Program, facts CrashFacts) Prediction {
+	pred := Prediction{Invocations: map[string]int{}, Children: map[string]int{}, Ends: map[string][]End{}, AtMost: map[string]bool{}}
+	pr := &predictor{pred: &pred, facts: facts}
+	maxAttempts := 1
+	if p.RunRetry != nil {
+		maxAttempts = p.RunRetry.MaxAttempts
+	}
+	e := pr.run(&p, p.Key, maxAttempts, "")
+	pred.Status, pred.Error, pred.Attempts, pred.Deadline = e.status, e.err, e.epochs, e.deadline
+	if e.status == StatusCompleted {
+		pred.Output = e.out
+	}
+	if facts.pastDeadline(p) {
+		// Faults delayed the run past its (wall-clock) deadline: it was cut
+		// short there, somewhere before where the model ends it.
+		pred.Status, pred.Error, pred.Output, pred.Deadline = StatusFailed, DeadlineError, nil, true
+		pred.PastDeadline = e.status != StatusFailed || e.err != DeadlineError
+	}
 	sort.Strings(pred.Unchecked)
 	return pred
 }
 
-func predictInto(p *Program, pred *Prediction) {
-	r := &mrun{p: p, steps: map[string]*mstep{}, waits: map[string]*mwait{}, children: map[string]*mchild{},
-		events: map[string][]string{}, signalled: map[string]bool{}, pred: pred}
-	maxAttempts := 1
+type predictor struct {
+	pred  *Prediction
+	facts CrashFacts
+}
+
+type runEnd struct {
+	status, err string
+	out         Record
+	epochs      int
+	deadline    bool
+}
+
+// run simulates the run inst of p under at most maxAttempts run attempts
+// (0: no limit), its hold ops' fate hold; it returns how it ends and
+// predicts the ends of its detached children.
+func (pr *predictor) run(p *Program, inst string, maxAttempts int, hold string) runEnd {
+	if e, ok := pr.facts.lost(inst, maxAttempts); ok {
+		pr.pred.Lost = append(pr.pred.Lost, p.Key)
+		return runEnd{status: StatusFailed, err: NormalizeMessage(e.Error), epochs: e.Epoch}
+	}
+	epochCap := pr.facts.epochCap(inst, maxAttempts)
+	if epochCap > 0 {
+		pr.pred.Capped++
+	}
+	r := &mrun{pr: pr, p: p, inst: inst, steps: map[string]*mstep{}, waits: map[string]*mwait{}, children: map[string]*mchild{},
+		events: map[string][]string{}, signalled: map[string]bool{}, hold: hold, started: map[string]bool{}}
 	var runNR []string
 	if p.RunRetry != nil {
-		maxAttempts = p.RunRetry.MaxAttempts
 		runNR = p.RunRetry.NonRetryable
 	}
+	var end runEnd
 	for r.epoch = 1; ; r.epoch++ {
 		r.waitN = map[string]int{}
 		rec := Record{}
 		err := r.ops(p.Ops, rec)
-		pred.Attempts = r.epoch
+		end.epochs = r.epoch
 		switch {
 		case err == errDeadline:
-			pred.Status, pred.Error, pred.Deadline = StatusFailed, DeadlineError, true
-			return
+			end.status, end.err, end.deadline = StatusFailed, DeadlineError, true
+		case err != nil && err.terminated:
+			end.status, end.err = StatusCancelled, err.msg
 		case err == nil:
-			pred.Status, pred.Output = StatusCompleted, rec
-			return
-		case err.nr || contains(runNR, err.typ) || (maxAttempts > 0 && r.epoch >= maxAttempts):
-			pred.Status, pred.Error = StatusFailed, NormalizeMessage(err.msg)
+			end.status, end.out = StatusCompleted, rec
+		case r.cancelled:
+			end.status, end.err = StatusCancelled, NormalizeMessage(err.msg)
+		case err.nr || contains(runNR, err.typ) || (maxAttempts > 0 && r.epoch >= maxAttempts) || (epochCap > 0 && r.epoch >= epochCap):
+			end.status, end.err = StatusFailed, NormalizeMessage(err.msg)
+		default:
+			continue
+		}
+		break
+	}
+	for _, d := range r.detached {
+		pr.detachedEnd(d, r.requested, p.DeadlineMS > 0)
+	}
+	return end
+}
+
+// childMaxAttempts is the max attempts of a child run under policy rp.
+func childMaxAttempts(rp *Retry) int {
+	if rp == nil {
+		return 5
+	}
+	return rp.MaxAttempts
+}
+
+// detachedEnd predicts the end of the detached child d once its parent
+// ended (cancelled: asked to cancel before; deadline: the parent has a
+// deadline, which on a slow machine may come before the child started).
+func (pr *predictor) detachedEnd(d detached, cancelled, deadline bool) {
+	cp := d.child.Program
+	cp.RunRetry = d.child.Retry
+	maxAttempts := childMaxAttempts(d.child.Retry)
+	if e, ok := pr.facts.lost(d.inst, maxAttempts); ok {
+		pr.pred.Lost = append(pr.pred.Lost, cp.Key)
+		pr.pred.Ends[d.inst] = []End{{Status: StatusFailed, Error: NormalizeMessage(e.Error)}}
+		return
+	}
+	defer func() {
+		if deadline && d.child.Policy == PolicyRequestCancel {
+			pr.pred.Ends[d.inst] = append(pr.pred.Ends[d.inst], End{Status: StatusCancelled, Error: UnstartedClosedError})
+		}
+	}()
+	simulate := func(fate string) End {
+		e := pr.run(&cp, d.inst, maxAttempts, fate)
+		end := End{Status: e.status, Error: e.err}
+		if e.status == StatusCompleted {
+			end.Output = e.out
+		}
+		return end
+	}
+	terminated := End{Status: StatusCancelled, Error: ParentClosedError}
+	switch d.child.Policy {
+	case PolicyAbandon:
+		pr.pred.Ends[d.inst] = []End{simulate(fateRelease)}
+	case PolicyRequestCancel:
+		pr.pred.Ends[d.inst] = []End{simulate(fateCancel)}
+	default:
+		if !cancelled {
+			pr.pred.Ends[d.inst] = []End{terminated}
 			return
 		}
+		// The parent's cancel request reached the child too: it ends by
+		// its own handling of the request or is terminated when the parent
+		// ends, whichever comes first, and may have run some of its steps.
+		before := map[string]int{}
+		for k, v := range pr.pred.Invocations {
+			before[k] = v
+		}
+		e := simulate(fateCancel)
+		for k, v := range pr.pred.Invocations {
+			if v != before[k] {
+				pr.pred.AtMost[k] = true
+			}
+		}
+		pr.pred.Ends[d.inst] = []End{terminated, e}
 	}
 }
 
@@ -186,8 +406,13 @@ func (r *mrun) ops(ops []Op, rec Record) *merr {
 		var err *merr
 		switch op.Kind {
 		case KindStep:
-			err = r.step(op, rec)
+			err = r.step(op, rec, false)
 		case KindSleep:
+			if r.cancelled {
+				// A new sleep with a cancelled context fails; the
+				// interpreter returns a sleep's error.
+				return errCancelled()
+			}
 			if r.p.DeadlineMS > 0 && op.MS >= r.p.DeadlineMS {
 				return errDeadline
 			}
@@ -197,10 +422,18 @@ func (r *mrun) ops(ops []Op, rec Record) *merr {
 			err = r.childrenOp(op, rec)
 		case KindParallel:
 			err = r.parallel(op, rec)
+		case KindCancel:
+			err = r.cancel(op, rec)
+		case KindTerminate:
+			err = r.terminate(op, rec)
+		case KindDetach:
+			err = r.detach(op, rec)
+		case KindHold:
+			err = r.holdOp(op, rec)
 		default:
 			panic(fmt.Sprintf("modeltest: op kind %q has no model", op.Kind))
 		}
-		if err == errDeadline {
+		if err == errDeadline || (err != nil && err.terminated) {
 			return err
 		}
 		if err != nil && op.OnErr == OnErrReturn {
@@ -230,7 +463,8 @@ func attemptError(op *Op, n int) *merr {
 	}
 }
 
-func (r *mrun) step(op *Op, rec Record) *merr {
+// step runs step op; uncancellable: with workflow.WithoutCancel.
+func (r *mrun) step(op *Op, rec Record, uncancellable bool) *merr {
 	s := r.steps[op.ID]
 	if s == nil {
 		s = &mstep{}
@@ -244,26 +478,28 @@ func (r *mrun) step(op *Op, rec Record) *merr {
 		rec[op.ID] = s.failed.obs()
 		return s.failed
 	}
+	if r.cancelled && !uncancellable {
+		err := errCancelled()
+		rec[op.ID] = err.obs()
+		return err
+	}
 	maxAttempts, nr := 5, []string(nil)
 	if op.Retry != nil {
 		maxAttempts, nr = op.Retry.MaxAttempts, op.Retry.NonRetryable
 	}
 	for tries := 1; ; tries++ {
 		s.attempts++
-		r.pred.Invocations[r.p.Key+"/"+op.ID]++
+		r.pr.pred.Invocations[r.p.Key+"/"+op.ID]++
 		err := attemptError(op, s.attempts)
-		if err != nil && r.pred.quirks.TypedTimeouts && err.typ == TypeStepTimeout {
-			err.typed = true
-		}
 		if err == nil {
 			s.done, s.value = true, op.outcome(s.attempts).Value
 			rec[op.ID] = Obs{V: intJSON(s.value)}
 			return nil
 		}
 		if err.nr || contains(nr, err.typ) || (maxAttempts > 0 && tries >= maxAttempts) {
-			if r.pred.quirks.LoseNR {
-				err.nr = false
-			}
+			// A final failure is a *workflow.StepError: typed, with the
+			// recorded mark, in every execution.
+			err.typed = true
 			s.failed, s.failedIn = err, r.epoch
 			rec[op.ID] = err.obs()
 			return err
@@ -274,14 +510,20 @@ func (r *mrun) step(op *Op, rec Record) *merr {
 func (r *mrun) wait(op *Op, rec Record) *merr {
 	r.waitN[op.Name]++
 	id := eventStepID(op.Name, r.waitN[op.Name])
-	if op.Send == SendBefore && !r.signalled[op.ID] {
-		r.signalled[op.ID] = true
-		r.events[op.Name] = append(r.events[op.Name], op.Payload)
-	}
 	w := r.waits[id]
 	if w == nil {
 		w = &mwait{}
 		r.waits[id] = w
+	}
+	if r.cancelled && !w.done && w.timedOutIn != r.epoch {
+		// The wait, and its signal step, would do something new.
+		err := errCancelled()
+		rec[op.ID] = err.obs()
+		return err
+	}
+	if op.Send == SendBefore && !r.signalled[op.ID] {
+		r.signalled[op.ID] = true
+		r.events[op.Name] = append(r.events[op.Name], op.Payload)
 	}
 	var err *merr
 	switch {
@@ -300,14 +542,107 @@ func (r *mrun) wait(op *Op, rec Record) *merr {
 		err = &merr{msg: eventTimeout(op.Name, id), typ: TypeEventTimeout}
 	}
 	if op.Send == SendAfter && !r.signalled[op.ID] {
-		r.signalled[op.ID] = true
-		r.events[op.Name] = append(r.events[op.Name], op.Payload)
+		if r.cancelled {
+			// Only a replayed wait gets here: its signal step is new.
+			err = errCancelled()
+		} else {
+			r.signalled[op.ID] = true
+			r.events[op.Name] = append(r.events[op.Name], op.Payload)
+		}
 	}
 	if err != nil {
 		rec[op.ID] = err.obs()
 		return err
 	}
 	rec[op.ID] = Obs{V: stringJSON(w.payload)}
+	return nil
+}
+
+// cancel: the driver asks the run to cancel while it waits; the wait
+// returns the cancellation, then the cleanup step runs.
+func (r *mrun) cancel(op *Op, rec Record) *merr {
+	r.waitN[op.Name]++
+	if !r.cancelled {
+		r.requested = true
+	}
+	r.cancelled = true
+	err := errCancelled()
+	rec[op.ID] = err.obs()
+	if cerr := r.cleanup(op, rec); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// cleanup runs op's cleanup step (uncancellable) and returns its error if
+// the step returns it.
+func (r *mrun) cleanup(op *Op, rec Record) *merr {
+	if op.Cleanup == nil {
+		return nil
+	}
+	if err := r.step(op.Cleanup, rec, true); err != nil && op.Cleanup.OnErr == OnErrReturn {
+		return err
+	}
+	return nil
+}
+
+func (r *mrun) terminate(op *Op, rec Record) *merr {
+	r.waitN[op.Name]++
+	if r.cancelled {
+		// Its signal step would be new: nothing reaches the driver.
+		err := errCancelled()
+		rec[op.ID] = err.obs()
+		return err
+	}
+	return &merr{msg: terminatedError(op.ID), terminated: true}
+}
+
+// holdOp: the wait of a detached child ends as its fate says.
+func (r *mrun) holdOp(op *Op, rec Record) *merr {
+	r.waitN[op.Name]++
+	id := eventStepID(op.Name, r.waitN[op.Name])
+	w := r.waits[id]
+	if w == nil {
+		w = &mwait{}
+		r.waits[id] = w
+	}
+	var err *merr
+	switch {
+	case w.done:
+	case r.hold == fateRelease && !r.cancelled:
+		w.done, w.payload = true, op.Payload
+	default:
+		r.cancelled = true
+		err = errCancelled()
+	}
+	if err != nil {
+		rec[op.ID] = err.obs()
+	} else {
+		rec[op.ID] = Obs{V: stringJSON(w.payload)}
+	}
+	if cerr := r.cleanup(op, rec); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// detach starts the op's children (once: later run attempts find them
+// running) and goes on once they hold.
+func (r *mrun) detach(op *Op, rec Record) *merr {
+	r.waitN[op.Name]++
+	if !r.started[op.ID] {
+		if r.cancelled {
+			err := errCancelled()
+			rec[op.ID] = err.obs()
+			return err
+		}
+		r.started[op.ID] = true
+		for _, c := range op.Children {
+			r.pr.pred.Children[c.Program.Key]++
+			r.detached = append(r.detached, detached{child: c, inst: RunInstance(r.inst, c.ID, 1)})
+		}
+	}
+	rec[op.ID] = Obs{V: stringJSON(HeldPayload)}
 	return nil
 }
 
@@ -324,19 +659,26 @@ func (r *mrun) childrenOp(op *Op, rec Record) *merr {
 		switch {
 		case st.done:
 		case st.failed != nil && st.failedIn == r.epoch:
+		case r.cancelled:
+			// Not started: StartChild returns the cancellation.
+			errs = append(errs, errCancelled())
+			continue
 		default:
 			cp := c.Program
 			cp.RunRetry = c.Retry
 			if cp.RunRetry == nil {
 				cp.RunRetry = &Retry{MaxAttempts: 5}
 			}
-			sub := Prediction{Invocations: r.pred.Invocations, Children: r.pred.Children, quirks: r.pred.quirks}
-			r.pred.Children[cp.Key]++
-			predictInto(&cp, &sub)
-			if sub.Status == StatusCompleted {
-				st.done, st.output = true, recordJSON(sub.Output)
-			} else {
-				st.failed, st.failedIn = &merr{msg: childFailure(sub.Error), typ: TypeChildFailed, typed: true}, r.epoch
+			st.starts++
+			r.pr.pred.Children[cp.Key]++
+			e := r.pr.run(&cp, RunInstance(r.inst, c.ID, st.starts), cp.RunRetry.MaxAttempts, "")
+			switch e.status {
+			case StatusCompleted:
+				st.done, st.output = true, recordJSON(e.out)
+			case StatusCancelled:
+				st.failed, st.failedIn = &merr{msg: childCancelled(e.err), typ: TypeChildCancelled, typed: true}, r.epoch
+			default:
+				st.failed, st.failedIn = &merr{msg: childFailure(e.err), typ: TypeChildFailed, typed: true}, r.epoch
 			}
 		}
 		if st.done {
@@ -368,7 +710,7 @@ func (r *mrun) parallel(op *Op, rec Record) *merr {
 	errs := make([]*merr, len(op.Branches))
 	for b := range op.Branches {
 		if err := r.ops(op.Branches[b], rec); err != nil {
-			if err == errDeadline {
+			if err == errDeadline || err.terminated {
 				return err
 			}
 			errs[b] = err
@@ -382,7 +724,7 @@ func (r *mrun) parallel(op *Op, rec Record) *merr {
 				// The other branches were cancelled at some point.
 				for ob := range op.Branches {
 					if ob != b {
-						Walk(op.Branches[ob], func(x *Op) { r.pred.Unchecked = append(r.pred.Unchecked, x.ID) })
+						Walk(op.Branches[ob], func(x *Op) { r.pr.pred.Unchecked = append(r.pr.pred.Unchecked, x.ID) })
 					}
 				}
 				break

@@ -136,7 +136,9 @@ func TestPredict(t *testing.T) {
 				"s2": {Err: "context deadline exceeded", Type: TypeStepTimeout},
 				"s3": obsV("1"),
 				"s4": {Err: "step s4 attempt 1: Fatal", Type: TypeFatal, NR: true},
-				"g1": {Err: "context deadline exceeded\nstep s4 attempt 1: Fatal", Type: TypeFatal, NR: true},
+				// A final timeout is a typed *workflow.StepError, the first
+				// typed error of the join.
+				"g1": {Err: "context deadline exceeded\nstep s4 attempt 1: Fatal", Type: TypeStepTimeout, NR: true},
 			}, Invocations: map[string]int{"k/s2": 1, "k/s3": 1, "k/s4": 1}},
 		},
 		{
@@ -161,13 +163,116 @@ func TestPredict(t *testing.T) {
 			want: Prediction{Status: StatusFailed, Attempts: 1, Error: DeadlineError, Deadline: true,
 				Invocations: map[string]int{"k/s1": 1}},
 		},
+		{
+			name: "a cancel request: the cleanup step runs, the run ends CANCELLED with the error it returns",
+			p: Program{Key: "k", RunRetry: &Retry{MaxAttempts: 3}, Ops: []Op{
+				step("s1", OnErrReturn, 1, nil, ok(1)),
+				{Kind: KindCancel, ID: "x2", Name: "x2", OnErr: OnErrReturn, Cleanup: &Op{Kind: KindStep, ID: "s3", OnErr: OnErrHandle,
+					Outcomes: []Outcome{out(OutFail), ok(5)}, Retry: &Retry{MaxAttempts: 2}}},
+				step("s4", OnErrReturn, 1, nil, ok(1)),
+			}},
+			want: Prediction{Status: StatusCancelled, Attempts: 1, Error: CancelledError,
+				Invocations: map[string]int{"k/s1": 1, "k/s3": 2}},
+		},
+		{
+			name: "after a handled cancel request, new durable calls return the cancellation; recorded ones replay",
+			p: Program{Key: "k", RunRetry: &Retry{MaxAttempts: 3}, Ops: []Op{
+				step("s1", OnErrReturn, 1, nil, ok(1)),
+				{Kind: KindCancel, ID: "x2", Name: "x2", OnErr: OnErrHandle},
+				step("s3", OnErrHandle, 1, nil, ok(1)),
+				{Kind: KindWait, ID: "w4", OnErr: OnErrHandle, Name: "a", Send: SendBefore, Payload: "pa", TimeoutMS: 20},
+				{Kind: KindChildren, ID: "c5", OnErr: OnErrHandle, Children: []Child{
+					{ID: "c5-0", Program: Program{Key: "k.c5-0", Ops: []Op{step("s6", OnErrReturn, 1, nil, ok(3))}}},
+					{ID: "c5-1", Program: Program{Key: "k.c5-1", Ops: []Op{step("s7", OnErrReturn, 1, nil, ok(3))}}},
+				}},
+			}},
+			want: Prediction{Status: StatusCompleted, Attempts: 1, Invocations: map[string]int{"k/s1": 1}, Output: Record{
+				"s1": obsV("1"),
+				"x2": {Err: CancelledError, Type: TypeCancelled},
+				"s3": {Err: CancelledError, Type: TypeCancelled},
+				"w4": {Err: CancelledError, Type: TypeCancelled},
+				"c5": {V: json.RawMessage(`[null,null]`), Err: CancelledError + "\n" + CancelledError, Type: TypeJoined},
+			}},
+		},
+		{
+			name: "a terminated run ends CANCELLED at once",
+			p: Program{Key: "k", Ops: []Op{
+				step("s1", OnErrReturn, 1, nil, ok(1)),
+				{Kind: KindTerminate, ID: "t2", Name: "t2"},
+				step("s3", OnErrReturn, 1, nil, ok(1)),
+			}},
+			want: Prediction{Status: StatusCancelled, Attempts: 1, Error: "terminated: model t2",
+				Invocations: map[string]int{"k/s1": 1}},
+		},
+		{
+			name: "a child cancelled or terminated fails its parent's Get as ChildCancelled, and starts again with the parent's attempt",
+			p: Program{Key: "k", RunRetry: &Retry{MaxAttempts: 2}, Ops: []Op{
+				{Kind: KindChildren, ID: "c1", OnErr: OnErrHandle, Children: []Child{
+					{ID: "c1-0", Program: Program{Key: "k.c1-0", Ops: []Op{{Kind: KindCancel, ID: "x2", Name: "x2", OnErr: OnErrReturn}}}, Retry: &Retry{MaxAttempts: 3}},
+				}},
+				{Kind: KindChildren, ID: "c3", OnErr: OnErrReturn, Children: []Child{
+					{ID: "c3-0", Program: Program{Key: "k.c3-0", Ops: []Op{{Kind: KindTerminate, ID: "t4", Name: "t4"}}}},
+				}},
+			}},
+			want: Prediction{Status: StatusFailed, Attempts: 2, Error: "child run <child> cancelled: terminated: model t4",
+				Invocations: map[string]int{}, Children: map[string]int{"k.c1-0": 2, "k.c3-0": 2}},
+		},
+		{
+			name: "detached children get their parent-close policy when the parent ends",
+			p: Program{Key: "k", Ops: []Op{
+				{Kind: KindDetach, ID: "d1", Name: "held-d1", Children: []Child{
+					{ID: "d1-0", Policy: PolicyTerminate, Program: Program{Key: "k.d1-0", Ops: []Op{
+						{Kind: KindHold, ID: "h2", Name: "h2", Payload: "r2", OnErr: OnErrReturn, Cleanup: &Op{Kind: KindStep, ID: "s3", Outcomes: []Outcome{ok(3)}}}}}},
+					{ID: "d1-1", Policy: PolicyRequestCancel, Program: Program{Key: "k.d1-1", Ops: []Op{
+						{Kind: KindHold, ID: "h4", Name: "h4", Payload: "r4", OnErr: OnErrHandle, Cleanup: &Op{Kind: KindStep, ID: "s5", Outcomes: []Outcome{ok(5)}}},
+						step("s6", OnErrHandle, 1, nil, ok(6))}}},
+					{ID: "d1-2", Policy: PolicyAbandon, Program: Program{Key: "k.d1-2", Ops: []Op{
+						{Kind: KindHold, ID: "h7", Name: "h7", Payload: "r7", OnErr: OnErrReturn, Cleanup: &Op{Kind: KindStep, ID: "s8", Outcomes: []Outcome{ok(8)}}},
+						step("s9", OnErrReturn, 1, nil, ok(9))}}},
+				}},
+				step("s10", OnErrReturn, 1, nil, out(OutFail)),
+			}},
+			want: Prediction{Status: StatusFailed, Attempts: 1, Error: "step s10 attempt 1: Transient",
+				Invocations: map[string]int{"k/s10": 1, "k.d1-1/s5": 1, "k.d1-2/s8": 1, "k.d1-2/s9": 1},
+				Children:    map[string]int{"k.d1-0": 1, "k.d1-1": 1, "k.d1-2": 1},
+				Ends: map[string][]End{
+					"k/d1-0#1": {{Status: StatusCancelled, Error: ParentClosedError}},
+					"k/d1-1#1": {{Status: StatusCompleted, Output: Record{"h4": {Err: CancelledError, Type: TypeCancelled}, "s5": obsV("5"),
+						"s6": {Err: CancelledError, Type: TypeCancelled}}}},
+					"k/d1-2#1": {{Status: StatusCompleted, Output: Record{"h7": obsV(`"r7"`), "s8": obsV("8"), "s9": obsV("9")}}},
+				}},
+		},
+		{
+			name: "a cancel request reaches detached children but abandoned ones; a terminated one may end either way",
+			p: Program{Key: "k", Ops: []Op{
+				{Kind: KindDetach, ID: "d1", Name: "held-d1", Children: []Child{
+					{ID: "d1-0", Policy: PolicyTerminate, Program: Program{Key: "k.d1-0", Ops: []Op{
+						{Kind: KindHold, ID: "h2", Name: "h2", Payload: "r2", OnErr: OnErrReturn, Cleanup: &Op{Kind: KindStep, ID: "s3", Outcomes: []Outcome{ok(3)}}}}}},
+					{ID: "d1-1", Policy: PolicyAbandon, Program: Program{Key: "k.d1-1", Ops: []Op{
+						{Kind: KindHold, ID: "h4", Name: "h4", Payload: "r4", OnErr: OnErrReturn}}}},
+				}},
+				{Kind: KindCancel, ID: "x5", Name: "x5", OnErr: OnErrHandle},
+			}},
+			want: Prediction{Status: StatusCompleted, Attempts: 1, Output: Record{"d1": obsV(`"held"`), "x5": {Err: CancelledError, Type: TypeCancelled}},
+				Invocations: map[string]int{"k.d1-0/s3": 1}, AtMost: map[string]bool{"k.d1-0/s3": true},
+				Children: map[string]int{"k.d1-0": 1, "k.d1-1": 1},
+				Ends: map[string][]End{
+					"k/d1-0#1": {{Status: StatusCancelled, Error: ParentClosedError}, {Status: StatusCancelled, Error: CancelledError}},
+					"k/d1-1#1": {{Status: StatusCompleted, Output: Record{"h4": obsV(`"r4"`)}}},
+				}},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Predict(tc.p)
 			if tc.want.Children == nil {
 				tc.want.Children = map[string]int{}
 			}
-			got.quirks = Quirks{}
+			if tc.want.Ends == nil {
+				tc.want.Ends = map[string][]End{}
+			}
+			if tc.want.AtMost == nil {
+				tc.want.AtMost = map[string]bool{}
+			}
 			if !reflect.DeepEqual(normal(got), normal(tc.want)) {
 				g, _ := json.MarshalIndent(got, "", " ")
 				w, _ := json.MarshalIndent(tc.want, "", " ")
@@ -189,7 +294,7 @@ func normal(p Prediction) string {
 func TestCompare(t *testing.T) {
 	p := Program{Key: "k", Ops: []Op{step("s1", OnErrHandle, 2, nil, out(OutFatal))}}
 	pred := Predict(p)
-	good := Observed{Status: StatusCompleted, Attempts: 1, Output: json.RawMessage(`{"s1":{"err":"step s1 attempt 1: Fatal","type":"Fatal","nr":true}}`),
+	good := Observed{Status: StatusCompleted, Attempts: 1, Epoch: 1, Output: json.RawMessage(`{"s1":{"err":"step s1 attempt 1: Fatal","type":"Fatal","nr":true}}`),
 		Invocations: map[string]int{"k/s1": 1}}
 	if d := Compare(p, pred, good, false); len(d) != 0 {
 		t.Fatalf("diffs of an agreeing outcome: %v", d)
@@ -204,17 +309,77 @@ func TestCompare(t *testing.T) {
 	}
 	lost := good
 	lost.Output = json.RawMessage(`{"s1":{"err":"step s1 attempt 1: Fatal","type":"Fatal"}}`)
-	d := Compare(p, pred, lost, false)
-	if len(d) != 1 || d[0].Known != IssueNRLost {
-		t.Fatalf("a lost mark: %v", d)
+	if d := Compare(p, pred, lost, false); len(d) != 1 {
+		t.Fatalf("a lost non-retryable mark: %v", d)
 	}
-	if is, ok := Explain(p, lost, false); !ok || !reflect.DeepEqual(is, []string{IssueNRLost}) {
-		t.Fatalf("explain: %v %v", is, ok)
+	recovered := good
+	recovered.Attempts = 2
+	if d := Compare(p, pred, recovered, false); len(d) != 1 {
+		t.Fatalf("an attempt more than the epochs without crashes: %v", d)
 	}
-	wrong := good
-	wrong.Status, wrong.Error = StatusFailed, "boom"
-	if _, ok := Explain(p, wrong, false); ok {
-		t.Fatal("a wrong status explained by a known issue")
+	if d := Compare(p, pred, recovered, true); len(d) != 0 {
+		t.Fatalf("a recovery under crashes: %v", d)
+	}
+	epoch := recovered
+	epoch.Epoch = 2
+	if d := Compare(p, pred, epoch, true); len(d) != 1 {
+		t.Fatalf("a retry epoch more under crashes: %v", d)
+	}
+}
+
+// Under crashes, a run whose attempts crashes spent may fail with the crash,
+// or with the error of the epoch it was in; nothing else.
+func TestCheckCrashFacts(t *testing.T) {
+	const lostMsg = "worker 0190a4c2-1111-7222-8333-944455556666 lost"
+	child := Program{Key: "k.c1-0", Ops: []Op{step("s2", OnErrReturn, 1, nil, ok(3))}}
+	p := Program{Key: "k", RunRetry: &Retry{MaxAttempts: 2}, Ops: []Op{
+		{Kind: KindChildren, ID: "c1", OnErr: OnErrReturn, Children: []Child{{ID: "c1-0", Program: child, Retry: &Retry{MaxAttempts: 1}}}},
+	}}
+	// The child's only attempt lost with its worker: the parent sees the
+	// failure and starts it again in its second attempt.
+	obs := Observed{Status: StatusCompleted, Attempts: 2, Epoch: 2, Output: json.RawMessage(`{"c1":{"v":{"s2":{"v":3}}}}`),
+		Invocations: map[string]int{"k.c1-0/s2": 1}, ChildRuns: map[string]int{"k.c1-0": 2},
+		Runs: map[string]RunEnd{
+			"k":        {Status: StatusCompleted, Attempts: 2, Epoch: 2},
+			"k/c1-0#1": {Status: StatusFailed, Error: lostMsg, Attempts: 1, Epoch: 1},
+			"k/c1-0#2": {Status: StatusCompleted, Attempts: 1, Epoch: 1},
+		}}
+	if _, d := Check(p, obs, true); len(d) != 0 {
+		t.Fatalf("a child lost once its attempts were spent: %v", d)
+	}
+	if _, d := Check(p, obs, false); len(d) == 0 {
+		t.Fatal("the same without crashes is no divergence")
+	}
+	// A crash of a run whose policy had attempts left is no excuse.
+	p.Ops[0].Children[0].Retry = &Retry{MaxAttempts: 2}
+	if _, d := Check(p, obs, true); len(d) == 0 {
+		t.Fatal("a child lost with attempts left is no divergence")
+	}
+
+	// A run whose recoveries spent its attempts fails with its workflow's
+	// error in the epoch it was in.
+	q := Program{Key: "q", RunRetry: &Retry{MaxAttempts: 2}, Ops: []Op{step("s1", OnErrReturn, 1, nil, out(OutFail), ok(1))}}
+	failed := Observed{Status: StatusFailed, Error: "step s1 attempt 1: Transient", Attempts: 2, Epoch: 1,
+		Invocations: map[string]int{"q/s1": 1}, Runs: map[string]RunEnd{"q": {Status: StatusFailed, Error: "step s1 attempt 1: Transient", Attempts: 2, Epoch: 1}}}
+	if _, d := Check(q, failed, true); len(d) != 0 {
+		t.Fatalf("a run failed in its first epoch after a recovery: %v", d)
+	}
+	if _, d := Check(q, failed, false); len(d) == 0 {
+		t.Fatal("the same without crashes is no divergence")
+	}
+
+	// Faults may delay a run with a deadline past it; only then.
+	late := Observed{Status: StatusFailed, Error: DeadlineError, Attempts: 1, Epoch: 1, Invocations: map[string]int{},
+		Runs: map[string]RunEnd{"q": {Status: StatusFailed, Error: DeadlineError, Attempts: 1, Epoch: 1}}}
+	if _, d := Check(q, late, true); len(d) == 0 {
+		t.Fatal("a run without a deadline failed by one")
+	}
+	q.DeadlineMS = DeadlineMS
+	if _, d := Check(q, late, true); len(d) != 0 {
+		t.Fatalf("a run delayed past its deadline by faults: %v", d)
+	}
+	if _, d := Check(q, late, false); len(d) == 0 {
+		t.Fatal("the same without faults is no divergence")
 	}
 }
 

@@ -3,15 +3,17 @@
 // A Program is a small random workflow, written as data: sequences and
 // Parallel groups of steps with scripted outcomes per attempt, durable
 // sleeps, event waits, child workflows, handled or returned errors, run
-// retry policies and deadlines. Generate makes programs from a seed;
+// retry policies and deadlines, cancel requests and terminations sent at a
+// point the program signals, and children left running under each
+// parent-close policy when their parent ends. Generate makes programs from a seed;
 // Predict, a reference implementation that does not use package workflow,
 // says how each one must end (status, output or error, the function
 // invocations of every step); Interpret is the workflow that runs a
 // program on a real worker (registered as WorkflowType); package driver
 // starts programs through the real engine and sends their events when the
-// program signals that it reached the point where they belong; Compare
-// tells the engine's outcome from the model's, Explain which known engine
-// issue accounts for a difference. Shrink reduces a program whose outcome
+// program signals that it reached the point where they belong, and so its
+// cancel requests and terminations; Check tells the engine's outcome from
+// the model's. Shrink reduces a program whose outcome
 // differs to a minimal one that still differs. The package links no
 // database driver: the worker binary registers the interpreter.
 package modeltest
@@ -34,10 +36,49 @@ const (
 	KindWait     = "wait"
 	KindChildren = "children"
 	KindParallel = "parallel"
-	// Cancel requests, terminate and parent-close policies are future op
-	// kinds: Predict and Interpret refuse kinds they do not know, so adding
-	// one is adding a case to each (and to Generate and Shrink).
+	// KindCancel waits for an event nobody sends (Name), after a signal step
+	// that has the driver ask the run to cancel once the wait is in
+	// progress: the wait returns workflow.ErrCancelled, the Cleanup step
+	// runs with workflow.WithoutCancel, and the op's error is the
+	// cancellation. Every later durable call that would do something new
+	// returns the cancellation too, and a run that returns an error ends
+	// CANCELLED.
+	KindCancel = "cancel"
+	// KindTerminate is KindCancel with a termination instead: the run ends
+	// CANCELLED ("terminated: " + TerminateReason(ID)) and no more of its
+	// code runs.
+	KindTerminate = "terminate"
+	// KindDetach starts Children with their parent-close policies
+	// (Child.Policy) and does not wait for them: each child's program
+	// starts with a KindHold op, and a signal step has the driver send the
+	// parent the event Name once every child holds. The parent then goes on
+	// and ends (completes, fails, is cancelled or terminated) while the
+	// children hold, and the policy decides their end.
+	KindDetach = "detach"
+	// KindHold is the first op of a detached child: it signals, then waits
+	// for the event Name, which the driver sends (Payload) only to a child
+	// whose policy is ParentCloseAbandon, once its parent ended; then its
+	// Cleanup step runs with workflow.WithoutCancel. A cancel request (the
+	// ParentCloseRequestCancel policy, or the parent's own cancellation
+	// passed on) ends the wait with workflow.ErrCancelled.
+	KindHold = "hold"
 )
+
+// Parent-close policies of detached children (workflow.ParentClosePolicy).
+const (
+	PolicyTerminate     = "TERMINATE"
+	PolicyRequestCancel = "REQUEST_CANCEL"
+	PolicyAbandon       = "ABANDON"
+)
+
+// HoldTimeoutMS is the timeout of the waits of KindCancel, KindTerminate,
+// KindHold and KindDetach: far longer than any run, so only the driver ends
+// them.
+const HoldTimeoutMS = 10 * 60 * 1000
+
+// HeldPayload is the event the driver sends a parent whose detached
+// children all hold.
+const HeldPayload = "held"
 
 // Outcome kinds of one step attempt.
 const (
@@ -73,7 +114,31 @@ const (
 	TypeEventTimeout = "errorString"
 	TypeChildFailed  = "ChildFailed"
 	TypeJoined       = "joinError"
+	// TypeChildCancelled: a child that ended CANCELLED.
+	TypeChildCancelled = "ChildCancelled"
+	// TypeCancelled: workflow.ErrCancelled (an errors.New).
+	TypeCancelled = "errorString"
 )
+
+// Messages of cancellation and termination.
+const (
+	// CancelledError is workflow.ErrCancelled's message: the error of a
+	// durable call made with a cancelled context.
+	CancelledError = "workflow: run cancelled"
+	// ParentClosedError is the error of a child terminated by its parent's
+	// end (ParentCloseTerminate).
+	ParentClosedError = "terminated: parent closed"
+	// UnstartedClosedError is the error of a child that never started
+	// when its parent's end asked it to cancel (ParentCloseRequestCancel).
+	UnstartedClosedError = "cancelled: parent closed"
+)
+
+// TerminateReason is the reason the driver terminates a run with at the
+// KindTerminate op id.
+func TerminateReason(id string) string { return "model " + id }
+
+// terminatedError is the error of a run terminated at the op id.
+func terminatedError(id string) string { return "terminated: " + TerminateReason(id) }
 
 // Error dispositions: what the workflow does with an op's error.
 const (
@@ -98,6 +163,16 @@ const (
 	// SendNever: nothing is sent for this wait (it takes an event sent
 	// earlier, if one is unconsumed, else times out).
 	SendNever = "never"
+	// SendCancel (KindCancel), SendTerminate (KindTerminate): the driver
+	// cancels (terminates) the run once the wait is recorded in progress.
+	SendCancel    = "cancel"
+	SendTerminate = "terminate"
+	// SendHold (KindHold): the driver sends the event once the run's
+	// parent ended, if the run's parent-close policy is ABANDON.
+	SendHold = "hold"
+	// SendHeld (KindDetach): the driver sends the event to the run once
+	// every child in Signal.Holds has its hold wait in progress.
+	SendHeld = "held"
 )
 
 // Parallel modes.
@@ -164,6 +239,10 @@ type Op struct {
 	// Parallel: Mode and the branches, each a sequence.
 	Mode     string `json:"mode,omitempty"`
 	Branches [][]Op `json:"branches,omitempty"`
+
+	// Cancel, hold: a step run with workflow.WithoutCancel after the wait,
+	// whatever the wait returned (nil: none).
+	Cleanup *Op `json:"cleanup,omitempty"`
 }
 
 // Outcome is the scripted result of one step attempt.
@@ -172,11 +251,13 @@ type Outcome struct {
 	Value int    `json:"v,omitempty"`
 }
 
-// Child is one child run: a nested program with its own retry policy.
+// Child is one child run: a nested program with its own retry policy and,
+// for a detached child, its parent-close policy.
 type Child struct {
 	ID      string  `json:"id"`
 	Program Program `json:"program"`
 	Retry   *Retry  `json:"retry,omitempty"`
+	Policy  string  `json:"policy,omitempty"`
 }
 
 // outcome returns the scripted outcome of attempt n (from 1).
@@ -243,6 +324,12 @@ func childFailure(msg string) string {
 	return "child run " + ChildRunPlaceholder + " failed: " + msg
 }
 
+// childCancelled is the message of the error of a child that ended
+// CANCELLED with msg, as its parent sees it (normalised).
+func childCancelled(msg string) string {
+	return "child run " + ChildRunPlaceholder + " cancelled: " + msg
+}
+
 var childRunID = regexp.MustCompile(`child run [0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12} `)
 
 // NormalizeMessage cuts what cannot be predicted from an error message:
@@ -270,11 +357,14 @@ func NormalizeMessage(s string) string {
 	return strings.Join(out, "\n")
 }
 
-// Walk calls fn for every op of ops, depth first, children's programs
-// excluded.
+// Walk calls fn for every op of ops, depth first (cleanup steps
+// included), children's programs excluded.
 func Walk(ops []Op, fn func(*Op)) {
 	for i := range ops {
 		fn(&ops[i])
+		if c := ops[i].Cleanup; c != nil {
+			fn(c)
+		}
 		for b := range ops[i].Branches {
 			Walk(ops[i].Branches[b], fn)
 		}

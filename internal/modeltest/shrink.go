@@ -7,9 +7,10 @@ import (
 
 // Shrink returns the smallest program it finds from p that still fails
 // test: greedily, it tries every one-step simplification (drop an op, a
-// branch, a child or an outcome; make an outcome a success; inline a
-// branch or a child's ops; handle an error instead of returning it; drop a policy detail,
-// the run's retry policy or deadline) and keeps the first that still
+// branch, a child, a cleanup step or an outcome; make an outcome a success;
+// inline a branch or a child's ops; handle an error instead of returning
+// it; make a detached child's policy TERMINATE; drop a policy detail, the
+// run's retry policy or deadline) and keeps the first that still
 // fails, until none does or tries candidates were run. test gets batch
 // candidates at a time (it may run them concurrently) and says which fail.
 // Each candidate has a key of its own ("<p.Key>~<n>"), since it is a run
@@ -96,6 +97,17 @@ func (m *mutator) op(ops *[]Op, i int) bool {
 		op.OnErr = OnErrHandle
 		return true
 	}
+	if op.Cleanup != nil {
+		if m.next() {
+			op.Cleanup = nil
+			return true
+		}
+		c := []Op{*op.Cleanup}
+		if m.op(&c, 0) {
+			*op.Cleanup = c[0]
+			return true
+		}
+	}
 	switch op.Kind {
 	case KindStep:
 		if len(op.Outcomes) > 1 && m.next() {
@@ -135,9 +147,46 @@ func (m *mutator) op(ops *[]Op, i int) bool {
 			op.TimeoutMS = 50
 			return true
 		}
+	case KindDetach:
+		if len(op.Children) > 1 {
+			for j := range op.Children {
+				if m.next() {
+					op.Children = append(op.Children[:j:j], op.Children[j+1:]...)
+					return true
+				}
+			}
+		}
+		for j := range op.Children {
+			c := &op.Children[j]
+			if c.Policy != PolicyTerminate && m.next() {
+				c.Policy = PolicyTerminate
+				return true
+			}
+			if c.Retry != nil && c.Retry.MaxAttempts > 1 && m.next() {
+				c.Retry.MaxAttempts = 1
+				return true
+			}
+			// The hold op stays first.
+			cops := &c.Program.Ops
+			for k := 1; k < len(*cops); k++ {
+				if m.next() {
+					*cops = append((*cops)[:k:k], (*cops)[k+1:]...)
+					return true
+				}
+			}
+			for k := range *cops {
+				if m.op(cops, k) {
+					return true
+				}
+			}
+		}
 	case KindChildren:
 		for j := range op.Children {
-			// The child's ops in the parent's place.
+			// The child's ops in the parent's place (not those that cancel,
+			// terminate or detach: the parent's may not be where they can).
+			if stops(op.Children[j].Program.Ops) {
+				continue
+			}
 			if m.next() {
 				inl := append([]Op(nil), op.Children[j].Program.Ops...)
 				rest := append(inl, (*ops)[i+1:]...)
@@ -191,4 +240,17 @@ func (m *mutator) op(ops *[]Op, i int) bool {
 		}
 	}
 	return false
+}
+
+// stops reports whether ops (children's programs excluded) cancel,
+// terminate, detach or hold.
+func stops(ops []Op) bool {
+	found := false
+	Walk(ops, func(op *Op) {
+		switch op.Kind {
+		case KindCancel, KindTerminate, KindDetach, KindHold:
+			found = true
+		}
+	})
+	return found
 }

@@ -74,8 +74,30 @@ func IsNonRetryable(err error) bool {
 	if errors.As(err, &nr) {
 		return true
 	}
-	var se *StepError
-	return errors.As(err, &se) && se.NonRetryable
+	return markedStepError(err)
+}
+
+// markedStepError reports whether err's tree holds a *StepError with the
+// non-retryable mark. Every one is looked at, not the first errors.As
+// finds: a replay's error joining several step failures must answer as the
+// execution that ran them, where the mark of any of them is found.
+func markedStepError(err error) bool {
+	if se, ok := err.(*StepError); ok && se.NonRetryable {
+		return true
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if markedStepError(e) {
+				return true
+			}
+		}
+	case interface{ Unwrap() error }:
+		if e := u.Unwrap(); e != nil {
+			return markedStepError(e)
+		}
+	}
+	return false
 }
 
 // TypedError is implemented by errors that name their own type for retry

@@ -384,4 +384,14 @@ func TestErrorHelpers(t *testing.T) {
 	if got := workflow.ErrorType(fmt.Errorf("a: %w", errors.New("b"))); got != "errorString" {
 		t.Fatalf("type of errors.New: %q", got)
 	}
+	// Replayed step failures joined: the mark of any of them counts, as in
+	// the execution that ran the steps.
+	joined := errors.Join(&workflow.StepError{StepID: "a", Message: "a"},
+		fmt.Errorf("b: %w", &workflow.StepError{StepID: "b", Message: "b", NonRetryable: true}))
+	if !workflow.IsNonRetryable(joined) {
+		t.Fatal("a marked step failure joined after an unmarked one")
+	}
+	if workflow.IsNonRetryable(errors.Join(&workflow.StepError{StepID: "a"}, errors.New("b"))) {
+		t.Fatal("nothing marked")
+	}
 }

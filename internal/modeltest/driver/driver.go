@@ -120,28 +120,44 @@ func (d *Driver) onSignal(m *nats.Msg) {
 		d.problem("signal with run id %q: %v", s.RunID, err)
 		return
 	}
+	// Each point is acted on once, whatever the signal's deliveries.
 	k := s.RunID + "/" + s.OpID
+	first := func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		done := d.sent[k]
+		d.sent[k] = true
+		return !done
+	}
 	switch s.Send {
 	case modeltest.SendBefore, modeltest.SendAfter:
 		// Answered once the event is stored: the program goes on only then.
-		d.mu.Lock()
-		done := d.sent[k]
-		d.sent[k] = true
-		d.mu.Unlock()
-		if !done {
+		if first() {
 			d.send(runID, s)
 		}
 		_ = m.Respond([]byte("ok"))
 	case modeltest.SendDuring:
 		_ = m.Respond([]byte("ok"))
-		d.mu.Lock()
-		done := d.sent[k]
-		d.sent[k] = true
-		d.mu.Unlock()
-		if !done {
-			d.sendWhenWaiting(runID, s)
+		if first() && d.waitPending(runID, s.StepID) {
+			d.send(runID, s)
+		}
+	case modeltest.SendCancel, modeltest.SendTerminate:
+		_ = m.Respond([]byte("ok"))
+		if first() && d.waitPending(runID, s.StepID) {
+			d.stop(runID, s)
+		}
+	case modeltest.SendHold:
+		_ = m.Respond([]byte("ok"))
+		if first() {
+			d.release(runID, s)
+		}
+	case modeltest.SendHeld:
+		_ = m.Respond([]byte("ok"))
+		if first() && d.held(runID, s) {
+			d.send(runID, s)
 		}
 	default:
+		_ = m.Respond([]byte("ok"))
 		d.problem("signal of run %s op %s: send mode %q", s.RunID, s.OpID, s.Send)
 	}
 }
@@ -165,6 +181,10 @@ func (d *Driver) send(id uuid.UUID, s modeltest.Signal) {
 		switch {
 		case err == nil:
 			return
+		case errors.Is(err, store.ErrConflict) && d.ended(id):
+			// Nothing to tell a run that ended (by its deadline, or its
+			// parent's end, or a crash that spent its attempts).
+			return
 		case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrInvalidArgument):
 			d.problem("event %s for run %s (op %s): %v", s.Name, id, s.OpID, err)
 			return
@@ -178,35 +198,141 @@ func (d *Driver) send(id uuid.UUID, s modeltest.Signal) {
 	}
 }
 
-// sendWhenWaiting sends the event of a modeltest.SendDuring wait once the run has
-// recorded the wait in progress; nothing if the wait ended otherwise (it
-// took an older event) or the run ended.
-func (d *Driver) sendWhenWaiting(id uuid.UUID, s modeltest.Signal) {
+// ended reports whether the run id has ended.
+func (d *Driver) ended(id uuid.UUID) bool {
+	r, err := d.Store.RunsGet(d.ctx, d.Namespace, id)
+	return err == nil && r.Status.Terminal()
+}
+
+// waitPending waits until the run id has recorded its wait stepID in
+// progress (true), or the wait ended otherwise (it took an older event) or
+// the run ended (false).
+func (d *Driver) waitPending(id uuid.UUID, stepID string) bool {
+	b := backoff{}
 	for {
-		steps, err := d.Store.StepsList(d.ctx, d.Namespace, id)
-		if err == nil {
-			pending, over := false, false
-			for _, st := range steps {
-				if st.StepID == s.StepID && st.IsLatest {
-					pending = st.Status == store.StepPending
-					over = !pending
-				}
-			}
-			if pending {
-				d.send(id, s)
-				return
-			}
-			if over {
-				return
-			}
-			if r, err := d.Store.RunsGet(d.ctx, d.Namespace, id); err == nil && r.Status.Terminal() {
-				return
-			}
+		pending, over, err := d.pending(id, stepID)
+		if err == nil && (pending || over) {
+			return pending
 		}
-		if !sleepCtx(d.ctx, 20*time.Millisecond) {
+		if !b.sleep(d.ctx) {
+			return false
+		}
+	}
+}
+
+// pending reports whether the wait stepID of run id is in progress, or
+// over: the wait or the run ended.
+func (d *Driver) pending(id uuid.UUID, stepID string) (pending, over bool, err error) {
+	steps, err := d.Store.StepsList(d.ctx, d.Namespace, id)
+	if err != nil {
+		return false, false, err
+	}
+	for _, st := range steps {
+		if st.StepID == stepID && st.IsLatest {
+			if st.Status == store.StepPending {
+				return true, false, nil
+			}
+			return false, true, nil
+		}
+	}
+	r, err := d.Store.RunsGet(d.ctx, d.Namespace, id)
+	if err != nil {
+		return false, false, err
+	}
+	return false, r.Status.Terminal(), nil
+}
+
+// stop cancels or terminates the run id as signal s asks (its wait is in
+// progress), retrying what failed for a reason that may pass.
+func (d *Driver) stop(id uuid.UUID, s modeltest.Signal) {
+	for {
+		var err error
+		if s.Send == modeltest.SendTerminate {
+			err = d.Client.Terminate(d.ctx, id, s.Reason)
+		} else {
+			err = d.Client.Cancel(d.ctx, id)
+		}
+		switch {
+		case err == nil:
+			return
+		case errors.Is(err, store.ErrConflict) && d.ended(id):
+			// Ended meanwhile (by its deadline, or a crash that spent its
+			// attempts), or a request retried after its first try went
+			// through.
+			return
+		case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrInvalidArgument):
+			d.problem("%s of run %s (op %s): %v", s.Send, id, s.OpID, err)
+			return
+		case d.ctx.Err() != nil:
+			d.problem("%s of run %s not done: %v", s.Send, id, err)
+			return
+		}
+		if !sleepCtx(d.ctx, 200*time.Millisecond) {
 			return
 		}
 	}
+}
+
+// release sends a held child its event once its parent ended, if its
+// parent-close policy is ABANDON (the others end it otherwise).
+func (d *Driver) release(id uuid.UUID, s modeltest.Signal) {
+	b := backoff{}
+	for {
+		r, err := d.Store.RunsGet(d.ctx, d.Namespace, id)
+		if err == nil {
+			if r.ParentRunID == nil || r.ParentClosePolicy != store.ParentClosePolicy(modeltest.PolicyAbandon) || r.Status.Terminal() {
+				return
+			}
+			p, err := d.Store.RunsGet(d.ctx, d.Namespace, *r.ParentRunID)
+			if err == nil && p.Status.Terminal() {
+				d.send(id, s)
+				return
+			}
+		}
+		if !b.sleep(d.ctx) {
+			return
+		}
+	}
+}
+
+// held waits until every detached child of signal s holds (its hold wait
+// in progress) or ended; false if the parent id ended first.
+func (d *Driver) held(id uuid.UUID, s modeltest.Signal) bool {
+	for _, h := range s.Holds {
+		b := backoff{}
+		child, err := uuid.Parse(h.RunID)
+		if err != nil {
+			d.problem("held signal of run %s: child %q: %v", id, h.RunID, err)
+			return false
+		}
+		if h.StepID == "" {
+			continue
+		}
+		for {
+			pending, over, err := d.pending(child, h.StepID)
+			if err == nil && (pending || over) {
+				break
+			}
+			// (A child not found is not started yet: its start goes with
+			// the parent's report of the signal step.)
+			if r, err := d.Store.RunsGet(d.ctx, d.Namespace, id); err == nil && r.Status.Terminal() {
+				return false
+			}
+			if !b.sleep(d.ctx) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// backoff paces a poll of the store: 20 ms at first, growing to 500 ms, so
+// that the points programs wait at long do not load the database.
+type backoff struct{ d time.Duration }
+
+func (b *backoff) sleep(ctx context.Context) bool {
+	b.d = min(max(b.d*3/2, 20*time.Millisecond), 500*time.Millisecond)
+	return sleepCtx(ctx, b.d)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
@@ -269,7 +395,8 @@ func (d *Driver) Launch(ctx context.Context, ps []modeltest.Program) ([]uuid.UUI
 	return ids, nil
 }
 
-// WaitAll waits until every run of ids has ended.
+// WaitAll waits until every run of ids has ended, and every run they
+// started: detached children may outlive their parents.
 func (d *Driver) WaitAll(ctx context.Context, ids []uuid.UUID) error {
 	sem := make(chan struct{}, 128)
 	errs := make(chan error, len(ids))
@@ -277,18 +404,7 @@ func (d *Driver) WaitAll(ctx context.Context, ids []uuid.UUID) error {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem }()
-			for {
-				_, err := d.Client.Wait(ctx, id)
-				if err == nil || ctx.Err() != nil {
-					errs <- err
-					return
-				}
-				// Postgres or NATS restarting: wait again.
-				if !sleepCtx(ctx, 200*time.Millisecond) {
-					errs <- ctx.Err()
-					return
-				}
-			}
+			errs <- d.waitTree(ctx, id)
 		}()
 	}
 	var first error
@@ -300,6 +416,38 @@ func (d *Driver) WaitAll(ctx context.Context, ids []uuid.UUID) error {
 	return first
 }
 
+// waitTree waits until the run id and its descendants have ended.
+func (d *Driver) waitTree(ctx context.Context, id uuid.UUID) error {
+	for {
+		_, err := d.Client.Wait(ctx, id)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		// Postgres or NATS restarting: wait again.
+		if !sleepCtx(ctx, 200*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+	for {
+		// An ended run starts no more children.
+		kids, _, err := d.Store.RunsList(ctx, store.RunsListParams{Namespace: d.Namespace, ParentID: &id, Limit: 1000})
+		if err == nil {
+			for _, k := range kids {
+				if err := d.waitTree(ctx, k.ID); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if !sleepCtx(ctx, 200*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+}
+
 // Observe reads how each run of ids (of ps) ended, with its children, and
 // what the invocation logs say of them.
 func (d *Driver) Observe(ctx context.Context, ps []modeltest.Program, ids []uuid.UUID) ([]modeltest.Observed, error) {
@@ -308,8 +456,12 @@ func (d *Driver) Observe(ctx context.Context, ps []modeltest.Program, ids []uuid
 		return nil, err
 	}
 	byRoot := map[string]map[string]int{}
-	pids := map[string]map[int]bool{}
+	execs := map[string]int{}
 	for _, in := range invs {
+		if in.StepID == modeltest.ExecutionID {
+			execs[in.RunID] = max(execs[in.RunID], in.Attempt)
+			continue
+		}
 		root := in.Key
 		if i := strings.IndexByte(root, '.'); i >= 0 {
 			root = root[:i]
@@ -319,13 +471,7 @@ func (d *Driver) Observe(ctx context.Context, ps []modeltest.Program, ids []uuid
 			m = map[string]int{}
 			byRoot[root] = m
 		}
-		if in.StepID != modeltest.ExecutionID {
-			m[in.Key+"/"+in.StepID]++
-		}
-		if pids[root] == nil {
-			pids[root] = map[int]bool{}
-		}
-		pids[root][in.PID] = true
+		m[in.Key+"/"+in.StepID]++
 	}
 	out := make([]modeltest.Observed, len(ps))
 	var (
@@ -339,7 +485,7 @@ func (d *Driver) Observe(ctx context.Context, ps []modeltest.Program, ids []uuid
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				o, err := d.observe(ctx, ids[i])
+				o, err := d.observe(ctx, ps[i], ids[i], execs)
 				if err != nil {
 					mu.Lock()
 					if firstErr == nil {
@@ -349,7 +495,6 @@ func (d *Driver) Observe(ctx context.Context, ps []modeltest.Program, ids []uuid
 					continue
 				}
 				o.Invocations = byRoot[ps[i].Key]
-				o.PIDs = pids[ps[i].Key]
 				if o.Invocations == nil {
 					o.Invocations = map[string]int{}
 				}
@@ -365,19 +510,24 @@ func (d *Driver) Observe(ctx context.Context, ps []modeltest.Program, ids []uuid
 	return out, firstErr
 }
 
-func (d *Driver) observe(ctx context.Context, id uuid.UUID) (modeltest.Observed, error) {
+func (d *Driver) observe(ctx context.Context, p modeltest.Program, id uuid.UUID, execs map[string]int) (modeltest.Observed, error) {
 	r, err := d.Store.RunsGet(ctx, d.Namespace, id)
 	if err != nil {
 		return modeltest.Observed{}, fmt.Errorf("run %s: %w", id, err)
 	}
-	o := modeltest.Observed{Status: string(r.Status), Error: r.Error, Output: json.RawMessage(r.Output), Attempts: r.Attempts,
-		Completed: map[string]int{}, ChildRuns: map[string]int{}}
-	err = d.walkRuns(ctx, id, func(run store.Run, steps []store.Step) {
+	o := modeltest.Observed{Status: string(r.Status), Error: r.Error, Output: json.RawMessage(r.Output), Attempts: r.Attempts, Epoch: r.Epoch,
+		Completed: map[string]int{}, ChildRuns: map[string]int{}, Runs: map[string]modeltest.RunEnd{}, Executions: map[string]int{}}
+	err = d.walkRuns(ctx, id, p.Key, func(run store.Run, inst string, steps []store.Step) {
 		for _, s := range steps {
 			if s.Status == store.StepCompleted {
 				o.Completed[run.ID.String()+"/"+s.StepID]++
 			}
 		}
+		if n, ok := execs[run.ID.String()]; ok {
+			o.Executions[inst] = n
+		}
+		o.Runs[inst] = modeltest.RunEnd{Status: string(run.Status), Error: run.Error, Output: json.RawMessage(run.Output),
+			Attempts: run.Attempts, Epoch: run.Epoch}
 		if run.ParentRunID != nil {
 			var p modeltest.Program
 			if json.Unmarshal(run.Input, &p) == nil {
@@ -388,8 +538,9 @@ func (d *Driver) observe(ctx context.Context, id uuid.UUID) (modeltest.Observed,
 	return o, err
 }
 
-// walkRuns calls fn for the run id and each of its descendants.
-func (d *Driver) walkRuns(ctx context.Context, id uuid.UUID, fn func(store.Run, []store.Step)) error {
+// walkRuns calls fn for the run id, named inst (modeltest.RunInstance),
+// and each of its descendants.
+func (d *Driver) walkRuns(ctx context.Context, id uuid.UUID, inst string, fn func(store.Run, string, []store.Step)) error {
 	r, err := d.Store.RunsGet(ctx, d.Namespace, id)
 	if err != nil {
 		return fmt.Errorf("run %s: %w", id, err)
@@ -398,17 +549,28 @@ func (d *Driver) walkRuns(ctx context.Context, id uuid.UUID, fn func(store.Run, 
 	if err != nil {
 		return fmt.Errorf("steps of run %s: %w", id, err)
 	}
-	fn(r, steps)
+	fn(r, inst, steps)
 	kids, _, err := d.Store.RunsList(ctx, store.RunsListParams{Namespace: d.Namespace, ParentID: &id, Limit: 1000})
 	if err != nil {
 		return fmt.Errorf("children of run %s: %w", id, err)
 	}
 	for _, k := range kids {
-		if err := d.walkRuns(ctx, k.ID, fn); err != nil {
+		if err := d.walkRuns(ctx, k.ID, modeltest.RunInstance(inst, k.ParentStepID, childAttempt(id, k)), fn); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// childAttempt is the attempt of its parent's CHILD step that started
+// child k (its id is derived from it), 0 if none up to 100 is.
+func childAttempt(parent uuid.UUID, k store.Run) int {
+	for a := 1; a <= 100; a++ {
+		if protocol.ChildRunID(parent, k.ParentStepID, a) == k.ID {
+			return a
+		}
+	}
+	return 0
 }
 
 // Run runs ps end to end and returns how each ended.
