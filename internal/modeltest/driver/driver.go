@@ -198,10 +198,19 @@ func (d *Driver) send(id uuid.UUID, s modeltest.Signal) {
 	}
 }
 
-// ended reports whether the run id has ended.
+// ended reports whether the run id has ended. A read that fails (the
+// database restarting under faults) is tried again: a wrong "no" would be
+// reported as a problem of the engine.
 func (d *Driver) ended(id uuid.UUID) bool {
-	r, err := d.Store.RunsGet(d.ctx, d.Namespace, id)
-	return err == nil && r.Status.Terminal()
+	for {
+		r, err := d.Store.RunsGet(d.ctx, d.Namespace, id)
+		if err == nil {
+			return r.Status.Terminal()
+		}
+		if errors.Is(err, store.ErrNotFound) || !sleepCtx(d.ctx, 200*time.Millisecond) {
+			return false
+		}
+	}
 }
 
 // waitPending waits until the run id has recorded its wait stepID in
