@@ -3,13 +3,13 @@ package e2e_test
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/kagzi/kagzi/internal/dispatcher"
 	"github.com/kagzi/kagzi/internal/scheduler"
 	"github.com/kagzi/kagzi/internal/testdb"
+	"github.com/kagzi/kagzi/internal/testlog"
 	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
@@ -20,44 +20,6 @@ import (
 // NATS drops the messages a subscription has not read once its pending
 // limit is reached. A dropped wakeup is a lost wakeup; the component whose
 // subscription dropped it reads its backlog instead.
-
-// stall is a log handler that blocks the goroutine logging msg, once,
-// until released: a way to hold a component's subscription handler (it
-// logs a malformed message) while messages pile up behind it.
-type stall struct {
-	msg      string
-	entered  chan struct{}
-	released chan struct{}
-	once     sync.Once
-}
-
-func newStall(t *testing.T, msg string) *stall {
-	s := &stall{msg: msg, entered: make(chan struct{}), released: make(chan struct{})}
-	t.Cleanup(s.release)
-	return s
-}
-
-func (s *stall) release() {
-	select {
-	case <-s.released:
-	default:
-		close(s.released)
-	}
-}
-
-func (s *stall) Enabled(context.Context, slog.Level) bool { return true }
-func (s *stall) WithAttrs([]slog.Attr) slog.Handler       { return s }
-func (s *stall) WithGroup(string) slog.Handler            { return s }
-
-func (s *stall) Handle(_ context.Context, r slog.Record) error {
-	if r.Message == s.msg {
-		s.once.Do(func() {
-			close(s.entered)
-			<-s.released
-		})
-	}
-	return nil
-}
 
 // A wakeup dropped while the dispatcher's wakeup handler is held up, for a
 // queue the dispatcher knows to be empty: the drop makes it read the
@@ -81,13 +43,13 @@ func TestDroppedWakeupIsRecoveredByTheBacklog(t *testing.T) {
 	}
 	t.Cleanup(relay.Stop)
 	// One message in the handler fills a subscription: the next is dropped.
-	stall := newStall(t, "dropping malformed message")
+	stall := testlog.NewStall(t, "dropping malformed message")
 	d := dispatcher.New(dispatcher.Config{PendingLimit: 1}, st, ns.Connect(t), slog.New(stall))
 	if err := d.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(d.Stop)
-	t.Cleanup(stall.release) // before Stop, which waits for the handler
+	t.Cleanup(stall.Release) // before Stop, which waits for the handler
 	// Requests renewed every 200 ms park without a query once the queue is
 	// known empty.
 	w, err := worker.New(worker.Config{WaitTimeout: 200 * time.Millisecond}, ns.Connect(t))
@@ -115,7 +77,7 @@ func TestDroppedWakeupIsRecoveredByTheBacklog(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-stall.entered:
+	case <-stall.Entered():
 	case <-time.After(30 * time.Second):
 		t.Fatal("the wakeup handler was not held")
 	}
@@ -158,19 +120,19 @@ func TestDroppedScheduleChangeIsRecoveredByTheBacklog(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(relay.Stop)
-	stall := newStall(t, "dropping malformed message")
+	stall := testlog.NewStall(t, "dropping malformed message")
 	s := scheduler.New(scheduler.Config{PendingLimit: 1}, st, ns.Connect(t), slog.New(stall))
 	if err := s.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Stop)
-	t.Cleanup(stall.release)
+	t.Cleanup(stall.Release)
 	pub := ns.Connect(t)
 	if err := pub.Publish(protocol.SubjectSchedule("default"), []byte("{")); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-stall.entered:
+	case <-stall.Entered():
 	case <-time.After(30 * time.Second):
 		t.Fatal("the change handler was not held")
 	}
@@ -222,19 +184,19 @@ func TestDroppedWorkRequestIsRenewed(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(relay.Stop)
-	stall := newStall(t, "dropping malformed message")
+	stall := testlog.NewStall(t, "dropping malformed message")
 	d := dispatcher.New(dispatcher.Config{PendingLimit: 1}, st, ns.Connect(t), slog.New(stall))
 	if err := d.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(d.Stop)
-	t.Cleanup(stall.release)
+	t.Cleanup(stall.Release)
 	pub := ns.Connect(t)
 	if err := pub.PublishRequest(protocol.SubjectWork("default", "default"), pub.NewInbox(), []byte("{")); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-stall.entered:
+	case <-stall.Entered():
 	case <-time.After(30 * time.Second):
 		t.Fatal("the request handler was not held")
 	}
@@ -257,7 +219,7 @@ func TestDroppedWorkRequestIsRenewed(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	stall.release()
+	stall.Release()
 	cl, err := client.New(st, pub, client.Options{})
 	if err != nil {
 		t.Fatal(err)
