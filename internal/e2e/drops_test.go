@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/kagzi/kagzi/internal/dispatcher"
 	"github.com/kagzi/kagzi/internal/scheduler"
 	"github.com/kagzi/kagzi/internal/testdb"
@@ -21,6 +23,61 @@ import (
 // limit is reached. A dropped wakeup is a lost wakeup; the component whose
 // subscription dropped it reads its backlog instead.
 
+// dropEnv is what each test below starts from: a database and a NATS
+// server, a store and a relay on them, and a log handler that holds the
+// first component logging a malformed message in the subscription handler
+// that received it, while messages pile up behind it.
+type dropEnv struct {
+	ns    *testnats.Server
+	st    *store.Store
+	stall *testlog.Stall
+}
+
+func newDropEnv(t *testing.T) *dropEnv {
+	t.Helper()
+	url := testdb.New(t)
+	ns := testnats.Start(t)
+	st := openStore(t, url, nil)
+	startRelay(t, url, ns.Connect(t))
+	return &dropEnv{ns: ns, st: st, stall: testlog.NewStall(t, "dropping malformed message")}
+}
+
+// startDispatcher starts a dispatcher logging to the stall. One message
+// in a handler fills any of its subscriptions: the next is dropped.
+func (e *dropEnv) startDispatcher(t *testing.T) *dispatcher.Dispatcher {
+	t.Helper()
+	d := dispatcher.New(dispatcher.Config{PendingLimit: 1}, e.st, e.ns.Connect(t), slog.New(e.stall))
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Stop)
+	t.Cleanup(e.stall.Release) // before Stop, which waits for the handler
+	return d
+}
+
+// held waits until the stall holds the handler named.
+func (e *dropEnv) held(t *testing.T, handler string) {
+	t.Helper()
+	select {
+	case <-e.stall.Entered():
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the %s handler was not held", handler)
+	}
+}
+
+// completes starts a run of Three with a client on nc and fails unless it
+// completes within 15 s.
+func (e *dropEnv) completes(t *testing.T, nc *nats.Conn) {
+	t.Helper()
+	h, err := newClient(t, e.st, nc).Start(context.Background(), "Three", 1, client.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := result[int](t, h, 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A wakeup dropped while the dispatcher's wakeup handler is held up, for a
 // queue the dispatcher knows to be empty: the drop makes it read the
 // backlog, and the run is claimed and completes while the handler is still
@@ -28,41 +85,11 @@ import (
 // requests would park without a claim until the next wakeup.
 func TestDroppedWakeupIsRecoveredByTheBacklog(t *testing.T) {
 	t.Parallel()
-	url := testdb.New(t)
-	ns := testnats.Start(t)
-	ctx := context.Background()
-	pool, err := store.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	st := store.New(pool, store.Options{})
-	relay := dispatcher.NewRelay(dispatcher.RelayConfig{DatabaseURL: url}, ns.Connect(t), nil)
-	if err := relay.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(relay.Stop)
-	// One message in the handler fills a subscription: the next is dropped.
-	stall := testlog.NewStall(t, "dropping malformed message")
-	d := dispatcher.New(dispatcher.Config{PendingLimit: 1}, st, ns.Connect(t), slog.New(stall))
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(d.Stop)
-	t.Cleanup(stall.Release) // before Stop, which waits for the handler
+	e := newDropEnv(t)
+	d := e.startDispatcher(t)
 	// Requests renewed every 200 ms park without a query once the queue is
 	// known empty.
-	w, err := worker.New(worker.Config{WaitTimeout: 200 * time.Millisecond}, ns.Connect(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := threeSteps(newCounter())(w); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	startWorker(t, e.ns, worker.Config{WaitTimeout: 200 * time.Millisecond}, threeSteps(newCounter()))
 	deadline := time.Now().Add(30 * time.Second)
 	for d.Stats().EmptySkips == 0 {
 		if time.Now().After(deadline) {
@@ -72,27 +99,12 @@ func TestDroppedWakeupIsRecoveredByTheBacklog(t *testing.T) {
 	}
 
 	// Hold the wakeup handler on a malformed wakeup.
-	pub := ns.Connect(t)
+	pub := e.ns.Connect(t)
 	if err := pub.Publish(protocol.SubjectReady("default", "default"), []byte("{")); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-stall.Entered():
-	case <-time.After(30 * time.Second):
-		t.Fatal("the wakeup handler was not held")
-	}
-	cl, err := client.New(st, pub, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	h, err := cl.Start(ctx, "Three", 1, client.StartOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := result[int](t, h, 15*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	e.held(t, "wakeup")
+	e.completes(t, pub)
 	s := d.Stats()
 	if s.Drops < 1 || s.WakeupsSeen != 0 {
 		t.Fatalf("dispatcher stats %+v: want the wakeup dropped (Drops >= 1) and none seen", s)
@@ -106,41 +118,20 @@ func TestDroppedWakeupIsRecoveredByTheBacklog(t *testing.T) {
 // be armed for it.
 func TestDroppedScheduleChangeIsRecoveredByTheBacklog(t *testing.T) {
 	t.Parallel()
-	url := testdb.New(t)
-	ns := testnats.Start(t)
+	e := newDropEnv(t)
 	ctx := context.Background()
-	pool, err := store.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	st := store.New(pool, store.Options{})
-	relay := dispatcher.NewRelay(dispatcher.RelayConfig{DatabaseURL: url}, ns.Connect(t), nil)
-	if err := relay.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(relay.Stop)
-	stall := testlog.NewStall(t, "dropping malformed message")
-	s := scheduler.New(scheduler.Config{PendingLimit: 1}, st, ns.Connect(t), slog.New(stall))
+	s := scheduler.New(scheduler.Config{PendingLimit: 1}, e.st, e.ns.Connect(t), slog.New(e.stall))
 	if err := s.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Stop)
-	t.Cleanup(stall.Release)
-	pub := ns.Connect(t)
+	t.Cleanup(e.stall.Release)
+	pub := e.ns.Connect(t)
 	if err := pub.Publish(protocol.SubjectSchedule("default"), []byte("{")); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-stall.Entered():
-	case <-time.After(30 * time.Second):
-		t.Fatal("the change handler was not held")
-	}
-	cl, err := client.New(st, pub, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
+	e.held(t, "change")
+	cl := newClient(t, e.st, pub)
 	sc, err := cl.CreateSchedule(ctx, "Three", 1, client.ScheduleOptions{Cron: "* * * * * *"})
 	if err != nil {
 		t.Fatal(err)
@@ -170,48 +161,15 @@ func TestDroppedScheduleChangeIsRecoveredByTheBacklog(t *testing.T) {
 // while it was still held up were dropped too), and the run is claimed.
 func TestDroppedWorkRequestIsRenewed(t *testing.T) {
 	t.Parallel()
-	url := testdb.New(t)
-	ns := testnats.Start(t)
-	ctx := context.Background()
-	pool, err := store.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	st := store.New(pool, store.Options{})
-	relay := dispatcher.NewRelay(dispatcher.RelayConfig{DatabaseURL: url}, ns.Connect(t), nil)
-	if err := relay.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(relay.Stop)
-	stall := testlog.NewStall(t, "dropping malformed message")
-	d := dispatcher.New(dispatcher.Config{PendingLimit: 1}, st, ns.Connect(t), slog.New(stall))
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(d.Stop)
-	t.Cleanup(stall.Release)
-	pub := ns.Connect(t)
+	e := newDropEnv(t)
+	d := e.startDispatcher(t)
+	pub := e.ns.Connect(t)
 	if err := pub.PublishRequest(protocol.SubjectWork("default", "default"), pub.NewInbox(), []byte("{")); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-stall.Entered():
-	case <-time.After(30 * time.Second):
-		t.Fatal("the request handler was not held")
-	}
+	e.held(t, "request")
 	// Its requests would be renewed after ten minutes.
-	w, err := worker.New(worker.Config{WaitTimeout: 10 * time.Minute}, ns.Connect(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := threeSteps(newCounter())(w); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	w := startWorker(t, e.ns, worker.Config{WaitTimeout: 10 * time.Minute}, threeSteps(newCounter()))
 	deadline := time.Now().Add(30 * time.Second)
 	for w.Stats().Renewals == 0 {
 		if time.Now().After(deadline) {
@@ -219,18 +177,7 @@ func TestDroppedWorkRequestIsRenewed(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	stall.Release()
-	cl, err := client.New(st, pub, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	h, err := cl.Start(ctx, "Three", 1, client.StartOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := result[int](t, h, 15*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	e.stall.Release()
+	e.completes(t, pub)
 	t.Logf("dispatcher drops %d, worker renewals %d", d.Stats().Drops, w.Stats().Renewals)
 }

@@ -27,18 +27,7 @@ import (
 // startWorker starts a worker of its own (own NATS connection) on e.
 func (e *env) startWorker(cfg worker.Config, register func(*worker.Worker) error) *worker.Worker {
 	e.t.Helper()
-	w, err := worker.New(cfg, e.ns.Connect(e.t))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := register(w); err != nil {
-		e.t.Fatal(err)
-	}
-	if err := w.Start(context.Background()); err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(w.Stop)
-	return w
+	return startWorker(e.t, e.ns, cfg, register)
 }
 
 // result waits up to d for a run's result.
