@@ -90,13 +90,7 @@ func TestDroppedWakeupIsRecoveredByTheBacklog(t *testing.T) {
 	// Requests renewed every 200 ms park without a query once the queue is
 	// known empty.
 	startWorker(t, e.ns, worker.Config{WaitTimeout: 200 * time.Millisecond}, threeSteps(newCounter()))
-	deadline := time.Now().Add(30 * time.Second)
-	for d.Stats().EmptySkips == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the dispatcher never learned that the queue is empty")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(t, 30*time.Second, "the dispatcher to learn that the queue is empty", func() bool { return d.Stats().EmptySkips > 0 })
 
 	// Hold the wakeup handler on a malformed wakeup.
 	pub := e.ns.Connect(t)
@@ -136,20 +130,13 @@ func TestDroppedScheduleChangeIsRecoveredByTheBacklog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	waitUntil(t, 15*time.Second, "the schedule to fire", func() bool {
 		runs, err := cl.ScheduleHistory(ctx, sc.ID, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(runs) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the schedule did not fire within 15 s; scheduler stats %+v", s.Stats())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return len(runs) > 0
+	})
 	if st := s.Stats(); st.Drops < 1 || st.Changes != 0 {
 		t.Fatalf("scheduler stats %+v: want the change dropped (Drops >= 1) and none seen", st)
 	}
@@ -170,13 +157,7 @@ func TestDroppedWorkRequestIsRenewed(t *testing.T) {
 	e.held(t, "request")
 	// Its requests would be renewed after ten minutes.
 	w := startWorker(t, e.ns, worker.Config{WaitTimeout: 10 * time.Minute}, threeSteps(newCounter()))
-	deadline := time.Now().Add(30 * time.Second)
-	for w.Stats().Renewals == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the worker was not asked to renew its dropped request")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(t, 30*time.Second, "the worker to be asked to renew its dropped request", func() bool { return w.Stats().Renewals > 0 })
 	e.stall.Release()
 	e.completes(t, pub)
 	t.Logf("dispatcher drops %d, worker renewals %d", d.Stats().Drops, w.Stats().Renewals)

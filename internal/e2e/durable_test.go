@@ -620,11 +620,12 @@ func TestWorkerCrashBetweenStepsDoesNotRerunFirst(t *testing.T) {
 	// (A row the reaper's flush holds at that moment is skipped: again.)
 	nc.Close()
 	var rec []store.RecoveredRun
-	for deadline := time.Now().Add(10 * time.Second); len(rec) == 0 && time.Now().Before(deadline); {
+	waitUntil(t, 10*time.Second, "the run to be recovered", func() bool {
 		if rec, err = e.srv.Store.RunsRecoverWorker(ctx, w1.ID(), h.RunID); err != nil {
 			t.Fatal(err)
 		}
-	}
+		return len(rec) > 0
+	})
 	if len(rec) != 1 || rec[0].RunID != h.RunID || rec[0].Status != store.StatusPending || rec[0].Undelivered {
 		t.Fatalf("recover: %+v", rec)
 	}

@@ -204,3 +204,17 @@ func waitAll(t *testing.T, hs []*client.Handle, d time.Duration) {
 		}
 	}
 }
+
+// waitUntil polls cond until it holds (the condition, not the poll
+// interval, is the synchronisation) and returns when it did.
+func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return time.Now()
+}

@@ -333,10 +333,7 @@ func TestFailoverCost(t *testing.T) {
 				}
 				return true
 			})
-			deadline := time.Now().Add(10 * time.Second)
-			for b.Stats().Parked < workers && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
-			}
+			waitUntil(t, 10*time.Second, "the surviving dispatcher to hold every request", func() bool { return b.Stats().Parked >= workers })
 			if p := b.Stats().Parked; p != workers {
 				t.Fatalf("the surviving dispatcher holds %d requests, want %d", p, workers)
 			}

@@ -187,13 +187,7 @@ func startWaiting(t *testing.T, startRelay func(url string, ns *testnats.Server)
 	wctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 	go func() { w.result <- w.h.Result(wctx, nil) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for stmts.Load() == before {
-		if time.Now().After(deadline) {
-			t.Fatal("the client's Wait did not read the run")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitUntil(t, 30*time.Second, "the client's Wait to read the run", func() bool { return stmts.Load() != before })
 	return w, relay
 }
 
@@ -204,20 +198,13 @@ func (w *waiting) cancel(done func() bool) {
 	if err := w.cl.Terminate(context.Background(), w.h.RunID, ""); err != nil {
 		w.t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitUntil(w.t, 30*time.Second, "the run to be CANCELLED and its notice gone", func() bool {
 		r, err := w.st.RunsGet(context.Background(), "default", w.h.RunID)
 		if err != nil {
 			w.t.Fatal(err)
 		}
-		if r.Status == store.StatusCancelled && done() {
-			break
-		}
-		if time.Now().After(deadline) {
-			w.t.Fatalf("the run is %s", r.Status)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return r.Status == store.StatusCancelled && done()
+	})
 	select {
 	case err := <-w.result:
 		w.t.Fatalf("the Wait returned (%v) although the notice was lost", err)
