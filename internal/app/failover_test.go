@@ -19,11 +19,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	kapp "github.com/kagzi/kagzi/internal/app"
-	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/dispatcher"
 	"github.com/kagzi/kagzi/internal/pgcluster"
 	"github.com/kagzi/kagzi/internal/reaper"
-	"github.com/kagzi/kagzi/internal/svc"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
@@ -42,22 +40,7 @@ func TestMain(m *testing.M) {
 func serve(service string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var err error
-	switch service {
-	case "dispatcher":
-		var cfg config.Dispatcher
-		if err = config.Load(ctx, &cfg); err == nil {
-			err = kapp.RunDispatcher(ctx, cfg, svc.Logger(cfg.LogLevel))
-		}
-	case "reaper":
-		var cfg config.Reaper
-		if err = config.Load(ctx, &cfg); err == nil {
-			err = kapp.RunReaper(ctx, cfg, svc.Logger(cfg.LogLevel))
-		}
-	default:
-		err = fmt.Errorf("%s=%q: want dispatcher or reaper", serveEnv, service)
-	}
-	if err != nil && ctx.Err() == nil {
+	if err := kapp.Serve(ctx, service, nil); err != nil && ctx.Err() == nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

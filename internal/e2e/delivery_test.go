@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/retry"
@@ -81,27 +80,7 @@ func TestDeliveryCarriesTheWholeHistory(t *testing.T) {
 	}
 
 	// A worker asks the real dispatcher for it.
-	wid := uuid.New()
-	inbox := nats.NewInbox()
-	sub, err := e.nc.SubscribeSync(inbox)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, _ := protocol.Encode(&protocol.WorkRequest{WorkerID: wid, Namespace: "default", Queue: "history", Credits: 1,
-		Types: []protocol.TypeVersion{{Type: "Hist", Version: "v7"}}, Seq: 1, WaitMS: 10000})
-	if err := e.nc.PublishRequest(protocol.SubjectWork("default", "history"), inbox, req); err != nil {
-		t.Fatal(err)
-	}
-	msg, err := sub.NextMsg(10 * time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d protocol.Delivery
-	if err := protocol.Decode(msg.Data, &d); err != nil {
-		t.Fatal(err)
-	}
-	ack, _ := protocol.Encode(&protocol.DeliveryAck{Accepted: true})
-	_ = msg.Respond(ack)
+	d := askForWork(t, e.nc, "history", protocol.TypeVersion{Type: "Hist", Version: "v7"})
 	if len(d.Runs) != 1 {
 		t.Fatalf("%d runs delivered", len(d.Runs))
 	}

@@ -3,13 +3,15 @@ package e2e_test
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/internal/dispatcher"
 	"github.com/kagzi/kagzi/internal/scheduler"
 	"github.com/kagzi/kagzi/internal/testdb"
+	"github.com/kagzi/kagzi/internal/testlog"
 	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
@@ -21,42 +23,59 @@ import (
 // limit is reached. A dropped wakeup is a lost wakeup; the component whose
 // subscription dropped it reads its backlog instead.
 
-// stall is a log handler that blocks the goroutine logging msg, once,
-// until released: a way to hold a component's subscription handler (it
-// logs a malformed message) while messages pile up behind it.
-type stall struct {
-	msg      string
-	entered  chan struct{}
-	released chan struct{}
-	once     sync.Once
+// dropEnv is what each test below starts from: a database and a NATS
+// server, a store and a relay on them, and a log handler that holds the
+// first component logging a malformed message in the subscription handler
+// that received it, while messages pile up behind it.
+type dropEnv struct {
+	ns    *testnats.Server
+	st    *store.Store
+	stall *testlog.Stall
 }
 
-func newStall(t *testing.T, msg string) *stall {
-	s := &stall{msg: msg, entered: make(chan struct{}), released: make(chan struct{})}
-	t.Cleanup(s.release)
-	return s
+func newDropEnv(t *testing.T) *dropEnv {
+	t.Helper()
+	url := testdb.New(t)
+	ns := testnats.Start(t)
+	st := openStore(t, url, nil)
+	startRelay(t, url, ns.Connect(t))
+	return &dropEnv{ns: ns, st: st, stall: testlog.NewStall(t, "dropping malformed message")}
 }
 
-func (s *stall) release() {
+// startDispatcher starts a dispatcher logging to the stall. One message
+// in a handler fills any of its subscriptions: the next is dropped.
+func (e *dropEnv) startDispatcher(t *testing.T) *dispatcher.Dispatcher {
+	t.Helper()
+	d := dispatcher.New(dispatcher.Config{PendingLimit: 1}, e.st, e.ns.Connect(t), slog.New(e.stall))
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Stop)
+	t.Cleanup(e.stall.Release) // before Stop, which waits for the handler
+	return d
+}
+
+// held waits until the stall holds the handler named.
+func (e *dropEnv) held(t *testing.T, handler string) {
+	t.Helper()
 	select {
-	case <-s.released:
-	default:
-		close(s.released)
+	case <-e.stall.Entered():
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the %s handler was not held", handler)
 	}
 }
 
-func (s *stall) Enabled(context.Context, slog.Level) bool { return true }
-func (s *stall) WithAttrs([]slog.Attr) slog.Handler       { return s }
-func (s *stall) WithGroup(string) slog.Handler            { return s }
-
-func (s *stall) Handle(_ context.Context, r slog.Record) error {
-	if r.Message == s.msg {
-		s.once.Do(func() {
-			close(s.entered)
-			<-s.released
-		})
+// completes starts a run of Three with a client on nc and fails unless it
+// completes within 15 s.
+func (e *dropEnv) completes(t *testing.T, nc *nats.Conn) {
+	t.Helper()
+	h, err := newClient(t, e.st, nc).Start(context.Background(), "Three", 1, client.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return nil
+	if _, err := result[int](t, h, 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // A wakeup dropped while the dispatcher's wakeup handler is held up, for a
@@ -66,71 +85,20 @@ func (s *stall) Handle(_ context.Context, r slog.Record) error {
 // requests would park without a claim until the next wakeup.
 func TestDroppedWakeupIsRecoveredByTheBacklog(t *testing.T) {
 	t.Parallel()
-	url := testdb.New(t)
-	ns := testnats.Start(t)
-	ctx := context.Background()
-	pool, err := store.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	st := store.New(pool, store.Options{})
-	relay := dispatcher.NewRelay(dispatcher.RelayConfig{DatabaseURL: url}, ns.Connect(t), nil)
-	if err := relay.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(relay.Stop)
-	// One message in the handler fills a subscription: the next is dropped.
-	stall := newStall(t, "dropping malformed message")
-	d := dispatcher.New(dispatcher.Config{PendingLimit: 1}, st, ns.Connect(t), slog.New(stall))
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(d.Stop)
-	t.Cleanup(stall.release) // before Stop, which waits for the handler
+	e := newDropEnv(t)
+	d := e.startDispatcher(t)
 	// Requests renewed every 200 ms park without a query once the queue is
 	// known empty.
-	w, err := worker.New(worker.Config{WaitTimeout: 200 * time.Millisecond}, ns.Connect(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := threeSteps(newCounter())(w); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
-	deadline := time.Now().Add(30 * time.Second)
-	for d.Stats().EmptySkips == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the dispatcher never learned that the queue is empty")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	startWorker(t, e.ns, worker.Config{WaitTimeout: 200 * time.Millisecond}, threeSteps(newCounter()))
+	waitUntil(t, 30*time.Second, "the dispatcher to learn that the queue is empty", func() bool { return d.Stats().EmptySkips > 0 })
 
 	// Hold the wakeup handler on a malformed wakeup.
-	pub := ns.Connect(t)
+	pub := e.ns.Connect(t)
 	if err := pub.Publish(protocol.SubjectReady("default", "default"), []byte("{")); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-stall.entered:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the wakeup handler was not held")
-	}
-	cl, err := client.New(st, pub, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	h, err := cl.Start(ctx, "Three", 1, client.StartOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := result[int](t, h, 15*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	e.held(t, "wakeup")
+	e.completes(t, pub)
 	s := d.Stats()
 	if s.Drops < 1 || s.WakeupsSeen != 0 {
 		t.Fatalf("dispatcher stats %+v: want the wakeup dropped (Drops >= 1) and none seen", s)
@@ -144,59 +112,31 @@ func TestDroppedWakeupIsRecoveredByTheBacklog(t *testing.T) {
 // be armed for it.
 func TestDroppedScheduleChangeIsRecoveredByTheBacklog(t *testing.T) {
 	t.Parallel()
-	url := testdb.New(t)
-	ns := testnats.Start(t)
+	e := newDropEnv(t)
 	ctx := context.Background()
-	pool, err := store.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	st := store.New(pool, store.Options{})
-	relay := dispatcher.NewRelay(dispatcher.RelayConfig{DatabaseURL: url}, ns.Connect(t), nil)
-	if err := relay.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(relay.Stop)
-	stall := newStall(t, "dropping malformed message")
-	s := scheduler.New(scheduler.Config{PendingLimit: 1}, st, ns.Connect(t), slog.New(stall))
+	s := scheduler.New(scheduler.Config{PendingLimit: 1}, e.st, e.ns.Connect(t), slog.New(e.stall))
 	if err := s.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Stop)
-	t.Cleanup(stall.release)
-	pub := ns.Connect(t)
+	t.Cleanup(e.stall.Release)
+	pub := e.ns.Connect(t)
 	if err := pub.Publish(protocol.SubjectSchedule("default"), []byte("{")); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-stall.entered:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the change handler was not held")
-	}
-	cl, err := client.New(st, pub, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
+	e.held(t, "change")
+	cl := newClient(t, e.st, pub)
 	sc, err := cl.CreateSchedule(ctx, "Three", 1, client.ScheduleOptions{Cron: "* * * * * *"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	waitUntil(t, 15*time.Second, "the schedule to fire", func() bool {
 		runs, err := cl.ScheduleHistory(ctx, sc.ID, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(runs) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the schedule did not fire within 15 s; scheduler stats %+v", s.Stats())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return len(runs) > 0
+	})
 	if st := s.Stats(); st.Drops < 1 || st.Changes != 0 {
 		t.Fatalf("scheduler stats %+v: want the change dropped (Drops >= 1) and none seen", st)
 	}
@@ -208,67 +148,17 @@ func TestDroppedScheduleChangeIsRecoveredByTheBacklog(t *testing.T) {
 // while it was still held up were dropped too), and the run is claimed.
 func TestDroppedWorkRequestIsRenewed(t *testing.T) {
 	t.Parallel()
-	url := testdb.New(t)
-	ns := testnats.Start(t)
-	ctx := context.Background()
-	pool, err := store.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	st := store.New(pool, store.Options{})
-	relay := dispatcher.NewRelay(dispatcher.RelayConfig{DatabaseURL: url}, ns.Connect(t), nil)
-	if err := relay.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(relay.Stop)
-	stall := newStall(t, "dropping malformed message")
-	d := dispatcher.New(dispatcher.Config{PendingLimit: 1}, st, ns.Connect(t), slog.New(stall))
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(d.Stop)
-	t.Cleanup(stall.release)
-	pub := ns.Connect(t)
+	e := newDropEnv(t)
+	d := e.startDispatcher(t)
+	pub := e.ns.Connect(t)
 	if err := pub.PublishRequest(protocol.SubjectWork("default", "default"), pub.NewInbox(), []byte("{")); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-stall.entered:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the request handler was not held")
-	}
+	e.held(t, "request")
 	// Its requests would be renewed after ten minutes.
-	w, err := worker.New(worker.Config{WaitTimeout: 10 * time.Minute}, ns.Connect(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := threeSteps(newCounter())(w); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
-	deadline := time.Now().Add(30 * time.Second)
-	for w.Stats().Renewals == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the worker was not asked to renew its dropped request")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	stall.release()
-	cl, err := client.New(st, pub, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	h, err := cl.Start(ctx, "Three", 1, client.StartOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := result[int](t, h, 15*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	w := startWorker(t, e.ns, worker.Config{WaitTimeout: 10 * time.Minute}, threeSteps(newCounter()))
+	waitUntil(t, 30*time.Second, "the worker to be asked to renew its dropped request", func() bool { return w.Stats().Renewals > 0 })
+	e.stall.Release()
+	e.completes(t, pub)
 	t.Logf("dispatcher drops %d, worker renewals %d", d.Stats().Drops, w.Stats().Renewals)
 }

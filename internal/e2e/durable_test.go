@@ -27,18 +27,7 @@ import (
 // startWorker starts a worker of its own (own NATS connection) on e.
 func (e *env) startWorker(cfg worker.Config, register func(*worker.Worker) error) *worker.Worker {
 	e.t.Helper()
-	w, err := worker.New(cfg, e.ns.Connect(e.t))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := register(w); err != nil {
-		e.t.Fatal(err)
-	}
-	if err := w.Start(context.Background()); err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(w.Stop)
-	return w
+	return startWorker(e.t, e.ns, cfg, register)
 }
 
 // result waits up to d for a run's result.
@@ -631,11 +620,12 @@ func TestWorkerCrashBetweenStepsDoesNotRerunFirst(t *testing.T) {
 	// (A row the reaper's flush holds at that moment is skipped: again.)
 	nc.Close()
 	var rec []store.RecoveredRun
-	for deadline := time.Now().Add(10 * time.Second); len(rec) == 0 && time.Now().Before(deadline); {
+	waitUntil(t, 10*time.Second, "the run to be recovered", func() bool {
 		if rec, err = e.srv.Store.RunsRecoverWorker(ctx, w1.ID(), h.RunID); err != nil {
 			t.Fatal(err)
 		}
-	}
+		return len(rec) > 0
+	})
 	if len(rec) != 1 || rec[0].RunID != h.RunID || rec[0].Status != store.StatusPending || rec[0].Undelivered {
 		t.Fatalf("recover: %+v", rec)
 	}

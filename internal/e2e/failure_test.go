@@ -206,17 +206,12 @@ func TestEventTimeoutIsReplayed(t *testing.T) {
 // its own bookkeeping of the execution.
 func idleStats(t *testing.T, w *worker.Worker) worker.Stats {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		s := w.Stats()
-		if s.Running == 0 {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the worker still runs %d runs", s.Running)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var s worker.Stats
+	waitUntil(t, 10*time.Second, "the worker's runs to end", func() bool {
+		s = w.Stats()
+		return s.Running == 0
+	})
+	return s
 }
 
 // children lists the child runs of a parent.

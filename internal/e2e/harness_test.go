@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/devserver"
+	"github.com/kagzi/kagzi/internal/dispatcher"
 	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/client"
@@ -86,11 +88,7 @@ func start(t *testing.T, o opts) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	cl, err := client.New(srv.Store, nc, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
+	cl := newClient(t, srv.Store, nc)
 	e := &env{t: t, srv: srv, url: url, nc: nc, cl: cl, ns: ns, relayUp: relayUp}
 	select {
 	case <-relayUp:
@@ -98,6 +96,68 @@ func start(t *testing.T, o opts) *env {
 		t.Fatal("no relay came up")
 	}
 	return e
+}
+
+// Tests that kill, hold or cut off a component assemble their own, on a
+// database (testdb.New) and a NATS server (testnats.Start) of their own,
+// with the helpers below.
+
+// openStore opens a store on the database at url, closed when t ends; its
+// statements are counted in stmts, if given.
+func openStore(t *testing.T, url string, stmts *store.StatementCounter) *store.Store {
+	t.Helper()
+	connect := store.Connect
+	if stmts != nil {
+		connect = func(ctx context.Context, url string) (*pgxpool.Pool, error) {
+			return store.ConnectCounting(ctx, url, stmts)
+		}
+	}
+	pool, err := connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return store.New(pool, store.Options{})
+}
+
+// startRelay starts a relay on nc, stopped when t ends.
+func startRelay(t *testing.T, url string, nc *nats.Conn) *dispatcher.Relay {
+	t.Helper()
+	r := dispatcher.NewRelay(dispatcher.RelayConfig{DatabaseURL: url}, nc, nil)
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	return r
+}
+
+// startWorker starts a worker on a NATS connection of its own to ns, with
+// the workflows register adds; it is stopped when t ends.
+func startWorker(t *testing.T, ns *testnats.Server, cfg worker.Config, register func(*worker.Worker) error) *worker.Worker {
+	t.Helper()
+	w, err := worker.New(cfg, ns.Connect(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := register(w); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	return w
+}
+
+// newClient returns a client on st and nc, closed when t ends.
+func newClient(t *testing.T, st *store.Store, nc *nats.Conn) *client.Client {
+	t.Helper()
+	cl, err := client.New(st, nc, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
 }
 
 // counter counts invocations per key.
@@ -143,4 +203,18 @@ func waitAll(t *testing.T, hs []*client.Handle, d time.Duration) {
 			t.Fatalf("run did not complete: %v", err)
 		}
 	}
+}
+
+// waitUntil polls cond until it holds (the condition, not the poll
+// interval, is the synchronisation) and returns when it did.
+func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return time.Now()
 }

@@ -52,20 +52,13 @@ func TestLongestHostnameIsServed(t *testing.T) {
 	}
 	// The reaper's next flushes extend the lease of the run the worker
 	// lists in its heartbeats.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	waitUntil(t, 20*time.Second, fmt.Sprintf("the lease of a run held by a worker with a %d-byte hostname to be extended", len(host)), func() bool {
 		r, err := e.cl.Get(ctx, h.RunID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.LeaseExpiresAt.After(*claimed.LeaseExpiresAt) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the lease of a run held by a worker with a %d-byte hostname was never extended", len(host))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return r.LeaseExpiresAt.After(*claimed.LeaseExpiresAt)
+	})
 	reg, err := e.srv.Store.WorkersGet(ctx, "default", w.ID())
 	if err != nil || reg.Hostname != host || reg.Status != store.WorkerOnline {
 		t.Fatalf("registration: %+v %v", reg, err)

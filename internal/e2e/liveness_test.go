@@ -141,59 +141,56 @@ func inProcessDispatcher(t *testing.T, st *store.Store, url string, ns *testnats
 	return d, stop
 }
 
+// cluster is a database and a NATS server watched by an observer, a store
+// on them, and a dispatcher process, A, that takes work requests and takes
+// part in the relay election if relays; if not, a relay of its own relays.
+type cluster struct {
+	url string
+	ns  *testnats.Server
+	st  *store.Store
+	obs *observer
+	a   *proc
+}
+
+// startCluster starts a cluster and waits until A takes work requests and
+// a relay is up. The store's statements are counted in stmts, if given.
+func startCluster(t *testing.T, relays bool, stmts *store.StatementCounter) *cluster {
+	t.Helper()
+	url := testdb.New(t)
+	ns := testnats.Start(t)
+	c := &cluster{url: url, ns: ns, st: openStore(t, url, stmts), obs: observe(t, ns.Connect(t))}
+	if !relays {
+		startRelay(t, url, ns.Connect(t))
+	}
+	c.a = spawnDispatcher(t, url, ns.URL(), relays)
+	c.obs.newDispatcher(t)
+	c.obs.until(t, "a relay is up", func() bool { return c.obs.relayUps > 0 })
+	return c
+}
+
 // failover measures, over several rounds, how long after a dispatcher
 // holding an idle worker's request is SIGKILLed a run started right then
 // begins, and the same after a graceful stop. With relays, every
 // dispatcher takes part in the relay election and the killed one relays;
 // without, a relay of its own relays and the killed one does not.
 func failover(t *testing.T, relays bool) (killed, stopped []time.Duration) {
-	url := testdb.New(t)
-	ns := testnats.Start(t)
+	c := startCluster(t, relays, nil)
+	url, ns, st, obs, a := c.url, c.ns, c.st, c.obs, c.a
 	ctx := context.Background()
-	pool, err := store.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	st := store.New(pool, store.Options{})
-	obs := observe(t, ns.Connect(t))
-	if !relays {
-		r := dispatcher.NewRelay(dispatcher.RelayConfig{DatabaseURL: url}, ns.Connect(t), nil)
-		if err := r.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(r.Stop)
-	}
-	// A: the dispatcher the worker's request is parked in, a process.
-	a := spawnDispatcher(t, url, ns.URL(), relays)
-	obs.newDispatcher(t)
-	obs.until(t, "a relay is up", func() bool { return obs.relayUps > 0 })
 
 	marks := make(chan time.Time, 1)
 	proceed := make(chan struct{})
 	// The default wait timeout (30 s): what a stranded worker waits.
-	w, err := worker.New(worker.Config{MaxConcurrency: 1}, ns.Connect(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := worker.Register(w, "Mark", func(ctx workflow.Context, _ int) (int, error) {
-		marks <- time.Now()
-		<-proceed
-		return 0, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	w := startWorker(t, ns, worker.Config{MaxConcurrency: 1}, func(w *worker.Worker) error {
+		return worker.Register(w, "Mark", func(ctx workflow.Context, _ int) (int, error) {
+			marks <- time.Now()
+			<-proceed
+			return 0, nil
+		})
+	})
 	// Its request is parked in A, the only dispatcher.
 	obs.until(t, "the worker asks for work", func() bool { return obs.requests[w.ID()] >= 1 })
-	cl, err := client.New(st, ns.Connect(t), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
+	cl := newClient(t, st, ns.Connect(t))
 
 	// runAfter starts a run and returns how long after since it began; the
 	// worker's next request has gone out when it returns.
@@ -288,41 +285,12 @@ func TestFailoverCost(t *testing.T) {
 	for _, relays := range []bool{false, true} {
 		t.Run(fmt.Sprintf("relays=%v", relays), func(t *testing.T) {
 			const workers = 4
-			url := testdb.New(t)
-			ns := testnats.Start(t)
-			ctx := context.Background()
 			stmts := &store.StatementCounter{}
-			pool, err := store.ConnectCounting(ctx, url, stmts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(pool.Close)
-			st := store.New(pool, store.Options{})
-			obs := observe(t, ns.Connect(t))
-			if !relays {
-				r := dispatcher.NewRelay(dispatcher.RelayConfig{DatabaseURL: url}, ns.Connect(t), nil)
-				if err := r.Start(ctx); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(r.Stop)
-			}
-			a := spawnDispatcher(t, url, ns.URL(), relays)
-			obs.newDispatcher(t)
-			obs.until(t, "a relay is up", func() bool { return obs.relayUps > 0 })
+			c := startCluster(t, relays, stmts)
+			obs := c.obs
 			var ws []*worker.Worker
 			for i := 0; i < workers; i++ {
-				w, err := worker.New(worker.Config{}, ns.Connect(t))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := threeSteps(newCounter())(w); err != nil {
-					t.Fatal(err)
-				}
-				if err := w.Start(ctx); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(w.Stop)
-				ws = append(ws, w)
+				ws = append(ws, startWorker(t, c.ns, worker.Config{}, threeSteps(newCounter())))
 			}
 			obs.until(t, "every worker parked its request in A", func() bool {
 				for _, w := range ws {
@@ -332,7 +300,7 @@ func TestFailoverCost(t *testing.T) {
 				}
 				return true
 			})
-			b, _ := inProcessDispatcher(t, st, url, ns, relays)
+			b, _ := inProcessDispatcher(t, c.st, c.url, c.ns, relays)
 			obs.newDispatcher(t)
 
 			const idle = 5 * time.Second
@@ -356,7 +324,7 @@ func TestFailoverCost(t *testing.T) {
 			}
 
 			before, claims = stmts.Load(), b.Stats().Claims
-			a.kill()
+			c.a.kill()
 			obs.until(t, "every worker renewed its request", func() bool {
 				for _, w := range ws {
 					if obs.requests[w.ID()] == requests[w.ID()] {
@@ -365,10 +333,7 @@ func TestFailoverCost(t *testing.T) {
 				}
 				return true
 			})
-			deadline := time.Now().Add(10 * time.Second)
-			for b.Stats().Parked < workers && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
-			}
+			waitUntil(t, 10*time.Second, "the surviving dispatcher to hold every request", func() bool { return b.Stats().Parked >= workers })
 			if p := b.Stats().Parked; p != workers {
 				t.Fatalf("the surviving dispatcher holds %d requests, want %d", p, workers)
 			}

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/kagzi/kagzi/internal/app"
-	"github.com/kagzi/kagzi/internal/config"
-	"github.com/kagzi/kagzi/internal/svc"
 )
 
 // envServe makes the test binary run one service instead of the tests, as
@@ -33,12 +31,7 @@ func TestMain(m *testing.M) {
 func serveDispatcher() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var cfg config.Dispatcher
-	err := config.Load(ctx, &cfg)
-	if err == nil {
-		err = app.RunDispatcher(ctx, cfg, svc.Logger(cfg.LogLevel).With("service", "dispatcher"))
-	}
-	if err != nil {
+	if err := app.Serve(ctx, "dispatcher", nil); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -142,12 +142,7 @@ func startWaiting(t *testing.T, startRelay func(url string, ns *testnats.Server)
 	url := testdb.New(t)
 	ns := testnats.Start(t)
 	ctx := context.Background()
-	pool, err := store.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	st := store.New(pool, store.Options{})
+	st := openStore(t, url, nil)
 	obs := observe(t, ns.Connect(t))
 	relay := startRelay(url, ns)
 	obs.until(t, "the relay is up", func() bool { return obs.relayUps > 0 })
@@ -155,21 +150,13 @@ func startWaiting(t *testing.T, startRelay func(url string, ns *testnats.Server)
 
 	w := &waiting{t: t, url: url, ns: ns, st: st, release: make(chan struct{}), result: make(chan error, 1)}
 	started := make(chan struct{}, 1)
-	wk, err := worker.New(worker.Config{}, ns.Connect(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := worker.Register(wk, "Held", func(ctx workflow.Context, _ int) (int, error) {
-		started <- struct{}{}
-		<-w.release
-		return 7, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := wk.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(wk.Stop)
+	startWorker(t, ns, worker.Config{}, func(wk *worker.Worker) error {
+		return worker.Register(wk, "Held", func(ctx workflow.Context, _ int) (int, error) {
+			started <- struct{}{}
+			<-w.release
+			return 7, nil
+		})
+	})
 	t.Cleanup(func() {
 		select {
 		case <-w.release:
@@ -181,21 +168,13 @@ func startWaiting(t *testing.T, startRelay func(url string, ns *testnats.Server)
 	// The client's statements are counted: its first read tells that its
 	// Wait has subscribed and seen the run running.
 	stmts := &store.StatementCounter{}
-	cpool, err := store.ConnectCounting(ctx, url, stmts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cpool.Close)
+	cst := openStore(t, url, stmts)
 	if connect == nil {
 		connect = func(ns *testnats.Server) *nats.Conn { return ns.Connect(t) }
 	}
-	cl, err := client.New(store.New(cpool, store.Options{}), connect(ns), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	w.cl = cl
-	w.h, err = cl.Start(ctx, "Held", 0, client.StartOptions{})
+	w.cl = newClient(t, cst, connect(ns))
+	var err error
+	w.h, err = w.cl.Start(ctx, "Held", 0, client.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,13 +187,7 @@ func startWaiting(t *testing.T, startRelay func(url string, ns *testnats.Server)
 	wctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 	go func() { w.result <- w.h.Result(wctx, nil) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for stmts.Load() == before {
-		if time.Now().After(deadline) {
-			t.Fatal("the client's Wait did not read the run")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitUntil(t, 30*time.Second, "the client's Wait to read the run", func() bool { return stmts.Load() != before })
 	return w, relay
 }
 
@@ -225,20 +198,13 @@ func (w *waiting) cancel(done func() bool) {
 	if err := w.cl.Terminate(context.Background(), w.h.RunID, ""); err != nil {
 		w.t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitUntil(w.t, 30*time.Second, "the run to be CANCELLED and its notice gone", func() bool {
 		r, err := w.st.RunsGet(context.Background(), "default", w.h.RunID)
 		if err != nil {
 			w.t.Fatal(err)
 		}
-		if r.Status == store.StatusCancelled && done() {
-			break
-		}
-		if time.Now().After(deadline) {
-			w.t.Fatalf("the run is %s", r.Status)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return r.Status == store.StatusCancelled && done()
+	})
 	select {
 	case err := <-w.result:
 		w.t.Fatalf("the Wait returned (%v) although the notice was lost", err)
@@ -269,17 +235,6 @@ func (p *proxy) via() *nats.Conn {
 	}
 	p.t.Cleanup(nc.Close)
 	return nc
-}
-
-// startRelay starts a relay on nc.
-func startRelay(t *testing.T, url string, nc *nats.Conn) *dispatcher.Relay {
-	t.Helper()
-	r := dispatcher.NewRelay(dispatcher.RelayConfig{DatabaseURL: url}, nc, nil)
-	if err := r.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.Stop)
-	return r
 }
 
 // The relay published the done notice into a connection that had died

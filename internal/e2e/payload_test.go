@@ -73,7 +73,7 @@ func TestRefusedReportFailsTheRunOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := askForWork(t, e.nc, "raw", "Raw")
+	d := askForWork(t, e.nc, "raw", protocol.TypeVersion{Type: "Raw"})
 	run := d.Runs[0]
 	if d.Limits.MaxBytes != 2048 || d.Limits.WarnBytes != 1024 {
 		t.Fatalf("the delivery told limits %+v, want the database's", d.Limits)
@@ -115,9 +115,9 @@ func TestRefusedReportFailsTheRunOnce(t *testing.T) {
 	}
 }
 
-// askForWork sends one work request for typ on queue, as a worker would,
+// askForWork sends one work request for tv on queue, as a worker would,
 // and returns the delivery (acknowledged).
-func askForWork(t *testing.T, nc *nats.Conn, queue, typ string) protocol.Delivery {
+func askForWork(t *testing.T, nc *nats.Conn, queue string, tv protocol.TypeVersion) protocol.Delivery {
 	t.Helper()
 	inbox := nats.NewInbox()
 	sub, err := nc.SubscribeSync(inbox)
@@ -126,7 +126,7 @@ func askForWork(t *testing.T, nc *nats.Conn, queue, typ string) protocol.Deliver
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	req, _ := protocol.Encode(&protocol.WorkRequest{WorkerID: uuid.New(), Namespace: "default", Queue: queue, Credits: 1,
-		Types: []protocol.TypeVersion{{Type: typ}}, Seq: 1, WaitMS: 10000})
+		Types: []protocol.TypeVersion{tv}, Seq: 1, WaitMS: 10000})
 	if err := nc.PublishRequest(protocol.SubjectWork("default", queue), inbox, req); err != nil {
 		t.Fatal(err)
 	}

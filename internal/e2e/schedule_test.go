@@ -65,17 +65,3 @@ func TestScheduleFiresWhatADatabaseOutageDelayed(t *testing.T) {
 		t.Fatalf("the delayed fire times fired %v after the database came back, want within 10 s", d)
 	}
 }
-
-// waitUntil polls cond until it holds (the condition, not the poll
-// interval, is the synchronisation) and returns when it did.
-func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) time.Time {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return time.Now()
-}

@@ -40,14 +40,19 @@ func TestDropsReachTheirSubscription(t *testing.T) {
 	d.Add(sub, func() { dropped <- struct{}{} })
 	d.Add(other, func() { others.Add(1) })
 	pub := s.Connect(t)
-	for i := 0; i < 5; i++ { // one in the handler, then drops
-		if err := pub.Publish("slow", []byte("x")); err != nil {
+	// publish sends n messages to the slow subscription.
+	publish := func(n int) {
+		t.Helper()
+		for i := 0; i < n; i++ {
+			if err := pub.Publish("slow", []byte("x")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := pub.Flush(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := pub.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	publish(5) // one in the handler, then drops
 	select {
 	case <-dropped:
 	case <-time.After(10 * time.Second):
@@ -67,14 +72,7 @@ func TestDropsReachTheirSubscription(t *testing.T) {
 
 	// Later drops of the same episode are silent at the client: the
 	// handler runs again once the subscription has caught up, not before.
-	for i := 0; i < 3; i++ {
-		if err := pub.Publish("slow", []byte("x")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := pub.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	publish(3)
 	select {
 	case <-dropped:
 		t.Fatal("the handler ran again before the subscription caught up")

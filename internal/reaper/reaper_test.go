@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/kagzi/kagzi/internal/natsserver"
 	"github.com/kagzi/kagzi/internal/reaper"
+	"github.com/kagzi/kagzi/internal/testlog"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
 )
@@ -364,30 +364,6 @@ func TestNATSOutageIsNotDeath(t *testing.T) {
 	})
 }
 
-// stall is a log handler that blocks the goroutine logging msg, once,
-// until released: it holds the reaper's liveness handler (which logs a
-// malformed message) while messages pile up behind it.
-type stall struct {
-	msg      string
-	entered  chan struct{}
-	released chan struct{}
-	once     sync.Once
-}
-
-func (s *stall) Enabled(context.Context, slog.Level) bool { return true }
-func (s *stall) WithAttrs([]slog.Attr) slog.Handler       { return s }
-func (s *stall) WithGroup(string) slog.Handler            { return s }
-
-func (s *stall) Handle(_ context.Context, r slog.Record) error {
-	if r.Message == s.msg {
-		s.once.Do(func() {
-			close(s.entered)
-			<-s.released
-		})
-	}
-	return nil
-}
-
 // Liveness messages NATS dropped are missed heartbeats, not absent ones:
 // like a reconnect, the drop gives every worker a full timeout to be heard
 // again. A worker silent since before the drop is marked OFFLINE one
@@ -396,7 +372,9 @@ func TestDroppedHeartbeatsAreNotDeath(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	const timeout = 2 * time.Second
-	st := &stall{msg: "dropping malformed message", entered: make(chan struct{}), released: make(chan struct{})}
+	// The liveness handler logs a malformed message: it is held there while
+	// messages pile up behind it.
+	st := testlog.NewStall(t, "dropping malformed message")
 	cfg := reaper.Config{DatabaseURL: h.url, FlushInterval: 100 * time.Millisecond, WorkerTimeout: timeout,
 		LeaseGrace: time.Second, PendingLimit: 1}
 	r := reaper.New(cfg, h.rst, h.ns.Connect(t), slog.New(st))
@@ -404,7 +382,7 @@ func TestDroppedHeartbeatsAreNotDeath(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.Stop)
-	t.Cleanup(func() { close(st.released) })
+	t.Cleanup(st.Release)
 	waitLeader(t, r)
 	w := h.fake()
 	w.register()
@@ -422,7 +400,7 @@ func TestDroppedHeartbeatsAreNotDeath(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.flush()
-	<-st.entered
+	<-st.Entered()
 	other := h.fake()
 	dropped := time.Now()
 	other.beat(false) // waits in the channel

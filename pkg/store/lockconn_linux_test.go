@@ -6,11 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"golang.org/x/sys/unix"
 
 	"github.com/kagzi/kagzi/internal/testdb"
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // TestLockConnClientSocket checks that the client end of a leader's
@@ -20,15 +18,7 @@ func TestLockConnClientSocket(t *testing.T) {
 	url := testdb.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cfg, err := store.LockConnConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = conn.Close(context.Background()) }()
+	conn := lockConn(t, ctx, url)
 	tcp, ok := conn.PgConn().Conn().(*net.TCPConn)
 	if !ok {
 		t.Skipf("the test database is not reached over TCP (%T)", conn.PgConn().Conn())

@@ -28,21 +28,8 @@ func TestLockConnDetectsDeadPeers(t *testing.T) {
 		}
 		return v
 	}
-	connect := func(url string) *pgx.Conn {
-		t.Helper()
-		cfg, err := store.LockConnConfig(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conn, err := pgx.ConnectConfig(ctx, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = conn.Close(context.Background()) })
-		return conn
-	}
 
-	conn := connect(url)
+	conn := lockConn(t, ctx, url)
 	if _, ok := conn.PgConn().Conn().(*net.TCPConn); !ok {
 		t.Skipf("the test database is not reached over TCP (%T): the settings do not apply", conn.PgConn().Conn())
 	}
@@ -53,8 +40,24 @@ func TestLockConnDetectsDeadPeers(t *testing.T) {
 			t.Errorf("server %s = %q, want %q", name, got, v)
 		}
 	}
-	over := connect(url + "&tcp_user_timeout=7000")
+	over := lockConn(t, ctx, url+"&tcp_user_timeout=7000")
 	if got := show(over, "tcp_user_timeout"); got != "7000" {
 		t.Errorf("tcp_user_timeout set in the URL: server has %q, want 7000", got)
 	}
+}
+
+// lockConn opens a leader's dedicated connection to url, closed when t
+// ends.
+func lockConn(t *testing.T, ctx context.Context, url string) *pgx.Conn {
+	t.Helper()
+	cfg, err := store.LockConnConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
 }

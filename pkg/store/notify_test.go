@@ -41,11 +41,43 @@ func listen(t *testing.T, url string, key int64) <-chan string {
 	return ch
 }
 
+// listening returns a store on a fresh database and the payloads of a
+// Listener on it.
+func listening(t *testing.T) (*store.Store, <-chan string) {
+	t.Helper()
+	pool, url := testdb.Pool(t)
+	return store.New(pool, store.Options{}), listen(t, url, 1)
+}
+
+// untilMarker creates a run in queue "marker" and returns the
+// notifications that arrive before its own, which tells that every earlier
+// one arrived.
+func untilMarker(t *testing.T, s *store.Store, ch <-chan string) []store.Notification {
+	t.Helper()
+	if _, _, err := s.RunsCreate(context.Background(), store.RunsCreateParams{Namespace: "ns", Queue: "marker", Type: "T"}); err != nil {
+		t.Fatal(err)
+	}
+	var got []store.Notification
+	for {
+		select {
+		case p := <-ch:
+			n, err := store.ParseNotification(p)
+			if err != nil {
+				t.Fatalf("parse %q: %v", p, err)
+			}
+			if n.Queue == "marker" {
+				return got
+			}
+			got = append(got, n)
+		case <-time.After(10 * time.Second):
+			t.Fatal("no marker notification")
+		}
+	}
+}
+
 func TestNotifyBatchInsertSendsFewNotifications(t *testing.T) {
 	t.Parallel()
-	pool, url := testdb.Pool(t)
-	s := store.New(pool, store.Options{})
-	ch := listen(t, url, 1)
+	s, ch := listening(t)
 	ctx := context.Background()
 	ps := make([]store.RunsCreateParams, 1000)
 	for i := range ps {
@@ -54,22 +86,7 @@ func TestNotifyBatchInsertSendsFewNotifications(t *testing.T) {
 	if _, err := s.RunsCreateMany(ctx, ps); err != nil {
 		t.Fatal(err)
 	}
-	// A marker after the batch tells us every notification of it arrived.
-	if _, _, err := s.RunsCreate(ctx, store.RunsCreateParams{Namespace: "ns", Queue: "marker", Type: "T"}); err != nil {
-		t.Fatal(err)
-	}
-	var got []store.Notification
-	for {
-		p := <-ch
-		n, err := store.ParseNotification(p)
-		if err != nil {
-			t.Fatalf("parse %q: %v", p, err)
-		}
-		if n.Queue == "marker" {
-			break
-		}
-		got = append(got, n)
-	}
+	got := untilMarker(t, s, ch)
 	if len(got) != 3 {
 		t.Fatalf("1,000 inserts over 3 queues sent %d notifications, want 3: %+v", len(got), got)
 	}
@@ -82,9 +99,7 @@ func TestNotifyBatchInsertSendsFewNotifications(t *testing.T) {
 
 func TestNotifyDoneAndCancel(t *testing.T) {
 	t.Parallel()
-	pool, url := testdb.Pool(t)
-	s := store.New(pool, store.Options{})
-	ch := listen(t, url, 1)
+	s, ch := listening(t)
 	ctx := context.Background()
 	var ids []store.Lease
 	for i := 0; i < 150; i++ {
@@ -194,34 +209,9 @@ func TestListenerFailover(t *testing.T) {
 // lowering one or setting the same value announces nothing.
 func TestNotifyLimitRaisedOrRemoved(t *testing.T) {
 	t.Parallel()
-	pool, url := testdb.Pool(t)
-	s := store.New(pool, store.Options{})
-	ch := listen(t, url, 1)
+	s, ch := listening(t)
 	ctx := context.Background()
-	// next returns the notifications up to a marker (a run created in
-	// queue "marker"), which tells us every earlier one arrived.
-	next := func() []store.Notification {
-		t.Helper()
-		if _, _, err := s.RunsCreate(ctx, store.RunsCreateParams{Namespace: "ns", Queue: "marker", Type: "T"}); err != nil {
-			t.Fatal(err)
-		}
-		var got []store.Notification
-		for {
-			select {
-			case p := <-ch:
-				n, err := store.ParseNotification(p)
-				if err != nil {
-					t.Fatalf("parse %q: %v", p, err)
-				}
-				if n.Queue == "marker" {
-					return got
-				}
-				got = append(got, n)
-			case <-time.After(10 * time.Second):
-				t.Fatal("no marker notification")
-			}
-		}
-	}
+	next := func() []store.Notification { return untilMarker(t, s, ch) }
 	wantReady := func(what string, got []store.Notification, queues ...string) {
 		t.Helper()
 		if len(got) != len(queues) {

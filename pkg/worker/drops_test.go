@@ -1,43 +1,18 @@
 package worker_test
 
 import (
-	"context"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/testlog"
 	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/worker"
 	"github.com/kagzi/kagzi/pkg/workflow"
 )
-
-// stall is a log handler that blocks the goroutine logging msg, once,
-// until released: it holds the worker's delivery loop (which logs a
-// malformed delivery) while messages pile up behind it.
-type stall struct {
-	msg      string
-	entered  chan struct{}
-	released chan struct{}
-	once     sync.Once
-}
-
-func (s *stall) Enabled(context.Context, slog.Level) bool { return true }
-func (s *stall) WithAttrs([]slog.Attr) slog.Handler       { return s }
-func (s *stall) WithGroup(string) slog.Handler            { return s }
-
-func (s *stall) Handle(_ context.Context, r slog.Record) error {
-	if r.Message == s.msg {
-		s.once.Do(func() {
-			close(s.entered)
-			<-s.released
-		})
-	}
-	return nil
-}
 
 // A delivery NATS dropped consumed the worker's request at the dispatcher
 // (which releases the runs when no ack comes): the worker renews its
@@ -46,7 +21,9 @@ func TestDroppedDeliveryRenewsTheRequest(t *testing.T) {
 	t.Parallel()
 	s := testnats.Start(t)
 	d := newFakeDispatcher(t, s)
-	st := &stall{msg: "dropped malformed message", entered: make(chan struct{}), released: make(chan struct{})}
+	// The delivery loop logs a malformed delivery: it is held there while
+	// messages pile up behind it.
+	st := testlog.NewStall(t, "dropped malformed message")
 	// One delivery waiting behind the one in hand fills the subscription.
 	w, err := worker.New(worker.Config{WaitTimeout: 10 * time.Minute, Logger: slog.New(st), DrainTimeout: 200 * time.Millisecond},
 		s.Connect(t, nats.SyncQueueLen(1)))
@@ -58,12 +35,12 @@ func TestDroppedDeliveryRenewsTheRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-	t.Cleanup(func() { close(st.released) })
+	t.Cleanup(st.Release)
 	req1 := d.nextRequest(t)
 	if err := d.nc.Publish(req1.reply, []byte("{")); err != nil {
 		t.Fatal(err)
 	}
-	closed(t, st.entered, "the delivery loop held")
+	closed(t, st.Entered(), "the delivery loop held")
 	data, err := protocol.Encode(&protocol.Delivery{WorkerID: req1.WorkerID, Seq: req1.Seq, Runs: []protocol.DeliveredRun{newRun(t, "X", nil)},
 		Limits: protocol.PayloadLimits{WarnBytes: 1, MaxBytes: 1}})
 	if err != nil {

@@ -205,35 +205,50 @@ func TestLeaseLostAbandonsRun(t *testing.T) {
 	}
 }
 
-// A request to cancel cancels the running step's context at once; the
-// attempt it interrupted is not recorded, and the workflow, which returns
-// the cancellation, reports its end (the engine records it CANCELLED).
-func TestCancelStopsRunningStepQuickly(t *testing.T) {
-	t.Parallel()
+// longRun is a run of "Long", whose one step blocks until its context
+// ends, delivered to a worker with one slot and in its step.
+type longRun struct {
+	run protocol.DeliveredRun
+	// ctxs receives the workflow's context.
+	ctxs chan workflow.Context
+	// stepDone receives when the step's context ended.
+	stepDone chan time.Time
+}
+
+func startLong(t *testing.T) (*fakeDispatcher, *worker.Worker, *longRun) {
+	t.Helper()
 	started := make(chan struct{})
-	stepDone := make(chan time.Time, 1)
-	ctxs := make(chan workflow.Context, 1)
+	l := &longRun{ctxs: make(chan workflow.Context, 1), stepDone: make(chan time.Time, 1)}
 	d, w := start(t, worker.Config{MaxConcurrency: 1}, func(w *worker.Worker) {
 		must(t, worker.Register(w, "Long", func(ctx workflow.Context, _ struct{}) (int, error) {
-			ctxs <- ctx
+			l.ctxs <- ctx
 			return workflow.Step(ctx, "wait", func(sctx context.Context) (int, error) {
 				close(started)
 				<-sctx.Done()
-				stepDone <- time.Now()
+				l.stepDone <- time.Now()
 				return 0, sctx.Err()
 			})
 		}))
 	})
 	req := d.nextRequest(t)
-	run := newRun(t, "Long", nil)
-	d.deliver(t, req, req.Seq, run)
+	l.run = newRun(t, "Long", nil)
+	d.deliver(t, req, req.Seq, l.run)
 	closed(t, started, "step start")
+	return d, w, l
+}
+
+// A request to cancel cancels the running step's context at once; the
+// attempt it interrupted is not recorded, and the workflow, which returns
+// the cancellation, reports its end (the engine records it CANCELLED).
+func TestCancelStopsRunningStepQuickly(t *testing.T) {
+	t.Parallel()
+	d, w, l := startLong(t)
 	sent := time.Now()
-	d.cancel(t, w.ID(), run.RunID)
-	if elapsed := recv(t, stepDone, "step cancelled").Sub(sent); elapsed > 100*time.Millisecond {
+	d.cancel(t, w.ID(), l.run.RunID)
+	if elapsed := recv(t, l.stepDone, "step cancelled").Sub(sent); elapsed > 100*time.Millisecond {
 		t.Fatalf("step context cancelled after %v, want within 100ms", elapsed)
 	}
-	if cause := context.Cause(recv(t, ctxs, "ctx")); !errors.Is(cause, workflow.ErrCancelled) {
+	if cause := context.Cause(recv(t, l.ctxs, "ctx")); !errors.Is(cause, workflow.ErrCancelled) {
 		t.Fatalf("cause %v", cause)
 	}
 	if it := d.nextItem(t); it.Kind != protocol.ReportRunFailed || !strings.Contains(it.Error, "cancelled") {
@@ -247,26 +262,10 @@ func TestCancelStopsRunningStepQuickly(t *testing.T) {
 // nothing more is reported (the lease is void).
 func TestTerminateAbandonsRun(t *testing.T) {
 	t.Parallel()
-	started, stepDone := make(chan struct{}), make(chan struct{})
-	ctxs := make(chan workflow.Context, 1)
-	d, w := start(t, worker.Config{MaxConcurrency: 1}, func(w *worker.Worker) {
-		must(t, worker.Register(w, "Long", func(ctx workflow.Context, _ struct{}) (int, error) {
-			ctxs <- ctx
-			return workflow.Step(ctx, "wait", func(sctx context.Context) (int, error) {
-				close(started)
-				<-sctx.Done()
-				close(stepDone)
-				return 0, sctx.Err()
-			})
-		}))
-	})
-	req := d.nextRequest(t)
-	run := newRun(t, "Long", nil)
-	d.deliver(t, req, req.Seq, run)
-	closed(t, started, "step start")
-	d.terminate(t, w.ID(), run.RunID)
-	closed(t, stepDone, "step context ended")
-	if cause := context.Cause(recv(t, ctxs, "ctx")); !errors.Is(cause, workflow.ErrTerminated) {
+	d, w, l := startLong(t)
+	d.terminate(t, w.ID(), l.run.RunID)
+	recv(t, l.stepDone, "step context ended")
+	if cause := context.Cause(recv(t, l.ctxs, "ctx")); !errors.Is(cause, workflow.ErrTerminated) {
 		t.Fatalf("cause %v", cause)
 	}
 	d.nextRequest(t) // slot freed
