@@ -260,16 +260,23 @@ func TestKilledDispatcherStrandsNoWorker(t *testing.T) {
 	}
 }
 
-// The dispatcher SIGKILLed relays: the relay moves to another dispatcher
-// within milliseconds (the dead session's advisory lock goes with it), and
-// its relay.up makes the worker renew at once.
+// The dispatcher SIGKILLed relays: the relay usually moves to another
+// dispatcher within milliseconds (the dead session's advisory lock goes
+// with it), and its relay.up makes the worker renew at once; when the
+// standby was not yet queued on the lock, the beacons' silence still bounds
+// the wait as for any dispatcher.
 func TestKilledRelayDispatcherStrandsNoWorker(t *testing.T) {
 	t.Parallel()
 	killed, stopped := failover(t, true)
 	t.Logf("SIGKILL → next run starts: %v; graceful stop → next run starts: %v", killed, stopped)
-	for i, d := range append(killed, stopped...) {
+	for i, d := range killed {
+		if d > 6*time.Second {
+			t.Errorf("round %d: the run started %v after the kill, want within 6 s", i, d)
+		}
+	}
+	for i, d := range stopped {
 		if d > 2*time.Second {
-			t.Errorf("round %d: the run started %v after the dispatcher went away, want within 2 s", i%5, d)
+			t.Errorf("round %d: the run started %v after the graceful stop, want within 2 s", i, d)
 		}
 	}
 }
@@ -349,8 +356,17 @@ func TestFailoverCost(t *testing.T) {
 			t.Logf("idle %v: %d statements, %.1f beacons/s on NATS (each worker receives all of them); "+
 				"failover: %d statements (%d claims) for %d workers, %d renewals in all",
 				idle, idleStmts, float64(beacons)/idle.Seconds(), failStmts, failClaims, workers, renewals)
-			if limit := int64(4); failStmts > limit {
-				t.Errorf("failover cost %d statements, want at most %d (a backlog read, a claim of two statements, a next-due read)", failStmts, limit)
+			// A backlog read, then a claim (two statements) and its next-due
+			// read for the queue, not for each worker. When the relay moved,
+			// the new relay's backlog read forgets what the survivor knew to
+			// be empty, and renewals that land after it cost one more claim
+			// and next-due read: at most two, whatever the number of workers.
+			limit := int64(4)
+			if relays {
+				limit = 7
+			}
+			if failStmts > limit || failClaims > 2 {
+				t.Errorf("failover cost %d statements and %d claims for %d workers, want at most %d and 2", failStmts, failClaims, workers, limit)
 			}
 		})
 	}
