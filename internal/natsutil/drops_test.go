@@ -39,6 +39,11 @@ func TestDropsReachTheirSubscription(t *testing.T) {
 	var others atomic.Int32
 	d.Add(sub, func() { dropped <- struct{}{} })
 	d.Add(other, func() { others.Add(1) })
+	// The server must have the subscriptions before another connection
+	// publishes, or the messages go nowhere and nothing is dropped.
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	pub := s.Connect(t)
 	// publish sends n messages to the slow subscription.
 	publish := func(n int) {
