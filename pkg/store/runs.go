@@ -113,8 +113,6 @@ func checkExternalID(v string) error {
 // invalid UTF-8, and a report it refused would fail its run.
 func clipError(s string) string { return protocol.ClipText(s, maxErrLen) }
 
-func clipText(s string, n int) string { return protocol.ClipText(s, n) }
-
 func encodePolicy(p *retry.Policy) ([]byte, error) {
 	if p == nil {
 		return nil, nil
@@ -1121,20 +1119,10 @@ func (s *Store) RunsRelease(ctx context.Context, l Lease) error {
 		`status = 'PENDING', available_at = now(), locked_by = NULL, lease_expires_at = NULL`)
 }
 
-// recoverSet is the update that takes a run back from a lost holder: retried
-// with the policy's backoff while attempts remain, failed once exhausted. It
-// mirrors retry.Policy.Delay (jitter included) in SQL so a whole batch moves
-// in one statement. $1 is the error message.
-const recoverSet = `
-	locked_by = NULL, lease_expires_at = NULL,
-	error = $1,
-	status = CASE WHEN x.exhausted THEN 'FAILED' ELSE 'PENDING' END,
-	finished_at = CASE WHEN x.exhausted THEN now() END,
-	attempts = CASE WHEN x.exhausted THEN r.attempts ELSE r.attempts + 1 END,
-	available_at = CASE WHEN x.exhausted THEN NULL ELSE now() + x.delay_ms * interval '1 millisecond' END`
-
 // recoverFrom computes, per run r, whether its attempts are exhausted and the
-// backoff delay, from its retry policy with the defaults of package retry.
+// backoff delay, from its retry policy with the defaults of package retry. It
+// mirrors retry.Policy.Delay (jitter included) in SQL so a whole batch moves
+// in one statement.
 const recoverFrom = `
 	CROSS JOIN LATERAL (
 		SELECT coalesce((r.retry_policy->>'max_attempts')::int, 5) AS max_attempts,
@@ -1152,20 +1140,21 @@ const recoverFrom = `
 		         * (1 + greatest(pol.jitter, 0) * (2 * random() - 1)) AS delay_ms
 	) x`
 
-// lostSet is recoverSet for runs taken back from a holder that went away
-// (recoverRuns). Only a run its holder is known to have received — held:
-// a heartbeat of the holder listed it since the claim — counts the lost
-// attempt, and may fail as exhausted. A run that never reached its holder
-// (the dispatcher died between claim and delivery, or the worker died with
-// a request the dispatcher then served) goes back to PENDING, claimable at
-// once, its attempts and error unchanged.
+// lostSet takes runs back from a holder that went away (recoverRuns; $1 is
+// the error message): retried with the policy's backoff while attempts
+// remain, failed once exhausted. Only a run its holder is known to have
+// received — t.held: a heartbeat of the holder listed it since the claim —
+// counts the lost attempt, and may fail as exhausted. A run that never
+// reached its holder (the dispatcher died between claim and delivery, or
+// the worker died with a request the dispatcher then served) goes back to
+// PENDING, claimable at once, its attempts and error unchanged.
 const lostSet = `
 	locked_by = NULL, lease_expires_at = NULL, held = false,
-	error = CASE WHEN r.held THEN $1 ELSE r0.error END,
-	status = CASE WHEN r.held AND x.exhausted THEN 'FAILED' ELSE 'PENDING' END,
-	finished_at = CASE WHEN r.held AND x.exhausted THEN now() END,
-	attempts = CASE WHEN r.held AND NOT x.exhausted THEN r0.attempts + 1 ELSE r0.attempts END,
-	available_at = CASE WHEN NOT r.held THEN now() WHEN x.exhausted THEN NULL
+	error = CASE WHEN t.held THEN $1 ELSE r0.error END,
+	status = CASE WHEN t.held AND x.exhausted THEN 'FAILED' ELSE 'PENDING' END,
+	finished_at = CASE WHEN t.held AND x.exhausted THEN now() END,
+	attempts = CASE WHEN t.held AND NOT x.exhausted THEN r0.attempts + 1 ELSE r0.attempts END,
+	available_at = CASE WHEN NOT t.held THEN now() WHEN x.exhausted THEN NULL
 		ELSE now() + x.delay_ms * interval '1 millisecond' END`
 
 // RecoveredRun is a run taken back from a lost holder.
@@ -1188,7 +1177,7 @@ WITH t AS (
 	SELECT run_id, held OR run_id = ANY($3::uuid[]) AS held FROM kagzi.workflow_runs
 	WHERE status = 'RUNNING' AND `+where+` FOR UPDATE SKIP LOCKED
 ), u AS (
-	UPDATE kagzi.workflow_runs r0 SET `+strings.ReplaceAll(lostSet, "r.held", "t.held")+`
+	UPDATE kagzi.workflow_runs r0 SET `+lostSet+`
 	FROM t JOIN kagzi.workflow_runs r ON r.run_id = t.run_id `+recoverFrom+`
 	WHERE r0.run_id = t.run_id
 	RETURNING r0.namespace_id, r0.run_id, r0.task_queue, r0.status, r0.available_at, r0.parent_run_id, r0.parent_step_id, r0.error,

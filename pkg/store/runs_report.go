@@ -3,8 +3,9 @@ package store
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
+
+	"github.com/kagzi/kagzi/pkg/protocol"
 )
 
 // Run transitions made on a worker's report that need more than one of the
@@ -18,6 +19,19 @@ type RunsFailAttemptResult struct {
 	AvailableAt *time.Time
 }
 
+// failAttemptSet ends the attempt of RunsFailAttempt ($1 is the error):
+// retried with the policy's backoff in a new retry epoch unless f.final
+// (attempts exhausted, the error non-retryable, or cancellation requested,
+// which ends the run CANCELLED rather than FAILED).
+const failAttemptSet = `
+	locked_by = NULL, lease_expires_at = NULL,
+	error = $1,
+	status = CASE WHEN NOT f.final THEN 'PENDING' WHEN r.cancel_requested_at IS NOT NULL THEN 'CANCELLED' ELSE 'FAILED' END,
+	finished_at = CASE WHEN f.final THEN now() END,
+	attempts = CASE WHEN f.final THEN r.attempts ELSE r.attempts + 1 END,
+	epoch = CASE WHEN f.final THEN r.epoch ELSE r.epoch + 1 END,
+	available_at = CASE WHEN f.final THEN NULL ELSE now() + x.delay_ms * interval '1 millisecond' END`
+
 // RunsFailAttempt ends the current attempt with errMsg under the lease: the
 // run is retried with its policy's backoff while attempts remain and the
 // error is retryable (errType not listed as non-retryable and nonRetryable
@@ -26,16 +40,14 @@ type RunsFailAttemptResult struct {
 // request, which is how it says it stopped. One statement.
 func (s *Store) RunsFailAttempt(ctx context.Context, l Lease, errMsg, errType string, nonRetryable bool) (RunsFailAttemptResult, error) {
 	var res RunsFailAttemptResult
-	final := "(x.exhausted OR $5 OR coalesce(r.retry_policy->'non_retryable' ? $6, false) OR r.cancel_requested_at IS NOT NULL)"
-	set := strings.NewReplacer("r.attempts", "r0.attempts", "x.exhausted", final,
-		"THEN 'FAILED' ELSE 'PENDING'", "THEN CASE WHEN r.cancel_requested_at IS NOT NULL THEN 'CANCELLED' ELSE 'FAILED' END ELSE 'PENDING'",
-	).Replace(recoverSet) +
-		// A retried workflow starts a new epoch (a recovery does not).
-		", epoch = CASE WHEN " + final + " THEN r.epoch ELSE r.epoch + 1 END"
 	err := s.db.QueryRow(ctx, `
 WITH u AS (
-	UPDATE kagzi.workflow_runs r0 SET `+set+`
+	UPDATE kagzi.workflow_runs r0 SET `+failAttemptSet+`
 	FROM kagzi.workflow_runs r `+recoverFrom+`
+	CROSS JOIN LATERAL (
+		SELECT x.exhausted OR $5 OR coalesce(r.retry_policy->'non_retryable' ? $6, false)
+			OR r.cancel_requested_at IS NOT NULL AS final
+	) f
 	WHERE r0.run_id = r.run_id AND r.namespace_id = $2 AND r.run_id = $3 AND r.lease_token = $4 AND r.status = 'RUNNING'
 	RETURNING r0.run_id, r0.parent_run_id, r0.parent_step_id, r0.status, r0.error, r0.available_at
 ), done AS (
@@ -43,7 +55,7 @@ WITH u AS (
 ), touched AS (
 	SELECT run_id FROM u
 ), `+parentWakeCTEs+`
-SELECT status, available_at FROM u`, clipError(errMsg), l.Namespace, l.RunID, l.Token, nonRetryable, clipText(errType, maxNameLen)).
+SELECT status, available_at FROM u`, clipError(errMsg), l.Namespace, l.RunID, l.Token, nonRetryable, protocol.ClipText(errType, maxNameLen)).
 		Scan(&res.Status, &res.AvailableAt)
 	if err == nil {
 		return res, nil

@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/kagzi/kagzi/pkg/protocol"
 )
 
 // StepsRecordParams is one step report from a lease holder: one attempt of
@@ -233,7 +235,7 @@ func (s *Store) validateStep(ctx context.Context, p *StepsRecordParams) error {
 	if !validStepStatus(p.Status) {
 		return invalidf("step %q: unknown status %q", p.StepID, p.Status)
 	}
-	p.ErrorType = clipText(p.ErrorType, maxNameLen)
+	p.ErrorType = protocol.ClipText(p.ErrorType, maxNameLen)
 	if err := s.checkPayload(ctx, "step input", p.Input); err != nil {
 		return err
 	}
