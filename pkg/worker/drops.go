@@ -14,15 +14,17 @@ import (
 //   - a beacon or relay announcement (maybe a dispatcher leaving): the
 //     worker renews its request, which costs nothing where it lands;
 //   - a cancel notice: the worker cannot ask which of its runs were
-//     cancelled (it has no database), but the cancel took the run's lease,
-//     so the run's next report gets lease_lost and the worker abandons it
-//     then. Cancellation takes until that report instead of milliseconds.
+//     cancelled (it has no database), but the engine says it again: a
+//     termination voided the run's lease, so its next report gets
+//     lease_lost and the worker abandons it then; a request to cancel comes
+//     back with the reply to the run's next step record. Either way the
+//     run learns it at its next report instead of within milliseconds.
 
 // watchDrops makes the worker answer drops of its subscriptions.
 func (w *Worker) watchDrops(deliveries, cancels *nats.Subscription, live []*nats.Subscription, liveCh chan *nats.Msg) {
 	w.drops.Add(deliveries, func() { w.renewRequest("deliveries dropped") })
 	w.drops.Add(cancels, func() {
-		w.log.Warn("cancel notices dropped: a cancelled run stops at its next report (lease lost)")
+		w.log.Warn("cancel notices dropped: a cancelled or terminated run learns it at its next report")
 	})
 	for _, sub := range live {
 		w.drops.AddChan(sub, liveCh, func() { w.renewRequest("dispatcher news dropped", "subject", sub.Subject) })

@@ -280,18 +280,11 @@ func (r *runReporter) FetchPayload(ctx context.Context, stepID string, attempt i
 			}
 			err = fmt.Errorf("dispatcher error: %s", chunk.Message)
 		}
-		if ctx.Err() != nil {
-			return nil, context.Cause(ctx)
+		r.rs.log.Debug("payload read will be retried", "attempt", tries, "err", err)
+		if err := r.w.backOff(ctx, tries); err != nil {
+			return nil, err
 		}
-		r.w.stats.retries.Add(1)
-		t := time.NewTimer(reportBackoff.Delay(tries, rand.Float64()))
 		tries++
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, context.Cause(ctx)
-		case <-t.C:
-		}
 	}
 }
 
@@ -347,16 +340,28 @@ func (w *Worker) sendReport(ctx context.Context, items []protocol.ReportItem) ([
 		if w.nc.IsClosed() {
 			return nil, nats.ErrConnectionClosed
 		}
-		w.stats.retries.Add(1)
-		delay := reportBackoff.Delay(attempt, rand.Float64())
-		w.log.Debug("report will be retried", "attempt", attempt, "delay", delay, "err", err)
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, context.Cause(ctx)
-		case <-t.C:
+		w.log.Debug("report will be retried", "attempt", attempt, "err", err)
+		if err := w.backOff(ctx, attempt); err != nil {
+			return nil, err
 		}
+	}
+}
+
+// backOff waits before the next try of a round trip to a dispatcher
+// (reportBackoff; attempt counts from 1) and counts the retry; it returns
+// ctx's cause if ctx ends first.
+func (w *Worker) backOff(ctx context.Context, attempt int) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	w.stats.retries.Add(1)
+	t := time.NewTimer(reportBackoff.Delay(attempt, rand.Float64()))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
 	}
 }
 

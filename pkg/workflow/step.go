@@ -117,10 +117,8 @@ func Step[T any](ctx Context, id string, fn func(ctx context.Context) (T, error)
 	if prev != nil {
 		attempt = prev.Attempt + 1
 		if prev.Status == stepFailed && ex.sameEpoch(prev) {
-			if prev.RetryAt == nil {
-				return zero, &StepError{StepID: id, Attempt: prev.Attempt, Type: prev.ErrorType, Message: prev.Error, NonRetryable: prev.NonRetryable}
-			}
-			// A retry scheduled by this run attempt: continue its budget,
+			// A retry scheduled by this run attempt (a final failure
+			// returned above): continue its budget,
 			// waiting for the rest of the backoff if delivered early.
 			tries = prev.Tries
 			if err := ex.waitUntil(ctx, *prev.RetryAt); err != nil {
