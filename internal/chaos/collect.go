@@ -4,8 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/kagzi/kagzi/pkg/store"
 )
@@ -32,37 +33,16 @@ func (h *harness) collect(ctx context.Context) (Input, error) {
 		p.After = next
 	}
 	in.Runs = make([]RunData, len(runs))
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-		next     = make(chan int)
-	)
-	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				rd, err := h.runData(ctx, runs[i])
-				if err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					continue
-				}
-				in.Runs[i] = rd
-			}
-		}()
-	}
+	var g errgroup.Group
+	g.SetLimit(8)
 	for i := range runs {
-		next <- i
+		g.Go(func() (err error) {
+			in.Runs[i], err = h.runData(ctx, runs[i])
+			return err
+		})
 	}
-	close(next)
-	wg.Wait()
-	if firstErr != nil {
-		return in, firstErr
+	if err := g.Wait(); err != nil {
+		return in, err
 	}
 	if h.sched != nil {
 		fires, err := h.st.BenchScheduleFires(ctx, Namespace, h.sched.From.Add(-time.Hour), time.Now().Add(time.Hour))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/kagzi/kagzi/internal/modeltest"
 	"github.com/kagzi/kagzi/pkg/client"
@@ -166,30 +167,40 @@ func (d *Driver) onSignal(m *nats.Msg) {
 // effect is unknown, it looks for the event before sending again.
 func (d *Driver) send(id uuid.UUID, s modeltest.Signal) {
 	payload, _ := json.Marshal(s.Payload)
-	for attempt := 0; ; attempt++ {
+	d.act(id, fmt.Sprintf("event %s for run %s (op %s)", s.Name, id, s.OpID), func(attempt int) error {
 		if attempt > 0 {
-			evs, err := d.Store.EventsList(d.ctx, d.Namespace, id)
-			if err == nil {
+			if evs, err := d.Store.EventsList(d.ctx, d.Namespace, id); err == nil {
 				for _, e := range evs {
 					if e.Name == s.Name && modeltest.JSONEqual(e.Payload, payload) {
-						return
+						return nil
 					}
 				}
 			}
 		}
 		_, err := d.Client.SendEvent(d.ctx, id, s.Name, s.Payload)
+		return err
+	})
+}
+
+// act calls do (attempt counts from 0) until it succeeds, retrying what
+// failed for a reason that may pass (the database or NATS restarting under
+// faults). A conflict with run id once it ended — by its deadline, its
+// parent's end, a crash that spent its attempts, or an earlier try that
+// went through — is done; any other refusal is a problem of the engine,
+// named by what.
+func (d *Driver) act(id uuid.UUID, what string, do func(attempt int) error) {
+	for attempt := 0; ; attempt++ {
+		err := do(attempt)
 		switch {
 		case err == nil:
 			return
 		case errors.Is(err, store.ErrConflict) && d.ended(id):
-			// Nothing to tell a run that ended (by its deadline, or its
-			// parent's end, or a crash that spent its attempts).
 			return
 		case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrInvalidArgument):
-			d.problem("event %s for run %s (op %s): %v", s.Name, id, s.OpID, err)
+			d.problem("%s: %v", what, err)
 			return
 		case d.ctx.Err() != nil:
-			d.problem("event %s for run %s not sent: %v", s.Name, id, err)
+			d.problem("%s not done: %v", what, err)
 			return
 		}
 		if !sleepCtx(d.ctx, 200*time.Millisecond) {
@@ -254,32 +265,12 @@ func (d *Driver) pending(id uuid.UUID, stepID string) (pending, over bool, err e
 // stop cancels or terminates the run id as signal s asks (its wait is in
 // progress), retrying what failed for a reason that may pass.
 func (d *Driver) stop(id uuid.UUID, s modeltest.Signal) {
-	for {
-		var err error
+	d.act(id, fmt.Sprintf("%s of run %s (op %s)", s.Send, id, s.OpID), func(int) error {
 		if s.Send == modeltest.SendTerminate {
-			err = d.Client.Terminate(d.ctx, id, s.Reason)
-		} else {
-			err = d.Client.Cancel(d.ctx, id)
+			return d.Client.Terminate(d.ctx, id, s.Reason)
 		}
-		switch {
-		case err == nil:
-			return
-		case errors.Is(err, store.ErrConflict) && d.ended(id):
-			// Ended meanwhile (by its deadline, or a crash that spent its
-			// attempts), or a request retried after its first try went
-			// through.
-			return
-		case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrInvalidArgument):
-			d.problem("%s of run %s (op %s): %v", s.Send, id, s.OpID, err)
-			return
-		case d.ctx.Err() != nil:
-			d.problem("%s of run %s not done: %v", s.Send, id, err)
-			return
-		}
-		if !sleepCtx(d.ctx, 200*time.Millisecond) {
-			return
-		}
-	}
+		return d.Client.Cancel(d.ctx, id)
+	})
 }
 
 // release sends a held child its event once its parent ended, if its
@@ -483,40 +474,23 @@ func (d *Driver) Observe(ctx context.Context, ps []modeltest.Program, ids []uuid
 		m[in.Key+"/"+in.StepID]++
 	}
 	out := make([]modeltest.Observed, len(ps))
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-		next     = make(chan int)
-	)
-	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				o, err := d.observe(ctx, ps[i], ids[i], execs)
-				if err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					continue
-				}
-				o.Invocations = byRoot[ps[i].Key]
-				if o.Invocations == nil {
-					o.Invocations = map[string]int{}
-				}
-				out[i] = o
-			}
-		}()
-	}
+	var g errgroup.Group
+	g.SetLimit(8)
 	for i := range ps {
-		next <- i
+		g.Go(func() error {
+			o, err := d.observe(ctx, ps[i], ids[i], execs)
+			if err != nil {
+				return err
+			}
+			o.Invocations = byRoot[ps[i].Key]
+			if o.Invocations == nil {
+				o.Invocations = map[string]int{}
+			}
+			out[i] = o
+			return nil
+		})
 	}
-	close(next)
-	wg.Wait()
-	return out, firstErr
+	return out, g.Wait()
 }
 
 func (d *Driver) observe(ctx context.Context, p modeltest.Program, id uuid.UUID, execs map[string]int) (modeltest.Observed, error) {
