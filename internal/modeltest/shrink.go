@@ -67,6 +67,20 @@ func mutate(p *Program, k int) bool {
 type mutator struct{ k int }
 
 // next reports whether the current site is the chosen one.
+// dropChild removes one of op's children, if it has several.
+func (m *mutator) dropChild(op *Op) bool {
+	if len(op.Children) < 2 {
+		return false
+	}
+	for j := range op.Children {
+		if m.next() {
+			op.Children = append(op.Children[:j:j], op.Children[j+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
 func (m *mutator) next() bool {
 	if m.k == 0 {
 		m.k = -1
@@ -148,13 +162,8 @@ func (m *mutator) op(ops *[]Op, i int) bool {
 			return true
 		}
 	case KindDetach:
-		if len(op.Children) > 1 {
-			for j := range op.Children {
-				if m.next() {
-					op.Children = append(op.Children[:j:j], op.Children[j+1:]...)
-					return true
-				}
-			}
+		if m.dropChild(op) {
+			return true
 		}
 		for j := range op.Children {
 			c := &op.Children[j]
@@ -194,13 +203,8 @@ func (m *mutator) op(ops *[]Op, i int) bool {
 				return true
 			}
 		}
-		if len(op.Children) > 1 {
-			for j := range op.Children {
-				if m.next() {
-					op.Children = append(op.Children[:j:j], op.Children[j+1:]...)
-					return true
-				}
-			}
+		if m.dropChild(op) {
+			return true
 		}
 		for j := range op.Children {
 			c := &op.Children[j]
