@@ -111,7 +111,7 @@ func run(ctx context.Context, name string, common config.Common, db config.Datab
 	defer nc.Close()
 	// Telemetry first, so the components' instruments bind to its providers.
 	health := &svc.Health{Addr: common.HTTPAddr, Log: log}
-	stop, err := svc.Telemetry(ctx, "kagzi-"+name, health)
+	stop, err := svc.Telemetry(ctx, "kagzi-"+name, health, log)
 	if err != nil {
 		return err
 	}

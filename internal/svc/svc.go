@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -88,6 +89,13 @@ func RunAll(ctx context.Context, log *slog.Logger, comps ...Component) error {
 			started[i].Stop()
 		}
 	}
+	setReady := func(ready bool) {
+		for _, c := range comps {
+			if h, ok := c.(*Health); ok {
+				h.SetReady(ready)
+			}
+		}
+	}
 	for _, c := range comps {
 		if err := c.Start(ctx); err != nil {
 			stopAll()
@@ -95,8 +103,13 @@ func RunAll(ctx context.Context, log *slog.Logger, comps ...Component) error {
 		}
 		started = append(started, c)
 	}
+	// Ready only once every component runs, and no longer once draining
+	// begins, so an orchestrator routes nothing to a process that is
+	// starting or stopping.
+	setReady(true)
 	log.Info("running")
 	<-ctx.Done()
+	setReady(false)
 	log.Info("shutting down")
 	stopAll()
 	return nil
@@ -115,12 +128,28 @@ type Health struct {
 	Info  map[string]func() string
 	Extra map[string]http.Handler
 	Log   *slog.Logger
+	// AlwaysReady makes readiness depend on Checks alone; otherwise /readyz
+	// also waits for SetReady(true) (RunAll calls it once every component
+	// has started, and SetReady(false) when draining begins).
+	AlwaysReady bool
+
+	ready    atomic.Bool
+	draining atomic.Bool
 
 	mu       sync.Mutex
 	srv      *http.Server
 	ctx      context.Context
 	stopOnce sync.Once
 	done     chan struct{}
+}
+
+// SetReady marks the process's components as all started (true) or as
+// draining (false, after having been ready).
+func (h *Health) SetReady(ready bool) {
+	if !ready && h.ready.Load() {
+		h.draining.Store(true)
+	}
+	h.ready.Store(ready)
 }
 
 // Start listens on Addr ("" disables the endpoints).
@@ -136,6 +165,13 @@ func (h *Health) Start(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		var failed []string
+		switch {
+		case h.AlwaysReady || h.ready.Load():
+		case h.draining.Load():
+			failed = append(failed, "process: draining")
+		default:
+			failed = append(failed, "process: starting")
+		}
 		for name, c := range h.Checks {
 			if err := c(ctx); err != nil {
 				failed = append(failed, fmt.Sprintf("%s: %v", name, err))
@@ -228,8 +264,8 @@ func (f *Func) Stop() {
 // Telemetry sets up the process's OpenTelemetry providers for service (see
 // package telemetry), serves its metrics on h's /metrics, and returns the
 // function that flushes and stops them.
-func Telemetry(ctx context.Context, service string, h *Health) (shutdown func(), err error) {
-	p, err := telemetry.Setup(ctx, service)
+func Telemetry(ctx context.Context, service string, h *Health, log *slog.Logger) (shutdown func(), err error) {
+	p, err := telemetry.Setup(ctx, telemetry.Options{Service: service, Log: log})
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: %w", err)
 	}
