@@ -60,12 +60,12 @@ type app struct {
 	// JSON is --json: print machine-readable JSON instead of tables.
 	JSON bool
 
-	pool   interface{ Close() }
+	pool interface{ Close() }
 	// telemetry is the process's providers (nil under `kagzi serve`).
 	telemetry *telemetry.Providers
-	st     *store.Store
-	nc     *nats.Conn
-	client *client.Client
+	st        *store.Store
+	nc        *nats.Conn
+	client    *client.Client
 }
 
 func envOr(name, def string) string {
