@@ -2,11 +2,13 @@ package dispatcher
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
@@ -23,6 +25,8 @@ type instruments struct {
 	leaseLost metric.Int64Counter
 	dispatch  metric.Float64Histogram
 	relayed   metric.Int64Counter
+	// claimLatency is the claim statement's duration.
+	claimLatency metric.Float64Histogram
 }
 
 func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) *instruments {
@@ -40,6 +44,9 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) *instrumen
 	in.leaseLost, _ = m.Int64Counter("kagzi.leases.lost", metric.WithDescription("Reports refused because their lease was no longer current."))
 	in.dispatch, _ = m.Float64Histogram("kagzi.dispatch.latency", metric.WithUnit("ms"),
 		metric.WithDescription("From a run becoming due to its claim."),
+		metric.WithExplicitBucketBoundaries(0.5, 1, 2, 5, 10, 25, 50, 100, 250, 1000, 5000))
+	in.claimLatency, _ = m.Float64Histogram("kagzi.claim.latency", metric.WithUnit("ms"),
+		metric.WithDescription("Duration of one claim statement (claiming up to a worker's credits)."),
 		metric.WithExplicitBucketBoundaries(0.5, 1, 2, 5, 10, 25, 50, 100, 250, 1000, 5000))
 	in.relayed, _ = m.Int64Counter("kagzi.notifications.relayed", metric.WithDescription("Postgres notifications republished on NATS."))
 	return in
@@ -92,21 +99,68 @@ func registerQueueDepth(mp metric.MeterProvider, st *store.Store, ctx func() con
 	return err
 }
 
-// dispatchSpans records a span per delivered run in the run's trace.
-func (in *instruments) dispatchSpans(ctx context.Context, runs []store.ClaimedRun, workerID string, start time.Time, err error) {
-	for _, r := range runs {
-		rctx := tracectx.WithTraceParent(ctx, r.TraceContext)
-		_, span := in.tracer.Start(rctx, "kagzi.dispatch "+r.Type, trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindProducer),
-			trace.WithAttributes(
-				attribute.String("kagzi.run_id", r.ID.String()),
-				attribute.String("kagzi.workflow_type", r.Type),
-				attribute.Int("kagzi.attempt", r.Attempts),
-				attribute.String("kagzi.worker_id", workerID),
-				attribute.String("kagzi.queue", r.Queue),
-			))
-		if err != nil {
-			span.RecordError(err)
+// Why dispatch spans ended without a delivery.
+var (
+	errReleased      = errors.New("released: the delivery had no room for the run")
+	errUndeliverable = errors.New("the run's history cannot be delivered")
+)
+
+// runAttrs are the span attributes naming a claimed run and its execution:
+// kagzi.execution counts the run's deliveries (its lease token: 1 for the
+// first, one more for every later one, after a sleep, a wait, a retry or a
+// recovery alike), kagzi.retry_epoch counts the workflow's retries (1 until
+// a failed run is retried by policy), kagzi.attempts is the run's attempts
+// against its policy's max attempts.
+func runAttrs(r *store.ClaimedRun, workerID string) trace.SpanStartOption {
+	return trace.WithAttributes(
+		attribute.String("kagzi.run_id", r.ID.String()),
+		attribute.String("kagzi.namespace", r.Namespace),
+		attribute.String("kagzi.workflow_type", r.Type),
+		attribute.String("kagzi.queue", r.Queue),
+		attribute.Int64("kagzi.execution", r.LeaseToken),
+		attribute.Int("kagzi.retry_epoch", r.Epoch),
+		attribute.Int("kagzi.attempts", r.Attempts),
+		attribute.String("kagzi.worker_id", workerID),
+	)
+}
+
+// claimed records one claim statement: its latency, and a kagzi.claim span
+// in the trace of each run it claimed.
+func (in *instruments) claimed(ctx context.Context, ns, queue string, runs []store.ClaimedRun, workerID string, start, end time.Time) {
+	in.claimLatency.Record(ctx, float64(end.Sub(start))/float64(time.Millisecond),
+		metric.WithAttributes(attribute.String("namespace", ns), attribute.String("queue", queue)))
+	for i := range runs {
+		r := &runs[i]
+		_, span := in.tracer.Start(tracectx.WithTraceParent(ctx, r.TraceContext), "kagzi.claim "+r.Type,
+			trace.WithTimestamp(start), runAttrs(r, workerID),
+			trace.WithAttributes(attribute.Int("kagzi.claim.runs", len(runs))))
+		span.End(trace.WithTimestamp(end))
+	}
+}
+
+// startDispatch opens the kagzi.dispatch span of one delivered run in its
+// trace, into *span, and returns the traceparent the worker's attempt span
+// takes as its parent ("" when tracing is off).
+func (in *instruments) startDispatch(ctx context.Context, r *store.ClaimedRun, workerID string, span *trace.Span) string {
+	sctx, sp := in.tracer.Start(tracectx.WithTraceParent(ctx, r.TraceContext), "kagzi.dispatch "+r.Type,
+		trace.WithSpanKind(trace.SpanKindProducer), runAttrs(r, workerID))
+	*span = sp
+	if !sp.SpanContext().IsValid() {
+		return ""
+	}
+	return tracectx.TraceParent(sctx)
+}
+
+// endDispatch ends dispatch spans, with err if the delivery failed.
+func (in *instruments) endDispatch(spans []trace.Span, err error) {
+	for _, sp := range spans {
+		if sp == nil {
+			continue
 		}
-		span.End()
+		if err != nil {
+			sp.RecordError(err)
+			sp.SetStatus(codes.Error, err.Error())
+		}
+		sp.End()
 	}
 }

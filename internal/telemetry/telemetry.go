@@ -108,16 +108,15 @@ func Setup(ctx context.Context, o Options) (*Providers, error) {
 		}
 		return p, nil
 	}
-	res := resource.Default()
+	// The service name, then OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES
+	// over it.
+	ropts := []resource.Option{resource.WithTelemetrySDK(), resource.WithHost()}
 	if o.Service != "" {
-		if merged, err := resource.Merge(res, resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName(o.Service))); err == nil {
-			res = merged
-		}
+		ropts = append(ropts, resource.WithAttributes(semconv.ServiceName(o.Service)))
 	}
-	if envRes, err := resource.New(ctx, resource.WithFromEnv()); err == nil {
-		if merged, err := resource.Merge(res, envRes); err == nil {
-			res = merged
-		}
+	res, err := resource.New(ctx, append(ropts, resource.WithFromEnv())...)
+	if err != nil {
+		res = resource.Default()
 	}
 	topts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
 	for _, sp := range o.SpanProcessors {

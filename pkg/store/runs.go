@@ -192,7 +192,7 @@ func (s *Store) validateCreate(ctx context.Context, p *RunsCreateParams) ([]byte
 		}
 		p.RunID = id
 	}
-	tc, err := traceOr(p.TraceContext)
+	tc, err := traceOr(ctx, p.TraceContext)
 	if err != nil {
 		return nil, err
 	}

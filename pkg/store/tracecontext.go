@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -24,10 +25,26 @@ func newTraceParent() (string, error) {
 	return "00-" + hex.EncodeToString(b[:16]) + "-" + hex.EncodeToString(b[16:]) + "-01", nil
 }
 
-// traceOr returns tc, or a fresh traceparent when tc is empty.
-func traceOr(tc string) (string, error) {
+type traceKey struct{}
+
+// WithTraceContext returns ctx carrying tc, a W3C traceparent: a run this
+// store creates with ctx takes it when its parameters name none (e.g. a
+// schedule's trigger, whose caller traces the start).
+func WithTraceContext(ctx context.Context, tc string) context.Context {
+	if tc == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, traceKey{}, tc)
+}
+
+// traceOr returns tc, else the trace context ctx carries, else a fresh
+// traceparent.
+func traceOr(ctx context.Context, tc string) (string, error) {
 	if tc != "" {
 		return tc, nil
+	}
+	if v, ok := ctx.Value(traceKey{}).(string); ok && v != "" {
+		return v, nil
 	}
 	return newTraceParent()
 }

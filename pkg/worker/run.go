@@ -99,14 +99,19 @@ func (w *Worker) execute(rs *runState) {
 		return
 	}
 	rs.log.Debug("run started", "replayed_steps", len(rs.run.Steps))
-	// The attempt joins the run's trace (started by the client) as a child
-	// of the start span; the workflow's steps are children of the attempt.
+	// The attempt joins the run's trace as a child of the dispatch span
+	// that delivered it (of the run's root when the dispatcher traces
+	// nothing); the workflow's steps are children of the attempt.
+	// kagzi.execution counts the run's deliveries (the lease token), so a
+	// run resumed after a sleep is execution 2; kagzi.retry_epoch counts
+	// the workflow's retries.
 	ctx, span := w.tracer.Start(tracectx.WithTraceParent(rs.ctx, rs.run.TraceParent), "kagzi.attempt "+rs.run.Type,
 		trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(
 			attribute.String("kagzi.run_id", rs.run.RunID.String()),
 			attribute.String("kagzi.workflow_type", rs.run.Type),
-			attribute.Int("kagzi.attempt", rs.run.Attempt),
+			attribute.Int64("kagzi.execution", rs.run.LeaseToken),
+			attribute.Int("kagzi.retry_epoch", rs.run.Attempt),
 			attribute.String("kagzi.worker_id", w.cfg.WorkerID.String()),
 		))
 	defer func() {
