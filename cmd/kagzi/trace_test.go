@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http/httptest"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -192,6 +194,7 @@ func TestOneConnectedTracePerRunOnEveryPath(t *testing.T) {
 			t.Fatalf("run %s: %+v %v", id, r, err)
 		}
 	}
+	checkMetrics(t, prov, []uuid.UUID{sleepRun, retryRun, parentRun, cliRun, triggerRun, firedRun})
 	stop()
 
 	pool, err := store.Connect(context.Background(), url)
@@ -311,4 +314,64 @@ func TestOneConnectedTracePerRunOnEveryPath(t *testing.T) {
 		t.Fatalf("scheduled run: fire spans %+v", s)
 	}
 	executions("schedule", spans, firedRun)
+}
+
+// checkMetrics scrapes the process's /metrics as Prometheus would and
+// checks that the metrics an operator alerts on are there, with their
+// labels, and that no label carries a run id.
+func checkMetrics(t *testing.T, prov *telemetry.Providers, runs []uuid.UUID) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	prov.Metrics.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, id := range runs {
+		if strings.Contains(body, id.String()) {
+			t.Fatalf("/metrics names run %s", id)
+		}
+	}
+	for _, want := range []string{
+		`kagzi_queue_depth{namespace="default",otel_scope_name="github.com/kagzi/kagzi/dispatcher"`,
+		`kagzi_queue_oldest_due_age_seconds{namespace="default",`,
+		`kagzi_queue_unserved{namespace="default",`,
+		`kagzi_runs_started_total{namespace="default",`,
+		`kagzi_runs_completed_total{namespace="default",`,
+		`kagzi_executions_total{namespace="default",`,
+		`outcome="suspended"`,
+		`kagzi_step_duration_milliseconds_bucket{`,
+		`kagzi_claim_latency_milliseconds_bucket{namespace="default",`,
+		`kagzi_report_latency_milliseconds_bucket{namespace="default",`,
+		`kagzi_dispatch_latency_milliseconds_bucket{namespace="default",`,
+		`kagzi_runs_recovered_total{`,
+		`kagzi_leases_expired_total{`,
+		`kagzi_workers_online{`,
+		`kagzi_relay_leader{`,
+		`kagzi_reaper_leader{`,
+		`kagzi_notifications_relayed_total{`,
+		`kagzi_schedule_fires_total{namespace="default",`,
+		`kagzi_schedule_lateness_milliseconds_bucket{namespace="default",`,
+		"go_goroutines ",
+		"process_cpu_seconds_total ",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics has no %s", want)
+		}
+	}
+	if t.Failed() {
+		var names []string
+		for _, l := range strings.Split(body, "\n") {
+			if strings.HasPrefix(l, "kagzi_") {
+				names = append(names, l)
+			}
+		}
+		t.Fatalf("kagzi metrics:\n%s", strings.Join(names, "\n"))
+	}
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, "kagzi_") && (strings.Contains(l, "run_id") || strings.Contains(l, "worker_id")) {
+			t.Fatalf("a metric carries an id label: %s", l)
+		}
+	}
+	// Depth and age are there at 0 too: nothing is due any more.
+	if !regexp.MustCompile(`(?m)^kagzi_queue_depth\{namespace="default",[^}]*queue="default"[^}]*\} 0$`).MatchString(body) {
+		t.Errorf("no kagzi_queue_depth 0 for the idle queue")
+	}
 }

@@ -25,8 +25,10 @@ type instruments struct {
 	leaseLost metric.Int64Counter
 	dispatch  metric.Float64Histogram
 	relayed   metric.Int64Counter
-	// claimLatency is the claim statement's duration.
-	claimLatency metric.Float64Histogram
+	// claimLatency is the claim statement's duration; reportLatency is a
+	// report's, from its arrival to the reply.
+	claimLatency  metric.Float64Histogram
+	reportLatency metric.Float64Histogram
 }
 
 func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) *instruments {
@@ -48,17 +50,22 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) *instrumen
 	in.claimLatency, _ = m.Float64Histogram("kagzi.claim.latency", metric.WithUnit("ms"),
 		metric.WithDescription("Duration of one claim statement (claiming up to a worker's credits)."),
 		metric.WithExplicitBucketBoundaries(0.5, 1, 2, 5, 10, 25, 50, 100, 250, 1000, 5000))
+	in.reportLatency, _ = m.Float64Histogram("kagzi.report.latency", metric.WithUnit("ms"),
+		metric.WithDescription("From a worker's report arriving to its reply (queued, applied in a transaction, committed)."),
+		metric.WithExplicitBucketBoundaries(0.5, 1, 2, 5, 10, 25, 50, 100, 250, 1000, 5000))
 	in.relayed, _ = m.Int64Counter("kagzi.notifications.relayed", metric.WithDescription("Postgres notifications republished on NATS."))
 	return in
 }
 
-// registerQueueDepth adds the queue-depth gauges, read from Postgres in one
+// registerQueueDepth adds the queue gauges, read from Postgres in one
 // statement when metrics are collected (at most every 5 s), so an idle
 // system that nobody scrapes costs no statements: kagzi.queue.depth, the
-// due runs waiting to be claimed, and kagzi.queue.unserved, those of them
-// that no live worker serves. The dispatcher owns both: it is the service
-// that leaves such runs waiting (and looks at them again, backing off), and
-// the second is the first's explanation, read with it.
+// due runs waiting to be claimed, kagzi.queue.unserved, those of them that
+// no live worker serves, and kagzi.queue.oldest_due_age, how long the
+// longest-waiting of them has been due. A queue once seen keeps reporting,
+// 0 when nothing is due, so a dashboard shows 0 rather than no data. The
+// dispatcher owns them: it is the service that leaves such runs waiting
+// (and looks at them again, backing off).
 func registerQueueDepth(mp metric.MeterProvider, st *store.Store, ctx func() context.Context) error {
 	if mp == nil {
 		mp = otel.GetMeterProvider()
@@ -73,10 +80,16 @@ func registerQueueDepth(mp metric.MeterProvider, st *store.Store, ctx func() con
 	if err != nil {
 		return err
 	}
+	ag, err := m.Float64ObservableGauge("kagzi.queue.oldest_due_age", metric.WithUnit("s"),
+		metric.WithDescription("How long the longest-waiting due run of the queue has been due (0: none is)."))
+	if err != nil {
+		return err
+	}
+	type key struct{ ns, queue string }
 	var (
 		mu     sync.Mutex
 		last   time.Time
-		cached []store.QueueDepth
+		cached = map[key]store.QueueDepth{}
 	)
 	_, err = m.RegisterCallback(func(cctx context.Context, o metric.Observer) error {
 		mu.Lock()
@@ -86,16 +99,27 @@ func registerQueueDepth(mp metric.MeterProvider, st *store.Store, ctx func() con
 			depths, err := st.RunsQueueDepths(qctx)
 			cancel()
 			if err == nil {
-				cached, last = depths, time.Now()
+				for k, q := range cached {
+					cached[k] = store.QueueDepth{Namespace: q.Namespace, Queue: q.Queue}
+				}
+				for _, q := range depths {
+					cached[key{q.Namespace, q.Queue}] = q
+				}
+				last = time.Now()
 			}
 		}
 		for _, q := range cached {
 			attrs := metric.WithAttributes(attribute.String("namespace", q.Namespace), attribute.String("queue", q.Queue))
 			o.ObserveInt64(g, q.Due, attrs)
 			o.ObserveInt64(ug, q.Unserved, attrs)
+			age := 0.0
+			if q.Due > 0 && !q.OldestDueAt.IsZero() {
+				age = max(time.Since(q.OldestDueAt).Seconds(), 0)
+			}
+			o.ObserveFloat64(ag, age, attrs)
 		}
 		return nil
-	}, g, ug)
+	}, g, ug, ag)
 	return err
 }
 

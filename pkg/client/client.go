@@ -266,7 +266,8 @@ func (c *Client) start(ctx context.Context, st *store.Store, typ string, input a
 	}
 	span.SetAttributes(attribute.String("kagzi.run_id", run.ID.String()), attribute.Bool("kagzi.created", created))
 	if created {
-		c.started.Add(ctx, 1, metric.WithAttributes(attribute.String("namespace", c.ns), attribute.String("queue", p.Queue)))
+		c.started.Add(ctx, 1, metric.WithAttributes(attribute.String("namespace", c.ns), attribute.String("queue", p.Queue),
+			attribute.String("workflow_type", p.Type)))
 	}
 	return &Handle{c: c, RunID: run.ID, Created: created}, nil
 }
@@ -326,15 +327,17 @@ func (c *Client) StartMany(ctx context.Context, reqs []StartRequest) ([]*Handle,
 		return nil, fmt.Errorf("start many: %w", err)
 	}
 	out := make([]*Handle, len(res))
-	created := int64(0)
+	type key struct{ queue, typ string }
+	created := map[key]int64{}
 	for i, r := range res {
 		out[i] = &Handle{c: c, RunID: r.RunID, Created: r.Created}
 		if r.Created {
-			created++
+			created[key{ps[i].Queue, ps[i].Type}]++
 		}
 	}
-	if created > 0 {
-		c.started.Add(ctx, created, metric.WithAttributes(attribute.String("namespace", c.ns)))
+	for k, n := range created {
+		c.started.Add(ctx, n, metric.WithAttributes(attribute.String("namespace", c.ns), attribute.String("queue", k.queue),
+			attribute.String("workflow_type", k.typ)))
 	}
 	return out, nil
 }

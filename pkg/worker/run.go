@@ -5,6 +5,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"context"
@@ -115,6 +116,9 @@ func (w *Worker) execute(rs *runState) {
 			attribute.String("kagzi.worker_id", w.cfg.WorkerID.String()),
 		))
 	defer func() {
+		w.executions.Add(context.WithoutCancel(rs.ctx), 1, metric.WithAttributes(attribute.String("namespace", rs.run.Namespace),
+			attribute.String("queue", rs.run.Queue), attribute.String("workflow_type", rs.run.Type),
+			attribute.String("outcome", rs.outcome.Status.String())))
 		span.SetAttributes(attribute.String("kagzi.outcome", rs.outcome.Status.String()))
 		if rs.outcome.Err != nil {
 			span.RecordError(rs.outcome.Err)
