@@ -365,9 +365,16 @@ func checkMetrics(t *testing.T, prov *telemetry.Providers, runs []uuid.UUID) {
 		}
 		t.Fatalf("kagzi metrics:\n%s", strings.Join(names, "\n"))
 	}
+	listed := regexp.MustCompile(`^(` + strings.Join(telemetry.MetricNames, "|") + `)(_bucket|_sum|_count)?\{`)
 	for _, l := range strings.Split(body, "\n") {
-		if strings.HasPrefix(l, "kagzi_") && (strings.Contains(l, "run_id") || strings.Contains(l, "worker_id")) {
+		if !strings.HasPrefix(l, "kagzi_") {
+			continue
+		}
+		if strings.Contains(l, "run_id") || strings.Contains(l, "worker_id") {
 			t.Fatalf("a metric carries an id label: %s", l)
+		}
+		if !listed.MatchString(l) {
+			t.Errorf("metric not in telemetry.MetricNames (which the dashboard and alerts are checked against): %s", l)
 		}
 	}
 	// Depth and age are there at 0 too: nothing is due any more.
