@@ -10,6 +10,10 @@ import (
 	"testing"
 
 	"github.com/compose-spec/compose-go/v2/types"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kagzi/kagzi/internal/telemetry"
@@ -275,5 +279,106 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 	if !published(g, 3000) {
 		t.Errorf("grafana: port 3000 not published")
+	}
+}
+
+// TestK8sTelemetry: the base sends every Kagzi process's traces to an
+// in-namespace OpenTelemetry collector: ConfigMap kagzi names its Service's
+// OTLP/HTTP port, the Service selects the collector's pods, which expose
+// that port, and the collector's configuration receives OTLP on it and has
+// a traces pipeline.
+func TestK8sTelemetry(t *testing.T) {
+	for _, tr := range loadBoth(t) {
+		cm, _ := tr.find("ConfigMap", "kagzi").(*corev1.ConfigMap)
+		if cm == nil {
+			t.Fatalf("%s: no ConfigMap kagzi", tr.Dir)
+		}
+		ep := cm.Data["OTEL_EXPORTER_OTLP_ENDPOINT"]
+		if ep != "http://otel-collector:4318" || cm.Data["OTEL_EXPORTER_OTLP_PROTOCOL"] != "http/protobuf" {
+			t.Errorf("%s: ConfigMap kagzi OTEL endpoint %q protocol %q, want the collector's OTLP/HTTP",
+				tr.Dir, ep, cm.Data["OTEL_EXPORTER_OTLP_PROTOCOL"])
+		}
+		for name := range kagziDeployments {
+			d, _ := tr.find("Deployment", name).(*appsv1.Deployment)
+			if d == nil {
+				continue
+			}
+			c := d.Spec.Template.Spec.Containers[0]
+			if !slices.ContainsFunc(c.EnvFrom, func(e corev1.EnvFromSource) bool {
+				return e.ConfigMapRef != nil && e.ConfigMapRef.Name == "kagzi"
+			}) {
+				t.Errorf("%s: Deployment %s does not load ConfigMap kagzi (the OTEL_* settings)", tr.Dir, name)
+			}
+		}
+		svc, _ := tr.find("Service", "otel-collector").(*corev1.Service)
+		dep, _ := tr.find("Deployment", "otel-collector").(*appsv1.Deployment)
+		conf, _ := tr.find("ConfigMap", "otel-collector").(*corev1.ConfigMap)
+		if svc == nil || dep == nil || conf == nil {
+			t.Fatalf("%s: Service %v, Deployment %v, ConfigMap %v otel-collector: want all three", tr.Dir, svc != nil, dep != nil, conf != nil)
+		}
+		if !selects(&metav1.LabelSelector{MatchLabels: svc.Spec.Selector}, dep.Spec.Template.Labels) {
+			t.Errorf("%s: Service otel-collector does not select the collector's pods", tr.Dir)
+		}
+		for _, port := range []int32{4317, 4318} {
+			ok := slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool {
+				return p.Port == port && p.TargetPort.IntValue() == int(port)
+			})
+			if !ok || !hasPort(&dep.Spec.Template.Spec, intstr.FromInt32(port)) {
+				t.Errorf("%s: OTLP port %d not served by Service and pods", tr.Dir, port)
+			}
+		}
+		var cfg struct {
+			Receivers struct {
+				OTLP struct {
+					Protocols map[string]struct {
+						Endpoint string `json:"endpoint"`
+					} `json:"protocols"`
+				} `json:"otlp"`
+			} `json:"receivers"`
+			Service struct {
+				Pipelines map[string]struct {
+					Receivers []string `json:"receivers"`
+					Exporters []string `json:"exporters"`
+				} `json:"pipelines"`
+			} `json:"service"`
+		}
+		if err := yaml.Unmarshal([]byte(conf.Data["collector.yaml"]), &cfg); err != nil {
+			t.Fatalf("%s: collector.yaml: %v", tr.Dir, err)
+		}
+		if cfg.Receivers.OTLP.Protocols["http"].Endpoint != "0.0.0.0:4318" || cfg.Receivers.OTLP.Protocols["grpc"].Endpoint != "0.0.0.0:4317" {
+			t.Errorf("%s: collector OTLP receivers %+v, want gRPC 4317 and HTTP 4318 on every interface", tr.Dir, cfg.Receivers.OTLP)
+		}
+		tp := cfg.Service.Pipelines["traces"]
+		if !slices.Contains(tp.Receivers, "otlp") || len(tp.Exporters) == 0 {
+			t.Errorf("%s: collector traces pipeline %+v, want otlp in and an exporter out", tr.Dir, tp)
+		}
+		if !slices.ContainsFunc(dep.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool {
+			return v.ConfigMap != nil && v.ConfigMap.Name == "otel-collector"
+		}) {
+			t.Errorf("%s: the collector does not mount ConfigMap otel-collector", tr.Dir)
+		}
+	}
+}
+
+// TestK8sStartupProbes: every Kagzi service has a startup probe on /readyz,
+// which answers only once every component of the process has started.
+func TestK8sStartupProbes(t *testing.T) {
+	for _, tr := range loadBoth(t) {
+		for name := range kagziDeployments {
+			d, _ := tr.find("Deployment", name).(*appsv1.Deployment)
+			if d == nil {
+				t.Errorf("%s: no Deployment %s", tr.Dir, name)
+				continue
+			}
+			c := d.Spec.Template.Spec.Containers[0]
+			if c.StartupProbe == nil {
+				t.Errorf("%s: Deployment %s has no startup probe", tr.Dir, name)
+				continue
+			}
+			checkHTTPProbe(t, tr.Dir+": "+name+" startup", c.StartupProbe, "/readyz")
+			if budget := c.StartupProbe.PeriodSeconds * c.StartupProbe.FailureThreshold; budget < 60 {
+				t.Errorf("%s: %s startup probe gives %ds to start, want at least 60", tr.Dir, name, budget)
+			}
+		}
 	}
 }
