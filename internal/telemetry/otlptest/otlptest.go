@@ -35,8 +35,9 @@ type Receiver struct {
 	// OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf).
 	URL string
 
-	mu    sync.Mutex
-	spans []Span
+	mu       sync.Mutex
+	spans    []Span
+	requests map[string]int
 }
 
 // Start runs a receiver until t ends.
@@ -58,6 +59,12 @@ func (r *Receiver) Env(t testing.TB) {
 }
 
 func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
+	r.mu.Lock()
+	if r.requests == nil {
+		r.requests = map[string]int{}
+	}
+	r.requests[req.URL.Path]++
+	r.mu.Unlock()
 	if req.URL.Path != "/v1/traces" {
 		http.NotFound(w, req)
 		return
@@ -117,6 +124,14 @@ func attrs(kvs []*commonpb.KeyValue) map[string]string {
 		}
 	}
 	return m
+}
+
+// Requests returns how many requests came for path (e.g. /v1/metrics,
+// which the receiver refuses as Jaeger does).
+func (r *Receiver) Requests(path string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.requests[path]
 }
 
 // Spans returns the spans received so far.
