@@ -231,13 +231,18 @@ func TestOneConnectedTracePerRunOnEveryPath(t *testing.T) {
 		for _, s := range spans {
 			ids[s.SpanID] = true
 		}
+		rooted := false
 		for _, s := range spans {
+			rooted = rooted || (s.SpanID == root && s.ParentID == "")
 			if s.ParentID == "" && s.SpanID != root {
 				t.Fatalf("%s: span %s is a second root of the trace", what, s.Name)
 			}
 			if s.ParentID != "" && !ids[s.ParentID] {
 				t.Fatalf("%s: span %s hangs from a span that is not in the trace", what, s.Name)
 			}
+		}
+		if !rooted {
+			t.Fatalf("%s: the trace's root span %s was not reported", what, root)
 		}
 		return spans
 	}
@@ -273,6 +278,11 @@ func TestOneConnectedTracePerRunOnEveryPath(t *testing.T) {
 	}
 
 	spans := check("client, sleeping", sleepRun)
+	// Nothing traced the start: the dispatcher reported the root the store
+	// named, from the run's creation to its first claim.
+	if s := byName(spans, "kagzi.run", sleepRun); len(s) != 1 || s[0].ParentID != "" || s[0].Service != "kagzi-dev" {
+		t.Fatalf("untraced start: root spans %+v, want one kagzi.run from the dispatcher", s)
+	}
 	if got := executions("client, sleeping", spans, sleepRun); fmt.Sprint(got) != "[1/1 2/1]" {
 		t.Fatalf("sleeping run: executions/epochs %v, want [1/1 2/1]", got)
 	}

@@ -155,10 +155,41 @@ func (in *instruments) claimed(ctx context.Context, ns, queue string, runs []sto
 		metric.WithAttributes(attribute.String("namespace", ns), attribute.String("queue", queue)))
 	for i := range runs {
 		r := &runs[i]
+		in.birthRoot(ctx, r, start)
 		_, span := in.tracer.Start(tracectx.WithTraceParent(ctx, r.TraceContext), "kagzi.claim "+r.Type,
 			trace.WithTimestamp(start), runAttrs(r, workerID),
 			trace.WithAttributes(attribute.Int("kagzi.claim.runs", len(runs))))
 		span.End(trace.WithTimestamp(end))
+	}
+}
+
+// birthRoot reports the root span of a run's trace that the store started
+// (nothing traced the run's start), at the run's first claim: kagzi.run,
+// from its creation to the claim, under the span id its trace context
+// names, so the trace has a real root. Children share their parent's
+// context and have none of their own. Only a provider that honours
+// tracectx.WithRootIDs (internal/telemetry's) can report it; with another,
+// the span is left unended, so never exported with a wrong id.
+func (in *instruments) birthRoot(ctx context.Context, r *store.ClaimedRun, claimed time.Time) {
+	if r.LeaseToken != 1 || r.ParentRunID != nil {
+		return
+	}
+	tid, sid, ok := store.BirthRoot(r.TraceContext)
+	if !ok {
+		return
+	}
+	_, span := in.tracer.Start(tracectx.WithRootIDs(ctx, tid, sid), "kagzi.run "+r.Type, trace.WithNewRoot(),
+		trace.WithTimestamp(r.CreatedAt), trace.WithAttributes(
+			attribute.String("kagzi.run_id", r.ID.String()),
+			attribute.String("kagzi.namespace", r.Namespace),
+			attribute.String("kagzi.workflow_type", r.Type),
+			attribute.String("kagzi.queue", r.Queue),
+		))
+	if r.ScheduleID != nil {
+		span.SetAttributes(attribute.String("kagzi.schedule_id", r.ScheduleID.String()))
+	}
+	if sc := span.SpanContext(); sc.TraceID() == trace.TraceID(tid) && sc.SpanID() == trace.SpanID(sid) {
+		span.End(trace.WithTimestamp(claimed))
 	}
 }
 

@@ -22,8 +22,10 @@ package telemetry
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"strings"
@@ -118,7 +120,7 @@ func Setup(ctx context.Context, o Options) (*Providers, error) {
 	if err != nil {
 		res = resource.Default()
 	}
-	topts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
+	topts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res), sdktrace.WithIDGenerator(idGenerator{})}
 	for _, sp := range o.SpanProcessors {
 		topts = append(topts, sdktrace.WithSpanProcessor(sp))
 	}
@@ -208,4 +210,32 @@ func (h *errorHandler) Handle(err error) {
 	h.last[msg] = now
 	h.mu.Unlock()
 	h.log.Warn("telemetry", "err", msg)
+}
+
+// idGenerator makes random trace and span ids, except for a root span
+// started with tracectx.WithRootIDs, which takes the ids asked for.
+type idGenerator struct{}
+
+// NewIDs implements sdktrace.IDGenerator.
+func (idGenerator) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
+	if tid, sid, ok := tracectx.RootIDs(ctx); ok {
+		return tid, sid
+	}
+	var tid trace.TraceID
+	for !tid.IsValid() {
+		binary.LittleEndian.PutUint64(tid[:8], rand.Uint64())
+		binary.LittleEndian.PutUint64(tid[8:], rand.Uint64())
+	}
+	return tid, newSpanID()
+}
+
+// NewSpanID implements sdktrace.IDGenerator.
+func (idGenerator) NewSpanID(context.Context, trace.TraceID) trace.SpanID { return newSpanID() }
+
+func newSpanID() trace.SpanID {
+	var sid trace.SpanID
+	for !sid.IsValid() {
+		binary.LittleEndian.PutUint64(sid[:], rand.Uint64())
+	}
+	return sid
 }

@@ -23,6 +23,9 @@ func TestRunsTraceContextFromBirth(t *testing.T) {
 		if !traceParentRE.MatchString(r.TraceContext) {
 			t.Fatalf("%s: trace context %q is not a fresh traceparent", what, r.TraceContext)
 		}
+		if _, _, born := store.BirthRoot(r.TraceContext); !born {
+			t.Fatalf("%s: trace context %q is not marked as the store's", what, r.TraceContext)
+		}
 		tid := r.TraceContext[3:35]
 		if other, ok := traces[tid]; ok {
 			t.Fatalf("%s: run %s shares trace %s with run %s", what, r.ID, tid, other)
@@ -33,6 +36,9 @@ func TestRunsTraceContextFromBirth(t *testing.T) {
 	given := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 	if r := e.create(store.RunsCreateParams{TraceContext: given}); r.TraceContext != given {
 		t.Fatalf("create with a context: %q, want %q", r.TraceContext, given)
+	}
+	if _, _, born := store.BirthRoot(given); born {
+		t.Fatalf("a caller's trace context %q passes as the store's", given)
 	}
 	many, err := e.s.RunsCreateMany(e.ctx, []store.RunsCreateParams{
 		{Namespace: "ns", Queue: "q", Type: "T"}, {Namespace: "ns", Queue: "q", Type: "T"}})
