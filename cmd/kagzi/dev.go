@@ -89,8 +89,9 @@ results, then keeps serving until interrupted (or exits with --exit).`,
 			if a.telemetry != nil {
 				health.Extra = map[string]http.Handler{"/metrics": a.telemetry.Metrics}
 			}
+			// A busy port (another service on :8080) does not stop dev.
 			if err := health.Start(ctx); err != nil {
-				return err
+				log.Warn("health and metrics endpoints not served", "err", err)
 			}
 			defer health.Stop()
 			health.SetReady(true)
