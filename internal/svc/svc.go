@@ -118,8 +118,11 @@ func RunAll(ctx context.Context, log *slog.Logger, comps ...Component) error {
 // Check is a readiness probe: nil means ready.
 type Check func(ctx context.Context) error
 
-// Health serves /healthz (the process is alive) and /readyz (every check
-// passes) on Addr, plus any extra handlers (e.g. /metrics).
+// Health serves /healthz (the process is alive) and /readyz (the process's
+// components have all started, it is not draining, and every check passes)
+// on Addr, plus any extra handlers (e.g. /metrics). RunAll calls SetReady
+// when every component has started and when draining begins; a process
+// that starts its components otherwise calls it itself.
 type Health struct {
 	Addr   string
 	Checks map[string]Check
@@ -128,11 +131,6 @@ type Health struct {
 	Info  map[string]func() string
 	Extra map[string]http.Handler
 	Log   *slog.Logger
-	// AlwaysReady makes readiness depend on Checks alone; otherwise /readyz
-	// also waits for SetReady(true) (RunAll calls it once every component
-	// has started, and SetReady(false) when draining begins).
-	AlwaysReady bool
-
 	ready    atomic.Bool
 	draining atomic.Bool
 
@@ -166,7 +164,7 @@ func (h *Health) Start(ctx context.Context) error {
 		defer cancel()
 		var failed []string
 		switch {
-		case h.AlwaysReady || h.ready.Load():
+		case h.ready.Load():
 		case h.draining.Load():
 			failed = append(failed, "process: draining")
 		default:
