@@ -128,9 +128,9 @@ type Health struct {
 	Checks map[string]Check
 	// Info adds lines to /readyz that do not decide readiness (e.g.
 	// whether this dispatcher holds the relay lock).
-	Info  map[string]func() string
-	Extra map[string]http.Handler
-	Log   *slog.Logger
+	Info     map[string]func() string
+	Extra    map[string]http.Handler
+	Log      *slog.Logger
 	ready    atomic.Bool
 	draining atomic.Bool
 
