@@ -132,9 +132,19 @@ func TestOneConnectedTracePerRunOnEveryPath(t *testing.T) {
 	retryRun := start("TraceRetry", "k1", client.StartOptions{RetryPolicy: fast})
 	parentRun := start("TraceParent", "", client.StartOptions{})
 
+	// A dead letter: fails for good, then is retried from the CLI.
+	deadRun := start("TraceRetry", "dead", client.StartOptions{RetryPolicy: &retry.Policy{MaxAttempts: 1}})
+	if r, err := app.Wait(ctx, deadRun); err != nil || r.Status != store.StatusFailed {
+		t.Fatalf("dead letter: %+v %v", r, err)
+	}
+
 	// The CLI, configured by OTEL_* like every binary.
 	cliArgs := []string{"--database-url", url, "--nats-url", ns.URL(), "--json"}
 	var out, errb strings.Builder
+	if code := execute(ctx, append(cliArgs, "run", "retry", deadRun.String()), strings.NewReader(""), &out, &errb); code != 0 {
+		t.Fatalf("kagzi run retry: %d %s", code, errb.String())
+	}
+	out.Reset()
 	if code := execute(ctx, append(cliArgs, "run", "start", "TraceSleep", "--input", `"x"`), strings.NewReader(""), &out, &errb); code != 0 {
 		t.Fatalf("kagzi run start: %d %s", code, errb.String())
 	}
@@ -188,13 +198,13 @@ func TestOneConnectedTracePerRunOnEveryPath(t *testing.T) {
 	if _, err := app.PauseSchedule(ctx, sc.ID); err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range []uuid.UUID{sleepRun, retryRun, parentRun, cliRun, triggerRun, firedRun} {
+	for _, id := range []uuid.UUID{sleepRun, retryRun, parentRun, cliRun, triggerRun, firedRun, deadRun} {
 		r, err := app.Wait(ctx, id)
 		if err != nil || r.Status != store.StatusCompleted {
 			t.Fatalf("run %s: %+v %v", id, r, err)
 		}
 	}
-	checkMetrics(t, prov, []uuid.UUID{sleepRun, retryRun, parentRun, cliRun, triggerRun, firedRun})
+	checkMetrics(t, prov, []uuid.UUID{sleepRun, retryRun, parentRun, cliRun, triggerRun, firedRun, deadRun})
 	stop()
 
 	pool, err := store.Connect(context.Background(), url)
@@ -292,6 +302,15 @@ func TestOneConnectedTracePerRunOnEveryPath(t *testing.T) {
 	spans = check("client, retried", retryRun)
 	if got := executions("client, retried", spans, retryRun); fmt.Sprint(got) != "[1/1 2/2]" {
 		t.Fatalf("retried run: executions/epochs %v, want [1/1 2/2]", got)
+	}
+	// The retried dead letter continued its trace: its second execution,
+	// and the CLI's kagzi.retry, are in it.
+	spans = check("retried dead letter", deadRun)
+	if got := executions("retried dead letter", spans, deadRun); fmt.Sprint(got) != "[1/1 2/1]" {
+		t.Fatalf("retried dead letter: executions/epochs %v, want [1/1 2/1]", got)
+	}
+	if s := byName(spans, "kagzi.retry", deadRun); len(s) != 1 || s[0].Service != "kagzi-cli" {
+		t.Fatalf("retried dead letter: retry spans %+v, want one from the CLI", s)
 	}
 	spans = check("client, parent", parentRun)
 	kids := map[uuid.UUID]bool{}

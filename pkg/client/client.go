@@ -541,10 +541,15 @@ func (c *Client) sendEvent(ctx context.Context, p store.EventsSendParams, name s
 // budget, for the run and for its failed steps (see store.RunsRetry). Only
 // a FAILED run can be retried (store.ErrConflict otherwise).
 func (c *Client) Retry(ctx context.Context, id uuid.UUID) (*Run, error) {
+	start := time.Now()
 	r, err := c.st.RunsRetry(ctx, c.ns, id)
 	if err != nil {
 		return nil, err
 	}
+	// The retry continues the run's trace: it is a span in it.
+	_, span := c.tracer.Start(tracectx.WithTraceParent(ctx, r.TraceContext), "kagzi.retry "+r.Type, trace.WithTimestamp(start),
+		trace.WithAttributes(attribute.String("kagzi.run_id", r.ID.String()), attribute.String("kagzi.workflow_type", r.Type)))
+	span.End()
 	return &r, nil
 }
 
