@@ -125,7 +125,7 @@ refused instead, and nothing is started.`,
 				}
 				return fmt.Errorf("waiting for run %s: %w", h.RunID, err)
 			}
-			rj := toRunJSON(*run)
+			rj := clientRunJSON(*run)
 			res.Run = &rj
 			if a.JSON {
 				if err := a.print(cmd, res, nil); err != nil {

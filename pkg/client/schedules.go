@@ -149,5 +149,13 @@ func (c *Client) DeleteSchedule(ctx context.Context, id uuid.UUID) error {
 // ScheduleHistory returns the runs a schedule fired (and those triggered),
 // newest fire time first, at most limit (default 50, at most 1000).
 func (c *Client) ScheduleHistory(ctx context.Context, id uuid.UUID, limit int) ([]Run, error) {
-	return c.st.SchedulesHistory(ctx, c.ns, id, limit)
+	rs, err := c.st.SchedulesHistory(ctx, c.ns, id, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Run, len(rs))
+	for i, r := range rs {
+		out[i] = runFrom(r)
+	}
+	return out, nil
 }
