@@ -103,3 +103,11 @@ func (w *Worker) register(r *registration) error {
 
 // typeKey keys a registration by type and version.
 func typeKey(typ, version string) string { return typ + "@" + version }
+
+// Implement registers fn as the implementation of the workflow ref
+// declares (workflow.New): Register with the Ref's name, its input and
+// output types checked by the compiler. Several versions of one type are
+// several Implement calls with WithVersion.
+func Implement[In, Out any](w *Worker, ref workflow.Ref[In, Out], fn func(ctx workflow.Context, in In) (Out, error), opts ...RegisterOption) error {
+	return Register(w, ref.Name(), fn, opts...)
+}

@@ -199,10 +199,18 @@ func Execute(ctx context.Context, e Execution) Outcome {
 	now := ex.now()
 	it := ex.item(protocol.ReportRunCompleted)
 	it.FinishedAt = &now
+	var can *ContinueAsNewError
+	if errors.As(err, &can) && fatal == nil {
+		if can.err != nil {
+			err = can.err
+		} else if err = ex.checkPayload("continue-as-new input", can.input); err == nil {
+			it.Kind, it.Output = protocol.ReportRunContinue, can.input
+		}
+	}
 	if err != nil {
 		it.Kind = protocol.ReportRunFailed
 		setError(&it, err)
-	} else {
+	} else if it.Kind == protocol.ReportRunCompleted {
 		it.Output = out
 	}
 	// Child starts not yet sent go first.
@@ -258,6 +266,10 @@ type execution struct {
 	mu     sync.Mutex
 	seen   map[string]struct{}
 	events map[string]int // WaitForEvent calls per event name
+	// calls counts Now and SideEffect calls per step id base; versions
+	// are the Version answers of this execution per change id.
+	calls    map[string]int
+	versions map[string]int
 	// started: CHILD steps started by this execution (not yet finished).
 	started map[string]bool
 	state   execState
@@ -319,25 +331,27 @@ func newExecution(ctx context.Context, e Execution) *execution {
 		tracer = noop.NewTracerProvider().Tracer("")
 	}
 	return &execution{
-		tracer:  tracer,
-		stepMS:  e.StepDuration,
-		ctx:     ctx,
-		run:     e.Run,
-		input:   e.Run.Input,
-		rep:     e.Reporter,
-		fetcher: e.Payloads,
-		limits:  limits,
-		log:     log,
-		now:     now,
-		rand:    rnd,
-		inline:  inline,
-		steps:   steps,
-		seen:    make(map[string]struct{}),
-		events:  make(map[string]int),
-		started: make(map[string]bool),
-		active:  1,
-		waits:   make(map[*waiter]struct{}),
-		exited:  make(chan struct{}),
+		tracer:   tracer,
+		stepMS:   e.StepDuration,
+		ctx:      ctx,
+		run:      e.Run,
+		input:    e.Run.Input,
+		rep:      e.Reporter,
+		fetcher:  e.Payloads,
+		limits:   limits,
+		log:      log,
+		now:      now,
+		rand:     rnd,
+		inline:   inline,
+		steps:    steps,
+		seen:     make(map[string]struct{}),
+		events:   make(map[string]int),
+		calls:    make(map[string]int),
+		versions: make(map[string]int),
+		started:  make(map[string]bool),
+		active:   1,
+		waits:    make(map[*waiter]struct{}),
+		exited:   make(chan struct{}),
 	}
 }
 
