@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -61,7 +62,10 @@ func (c *Client) DrainWorker(ctx context.Context, id uuid.UUID) (*Worker, error)
 	if err := c.nc.Publish(protocol.SubjectCancel(id), data); err != nil {
 		return nil, fmt.Errorf("drain worker %s: tell it: %w", id, err)
 	}
-	if err := c.nc.FlushWithContext(ctx); err != nil {
+	// Flushed, so a caller that returns (a CLI) has sent it.
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := c.nc.FlushWithContext(fctx); err != nil {
 		return nil, fmt.Errorf("drain worker %s: tell it: %w", id, err)
 	}
 	out := workerFrom(w)
