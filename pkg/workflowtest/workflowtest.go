@@ -467,7 +467,7 @@ func (e *Env) childStart(it protocol.ReportItem) {
 	s := &protocol.StepState{StepID: it.StepID, Status: "COMPLETED", Attempt: it.Attempt, Output: out, RunAttempt: 1}
 	if err != nil {
 		s = &protocol.StepState{StepID: it.StepID, Status: "FAILED", Attempt: it.Attempt, RunAttempt: 1,
-			Error: "child run " + protocol.ChildRunID(it.RunID, it.StepID, it.Attempt).String() + " failed: " + err.Error(),
+			Error:     "child run " + protocol.ChildRunID(it.RunID, it.StepID, it.Attempt).String() + " failed: " + err.Error(),
 			ErrorType: "ChildFailed"}
 	}
 	e.record(it.StepID, "CHILD", s)

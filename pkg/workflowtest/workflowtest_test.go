@@ -116,7 +116,7 @@ func TestDeterminismHelpersAndContinueAsNew(t *testing.T) {
 	env.SetStartTime(start)
 	calls := 0
 	_, err := workflowtest.Run(env, loop, func(ctx workflow.Context, n int) (int, error) {
-		if now := workflow.Now(ctx); !now.Equal(start.Add(time.Minute * time.Duration(env.Executions()-1))) && env.Executions() == 1 {
+		if now := workflow.Now(ctx); !now.Equal(start.Add(time.Minute*time.Duration(env.Executions()-1))) && env.Executions() == 1 {
 			return 0, errors.New("Now is not the virtual clock")
 		}
 		x, err := workflow.SideEffect(ctx, "x", func() int { calls++; return 7 })
