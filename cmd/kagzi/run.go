@@ -355,6 +355,9 @@ func runFields(w io.Writer, r store.Run) {
 	if r.ScheduleID != nil {
 		row("Schedule", fmt.Sprintf("%s (fired for %s)", r.ScheduleID, fmtTimeP(r.ScheduleFireAt)))
 	}
+	if r.ContinuedAs != nil {
+		row("Continued as", r.ContinuedAs.String())
+	}
 	opt("Error", oneLine(r.Error, 500))
 	row("Input", fmtPayload(r.Input))
 	opt("Output", fmtPayload(r.Output))
