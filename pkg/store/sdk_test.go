@@ -113,3 +113,23 @@ func TestRunsContinueAsNew(t *testing.T) {
 	cc := e.claimOne(claimParams(uuid.New(), 1, store.TypeVersion{Type: "C"}), protocol.ChildRunID(parent.ID, "c", 1))
 	wantErr(t, e.s.RunsContinueAsNew(e.ctx, leaseOf(cc), protocol.ContinuedRunID(cc.ID), []byte(`1`)), store.ErrInvalidArgument, "child")
 }
+
+// A schedule without a version fires instances at the type's default
+// version, as it is when they fire.
+func TestDefaultsPinScheduleFires(t *testing.T) {
+	e := newEnv(t)
+	sc, err := e.s.SchedulesCreate(e.ctx, store.SchedulesCreateParams{Namespace: "ns", Queue: "q", Type: "T", Cron: "* * * * *", Input: []byte(`1`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.DefaultsSet(e.ctx, "ns", "T", "v3"); err != nil {
+		t.Fatal(err)
+	}
+	run, fired, err := e.s.SchedulesFire(e.ctx, store.SchedulesFireParams{Namespace: "ns", ScheduleID: sc.ID, FireAt: *sc.NextFireAt})
+	if err != nil || !fired {
+		t.Fatalf("fire: %v %v", fired, err)
+	}
+	if run.Version != "v3" {
+		t.Fatalf("fired instance at version %q, want the default v3", run.Version)
+	}
+}
