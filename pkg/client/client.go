@@ -367,6 +367,16 @@ func (c *Client) Get(ctx context.Context, id uuid.UUID) (*Run, error) {
 	return &out, nil
 }
 
+// GetByExternalID returns the run holding externalID: the live one, else
+// the newest (for a chain of continue-as-new, the run it has reached).
+func (c *Client) GetByExternalID(ctx context.Context, externalID string) (*Run, error) {
+	r, err := c.st.RunsGetByExternalID(ctx, c.ns, externalID)
+	if err != nil {
+		return nil, err
+	}
+	return c.Get(ctx, r.ID)
+}
+
 // ListOptions filter List.
 type ListOptions struct {
 	Statuses []RunStatus
