@@ -1,10 +1,18 @@
 // Package client is what applications import to start workflow runs and
-// follow them: Start (optionally inside the application's own pgx
+// follow them. Build it with Connect (a database URL) or NewFromPool (the
+// application's pgx pool) and a NATS connection; start runs of a workflow
+// declared with workflow.New with StartWorkflow, whose handle's Result is
+// the workflow's output type. The client returns its own types and errors
+// (ErrNotFound, ErrConflict, …): an application never imports the
+// engine's data layer.
+//
+// It offers Start (optionally inside the application's own pgx
 // transaction), StartMany, Get, List, Cancel, Result, which waits for a
 // run's end by push (a NATS subscription made before Postgres is checked,
 // so no result is missed and nothing polls), SendEvent for runs waiting in
-// WaitForEvent, Retry for failed runs (dead letters), and global
-// concurrency limits per workflow type.
+// WaitForEvent, Retry for failed runs (dead letters), global
+// concurrency limits per workflow type, the operator's default version per
+// type (SetDefaultVersion), and remote drain of a worker (DrainWorker).
 package client
 
 import (
