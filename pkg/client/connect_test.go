@@ -13,6 +13,7 @@ import (
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/pkg/workflow"
 )
 
 // A client made from a pool leaves the pool to its owner; one made by
@@ -51,6 +52,13 @@ func TestConnectNewFromPoolAndContinuation(t *testing.T) {
 		t.Fatalf("cancel of an unknown run: %v", err)
 	}
 
+	sc, err := client.ScheduleWorkflow(ctx, cl, workflow.New[int, string]("T"), 7, client.ScheduleOptions{Cron: "0 0 1 1 *"})
+	if err != nil || sc.Type != "T" {
+		t.Fatalf("typed schedule: %+v %v", sc, err)
+	}
+	if err := cl.DeleteSchedule(ctx, sc.ID); err != nil {
+		t.Fatal(err)
+	}
 	h, err := cl.Start(ctx, "T", 1, client.StartOptions{ExternalID: "chain"})
 	if err != nil {
 		t.Fatal(err)

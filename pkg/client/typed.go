@@ -52,3 +52,10 @@ func StartWorkflowTx[In, Out any](ctx context.Context, c *Client, tx pgx.Tx, ref
 func HandleFor[In, Out any](c *Client, ref workflow.Ref[In, Out], id uuid.UUID) *TypedHandle[Out] {
 	return &TypedHandle[Out]{Handle: c.Handle(id)}
 }
+
+// ScheduleWorkflow creates a schedule that starts a run of the workflow
+// ref declares with input in at every time of its cron expression (see
+// Client.CreateSchedule).
+func ScheduleWorkflow[In, Out any](ctx context.Context, c *Client, ref workflow.Ref[In, Out], in In, o ScheduleOptions) (*Schedule, error) {
+	return c.CreateSchedule(ctx, ref.Name(), in, o)
+}
