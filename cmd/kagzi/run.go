@@ -118,6 +118,10 @@ refused instead, and nothing is started.`,
 				defer cancel()
 			}
 			run, err := cl.Wait(wctx, h.RunID)
+			// A run that continued as new goes on as its successor.
+			for err == nil && run.ContinuedAs != nil {
+				run, err = cl.Wait(wctx, *run.ContinuedAs)
+			}
 			if err != nil {
 				if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 					return fmt.Errorf("timed out after %v waiting for run %s, which goes on; follow it with `kagzi run show %s`",
