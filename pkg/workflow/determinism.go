@@ -15,6 +15,9 @@ import (
 func (ex *execution) counted(base string) string {
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
+	if ex.calls == nil {
+		ex.calls = make(map[string]int)
+	}
 	ex.calls[base]++
 	if n := ex.calls[base]; n > 1 {
 		return base + "#" + strconv.Itoa(n)
@@ -119,6 +122,9 @@ func Version(ctx Context, changeID string, min, max int) (int, error) {
 		return 0, ex.replayError("version %q: the run has version %d, the code supports %d to %d", changeID, v, min, max)
 	}
 	ex.mu.Lock()
+	if ex.versions == nil {
+		ex.versions = make(map[string]int)
+	}
 	ex.versions[changeID] = v
 	ex.mu.Unlock()
 	return v, nil

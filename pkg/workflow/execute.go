@@ -267,7 +267,8 @@ type execution struct {
 	seen   map[string]struct{}
 	events map[string]int // WaitForEvent calls per event name
 	// calls counts Now and SideEffect calls per step id base; versions
-	// are the Version answers of this execution per change id.
+	// are the Version answers of this execution per change id (both made
+	// on first use: most runs make no such call).
 	calls    map[string]int
 	versions map[string]int
 	// started: CHILD steps started by this execution (not yet finished).
@@ -331,27 +332,25 @@ func newExecution(ctx context.Context, e Execution) *execution {
 		tracer = noop.NewTracerProvider().Tracer("")
 	}
 	return &execution{
-		tracer:   tracer,
-		stepMS:   e.StepDuration,
-		ctx:      ctx,
-		run:      e.Run,
-		input:    e.Run.Input,
-		rep:      e.Reporter,
-		fetcher:  e.Payloads,
-		limits:   limits,
-		log:      log,
-		now:      now,
-		rand:     rnd,
-		inline:   inline,
-		steps:    steps,
-		seen:     make(map[string]struct{}),
-		events:   make(map[string]int),
-		calls:    make(map[string]int),
-		versions: make(map[string]int),
-		started:  make(map[string]bool),
-		active:   1,
-		waits:    make(map[*waiter]struct{}),
-		exited:   make(chan struct{}),
+		tracer:  tracer,
+		stepMS:  e.StepDuration,
+		ctx:     ctx,
+		run:     e.Run,
+		input:   e.Run.Input,
+		rep:     e.Reporter,
+		fetcher: e.Payloads,
+		limits:  limits,
+		log:     log,
+		now:     now,
+		rand:    rnd,
+		inline:  inline,
+		steps:   steps,
+		seen:    make(map[string]struct{}),
+		events:  make(map[string]int),
+		started: make(map[string]bool),
+		active:  1,
+		waits:   make(map[*waiter]struct{}),
+		exited:  make(chan struct{}),
 	}
 }
 
