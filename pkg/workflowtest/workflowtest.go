@@ -50,6 +50,9 @@ type RunError struct {
 	Message      string
 	Type         string
 	NonRetryable bool
+	// Cancelled: the run was asked to cancel (CancelAfter) and its workflow
+	// returned an error, so the engine would end it CANCELLED.
+	Cancelled bool
 }
 
 func (e *RunError) Error() string { return e.Message }
@@ -84,6 +87,7 @@ type Env struct {
 	mocks    map[string]stepMock
 	children map[string]func(json.RawMessage) (json.RawMessage, error)
 	events   map[string][]event
+	cancelAt *time.Time
 
 	steps      map[string]*protocol.StepState
 	kinds      map[string]string
@@ -197,6 +201,18 @@ func (e *Env) SendEventAfter(d time.Duration, name string, payload any) {
 	sort.SliceStable(e.events[name], func(i, j int) bool { return e.events[name][i].at.Before(e.events[name][j].at) })
 }
 
+// CancelAfter asks the run to cancel d after its start (virtual time), as
+// client.Cancel would: a run waiting then is woken at once; from then on
+// its Context is cancelled (cause workflow.ErrCancelled) and durable calls
+// that would do something new return the cancellation, while cleanup
+// under workflow.WithoutCancel runs as usual.
+func (e *Env) CancelAfter(d time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	t := e.start.Add(d)
+	e.cancelAt = &t
+}
+
 // Steps returns the run's history: the latest attempt of each step, in the
 // order the steps were first recorded.
 func (e *Env) Steps() []Step {
@@ -273,9 +289,15 @@ func RunFunc(e *Env, typ string, fn workflow.Func, input json.RawMessage) (json.
 		for _, id := range e.order {
 			run.Steps = append(run.Steps, *e.steps[id])
 		}
+		var soft context.Context
+		if e.cancelAt != nil && !e.clock.Before(*e.cancelAt) {
+			c, cancel := context.WithCancelCause(ctx)
+			cancel(workflow.ErrCancelled)
+			soft, run.CancelRequestedAt = c, e.cancelAt
+		}
 		e.mu.Unlock()
 
-		out := workflow.Execute(ctx, workflow.Execution{Run: &run, Func: fn, Reporter: (*reporter)(e),
+		out := workflow.Execute(ctx, workflow.Execution{Run: &run, Func: fn, Reporter: (*reporter)(e), Cancel: soft,
 			Now: e.Now, MaxInlineRetry: -1, Rand: func() float64 { return 0.5 }})
 
 		e.mu.Lock()
@@ -298,7 +320,8 @@ func RunFunc(e *Env, typ string, fn workflow.Func, input json.RawMessage) (json.
 			return nil, errors.New("workflowtest: the run completed without a report")
 		case workflow.OutcomeFailed:
 			if final != nil {
-				return nil, &RunError{Message: final.Error, Type: final.ErrorType, NonRetryable: final.NonRetryable}
+				return nil, &RunError{Message: final.Error, Type: final.ErrorType, NonRetryable: final.NonRetryable,
+					Cancelled: run.CancelRequestedAt != nil}
 			}
 			return nil, out.Err
 		case workflow.OutcomeAbandoned:
@@ -366,6 +389,12 @@ func (e *Env) wake(sleep *protocol.ReportItem) error {
 		if u := e.waitUntil[id]; u != nil {
 			consider(*u)
 		}
+	}
+	if e.cancelAt != nil && e.cancelAt.After(e.clock) {
+		// A cancel request wakes a run that waits for anything.
+		consider(*e.cancelAt)
+	} else if e.cancelAt != nil {
+		consider(e.clock)
 	}
 	if next == nil {
 		return ErrBlocked

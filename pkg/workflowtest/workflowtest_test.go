@@ -142,3 +142,30 @@ func TestDeterminismHelpersAndContinueAsNew(t *testing.T) {
 		t.Fatalf("side effect calls %d over %d executions, want 1 over 2", calls, env.Executions())
 	}
 }
+
+func TestCancelAfter(t *testing.T) {
+	wait := workflow.New[struct{}, string]("WaitForApproval")
+	env := workflowtest.New()
+	env.OnStep("release", "released", nil)
+	env.CancelAfter(time.Hour)
+	_, err := workflowtest.Run(env, wait, func(ctx workflow.Context, _ struct{}) (string, error) {
+		_, err := workflow.WaitForEvent[bool](ctx, "approval", 0)
+		if errors.Is(err, workflow.ErrCancelled) {
+			if _, cerr := workflow.Step(workflow.WithoutCancel(ctx), "release", func(context.Context) (string, error) { return "", nil }); cerr != nil {
+				return "", cerr
+			}
+		}
+		return "", err
+	}, struct{}{})
+	var re *workflowtest.RunError
+	if !errors.As(err, &re) || !re.Cancelled {
+		t.Fatalf("run error %v, want a cancelled run", err)
+	}
+	if env.Elapsed() != time.Hour {
+		t.Fatalf("cancelled after %v of virtual time, want 1h", env.Elapsed())
+	}
+	steps := env.Steps()
+	if len(steps) != 2 || steps[1].ID != "release" || steps[1].Status != "COMPLETED" {
+		t.Fatalf("history %+v: want the cleanup step recorded", steps)
+	}
+}
