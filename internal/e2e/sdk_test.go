@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/kagzi/kagzi/pkg/client"
+	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/worker"
 	"github.com/kagzi/kagzi/pkg/workflow"
@@ -110,16 +112,25 @@ var sdkClientUnknownID = [16]byte{1, 2, 3}
 
 func TestSDKContinueAsNew(t *testing.T) {
 	t.Parallel()
+	loopParent := workflow.New[int, string]("SdkLoopParent")
 	e := start(t, opts{workers: 1, register: func(w *worker.Worker) error {
-		return worker.Implement(w, sdkLoop, func(ctx workflow.Context, n int) (int, error) {
-			if _, err := workflow.Step(ctx, "work", func(context.Context) (int, error) { return n, nil }); err != nil {
-				return 0, err
-			}
-			if n < 3 {
-				return 0, sdkLoop.ContinueAsNew(ctx, n+1)
-			}
-			return n * 10, nil
-		})
+		return errors.Join(
+			worker.Implement(w, sdkLoop, func(ctx workflow.Context, n int) (int, error) {
+				if _, err := workflow.Step(ctx, "work", func(context.Context) (int, error) { return n, nil }); err != nil {
+					return 0, err
+				}
+				if n < 3 {
+					return 0, sdkLoop.ContinueAsNew(ctx, n+1)
+				}
+				return n * 10, nil
+			}),
+			// A child cannot continue as new: it fails, and its parent
+			// sees the failure.
+			worker.Implement(w, loopParent, func(ctx workflow.Context, n int) (string, error) {
+				_, err := sdkLoop.Child(ctx, "loop", n)
+				return workflow.ErrorType(err), nil
+			}),
+		)
 	}})
 	cl := sdkClient(t, e)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -155,6 +166,18 @@ func TestSDKContinueAsNew(t *testing.T) {
 	}
 	if n != 4 {
 		t.Fatalf("%d runs in the chain, want 4", n)
+	}
+
+	ph, err := client.StartWorkflow(ctx, cl, loopParent, 0, client.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ph.Result(ctx); err != nil || got != "ChildFailed" {
+		t.Fatalf("parent of a child that continued as new: %q %v, want ChildFailed", got, err)
+	}
+	child, err := cl.Get(ctx, protocol.ChildRunID(ph.RunID, "loop", 1))
+	if err != nil || child.Status != client.StatusFailed || !strings.Contains(child.Error, "child run cannot continue as new") || child.ContinuedAs != nil {
+		t.Fatalf("child that tried to continue as new: %+v %v", child, err)
 	}
 }
 
