@@ -65,6 +65,12 @@ func traceWorkflows(failed *sync.Map) func(*worker.Worker) error {
 			worker.Register(w, "TraceChild", func(ctx workflow.Context, n int) (int, error) {
 				return n, step(ctx, "square")
 			}),
+			worker.Register(w, "TraceLoop", func(ctx workflow.Context, n int) (int, error) {
+				if err := step(ctx, "turn"); err != nil || n > 0 {
+					return n, err
+				}
+				return 0, workflow.ContinueAsNew(ctx, n+1)
+			}),
 		)
 	}
 }
@@ -131,6 +137,11 @@ func TestOneConnectedTracePerRunOnEveryPath(t *testing.T) {
 	sleepRun := start("TraceSleep", "", client.StartOptions{})
 	retryRun := start("TraceRetry", "k1", client.StartOptions{RetryPolicy: fast})
 	parentRun := start("TraceParent", "", client.StartOptions{})
+	loop, err := app.Start(ctx, "TraceLoop", 0, client.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loopRun := loop.RunID
 
 	// A dead letter: fails for good, then is retried from the CLI.
 	deadRun := start("TraceRetry", "dead", client.StartOptions{RetryPolicy: &retry.Policy{MaxAttempts: 1}})
@@ -205,6 +216,10 @@ func TestOneConnectedTracePerRunOnEveryPath(t *testing.T) {
 		}
 	}
 	checkMetrics(t, prov, []uuid.UUID{sleepRun, retryRun, parentRun, cliRun, triggerRun, firedRun, deadRun})
+	var turns int
+	if err := loop.Result(ctx, &turns); err != nil || turns != 1 {
+		t.Fatalf("continued run: %d %v", turns, err)
+	}
 	stop()
 
 	pool, err := store.Connect(context.Background(), url)
@@ -311,6 +326,20 @@ func TestOneConnectedTracePerRunOnEveryPath(t *testing.T) {
 	}
 	if s := byName(spans, "kagzi.retry", deadRun); len(s) != 1 || s[0].Service != "kagzi-cli" {
 		t.Fatalf("retried dead letter: retry spans %+v, want one from the CLI", s)
+	}
+	// A run that continued as new: the chain is one trace with one root.
+	spans = check("continued as new", loopRun)
+	chain, roots := map[string]bool{}, 0
+	for _, s := range spans {
+		if strings.HasPrefix(s.Name, "kagzi.attempt TraceLoop") {
+			chain[s.Attrs["kagzi.run_id"]] = true
+		}
+		if strings.HasPrefix(s.Name, "kagzi.run ") {
+			roots++
+		}
+	}
+	if len(chain) != 2 || roots != 1 {
+		t.Fatalf("continued as new: attempts of %d runs and %d kagzi.run roots in the trace, want 2 and 1", len(chain), roots)
 	}
 	spans = check("client, parent", parentRun)
 	kids := map[uuid.UUID]bool{}
