@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace/noop"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/client"
+	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/retry"
 	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/worker"
@@ -117,6 +119,21 @@ func TestOneConnectedTracePerRunOnEveryPath(t *testing.T) {
 
 	nc, err := srv.Connect()
 	if err != nil {
+		t.Fatal(err)
+	}
+	// Every report message, to check which carry a traceparent header.
+	var hmu sync.Mutex
+	var reportHeaders []string
+	sub, err := nc.Subscribe(protocol.SubjectReport("default"), func(m *nats.Msg) {
+		hmu.Lock()
+		defer hmu.Unlock()
+		reportHeaders = append(reportHeaders, m.Header.Get("traceparent"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	// An application that set up no OpenTelemetry: its client traces
@@ -313,6 +330,23 @@ func TestOneConnectedTracePerRunOnEveryPath(t *testing.T) {
 	}
 	if n := len(byName(spans, "kagzi.step", sleepRun)); n < 2 {
 		t.Fatalf("sleeping run: %d step spans", n)
+	}
+	// The sleeping run's reports each concern that run alone: they carry
+	// its attempt span as the W3C traceparent header.
+	attempts := map[string]bool{}
+	for _, s := range byName(spans, "kagzi.attempt", sleepRun) {
+		attempts["00-"+s.TraceID+"-"+s.SpanID+"-01"] = true
+	}
+	hmu.Lock()
+	headed := 0
+	for _, h := range reportHeaders {
+		if attempts[h] {
+			headed++
+		}
+	}
+	hmu.Unlock()
+	if headed == 0 {
+		t.Fatalf("no report of the sleeping run carried its attempt's traceparent (%d reports seen)", len(reportHeaders))
 	}
 	spans = check("client, retried", retryRun)
 	if got := executions("client, retried", spans, retryRun); fmt.Sprint(got) != "[1/1 2/2]" {
