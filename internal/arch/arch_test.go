@@ -6,6 +6,7 @@ import (
 	"go/token"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -217,5 +218,40 @@ func f(nc *nats.Conn) { nc.Publish("orders.new", nil); _ = "kagzi.v1.ready" }`
 	})
 	if lits != 2 || inCall != 1 {
 		t.Errorf("literals: %d found, %d as a call's first argument; want 2 and 1", lits, inCall)
+	}
+}
+
+// Each service binary links only its own service: a change to one
+// service's code does not rebuild, or risk, another's.
+func TestServiceBinariesLinkOnlyTheirService(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	services := map[string]string{
+		"dispatcher": "internal/dispatcher", "scheduler": "internal/scheduler",
+		"reaper": "internal/reaper", "worker": "internal/workerapp",
+	}
+	for name, own := range services {
+		out, err := exec.Command("go", "list", "-deps", "../../services/"+name).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list %s: %v\n%s", name, err, out)
+		}
+		deps := map[string]bool{}
+		for _, d := range strings.Fields(string(out)) {
+			deps[d] = true
+		}
+		if !deps[module+"/"+own] {
+			t.Errorf("services/%s does not link %s: the check looks at the wrong thing", name, own)
+		}
+		for other, pkg := range services {
+			if other != name && deps[module+"/"+pkg] {
+				t.Errorf("services/%s links %s", name, pkg)
+			}
+		}
+		for _, pkg := range []string{"internal/app", "internal/devserver", "internal/testflows", "internal/bench", "internal/chaos"} {
+			if deps[module+"/"+pkg] {
+				t.Errorf("services/%s links %s", name, pkg)
+			}
+		}
 	}
 }

@@ -11,9 +11,9 @@ import (
 	"syscall"
 
 	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/internal/examples"
 	"github.com/kagzi/kagzi/internal/svc"
 	"github.com/kagzi/kagzi/internal/workerapp"
-	"github.com/kagzi/kagzi/internal/examples"
 )
 
 func main() {
