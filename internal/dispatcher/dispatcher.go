@@ -155,9 +155,10 @@ type Dispatcher struct {
 	beacons  beacons
 	drops    *natsutil.Drops
 
-	malformed, claims, claimed, released, applied, leaseLost atomic.Int64
-	emptySkips, resyncs, reportTxs, deliveries, wakeups      atomic.Int64
-	payloadReads, runsRefused                                atomic.Int64
+	malformed                                           *natsutil.Malformed
+	claims, claimed, released, applied, leaseLost       atomic.Int64
+	emptySkips, resyncs, reportTxs, deliveries, wakeups atomic.Int64
+	payloadReads, runsRefused                           atomic.Int64
 }
 
 // New returns a dispatcher over st and nc; Start runs it.
@@ -174,6 +175,8 @@ func New(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) *Dispatch
 		reports: make(chan *reportJob, 8192),
 		tel:     newInstruments(cfg.TracerProvider, cfg.MeterProvider),
 		drops:   natsutil.WatchDrops(nc),
+		// Errors: a malformed request or report is a peer's bug.
+		malformed: natsutil.NewMalformed("dispatcher", log, slog.LevelError, cfg.MeterProvider),
 	}
 }
 
@@ -186,7 +189,7 @@ func (d *Dispatcher) Stats() Stats {
 	}
 	d.mu.Unlock()
 	return Stats{
-		Malformed: d.malformed.Load(), Claims: d.claims.Load(), Claimed: d.claimed.Load(),
+		Malformed: d.malformed.Count(), Claims: d.claims.Load(), Claimed: d.claimed.Load(),
 		Released: d.released.Load(), Reports: d.applied.Load(), LeaseLost: d.leaseLost.Load(),
 		Parked: parkedN, EmptySkips: d.emptySkips.Load(), Resyncs: d.resyncs.Load(),
 		ReportTxs: d.reportTxs.Load(), Deliveries: d.deliveries.Load(), WakeupsSeen: d.wakeups.Load(),
@@ -371,8 +374,7 @@ func (d *Dispatcher) onRelayUp(m *nats.Msg) {
 }
 
 func (d *Dispatcher) dropMalformed(m *nats.Msg, err error) {
-	d.malformed.Add(1)
-	d.log.Error("dropping malformed message", "subject", m.Subject, "err", err)
+	d.malformed.Drop(d.ctx, m.Subject, err)
 }
 
 func typeSig(tvs []protocol.TypeVersion) (string, []store.TypeVersion) {

@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -46,7 +47,7 @@ type Relay struct {
 
 	relayed   atomic.Int64
 	tel       *instruments
-	malformed atomic.Int64
+	malformed *natsutil.Malformed
 	leader    atomic.Bool
 
 	mu       sync.Mutex
@@ -62,12 +63,12 @@ func NewRelay(cfg RelayConfig, nc *nats.Conn, log *slog.Logger) *Relay {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Relay{cfg: cfg, nc: nc, log: log.With("component", "relay"), id: uuid.NewString(),
-		tel: newInstruments(nil, cfg.MeterProvider)}
+		tel: newInstruments(nil, cfg.MeterProvider), malformed: natsutil.NewMalformed("relay", log, slog.LevelError, cfg.MeterProvider)}
 }
 
 // Stats returns the relay's counters.
 func (r *Relay) Stats() RelayStats {
-	return RelayStats{Relayed: r.relayed.Load(), Malformed: r.malformed.Load(), Leader: r.leader.Load()}
+	return RelayStats{Relayed: r.relayed.Load(), Malformed: r.malformed.Count(), Leader: r.leader.Load()}
 }
 
 // IsLeader reports whether this replica relays now.
@@ -153,8 +154,7 @@ func (r *Relay) onReconnect() {
 func (r *Relay) onNotification(ctx context.Context, payload string) {
 	n, err := store.ParseNotification(payload)
 	if err != nil {
-		r.malformed.Add(1)
-		r.log.Error("dropping malformed notification", "err", err)
+		r.malformed.Drop(ctx, "", err)
 		return
 	}
 	switch n.Kind {
@@ -175,8 +175,7 @@ func (r *Relay) onNotification(ctx context.Context, payload string) {
 func (r *Relay) publish(ctx context.Context, subject string, m protocol.Message) {
 	data, err := protocol.Encode(m)
 	if err != nil {
-		r.malformed.Add(1)
-		r.log.Error("dropping notification that does not encode", "subject", subject, "err", err)
+		r.malformed.Drop(ctx, subject, fmt.Errorf("does not encode: %w", err))
 		return
 	}
 	if err := r.nc.Publish(subject, data); err != nil {

@@ -206,7 +206,9 @@ type Reaper struct {
 	// onFlush, if set (tests), is called by the leader after each flush.
 	onFlush func(workers int)
 
-	lifeMu   sync.Mutex
+	lifeMu sync.Mutex
+	// ctx is the running reaper's, set by Start before any subscription.
+	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	subs     []*nats.Subscription
@@ -216,11 +218,12 @@ type Reaper struct {
 }
 
 type counters struct {
-	terms, registers, heartbeats, deregisters, wakeups, malformed atomic.Int64
-	registered, deregistered, flushes, beats, extended, released  atomic.Int64
-	lost, retried, failed, expired, deadlines, leaseQ, deadlineQ  atomic.Int64
-	undelivered                                                   atomic.Int64
-	deleted, errors                                               atomic.Int64
+	terms, registers, heartbeats, deregisters, wakeups           atomic.Int64
+	malformed                                                    *natsutil.Malformed
+	registered, deregistered, flushes, beats, extended, released atomic.Int64
+	lost, retried, failed, expired, deadlines, leaseQ, deadlineQ atomic.Int64
+	undelivered                                                  atomic.Int64
+	deleted, errors                                              atomic.Int64
 }
 
 // New returns a reaper over st and nc; Start runs it.
@@ -238,6 +241,7 @@ func New(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) *Reaper {
 		leaseChecks: map[int64]struct{}{},
 		kick:        make(chan struct{}, 1),
 		drops:       natsutil.WatchDrops(nc),
+		c:           counters{malformed: natsutil.NewMalformed("reaper", log, slog.LevelWarn, nil)},
 	}
 }
 
@@ -253,7 +257,7 @@ func (r *Reaper) Stats() Stats {
 	return Stats{
 		Leader: r.leader.Load(), Terms: c.terms.Load(), Workers: n,
 		Registers: c.registers.Load(), Heartbeats: c.heartbeats.Load(), Deregisters: c.deregisters.Load(),
-		Wakeups: c.wakeups.Load(), Malformed: c.malformed.Load(),
+		Wakeups: c.wakeups.Load(), Malformed: c.malformed.Count(),
 		Registered: c.registered.Load(), Deregistered: c.deregistered.Load(),
 		Flushes: c.flushes.Load(), BeatsPersisted: c.beats.Load(), LeasesExtended: c.extended.Load(), RunsReleased: c.released.Load(),
 		WorkersLost: c.lost.Load(), RunsRetried: c.retried.Load(), RunsFailed: c.failed.Load(),
@@ -277,6 +281,7 @@ func (r *Reaper) Start(ctx context.Context) error {
 		return errors.New("reaper: already started")
 	}
 	ctx, cancel := context.WithCancel(ctx)
+	r.ctx = ctx
 	// One channel for the three liveness subjects keeps their order.
 	liveCap, pending := 1<<16, 1<<20
 	if r.cfg.PendingLimit > 0 {
@@ -372,8 +377,7 @@ func (r *Reaper) wakeLeader() {
 }
 
 func (r *Reaper) dropMalformed(m *nats.Msg, err error) {
-	r.c.malformed.Add(1)
-	r.log.Warn("dropping malformed message", "subject", m.Subject, "err", err)
+	r.c.malformed.Drop(r.ctx, m.Subject, err)
 }
 
 // watchStatus pauses death detection while NATS is down (heartbeats are

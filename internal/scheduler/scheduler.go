@@ -149,7 +149,8 @@ type Scheduler struct {
 	stopOnce sync.Once
 
 	passes, rearms, resyncs, fired, advanced, lost atomic.Int64
-	changes, malformed, errs                       atomic.Int64
+	changes, errs                                  atomic.Int64
+	malformed                                      *natsutil.Malformed
 }
 
 // New returns a scheduler over st and nc; Start runs it.
@@ -160,9 +161,10 @@ func New(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) *Schedule
 	cfg = cfg.withDefaults()
 	return &Scheduler{
 		cfg: cfg, st: st, nc: nc, clock: cfg.Clock, in: newInstruments(cfg.TracerProvider, cfg.MeterProvider),
-		log:   log.With("component", "scheduler"),
-		kick:  make(chan struct{}, 1),
-		drops: natsutil.WatchDrops(nc),
+		log:       log.With("component", "scheduler"),
+		kick:      make(chan struct{}, 1),
+		drops:     natsutil.WatchDrops(nc),
+		malformed: natsutil.NewMalformed("scheduler", log, slog.LevelError, cfg.MeterProvider),
 	}
 }
 
@@ -171,7 +173,7 @@ func (s *Scheduler) Stats() Stats {
 	st := Stats{
 		Passes: s.passes.Load(), Rearms: s.rearms.Load(), Resyncs: s.resyncs.Load(), Fired: s.fired.Load(),
 		Advanced: s.advanced.Load(), Lost: s.lost.Load(), Changes: s.changes.Load(),
-		Malformed: s.malformed.Load(), Errors: s.errs.Load(),
+		Malformed: s.malformed.Count(), Errors: s.errs.Load(),
 	}
 	st.Drops = s.drops.Count()
 	s.mu.Lock()
@@ -503,6 +505,5 @@ func (s *Scheduler) onRelayUp(m *nats.Msg) {
 }
 
 func (s *Scheduler) dropMalformed(m *nats.Msg, err error) {
-	s.malformed.Add(1)
-	s.log.Error("dropping malformed message", "subject", m.Subject, "err", err)
+	s.malformed.Drop(s.ctx, m.Subject, err)
 }
