@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/internal/tracectx"
 
@@ -147,13 +148,12 @@ type Dispatcher struct {
 	reports chan *reportJob
 	tel     *instruments
 
-	ctx      context.Context
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	subs     []*nats.Subscription
-	stopOnce sync.Once
-	beacons  beacons
-	drops    *natsutil.Drops
+	// ctx is the running dispatcher's (life.Begin), read by its handlers.
+	ctx     context.Context
+	life    lifecycle.Base
+	subs    []*nats.Subscription
+	beacons beacons
+	drops   *natsutil.Drops
 
 	malformed                                           *natsutil.Malformed
 	claims, claimed, released, applied, leaseLost       atomic.Int64
@@ -200,9 +200,13 @@ func (d *Dispatcher) Stats() Stats {
 // Start subscribes (first) and then reads the backlog (second), so no
 // wakeup falls between the two.
 func (d *Dispatcher) Start(ctx context.Context) error {
-	d.ctx, d.cancel = context.WithCancel(ctx)
+	ctx, err := d.life.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("dispatcher: %w", err)
+	}
+	d.ctx = ctx
 	if err := d.announce(); err != nil {
-		d.cancel()
+		d.life.Stop(nil)
 		return err
 	}
 	subs := []struct {
@@ -225,7 +229,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		}
 		if err != nil {
 			d.unsubscribe()
-			d.cancel()
+			d.life.Stop(nil)
 			return fmt.Errorf("dispatcher: subscribe %s: %w", s.subject, err)
 		}
 		_ = sub.SetPendingLimits(d.cfg.PendingLimit, 1<<30)
@@ -234,7 +238,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	}
 	if err := d.nc.Flush(); err != nil {
 		d.unsubscribe()
-		d.cancel()
+		d.life.Stop(nil)
 		return fmt.Errorf("dispatcher: flush subscriptions: %w", err)
 	}
 	d.checkPayloadLimits()
@@ -242,8 +246,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		d.log.Warn("queue depth metric", "err", err)
 	}
 	for i := 0; i < d.cfg.ReportWriters; i++ {
-		d.wg.Add(1)
-		go d.reportWriter()
+		d.life.Go(d.reportWriter)
 	}
 	d.startBeacons()
 	d.Resync()
@@ -254,15 +257,10 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 // held), stops the queue loops and report writers after the reports
 // already received are applied, and waits; safe to call twice.
 func (d *Dispatcher) Stop() {
-	d.stopOnce.Do(func() {
-		if d.cancel == nil {
-			return
-		}
+	d.life.Stop(func() {
 		d.stopBeacons()
 		d.unsubscribe()
 		d.leave()
-		d.cancel()
-		d.wg.Wait()
 	})
 }
 
@@ -283,9 +281,7 @@ func (d *Dispatcher) Resync() {
 		d.signal(q)
 	}
 	d.mu.Unlock()
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
+	d.life.Go(func() {
 		due, err := d.st.RunsQueuesDue(d.ctx)
 		if err != nil {
 			if d.ctx.Err() == nil {
@@ -296,7 +292,7 @@ func (d *Dispatcher) Resync() {
 		for _, qd := range due {
 			d.wake(qkey{qd.Namespace, qd.Queue}, qd.DueAt)
 		}
-	}()
+	})
 }
 
 // queueLocked returns the state for key, creating it (and its loop).
@@ -309,8 +305,7 @@ func (d *Dispatcher) queueLocked(key qkey) *queue {
 	q.timer = time.AfterFunc(time.Hour, func() { d.onTimer(q) })
 	q.timer.Stop()
 	d.queues[key] = q
-	d.wg.Add(1)
-	go d.queueLoop(q)
+	d.life.Go(func() { d.queueLoop(q) })
 	return q
 }
 
@@ -427,7 +422,6 @@ func (d *Dispatcher) onWorkRequest(m *nats.Msg) {
 }
 
 func (d *Dispatcher) queueLoop(q *queue) {
-	defer d.wg.Done()
 	defer q.timer.Stop()
 	for {
 		select {
@@ -510,8 +504,10 @@ func (d *Dispatcher) serve(q *queue) {
 			d.mu.Lock()
 			d.removeLocked(q, p)
 			d.mu.Unlock()
-			d.wg.Add(1)
-			go d.deliver(p, runs)
+			if !d.life.Go(func() { d.deliver(p, runs) }) {
+				// Stopping: the runs go back now, not at lease expiry.
+				d.release(runs)
+			}
 		}
 		if len(runs) > 0 {
 			d.mu.Lock()
@@ -558,7 +554,6 @@ func (d *Dispatcher) serve(q *queue) {
 // deliver hands claimed runs to the worker and releases them at once if it
 // does not take them.
 func (d *Dispatcher) deliver(p *parked, runs []store.ClaimedRun) {
-	defer d.wg.Done()
 	limits, err := d.payloadLimits()
 	if err != nil {
 		d.log.Error("read payload limits; releasing", "err", err)

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
@@ -50,11 +51,9 @@ type Relay struct {
 	malformed *natsutil.Malformed
 	leader    atomic.Bool
 
-	mu       sync.Mutex
-	ctx      context.Context
-	cancel   context.CancelFunc
-	done     chan struct{}
-	stopOnce sync.Once
+	life lifecycle.Base
+	mu   sync.Mutex
+	ctx  context.Context
 }
 
 // NewRelay returns a relay; Start runs it.
@@ -85,9 +84,12 @@ func (r *Relay) LeaderID() string {
 
 // Start begins competing for the relay lock in the background.
 func (r *Relay) Start(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, err := r.life.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("relay: %w", err)
+	}
 	r.mu.Lock()
-	r.ctx, r.cancel, r.done = ctx, cancel, make(chan struct{})
+	r.ctx = ctx
 	r.mu.Unlock()
 	natsutil.OnReconnect(r.nc, r.onReconnect)
 	l := &store.Listener{
@@ -98,25 +100,12 @@ func (r *Relay) Start(ctx context.Context) error {
 		OnNotification: r.onNotification,
 		OnError:        func(err error) { r.log.Warn("relay connection lost", "err", err) },
 	}
-	go func() {
-		defer close(r.done)
-		_ = l.Run(ctx)
-	}()
+	r.life.Go(func() { _ = l.Run(ctx) })
 	return nil
 }
 
 // Stop ends the relay and waits for it; safe to call twice.
-func (r *Relay) Stop() {
-	r.stopOnce.Do(func() {
-		r.mu.Lock()
-		cancel, done := r.cancel, r.done
-		r.mu.Unlock()
-		if cancel != nil {
-			cancel()
-			<-done
-		}
-	})
-}
+func (r *Relay) Stop() { r.life.Stop(nil) }
 
 func (r *Relay) onLeader(ctx context.Context, leader bool) {
 	r.leader.Store(leader)

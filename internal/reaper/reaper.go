@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
@@ -206,15 +207,14 @@ type Reaper struct {
 	// onFlush, if set (tests), is called by the leader after each flush.
 	onFlush func(workers int)
 
+	life   lifecycle.Base
 	lifeMu sync.Mutex
-	// ctx is the running reaper's, set by Start before any subscription.
-	ctx      context.Context
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	subs     []*nats.Subscription
-	status   chan nats.Status
-	stopOnce sync.Once
-	drops    *natsutil.Drops
+	// ctx is the running reaper's (life.Begin), set by Start before any
+	// subscription.
+	ctx    context.Context
+	subs   []*nats.Subscription
+	status chan nats.Status
+	drops  *natsutil.Drops
 }
 
 type counters struct {
@@ -277,10 +277,10 @@ func (r *Reaper) Start(ctx context.Context) error {
 	}
 	r.lifeMu.Lock()
 	defer r.lifeMu.Unlock()
-	if r.cancel != nil {
-		return errors.New("reaper: already started")
+	ctx, err := r.life.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("reaper: %w", err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
 	r.ctx = ctx
 	// One channel for the three liveness subjects keeps their order.
 	liveCap, pending := 1<<16, 1<<20
@@ -293,7 +293,7 @@ func (r *Reaper) Start(ctx context.Context) error {
 			_ = s.Unsubscribe()
 		}
 		r.subs = nil
-		cancel()
+		r.life.Stop(nil)
 		return err
 	}
 	for _, subj := range []string{protocol.SubjectWorkerRegister, protocol.SubjectWorkerHeartbeat, protocol.SubjectWorkerDeregister} {
@@ -325,47 +325,35 @@ func (r *Reaper) Start(ctx context.Context) error {
 	r.natsUp = r.nc.IsConnected()
 	r.amnesty = now
 	r.mu.Unlock()
-	r.cancel = cancel
-
-	r.wg.Add(3)
-	go func() {
-		defer r.wg.Done()
-		r.ingest(ctx, live)
-	}()
-	go func() {
-		defer r.wg.Done()
-		r.watchStatus(ctx, r.status)
-	}()
+	status := r.status
+	r.life.Go(func() { r.ingest(ctx, live) })
+	r.life.Go(func() { r.watchStatus(ctx, status) })
 	l := &store.Leader{
 		URL: r.cfg.DatabaseURL, LockKey: r.cfg.LockKey, Retry: r.cfg.Retry,
 		Lead:    r.lead,
 		OnError: func(err error) { r.log.Warn("leadership", "err", err) },
 	}
-	go func() {
-		defer r.wg.Done()
-		_ = l.Run(ctx)
-	}()
+	r.life.Go(func() { _ = l.Run(ctx) })
 	return nil
 }
 
 // Stop unsubscribes, steps down and waits; safe to call twice.
 func (r *Reaper) Stop() {
-	r.stopOnce.Do(func() {
+	r.life.Stop(func() {
 		r.lifeMu.Lock()
-		cancel, subs, status := r.cancel, r.subs, r.status
+		subs := r.subs
 		r.lifeMu.Unlock()
-		if cancel == nil {
-			return
-		}
 		for _, s := range subs {
 			_ = s.Unsubscribe()
 		}
-		cancel()
-		r.wg.Wait()
-		if status != nil {
-			r.nc.RemoveStatusListener(status)
-		}
 	})
+	r.lifeMu.Lock()
+	status := r.status
+	r.status = nil
+	r.lifeMu.Unlock()
+	if status != nil {
+		r.nc.RemoveStatusListener(status)
+	}
 }
 
 // wakeLeader nudges the leader loop (a no-op on a standby).

@@ -29,7 +29,6 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -41,6 +40,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
@@ -140,13 +140,12 @@ type Scheduler struct {
 	needFire  bool
 	needRearm bool
 	backoff   time.Duration
-	ctx       context.Context
-	cancel    context.CancelFunc
-	subs      []*nats.Subscription
-	drops     *natsutil.Drops
+	// ctx is the running scheduler's (life.Begin), set under mu.
+	ctx   context.Context
+	subs  []*nats.Subscription
+	drops *natsutil.Drops
 
-	wg       sync.WaitGroup
-	stopOnce sync.Once
+	life lifecycle.Base
 
 	passes, rearms, resyncs, fired, advanced, lost atomic.Int64
 	changes, errs                                  atomic.Int64
@@ -188,12 +187,12 @@ func (s *Scheduler) Stats() Stats {
 // Start subscribes (first) and then reads the backlog (second, in the
 // background), so no change falls between the two.
 func (s *Scheduler) Start(ctx context.Context) error {
-	s.mu.Lock()
-	if s.ctx != nil {
-		s.mu.Unlock()
-		return errors.New("scheduler: already started")
+	ctx, err := s.life.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("scheduler: %w", err)
 	}
-	s.ctx, s.cancel = context.WithCancel(ctx)
+	s.mu.Lock()
+	s.ctx = ctx
 	s.mu.Unlock()
 	for _, sub := range []struct {
 		subject string
@@ -219,20 +218,23 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	}
 	// The subscriptions must be live at the server before Postgres is read.
 	fctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
-	err := s.nc.FlushWithContext(fctx)
+	err = s.nc.FlushWithContext(fctx)
 	cancel()
 	if err != nil {
 		s.abort()
 		return fmt.Errorf("scheduler: flush subscriptions: %w", err)
 	}
 	natsutil.OnReconnect(s.nc, s.Resync)
-	s.wg.Add(1)
-	go s.loop()
+	s.life.Go(s.loop)
 	s.Resync()
 	return nil
 }
 
 func (s *Scheduler) abort() {
+	s.life.Stop(s.unsubscribe)
+}
+
+func (s *Scheduler) unsubscribe() {
 	s.mu.Lock()
 	subs := s.subs
 	s.subs = nil
@@ -240,25 +242,15 @@ func (s *Scheduler) abort() {
 	for _, sub := range subs {
 		_ = sub.Unsubscribe()
 	}
-	s.cancel()
 }
 
 // Stop unsubscribes, waits for a firing in progress to finish and disarms
 // the timer; safe to call twice.
 func (s *Scheduler) Stop() {
+	s.life.Stop(s.unsubscribe)
 	s.mu.Lock()
-	started := s.cancel != nil
+	s.disarmLocked()
 	s.mu.Unlock()
-	if !started {
-		return
-	}
-	s.stopOnce.Do(func() {
-		s.abort()
-		s.wg.Wait()
-		s.mu.Lock()
-		s.disarmLocked()
-		s.mu.Unlock()
-	})
 }
 
 // Resync reads the backlog again: it fires every due schedule and re-arms
@@ -283,7 +275,6 @@ func (s *Scheduler) signal() {
 }
 
 func (s *Scheduler) loop() {
-	defer s.wg.Done()
 	for {
 		select {
 		case <-s.ctx.Done():
