@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kagzi/kagzi/internal/natsserver"
 	"github.com/kagzi/kagzi/internal/pgcluster"
 	"github.com/kagzi/kagzi/pkg/store"
 )
@@ -46,6 +47,11 @@ type CPU struct {
 	StatementsPerRun float64 `json:"statements_per_run,omitempty"`
 	// Statements are the most expensive statements (pg_stat_statements).
 	Statements []StatementCPU `json:"statements,omitempty"`
+	// NATS messages and bytes per run the embedded server received (in)
+	// and delivered (out); zero with an external server.
+	NATSInPerRun      float64 `json:"nats_in_per_run,omitempty"`
+	NATSOutPerRun     float64 `json:"nats_out_per_run,omitempty"`
+	NATSInBytesPerRun float64 `json:"nats_in_bytes_per_run,omitempty"`
 }
 
 // ProcessCPU is one process (or group) and its CPU.
@@ -74,6 +80,9 @@ func (c *CPU) Rows() [][2]string {
 	}
 	for _, p := range c.Processes {
 		rows = append(rows, [2]string{"  " + p.Process, fmt.Sprintf("%.0f ms, %.1f µs/run", p.CPUMS, p.USPerRun)})
+	}
+	if c.NATSInPerRun > 0 {
+		rows = append(rows, [2]string{"nats messages per run", fmt.Sprintf("%.2f in, %.2f out, %.0f bytes in", c.NATSInPerRun, c.NATSOutPerRun, c.NATSInBytesPerRun)})
 	}
 	if c.StatementsPerRun > 0 {
 		rows = append(rows, [2]string{"statements per run", fmt.Sprintf("%.3f (pg_stat_statements, top level)", c.StatementsPerRun)})
@@ -149,20 +158,25 @@ type cpuMeter struct {
 	first, last map[int]time.Duration
 	postmaster  int
 	server0     time.Duration
+	// nats is the embedded server (nil: external), nats0 its counters at
+	// the start.
+	nats  *natsserver.Server
+	nats0 [3]int64
 	stop        chan struct{}
 	done        chan struct{}
 }
 
 // startCPU begins measuring: procs by /proc, the database's backends by
 // sampling pg_stat_activity every 100 ms until finish.
-func startCPU(ctx context.Context, admin *store.Store, dbName string, own bool, procs []labeledPID) *cpuMeter {
-	m := &cpuMeter{admin: admin, dbName: dbName, own: own, procs: procs, start: map[int]time.Duration{},
+func startCPU(ctx context.Context, admin *store.Store, dbName string, own bool, ns *natsserver.Server, procs []labeledPID) *cpuMeter {
+	m := &cpuMeter{admin: admin, dbName: dbName, own: own, procs: procs, nats: ns, start: map[int]time.Duration{},
 		first: map[int]time.Duration{}, last: map[int]time.Duration{}, stop: make(chan struct{}), done: make(chan struct{})}
 	for _, p := range procs {
 		s, _, _, _ := procTimes(p.pid)
 		m.start[p.pid] = s
 	}
 	m.sample(ctx, true)
+	m.nats0 = m.natsCounts()
 	if m.postmaster > 0 {
 		m.server0 = treeTimes(m.postmaster)
 	}
@@ -258,7 +272,25 @@ func (m *cpuMeter) finish(ctx context.Context, runs int) *CPU {
 		c.Processes = append(c.Processes, ProcessCPU{Process: label, CPUMS: float64(server.Milliseconds()), USPerRun: per(server)})
 	}
 	c.ServicesUSPerRun = per(services)
+	if m.nats != nil {
+		n1 := m.natsCounts()
+		c.NATSInPerRun = round2(float64(n1[0]-m.nats0[0]) / n)
+		c.NATSOutPerRun = round2(float64(n1[1]-m.nats0[1]) / n)
+		c.NATSInBytesPerRun = round2(float64(n1[2]-m.nats0[2]) / n)
+	}
 	return c
+}
+
+// natsCounts are the embedded server's messages in and out and bytes in.
+func (m *cpuMeter) natsCounts() [3]int64 {
+	if m.nats == nil {
+		return [3]int64{}
+	}
+	v, err := m.nats.Varz(nil)
+	if err != nil {
+		return [3]int64{}
+	}
+	return [3]int64{v.InMsgs, v.OutMsgs, v.InBytes}
 }
 
 // statements adds what pg_stat_statements counted in the database since
