@@ -162,8 +162,8 @@ type cpuMeter struct {
 	// the start.
 	nats  *natsserver.Server
 	nats0 [3]int64
-	stop        chan struct{}
-	done        chan struct{}
+	stop  chan struct{}
+	done  chan struct{}
 }
 
 // startCPU begins measuring: procs by /proc, the database's backends by

@@ -35,6 +35,12 @@ func StartWithMaxPayload(port int, maxPayload int32) (*Server, error) {
 	if port == 0 {
 		opts.Port = server.RANDOM_PORT
 	}
+	return StartWithOptions(opts)
+}
+
+// StartWithOptions starts a server with opts as given (a cluster node's
+// routes, say) and waits until it accepts clients.
+func StartWithOptions(opts *server.Options) (*Server, error) {
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		return nil, err
