@@ -11,12 +11,14 @@
 --    skip them outright, but Postgres allows no transition tables on such
 --    triggers.)
 --
--- 2. step_runs loses its foreign key to workflow_runs. Every step write
---    already reads the run row FOR SHARE under the lease check (no lease,
---    no write), which is the stronger guarantee; the key added a second
---    lookup and a KEY SHARE lock on the run row per step row. No code
---    deletes a run that has steps (only schedule templates, which have
---    none, are deleted), so the cascade it carried had nothing to do.
+-- 2. step_runs and workflow_payloads lose their foreign keys to
+--    workflow_runs. Every step write already reads the run row FOR SHARE
+--    under the lease check (no lease, no write), which is the stronger
+--    guarantee, and a run's payload row is inserted by the statement that
+--    inserts the run; each key added a lookup and a KEY SHARE lock on the
+--    run row per row written. Only schedule templates are ever deleted
+--    (they have no steps): SchedulesDelete deletes the template's payload
+--    row with it, which is all the cascades did.
 
 CREATE OR REPLACE FUNCTION kagzi.notify_runs() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
@@ -165,9 +167,12 @@ $$;
 
 
 ALTER TABLE kagzi.step_runs DROP CONSTRAINT step_runs_run_id_fkey;
+ALTER TABLE kagzi.workflow_payloads DROP CONSTRAINT workflow_payloads_run_id_fkey;
 
 ---- create above / drop below ----
 
+ALTER TABLE kagzi.workflow_payloads ADD CONSTRAINT workflow_payloads_run_id_fkey
+    FOREIGN KEY (run_id) REFERENCES kagzi.workflow_runs (run_id) ON DELETE CASCADE;
 ALTER TABLE kagzi.step_runs ADD CONSTRAINT step_runs_run_id_fkey
     FOREIGN KEY (run_id) REFERENCES kagzi.workflow_runs (run_id) ON DELETE CASCADE;
 

@@ -66,6 +66,7 @@ type StatementCPU struct {
 	Statement string  `json:"statement"`
 	PerRun    float64 `json:"per_run"`
 	ExecUS    float64 `json:"exec_us_per_run"`
+	PlanUS    float64 `json:"plan_us_per_run"`
 	Nested    bool    `json:"nested,omitempty"`
 }
 
@@ -91,7 +92,7 @@ func (c *CPU) Rows() [][2]string {
 			if s.Nested {
 				tag = " [in a function]"
 			}
-			rows = append(rows, [2]string{"  " + s.Statement + tag, fmt.Sprintf("%.3f per run, %.1f µs/run executing", s.PerRun, s.ExecUS)})
+			rows = append(rows, [2]string{"  " + s.Statement + tag, fmt.Sprintf("%.3f per run, %.1f µs/run executing, %.1f planning", s.PerRun, s.ExecUS, s.PlanUS)})
 		}
 	}
 	return rows
@@ -308,10 +309,12 @@ func (c *CPU) statements(ctx context.Context, admin *store.Store, dbName string,
 		}
 		if len(c.Statements) < 15 {
 			c.Statements = append(c.Statements, StatementCPU{Statement: clip(s.Query, 110), PerRun: round3(float64(s.Calls) / n),
-				ExecUS: round2(s.ExecMS * 1000 / n), Nested: !s.TopLevel})
+				ExecUS: round2(s.ExecMS * 1000 / n), PlanUS: round2(s.PlanMS * 1000 / n), Nested: !s.TopLevel})
 		}
 	}
-	sort.SliceStable(c.Statements, func(i, j int) bool { return c.Statements[i].ExecUS > c.Statements[j].ExecUS })
+	sort.SliceStable(c.Statements, func(i, j int) bool {
+		return c.Statements[i].ExecUS+c.Statements[i].PlanUS > c.Statements[j].ExecUS+c.Statements[j].PlanUS
+	})
 	c.StatementsPerRun = round3(float64(top) / n)
 }
 
@@ -350,7 +353,7 @@ func startOwnPostgres(ctx context.Context, o *Options) (func(), error) {
 	}
 	c, err := pgcluster.Start(ctx, dir, pgcluster.Options{Settings: []string{
 		"fsync=on", "full_page_writes=on", "synchronous_commit=on",
-		"shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=all",
+		"shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=all", "pg_stat_statements.track_planning=on",
 	}})
 	if err != nil {
 		_ = os.RemoveAll(dir)

@@ -320,6 +320,8 @@ type StatementStat struct {
 	Calls int64
 	// ExecMS is the time spent executing it, planning excluded.
 	ExecMS float64
+	// PlanMS is the time spent planning it (track_planning on).
+	PlanMS float64
 	Rows   int64
 	// TopLevel is false for a statement run inside a function (a
 	// trigger's), counted with pg_stat_statements.track = all.
@@ -341,14 +343,14 @@ func (s *Store) BenchStatementsReset(ctx context.Context) error {
 // datname since the last reset, the most expensive first.
 func (s *Store) BenchStatements(ctx context.Context, datname string) ([]StatementStat, error) {
 	rows, err := s.db.Query(ctx, `
-SELECT left(regexp_replace(query, '\s+', ' ', 'g'), 300), calls, total_exec_time, rows, toplevel FROM pg_stat_statements
-WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1) ORDER BY total_exec_time DESC`, datname)
+SELECT left(regexp_replace(query, '\s+', ' ', 'g'), 300), calls, total_exec_time, total_plan_time, rows, toplevel FROM pg_stat_statements
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1) ORDER BY total_exec_time + total_plan_time DESC`, datname)
 	if err != nil {
 		return nil, mapErr("read pg_stat_statements", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (StatementStat, error) {
 		var st StatementStat
-		err := r.Scan(&st.Query, &st.Calls, &st.ExecMS, &st.Rows, &st.TopLevel)
+		err := r.Scan(&st.Query, &st.Calls, &st.ExecMS, &st.PlanMS, &st.Rows, &st.TopLevel)
 		return st, err
 	})
 	return out, mapErr("read pg_stat_statements", err)
