@@ -67,6 +67,8 @@ type StatementCPU struct {
 	PerRun    float64 `json:"per_run"`
 	ExecUS    float64 `json:"exec_us_per_run"`
 	PlanUS    float64 `json:"plan_us_per_run"`
+	// Blocks are the shared buffers it touched per run.
+	Blocks float64 `json:"blocks_per_run"`
 	Nested    bool    `json:"nested,omitempty"`
 }
 
@@ -92,7 +94,7 @@ func (c *CPU) Rows() [][2]string {
 			if s.Nested {
 				tag = " [in a function]"
 			}
-			rows = append(rows, [2]string{"  " + s.Statement + tag, fmt.Sprintf("%.3f per run, %.1f µs/run executing, %.1f planning", s.PerRun, s.ExecUS, s.PlanUS)})
+			rows = append(rows, [2]string{"  " + s.Statement + tag, fmt.Sprintf("%.3f per run, %.1f µs/run executing, %.1f planning, %.1f blocks", s.PerRun, s.ExecUS, s.PlanUS, s.Blocks)})
 		}
 	}
 	return rows
@@ -309,7 +311,7 @@ func (c *CPU) statements(ctx context.Context, admin *store.Store, dbName string,
 		}
 		if len(c.Statements) < 15 {
 			c.Statements = append(c.Statements, StatementCPU{Statement: clip(s.Query, 110), PerRun: round3(float64(s.Calls) / n),
-				ExecUS: round2(s.ExecMS * 1000 / n), PlanUS: round2(s.PlanMS * 1000 / n), Nested: !s.TopLevel})
+				ExecUS: round2(s.ExecMS * 1000 / n), PlanUS: round2(s.PlanMS * 1000 / n), Blocks: round2(float64(s.Blocks) / n), Nested: !s.TopLevel})
 		}
 	}
 	sort.SliceStable(c.Statements, func(i, j int) bool {

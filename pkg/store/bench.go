@@ -323,6 +323,8 @@ type StatementStat struct {
 	// PlanMS is the time spent planning it (track_planning on).
 	PlanMS float64
 	Rows   int64
+	// Blocks is shared buffers hit and read: how much it scanned.
+	Blocks int64
 	// TopLevel is false for a statement run inside a function (a
 	// trigger's), counted with pg_stat_statements.track = all.
 	TopLevel bool
@@ -343,14 +345,14 @@ func (s *Store) BenchStatementsReset(ctx context.Context) error {
 // datname since the last reset, the most expensive first.
 func (s *Store) BenchStatements(ctx context.Context, datname string) ([]StatementStat, error) {
 	rows, err := s.db.Query(ctx, `
-SELECT left(regexp_replace(query, '\s+', ' ', 'g'), 300), calls, total_exec_time, total_plan_time, rows, toplevel FROM pg_stat_statements
+SELECT left(regexp_replace(query, '\s+', ' ', 'g'), 300), calls, total_exec_time, total_plan_time, rows, shared_blks_hit + shared_blks_read, toplevel FROM pg_stat_statements
 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1) ORDER BY total_exec_time + total_plan_time DESC`, datname)
 	if err != nil {
 		return nil, mapErr("read pg_stat_statements", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (StatementStat, error) {
 		var st StatementStat
-		err := r.Scan(&st.Query, &st.Calls, &st.ExecMS, &st.PlanMS, &st.Rows, &st.TopLevel)
+		err := r.Scan(&st.Query, &st.Calls, &st.ExecMS, &st.PlanMS, &st.Rows, &st.Blocks, &st.TopLevel)
 		return st, err
 	})
 	return out, mapErr("read pg_stat_statements", err)
