@@ -69,7 +69,7 @@ type StatementCPU struct {
 	PlanUS    float64 `json:"plan_us_per_run"`
 	// Blocks are the shared buffers it touched per run.
 	Blocks float64 `json:"blocks_per_run"`
-	Nested    bool    `json:"nested,omitempty"`
+	Nested bool    `json:"nested,omitempty"`
 }
 
 // Rows are the CPU's lines of a table.
