@@ -52,6 +52,9 @@ func TestNATSClusterNodeKilled(t *testing.T) {
 					mu.Lock()
 					executed[info.RunID+"/"+info.StepID]++
 					mu.Unlock()
+					// A little work, so that reports are in flight when
+					// the node dies.
+					time.Sleep(time.Millisecond)
 					return n*10 + i, nil
 				})
 				if err != nil {
@@ -111,6 +114,11 @@ func TestNATSClusterNodeKilled(t *testing.T) {
 	waitUntil(t, 20*time.Second, "a third of the runs to start", func() bool { return started.Load() >= runs/3 })
 	nodes[victim].Stop()
 	t.Logf("killed node %d with %d of %d runs started", victim, started.Load(), runs)
+	// The dispatcher's connection moved to a surviving node.
+	survivors := append(append([]*testnats.Server(nil), nodes[:victim]...), nodes[victim+1:]...)
+	waitUntil(t, 10*time.Second, "the dispatcher to reconnect to a surviving node", func() bool {
+		return holds(t, survivors, "kagzi-dev-dispatcher-0")
+	})
 
 	waitAll(t, hs, 25*time.Second)
 
@@ -163,16 +171,28 @@ func TestNATSClusterNodeKilled(t *testing.T) {
 func nodeOf(t *testing.T, nodes []*testnats.Server, name string) int {
 	t.Helper()
 	for i, n := range nodes {
+		if holds(t, []*testnats.Server{n}, name) {
+			return i
+		}
+	}
+	t.Fatalf("no node holds connection %s", name)
+	return -1
+}
+
+// holds reports whether one of nodes holds the client connection named
+// name.
+func holds(t *testing.T, nodes []*testnats.Server, name string) bool {
+	t.Helper()
+	for _, n := range nodes {
 		cz, err := n.Connz(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range cz.Conns {
 			if c.Name == name {
-				return i
+				return true
 			}
 		}
 	}
-	t.Fatalf("no node holds connection %s", name)
-	return -1
+	return false
 }
