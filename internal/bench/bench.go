@@ -21,7 +21,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
-	"github.com/kagzi/kagzi/internal/natsserver"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
@@ -158,7 +157,10 @@ type env struct {
 	dbName  string
 	dbURL   string
 	natsURL string
-	ns      *natsserver.Server
+	// nats is the NATS server process the bench started (nil: --nats-url),
+	// natsMonitor its monitoring address.
+	nats        *exec.Cmd
+	natsMonitor string
 	procs   []*exec.Cmd
 	st      *store.Store
 	pool    interface{ Close() }
@@ -237,11 +239,9 @@ func (e *env) setup(ctx context.Context) error {
 	}
 	e.natsURL = e.o.NATSURL
 	if e.natsURL == "" {
-		ns, err := natsserver.Start(0)
-		if err != nil {
+		if err := e.startNATS(ctx); err != nil {
 			return err
 		}
-		e.ns, e.natsURL = ns, ns.URL()
 	}
 	e.x.tally = store.NewStatementTally()
 	pool, err := store.ConnectTraced(ctx, withApp(url, benchApp), e.x.tally)
@@ -345,8 +345,9 @@ func (e *env) close(ctx context.Context) {
 	if e.pool != nil {
 		e.pool.Close()
 	}
-	if e.ns != nil {
-		e.ns.Stop()
+	if e.nats != nil {
+		_ = e.nats.Process.Signal(os.Interrupt)
+		_ = e.nats.Wait()
 	}
 	if e.dbName != "" && !e.o.Keep {
 		if err := store.DatabaseDrop(context.WithoutCancel(ctx), e.o.AdminURL, e.dbName); err != nil {

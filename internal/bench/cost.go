@@ -80,7 +80,7 @@ func (e *env) withCost(ctx context.Context, f func(context.Context) (*Result, er
 			return nil, err
 		}
 	}
-	meter := startCPU(ctx, e.x.admin, e.dbName, e.o.OwnPostgres, e.ns, e.cpuProcs())
+	meter := startCPU(ctx, e.x.admin, e.dbName, e.o.OwnPostgres, e.natsMonitor, e.cpuProcs())
 	t0 := e.x.tally.Snapshot()
 	res, err := f(ctx)
 	if err != nil || res.Runs == 0 {

@@ -2,15 +2,18 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/kagzi/kagzi/internal/natsserver"
 	"github.com/kagzi/kagzi/internal/pgcluster"
 	"github.com/kagzi/kagzi/pkg/store"
 )
@@ -79,7 +82,7 @@ func (c *CPU) Rows() [][2]string {
 	}
 	rows := [][2]string{
 		{"cpu per run, postgres", fmt.Sprintf("%.0f µs (%s)", c.PostgresUSPerRun, c.PostgresSource)},
-		{"cpu per run, services", fmt.Sprintf("%.0f µs (services, bench, embedded NATS)", c.ServicesUSPerRun)},
+		{"cpu per run, services", fmt.Sprintf("%.0f µs (services, NATS, bench)", c.ServicesUSPerRun)},
 	}
 	for _, p := range c.Processes {
 		rows = append(rows, [2]string{"  " + p.Process, fmt.Sprintf("%.0f ms, %.1f µs/run", p.CPUMS, p.USPerRun)})
@@ -161,25 +164,25 @@ type cpuMeter struct {
 	first, last map[int]time.Duration
 	postmaster  int
 	server0     time.Duration
-	// nats is the embedded server (nil: external), nats0 its counters at
-	// the start.
-	nats  *natsserver.Server
-	nats0 [3]int64
-	stop  chan struct{}
-	done  chan struct{}
+	// natsMonitor is the bench's NATS server's monitoring address (""
+	// for an external one), nats0 its counters at the start.
+	natsMonitor string
+	nats0       [3]int64
+	stop        chan struct{}
+	done        chan struct{}
 }
 
 // startCPU begins measuring: procs by /proc, the database's backends by
 // sampling pg_stat_activity every 100 ms until finish.
-func startCPU(ctx context.Context, admin *store.Store, dbName string, own bool, ns *natsserver.Server, procs []labeledPID) *cpuMeter {
-	m := &cpuMeter{admin: admin, dbName: dbName, own: own, procs: procs, nats: ns, start: map[int]time.Duration{},
+func startCPU(ctx context.Context, admin *store.Store, dbName string, own bool, natsMonitor string, procs []labeledPID) *cpuMeter {
+	m := &cpuMeter{admin: admin, dbName: dbName, own: own, procs: procs, natsMonitor: natsMonitor, start: map[int]time.Duration{},
 		first: map[int]time.Duration{}, last: map[int]time.Duration{}, stop: make(chan struct{}), done: make(chan struct{})}
 	for _, p := range procs {
 		s, _, _, _ := procTimes(p.pid)
 		m.start[p.pid] = s
 	}
 	m.sample(ctx, true)
-	m.nats0 = m.natsCounts()
+	m.nats0 = m.natsCounts(ctx)
 	if m.postmaster > 0 {
 		m.server0 = treeTimes(m.postmaster)
 	}
@@ -275,8 +278,8 @@ func (m *cpuMeter) finish(ctx context.Context, runs int) *CPU {
 		c.Processes = append(c.Processes, ProcessCPU{Process: label, CPUMS: float64(server.Milliseconds()), USPerRun: per(server)})
 	}
 	c.ServicesUSPerRun = per(services)
-	if m.nats != nil {
-		n1 := m.natsCounts()
+	if m.natsMonitor != "" {
+		n1 := m.natsCounts(ctx)
 		c.NATSInPerRun = round2(float64(n1[0]-m.nats0[0]) / n)
 		c.NATSOutPerRun = round2(float64(n1[1]-m.nats0[1]) / n)
 		c.NATSInBytesPerRun = round2(float64(n1[2]-m.nats0[2]) / n)
@@ -284,13 +287,27 @@ func (m *cpuMeter) finish(ctx context.Context, runs int) *CPU {
 	return c
 }
 
-// natsCounts are the embedded server's messages in and out and bytes in.
-func (m *cpuMeter) natsCounts() [3]int64 {
-	if m.nats == nil {
+// natsCounts are the NATS server's messages in and out and bytes in, from
+// its /varz.
+func (m *cpuMeter) natsCounts(ctx context.Context) [3]int64 {
+	if m.natsMonitor == "" {
 		return [3]int64{}
 	}
-	v, err := m.nats.Varz(nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+m.natsMonitor+"/varz", nil)
 	if err != nil {
+		return [3]int64{}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return [3]int64{}
+	}
+	defer resp.Body.Close()
+	var v struct {
+		InMsgs  int64 `json:"in_msgs"`
+		OutMsgs int64 `json:"out_msgs"`
+		InBytes int64 `json:"in_bytes"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&v) != nil {
 		return [3]int64{}
 	}
 	return [3]int64{v.InMsgs, v.OutMsgs, v.InBytes}
@@ -334,15 +351,67 @@ func (e *env) cpuProcs() []labeledPID {
 	for _, p := range e.procs {
 		out = append(out, labeledPID{label: p.Args[2], pid: p.Process.Pid})
 	}
-	label := "bench (client, embedded NATS)"
-	if e.ns == nil {
-		label = "bench (client)"
+	if e.nats != nil {
+		out = append(out, labeledPID{label: "nats", pid: e.nats.Process.Pid})
 	}
+	label := "bench (client)"
 	if e.o.CountStatements {
-		label += ", dispatcher"
+		label = "bench (client, dispatcher)"
 	}
 	return append(out, labeledPID{label: label, pid: os.Getpid()})
 }
+
+// startNATS starts the embedded NATS server as a process of its own (the
+// kagzi binary's `chaos --serve-nats` helper), so that its CPU is counted
+// apart, with its monitoring endpoint for the message counters.
+func (e *env) startNATS(ctx context.Context) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	mport, err := freePort()
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, e.o.Exe, "chaos", "--serve-nats", strconv.Itoa(port))
+	cmd.Env = append(os.Environ(), "KAGZI_NATS_MONITOR_PORT="+strconv.Itoa(mport))
+	cmd.Stdout, cmd.Stderr = e.o.ServiceLog, e.o.ServiceLog
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("bench: start nats: %w", err)
+	}
+	e.nats = cmd
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			_ = c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bench: nats on %s not up within 20 s: %w", addr, err)
+		}
+		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	e.natsURL = "nats://" + addr
+	e.natsMonitor = net.JoinHostPort("127.0.0.1", strconv.Itoa(mport))
+	return nil
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
 
 // startOwnPostgres starts a throwaway cluster, as durable as the
 // machine's server (fsync, full page writes and synchronous commit on),

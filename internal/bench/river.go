@@ -138,7 +138,7 @@ func runRiver(ctx context.Context, o *Options, jobs int, own bool) (_ *RiverResu
 			return nil, err
 		}
 	}
-	meter := startCPU(ctx, admin, dbName, own, nil, []labeledPID{{"bench (River client, embedded NATS)", os.Getpid()}})
+	meter := startCPU(ctx, admin, dbName, own, "", []labeledPID{{"bench (River client)", os.Getpid()}})
 	res := &RiverResult{Jobs: jobs}
 	begin := time.Now()
 	var inserted []time.Time
