@@ -161,13 +161,13 @@ type env struct {
 	// natsMonitor its monitoring address.
 	nats        *exec.Cmd
 	natsMonitor string
-	procs   []*exec.Cmd
-	st      *store.Store
-	pool    interface{ Close() }
-	nc      *nats.Conn
-	cl      *client.Client
-	done    *doneTracker
-	x       envExtra
+	procs       []*exec.Cmd
+	st          *store.Store
+	pool        interface{ Close() }
+	nc          *nats.Conn
+	cl          *client.Client
+	done        *doneTracker
+	x           envExtra
 }
 
 // Run runs the scenario and returns its figures.

@@ -412,7 +412,6 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-
 // startOwnPostgres starts a throwaway cluster, as durable as the
 // machine's server (fsync, full page writes and synchronous commit on),
 // with pg_stat_statements preloaded (nested statements too: a trigger's
