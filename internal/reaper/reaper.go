@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/clock"
 	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/pkg/protocol"
@@ -63,9 +64,17 @@ type Config struct {
 	// drops the next ones (default 65536), and as many of each other
 	// subject (default 1<<20); see drops.go.
 	PendingLimit int
+	// Clock is the source of time (default the wall clock): when a worker
+	// was last heard, when a lease or a deadline is due. Leases and
+	// deadlines are compared with its time in the database too, so a test
+	// that moves a fake clock moves the whole reaper.
+	Clock clock.Clock
 }
 
 func (c Config) withDefaults() Config {
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
 	if c.WorkerTimeout <= 0 {
 		c.WorkerTimeout = DefaultWorkerTimeout
 	}
@@ -320,7 +329,7 @@ func (r *Reaper) Start(ctx context.Context) error {
 		return fail(fmt.Errorf("reaper: flush subscriptions: %w", err))
 	}
 	r.status = r.nc.StatusChanged(nats.CONNECTED, nats.RECONNECTING, nats.DISCONNECTED, nats.CLOSED)
-	now := time.Now()
+	now := r.cfg.Clock.Now()
 	r.mu.Lock()
 	r.natsUp = r.nc.IsConnected()
 	r.amnesty = now
@@ -368,182 +377,6 @@ func (r *Reaper) dropMalformed(m *nats.Msg, err error) {
 	r.c.malformed.Drop(r.ctx, m.Subject, err)
 }
 
-// watchStatus pauses death detection while NATS is down (heartbeats are
-// missed, not absent) and grants an amnesty and a resync on reconnect.
-func (r *Reaper) watchStatus(ctx context.Context, ch chan nats.Status) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case st, ok := <-ch:
-			if !ok {
-				return
-			}
-			r.mu.Lock()
-			if st == nats.CONNECTED {
-				r.natsUp = true
-				r.amnesty = time.Now()
-				r.resync = true
-			} else {
-				r.natsUp = false
-			}
-			r.mu.Unlock()
-			if st == nats.CONNECTED {
-				r.log.Info("nats reconnected: workers get one timeout to be heard")
-			}
-			r.wakeLeader()
-		}
-	}
-}
-
-func (r *Reaper) ingest(ctx context.Context, ch chan *nats.Msg) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case m := <-ch:
-			switch m.Subject {
-			case protocol.SubjectWorkerRegister:
-				r.onRegister(m)
-			case protocol.SubjectWorkerHeartbeat:
-				r.onHeartbeat(m)
-			case protocol.SubjectWorkerDeregister:
-				r.onDeregister(m)
-			}
-		}
-	}
-}
-
-func registerParams(m *protocol.WorkerRegister) *store.WorkersRegisterParams {
-	types := make([]store.TypeVersion, len(m.Types))
-	for i, tv := range m.Types {
-		types[i] = store.TypeVersion{Type: tv.Type, Version: tv.Version}
-	}
-	return &store.WorkersRegisterParams{
-		WorkerID: m.WorkerID, Namespace: m.Namespace, Queue: m.Queue, Hostname: m.Hostname, PID: m.PID,
-		Version: m.Version, Types: types, MaxConcurrency: m.MaxConcurrency, Labels: m.Labels,
-	}
-}
-
-func (r *Reaper) onRegister(m *nats.Msg) {
-	var reg protocol.WorkerRegister
-	if err := protocol.Decode(m.Data, &reg); err != nil {
-		r.dropMalformed(m, err)
-		return
-	}
-	r.c.registers.Add(1)
-	now := time.Now()
-	r.mu.Lock()
-	w := r.workers[reg.WorkerID]
-	if w == nil {
-		w = &wstate{id: reg.WorkerID}
-		r.workers[reg.WorkerID] = w
-	}
-	w.ns, w.queue = reg.Namespace, reg.Queue
-	w.reg = registerParams(&reg)
-	w.regGen++
-	w.lastBeat = now
-	w.db, w.rejected, w.regRetryAt, w.checkAt = dbStale, false, time.Time{}, time.Time{}
-	r.pruneLocked(now)
-	r.mu.Unlock()
-	r.wakeLeader()
-}
-
-func (r *Reaper) onHeartbeat(m *nats.Msg) {
-	var hb protocol.Heartbeat
-	if err := protocol.Decode(m.Data, &hb); err != nil {
-		r.dropMalformed(m, err)
-		return
-	}
-	r.c.heartbeats.Add(1)
-	now := time.Now()
-	r.mu.Lock()
-	w := r.workers[hb.WorkerID]
-	if w == nil {
-		// Unknown here: a reaper that started after the registration, or a
-		// worker marked OFFLINE coming back. The leader checks its row.
-		w = &wstate{id: hb.WorkerID, ns: hb.Namespace, queue: hb.Queue, db: dbUnknown}
-		r.workers[hb.WorkerID] = w
-	} else if w.ns != hb.Namespace {
-		r.mu.Unlock()
-		r.dropMalformed(m, fmt.Errorf("heartbeat of worker %s names namespace %q, it registered in %q", hb.WorkerID, hb.Namespace, w.ns))
-		return
-	}
-	w.queue = hb.Queue
-	w.lastBeat, w.checkAt = now, time.Time{}
-	w.runs = hb.Runs
-	w.draining = hb.Draining
-	w.heard = true
-	r.pruneLocked(now)
-	needReg := w.db != dbLive && !w.rejected
-	needFlush := !r.flushPlanned && r.dueLocked(w)
-	if needFlush {
-		r.flushPlanned = true
-	}
-	wake := needReg || needFlush
-	r.mu.Unlock()
-	if wake {
-		r.wakeLeader()
-	}
-}
-
-func (r *Reaper) onDeregister(m *nats.Msg) {
-	var d protocol.WorkerDeregister
-	if err := protocol.Decode(m.Data, &d); err != nil {
-		r.dropMalformed(m, err)
-		return
-	}
-	r.c.deregisters.Add(1)
-	now := time.Now()
-	r.mu.Lock()
-	delete(r.workers, d.WorkerID)
-	r.deregs[d.WorkerID] = dereg{ns: d.Namespace, at: now}
-	r.pruneLocked(now)
-	r.mu.Unlock()
-	r.wakeLeader()
-}
-
-// pruneLocked forgets, on a standby, workers silent for two timeouts (the
-// leader has marked them OFFLINE), those it only knew from the database in
-// an earlier term, and deregistrations the leader has long written. At
-// most once per timeout.
-func (r *Reaper) pruneLocked(now time.Time) {
-	if r.leader.Load() || now.Sub(r.lastPrune) < r.cfg.WorkerTimeout {
-		return
-	}
-	r.lastPrune = now
-	old := 2 * r.cfg.WorkerTimeout
-	for id, w := range r.workers {
-		if w.lastBeat.IsZero() || now.Sub(w.lastBeat) > old {
-			delete(r.workers, id)
-		}
-	}
-	for id, d := range r.deregs {
-		if now.Sub(d.at) > old {
-			delete(r.deregs, id)
-		}
-	}
-}
-
-// dueLocked reports whether w's liveness should be written at the next
-// flush tick.
-func (r *Reaper) dueLocked(w *wstate) bool {
-	if w.db != dbLive || !w.heard {
-		return false
-	}
-	return len(w.runs) > 0 || w.draining != w.persistedDraining || w.lastBeat.Sub(w.persistedAt) >= r.cfg.refresh()
-}
-
-// bucket returns the lease re-read bucket for runs claimable from e.
-func (r *Reaper) bucket(e time.Time) int64 {
-	half := int64(r.cfg.Lease / 2)
-	return e.Add(r.cfg.Lease).UnixNano() / half
-}
-
-func (r *Reaper) bucketTime(b int64) time.Time {
-	return time.Unix(0, b*int64(r.cfg.Lease/2))
-}
-
 func (r *Reaper) onWakeup(m *nats.Msg) {
 	var w protocol.Wakeup
 	if err := protocol.Decode(m.Data, &w); err != nil {
@@ -551,7 +384,7 @@ func (r *Reaper) onWakeup(m *nats.Msg) {
 		return
 	}
 	r.c.wakeups.Add(1)
-	now := time.Now()
+	now := r.cfg.Clock.Now()
 	r.mu.Lock()
 	news := false
 	if r.deadlineCheck.IsZero() {
@@ -586,30 +419,6 @@ func (r *Reaper) onWakeup(m *nats.Msg) {
 func hasKey[K comparable, V any](m map[K]V, k K) bool {
 	_, ok := m[k]
 	return ok
-}
-
-// onWorkRequest watches for claimers the reaper does not track (they never
-// registered, or their registration was refused): a claim for one may
-// follow at once, and only the lease expiry will ever take it back. The
-// dispatchers count malformed requests; here they are just ignored.
-func (r *Reaper) onWorkRequest(m *nats.Msg) {
-	var req protocol.WorkRequest
-	if err := protocol.Decode(m.Data, &req); err != nil {
-		return
-	}
-	now := time.Now()
-	r.mu.Lock()
-	news := false
-	if w := r.workers[req.WorkerID]; w == nil || w.rejected {
-		if b := r.bucket(now); !hasKey(r.leaseChecks, b) {
-			news = true
-			r.leaseChecks[b] = struct{}{}
-		}
-	}
-	r.mu.Unlock()
-	if news {
-		r.wakeLeader()
-	}
 }
 
 func (r *Reaper) onRelayUp(m *nats.Msg) {
