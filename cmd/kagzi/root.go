@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
@@ -95,12 +95,21 @@ func (a *app) NATS() (*nats.Conn, error) {
 	if a.nc != nil {
 		return a.nc, nil
 	}
-	nc, err := nats.Connect(a.NATSURL,
+	// Credentials and TLS come from the same variables as the services'.
+	var auth config.NATSAuth
+	if err := config.Load(context.Background(), &auth); err != nil {
+		return nil, err
+	}
+	opts, err := auth.Options()
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(a.NATSURL, append([]nats.Option{
 		nats.Name("kagzi-cli"),
-		nats.Timeout(5*time.Second),
+		nats.Timeout(5 * time.Second),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond),
-	)
+		nats.ReconnectWait(250 * time.Millisecond),
+	}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS at %s: %w\n"+
 			"Is NATS running there? Point --nats-url (or KAGZI_NATS_URL) at it.", redactURL(a.NATSURL), err)
@@ -149,14 +158,8 @@ func (a *app) Close() {
 	}
 }
 
-// redactURL hides the password of a URL for messages.
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		return s
-	}
-	return u.Redacted()
-}
+// redactURL hides the secrets of a URL for messages.
+func redactURL(s string) string { return config.RedactURL(s) }
 
 const rootLong = `kagzi is the operator CLI of Kagzi, the durable workflow engine on
 PostgreSQL and NATS: migrate the database, start, inspect, cancel and retry

@@ -104,7 +104,11 @@ func run(ctx context.Context, name string, common config.Common, db config.Datab
 		return err
 	}
 	defer pool.Close()
-	nc, err := svc.ConnectNATS(common.NATSURL, "kagzi-"+name, log)
+	natsOpts, err := common.NATSAuth.Options()
+	if err != nil {
+		return err
+	}
+	nc, err := svc.ConnectNATS(common.NATSURL, "kagzi-"+name, log, natsOpts...)
 	if err != nil {
 		return err
 	}

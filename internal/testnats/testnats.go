@@ -4,6 +4,8 @@
 package testnats
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -30,6 +32,22 @@ func Start(t testing.TB) *Server {
 func StartWithMaxPayload(t testing.TB, maxPayload int32) *Server {
 	t.Helper()
 	s, err := natsserver.StartWithMaxPayload(0, maxPayload)
+	if err != nil {
+		t.Fatalf("start nats server: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return &Server{Server: s}
+}
+
+// StartConfig starts a server from the nats-server configuration text
+// conf (written to a file of t's), on a free loopback port.
+func StartConfig(t testing.TB, conf string) *Server {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "nats.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := natsserver.StartConfig(path)
 	if err != nil {
 		t.Fatalf("start nats server: %v", err)
 	}

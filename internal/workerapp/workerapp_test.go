@@ -1,0 +1,150 @@
+package workerapp_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/internal/natsserver"
+	"github.com/kagzi/kagzi/internal/workerapp"
+	"github.com/kagzi/kagzi/pkg/worker"
+	"github.com/kagzi/kagzi/pkg/workflow"
+)
+
+const secret = "s3cret-Pa55"
+
+// logBuf collects JSON log lines and closes running when the service says
+// it runs.
+type logBuf struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	running chan struct{}
+	once    sync.Once
+}
+
+func (b *logBuf) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if bytes.Contains(p, []byte(`"msg":"running"`)) {
+		b.once.Do(func() { close(b.running) })
+	}
+	return b.buf.Write(p)
+}
+
+func (b *logBuf) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func register(w *worker.Worker) error {
+	return worker.Register(w, "Echo", func(_ workflow.Context, in int) (int, error) { return in, nil })
+}
+
+// TestCredentialsAreNeverLogged runs the worker service against a server
+// that requires a password, given in the URL or in KAGZI_NATS_USER and
+// KAGZI_NATS_PASSWORD: with the right one it runs, with a wrong one it
+// fails at start with a clear error; the password is in no log line and
+// no error either way.
+func TestCredentialsAreNeverLogged(t *testing.T) {
+	t.Parallel()
+	ns, err := natsserver.StartOptions(&server.Options{Username: "kagzi", Password: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Stop)
+	hostport := strings.TrimPrefix(ns.URL(), "nats://")
+	cases := []struct {
+		name string
+		url  string
+		auth config.NATSAuth
+		ok   bool
+	}{
+		{"url", "nats://kagzi:" + secret + "@" + hostport, config.NATSAuth{}, true},
+		{"url-wrong", "nats://kagzi:" + secret + "x@" + hostport, config.NATSAuth{}, false},
+		{"env", ns.URL(), config.NATSAuth{NATSUser: "kagzi", NATSPassword: secret}, true},
+		{"env-wrong", ns.URL(), config.NATSAuth{NATSUser: "kagzi", NATSPassword: secret + "x"}, false},
+		{"none", ns.URL(), config.NATSAuth{}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			logs := &logBuf{running: make(chan struct{})}
+			log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			cfg := config.Worker{Namespace: "default", Queue: "default", MaxConcurrency: 1,
+				HeartbeatInterval: time.Second, WaitTimeout: time.Second, DrainTimeout: time.Second}
+			cfg.NATSURL, cfg.NATSAuth, cfg.LogLevel = c.url, c.auth, "debug"
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- workerapp.Run(ctx, cfg, log, register) }()
+			var runErr error
+			if c.ok {
+				select {
+				case <-logs.running:
+				case err := <-done:
+					t.Fatalf("worker did not start: %v", err)
+				case <-time.After(30 * time.Second):
+					t.Fatal("worker did not start")
+				}
+				cancel()
+				runErr = <-done
+				if runErr != nil {
+					t.Fatalf("worker: %v", runErr)
+				}
+			} else {
+				select {
+				case runErr = <-done:
+				case <-logs.running:
+					t.Fatal("worker ran with bad credentials")
+				case <-time.After(30 * time.Second):
+					t.Fatal("worker with bad credentials did not fail at start")
+				}
+				if runErr == nil || !strings.Contains(strings.ToLower(runErr.Error()), "authorization") {
+					t.Fatalf("error %v, want an authorization error", runErr)
+				}
+				if strings.Contains(c.url, "@") && !strings.Contains(runErr.Error(), "kagzi:xxxxx@") {
+					t.Errorf("error %q does not show the redacted URL", runErr)
+				}
+			}
+			out := logs.String()
+			if c.ok && out == "" {
+				t.Error("no log lines: nothing was checked")
+			}
+			for _, line := range append(strings.Split(out, "\n"), errString(runErr)) {
+				if strings.Contains(line, secret) {
+					t.Errorf("password in %q", line)
+				}
+			}
+		})
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func TestRedactURL(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"nats://u:p@h:4222":                       "nats://u:xxxxx@h:4222",
+		"nats://tok@h:4222":                       "nats://xxxxx@h:4222",
+		"nats://h:4222":                           "nats://h:4222",
+		"nats://a:b@h1:4222,nats://c:d@h2:4222":   "nats://a:xxxxx@h1:4222,nats://c:xxxxx@h2:4222",
+		"postgres://u:p@db/kagzi?sslmode=disable": "postgres://u:xxxxx@db/kagzi?sslmode=disable",
+		"nats://u:p@h:bad%zz":                     "xxxxx@h:bad%zz",
+	} {
+		if got := config.RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
