@@ -109,6 +109,7 @@ func (a *app) NATS() (*nats.Conn, error) {
 		nats.Timeout(5 * time.Second),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
+		nats.CustomInboxPrefix(protocol.ClientInbox(a.Namespace)),
 	}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS at %s: %w\n"+

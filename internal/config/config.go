@@ -120,6 +120,10 @@ type Worker struct {
 	// Namespace and Queue the worker serves.
 	Namespace string `env:"KAGZI_NAMESPACE, default=default"`
 	Queue     string `env:"KAGZI_QUEUE, default=default"`
+	// Identity names the worker's inbox prefix
+	// (protocol.WorkerInbox(namespace, identity)): a worker's NATS user
+	// may read that inbox only (kagzi nats-config --worker NS/IDENTITY).
+	Identity string `env:"KAGZI_WORKER_IDENTITY, default=worker"`
 	// MaxConcurrency is the number of runs executed at once.
 	MaxConcurrency int `env:"KAGZI_MAX_CONCURRENCY, default=100"`
 	// HeartbeatInterval between heartbeats to the reaper.
@@ -240,6 +244,9 @@ func (c *Worker) validate() error {
 		return err
 	}
 	if err := protocol.ValidToken("KAGZI_QUEUE", c.Queue); err != nil {
+		return err
+	}
+	if err := protocol.ValidToken("KAGZI_WORKER_IDENTITY", c.Identity); err != nil {
 		return err
 	}
 	switch {

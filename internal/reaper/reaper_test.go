@@ -284,12 +284,12 @@ func TestMalformedLivenessMessagesAreDropped(t *testing.T) {
 	r := h.reaper(reaper.Config{}, nil)
 	waitLeader(t, r)
 	bad := []struct{ subject, data string }{
-		{protocol.SubjectWorkerRegister, `{"v":1,"worker_id":"not-a-uuid"}`},
-		{protocol.SubjectWorkerRegister, `{"v":1,"worker_id":"0190a0a0-0000-7000-8000-000000000001","ns":"default","queue":"q","types":[],"max_concurrency":1}`},
-		{protocol.SubjectWorkerHeartbeat, `{"v":1,"worker_id":"0190a0a0-0000-7000-8000-000000000001","ns":"default","queue":"q"}`},
-		{protocol.SubjectWorkerHeartbeat, `garbage`},
-		{protocol.SubjectWorkerDeregister, `{"v":2,"worker_id":"0190a0a0-0000-7000-8000-000000000001","ns":"default"}`},
-		{protocol.SubjectWorkerDeregister, `{"v":1,"worker_id":"0190a0a0-0000-7000-8000-000000000001","ns":"default","extra":1}`},
+		{protocol.SubjectWorkerRegister("default"), `{"v":1,"worker_id":"not-a-uuid"}`},
+		{protocol.SubjectWorkerRegister("default"), `{"v":1,"worker_id":"0190a0a0-0000-7000-8000-000000000001","ns":"default","queue":"q","types":[],"max_concurrency":1}`},
+		{protocol.SubjectWorkerHeartbeat("default"), `{"v":1,"worker_id":"0190a0a0-0000-7000-8000-000000000001","ns":"default","queue":"q"}`},
+		{protocol.SubjectWorkerHeartbeat("default"), `garbage`},
+		{protocol.SubjectWorkerDeregister("default"), `{"v":2,"worker_id":"0190a0a0-0000-7000-8000-000000000001","ns":"default"}`},
+		{protocol.SubjectWorkerDeregister("default"), `{"v":1,"worker_id":"0190a0a0-0000-7000-8000-000000000001","ns":"default","extra":1}`},
 	}
 	for _, m := range bad {
 		if err := h.pub.Publish(m.subject, []byte(m.data)); err != nil {
@@ -396,7 +396,7 @@ func TestDroppedHeartbeatsAreNotDeath(t *testing.T) {
 	// Half a timeout later, hold the liveness handler and drop a heartbeat
 	// (of another worker: any liveness message may have been w's).
 	time.Sleep(timeout / 2)
-	if err := h.pub.Publish(protocol.SubjectWorkerHeartbeat, []byte("{")); err != nil {
+	if err := h.pub.Publish(protocol.SubjectWorkerHeartbeat("default"), []byte("{")); err != nil {
 		t.Fatal(err)
 	}
 	h.flush()

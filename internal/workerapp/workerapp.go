@@ -35,6 +35,7 @@ func Run(ctx context.Context, cfg config.Worker, log *slog.Logger, register func
 	if err != nil {
 		return err
 	}
+	natsOpts = append(natsOpts, worker.Inbox(cfg.Namespace, cfg.Identity))
 	nc, err := svc.ConnectNATS(cfg.NATSURL, "kagzi-worker", log, natsOpts...)
 	if err != nil {
 		return err

@@ -179,7 +179,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	if err != nil {
 		return fail(err)
 	}
-	cancels, err := w.nc.SubscribeSync(protocol.SubjectCancel(w.cfg.WorkerID))
+	cancels, err := w.nc.SubscribeSync(protocol.SubjectCancel(w.cfg.Namespace, w.cfg.WorkerID))
 	if err != nil {
 		_ = deliveries.Unsubscribe()
 		return fail(err)
@@ -341,7 +341,7 @@ func (w *Worker) publishRegister() error {
 	w.mu.Lock()
 	types := w.typeList
 	w.mu.Unlock()
-	return w.publish(protocol.SubjectWorkerRegister, &protocol.WorkerRegister{
+	return w.publish(protocol.SubjectWorkerRegister(w.cfg.Namespace), &protocol.WorkerRegister{
 		WorkerID:       w.cfg.WorkerID,
 		Namespace:      w.cfg.Namespace,
 		Queue:          w.cfg.Queue,
