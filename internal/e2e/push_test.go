@@ -112,17 +112,7 @@ func TestStaleLeaseReportIsRejected(t *testing.T) {
 	if err := e.srv.Store.RunsRelease(ctx, store.Lease{Namespace: "default", RunID: h.RunID, Token: old[0].LeaseToken}); err != nil {
 		t.Fatal(err)
 	}
-	w, err := worker.New(worker.Config{}, e.ns.Connect(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := threeSteps(calls)(w); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	e.startWorker(worker.Config{}, threeSteps(calls))
 	var out int
 	if err := h.Result(ctx, &out); err != nil || out != 4 {
 		t.Fatalf("result %d %v", out, err)

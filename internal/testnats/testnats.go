@@ -20,6 +20,9 @@ const MaxPayload = natsserver.MaxPayload
 // Server is a running NATS server.
 type Server struct {
 	*natsserver.Server
+	// defaults come before the options of every Connect (the Observer's
+	// credentials on a server with authorization).
+	defaults []nats.Option
 }
 
 // Start starts a server on a free loopback port, shut down when t ends.
@@ -59,7 +62,7 @@ func StartConfig(t testing.TB, conf string) *Server {
 // forever, so tests can restart the server under it.
 func (s *Server) Connect(t testing.TB, opts ...nats.Option) *nats.Conn {
 	t.Helper()
-	opts = append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(50 * time.Millisecond)}, opts...)
+	opts = append(append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(50 * time.Millisecond)}, s.defaults...), opts...)
 	nc, err := nats.Connect(s.URL(), opts...)
 	if err != nil {
 		t.Fatalf("connect nats: %v", err)
