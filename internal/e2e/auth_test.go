@@ -19,6 +19,7 @@ import (
 	"github.com/kagzi/kagzi/internal/workerapp"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/worker"
 )
 
 // secured is a system on a NATS server with the generated users and
@@ -32,11 +33,22 @@ type secured struct {
 
 func startSecured(t *testing.T, tls bool) *secured {
 	t.Helper()
-	s := &secured{url: testdb.New(t)}
+	return startSecuredOn(t, testdb.New(t), tls, nil)
+}
+
+// startSecuredOn is startSecured on the database at dbURL, with workers
+// with the workflows register adds, if given.
+func startSecuredOn(t *testing.T, dbURL string, tls bool, register func(*worker.Worker) error) *secured {
+	t.Helper()
+	s := &secured{url: dbURL}
+	workers := -1
+	if register != nil {
+		workers = 1
+	}
 	s.auth = testnats.StartAuth(t, testnats.AuthOptions{Namespaces: []string{"default"}, TLS: tls})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	srv, err := devserver.Start(ctx, devserver.Options{DatabaseURL: s.url, NATSURL: s.auth.URL(), Workers: -1,
+	srv, err := devserver.Start(ctx, devserver.Options{DatabaseURL: s.url, NATSURL: s.auth.URL(), Workers: workers, Register: register,
 		NATSOptions: func(role string) []nats.Option { return s.auth.Options(t, role, "default", "worker") }})
 	if err != nil {
 		t.Fatal(err)
@@ -173,6 +185,36 @@ func TestReportUnderAnotherLeaseIsRefused(t *testing.T) {
 	case err := <-errs:
 		t.Fatalf("worker: %v", err)
 	default:
+	}
+}
+
+// TestEngineRunsAsTheRuntimeRole: the services, workers and client run a
+// workflow, a schedule and a cancel on a database they reach as the
+// runtime role (rows only), with NATS authorization on.
+func TestEngineRunsAsTheRuntimeRole(t *testing.T) {
+	t.Parallel()
+	d := testdb.NewRoles(t)
+	s := startSecuredOn(t, d.RuntimeURL, false, threeSteps(newCounter()))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	h, err := s.cl.Start(ctx, "Three", 2, client.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out int
+	if err := h.Result(ctx, &out); err != nil || out != 5 {
+		t.Fatalf("result %d, %v", out, err)
+	}
+	sc, err := s.cl.CreateSchedule(ctx, "Three", 1, client.ScheduleOptions{Cron: "@hourly"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fired, err := s.cl.TriggerSchedule(ctx, sc.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fired.Result(ctx, &out); err != nil || out != 4 {
+		t.Fatalf("triggered run: %d, %v", out, err)
 	}
 }
 
