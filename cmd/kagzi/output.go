@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/retry"
 	"github.com/kagzi/kagzi/pkg/store"
 )
@@ -155,6 +156,15 @@ func toRunJSON(r store.Run) runJSON {
 		ScheduleID: r.ScheduleID, ScheduleFireAt: utc(r.ScheduleFireAt), RetryPolicy: r.RetryPolicy,
 		Input: payload(r.Input), Output: payload(r.Output),
 	}
+}
+
+// clientRunJSON prints a run as the client returns it (without lease).
+func clientRunJSON(r client.Run) runJSON {
+	return toRunJSON(store.Run{ID: r.ID, Namespace: r.Namespace, ExternalID: r.ExternalID, Queue: r.Queue, Type: r.Type,
+		Version: r.Version, Status: r.Status, Attempts: r.Attempts, Priority: r.Priority, Error: r.Error,
+		CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, DeadlineAt: r.DeadlineAt,
+		ParentRunID: r.ParentRunID, ParentStepID: r.ParentStepID, ScheduleID: r.ScheduleID, RetryPolicy: r.RetryPolicy,
+		Input: r.Input, Output: r.Output})
 }
 
 func toRunsJSON(rs []store.Run) []runJSON {

@@ -118,6 +118,10 @@ refused instead, and nothing is started.`,
 				defer cancel()
 			}
 			run, err := cl.Wait(wctx, h.RunID)
+			// A run that continued as new goes on as its successor.
+			for err == nil && run.ContinuedAs != nil {
+				run, err = cl.Wait(wctx, *run.ContinuedAs)
+			}
 			if err != nil {
 				if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 					return fmt.Errorf("timed out after %v waiting for run %s, which goes on; follow it with `kagzi run show %s`",
@@ -125,7 +129,7 @@ refused instead, and nothing is started.`,
 				}
 				return fmt.Errorf("waiting for run %s: %w", h.RunID, err)
 			}
-			rj := toRunJSON(*run)
+			rj := clientRunJSON(*run)
 			res.Run = &rj
 			if a.JSON {
 				if err := a.print(cmd, res, nil); err != nil {
@@ -354,6 +358,9 @@ func runFields(w io.Writer, r store.Run) {
 	}
 	if r.ScheduleID != nil {
 		row("Schedule", fmt.Sprintf("%s (fired for %s)", r.ScheduleID, fmtTimeP(r.ScheduleFireAt)))
+	}
+	if r.ContinuedAs != nil {
+		row("Continued as", r.ContinuedAs.String())
 	}
 	opt("Error", oneLine(r.Error, 500))
 	row("Input", fmtPayload(r.Input))

@@ -292,6 +292,11 @@ func (d *Dispatcher) applyOther(ctx context.Context, tx *store.Store, ref itemRe
 		}
 	case protocol.ReportRunRelease:
 		err = tx.RunsRelease(ctx, l)
+	case protocol.ReportRunContinue:
+		err = tx.RunsContinueAsNew(ctx, l, protocol.ContinuedRunID(it.RunID), it.Output)
+		if err == nil {
+			ref.j.finished = append(ref.j.finished, protocol.RunFinished{Namespace: ns, RunID: it.RunID, Status: string(store.StatusCompleted)})
+		}
 	case protocol.ReportEventWait:
 		ev, err = tx.EventsReceive(ctx, store.EventsReceiveParams{Lease: l, StepID: it.StepID, Attempt: it.Attempt,
 			Name: it.Name, Until: it.Until, StartedAt: it.StartedAt, Suspend: it.Suspend})

@@ -157,7 +157,7 @@ func TestWorkerCannotSpeakForAnotherNamespace(t *testing.T) {
 }
 
 // TestClientReadsOnlyItsNamespace: a client of a receives a's results and
-// not b's, and publishes nothing.
+// not b's, and publishes nothing but drain requests to a's workers.
 func TestClientReadsOnlyItsNamespace(t *testing.T) {
 	t.Parallel()
 	s := testnats.StartAuth(t, testnats.AuthOptions{Namespaces: []string{"a", "b"}})
@@ -167,11 +167,14 @@ func TestClientReadsOnlyItsNamespace(t *testing.T) {
 	runB, runA := uuid.New(), uuid.New()
 	theirs := subscribe(t, c, protocol.SubjectDone("b", runB))
 	own := subscribe(t, c, protocol.SubjectDone("a", runA))
-	if err := c.Publish(protocol.SubjectReport("a"), []byte("x")); err != nil {
-		t.Fatal(err)
+	drainB := protocol.SubjectCancel("b", uuid.New())
+	for _, subj := range []string{protocol.SubjectReport("a"), drainB} {
+		if err := c.Publish(subj, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	flush(t, c)
-	violations(t, errs, protocol.SubjectDone("b", runB), protocol.SubjectReport("a"))
+	violations(t, errs, protocol.SubjectDone("b", runB), protocol.SubjectReport("a"), drainB)
 	_ = obs.Publish(protocol.SubjectDone("b", runB), []byte("b's"))
 	_ = obs.Publish(protocol.SubjectDone("a", runA), []byte("a's"))
 	if m := next(t, own); string(m.Data) != "a's" {

@@ -18,7 +18,8 @@ const (
 	// RoleWorker: runs the workflows of one namespace as one identity.
 	RoleWorker = "worker"
 	// RoleClient: an application (SDK client) or the CLI of one
-	// namespace: it starts runs through Postgres and waits for their ends.
+	// namespace: it starts runs through Postgres, waits for their ends and
+	// may ask the namespace's workers to drain.
 	RoleClient = "client"
 	// RoleConsole: reads the engine's notifications of every namespace to
 	// show them; it publishes nothing.
@@ -93,7 +94,8 @@ func Permissions(role, namespace, identity string) (Permission, error) {
 			return Permission{}, err
 		}
 		return Permission{
-			Publish:   []string{},
+			// Cancel: asking a worker of the namespace to drain.
+			Publish:   []string{Prefix + "cancel." + namespace + ".*"},
 			Subscribe: []string{Prefix + "done." + namespace + ".*", SubjectRelayUp, ClientInbox(namespace) + ".>"},
 		}, nil
 	case RoleConsole:

@@ -231,7 +231,7 @@ WITH chk AS (
 	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, external_id, task_queue, workflow_type, version,
 		status, available_at, deadline_at, retry_policy, priority, parent_run_id, parent_step_id, trace_context,
 		schedule_id, schedule_fire_at)
-	VALUES ($1, $2, $3, $4, $5, $6, 'PENDING', coalesce($7, now()), $8, $9, $10, $11, $12, $13, $14, $15)
+	VALUES ($1, $2, $3, $4, $5, `+defaultVersion("$6", "$2", "$5")+`, 'PENDING', coalesce($7, now()), $8, $9, $10, $11, $12, $13, $14, $15)
 	ON CONFLICT DO NOTHING
 	RETURNING `+runCols+`
 ), p AS (
@@ -335,7 +335,7 @@ WITH v AS (
 ), r AS (
 	INSERT INTO kagzi.workflow_runs (run_id, namespace_id, external_id, task_queue, workflow_type, version,
 		status, available_at, deadline_at, retry_policy, priority, parent_run_id, parent_step_id, trace_context)
-	SELECT run_id, namespace_id, external_id, task_queue, workflow_type, version, 'PENDING',
+	SELECT run_id, namespace_id, external_id, task_queue, workflow_type, `+defaultVersion("v.version", "v.namespace_id", "v.workflow_type")+`, 'PENDING',
 		coalesce(available_at, now()), deadline_at, retry_policy, priority, parent_run_id, parent_step_id, trace_context
 	FROM v WHERE (SELECT ok FROM chk) IS NOT FALSE
 	ON CONFLICT DO NOTHING
@@ -380,14 +380,15 @@ SELECT run_id FROM r`, ids, nss, exts, queues, types, versions, avail, deadlines
 // RunsGet returns a run of the namespace with its input and output.
 func (s *Store) RunsGet(ctx context.Context, namespace string, id uuid.UUID) (Run, error) {
 	row := s.db.QueryRow(ctx, `
-SELECT `+runCols+`, p.input, p.output FROM kagzi.workflow_runs r LEFT JOIN kagzi.workflow_payloads p USING (run_id)
+SELECT `+runCols+`, p.input, p.output, r.continued_as FROM kagzi.workflow_runs r LEFT JOIN kagzi.workflow_payloads p USING (run_id)
 WHERE r.namespace_id = $1 AND r.run_id = $2`, namespace, id)
 	var in, out []byte
-	run, err := scanRun(row, &in, &out)
+	var cont *uuid.UUID
+	run, err := scanRun(row, &in, &out, &cont)
 	if err != nil {
 		return Run{}, mapErr(fmt.Sprintf("get run %s", id), err)
 	}
-	run.Input, run.Output = in, out
+	run.Input, run.Output, run.ContinuedAs = in, out, cont
 	return run, nil
 }
 
@@ -677,7 +678,9 @@ type RunsClaimParams struct {
 	Namespace string
 	Queue     string
 	WorkerID  uuid.UUID
-	// Types are what the worker registered; one version per type.
+	// Types are what the worker registered, a type possibly at several
+	// versions: a run without a version is pinned to the first listed
+	// version of its type.
 	Types []TypeVersion
 	Limit int
 	// Lease is how long the claim holds before the reaper may take it back
@@ -809,10 +812,10 @@ func claimArgs(p RunsClaimParams) ([]any, error) {
 	versions := make([]string, len(p.Types))
 	seen := make(map[string]bool, len(p.Types))
 	for i, tv := range p.Types {
-		if seen[tv.Type] {
-			return nil, invalidf("workflow type %q registered twice", tv.Type)
+		if seen[tv.Type+"@"+tv.Version] {
+			return nil, invalidf("workflow type %q at version %q registered twice", tv.Type, tv.Version)
 		}
-		seen[tv.Type] = true
+		seen[tv.Type+"@"+tv.Version] = true
 		types[i], versions[i], pairs[i] = tv.Type, tv.Version, tv.Type+"@"+tv.Version
 	}
 	inline := p.InlineBytes
@@ -830,7 +833,7 @@ func claimArgs(p RunsClaimParams) ([]any, error) {
 // types' limits; only when some have one does a second statement claim
 // them: see runsClaimSQL and runsClaimLimitedSQL.) A run of a registered type started
 // without a version matches any version and is pinned to the claimer's
-// version, so its replays stay on one version. Each claim sets RUNNING, the
+// first listed version of its type, so its replays stay on one version. Each claim sets RUNNING, the
 // worker, a new lease token and the lease expiry, and returns the run's
 // input and the latest attempt of each of its steps.
 func (s *Store) RunsClaim(ctx context.Context, p RunsClaimParams) ([]ClaimedRun, error) {

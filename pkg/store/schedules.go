@@ -720,7 +720,7 @@ WITH v AS (
 ), i AS (
 	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, task_queue, workflow_type, version, status,
 		available_at, retry_policy, priority, trace_context, schedule_id, schedule_fire_at)
-	SELECT f.run_id, u.namespace_id, u.task_queue, u.workflow_type, u.version, 'PENDING',
+	SELECT f.run_id, u.namespace_id, u.task_queue, u.workflow_type, `+defaultVersion("u.version", "u.namespace_id", "u.workflow_type")+`, 'PENDING',
 		now(), u.retry_policy, u.priority, $9::text, u.run_id, f.fire_at
 	FROM unnest($6::uuid[], $7::uuid[], $8::timestamptz[]) AS f(run_id, schedule_id, fire_at)
 	JOIN u ON u.run_id = f.schedule_id

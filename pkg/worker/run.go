@@ -67,9 +67,17 @@ func (w *Worker) newRunState(r *protocol.DeliveredRun) *runState {
 	if r.DeadlineAt != nil {
 		ctx, stopDeadline = context.WithDeadline(ctx, *r.DeadlineAt)
 	}
-	reg := w.types[r.Type]
-	if reg != nil && r.Version != "" && r.Version != reg.version {
-		reg = nil
+	reg := w.types[typeKey(r.Type, r.Version)]
+	if reg == nil && r.Version == "" {
+		// Unpinned (the engine pins runs as it claims them, but a run
+		// delivered unpinned runs as the version it would be pinned to:
+		// the type's first listed).
+		for _, tv := range w.typeList {
+			if tv.Type == r.Type {
+				reg = w.types[typeKey(tv.Type, tv.Version)]
+				break
+			}
+		}
 	}
 	soft, softCancel := context.WithCancelCause(ctx)
 	if r.CancelRequestedAt != nil {

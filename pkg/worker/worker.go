@@ -161,7 +161,15 @@ func (w *Worker) Start(ctx context.Context) error {
 	for _, r := range w.types {
 		w.typeList = append(w.typeList, protocol.TypeVersion{Type: r.name, Version: r.version})
 	}
-	sort.Slice(w.typeList, func(i, j int) bool { return w.typeList[i].Type < w.typeList[j].Type })
+	// By type, each type's versions in registration order: the first is
+	// the one a run without a version is pinned to.
+	sort.Slice(w.typeList, func(i, j int) bool {
+		a, b := w.typeList[i], w.typeList[j]
+		if a.Type != b.Type {
+			return a.Type < b.Type
+		}
+		return w.types[typeKey(a.Type, a.Version)].seq < w.types[typeKey(b.Type, b.Version)].seq
+	})
 	// Runs outlive Start's ctx by up to the drain timeout: they need its
 	// values (trace, logging) but their cancellation is the Worker's.
 	w.base = context.WithoutCancel(ctx)
