@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -112,8 +114,14 @@ func (a *app) NATS() (*nats.Conn, error) {
 		nats.CustomInboxPrefix(protocol.ClientInbox(a.Namespace)),
 	}, opts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s: %w\n"+
-			"Is NATS running there? Point --nats-url (or KAGZI_NATS_URL) at it.", redactURL(a.NATSURL), err)
+		hint := "Is NATS running there? Point --nats-url (or KAGZI_NATS_URL) at it."
+		var ne net.Error
+		if !errors.Is(err, nats.ErrNoServers) && !errors.As(err, &ne) {
+			// It answered and refused: credentials or TLS.
+			hint = "Check the credentials (KAGZI_NATS_USER and KAGZI_NATS_PASSWORD, KAGZI_NATS_TOKEN, " +
+				"KAGZI_NATS_NKEY_SEED or KAGZI_NATS_CREDS) and KAGZI_NATS_TLS_*: the CLI connects as a client of its namespace."
+		}
+		return nil, fmt.Errorf("connect to NATS at %s: %w\n%s", redactURL(a.NATSURL), err, hint)
 	}
 	a.nc = nc
 	return nc, nil

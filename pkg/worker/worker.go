@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -107,7 +108,7 @@ func New(cfg Config, nc *nats.Conn) (*Worker, error) {
 	stepMS, _ := mp.Meter("github.com/kagzi/kagzi/worker").Float64Histogram("kagzi.step.duration", metric.WithUnit("ms"),
 		metric.WithDescription("Duration of step attempts."),
 		metric.WithExplicitBucketBoundaries(1, 5, 10, 25, 50, 100, 250, 1000, 5000, 30000))
-	return &Worker{
+	w := &Worker{
 		tracer: tp.Tracer("github.com/kagzi/kagzi/worker"),
 		stepMS: stepMS,
 		cfg:    cfg,
@@ -122,7 +123,14 @@ func New(cfg Config, nc *nats.Conn) (*Worker, error) {
 		kick:   make(chan struct{}, 1),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
-	}, nil
+	}
+	if !strings.HasPrefix(nc.Opts.InboxPrefix, protocol.WorkerInbox(cfg.Namespace, "")) {
+		// Without it the worker works where NATS enforces no permissions,
+		// and receives nothing where it does (see Inbox).
+		w.log.Warn("the NATS connection has no worker inbox prefix (worker.Inbox): with NATS authorization no delivery reaches this worker",
+			"inbox_prefix", nc.Opts.InboxPrefix)
+	}
+	return w, nil
 }
 
 // ID is the worker's id.
