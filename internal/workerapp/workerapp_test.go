@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
 
 	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/natsserver"
@@ -146,5 +149,79 @@ func TestRedactURL(t *testing.T) {
 		if got := config.RedactURL(in); got != want {
 			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestTokenAndNKeyAuth: the worker service connects with KAGZI_NATS_TOKEN
+// and with KAGZI_NATS_NKEY_SEED (a seed file), and fails at start with a
+// wrong one.
+func TestTokenAndNKeyAuth(t *testing.T) {
+	t.Parallel()
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+	seed, _ := kp.Seed()
+	other, _ := nkeys.CreateUser()
+	otherSeed, _ := other.Seed()
+	dir := t.TempDir()
+	seedFile, otherFile := filepath.Join(dir, "user.nk"), filepath.Join(dir, "other.nk")
+	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(otherFile, otherSeed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tokenSrv, err := natsserver.StartOptions(&server.Options{Authorization: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tokenSrv.Stop)
+	nkeySrv, err := natsserver.StartOptions(&server.Options{Nkeys: []*server.NkeyUser{{Nkey: pub}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nkeySrv.Stop)
+	for _, c := range []struct {
+		name string
+		url  string
+		auth config.NATSAuth
+		ok   bool
+	}{
+		{"token", tokenSrv.URL(), config.NATSAuth{NATSToken: secret}, true},
+		{"token-wrong", tokenSrv.URL(), config.NATSAuth{NATSToken: "nope"}, false},
+		{"nkey", nkeySrv.URL(), config.NATSAuth{NATSNKeySeed: seedFile}, true},
+		{"nkey-wrong", nkeySrv.URL(), config.NATSAuth{NATSNKeySeed: otherFile}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			logs := &logBuf{running: make(chan struct{})}
+			cfg := config.Worker{Namespace: "default", Queue: "default", Identity: "worker", MaxConcurrency: 1,
+				HeartbeatInterval: time.Second, WaitTimeout: time.Second, DrainTimeout: time.Second}
+			cfg.NATSURL, cfg.NATSAuth = c.url, c.auth
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- workerapp.Run(ctx, cfg, slog.New(slog.NewJSONHandler(logs, nil)), register) }()
+			select {
+			case <-logs.running:
+				if !c.ok {
+					t.Fatal("worker ran with a wrong credential")
+				}
+				cancel()
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+			case err := <-done:
+				if c.ok || err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+					t.Fatalf("worker: %v", err)
+				}
+				if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), string(otherSeed)) {
+					t.Errorf("error shows a secret: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("worker neither ran nor failed")
+			}
+		})
 	}
 }
