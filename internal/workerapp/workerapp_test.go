@@ -6,11 +6,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
 
@@ -223,5 +225,78 @@ func TestTokenAndNKeyAuth(t *testing.T) {
 				t.Fatal("worker neither ran nor failed")
 			}
 		})
+	}
+}
+
+// TestCredsFileAuth: the worker service connects with KAGZI_NATS_CREDS, a
+// credentials file (user JWT and seed) of an operator-mode server.
+func TestCredsFileAuth(t *testing.T) {
+	t.Parallel()
+	okp, _ := nkeys.CreateOperator()
+	opub, _ := okp.PublicKey()
+	ojwt, err := jwt.NewOperatorClaims(opub).Encode(okp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	akp, _ := nkeys.CreateAccount()
+	apub, _ := akp.PublicKey()
+	ajwt, err := jwt.NewAccountClaims(apub).Encode(okp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ukp, _ := nkeys.CreateUser()
+	upub, _ := ukp.PublicKey()
+	ujwt, err := jwt.NewUserClaims(upub).Encode(akp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	useed, _ := ukp.Seed()
+	creds, err := jwt.FormatUserConfig(ujwt, useed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	credsFile, conf := filepath.Join(dir, "user.creds"), filepath.Join(dir, "nats.conf")
+	if err := os.WriteFile(credsFile, creds, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	text := "operator: " + strconv.Quote(ojwt) + "\nresolver: MEMORY\nresolver_preload: {\n  " + apub + ": " + strconv.Quote(ajwt) + "\n}\n"
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := natsserver.StartConfig(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Stop)
+	for _, c := range []struct {
+		name string
+		auth config.NATSAuth
+		ok   bool
+	}{{"creds", config.NATSAuth{NATSCreds: credsFile}, true}, {"none", config.NATSAuth{}, false}} {
+		logs := &logBuf{running: make(chan struct{})}
+		cfg := config.Worker{Namespace: "default", Queue: "default", Identity: "worker", MaxConcurrency: 1,
+			HeartbeatInterval: time.Second, WaitTimeout: time.Second, DrainTimeout: time.Second}
+		cfg.NATSURL, cfg.NATSAuth = ns.URL(), c.auth
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- workerapp.Run(ctx, cfg, slog.New(slog.NewJSONHandler(logs, nil)), register) }()
+		select {
+		case <-logs.running:
+			if !c.ok {
+				t.Fatalf("%s: worker ran without credentials", c.name)
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		case err := <-done:
+			if c.ok || err == nil {
+				t.Fatalf("%s: worker: %v", c.name, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: worker neither ran nor failed", c.name)
+		}
+		cancel()
 	}
 }
