@@ -291,6 +291,24 @@ func TestMalformedLivenessMessagesAreDropped(t *testing.T) {
 		{protocol.SubjectWorkerDeregister("default"), `{"v":2,"worker_id":"0190a0a0-0000-7000-8000-000000000001","ns":"default"}`},
 		{protocol.SubjectWorkerDeregister("default"), `{"v":1,"worker_id":"0190a0a0-0000-7000-8000-000000000001","ns":"default","extra":1}`},
 	}
+	// Well-formed, but naming another namespace than their subject's: NATS
+	// permissions let a worker publish on its own namespace's subjects only.
+	other := uuid.New()
+	for _, m := range []struct {
+		subject string
+		msg     protocol.Message
+	}{
+		{protocol.SubjectWorkerRegister("default"), &protocol.WorkerRegister{WorkerID: other, Namespace: "other", Queue: "q",
+			Hostname: "h", PID: 1, Types: []protocol.TypeVersion{{Type: "T"}}, MaxConcurrency: 1}},
+		{protocol.SubjectWorkerHeartbeat("default"), &protocol.Heartbeat{WorkerID: other, Namespace: "other", Queue: "q", SentAt: time.Now().UTC()}},
+		{protocol.SubjectWorkerDeregister("default"), &protocol.WorkerDeregister{WorkerID: other, Namespace: "other"}},
+	} {
+		data, err := protocol.Encode(m.msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad = append(bad, struct{ subject, data string }{m.subject, string(data)})
+	}
 	for _, m := range bad {
 		if err := h.pub.Publish(m.subject, []byte(m.data)); err != nil {
 			t.Fatal(err)
