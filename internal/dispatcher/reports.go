@@ -29,10 +29,12 @@ type reportJob struct {
 	results []protocol.ReportResult
 	// finished are the runs this report ended, published after commit.
 	finished []protocol.RunFinished
+	// received is when the report arrived (for the report latency).
+	received time.Time
 }
 
 func (d *Dispatcher) onReport(m *nats.Msg) {
-	job := &reportJob{msg: m}
+	job := &reportJob{msg: m, received: time.Now()}
 	if err := protocol.Decode(m.Data, &job.report); err != nil {
 		d.dropMalformed(m, err)
 		return
@@ -390,6 +392,8 @@ func (d *Dispatcher) reply(j *reportJob) {
 			_ = d.nc.Publish(protocol.SubjectDone(j.finished[i].Namespace, j.finished[i].RunID), data)
 		}
 	}
+	d.tel.reportLatency.Record(d.ctx, float64(time.Since(j.received))/float64(time.Millisecond),
+		metric.WithAttributes(attribute.String("namespace", j.report.Namespace)))
 	if j.msg.Reply == "" {
 		return
 	}

@@ -278,7 +278,8 @@ func (c *Client) start(ctx context.Context, st *store.Store, typ string, input a
 	}
 	span.SetAttributes(attribute.String("kagzi.run_id", run.ID.String()), attribute.Bool("kagzi.created", created))
 	if created {
-		c.started.Add(ctx, 1, metric.WithAttributes(attribute.String("namespace", c.ns), attribute.String("queue", p.Queue)))
+		c.started.Add(ctx, 1, metric.WithAttributes(attribute.String("namespace", c.ns), attribute.String("queue", p.Queue),
+			attribute.String("workflow_type", p.Type)))
 	}
 	return &Handle{c: c, RunID: run.ID, Created: created}, nil
 }
@@ -338,15 +339,17 @@ func (c *Client) StartMany(ctx context.Context, reqs []StartRequest) ([]*Handle,
 		return nil, fmt.Errorf("start many: %w", err)
 	}
 	out := make([]*Handle, len(res))
-	created := int64(0)
+	type key struct{ queue, typ string }
+	created := map[key]int64{}
 	for i, r := range res {
 		out[i] = &Handle{c: c, RunID: r.RunID, Created: r.Created}
 		if r.Created {
-			created++
+			created[key{ps[i].Queue, ps[i].Type}]++
 		}
 	}
-	if created > 0 {
-		c.started.Add(ctx, created, metric.WithAttributes(attribute.String("namespace", c.ns)))
+	for k, n := range created {
+		c.started.Add(ctx, n, metric.WithAttributes(attribute.String("namespace", c.ns), attribute.String("queue", k.queue),
+			attribute.String("workflow_type", k.typ)))
 	}
 	return out, nil
 }
@@ -568,10 +571,15 @@ func (c *Client) sendEvent(ctx context.Context, p store.EventsSendParams, name s
 // budget, for the run and for its failed steps . Only
 // a FAILED run can be retried (ErrConflict otherwise).
 func (c *Client) Retry(ctx context.Context, id uuid.UUID) (*Run, error) {
+	start := time.Now()
 	r, err := c.st.RunsRetry(ctx, c.ns, id)
 	if err != nil {
 		return nil, err
 	}
+	// The retry continues the run's trace: it is a span in it.
+	_, span := c.tracer.Start(tracectx.WithTraceParent(ctx, r.TraceContext), "kagzi.retry "+r.Type, trace.WithTimestamp(start),
+		trace.WithAttributes(attribute.String("kagzi.run_id", r.ID.String()), attribute.String("kagzi.workflow_type", r.Type)))
+	span.End()
 	out := runFrom(r)
 	return &out, nil
 }

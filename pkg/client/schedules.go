@@ -6,7 +6,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kagzi/kagzi/internal/tracectx"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/retry"
 	"github.com/kagzi/kagzi/pkg/store"
@@ -169,10 +173,17 @@ func (c *Client) ResumeSchedule(ctx context.Context, id uuid.UUID) (*Schedule, e
 // paused or not; its next fire time does not move. The handle follows the
 // run started.
 func (c *Client) TriggerSchedule(ctx context.Context, id uuid.UUID) (*Handle, error) {
-	run, err := c.st.SchedulesTrigger(ctx, c.ns, id, time.Now())
+	// The trigger's span is the root of the run's trace.
+	ctx, span := c.tracer.Start(ctx, "kagzi.trigger", trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attribute.String("kagzi.schedule_id", id.String()), attribute.String("kagzi.namespace", c.ns)))
+	defer span.End()
+	run, err := c.st.SchedulesTrigger(store.WithTraceContext(ctx, tracectx.TraceParent(ctx)), c.ns, id, time.Now())
 	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
 		return nil, err
 	}
+	span.SetAttributes(attribute.String("kagzi.run_id", run.ID.String()), attribute.String("kagzi.workflow_type", run.Type))
 	return &Handle{c: c, RunID: run.ID, Created: true}, nil
 }
 

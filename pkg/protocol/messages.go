@@ -311,7 +311,10 @@ type DeliveredRun struct {
 	LeaseToken int64           `json:"lease"`
 	Input      json.RawMessage `json:"input,omitempty"`
 	Steps      []StepState     `json:"steps,omitempty"`
-	// TraceParent is the W3C traceparent of the run's trace.
+	// TraceParent is the W3C traceparent, in the run's trace, that the
+	// execution's attempt span takes as its parent: the dispatch span that
+	// delivered it (the run's stored context when the dispatcher traces
+	// nothing).
 	TraceParent string        `json:"traceparent,omitempty"`
 	DeadlineAt  *time.Time    `json:"deadline_at,omitempty"`
 	RetryPolicy *retry.Policy `json:"retry_policy,omitempty"`

@@ -192,6 +192,11 @@ func (s *Store) validateCreate(ctx context.Context, p *RunsCreateParams) ([]byte
 		}
 		p.RunID = id
 	}
+	tc, err := traceOr(ctx, p.TraceContext)
+	if err != nil {
+		return nil, err
+	}
+	p.TraceContext = tc
 	return encodePolicy(p.RetryPolicy)
 }
 
@@ -645,20 +650,27 @@ func (s *Store) retryDeadlock(ctx context.Context, what string, stmt func() (Run
 // memoized. Its failed steps get a fresh budget too: their attempts are
 // moved to an earlier retry epoch (run_attempt NULL), so the SDK counts a
 // step's attempts from the retry on and retries a step whose failure was
-// final. Only a FAILED run can be retried (ErrConflict otherwise); one
+// final. The run keeps its trace context: the retry's executions continue
+// the run's one trace (a run from before trace contexts gets one now).
+// Only a FAILED run can be retried (ErrConflict otherwise); one
 // whose external id a live run took meanwhile is ErrConflict too.
 func (s *Store) RunsRetry(ctx context.Context, namespace string, id uuid.UUID) (Run, error) {
+	tc, err := newTraceParent()
+	if err != nil {
+		return Run{}, err
+	}
 	row := s.db.QueryRow(ctx, `
 WITH u AS (
 	UPDATE kagzi.workflow_runs r SET status = 'PENDING', attempts = 0, epoch = 1, error = NULL, finished_at = NULL,
 		available_at = now(), locked_by = NULL, lease_expires_at = NULL, waiting_on = NULL,
-		deadline_at = CASE WHEN r.deadline_at <= now() THEN NULL ELSE r.deadline_at END
+		deadline_at = CASE WHEN r.deadline_at <= now() THEN NULL ELSE r.deadline_at END,
+		trace_context = coalesce(r.trace_context, $3)
 	WHERE r.namespace_id = $1 AND r.run_id = $2 AND r.status = 'FAILED'
 	RETURNING r.*
 ), epoch AS (
 	UPDATE kagzi.step_runs s SET run_attempt = NULL FROM u WHERE s.run_id = u.run_id AND s.run_attempt IS NOT NULL
 )
-SELECT `+runCols+` FROM u r`, namespace, id)
+SELECT `+runCols+` FROM u r`, namespace, id, tc)
 	run, err := scanRun(row)
 	if err == nil {
 		return run, nil

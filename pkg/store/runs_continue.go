@@ -7,6 +7,16 @@ import (
 	"github.com/google/uuid"
 )
 
+// continuedTrace is the SQL for the trace context of a run continuing one
+// whose context is col: the same span context, so the chain is one trace,
+// with the W3C random-trace-id flag set (true of Kagzi's and the SDK's
+// trace ids, ignored by propagation otherwise) so that a context the store
+// gave the chain's first run is no longer taken for one whose root is still
+// to be reported (BirthRoot): the dispatcher reports the root once.
+func continuedTrace(col string) string {
+	return `CASE WHEN ` + col + ` LIKE '%-01' THEN left(` + col + `, length(` + col + `) - 2) || '03' ELSE ` + col + ` END`
+}
+
 // RunsContinueAsNew ends the run held by l COMPLETED, without output, and
 // starts in the same statement the run newID that continues it: the same
 // namespace, queue, type, external id, retry policy, priority and trace,
@@ -34,7 +44,8 @@ WITH o AS (
 	INSERT INTO kagzi.workflow_runs (run_id, namespace_id, external_id, task_queue, workflow_type, version,
 		status, available_at, retry_policy, priority, trace_context)
 	SELECT $4, o.namespace_id, o.external_id, o.task_queue, o.workflow_type,
-		`+defaultVersion("''", "o.namespace_id", "o.workflow_type")+`, 'PENDING', now(), o.retry_policy, o.priority, o.trace_context
+		`+defaultVersion("''", "o.namespace_id", "o.workflow_type")+`, 'PENDING', now(), o.retry_policy, o.priority,
+		`+continuedTrace("o.trace_context")+`
 	FROM o
 	RETURNING run_id
 ), p AS (

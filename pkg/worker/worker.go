@@ -77,6 +77,9 @@ type Worker struct {
 
 	tracer trace.Tracer
 	stepMS metric.Float64Histogram
+	// executions counts the executions that ended here, per type and
+	// outcome.
+	executions metric.Int64Counter
 }
 
 // outstanding is the work request the worker waits an answer for.
@@ -108,11 +111,14 @@ func New(cfg Config, nc *nats.Conn) (*Worker, error) {
 	stepMS, _ := mp.Meter("github.com/kagzi/kagzi/worker").Float64Histogram("kagzi.step.duration", metric.WithUnit("ms"),
 		metric.WithDescription("Duration of step attempts."),
 		metric.WithExplicitBucketBoundaries(1, 5, 10, 25, 50, 100, 250, 1000, 5000, 30000))
+	executions, _ := mp.Meter("github.com/kagzi/kagzi/worker").Int64Counter("kagzi.executions",
+		metric.WithDescription("Executions of runs that ended on this worker, by workflow type and outcome (completed, failed, suspended, abandoned)."))
 	w := &Worker{
-		tracer: tp.Tracer("github.com/kagzi/kagzi/worker"),
-		stepMS: stepMS,
-		cfg:    cfg,
-		nc:     nc,
+		tracer:     tp.Tracer("github.com/kagzi/kagzi/worker"),
+		stepMS:     stepMS,
+		executions: executions,
+		cfg:        cfg,
+		nc:         nc,
 		log: cfg.Logger.With("worker_id", cfg.WorkerID.String(),
 			"namespace", cfg.Namespace, "queue", cfg.Queue),
 		inbox:  nc.NewInbox(),

@@ -150,7 +150,7 @@ func runAttempt[T any](ctx Context, ex *execution, id string, attempt int, tries
 		attribute.String("kagzi.run_id", ex.run.RunID.String()),
 		attribute.String("kagzi.workflow_type", ex.run.Type),
 		attribute.String("kagzi.step_id", id),
-		attribute.Int("kagzi.attempt", attempt),
+		attribute.Int("kagzi.step.attempt", attempt),
 	))
 	started := ex.now()
 	v, ferr := runOrMock(ex, id, attempt, func() (T, error) {
