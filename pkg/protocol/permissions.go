@@ -82,7 +82,7 @@ func Permissions(role, namespace, identity string) (Permission, error) {
 				SubjectDispatcherProbe,
 			},
 			Subscribe: []string{
-				WorkerInbox(namespace, identity) + ".>", Prefix + "cancel." + namespace + ".*",
+				WorkerInbox(namespace, identity) + ".>", SubjectCancelNamespace(namespace),
 				SubjectDispatcherBeacon, SubjectRelayUp,
 			},
 			// Acknowledgements of deliveries go to the delivering
@@ -95,8 +95,8 @@ func Permissions(role, namespace, identity string) (Permission, error) {
 		}
 		return Permission{
 			// Cancel: asking a worker of the namespace to drain.
-			Publish:   []string{Prefix + "cancel." + namespace + ".*"},
-			Subscribe: []string{Prefix + "done." + namespace + ".*", SubjectRelayUp, ClientInbox(namespace) + ".>"},
+			Publish:   []string{SubjectCancelNamespace(namespace)},
+			Subscribe: []string{SubjectDoneNamespace(namespace), SubjectRelayUp, ClientInbox(namespace) + ".>"},
 		}, nil
 	case RoleConsole:
 		return Permission{

@@ -107,6 +107,17 @@ func SubjectCancel(namespace string, workerID uuid.UUID) string {
 	return Prefix + "cancel." + namespace + "." + workerID.String()
 }
 
+// SubjectDoneNamespace matches the ends of every run of a namespace.
+func SubjectDoneNamespace(namespace string) string {
+	return Prefix + "done." + namespace + ".*"
+}
+
+// SubjectCancelNamespace matches the cancellations (and drain requests)
+// of every worker of a namespace.
+func SubjectCancelNamespace(namespace string) string {
+	return Prefix + "cancel." + namespace + ".*"
+}
+
 // SubjectWorkerRegister, SubjectWorkerHeartbeat and SubjectWorkerDeregister
 // carry the liveness of a namespace's workers to the reapers. The
 // namespace is in the subject so that NATS permissions can keep one

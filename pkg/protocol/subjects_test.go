@@ -66,6 +66,8 @@ func TestSubjectsMatchTheirWildcards(t *testing.T) {
 		{protocol.SubjectWork("ns", "q"), protocol.SubjectWorkAll, 5},
 		{protocol.SubjectReport("ns"), protocol.SubjectReportAll, 4},
 		{protocol.SubjectCancel("ns", id1), protocol.SubjectCancelAll, 5},
+		{protocol.SubjectCancel("ns", id1), protocol.SubjectCancelNamespace("ns"), 5},
+		{protocol.SubjectDone("ns", id1), protocol.SubjectDoneNamespace("ns"), 5},
 		{protocol.SubjectWorkerRegister("ns"), protocol.SubjectWorkerRegisterAll, 5},
 		{protocol.SubjectWorkerHeartbeat("ns"), protocol.SubjectWorkerHeartbeatAll, 5},
 		{protocol.SubjectWorkerDeregister("ns"), protocol.SubjectWorkerDeregisterAll, 5},
