@@ -432,11 +432,17 @@ RETURNING `+runCols, namespace, id, next)
 	return sc, nil
 }
 
-// SchedulesDelete deletes a schedule. The runs it fired stay, with no
-// schedule id (the foreign key sets it NULL).
+// SchedulesDelete deletes a schedule and its input. The runs it fired
+// stay, with no schedule id (the foreign key sets it NULL).
 func (s *Store) SchedulesDelete(ctx context.Context, namespace string, id uuid.UUID) error {
 	tag, err := s.db.Exec(ctx, `
-DELETE FROM kagzi.workflow_runs r WHERE r.namespace_id = $1 AND r.run_id = $2 AND `+isTemplate, namespace, id)
+WITH d AS (
+	DELETE FROM kagzi.workflow_runs r WHERE r.namespace_id = $1 AND r.run_id = $2 AND `+isTemplate+`
+	RETURNING r.run_id
+), p AS (
+	DELETE FROM kagzi.workflow_payloads p USING d WHERE p.run_id = d.run_id
+)
+SELECT 1 FROM d`, namespace, id)
 	if err != nil {
 		return mapErr(fmt.Sprintf("delete schedule %s", id), err)
 	}
