@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 PG_URL = $$(scripts/ensure-postgres.sh)
 
-.PHONY: test run build lint fuzz bench-store bench chaos
+.PHONY: test test-auth run build lint fuzz bench-store bench chaos
 
 ## test: start Postgres if none is reachable (and, as root, install iproute2
 ## for the failover test's network namespaces if missing), then run every
@@ -12,6 +12,11 @@ test:
 	$(GO) mod download
 	@scripts/ensure-iproute2.sh
 	KAGZI_TEST_DATABASE_URL="$(PG_URL)" $(GO) test -race -count=1 -timeout 9m ./...
+
+## test-auth: the end-to-end suite on a NATS server with the users and
+## permissions of `kagzi nats-config`, every component connecting as its role.
+test-auth:
+	KAGZI_TEST_DATABASE_URL="$(PG_URL)" KAGZI_E2E_NATS_AUTH=1 $(GO) test -race -count=1 -timeout 9m ./internal/e2e/
 
 ## build: build every binary into bin/.
 build:

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/svc"
+	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
@@ -48,7 +49,14 @@ func Run(ctx context.Context, name string, common config.Common, db config.Datab
 		return err
 	}
 	defer pool.Close()
-	nc, err := svc.ConnectNATS(common.NATSURL, "kagzi-"+name, log)
+	natsOpts, err := common.NATSAuth.Options()
+	if err != nil {
+		return err
+	}
+	// name is the service's role: its inbox prefix is the one its NATS
+	// permissions let it read (protocol.Permissions).
+	natsOpts = append(natsOpts, nats.CustomInboxPrefix(protocol.ServiceInbox(name)))
+	nc, err := svc.ConnectNATS(common.NATSURL, "kagzi-"+name, log, natsOpts...)
 	if err != nil {
 		return err
 	}

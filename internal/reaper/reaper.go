@@ -305,7 +305,7 @@ func (r *Reaper) Start(ctx context.Context) error {
 		r.life.Stop(nil)
 		return err
 	}
-	for _, subj := range []string{protocol.SubjectWorkerRegister, protocol.SubjectWorkerHeartbeat, protocol.SubjectWorkerDeregister} {
+	for _, subj := range []string{protocol.SubjectWorkerRegisterAll, protocol.SubjectWorkerHeartbeatAll, protocol.SubjectWorkerDeregisterAll} {
 		sub, err := r.nc.ChanSubscribe(subj, live)
 		if err != nil {
 			return fail(fmt.Errorf("reaper: subscribe %s: %w", subj, err))
