@@ -54,6 +54,8 @@ type Relay struct {
 	life lifecycle.Base
 	mu   sync.Mutex
 	ctx  context.Context
+	// stopReconnect ends the reconnect listener Start added.
+	stopReconnect func()
 }
 
 // NewRelay returns a relay; Start runs it.
@@ -91,7 +93,10 @@ func (r *Relay) Start(ctx context.Context) error {
 	r.mu.Lock()
 	r.ctx = ctx
 	r.mu.Unlock()
-	natsutil.OnReconnect(r.nc, r.onReconnect)
+	stop := natsutil.OnReconnect(r.nc, r.onReconnect)
+	r.mu.Lock()
+	r.stopReconnect = stop
+	r.mu.Unlock()
 	l := &store.Listener{
 		URL:            r.cfg.DatabaseURL,
 		LockKey:        RelayLockKey,
@@ -105,7 +110,16 @@ func (r *Relay) Start(ctx context.Context) error {
 }
 
 // Stop ends the relay and waits for it; safe to call twice.
-func (r *Relay) Stop() { r.life.Stop(nil) }
+func (r *Relay) Stop() {
+	r.life.Stop(func() {
+		r.mu.Lock()
+		stop := r.stopReconnect
+		r.mu.Unlock()
+		if stop != nil {
+			stop()
+		}
+	})
+}
 
 func (r *Relay) onLeader(ctx context.Context, leader bool) {
 	r.leader.Store(leader)

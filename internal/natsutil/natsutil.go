@@ -24,22 +24,35 @@ var mu sync.Mutex
 // each must read its backlog after a reconnect (messages sent while the
 // connection was down are gone). It listens to the connection's status
 // changes, leaving the reconnect handler the application set untouched,
-// and runs fn in a goroutine of its own that ends when nc is closed.
-func OnReconnect(nc *nats.Conn, fn func()) {
+// and runs fn in a goroutine of its own that ends when nc is closed or
+// stop is called. stop returns once fn no longer runs; it is safe to call
+// twice, and must not be called from fn.
+func OnReconnect(nc *nats.Conn, fn func()) (stop func()) {
 	ch := nc.StatusChanged(nats.CONNECTED, nats.CLOSED)
-	if nc.IsClosed() {
-		nc.RemoveStatusListener(ch)
-		return
-	}
+	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(done)
 		defer nc.RemoveStatusListener(ch)
-		for s := range ch {
-			if s == nats.CLOSED {
+		if nc.IsClosed() {
+			return
+		}
+		for {
+			select {
+			case <-quit:
 				return
+			case s, ok := <-ch:
+				if !ok || s == nats.CLOSED {
+					return
+				}
+				fn()
 			}
-			fn()
 		}
 	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(quit) })
+		<-done
+	}
 }
 
 // Malformed counts, logs and drops NATS messages a component cannot take

@@ -26,7 +26,7 @@ func TestOnReconnectKeepsTheApplicationsHandler(t *testing.T) {
 	nc := s.Connect(t, nats.ReconnectHandler(func(*nats.Conn) { app <- struct{}{} }))
 	a, b := make(chan struct{}, 4), make(chan struct{}, 4)
 	natsutil.OnReconnect(nc, func() { a <- struct{}{} })
-	natsutil.OnReconnect(nc, func() { b <- struct{}{} })
+	stopB := natsutil.OnReconnect(nc, func() { b <- struct{}{} })
 	if err := nc.ForceReconnect(); err != nil {
 		t.Fatal(err)
 	}
@@ -36,6 +36,22 @@ func TestOnReconnectKeepsTheApplicationsHandler(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%s did not run after a reconnect", name)
 		}
+	}
+	// A stopped listener no longer runs; the others do.
+	stopB()
+	stopB()
+	if err := nc.ForceReconnect(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-a:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the listener left did not run after the second reconnect")
+	}
+	select {
+	case <-b:
+		t.Fatal("a stopped listener ran")
+	default:
 	}
 	// Once the connection is closed, no listener runs again.
 	nc.Close()

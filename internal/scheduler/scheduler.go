@@ -144,6 +144,8 @@ type Scheduler struct {
 	ctx   context.Context
 	subs  []*nats.Subscription
 	drops *natsutil.Drops
+	// stopReconnect ends the reconnect listener Start added.
+	stopReconnect func()
 
 	life lifecycle.Base
 
@@ -224,7 +226,10 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		s.abort()
 		return fmt.Errorf("scheduler: flush subscriptions: %w", err)
 	}
-	natsutil.OnReconnect(s.nc, s.Resync)
+	stop := natsutil.OnReconnect(s.nc, s.Resync)
+	s.mu.Lock()
+	s.stopReconnect = stop
+	s.mu.Unlock()
 	s.life.Go(s.loop)
 	s.Resync()
 	return nil
@@ -236,9 +241,12 @@ func (s *Scheduler) abort() {
 
 func (s *Scheduler) unsubscribe() {
 	s.mu.Lock()
-	subs := s.subs
-	s.subs = nil
+	subs, stop := s.subs, s.stopReconnect
+	s.subs, s.stopReconnect = nil, nil
 	s.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 	for _, sub := range subs {
 		_ = sub.Unsubscribe()
 	}
