@@ -28,7 +28,18 @@ var mu sync.Mutex
 // stop is called. stop returns once fn no longer runs; it is safe to call
 // twice, and must not be called from fn.
 func OnReconnect(nc *nats.Conn, fn func()) (stop func()) {
-	ch := nc.StatusChanged(nats.CONNECTED, nats.CLOSED)
+	return OnStatus(nc, func(nats.Status) { fn() }, nats.CONNECTED)
+}
+
+// OnStatus runs fn, in order, with each change of nc's status to one of
+// statuses, as OnReconnect does: in a goroutine of its own that ends when
+// nc is closed (after fn saw CLOSED, if listed) or stop is called.
+func OnStatus(nc *nats.Conn, fn func(nats.Status), statuses ...nats.Status) (stop func()) {
+	listed := map[nats.Status]bool{}
+	for _, s := range statuses {
+		listed[s] = true
+	}
+	ch := nc.StatusChanged(append(statuses, nats.CLOSED)...)
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -41,10 +52,15 @@ func OnReconnect(nc *nats.Conn, fn func()) (stop func()) {
 			case <-quit:
 				return
 			case s, ok := <-ch:
-				if !ok || s == nats.CLOSED {
+				if !ok {
 					return
 				}
-				fn()
+				if listed[s] {
+					fn(s)
+				}
+				if s == nats.CLOSED {
+					return
+				}
 			}
 		}
 	}()

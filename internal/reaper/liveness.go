@@ -18,32 +18,22 @@ import (
 // deregister messages in memory; the leader writes liveness in batches,
 // marks silent workers OFFLINE and takes back the runs they held.
 
-// watchStatus pauses death detection while NATS is down (heartbeats are
+// onStatus pauses death detection while NATS is down (heartbeats are
 // missed, not absent) and grants an amnesty and a resync on reconnect.
-func (r *Reaper) watchStatus(ctx context.Context, ch chan nats.Status) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case st, ok := <-ch:
-			if !ok {
-				return
-			}
-			r.mu.Lock()
-			if st == nats.CONNECTED {
-				r.natsUp = true
-				r.amnesty = r.cfg.Clock.Now()
-				r.resync = true
-			} else {
-				r.natsUp = false
-			}
-			r.mu.Unlock()
-			if st == nats.CONNECTED {
-				r.log.Info("nats reconnected: workers get one timeout to be heard")
-			}
-			r.wakeLeader()
-		}
+func (r *Reaper) onStatus(st nats.Status) {
+	r.mu.Lock()
+	if st == nats.CONNECTED {
+		r.natsUp = true
+		r.amnesty = r.cfg.Clock.Now()
+		r.resync = true
+	} else {
+		r.natsUp = false
 	}
+	r.mu.Unlock()
+	if st == nats.CONNECTED {
+		r.log.Info("nats reconnected: workers get one timeout to be heard")
+	}
+	r.wakeLeader()
 }
 
 func (r *Reaper) ingest(ctx context.Context, ch chan *nats.Msg) {

@@ -220,10 +220,11 @@ type Reaper struct {
 	lifeMu sync.Mutex
 	// ctx is the running reaper's (life.Begin), set by Start before any
 	// subscription.
-	ctx    context.Context
-	subs   []*nats.Subscription
-	status chan nats.Status
-	drops  *natsutil.Drops
+	ctx  context.Context
+	subs []*nats.Subscription
+	// stopStatus ends the status listener Start added.
+	stopStatus func()
+	drops      *natsutil.Drops
 }
 
 type counters struct {
@@ -328,15 +329,14 @@ func (r *Reaper) Start(ctx context.Context) error {
 	if err := r.nc.Flush(); err != nil {
 		return fail(fmt.Errorf("reaper: flush subscriptions: %w", err))
 	}
-	r.status = r.nc.StatusChanged(nats.CONNECTED, nats.RECONNECTING, nats.DISCONNECTED, nats.CLOSED)
+	// Listening before reading the status, so no change falls between.
+	r.stopStatus = natsutil.OnStatus(r.nc, r.onStatus, nats.CONNECTED, nats.RECONNECTING, nats.DISCONNECTED, nats.CLOSED)
 	now := r.cfg.Clock.Now()
 	r.mu.Lock()
 	r.natsUp = r.nc.IsConnected()
 	r.amnesty = now
 	r.mu.Unlock()
-	status := r.status
 	r.life.Go(func() { r.ingest(ctx, live) })
-	r.life.Go(func() { r.watchStatus(ctx, status) })
 	l := &store.Leader{
 		URL: r.cfg.DatabaseURL, LockKey: r.cfg.LockKey, Retry: r.cfg.Retry,
 		Lead:    r.lead,
@@ -350,19 +350,15 @@ func (r *Reaper) Start(ctx context.Context) error {
 func (r *Reaper) Stop() {
 	r.life.Stop(func() {
 		r.lifeMu.Lock()
-		subs := r.subs
+		subs, stopStatus := r.subs, r.stopStatus
 		r.lifeMu.Unlock()
 		for _, s := range subs {
 			_ = s.Unsubscribe()
 		}
+		if stopStatus != nil {
+			stopStatus()
+		}
 	})
-	r.lifeMu.Lock()
-	status := r.status
-	r.status = nil
-	r.lifeMu.Unlock()
-	if status != nil {
-		r.nc.RemoveStatusListener(status)
-	}
 }
 
 // wakeLeader nudges the leader loop (a no-op on a standby).
