@@ -102,12 +102,13 @@ func start(t *testing.T, opts console.Options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.http = httptest.NewServer(e.con.Handler())
+	t.Cleanup(e.http.Close)
+	// Stopped before the server closes: open event streams end with it.
 	if err := e.con.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.con.Stop)
-	e.http = httptest.NewServer(e.con.Handler())
-	t.Cleanup(e.http.Close)
 	e.cl, err = client.New(srv.Store, ns.Connect(t), client.Options{})
 	if err != nil {
 		t.Fatal(err)

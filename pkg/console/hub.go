@@ -190,6 +190,22 @@ func (h *hub) load(ctx context.Context, st *nsState) {
 		st.err = err
 		return
 	}
+	// Runs created just before the baseline are found again by the first
+	// search for new runs (it reaches createdLag back): remember the
+	// finished ones so they are not counted twice.
+	from := newest
+	from.CreatedAt = from.CreatedAt.Add(-createdLag)
+	lately, err := h.st.RunsCreatedAfter(ctx, st.ns, from, 10000)
+	if err != nil {
+		st.err = err
+		return
+	}
+	recent := map[uuid.UUID]recentRun{}
+	for _, r := range lately {
+		if r.Status.Terminal() {
+			recent[r.ID] = recentRun{status: r.Status, at: at}
+		}
+	}
 	counts := map[store.RunStatus]int64{}
 	for s, n := range all {
 		if s.Terminal() {
@@ -200,7 +216,7 @@ func (h *hub) load(ctx context.Context, st *nsState) {
 		counts[s]++
 	}
 	h.mu.Lock()
-	st.baselineAt, st.counts, st.live, st.watermark = at, counts, live, newest
+	st.baselineAt, st.counts, st.live, st.watermark, st.recent = at, counts, live, newest, recent
 	h.armLocked(st)
 	h.mu.Unlock()
 }
@@ -280,7 +296,7 @@ func (h *hub) resyncAll() {
 		h.mu.Lock()
 		if fresh.err == nil {
 			st.baselineAt, st.counts, st.live, st.watermark = fresh.baselineAt, fresh.counts, fresh.live, fresh.watermark
-			st.recent = map[uuid.UUID]recentRun{}
+			st.recent = fresh.recent
 		}
 		h.broadcastLocked(st, "resync", []byte(`{}`))
 		h.mu.Unlock()
@@ -544,6 +560,8 @@ func (h *hub) serveSSE(w http.ResponseWriter, r *http.Request, ns string) {
 				return
 			}
 		case <-r.Context().Done():
+			return
+		case <-h.ctx.Done():
 			return
 		}
 	}
