@@ -106,6 +106,8 @@ func cliVars(t *testing.T) map[string]processVar {
 			vars[m[1]] = processVar{}
 		}
 	}
+	// `kagzi console` reads its own struct.
+	structVars(t, reflect.TypeFor[config.Console](), vars)
 	for _, want := range []string{"KAGZI_DATABASE_URL", "KAGZI_NATS_URL"} {
 		if _, ok := vars[want]; !ok {
 			t.Fatalf("cmd/kagzi does not read %s (found %v): update this test", want, keys(vars))

@@ -58,6 +58,13 @@ KAGZI_CONSOLE_PREFIX configure it (see the README).`,
 				return err
 			}
 			defer srv.Stop()
+			// Health and readiness on KAGZI_HTTP_ADDR, as every service.
+			h := &svc.Health{Addr: cfg.HTTPAddr, Log: log, Checks: map[string]svc.Check{
+				"postgres": st.Ping, "nats": svc.NATSCheck(nc)}}
+			if err := h.Start(ctx); err != nil {
+				return err
+			}
+			defer h.Stop()
 			fmt.Fprintf(cmd.OutOrStdout(), "Kagzi console: %s\n", url)
 			<-ctx.Done()
 			return nil
