@@ -7,6 +7,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -76,7 +77,7 @@ func envValue(s types.ServiceConfig, name string) (string, bool) {
 
 func TestComposeServices(t *testing.T) {
 	p := loadCompose(t, nil)
-	want := []string{"postgres", "nats", "jaeger", "migrate", "dispatcher", "scheduler", "reaper", "worker", "console"}
+	want := []string{"postgres", "nats", "jaeger", "prometheus", "grafana", "migrate", "dispatcher", "scheduler", "reaper", "worker", "console"}
 	got := p.ServiceNames()
 	for _, w := range want {
 		if !slices.Contains(got, w) {
@@ -408,23 +409,24 @@ func checkNATSConf(t *testing.T, file string) {
 	}
 }
 
+// TestComposeJaeger: Jaeger v2, its UI and both OTLP ports published on
+// the loopback for applications on the host.
 func TestComposeJaeger(t *testing.T) {
 	p := loadCompose(t, nil)
 	j := service(t, p, "jaeger")
-	if !strings.HasPrefix(j.Image, "jaegertracing/all-in-one:") {
-		t.Errorf("jaeger image %q, want jaegertracing/all-in-one", j.Image)
+	if !strings.HasPrefix(j.Image, "jaegertracing/jaeger:2.") {
+		t.Errorf("jaeger image %q, want jaegertracing/jaeger:2.x (v1 all-in-one is end of life)", j.Image)
 	}
-	if v, _ := envValue(j, "COLLECTOR_OTLP_ENABLED"); v != "true" {
-		t.Errorf("jaeger: COLLECTOR_OTLP_ENABLED %q, want true", v)
-	}
-	ui := false
-	for _, port := range j.Ports {
-		if port.Target == 16686 && port.Published == "16686" {
-			ui = true
+	for _, port := range []uint32{16686, 4317, 4318} {
+		ok := false
+		for _, pc := range j.Ports {
+			if pc.Target == port && pc.Published == strconv.Itoa(int(port)) && pc.HostIP == "127.0.0.1" {
+				ok = true
+			}
 		}
-	}
-	if !ui {
-		t.Errorf("jaeger: UI port 16686 not published (ports %v)", j.Ports)
+		if !ok {
+			t.Errorf("jaeger: port %d not published on 127.0.0.1 (ports %v)", port, j.Ports)
+		}
 	}
 }
 

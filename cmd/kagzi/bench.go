@@ -25,7 +25,10 @@ func newBenchCmd(a *app) *cobra.Command {
 scheduler, reaper and workers as separate processes over real TCP hops to
 Postgres and NATS (an embedded NATS server unless --nats-url is given
 explicitly), drives the scenario through the client SDK, prints the figures
-(a table, or JSON with --json) and drops the database. See docs/BENCHMARKS.md.
+(a table, or JSON with --json) and drops the database. Throughput reports
+the CPU every process spent per run (/proc), and with --own-postgres the
+statements per run (pg_stat_statements). --compare river runs the same
+workload on River afterwards and prints the ratios. See docs/BENCHMARKS.md.
 
 Scenarios:
   throughput  start --runs runs of a no-op workflow of --steps steps, report
@@ -47,6 +50,7 @@ Scenarios:
   recovery    a worker holding --runs (default 100) runs is killed: time until
               they all run on another worker (--worker-timeout)`,
 		Example: `  kagzi bench --scenario throughput --steps 1 --runs 20000
+  kagzi bench --scenario throughput --steps 1 --own-postgres --compare river
   kagzi bench --scenario latency --rate 200 --json
   kagzi bench --scenario sleep --json
   kagzi bench --scenario idle --duration 30s
@@ -90,12 +94,15 @@ Scenarios:
 			fmt.Fprintf(tw, "runs/s\t%.0f\n", res.RunsPerSec)
 			if res.Scenario == "throughput" {
 				fmt.Fprintf(tw, "steps/s\t%.0f\n", res.StepsPerSec)
-				for _, row := range res.Cost.Rows() {
+				for _, row := range append(res.Cost.Rows(), res.CPU.Rows()...) {
 					fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
 				}
 			} else {
 				fmt.Fprintf(tw, "dispatch p50 / p99\t%.2f / %.2f ms\n", res.DispatchP50ms, res.DispatchP99ms)
 				fmt.Fprintf(tw, "result p50 / p99\t%.2f / %.2f ms\n", res.ResultP50ms, res.ResultP99ms)
+			}
+			for _, row := range res.ComparisonRows() {
+				fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
 			}
 			return tw.Flush()
 		},
@@ -116,6 +123,8 @@ Scenarios:
 	f.IntVar(&o.Schedules, "schedules", 0, "schedules firing every second (cron; default 50)")
 	f.DurationVar(&o.WorkerTimeout, "worker-timeout", bench.DefaultWorkerTimeout, "KAGZI_WORKER_TIMEOUT of the bench's processes (heartbeats every quarter of it)")
 	f.BoolVar(&o.CountStatements, "count-statements", false, "run the dispatcher inside the bench process and count every statement of it and the client (throughput)")
+	f.BoolVar(&o.OwnPostgres, "own-postgres", false, "run on a throwaway Postgres cluster the bench starts (durable, pg_stat_statements preloaded): every Postgres process's CPU and every statement is the scenario's")
+	f.StringVar(&o.Compare, "compare", "", "run the same workload on another system afterwards and print the ratios (river; throughput and latency)")
 	f.BoolVar(&verbose, "verbose", false, "print progress and the services' logs to stderr")
 	return cmd
 }

@@ -155,7 +155,13 @@ to stderr. See docs/BENCHMARKS.md.`,
 // server when nats-server is not installed: it can be killed and
 // restarted like a real one.
 func serveEmbeddedNATS(cmd *cobra.Command, port int) error {
-	ns, err := natsserver.Start(port)
+	start := natsserver.Start
+	// KAGZI_NATS_MONITOR_PORT serves /varz there (`kagzi bench` reads the
+	// message counters).
+	if mp, err := strconv.Atoi(envOr("KAGZI_NATS_MONITOR_PORT", "")); err == nil && mp > 0 {
+		start = func(port int) (*natsserver.Server, error) { return natsserver.StartMonitored(port, mp) }
+	}
+	ns, err := start(port)
 	if err != nil {
 		return fmt.Errorf("embedded nats on port %d: %w", port, err)
 	}

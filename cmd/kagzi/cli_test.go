@@ -17,6 +17,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kagzi/kagzi/internal/testdb"
+	"github.com/kagzi/kagzi/internal/testnats"
+	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
@@ -579,6 +581,53 @@ func TestWorkerList(t *testing.T) {
 	if len(ws.Workers) != 0 {
 		t.Fatalf("--status OFFLINE: %+v", ws)
 	}
+}
+
+func TestWorkerDrainAndDefaultVersion(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	st := c.store()
+	w, err := st.WorkersRegister(context.Background(), store.WorkersRegisterParams{
+		WorkerID: uuid.New(), Namespace: "default", Queue: "orders", Hostname: "host-1", PID: 1,
+		Types: []store.TypeVersion{{Type: "ProcessOrder", Version: "v2"}}, MaxConcurrency: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The worker is told on its cancel subject.
+	ns := testnats.Start(t)
+	nc := ns.Connect(t)
+	told, err := nc.SubscribeSync(protocol.SubjectCancel(w.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, "worker drain", c.ok("--nats-url", ns.URL(), "worker", "drain", w.ID.String()), w.ID.String(), "DRAINING")
+	msg, err := told.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatalf("the worker was not told: %v", err)
+	}
+	var m protocol.Cancel
+	if err := protocol.Decode(msg.Data, &m); err != nil || !m.Drain || m.WorkerID != w.ID {
+		t.Fatalf("drain message %+v %v", m, err)
+	}
+	if got, err := st.WorkersGet(context.Background(), "default", w.ID); err != nil || got.Status != store.WorkerDraining {
+		t.Fatalf("drained worker: %+v %v", got, err)
+	}
+	c.fails(1, "--nats-url", ns.URL(), "worker", "drain", uuid.New().String())
+
+	mustContain(t, "no defaults", c.ok("workflow", "default-version"), "No default versions")
+	mustContain(t, "set default", c.ok("workflow", "default-version", "ProcessOrder", "v2"), "default version v2")
+	mustContain(t, "list defaults", c.ok("workflow", "default-version"), "ProcessOrder", "v2")
+	r, created, err := st.RunsCreate(context.Background(), store.RunsCreateParams{Namespace: "default", Queue: "orders", Type: "ProcessOrder"})
+	if err != nil || !created || r.Version != "v2" {
+		t.Fatalf("run started after the default was set: %+v %v", r, err)
+	}
+	c.ok("workflow", "default-version", "ProcessOrder", "--unset")
+	mustContain(t, "unset", c.ok("workflow", "default-version"), "No default versions")
+	c.fails(2, "workflow", "default-version", "ProcessOrder")
 }
 
 func TestEventSend(t *testing.T) {

@@ -58,9 +58,15 @@ KAGZI_CONSOLE_PREFIX configure it (see the README).`,
 				return err
 			}
 			defer srv.Stop()
-			// Health and readiness on KAGZI_HTTP_ADDR, as every service.
+			// Health, readiness and metrics on KAGZI_HTTP_ADDR, as every
+			// service.
 			h := &svc.Health{Addr: cfg.HTTPAddr, Log: log, Checks: map[string]svc.Check{
 				"postgres": st.Ping, "nats": svc.NATSCheck(nc)}}
+			shutdown, err := svc.Telemetry(ctx, "kagzi-console", h, log)
+			if err != nil {
+				return err
+			}
+			defer shutdown()
 			if err := h.Start(ctx); err != nil {
 				return err
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -78,6 +79,25 @@ results, then keeps serving until interrupted (or exits with --exit).`,
 				return err
 			}
 			defer srv.Stop()
+			// /healthz, /readyz and /metrics as each service serves them;
+			// ready once everything above started, not while stopping.
+			hnc, err := srv.Connect()
+			if err != nil {
+				return err
+			}
+			health := &svc.Health{Addr: dcfg.HTTPAddr, Log: log, Checks: map[string]svc.Check{
+				"postgres": srv.Store.Ping, "nats": svc.NATSCheck(hnc),
+			}}
+			if a.telemetry != nil {
+				health.Extra = map[string]http.Handler{"/metrics": a.telemetry.Metrics}
+			}
+			// A busy port (another service on :8080) does not stop dev.
+			if err := health.Start(ctx); err != nil {
+				log.Warn("health and metrics endpoints not served", "err", err)
+			}
+			defer health.Stop()
+			health.SetReady(true)
+			defer health.SetReady(false)
 			fmt.Fprintf(out, "Kagzi dev is running: Postgres %s, NATS %s, %d worker(s).\n",
 				redactURL(a.DatabaseURL), srv.NATSURL, workers)
 			if consoleAddr != "" {

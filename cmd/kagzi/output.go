@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/retry"
 	"github.com/kagzi/kagzi/pkg/store"
 )
@@ -141,8 +142,19 @@ type runJSON struct {
 	ScheduleID     *uuid.UUID      `json:"schedule_id,omitempty"`
 	ScheduleFireAt *time.Time      `json:"schedule_fire_at,omitempty"`
 	RetryPolicy    *retry.Policy   `json:"retry_policy,omitempty"`
-	Input          json.RawMessage `json:"input,omitempty"`
-	Output         json.RawMessage `json:"output,omitempty"`
+	// TraceID is the run's trace in the OpenTelemetry backend.
+	TraceID string          `json:"trace_id,omitempty"`
+	Input   json.RawMessage `json:"input,omitempty"`
+	Output  json.RawMessage `json:"output,omitempty"`
+}
+
+// traceID is the trace id of a W3C traceparent ("" if it is not one).
+func traceID(tc string) string {
+	parts := strings.Split(tc, "-")
+	if len(parts) != 4 || len(parts[1]) != 32 {
+		return ""
+	}
+	return parts[1]
 }
 
 func toRunJSON(r store.Run) runJSON {
@@ -153,8 +165,17 @@ func toRunJSON(r store.Run) runJSON {
 		AvailableAt: utc(r.AvailableAt), DeadlineAt: utc(r.DeadlineAt), LockedBy: r.LockedBy,
 		LeaseExpiresAt: utc(r.LeaseExpiresAt), ParentRunID: r.ParentRunID, ParentStepID: r.ParentStepID,
 		ScheduleID: r.ScheduleID, ScheduleFireAt: utc(r.ScheduleFireAt), RetryPolicy: r.RetryPolicy,
-		Input: payload(r.Input), Output: payload(r.Output),
+		TraceID: traceID(r.TraceContext), Input: payload(r.Input), Output: payload(r.Output),
 	}
+}
+
+// clientRunJSON prints a run as the client returns it (without lease).
+func clientRunJSON(r client.Run) runJSON {
+	return toRunJSON(store.Run{ID: r.ID, Namespace: r.Namespace, ExternalID: r.ExternalID, Queue: r.Queue, Type: r.Type,
+		Version: r.Version, Status: r.Status, Attempts: r.Attempts, Priority: r.Priority, Error: r.Error,
+		CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, DeadlineAt: r.DeadlineAt,
+		ParentRunID: r.ParentRunID, ParentStepID: r.ParentStepID, ScheduleID: r.ScheduleID, RetryPolicy: r.RetryPolicy,
+		Input: r.Input, Output: r.Output})
 }
 
 func toRunsJSON(rs []store.Run) []runJSON {

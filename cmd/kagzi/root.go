@@ -6,12 +6,15 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"github.com/kagzi/kagzi/internal/svc"
+	"github.com/kagzi/kagzi/internal/telemetry"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
@@ -57,10 +60,12 @@ type app struct {
 	// JSON is --json: print machine-readable JSON instead of tables.
 	JSON bool
 
-	pool   interface{ Close() }
-	st     *store.Store
-	nc     *nats.Conn
-	client *client.Client
+	pool interface{ Close() }
+	// telemetry is the process's providers (nil under `kagzi serve`).
+	telemetry *telemetry.Providers
+	st        *store.Store
+	nc        *nats.Conn
+	client    *client.Client
 }
 
 func envOr(name, def string) string {
@@ -274,6 +279,22 @@ func guardTree(c *cobra.Command, a *app) {
 func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	a := &app{}
 	defer a.Close()
+	// Every command but serve (whose service sets up its own) traces what
+	// it does with the same setup as the services: a run started here has
+	// its kagzi.start span as its trace's root.
+	if service := cliService(args); service != "" {
+		p, err := telemetry.Setup(ctx, telemetry.Options{Service: service, Log: svc.Logger("warn").With("service", service)})
+		if err != nil {
+			fmt.Fprintf(stderr, "Error: telemetry: %v\n", err)
+			return exitFailed
+		}
+		a.telemetry = p
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = p.Shutdown(sctx)
+		}()
+	}
 	root := newRoot(a)
 	if args == nil {
 		args = []string{} // nil would make cobra read os.Args
@@ -299,4 +320,29 @@ func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
 	}
 	return code
+}
+
+// cliService is the service name the CLI reports its telemetry under for
+// args: kagzi-dev for `kagzi dev`, kagzi-cli otherwise, and "" for `kagzi
+// serve`, which runs a service that sets up telemetry itself. The command
+// is the first argument that is not a flag or a global flag's value.
+func cliService(args []string) string {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return "kagzi-cli"
+		case strings.HasPrefix(a, "-"):
+			if !strings.Contains(a, "=") && slices.Contains([]string{"--database-url", "--nats-url", "--namespace"}, a) {
+				i++
+			}
+			continue
+		case a == "serve":
+			return ""
+		case a == "dev":
+			return "kagzi-dev"
+		}
+		return "kagzi-cli"
+	}
+	return "kagzi-cli"
 }

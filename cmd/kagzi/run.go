@@ -10,7 +10,11 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kagzi/kagzi/internal/tracectx"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/store"
 )
@@ -118,6 +122,10 @@ refused instead, and nothing is started.`,
 				defer cancel()
 			}
 			run, err := cl.Wait(wctx, h.RunID)
+			// A run that continued as new goes on as its successor.
+			for err == nil && run.ContinuedAs != nil {
+				run, err = cl.Wait(wctx, *run.ContinuedAs)
+			}
 			if err != nil {
 				if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 					return fmt.Errorf("timed out after %v waiting for run %s, which goes on; follow it with `kagzi run show %s`",
@@ -125,7 +133,7 @@ refused instead, and nothing is started.`,
 				}
 				return fmt.Errorf("waiting for run %s: %w", h.RunID, err)
 			}
-			rj := toRunJSON(*run)
+			rj := clientRunJSON(*run)
 			res.Run = &rj
 			if a.JSON {
 				if err := a.print(cmd, res, nil); err != nil {
@@ -355,6 +363,10 @@ func runFields(w io.Writer, r store.Run) {
 	if r.ScheduleID != nil {
 		row("Schedule", fmt.Sprintf("%s (fired for %s)", r.ScheduleID, fmtTimeP(r.ScheduleFireAt)))
 	}
+	if r.ContinuedAs != nil {
+		row("Continued as", r.ContinuedAs.String())
+	}
+	opt("Trace ID", traceID(r.TraceContext))
 	opt("Error", oneLine(r.Error, 500))
 	row("Input", fmtPayload(r.Input))
 	opt("Output", fmtPayload(r.Output))
@@ -435,12 +447,18 @@ dropped. Retrying a run that is not FAILED fails (exit 1).`,
   kagzi --json run retry 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			start := time.Now()
 			run, err := a.onRun(cmd, args[0], func(st *store.Store, id uuid.UUID) (store.Run, error) {
 				return st.RunsRetry(cmd.Context(), a.Namespace, id)
 			})
 			if err != nil {
 				return err
 			}
+			// The retry continues the run's trace: it is a span in it.
+			_, span := otel.Tracer("github.com/kagzi/kagzi/cmd/kagzi").Start(
+				tracectx.WithTraceParent(cmd.Context(), run.TraceContext), "kagzi.retry "+run.Type, trace.WithTimestamp(start),
+				trace.WithAttributes(attribute.String("kagzi.run_id", run.ID.String()), attribute.String("kagzi.workflow_type", run.Type)))
+			span.End()
 			return a.print(cmd, toRunJSON(run), func(w io.Writer) {
 				fmt.Fprintf(w, "Retrying run %s (%s): it is PENDING again and resumes after its last completed step\n", run.ID, run.Type)
 			})

@@ -6,7 +6,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kagzi/kagzi/internal/tracectx"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
 )
@@ -271,10 +275,17 @@ move. Prints the run started.`,
 			if err != nil {
 				return err
 			}
-			run, err := st.SchedulesTrigger(cmd.Context(), a.Namespace, id, time.Now())
+			// The trigger's span is the root of the run's trace.
+			ctx, span := otel.Tracer("github.com/kagzi/kagzi/cmd/kagzi").Start(cmd.Context(), "kagzi.trigger",
+				trace.WithSpanKind(trace.SpanKindProducer),
+				trace.WithAttributes(attribute.String("kagzi.schedule_id", id.String()), attribute.String("kagzi.namespace", a.Namespace)))
+			defer span.End()
+			run, err := st.SchedulesTrigger(store.WithTraceContext(ctx, tracectx.TraceParent(ctx)), a.Namespace, id, time.Now())
 			if err != nil {
+				span.RecordError(err)
 				return err
 			}
+			span.SetAttributes(attribute.String("kagzi.run_id", run.ID.String()), attribute.String("kagzi.workflow_type", run.Type))
 			return a.print(cmd, toRunJSON(run), func(w io.Writer) {
 				fmt.Fprintf(w, "Triggered schedule %s: started run %s (%s)\n", id, run.ID, run.Type)
 			})

@@ -19,11 +19,42 @@ func newWorkerCmd(a *app) *cobra.Command {
 	c := groupCmd(&cobra.Command{
 		Use:     "worker",
 		Aliases: []string{"workers"},
-		Short:   "Inspect registered workers",
-		Example: `  kagzi worker list --status ONLINE`,
+		Short:   "Inspect registered workers and drain them",
+		Example: `  kagzi worker list --status ONLINE
+  kagzi worker drain 0192f3c4-5d6e-7f80-9a1b-2c3d4e5f6a7b`,
 	})
-	c.AddCommand(newWorkerListCmd(a))
+	c.AddCommand(newWorkerListCmd(a), newWorkerDrainCmd(a))
 	return c
+}
+
+func newWorkerDrainCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "drain WORKER_ID",
+		Short: "Ask a worker to drain: finish or release its runs and deregister",
+		Long: `Mark a worker DRAINING and tell it over NATS to drain as its own shutdown
+does: it takes no new runs, lets those it holds finish for up to its drain
+timeout, releases the rest to other workers, and deregisters. Draining a
+DRAINING worker tells it again; an OFFLINE worker is a conflict.`,
+		Example: `  kagzi worker drain 0192f3c4-5d6e-7f80-9a1b-2c3d4e5f6a7b`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseID("worker id", args[0])
+			if err != nil {
+				return err
+			}
+			cl, err := a.Client(cmd.Context(), true)
+			if err != nil {
+				return err
+			}
+			w, err := cl.DrainWorker(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			return a.print(cmd, map[string]any{"worker_id": w.ID, "status": w.Status}, func(out io.Writer) {
+				fmt.Fprintf(out, "Worker %s is %s.\n", w.ID, w.Status)
+			})
+		},
+	}
 }
 
 // workersJSON is what `worker list` prints with --json.

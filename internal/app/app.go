@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/kagzi/kagzi/internal/config"
@@ -46,6 +47,7 @@ func Dispatcher(cfg config.Dispatcher, st *store.Store, nc *nats.Conn, log *slog
 	checks := map[string]svc.Check{"postgres": st.Ping, "nats": svc.NATSCheck(nc)}
 	if relay != nil {
 		comps = append(comps, relay)
+		registerRelayLeader(relay)
 	}
 	return comps, checks
 }
@@ -83,6 +85,7 @@ func Reaper(cfg config.Reaper, st *store.Store, nc *nats.Conn, log *slog.Logger)
 		DatabaseURL: cfg.DatabaseURL, WorkerTimeout: cfg.WorkerTimeout, FlushInterval: cfg.FlushInterval,
 		Lease: cfg.Lease, LeaseGrace: cfg.LeaseGrace, WorkerRetention: retention,
 	}, st, nc, log)
+	registerReaperMetrics(r)
 	return r, map[string]svc.Check{"postgres": st.Ping, "nats": svc.NATSCheck(nc)}
 }
 
@@ -111,7 +114,7 @@ func run(ctx context.Context, name string, common config.Common, db config.Datab
 	defer nc.Close()
 	// Telemetry first, so the components' instruments bind to its providers.
 	health := &svc.Health{Addr: common.HTTPAddr, Log: log}
-	stop, err := svc.Telemetry(ctx, "kagzi-"+name, health)
+	stop, err := svc.Telemetry(ctx, "kagzi-"+name, health, log)
 	if err != nil {
 		return err
 	}
@@ -126,7 +129,6 @@ func run(ctx context.Context, name string, common config.Common, db config.Datab
 				}
 				return "standby"
 			}}
-			registerWorkersOnline(rp)
 		}
 		if relay, ok := c.(*dispatcher.Relay); ok {
 			// Readiness does not need the relay lock (a standby is ready),
@@ -142,16 +144,53 @@ func run(ctx context.Context, name string, common config.Common, db config.Datab
 	return svc.RunAll(ctx, log, append([]svc.Component{health}, comps...)...)
 }
 
-// registerWorkersOnline exports the reaper's count of live workers as the
-// kagzi.workers.online gauge.
-func registerWorkersOnline(rp *reaper.Reaper) {
+// registerReaperMetrics exports the reaper's view as metrics:
+// kagzi.workers.online, the live workers it tracks (every replica tracks
+// them; the leader acts), and counters of what its recoveries did.
+func registerReaperMetrics(rp *reaper.Reaper) {
 	m := otel.GetMeterProvider().Meter("github.com/kagzi/kagzi/reaper")
-	g, err := m.Int64ObservableGauge("kagzi.workers.online", metric.WithDescription("Workers heard from within the timeout, as this reaper sees them."))
+	online, err := m.Int64ObservableGauge("kagzi.workers.online", metric.WithDescription("Workers heard from within the timeout, as this reaper sees them."))
+	if err != nil {
+		return
+	}
+	leader, _ := m.Int64ObservableGauge("kagzi.reaper.leader", metric.WithDescription("1 while this reaper replica holds the leader lock."))
+	recovered, _ := m.Int64ObservableCounter("kagzi.runs.recovered",
+		metric.WithDescription("Runs the reaper took back, by outcome: retried, failed (attempts exhausted) or undelivered (claimable again, no attempt counted)."))
+	expired, _ := m.Int64ObservableCounter("kagzi.leases.expired", metric.WithDescription("Runs taken back because their lease expired."))
+	lost, _ := m.Int64ObservableCounter("kagzi.workers.lost", metric.WithDescription("Workers found silent past the timeout, their runs recovered."))
+	deadlines, _ := m.Int64ObservableCounter("kagzi.deadlines.missed", metric.WithDescription("Runs failed past their deadline."))
+	_, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		st := rp.Stats()
+		o.ObserveInt64(online, int64(st.Workers))
+		o.ObserveInt64(leader, b2i(st.Leader))
+		o.ObserveInt64(recovered, st.RunsRetried, metric.WithAttributes(attribute.String("outcome", "retried")))
+		o.ObserveInt64(recovered, st.RunsFailed, metric.WithAttributes(attribute.String("outcome", "failed")))
+		o.ObserveInt64(recovered, st.RunsUndelivered, metric.WithAttributes(attribute.String("outcome", "undelivered")))
+		o.ObserveInt64(expired, st.LeasesExpired)
+		o.ObserveInt64(lost, st.WorkersLost)
+		o.ObserveInt64(deadlines, st.DeadlinesMissed)
+		return nil
+	}, online, leader, recovered, expired, lost, deadlines)
+}
+
+// registerRelayLeader exports kagzi.relay.leader: 1 on the dispatcher
+// replica that relays Postgres notifications to NATS, 0 on the others; the
+// sum over replicas is 1 when all is well.
+func registerRelayLeader(relay *dispatcher.Relay) {
+	m := otel.GetMeterProvider().Meter("github.com/kagzi/kagzi/dispatcher")
+	g, err := m.Int64ObservableGauge("kagzi.relay.leader", metric.WithDescription("1 while this dispatcher replica holds the relay lock."))
 	if err != nil {
 		return
 	}
 	_, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		o.ObserveInt64(g, int64(rp.Stats().Workers))
+		o.ObserveInt64(g, b2i(relay.IsLeader()))
 		return nil
 	}, g)
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }

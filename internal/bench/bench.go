@@ -21,7 +21,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
-	"github.com/kagzi/kagzi/internal/natsserver"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
@@ -64,6 +63,13 @@ type Options struct {
 	// every statement of the client and the dispatcher is counted
 	// (throughput).
 	CountStatements bool
+	// OwnPostgres runs the scenario on a throwaway cluster the bench
+	// starts (durable settings, pg_stat_statements preloaded), so every
+	// Postgres process's CPU is the bench's and statements are counted.
+	OwnPostgres bool
+	// Compare names a system to run the same workload on afterwards, with
+	// the same accounting ("river"; throughput and latency).
+	Compare string
 }
 
 // Result holds a scenario's figures; zero fields do not apply to it.
@@ -83,6 +89,12 @@ type Result struct {
 	Failed        int     `json:"failed"`
 	// Cost is what the runs cost Postgres (throughput).
 	Cost *Cost `json:"postgres,omitempty"`
+	// CPU is what the measured phase cost in CPU (throughput).
+	CPU *CPU `json:"cpu,omitempty"`
+	// River is the same workload on River (--compare river), and
+	// Comparison the ratios with their targets.
+	River      *RiverResult `json:"river,omitempty"`
+	Comparison []Ratio      `json:"comparison,omitempty"`
 	// Detail holds the figures of the scenarios of scenarios.go; JSON
 	// prints it in place of the fields above.
 	Detail Detail `json:"-"`
@@ -145,14 +157,17 @@ type env struct {
 	dbName  string
 	dbURL   string
 	natsURL string
-	ns      *natsserver.Server
-	procs   []*exec.Cmd
-	st      *store.Store
-	pool    interface{ Close() }
-	nc      *nats.Conn
-	cl      *client.Client
-	done    *doneTracker
-	x       envExtra
+	// nats is the NATS server process the bench started (nil: --nats-url),
+	// natsMonitor its monitoring address.
+	nats        *exec.Cmd
+	natsMonitor string
+	procs       []*exec.Cmd
+	st          *store.Store
+	pool        interface{ Close() }
+	nc          *nats.Conn
+	cl          *client.Client
+	done        *doneTracker
+	x           envExtra
 }
 
 // Run runs the scenario and returns its figures.
@@ -160,7 +175,37 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	e := &env{o: &o}
+	if o.Compare != "" && o.Compare != "river" {
+		return nil, fmt.Errorf("%w: --compare %q: only river", store.ErrInvalidArgument, o.Compare)
+	}
+	if o.Compare != "" && o.Scenario != "throughput" && o.Scenario != "latency" {
+		return nil, fmt.Errorf("%w: --compare applies to throughput and latency", store.ErrInvalidArgument)
+	}
+	if o.OwnPostgres {
+		stop, err := startOwnPostgres(ctx, &o)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+	}
+	res, err := runKagzi(ctx, &o)
+	if err != nil || o.Compare == "" {
+		return res, err
+	}
+	jobs := o.Runs * max(o.Steps, 1)
+	if o.Scenario == "latency" {
+		jobs = o.Runs
+	}
+	o.Log.Info("running river", "jobs", jobs)
+	if res.River, err = runRiver(ctx, &o, jobs, o.OwnPostgres); err != nil {
+		return nil, err
+	}
+	res.Comparison = compare(res)
+	return res, nil
+}
+
+func runKagzi(ctx context.Context, o *Options) (*Result, error) {
+	e := &env{o: o}
 	defer e.close(ctx)
 	if err := e.setup(ctx); err != nil {
 		return nil, err
@@ -194,11 +239,9 @@ func (e *env) setup(ctx context.Context) error {
 	}
 	e.natsURL = e.o.NATSURL
 	if e.natsURL == "" {
-		ns, err := natsserver.Start(0)
-		if err != nil {
+		if err := e.startNATS(ctx); err != nil {
 			return err
 		}
-		e.ns, e.natsURL = ns, ns.URL()
 	}
 	e.x.tally = store.NewStatementTally()
 	pool, err := store.ConnectTraced(ctx, withApp(url, benchApp), e.x.tally)
@@ -302,8 +345,9 @@ func (e *env) close(ctx context.Context) {
 	if e.pool != nil {
 		e.pool.Close()
 	}
-	if e.ns != nil {
-		e.ns.Stop()
+	if e.nats != nil {
+		_ = e.nats.Process.Signal(os.Interrupt)
+		_ = e.nats.Wait()
 	}
 	if e.dbName != "" && !e.o.Keep {
 		if err := store.DatabaseDrop(context.WithoutCancel(ctx), e.o.AdminURL, e.dbName); err != nil {

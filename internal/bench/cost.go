@@ -75,12 +75,22 @@ func (e *env) withCost(ctx context.Context, f func(context.Context) (*Result, er
 	if err != nil {
 		return nil, err
 	}
+	if e.o.OwnPostgres {
+		if err := e.x.admin.BenchStatementsReset(ctx); err != nil {
+			return nil, err
+		}
+	}
+	meter := startCPU(ctx, e.x.admin, e.dbName, e.o.OwnPostgres, e.natsMonitor, e.cpuProcs())
 	t0 := e.x.tally.Snapshot()
 	res, err := f(ctx)
 	if err != nil || res.Runs == 0 {
 		return res, err
 	}
 	t1 := e.x.tally.Snapshot()
+	res.CPU = meter.finish(ctx, res.Runs)
+	if e.o.OwnPostgres {
+		res.CPU.statements(ctx, e.x.admin, e.dbName, res.Runs)
+	}
 	// Idle backends report their counters up to 10 s late.
 	e.o.Log.Info("waiting for Postgres statistics", "for", statsFlushWait)
 	if err := sleepCtx(ctx, statsFlushWait); err != nil {

@@ -481,6 +481,7 @@ func (d *Dispatcher) serve(q *queue) {
 		}
 		limit := min(p.req.Credits, d.cfg.MaxClaim)
 		d.claims.Add(1)
+		claimStart := time.Now()
 		runs, err := d.st.RunsClaim(d.ctx, store.RunsClaimParams{
 			Namespace: q.key.ns, Queue: q.key.queue, WorkerID: p.req.WorkerID,
 			Types: p.types, Limit: limit, Lease: d.cfg.Lease, InlineBytes: protocol.InlinePayloadBytes,
@@ -498,6 +499,7 @@ func (d *Dispatcher) serve(q *queue) {
 		}
 		d.claimed.Add(int64(len(runs)))
 		now := time.Now()
+		d.tel.claimed(d.ctx, q.key.ns, q.key.queue, runs, p.req.WorkerID.String(), claimStart, now)
 		for _, r := range runs {
 			d.tel.dispatch.Record(d.ctx, float64(now.Sub(r.DueAt))/float64(time.Millisecond),
 				metric.WithAttributes(attribute.String("namespace", r.Namespace), attribute.String("queue", r.Queue)))
@@ -564,25 +566,39 @@ func (d *Dispatcher) deliver(p *parked, runs []store.ClaimedRun) {
 		return
 	}
 	msg := protocol.Delivery{WorkerID: p.req.WorkerID, Seq: p.req.Seq, Runs: make([]protocol.DeliveredRun, len(runs)), Limits: limits}
+	spans := make([]trace.Span, len(runs))
 	for i := range runs {
 		msg.Runs[i] = deliveredRun(&runs[i])
+		// The attempt the delivery starts is a child of its dispatch span.
+		if tp := d.tel.startDispatch(d.ctx, &runs[i], p.req.WorkerID.String(), &spans[i]); tp != "" {
+			msg.Runs[i].TraceParent = tp
+		}
 	}
 	data, release, err := d.fit(&msg, &runs)
+	d.tel.endDispatch(spans[len(runs):], errReleased)
+	spans = spans[:len(runs)]
 	d.release(release)
 	if err != nil {
 		d.log.Error("delivery does not encode; releasing", "err", err)
+		d.tel.endDispatch(spans, err)
 		d.release(runs)
 		d.repark(p)
 		return
 	}
 	if data == nil {
 		// The one run left cannot be delivered at all; fit failed it.
+		d.tel.endDispatch(spans, errUndeliverable)
 		d.repark(p)
 		return
 	}
-	start := time.Now()
-	reply, err := d.nc.RequestMsg(tracectx.Msg(d.ctx, p.reply, data), d.cfg.DeliveryTimeout)
-	d.tel.dispatchSpans(d.ctx, runs, p.req.WorkerID.String(), start, err)
+	// A delivery of one run carries its dispatch span as the W3C header
+	// too; several runs are several traces, each in its DeliveredRun.
+	hctx := d.ctx
+	if len(spans) == 1 {
+		hctx = trace.ContextWithSpan(hctx, spans[0])
+	}
+	reply, err := d.nc.RequestMsg(tracectx.Msg(hctx, p.reply, data), d.cfg.DeliveryTimeout)
+	d.tel.endDispatch(spans, err)
 	if err != nil {
 		d.log.Warn("delivery not acknowledged; releasing", "worker_id", p.req.WorkerID, "runs", len(runs), "err", err)
 		d.release(runs)

@@ -28,10 +28,12 @@ type reportJob struct {
 	results []protocol.ReportResult
 	// finished are the runs this report ended, published after commit.
 	finished []protocol.RunFinished
+	// received is when the report arrived (for the report latency).
+	received time.Time
 }
 
 func (d *Dispatcher) onReport(m *nats.Msg) {
-	job := &reportJob{msg: m}
+	job := &reportJob{msg: m, received: time.Now()}
 	if err := protocol.Decode(m.Data, &job.report); err != nil {
 		d.dropMalformed(m, err)
 		return
@@ -286,6 +288,11 @@ func (d *Dispatcher) applyOther(ctx context.Context, tx *store.Store, ref itemRe
 		}
 	case protocol.ReportRunRelease:
 		err = tx.RunsRelease(ctx, l)
+	case protocol.ReportRunContinue:
+		err = tx.RunsContinueAsNew(ctx, l, protocol.ContinuedRunID(it.RunID), it.Output)
+		if err == nil {
+			ref.j.finished = append(ref.j.finished, protocol.RunFinished{Namespace: ns, RunID: it.RunID, Status: string(store.StatusCompleted)})
+		}
 	case protocol.ReportEventWait:
 		ev, err = tx.EventsReceive(ctx, store.EventsReceiveParams{Lease: l, StepID: it.StepID, Attempt: it.Attempt,
 			Name: it.Name, Until: it.Until, StartedAt: it.StartedAt, Suspend: it.Suspend})
@@ -379,6 +386,8 @@ func (d *Dispatcher) reply(j *reportJob) {
 			_ = d.nc.Publish(protocol.SubjectDone(j.finished[i].Namespace, j.finished[i].RunID), data)
 		}
 	}
+	d.tel.reportLatency.Record(d.ctx, float64(time.Since(j.received))/float64(time.Millisecond),
+		metric.WithAttributes(attribute.String("namespace", j.report.Namespace)))
 	if j.msg.Reply == "" {
 		return
 	}

@@ -373,7 +373,8 @@ func TestCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-inStep
-	running, err := e.cl.Get(ctx, h.RunID)
+	// The lease token is the engine's, not the client's: read the store.
+	running, err := e.srv.Store.RunsGet(ctx, "default", h.RunID)
 	if err != nil || running.Status != store.StatusRunning {
 		t.Fatalf("run %+v %v", running, err)
 	}

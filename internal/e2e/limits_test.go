@@ -46,14 +46,14 @@ func TestLongestHostnameIsServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-inStep
-	claimed, err := e.cl.Get(ctx, h.RunID)
+	claimed, err := e.srv.Store.RunsGet(ctx, "default", h.RunID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The reaper's next flushes extend the lease of the run the worker
 	// lists in its heartbeats.
 	waitUntil(t, 20*time.Second, fmt.Sprintf("the lease of a run held by a worker with a %d-byte hostname to be extended", len(host)), func() bool {
-		r, err := e.cl.Get(ctx, h.RunID)
+		r, err := e.srv.Store.RunsGet(ctx, "default", h.RunID)
 		if err != nil {
 			t.Fatal(err)
 		}

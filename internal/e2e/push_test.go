@@ -127,7 +127,7 @@ func TestStaleLeaseReportIsRejected(t *testing.T) {
 	if err := h.Result(ctx, &out); err != nil || out != 4 {
 		t.Fatalf("result %d %v", out, err)
 	}
-	before, err := e.cl.Get(ctx, h.RunID)
+	before, err := e.srv.Store.RunsGet(ctx, "default", h.RunID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestStaleLeaseReportIsRejected(t *testing.T) {
 			t.Fatalf("item %d: %s %s, want lease_lost", i, r.Code, r.Message)
 		}
 	}
-	after, err := e.cl.Get(ctx, h.RunID)
+	after, err := e.srv.Store.RunsGet(ctx, "default", h.RunID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,8 +18,9 @@ import (
 	"github.com/kagzi/kagzi/pkg/worker"
 )
 
-// One trace per run: the client's start span is the root; dispatch and
-// each execution attempt join it; each step is a child of its attempt.
+// One trace per run: the client's start span is the root; the dispatch
+// span is its child, the execution attempt the dispatch's child, and each
+// step a child of its attempt.
 func TestOneTracePerRun(t *testing.T) {
 	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
@@ -93,8 +94,8 @@ func TestOneTracePerRun(t *testing.T) {
 				t.Fatalf("run %s: span %s in trace %s, want %s", id, s.Name(), s.SpanContext().TraceID(), trace)
 			}
 		}
-		if attempts[0].Parent().SpanID() != start.SpanContext().SpanID() {
-			t.Fatalf("run %s: attempt's parent is not the start span", id)
+		if attempts[0].Parent().SpanID() != dispatches[0].SpanContext().SpanID() {
+			t.Fatalf("run %s: attempt's parent is not the dispatch span that delivered it", id)
 		}
 		if dispatches[0].Parent().SpanID() != start.SpanContext().SpanID() {
 			t.Fatalf("run %s: dispatch's parent is not the start span", id)

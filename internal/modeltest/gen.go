@@ -104,8 +104,12 @@ func (g *gen) seq(depth, n int, f genFlags) []Op {
 			return append(ops, g.terminate())
 		case r < 0.14 && f.program && !cancelled && depth < 2:
 			ops = append(ops, g.detach())
-		case r < 0.45:
+		case r < 0.41:
 			ops = append(ops, g.step(f))
+		case r < 0.43:
+			ops = append(ops, Op{Kind: KindSide, ID: g.id("e"), OnErr: g.onErr(f), Outcomes: []Outcome{{Kind: OutOK, Value: g.rng.IntN(1000)}}})
+		case r < 0.45 && f.program && depth == 0:
+			ops = append(ops, Op{Kind: KindVersion, ID: g.id("v"), OnErr: g.onErr(f)})
 		case r < 0.55:
 			ops = append(ops, Op{Kind: KindSleep, ID: g.id("z"), MS: 5 + g.rng.IntN(96)})
 		case r < 0.72 && f.waits:

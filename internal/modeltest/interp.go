@@ -70,6 +70,15 @@ func (in *interpreter) run(ctx workflow.Context, p Program) (Record, error) {
 	return x.rec, nil
 }
 
+// observe records an op's value or error.
+func (x *exec) observe(op *Op, v int, err error) {
+	if err != nil {
+		x.record(op.ID, errObs(err))
+		return
+	}
+	x.record(op.ID, Obs{V: intJSON(v)})
+}
+
 func (x *exec) record(id string, o Obs) {
 	x.mu.Lock()
 	x.rec[id] = o
@@ -107,6 +116,17 @@ func (x *exec) ops(ctx workflow.Context, ops []Op) error {
 			err = x.hold(ctx, op, Signal{Send: SendHold, Payload: op.Payload})
 		case KindDetach:
 			err = x.detach(ctx, op)
+		case KindSide:
+			var v int
+			v, err = workflow.SideEffect(ctx, op.ID, func() int {
+				x.in.log.Invoked(x.p.Key, x.runID, op.ID, 1)
+				return op.outcome(1).Value
+			})
+			x.observe(op, v, err)
+		case KindVersion:
+			var v int
+			v, err = workflow.Version(ctx, op.ID, workflow.DefaultVersion, 1)
+			x.observe(op, v, err)
 		default:
 			return workflow.NonRetryable(fmt.Errorf("modeltest: unknown op kind %q", op.Kind))
 		}

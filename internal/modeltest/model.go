@@ -430,6 +430,10 @@ func (r *mrun) ops(ops []Op, rec Record) *merr {
 			err = r.detach(op, rec)
 		case KindHold:
 			err = r.holdOp(op, rec)
+		case KindSide:
+			err = r.recorded(op, rec, op.outcome(1).Value, true)
+		case KindVersion:
+			err = r.recorded(op, rec, 1, false)
 		default:
 			panic(fmt.Sprintf("modeltest: op kind %q has no model", op.Kind))
 		}
@@ -440,6 +444,30 @@ func (r *mrun) ops(ops []Op, rec Record) *merr {
 			return err
 		}
 	}
+	return nil
+}
+
+// recorded runs a value recorded as a step on first reach (SideEffect,
+// Version): replayed once recorded, cancelled if first reached after a
+// cancel request; invoked counts the side effect's function.
+func (r *mrun) recorded(op *Op, rec Record, value int, invoked bool) *merr {
+	s := r.steps[op.ID]
+	if s == nil {
+		s = &mstep{}
+		r.steps[op.ID] = s
+	}
+	if !s.done {
+		if r.cancelled {
+			err := errCancelled()
+			rec[op.ID] = err.obs()
+			return err
+		}
+		s.done, s.value = true, value
+		if invoked {
+			r.pr.pred.Invocations[r.p.Key+"/"+op.ID]++
+		}
+	}
+	rec[op.ID] = Obs{V: intJSON(s.value)}
 	return nil
 }
 

@@ -395,6 +395,13 @@ func TestNormalizeMessage(t *testing.T) {
 // ids, children keyed after their parents, and the same program for the
 // same seed and index.
 func TestGenerate(t *testing.T) {
+	kinds := map[string]int{}
+	defer func() {
+		// The determinism helpers are exercised, through every path.
+		if kinds[KindSide] == 0 || kinds[KindVersion] == 0 {
+			t.Errorf("500 programs with %d side effects and %d version calls", kinds[KindSide], kinds[KindVersion])
+		}
+	}()
 	for i := 0; i < 500; i++ {
 		p := Generate(3, i)
 		if q := Generate(3, i); p.String() != q.String() {
@@ -408,6 +415,7 @@ func TestGenerate(t *testing.T) {
 					t.Fatalf("program %d: id %s twice", i, op.ID)
 				}
 				ids[op.ID] = true
+				kinds[op.Kind]++
 				for _, c := range op.Children {
 					if c.Program.Key != p.Key+"."+c.ID {
 						t.Fatalf("program %d: child key %s", i, c.Program.Key)

@@ -62,6 +62,14 @@ const (
 	// ParentCloseRequestCancel policy, or the parent's own cancellation
 	// passed on) ends the wait with workflow.ErrCancelled.
 	KindHold = "hold"
+	// KindSide is a workflow.SideEffect (recorded as the step
+	// "side:<ID>") whose function returns Outcomes[0].Value: invoked once
+	// over every execution and run attempt, replayed after.
+	KindSide = "side"
+	// KindVersion is workflow.Version(ID, DefaultVersion, 1): a run that
+	// reaches it records 1, and replays return it. Generated only in a
+	// program's top-level sequence (see workflow.Version on Parallel).
+	KindVersion = "version"
 )
 
 // Parent-close policies of detached children (workflow.ParentClosePolicy).

@@ -35,6 +35,19 @@ func StartWithMaxPayload(port int, maxPayload int32) (*Server, error) {
 	if port == 0 {
 		opts.Port = server.RANDOM_PORT
 	}
+	return StartWithOptions(opts)
+}
+
+// StartMonitored is Start with the server's monitoring endpoints (/varz,
+// /connz …) on 127.0.0.1:httpPort.
+func StartMonitored(port, httpPort int) (*Server, error) {
+	return StartWithOptions(&server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true,
+		MaxPayload: MaxPayload, HTTPHost: "127.0.0.1", HTTPPort: httpPort})
+}
+
+// StartWithOptions starts a server with opts as given (a cluster node's
+// routes, say) and waits until it accepts clients.
+func StartWithOptions(opts *server.Options) (*Server, error) {
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		return nil, err

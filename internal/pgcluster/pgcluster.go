@@ -58,6 +58,9 @@ type Options struct {
 	// Trust lists the networks (CIDR) whose connections are trusted, besides
 	// the loopback's.
 	Trust []string
+	// Settings are extra server settings (name=value), applied after the
+	// defaults, so they may turn durability back on.
+	Settings []string
 }
 
 // Start creates a cluster under dir (created if missing) and starts it on
@@ -114,6 +117,9 @@ func Start(ctx context.Context, dir string, o Options) (*Cluster, error) {
 	}
 	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=%s -c max_connections=300 -c fsync=off -c full_page_writes=off -c synchronous_commit=off",
 		port, dir, host)
+	for _, kv := range o.Settings {
+		opts += " -c " + kv
+	}
 	if err := c.cmd(ctx, "pg_ctl", "-D", filepath.Join(dir, "data"), "-l", c.LogPath(), "-w", "-t", "60",
 		"-o", opts, "start"); err != nil {
 		return nil, err

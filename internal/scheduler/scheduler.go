@@ -38,6 +38,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/pkg/protocol"
@@ -66,6 +68,9 @@ type Config struct {
 	// before NATS drops the next ones (default 1<<20); a drop is answered
 	// with a backlog read.
 	PendingLimit int
+	// TracerProvider and MeterProvider default to the otel globals.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
 }
 
 func (c Config) withDefaults() Config {
@@ -115,6 +120,7 @@ type Scheduler struct {
 	nc    *nats.Conn
 	log   *slog.Logger
 	clock Clock
+	in    *instruments
 
 	// kick wakes the loop; what to do is in needFire and needRearm.
 	kick chan struct{}
@@ -153,7 +159,7 @@ func New(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) *Schedule
 	}
 	cfg = cfg.withDefaults()
 	return &Scheduler{
-		cfg: cfg, st: st, nc: nc, clock: cfg.Clock,
+		cfg: cfg, st: st, nc: nc, clock: cfg.Clock, in: newInstruments(cfg.TracerProvider, cfg.MeterProvider),
 		log:   log.With("component", "scheduler"),
 		kick:  make(chan struct{}, 1),
 		drops: natsutil.WatchDrops(nc),
@@ -311,6 +317,7 @@ func (s *Scheduler) pass() {
 		}
 		// One statement fires the whole batch: one commit, so the last
 		// schedule of a busy second is not late by the others' commits.
+		started := time.Now()
 		res, err := s.st.SchedulesFireDueMany(s.ctx, due, now, s.cfg.CatchUpWindow, "")
 		if err != nil {
 			s.failed("fire schedules", err, "schedules", len(due))
@@ -334,6 +341,7 @@ func (s *Scheduler) pass() {
 			s.advanced.Add(1)
 			s.fired.Add(int64(len(r.Runs)))
 			s.logFired(sc, r.Runs, now)
+			s.in.fired(s.ctx, sc, r.Runs, started, s.clock.Now())
 		}
 		if len(due) < s.cfg.Batch {
 			break

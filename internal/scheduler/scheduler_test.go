@@ -1,14 +1,21 @@
 package scheduler_test
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/kagzi/kagzi/internal/dispatcher"
 	"github.com/kagzi/kagzi/internal/natsserver"
@@ -307,7 +314,9 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 		t.Fatalf("a stopped scheduler left %d timers armed", n)
 	}
 	clk.Set(at(20, 30))
-	s := h.scheduler(scheduler.Config{Clock: clk}, nil)
+	rec, reader := tracetest.NewSpanRecorder(), sdkmetric.NewManualReader()
+	s := h.scheduler(scheduler.Config{Clock: clk, TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)),
+		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))}, nil)
 	waitFor(t, "the backlog read and the timer armed at 10:21", func() bool {
 		return s.Stats().Passes >= 1 && armedAt(s, at(21, 0))()
 	})
@@ -324,6 +333,32 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 	if st := s.Stats(); st.Fired != 13 || st.Advanced != 2 || st.Errors != 0 {
 		t.Fatalf("stats after catch-up: %+v", st)
 	}
+	// Each fired run's kagzi.schedule.fire span is in the run's own trace;
+	// each schedule that fired several times has a catch-up span.
+	spans := map[string]int{}
+	for _, sp := range rec.Ended() {
+		name, _, _ := strings.Cut(sp.Name(), " ")
+		spans[name]++
+		if name == "kagzi.schedule.fire" {
+			var runID string
+			for _, a := range sp.Attributes() {
+				if a.Key == "kagzi.run_id" {
+					runID = a.Value.AsString()
+				}
+			}
+			run, err := h.st.RunsGet(t.Context(), "ns", uuid.MustParse(runID))
+			must(t, err)
+			if !strings.Contains(run.TraceContext, sp.SpanContext().TraceID().String()) {
+				t.Fatalf("fire span of run %s in trace %s, the run's is %s", runID, sp.SpanContext().TraceID(), run.TraceContext)
+			}
+		}
+	}
+	if spans["kagzi.schedule.fire"] != 13 || spans["kagzi.schedule.catchup"] != 2 || spans["kagzi.schedule.skip"] != 0 {
+		t.Fatalf("scheduler spans %v, want 13 fires and 2 catch-ups", spans)
+	}
+	if got := sumCounter(t, reader, "kagzi.schedule.fires"); got != 13 {
+		t.Fatalf("kagzi.schedule.fires %d, want 13", got)
+	}
 
 	// Back on schedule: 10:21 fires for both, at its time.
 	p := s.Stats().Passes
@@ -334,7 +369,10 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 	}
 
 	// Away again for longer than a short window: only max_catchup fires.
-	short := h.scheduler(scheduler.Config{Clock: clk, CatchUpWindow: 10 * time.Second}, nil)
+	rec2, reader2 := tracetest.NewSpanRecorder(), sdkmetric.NewManualReader()
+	short := h.scheduler(scheduler.Config{Clock: clk, CatchUpWindow: 10 * time.Second,
+		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec2)),
+		MeterProvider:  sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader2))}, nil)
 	s.Stop()
 	p = short.Stats().Passes
 	clk.Set(at(25, 20))
@@ -342,6 +380,34 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 	h.wantFireTimes(none, append(window, at(21, 0))...)
 	h.wantFireTimes(three, at(13, 0), at(14, 0), at(15, 0), at(16, 0), at(17, 0), at(18, 0), at(19, 0), at(20, 0), at(21, 0),
 		at(23, 0), at(24, 0), at(25, 0))
+	// The schedule that skipped its missed times says so.
+	skips := 0
+	for _, sp := range rec2.Ended() {
+		if strings.HasPrefix(sp.Name(), "kagzi.schedule.skip") {
+			skips++
+		}
+	}
+	if skips != 1 || sumCounter(t, reader2, "kagzi.schedule.skipped") != 1 {
+		t.Fatalf("%d skip spans, kagzi.schedule.skipped %d; want 1 each", skips, sumCounter(t, reader2, "kagzi.schedule.skipped"))
+	}
+}
+
+// sumCounter is the sum of an int64 counter's points in reader.
+func sumCounter(t *testing.T, reader *sdkmetric.ManualReader, name string) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	must(t, reader.Collect(context.Background(), &rm))
+	var n int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == name {
+				for _, dp := range sum.DataPoints {
+					n += dp.Value
+				}
+			}
+		}
+	}
+	return n
 }
 
 // Nothing fires while a schedule is paused, and resuming fires none of the

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -88,6 +89,13 @@ func RunAll(ctx context.Context, log *slog.Logger, comps ...Component) error {
 			started[i].Stop()
 		}
 	}
+	setReady := func(ready bool) {
+		for _, c := range comps {
+			if h, ok := c.(*Health); ok {
+				h.SetReady(ready)
+			}
+		}
+	}
 	for _, c := range comps {
 		if err := c.Start(ctx); err != nil {
 			stopAll()
@@ -95,8 +103,13 @@ func RunAll(ctx context.Context, log *slog.Logger, comps ...Component) error {
 		}
 		started = append(started, c)
 	}
+	// Ready only once every component runs, and no longer once draining
+	// begins, so an orchestrator routes nothing to a process that is
+	// starting or stopping.
+	setReady(true)
 	log.Info("running")
 	<-ctx.Done()
+	setReady(false)
 	log.Info("shutting down")
 	stopAll()
 	return nil
@@ -105,22 +118,36 @@ func RunAll(ctx context.Context, log *slog.Logger, comps ...Component) error {
 // Check is a readiness probe: nil means ready.
 type Check func(ctx context.Context) error
 
-// Health serves /healthz (the process is alive) and /readyz (every check
-// passes) on Addr, plus any extra handlers (e.g. /metrics).
+// Health serves /healthz (the process is alive) and /readyz (the process's
+// components have all started, it is not draining, and every check passes)
+// on Addr, plus any extra handlers (e.g. /metrics). RunAll calls SetReady
+// when every component has started and when draining begins; a process
+// that starts its components otherwise calls it itself.
 type Health struct {
 	Addr   string
 	Checks map[string]Check
 	// Info adds lines to /readyz that do not decide readiness (e.g.
 	// whether this dispatcher holds the relay lock).
-	Info  map[string]func() string
-	Extra map[string]http.Handler
-	Log   *slog.Logger
+	Info     map[string]func() string
+	Extra    map[string]http.Handler
+	Log      *slog.Logger
+	ready    atomic.Bool
+	draining atomic.Bool
 
 	mu       sync.Mutex
 	srv      *http.Server
 	ctx      context.Context
 	stopOnce sync.Once
 	done     chan struct{}
+}
+
+// SetReady marks the process's components as all started (true) or as
+// draining (false, after having been ready).
+func (h *Health) SetReady(ready bool) {
+	if !ready && h.ready.Load() {
+		h.draining.Store(true)
+	}
+	h.ready.Store(ready)
 }
 
 // Start listens on Addr ("" disables the endpoints).
@@ -136,6 +163,13 @@ func (h *Health) Start(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		var failed []string
+		switch {
+		case h.ready.Load():
+		case h.draining.Load():
+			failed = append(failed, "process: draining")
+		default:
+			failed = append(failed, "process: starting")
+		}
 		for name, c := range h.Checks {
 			if err := c(ctx); err != nil {
 				failed = append(failed, fmt.Sprintf("%s: %v", name, err))
@@ -228,8 +262,8 @@ func (f *Func) Stop() {
 // Telemetry sets up the process's OpenTelemetry providers for service (see
 // package telemetry), serves its metrics on h's /metrics, and returns the
 // function that flushes and stops them.
-func Telemetry(ctx context.Context, service string, h *Health) (shutdown func(), err error) {
-	p, err := telemetry.Setup(ctx, service)
+func Telemetry(ctx context.Context, service string, h *Health, log *slog.Logger) (shutdown func(), err error) {
+	p, err := telemetry.Setup(ctx, telemetry.Options{Service: service, Log: log})
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: %w", err)
 	}

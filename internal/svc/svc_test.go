@@ -41,7 +41,7 @@ func TestHealthReadinessAndMetrics(t *testing.T) {
 	h := &svc.Health{Addr: freeAddr(t), Log: slog.New(slog.DiscardHandler), Checks: map[string]svc.Check{
 		"postgres": func(context.Context) error { return ready },
 	}}
-	stop, err := svc.Telemetry(ctx, "kagzi-test", h)
+	stop, err := svc.Telemetry(ctx, "kagzi-test", h, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,11 +58,20 @@ func TestHealthReadinessAndMetrics(t *testing.T) {
 		t.Fatalf("/readyz while a check fails: %d %q", code, body)
 	}
 	ready = nil
+	if code, body := get(t, base+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "starting") {
+		t.Fatalf("/readyz before every component started: %d %q", code, body)
+	}
+	h.SetReady(true)
 	if code, _ := get(t, base+"/readyz"); code != http.StatusOK {
 		t.Fatalf("/readyz when ready: %d", code)
 	}
-	if code, body := get(t, base+"/metrics"); code != http.StatusOK || !strings.Contains(body, "target_info") {
+	if code, body := get(t, base+"/metrics"); code != http.StatusOK || !strings.Contains(body, "target_info") ||
+		!strings.Contains(body, "go_goroutines") || !strings.Contains(body, "process_cpu_seconds_total") {
 		t.Fatalf("/metrics: %d %q", code, body[:min(len(body), 200)])
+	}
+	h.SetReady(false)
+	if code, body := get(t, base+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "draining") {
+		t.Fatalf("/readyz while draining: %d %q", code, body)
 	}
 	h.Stop()
 	h.Stop() // safe twice

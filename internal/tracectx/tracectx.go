@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Propagator is the W3C trace-context propagator Kagzi uses everywhere.
@@ -62,4 +63,26 @@ func WithTraceParent(ctx context.Context, tp string) context.Context {
 		return ctx
 	}
 	return propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": tp})
+}
+
+type rootIDsKey struct{}
+
+type rootIDs struct {
+	tid trace.TraceID
+	sid trace.SpanID
+}
+
+// WithRootIDs returns ctx asking that a root span started with it take
+// trace id tid and span id sid: a span whose id was chosen before it was
+// reported, such as the root of a run's trace that the store started. The
+// id generator of internal/telemetry's providers honours it; other
+// providers ignore it (compare the span's ids before ending it).
+func WithRootIDs(ctx context.Context, tid trace.TraceID, sid trace.SpanID) context.Context {
+	return context.WithValue(ctx, rootIDsKey{}, rootIDs{tid, sid})
+}
+
+// RootIDs returns the ids WithRootIDs put on ctx.
+func RootIDs(ctx context.Context) (trace.TraceID, trace.SpanID, bool) {
+	r, ok := ctx.Value(rootIDsKey{}).(rootIDs)
+	return r.tid, r.sid, ok && r.tid.IsValid() && r.sid.IsValid()
 }

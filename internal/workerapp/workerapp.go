@@ -37,7 +37,7 @@ func Run(ctx context.Context, cfg config.Worker, log *slog.Logger, register func
 	}
 	defer nc.Close()
 	health := &svc.Health{Addr: cfg.HTTPAddr, Checks: map[string]svc.Check{"nats": svc.NATSCheck(nc)}, Log: log}
-	stop, err := svc.Telemetry(ctx, "kagzi-worker", health)
+	stop, err := svc.Telemetry(ctx, "kagzi-worker", health, log)
 	if err != nil {
 		return err
 	}

@@ -1,10 +1,18 @@
 // Package client is what applications import to start workflow runs and
-// follow them: Start (optionally inside the application's own pgx
+// follow them. Build it with Connect (a database URL) or NewFromPool (the
+// application's pgx pool) and a NATS connection; start runs of a workflow
+// declared with workflow.New with StartWorkflow, whose handle's Result is
+// the workflow's output type. The client returns its own types and errors
+// (ErrNotFound, ErrConflict, …): an application never imports the
+// engine's data layer.
+//
+// It offers Start (optionally inside the application's own pgx
 // transaction), StartMany, Get, List, Cancel, Result, which waits for a
 // run's end by push (a NATS subscription made before Postgres is checked,
 // so no result is missed and nothing polls), SendEvent for runs waiting in
-// WaitForEvent, Retry for failed runs (dead letters), and global
-// concurrency limits per workflow type.
+// WaitForEvent, Retry for failed runs (dead letters), global
+// concurrency limits per workflow type, the operator's default version per
+// type (SetDefaultVersion), and remote drain of a worker (DrainWorker).
 package client
 
 import (
@@ -31,26 +39,22 @@ import (
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
-// Run is a workflow run as stored.
-type Run = store.Run
-
-// Typed errors of the client, besides the store's (store.ErrNotFound,
-// store.ErrConflict, store.ErrInvalidArgument, store.ErrPayloadTooLarge),
-// which it returns wrapped.
+// Typed errors of the client, besides ErrNotFound, ErrConflict,
+// ErrInvalidArgument and ErrPayloadTooLarge, which it returns wrapped.
 var (
 	// ErrRunFailed is wrapped by the error Result returns for a run that
 	// failed or was cancelled; errors.As to *RunError for details.
 	ErrRunFailed = errors.New("run did not complete")
 	// ErrNoWorker is wrapped by the error of a start with
 	// StartOptions.RequireWorker that no live worker serves: nothing was
-	// started. It is store.ErrNoWorker.
+	// started.
 	ErrNoWorker = store.ErrNoWorker
 )
 
 // RunError says how a run ended when it did not complete.
 type RunError struct {
 	RunID   uuid.UUID
-	Status  store.RunStatus
+	Status  RunStatus
 	Message string
 }
 
@@ -74,7 +78,9 @@ type Options struct {
 
 // Client starts and follows runs. It is safe for concurrent use.
 type Client struct {
-	st    *store.Store
+	st *store.Store
+	// pool is closed by Close when Connect opened it.
+	pool  interface{ Close() }
 	nc    *nats.Conn
 	ns    string
 	queue string
@@ -92,8 +98,9 @@ type Client struct {
 	started metric.Int64Counter
 }
 
-// New returns a client over a store (the application's pool, wrapped by
-// store.New) and a NATS connection.
+// New returns a client over the engine's data layer. It is the engine's
+// internal constructor (its command-line tool and tests use it);
+// applications use Connect or NewFromPool.
 func New(st *store.Store, nc *nats.Conn, opts Options) (*Client, error) {
 	if opts.Namespace == "" {
 		opts.Namespace = "default"
@@ -132,10 +139,14 @@ func New(st *store.Store, nc *nats.Conn, opts Options) (*Client, error) {
 	return c, nil
 }
 
-// Close releases the client's subscriptions.
+// Close releases the client's subscriptions, and the database pool if
+// Connect opened it.
 func (c *Client) Close() {
 	if c.relay != nil {
 		_ = c.relay.Unsubscribe()
+	}
+	if c.pool != nil {
+		c.pool.Close()
 	}
 }
 
@@ -159,8 +170,9 @@ func (c *Client) Namespace() string { return c.ns }
 type StartOptions struct {
 	// Queue overrides the client's default queue.
 	Queue string
-	// Version pins the workflow version; empty means the version of the
-	// first worker that claims the run (then fixed for its replays).
+	// Version pins the workflow version; empty means the type's default
+	// version (SetDefaultVersion), or without one the version of the first
+	// worker that claims the run (then fixed for its replays).
 	Version string
 	// ExternalID makes the start idempotent: while a run with this id is
 	// live, starting again returns it.
@@ -266,7 +278,8 @@ func (c *Client) start(ctx context.Context, st *store.Store, typ string, input a
 	}
 	span.SetAttributes(attribute.String("kagzi.run_id", run.ID.String()), attribute.Bool("kagzi.created", created))
 	if created {
-		c.started.Add(ctx, 1, metric.WithAttributes(attribute.String("namespace", c.ns), attribute.String("queue", p.Queue)))
+		c.started.Add(ctx, 1, metric.WithAttributes(attribute.String("namespace", c.ns), attribute.String("queue", p.Queue),
+			attribute.String("workflow_type", p.Type)))
 	}
 	return &Handle{c: c, RunID: run.ID, Created: created}, nil
 }
@@ -326,15 +339,17 @@ func (c *Client) StartMany(ctx context.Context, reqs []StartRequest) ([]*Handle,
 		return nil, fmt.Errorf("start many: %w", err)
 	}
 	out := make([]*Handle, len(res))
-	created := int64(0)
+	type key struct{ queue, typ string }
+	created := map[key]int64{}
 	for i, r := range res {
 		out[i] = &Handle{c: c, RunID: r.RunID, Created: r.Created}
 		if r.Created {
-			created++
+			created[key{ps[i].Queue, ps[i].Type}]++
 		}
 	}
-	if created > 0 {
-		c.started.Add(ctx, created, metric.WithAttributes(attribute.String("namespace", c.ns)))
+	for k, n := range created {
+		c.started.Add(ctx, n, metric.WithAttributes(attribute.String("namespace", c.ns), attribute.String("queue", k.queue),
+			attribute.String("workflow_type", k.typ)))
 	}
 	return out, nil
 }
@@ -359,12 +374,23 @@ func (c *Client) Get(ctx context.Context, id uuid.UUID) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &r, nil
+	out := runFrom(r)
+	return &out, nil
+}
+
+// GetByExternalID returns the run holding externalID: the live one, else
+// the newest (for a chain of continue-as-new, the run it has reached).
+func (c *Client) GetByExternalID(ctx context.Context, externalID string) (*Run, error) {
+	r, err := c.st.RunsGetByExternalID(ctx, c.ns, externalID)
+	if err != nil {
+		return nil, err
+	}
+	return c.Get(ctx, r.ID)
 }
 
 // ListOptions filter List.
 type ListOptions struct {
-	Statuses []store.RunStatus
+	Statuses []RunStatus
 	Type     string
 	Queue    string
 	Limit    int
@@ -382,9 +408,13 @@ func (c *Client) List(ctx context.Context, o ListOptions) (runs []Run, next stri
 		}
 		p.After = &cur
 	}
-	runs, nc, err := c.st.RunsList(ctx, p)
+	rs, nc, err := c.st.RunsList(ctx, p)
 	if err != nil {
 		return nil, "", err
+	}
+	runs = make([]Run, len(rs))
+	for i, r := range rs {
+		runs[i] = runFrom(r)
 	}
 	if nc != nil {
 		next = nc.String()
@@ -399,7 +429,7 @@ func (c *Client) List(ctx context.Context, o ListOptions) (runs []Run, next stri
 // workflow may clean up (workflow.WithoutCancel) and ends CANCELLED if it
 // returns an error, COMPLETED if it returns a result; Wait tells which. A
 // run that never started is cancelled at once. Cancelling a finished run
-// is store.ErrConflict.
+// is ErrConflict.
 func (c *Client) Cancel(ctx context.Context, id uuid.UUID) error {
 	_, err := c.st.RunsCancel(ctx, c.ns, id)
 	return err
@@ -408,7 +438,7 @@ func (c *Client) Cancel(ctx context.Context, id uuid.UUID) error {
 // Terminate ends a live run at once, CANCELLED with the error "terminated"
 // and reason: no workflow code runs after it, and a running run's worker
 // abandons it. Its children get their parent-close policies (terminated
-// by default). Terminating a finished run is store.ErrConflict.
+// by default). Terminating a finished run is ErrConflict.
 func (c *Client) Terminate(ctx context.Context, id uuid.UUID, reason string) error {
 	_, err := c.st.RunsTerminate(ctx, c.ns, id, reason)
 	return err
@@ -474,9 +504,14 @@ func (c *Client) Wait(ctx context.Context, id uuid.UUID) (*Run, error) {
 
 // Result waits for the run to finish and decodes its output into out (a
 // pointer, or nil to discard). A run that failed or was cancelled returns
-// a *RunError.
+// a *RunError. A run that continued as new (workflow.ContinueAsNew) is
+// followed to the run it continued as, and so on: Result is the result of
+// the last run of the chain, the one that did not continue.
 func (h *Handle) Result(ctx context.Context, out any) error {
 	r, err := h.c.Wait(ctx, h.RunID)
+	for err == nil && r.Status == StatusCompleted && r.ContinuedAs != nil {
+		r, err = h.c.Wait(ctx, *r.ContinuedAs)
+	}
 	if err != nil {
 		return err
 	}
@@ -492,15 +527,12 @@ func (h *Handle) Result(ctx context.Context, out any) error {
 	return nil
 }
 
-// SentEvent is an event stored for a run, and what it did to the run.
-type SentEvent = store.SentEvent
-
 // SendEvent sends an event named name with payload (encoded as JSON; nil
 // is null) to the run id. The run receives it in WaitForEvent: at once if
 // it waits for that name now (it is woken), else when it next waits for
 // it — an event sent early is kept. Each event is received once. Sending
-// to an unknown run is store.ErrNotFound; to a finished run (or a schedule
-// template), store.ErrConflict.
+// to an unknown run is ErrNotFound; to a finished run (or a schedule
+// template), ErrConflict.
 func (c *Client) SendEvent(ctx context.Context, runID uuid.UUID, name string, payload any) (*SentEvent, error) {
 	if runID == uuid.Nil {
 		return nil, fmt.Errorf("send event: %w: run id is required", store.ErrInvalidArgument)
@@ -530,23 +562,27 @@ func (c *Client) sendEvent(ctx context.Context, p store.EventsSendParams, name s
 	if err != nil {
 		return nil, err
 	}
-	return &ev, nil
+	return &SentEvent{ID: ev.ID, RunID: ev.RunID, Name: ev.Name, Payload: ev.Payload, CreatedAt: ev.CreatedAt,
+		RunStatus: ev.RunStatus, Queue: ev.Queue, Woken: ev.Woken}, nil
 }
 
 // Retry gives a failed run a fresh start (a dead letter back into the
 // queue): it resumes from its last completed step with a full attempt
-// budget, for the run and for its failed steps (see store.RunsRetry). Only
-// a FAILED run can be retried (store.ErrConflict otherwise).
+// budget, for the run and for its failed steps . Only
+// a FAILED run can be retried (ErrConflict otherwise).
 func (c *Client) Retry(ctx context.Context, id uuid.UUID) (*Run, error) {
+	start := time.Now()
 	r, err := c.st.RunsRetry(ctx, c.ns, id)
 	if err != nil {
 		return nil, err
 	}
-	return &r, nil
+	// The retry continues the run's trace: it is a span in it.
+	_, span := c.tracer.Start(tracectx.WithTraceParent(ctx, r.TraceContext), "kagzi.retry "+r.Type, trace.WithTimestamp(start),
+		trace.WithAttributes(attribute.String("kagzi.run_id", r.ID.String()), attribute.String("kagzi.workflow_type", r.Type)))
+	span.End()
+	out := runFrom(r)
+	return &out, nil
 }
-
-// ConcurrencyLimit caps the RUNNING runs of a workflow type in a queue.
-type ConcurrencyLimit = store.ConcurrencyLimit
 
 // SetConcurrencyLimit allows at most max runs of workflow type typ to run
 // at once in queue (empty: the client's default queue), across every
@@ -560,12 +596,13 @@ func (c *Client) SetConcurrencyLimit(ctx context.Context, queue, typ string, max
 	if err != nil {
 		return nil, err
 	}
-	return &l, nil
+	out := limitFrom(l)
+	return &out, nil
 }
 
 // RemoveConcurrencyLimit lifts the limit of typ in queue (empty: the
 // client's default queue), waking the runs that waited for a slot; an
-// absent limit is store.ErrNotFound.
+// absent limit is ErrNotFound.
 func (c *Client) RemoveConcurrencyLimit(ctx context.Context, queue, typ string) error {
 	if queue == "" {
 		queue = c.queue
@@ -575,5 +612,13 @@ func (c *Client) RemoveConcurrencyLimit(ctx context.Context, queue, typ string) 
 
 // ConcurrencyLimits lists the namespace's limits.
 func (c *Client) ConcurrencyLimits(ctx context.Context) ([]ConcurrencyLimit, error) {
-	return c.st.LimitsList(ctx, c.ns)
+	ls, err := c.st.LimitsList(ctx, c.ns)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ConcurrencyLimit, len(ls))
+	for i, l := range ls {
+		out[i] = limitFrom(l)
+	}
+	return out, nil
 }

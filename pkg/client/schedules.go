@@ -6,15 +6,50 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kagzi/kagzi/internal/tracectx"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/retry"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
-// Schedule is a cron schedule as stored: a template that starts a run of
-// its workflow type, with its input, at every time of its cron expression.
-type Schedule = store.Schedule
+// Schedule is a cron schedule: a template that starts a run of its
+// workflow type, with its input, at every time of its cron expression.
+type Schedule struct {
+	ID        uuid.UUID
+	Namespace string
+	Queue     string
+	Type      string
+	Version   string
+	Cron      string
+	// Timezone is the IANA zone the cron expression is read in.
+	Timezone string
+	// Input is filled by GetSchedule only.
+	Input      []byte
+	MaxCatchup int
+	// Status is StatusScheduled or StatusPaused.
+	Status RunStatus
+	// NextFireAt is the next fire time; nil while paused.
+	NextFireAt  *time.Time
+	LastFiredAt *time.Time
+	CreatedAt   time.Time
+	RetryPolicy *retry.Policy
+}
+
+// Schedule statuses.
+const (
+	StatusScheduled = store.StatusScheduled
+	StatusPaused    = store.StatusPaused
+)
+
+func scheduleFrom(sc store.Schedule) *Schedule {
+	return &Schedule{ID: sc.ID, Namespace: sc.Namespace, Queue: sc.Queue, Type: sc.Type, Version: sc.Version, Cron: sc.Cron, Timezone: sc.Timezone,
+		Input: sc.Input, MaxCatchup: sc.MaxCatchup, Status: sc.Status, NextFireAt: sc.NextFireAt, LastFiredAt: sc.LastFiredAt,
+		CreatedAt: sc.CreatedAt, RetryPolicy: sc.RetryPolicy}
+}
 
 // ScheduleOptions describe a schedule for CreateSchedule.
 type ScheduleOptions struct {
@@ -68,7 +103,7 @@ func (c *Client) CreateSchedule(ctx context.Context, typ string, input any, o Sc
 	if err != nil {
 		return nil, fmt.Errorf("create schedule %s: %w", typ, err)
 	}
-	return &sc, nil
+	return scheduleFrom(sc), nil
 }
 
 // GetSchedule returns a schedule with its input.
@@ -77,7 +112,7 @@ func (c *Client) GetSchedule(ctx context.Context, id uuid.UUID) (*Schedule, erro
 	if err != nil {
 		return nil, err
 	}
-	return &sc, nil
+	return scheduleFrom(sc), nil
 }
 
 // ListSchedulesOptions page ListSchedules.
@@ -99,9 +134,13 @@ func (c *Client) ListSchedules(ctx context.Context, o ListSchedulesOptions) (sch
 		}
 		p.After = &cur
 	}
-	schedules, nc, err := c.st.SchedulesList(ctx, p)
+	scs, nc, err := c.st.SchedulesList(ctx, p)
 	if err != nil {
 		return nil, "", err
+	}
+	schedules = make([]Schedule, len(scs))
+	for i, sc := range scs {
+		schedules[i] = *scheduleFrom(sc)
 	}
 	if nc != nil {
 		next = nc.String()
@@ -116,7 +155,7 @@ func (c *Client) PauseSchedule(ctx context.Context, id uuid.UUID) (*Schedule, er
 	if err != nil {
 		return nil, err
 	}
-	return &sc, nil
+	return scheduleFrom(sc), nil
 }
 
 // ResumeSchedule resumes a paused schedule at its first fire time after
@@ -127,17 +166,24 @@ func (c *Client) ResumeSchedule(ctx context.Context, id uuid.UUID) (*Schedule, e
 	if err != nil {
 		return nil, err
 	}
-	return &sc, nil
+	return scheduleFrom(sc), nil
 }
 
 // TriggerSchedule starts a run of the schedule now, outside its cron,
 // paused or not; its next fire time does not move. The handle follows the
 // run started.
 func (c *Client) TriggerSchedule(ctx context.Context, id uuid.UUID) (*Handle, error) {
-	run, err := c.st.SchedulesTrigger(ctx, c.ns, id, time.Now())
+	// The trigger's span is the root of the run's trace.
+	ctx, span := c.tracer.Start(ctx, "kagzi.trigger", trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attribute.String("kagzi.schedule_id", id.String()), attribute.String("kagzi.namespace", c.ns)))
+	defer span.End()
+	run, err := c.st.SchedulesTrigger(store.WithTraceContext(ctx, tracectx.TraceParent(ctx)), c.ns, id, time.Now())
 	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
 		return nil, err
 	}
+	span.SetAttributes(attribute.String("kagzi.run_id", run.ID.String()), attribute.String("kagzi.workflow_type", run.Type))
 	return &Handle{c: c, RunID: run.ID, Created: true}, nil
 }
 
@@ -149,5 +195,13 @@ func (c *Client) DeleteSchedule(ctx context.Context, id uuid.UUID) error {
 // ScheduleHistory returns the runs a schedule fired (and those triggered),
 // newest fire time first, at most limit (default 50, at most 1000).
 func (c *Client) ScheduleHistory(ctx context.Context, id uuid.UUID, limit int) ([]Run, error) {
-	return c.st.SchedulesHistory(ctx, c.ns, id, limit)
+	rs, err := c.st.SchedulesHistory(ctx, c.ns, id, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Run, len(rs))
+	for i, r := range rs {
+		out[i] = runFrom(r)
+	}
+	return out, nil
 }

@@ -250,14 +250,13 @@ func (c *Console) runData(r *http.Request, ns string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl, err := c.client(ns)
+	// Reads go to the store: the detail shows more than client.Run holds
+	// (the trace context, the lease).
+	got, err := c.st.RunsGet(r.Context(), ns, id)
 	if err != nil {
 		return nil, err
 	}
-	run, err := cl.Get(r.Context(), id)
-	if err != nil {
-		return nil, err
-	}
+	run := &got
 	steps, err := c.st.StepsList(r.Context(), ns, id)
 	if err != nil {
 		return nil, err
@@ -460,7 +459,7 @@ func (c *Console) schedulesData(r *http.Request, ns string) (any, error) {
 			v.NextFires = append(v.NextFires, n.In(loc).Format("2006-01-02 15:04:05 MST"))
 			t = *n
 		}
-		hist, err := cl.ScheduleHistory(r.Context(), sc.ID, 5)
+		hist, err := c.st.SchedulesHistory(r.Context(), ns, sc.ID, 5)
 		if err != nil {
 			return nil, err
 		}

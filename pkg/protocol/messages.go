@@ -119,10 +119,10 @@ func checkTypes(m any, tvs []TypeVersion) error {
 		if err := checkName(m, "version", tv.Version, false); err != nil {
 			return err
 		}
-		if seen[tv.Type] {
-			return invalid(m, "workflow type %q listed twice", tv.Type)
+		if seen[tv.Type+"@"+tv.Version] {
+			return invalid(m, "workflow type %q at version %q listed twice", tv.Type, tv.Version)
 		}
-		seen[tv.Type] = true
+		seen[tv.Type+"@"+tv.Version] = true
 	}
 	return nil
 }
@@ -176,12 +176,21 @@ type Cancel struct {
 	RunID     uuid.UUID `json:"run_id"`
 	WorkerID  uuid.UUID `json:"worker_id"`
 	Terminate bool      `json:"terminate,omitempty"`
+	// Drain asks the worker itself to drain (as on its Stop: finish or
+	// release its runs and deregister); RunID is then empty.
+	Drain bool `json:"drain,omitempty"`
 }
 
 // Validate implements Message.
 func (m *Cancel) Validate() error {
 	if err := checkToken(m, "namespace", m.Namespace); err != nil {
 		return err
+	}
+	if m.Drain {
+		if m.RunID != uuid.Nil || m.Terminate {
+			return invalid(m, "a drain names no run")
+		}
+		return checkID(m, "worker id", m.WorkerID)
 	}
 	if err := checkID(m, "run id", m.RunID); err != nil {
 		return err
@@ -302,7 +311,10 @@ type DeliveredRun struct {
 	LeaseToken int64           `json:"lease"`
 	Input      json.RawMessage `json:"input,omitempty"`
 	Steps      []StepState     `json:"steps,omitempty"`
-	// TraceParent is the W3C traceparent of the run's trace.
+	// TraceParent is the W3C traceparent, in the run's trace, that the
+	// execution's attempt span takes as its parent: the dispatch span that
+	// delivered it (the run's stored context when the dispatcher traces
+	// nothing).
 	TraceParent string        `json:"traceparent,omitempty"`
 	DeadlineAt  *time.Time    `json:"deadline_at,omitempty"`
 	RetryPolicy *retry.Policy `json:"retry_policy,omitempty"`
@@ -433,7 +445,18 @@ const (
 	// ReportChildStart starts the child run Child as the CHILD step StepID,
 	// attempt Attempt. The child's id is ChildRunID(run, StepID, Attempt).
 	ReportChildStart ReportKind = "child_start"
+	// ReportRunContinue ends the run COMPLETED without output and starts,
+	// atomically, a fresh run of the same type, queue and external id with
+	// Output as its input and an empty history: ContinuedRunID(RunID).
+	ReportRunContinue ReportKind = "run_continue"
 )
+
+// ContinuedRunID is the id of the run that run continues as (a run
+// continues as new at most once: it ends doing so), derived so that a
+// repeated report names the same run.
+func ContinuedRunID(run uuid.UUID) uuid.UUID {
+	return uuid.NewSHA1(run, []byte("continue-as-new"))
+}
 
 // ChildSpec is the child run a child_start item starts.
 type ChildSpec struct {
@@ -617,7 +640,7 @@ func (m *Report) validateItem(i int, it *ReportItem) error {
 				return invalid(m, "item %d: step id must be 1 to %d bytes", i, MaxNameLen)
 			}
 		}
-	case ReportRunCompleted, ReportRunFailed, ReportRunRelease:
+	case ReportRunCompleted, ReportRunFailed, ReportRunRelease, ReportRunContinue:
 	default:
 		return invalid(m, "item %d: unknown kind %q", i, it.Kind)
 	}

@@ -237,8 +237,9 @@ func typesCases[PT any](set func(PT, []protocol.TypeVersion)) []mutation[PT] {
 		one("types nil", func(m PT) { set(m, nil) }),
 		one("types empty", func(m PT) { set(m, []protocol.TypeVersion{}) }),
 		one("1001 types", func(m PT) { set(m, manyTypes(1001)) }),
-		one("duplicate type", func(m PT) {
-			set(m, []protocol.TypeVersion{{Type: "A", Version: "v1"}, {Type: "B"}, {Type: "A", Version: "v2"}})
+		// One type at several versions is fine; at one version twice is not.
+		one("duplicate type at a version", func(m PT) {
+			set(m, []protocol.TypeVersion{{Type: "A", Version: "v1"}, {Type: "B"}, {Type: "A", Version: "v1"}})
 		}),
 		one("duplicate type same version", func(m PT) { set(m, []protocol.TypeVersion{{Type: "A"}, {Type: "A"}}) }),
 	)

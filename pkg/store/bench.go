@@ -312,3 +312,56 @@ func ConnectTraced(ctx context.Context, url string, tracer pgx.QueryTracer) (*pg
 	}
 	return pool, nil
 }
+
+// StatementStat is one normalised statement as pg_stat_statements counts
+// it.
+type StatementStat struct {
+	Query string
+	Calls int64
+	// ExecMS is the time spent executing it, planning excluded.
+	ExecMS float64
+	// PlanMS is the time spent planning it (track_planning on).
+	PlanMS float64
+	Rows   int64
+	// Blocks is shared buffers hit and read: how much it scanned.
+	Blocks int64
+	// TopLevel is false for a statement run inside a function (a
+	// trigger's), counted with pg_stat_statements.track = all.
+	TopLevel bool
+}
+
+// BenchStatementsReset creates pg_stat_statements in the current database
+// and clears its counters (server-wide: call it only on a cluster of its
+// own). It fails where the module is not preloaded.
+func (s *Store) BenchStatementsReset(ctx context.Context) error {
+	if _, err := s.db.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`); err != nil {
+		return mapErr("create extension pg_stat_statements", err)
+	}
+	_, err := s.db.Exec(ctx, `SELECT pg_stat_statements_reset()`)
+	return mapErr("reset pg_stat_statements", err)
+}
+
+// BenchStatements lists what pg_stat_statements counted in database
+// datname since the last reset, the most expensive first.
+func (s *Store) BenchStatements(ctx context.Context, datname string) ([]StatementStat, error) {
+	rows, err := s.db.Query(ctx, `
+SELECT left(regexp_replace(query, '\s+', ' ', 'g'), 300), calls, total_exec_time, total_plan_time, rows, shared_blks_hit + shared_blks_read, toplevel FROM pg_stat_statements
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1) ORDER BY total_exec_time + total_plan_time DESC`, datname)
+	if err != nil {
+		return nil, mapErr("read pg_stat_statements", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (StatementStat, error) {
+		var st StatementStat
+		err := r.Scan(&st.Query, &st.Calls, &st.ExecMS, &st.PlanMS, &st.Rows, &st.Blocks, &st.TopLevel)
+		return st, err
+	})
+	return out, mapErr("read pg_stat_statements", err)
+}
+
+// BenchRiverCompleted counts the completed jobs in River's table of the
+// current database (the bench's River comparison).
+func (s *Store) BenchRiverCompleted(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.db.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state = 'completed'`).Scan(&n)
+	return n, mapErr("count completed river jobs", err)
+}

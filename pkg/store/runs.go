@@ -192,6 +192,11 @@ func (s *Store) validateCreate(ctx context.Context, p *RunsCreateParams) ([]byte
 		}
 		p.RunID = id
 	}
+	tc, err := traceOr(ctx, p.TraceContext)
+	if err != nil {
+		return nil, err
+	}
+	p.TraceContext = tc
 	return encodePolicy(p.RetryPolicy)
 }
 
@@ -231,7 +236,7 @@ WITH chk AS (
 	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, external_id, task_queue, workflow_type, version,
 		status, available_at, deadline_at, retry_policy, priority, parent_run_id, parent_step_id, trace_context,
 		schedule_id, schedule_fire_at)
-	VALUES ($1, $2, $3, $4, $5, $6, 'PENDING', coalesce($7, now()), $8, $9, $10, $11, $12, $13, $14, $15)
+	VALUES ($1, $2, $3, $4, $5, `+defaultVersion("$6", "$2", "$5")+`, 'PENDING', coalesce($7, now()), $8, $9, $10, $11, $12, $13, $14, $15)
 	ON CONFLICT DO NOTHING
 	RETURNING `+runCols+`
 ), p AS (
@@ -335,7 +340,7 @@ WITH v AS (
 ), r AS (
 	INSERT INTO kagzi.workflow_runs (run_id, namespace_id, external_id, task_queue, workflow_type, version,
 		status, available_at, deadline_at, retry_policy, priority, parent_run_id, parent_step_id, trace_context)
-	SELECT run_id, namespace_id, external_id, task_queue, workflow_type, version, 'PENDING',
+	SELECT run_id, namespace_id, external_id, task_queue, workflow_type, `+defaultVersion("v.version", "v.namespace_id", "v.workflow_type")+`, 'PENDING',
 		coalesce(available_at, now()), deadline_at, retry_policy, priority, parent_run_id, parent_step_id, trace_context
 	FROM v WHERE (SELECT ok FROM chk) IS NOT FALSE
 	ON CONFLICT DO NOTHING
@@ -380,14 +385,15 @@ SELECT run_id FROM r`, ids, nss, exts, queues, types, versions, avail, deadlines
 // RunsGet returns a run of the namespace with its input and output.
 func (s *Store) RunsGet(ctx context.Context, namespace string, id uuid.UUID) (Run, error) {
 	row := s.db.QueryRow(ctx, `
-SELECT `+runCols+`, p.input, p.output FROM kagzi.workflow_runs r LEFT JOIN kagzi.workflow_payloads p USING (run_id)
+SELECT `+runCols+`, p.input, p.output, r.continued_as FROM kagzi.workflow_runs r LEFT JOIN kagzi.workflow_payloads p USING (run_id)
 WHERE r.namespace_id = $1 AND r.run_id = $2`, namespace, id)
 	var in, out []byte
-	run, err := scanRun(row, &in, &out)
+	var cont *uuid.UUID
+	run, err := scanRun(row, &in, &out, &cont)
 	if err != nil {
 		return Run{}, mapErr(fmt.Sprintf("get run %s", id), err)
 	}
-	run.Input, run.Output = in, out
+	run.Input, run.Output, run.ContinuedAs = in, out, cont
 	return run, nil
 }
 
@@ -644,20 +650,27 @@ func (s *Store) retryDeadlock(ctx context.Context, what string, stmt func() (Run
 // memoized. Its failed steps get a fresh budget too: their attempts are
 // moved to an earlier retry epoch (run_attempt NULL), so the SDK counts a
 // step's attempts from the retry on and retries a step whose failure was
-// final. Only a FAILED run can be retried (ErrConflict otherwise); one
+// final. The run keeps its trace context: the retry's executions continue
+// the run's one trace (a run from before trace contexts gets one now).
+// Only a FAILED run can be retried (ErrConflict otherwise); one
 // whose external id a live run took meanwhile is ErrConflict too.
 func (s *Store) RunsRetry(ctx context.Context, namespace string, id uuid.UUID) (Run, error) {
+	tc, err := newTraceParent()
+	if err != nil {
+		return Run{}, err
+	}
 	row := s.db.QueryRow(ctx, `
 WITH u AS (
 	UPDATE kagzi.workflow_runs r SET status = 'PENDING', attempts = 0, epoch = 1, error = NULL, finished_at = NULL,
 		available_at = now(), locked_by = NULL, lease_expires_at = NULL, waiting_on = NULL,
-		deadline_at = CASE WHEN r.deadline_at <= now() THEN NULL ELSE r.deadline_at END
+		deadline_at = CASE WHEN r.deadline_at <= now() THEN NULL ELSE r.deadline_at END,
+		trace_context = coalesce(r.trace_context, $3)
 	WHERE r.namespace_id = $1 AND r.run_id = $2 AND r.status = 'FAILED'
 	RETURNING r.*
 ), epoch AS (
 	UPDATE kagzi.step_runs s SET run_attempt = NULL FROM u WHERE s.run_id = u.run_id AND s.run_attempt IS NOT NULL
 )
-SELECT `+runCols+` FROM u r`, namespace, id)
+SELECT `+runCols+` FROM u r`, namespace, id, tc)
 	run, err := scanRun(row)
 	if err == nil {
 		return run, nil
@@ -677,7 +690,9 @@ type RunsClaimParams struct {
 	Namespace string
 	Queue     string
 	WorkerID  uuid.UUID
-	// Types are what the worker registered; one version per type.
+	// Types are what the worker registered, a type possibly at several
+	// versions: a run without a version is pinned to the first listed
+	// version of its type.
 	Types []TypeVersion
 	Limit int
 	// Lease is how long the claim holds before the reaper may take it back
@@ -809,10 +824,10 @@ func claimArgs(p RunsClaimParams) ([]any, error) {
 	versions := make([]string, len(p.Types))
 	seen := make(map[string]bool, len(p.Types))
 	for i, tv := range p.Types {
-		if seen[tv.Type] {
-			return nil, invalidf("workflow type %q registered twice", tv.Type)
+		if seen[tv.Type+"@"+tv.Version] {
+			return nil, invalidf("workflow type %q at version %q registered twice", tv.Type, tv.Version)
 		}
-		seen[tv.Type] = true
+		seen[tv.Type+"@"+tv.Version] = true
 		types[i], versions[i], pairs[i] = tv.Type, tv.Version, tv.Type+"@"+tv.Version
 	}
 	inline := p.InlineBytes
@@ -830,7 +845,7 @@ func claimArgs(p RunsClaimParams) ([]any, error) {
 // types' limits; only when some have one does a second statement claim
 // them: see runsClaimSQL and runsClaimLimitedSQL.) A run of a registered type started
 // without a version matches any version and is pinned to the claimer's
-// version, so its replays stay on one version. Each claim sets RUNNING, the
+// first listed version of its type, so its replays stay on one version. Each claim sets RUNNING, the
 // worker, a new lease token and the lease expiry, and returns the run's
 // input and the latest attempt of each of its steps.
 func (s *Store) RunsClaim(ctx context.Context, p RunsClaimParams) ([]ClaimedRun, error) {

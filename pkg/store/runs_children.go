@@ -137,14 +137,20 @@ func (s *Store) RunsStartChild(ctx context.Context, p RunsStartChildParams) erro
 		now := time.Now()
 		sp.StartedAt = &now
 	}
-	args := append(stepWriteArgs(&sp), p.Type, p.Version, p.Queue, policy, p.Priority, p.Input, string(p.ParentClosePolicy))
+	// A parent from before trace contexts has none: the child gets one of
+	// its own rather than none.
+	tc, err := newTraceParent()
+	if err != nil {
+		return err
+	}
+	args := append(stepWriteArgs(&sp), p.Type, p.Version, p.Queue, policy, p.Priority, p.Input, string(p.ParentClosePolicy), tc)
 	var res stepResult
 	err = s.db.QueryRow(ctx, `
 WITH `+stepWriteCTEs+`, c AS (
 	INSERT INTO kagzi.workflow_runs (run_id, namespace_id, task_queue, workflow_type, version, status, available_at,
 		retry_policy, priority, parent_run_id, parent_step_id, trace_context, parent_close_policy)
-	SELECT $14::uuid, r.namespace_id, coalesce(nullif($19::text, ''), r.task_queue), $17::text, $18::text, 'PENDING', now(),
-		$20::jsonb, $21::int, r.run_id, $4::text, r.trace_context, nullif($23::text, '')
+	SELECT $14::uuid, r.namespace_id, coalesce(nullif($19::text, ''), r.task_queue), $17::text, `+defaultVersion("$18::text", "r.namespace_id", "$17::text")+`, 'PENDING', now(),
+		$20::jsonb, $21::int, r.run_id, $4::text, coalesce(r.trace_context, $24::text), nullif($23::text, '')
 	FROM r
 	ON CONFLICT DO NOTHING
 	RETURNING run_id

@@ -182,23 +182,35 @@ type QueueDepth struct {
 	// Unserved are the due runs no live worker serves (their type@version
 	// on this queue: see WorkersServing); they wait for one to register.
 	Unserved int64
+	// OldestDueAt is when the longest-waiting due run became due (zero
+	// when none is due).
+	OldestDueAt time.Time
 }
 
 // RunsQueueDepths counts the due, unclaimed runs of every queue, and of
-// them those no live worker serves (for the queue-depth metrics, read when
-// metrics are scraped). The workers are checked once per type and version,
-// not per run.
+// them those no live worker serves, with when the longest-waiting became
+// due (for the queue metrics, read when metrics are scraped). Every queue
+// a live worker serves is listed, with 0 when nothing is due, so a
+// dashboard shows 0 rather than no data. The workers are checked once per
+// type and version, not per run.
 func (s *Store) RunsQueueDepths(ctx context.Context) ([]QueueDepth, error) {
 	rows, err := s.db.Query(ctx, `
 WITH d AS (
-	SELECT namespace_id, task_queue, workflow_type, version, count(*) AS n FROM kagzi.workflow_runs
+	SELECT namespace_id, task_queue, workflow_type, version, count(*) AS n, min(available_at) AS oldest FROM kagzi.workflow_runs
 	WHERE status IN ('PENDING', 'SLEEPING') AND available_at <= now()
 	GROUP BY namespace_id, task_queue, workflow_type, version
+), q AS (
+	SELECT namespace_id, task_queue, sum(n)::bigint AS due,
+		coalesce(sum(n) FILTER (WHERE NOT EXISTS (SELECT 1 FROM kagzi.workers w WHERE `+
+		workerServes("w", "d.namespace_id", "d.task_queue", "d.workflow_type", "d.version")+`)), 0)::bigint AS unserved,
+		min(oldest) AS oldest
+	FROM d GROUP BY namespace_id, task_queue
 )
-SELECT namespace_id, task_queue, sum(n)::bigint,
-	coalesce(sum(n) FILTER (WHERE NOT EXISTS (SELECT 1 FROM kagzi.workers w WHERE `+
-		workerServes("w", "d.namespace_id", "d.task_queue", "d.workflow_type", "d.version")+`)), 0)::bigint
-FROM d GROUP BY namespace_id, task_queue`)
+SELECT namespace_id, task_queue, due, unserved, oldest FROM q
+UNION ALL
+SELECT DISTINCT w.namespace_id, w.task_queue, 0::bigint, 0::bigint, NULL::timestamptz FROM kagzi.workers w
+WHERE w.status <> 'OFFLINE'
+	AND NOT EXISTS (SELECT 1 FROM q WHERE q.namespace_id = w.namespace_id AND q.task_queue = w.task_queue)`)
 	if err != nil {
 		return nil, mapErr("queue depths", err)
 	}
@@ -206,8 +218,12 @@ FROM d GROUP BY namespace_id, task_queue`)
 	var out []QueueDepth
 	for rows.Next() {
 		var q QueueDepth
-		if err := rows.Scan(&q.Namespace, &q.Queue, &q.Due, &q.Unserved); err != nil {
+		var oldest *time.Time
+		if err := rows.Scan(&q.Namespace, &q.Queue, &q.Due, &q.Unserved, &oldest); err != nil {
 			return nil, mapErr("queue depths", err)
+		}
+		if oldest != nil {
+			q.OldestDueAt = *oldest
 		}
 		out = append(out, q)
 	}

@@ -1241,7 +1241,7 @@ func TestRunsClaimValidation(t *testing.T) {
 		{Namespace: "ns", Queue: "q", WorkerID: w, Types: []store.TypeVersion{{Type: "T"}}, Limit: 0, Lease: time.Minute},
 		{Namespace: "ns", Queue: "q", WorkerID: w, Limit: 1, Lease: time.Minute},
 		{Namespace: "ns", Queue: "q", WorkerID: w, Types: []store.TypeVersion{{Type: "T"}}, Limit: 1},
-		{Namespace: "ns", Queue: "q", WorkerID: w, Types: []store.TypeVersion{{Type: "T", Version: "1"}, {Type: "T", Version: "2"}}, Limit: 1, Lease: time.Minute},
+		{Namespace: "ns", Queue: "q", WorkerID: w, Types: []store.TypeVersion{{Type: "T", Version: "1"}, {Type: "T", Version: "1"}}, Limit: 1, Lease: time.Minute},
 	}
 	for _, p := range bad {
 		if _, err := e.s.RunsClaim(e.ctx, p); !errors.Is(err, store.ErrInvalidArgument) {

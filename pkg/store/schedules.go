@@ -432,11 +432,17 @@ RETURNING `+runCols, namespace, id, next)
 	return sc, nil
 }
 
-// SchedulesDelete deletes a schedule. The runs it fired stay, with no
-// schedule id (the foreign key sets it NULL).
+// SchedulesDelete deletes a schedule and its input. The runs it fired
+// stay, with no schedule id (the foreign key sets it NULL).
 func (s *Store) SchedulesDelete(ctx context.Context, namespace string, id uuid.UUID) error {
 	tag, err := s.db.Exec(ctx, `
-DELETE FROM kagzi.workflow_runs r WHERE r.namespace_id = $1 AND r.run_id = $2 AND `+isTemplate, namespace, id)
+WITH d AS (
+	DELETE FROM kagzi.workflow_runs r WHERE r.namespace_id = $1 AND r.run_id = $2 AND `+isTemplate+`
+	RETURNING r.run_id
+), p AS (
+	DELETE FROM kagzi.workflow_payloads p USING d WHERE p.run_id = d.run_id
+)
+SELECT 1 FROM d`, namespace, id)
 	if err != nil {
 		return mapErr(fmt.Sprintf("delete schedule %s", id), err)
 	}
@@ -606,7 +612,9 @@ type SchedulesFireDueManyResult struct {
 // all fire in one transaction and one commit. Each schedule advances only
 // if its next fire time is still the one read, so schedulers firing the
 // same schedules at once fire each time once between them, and neither
-// fails. Results are in the order of scs; listing a schedule twice is
+// fails. Each instance gets a trace context of its own (traceContext only
+// when the call fires a single instance), so each is a trace of its own.
+// Results are in the order of scs; listing a schedule twice is
 // ErrInvalidArgument.
 func (s *Store) SchedulesFireDueMany(ctx context.Context, scs []Schedule, now time.Time, window time.Duration, traceContext string) ([]SchedulesFireDueManyResult, error) {
 	out := make([]SchedulesFireDueManyResult, len(scs))
@@ -673,6 +681,7 @@ func (s *Store) schedulesFire(ctx context.Context, fs []scheduleFiring, trace st
 		nexts, lastFires     = make([]*time.Time, n), make([]*time.Time, n)
 		runIDs, runSchedules = []uuid.UUID{}, []uuid.UUID{}
 		fireAts              = []time.Time{}
+		traces               = []string{}
 	)
 	for i, f := range fs {
 		if _, dup := index[f.id]; dup {
@@ -693,7 +702,16 @@ func (s *Store) schedulesFire(ctx context.Context, fs []scheduleFiring, trace st
 			if err != nil {
 				return nil, err
 			}
+			// Each instance is a trace of its own: the caller's context
+			// only when it fires one instance (a trigger), else a fresh one.
+			tc := trace
+			if tc == "" || len(fs) > 1 || len(f.fires) > 1 {
+				if tc, err = newTraceParent(); err != nil {
+					return nil, err
+				}
+			}
 			runIDs, runSchedules, fireAts = append(runIDs, id), append(runSchedules, f.id), append(fireAts, at)
+			traces = append(traces, tc)
 		}
 	}
 	// l locks the schedules in id order, so two schedulers advancing
@@ -720,9 +738,9 @@ WITH v AS (
 ), i AS (
 	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, task_queue, workflow_type, version, status,
 		available_at, retry_policy, priority, trace_context, schedule_id, schedule_fire_at)
-	SELECT f.run_id, u.namespace_id, u.task_queue, u.workflow_type, u.version, 'PENDING',
-		now(), u.retry_policy, u.priority, $9::text, u.run_id, f.fire_at
-	FROM unnest($6::uuid[], $7::uuid[], $8::timestamptz[]) AS f(run_id, schedule_id, fire_at)
+	SELECT f.run_id, u.namespace_id, u.task_queue, u.workflow_type, `+defaultVersion("u.version", "u.namespace_id", "u.workflow_type")+`, 'PENDING',
+		now(), u.retry_policy, u.priority, f.trace_context, u.run_id, f.fire_at
+	FROM unnest($6::uuid[], $7::uuid[], $8::timestamptz[], $9::text[]) AS f(run_id, schedule_id, fire_at, trace_context)
 	JOIN u ON u.run_id = f.schedule_id
 	ON CONFLICT DO NOTHING
 	RETURNING r.*
@@ -733,7 +751,7 @@ WITH v AS (
 SELECT `+runCols+`, false FROM u r
 UNION ALL
 SELECT `+runCols+`, true FROM i r`,
-		nss, ids, dues, nexts, lastFires, runIDs, runSchedules, fireAts, nullText(trace))
+		nss, ids, dues, nexts, lastFires, runIDs, runSchedules, fireAts, traces)
 	if err != nil {
 		return nil, mapErr("fire schedules", err)
 	}

@@ -473,9 +473,10 @@ func TestSchedulesPauseResumeSkipsMissed(t *testing.T) {
 
 func TestSchedulesDeleteKeepsFiredRuns(t *testing.T) {
 	t.Parallel()
-	s := testdb.Store(t)
+	pool, _ := testdb.Pool(t)
+	s := store.New(pool, store.Options{})
 	ctx := context.Background()
-	sc := createSchedule(t, s, store.SchedulesCreateParams{Cron: "@hourly"})
+	sc := createSchedule(t, s, store.SchedulesCreateParams{Cron: "@hourly", Input: []byte(`{"a":1}`)})
 	runs, _, err := s.SchedulesFireDue(ctx, sc, *sc.NextFireAt, 0, "")
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("fire: %v %v", runs, err)
@@ -492,6 +493,11 @@ func TestSchedulesDeleteKeepsFiredRuns(t *testing.T) {
 	}
 	if _, err := s.SchedulesGet(ctx, "ns", sc.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("get deleted: %v", err)
+	}
+	// Its input goes with it (no foreign key cascades it).
+	var payloads int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM kagzi.workflow_payloads WHERE run_id = $1`, sc.ID).Scan(&payloads); err != nil || payloads != 0 {
+		t.Fatalf("payload rows of the deleted schedule: %d %v", payloads, err)
 	}
 	if err := s.SchedulesDelete(ctx, "ns", sc.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("delete twice: %v", err)
@@ -730,7 +736,9 @@ func TestSchedulesFireDueManyFiresBatchInOneStatement(t *testing.T) {
 		}
 		run := r.Runs[0]
 		if run.ScheduleID == nil || *run.ScheduleID != sc.ID || !run.ScheduleFireAt.Equal(fireAt) || run.Status != store.StatusPending ||
-			run.Namespace != "ns" || run.Queue != sc.Queue || run.Type != sc.Type || run.Version != "v1" || run.TraceContext != trace ||
+			run.Namespace != "ns" || run.Queue != sc.Queue || run.Type != sc.Type || run.Version != "v1" ||
+			// Each instance of a batch is a trace of its own.
+			run.TraceContext == trace || !traceParentRE.MatchString(run.TraceContext) ||
 			run.RetryPolicy == nil || run.RetryPolicy.MaxAttempts != 4 || run.AvailableAt == nil || run.ID.Version() != 7 || run.CronExpr != "" {
 			t.Fatalf("schedule %d: instance %+v", i, run)
 		}

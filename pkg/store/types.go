@@ -90,6 +90,9 @@ type Run struct {
 	// ParentClosePolicy, for a child run, says what happens to it when its
 	// parent ends ("" is TERMINATE).
 	ParentClosePolicy ParentClosePolicy
+	// ContinuedAs is the run this one continued as (RunsContinueAsNew);
+	// filled by RunsGet only.
+	ContinuedAs *uuid.UUID
 
 	// Input and Output are filled by the methods that say so (RunsGet,
 	// RunsClaim); list methods leave them nil to keep rows narrow.

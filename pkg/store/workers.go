@@ -125,10 +125,10 @@ func validateRegister(p *WorkersRegisterParams) error {
 			return err
 		}
 		// The claim matches one version per type (see RunsClaim).
-		if seen[tv.Type] {
-			return invalidf("workflow type %q registered twice", tv.Type)
+		if seen[tv.Type+"@"+tv.Version] {
+			return invalidf("workflow type %q at version %q registered twice", tv.Type, tv.Version)
 		}
-		seen[tv.Type] = true
+		seen[tv.Type+"@"+tv.Version] = true
 	}
 	return nil
 }

@@ -108,7 +108,7 @@ func TestWorkersRegisterValidation(t *testing.T) {
 		{"zero concurrency", "max concurrency", func(p *store.WorkersRegisterParams) { p.MaxConcurrency = 0 }},
 		{"negative pid", "pid", func(p *store.WorkersRegisterParams) { p.PID = -1 }},
 		{"duplicate type", "registered twice", func(p *store.WorkersRegisterParams) {
-			p.Types = []store.TypeVersion{{Type: "T", Version: "1"}, {Type: "T", Version: "2"}}
+			p.Types = []store.TypeVersion{{Type: "T", Version: "1"}, {Type: "T", Version: "1"}}
 		}},
 		{"empty type", "workflow type", func(p *store.WorkersRegisterParams) { p.Types = []store.TypeVersion{{Version: "1"}} }},
 		{"empty label key", "label", func(p *store.WorkersRegisterParams) { p.Labels = map[string]string{"": "x"} }},

@@ -7,7 +7,9 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kagzi/kagzi/internal/tracectx"
 	"github.com/kagzi/kagzi/pkg/protocol"
 )
 
@@ -54,6 +56,9 @@ func callBytes(c *reportCall) int {
 }
 
 type reportCall struct {
+	// sc is the caller's span (the run's attempt): a report of one run's
+	// items carries it as the W3C traceparent header.
+	sc      trace.SpanContext
 	items   []protocol.ReportItem
 	results []protocol.ReportResult
 	err     error
@@ -88,7 +93,7 @@ func (c *combiner) take(budget int) []*reportCall {
 // report sends items combined with whatever else is queued and returns
 // their results; an error means the round trip failed and may be retried.
 func (w *Worker) report(ctx context.Context, items []protocol.ReportItem) ([]protocol.ReportResult, error) {
-	call := &reportCall{items: items, done: make(chan struct{})}
+	call := &reportCall{sc: trace.SpanContextFromContext(ctx), items: items, done: make(chan struct{})}
 	c := &w.combiner
 	c.mu.Lock()
 	c.pending = append(c.pending, call)
@@ -134,6 +139,11 @@ func (w *Worker) sendCombined(batch []*reportCall) {
 	w.mu.Lock()
 	base := w.base
 	w.mu.Unlock()
+	// A report of one run travels in that run's trace (the W3C header);
+	// one combining several runs belongs to none of their traces.
+	if sc := batch[0].sc; sc.IsValid() && oneRun(items) {
+		base = trace.ContextWithSpanContext(base, sc)
+	}
 	results, err := w.reportOnce(base, items)
 	if errors.Is(err, errTooLarge) && len(batch) > 1 {
 		w.sendCombined(batch[:len(batch)/2])
@@ -153,7 +163,18 @@ func (w *Worker) sendCombined(batch []*reportCall) {
 	}
 }
 
-// reportOnce makes one report round trip; an error means try again.
+// oneRun reports whether every item is of the same run.
+func oneRun(items []protocol.ReportItem) bool {
+	for i := range items {
+		if items[i].RunID != items[0].RunID {
+			return false
+		}
+	}
+	return len(items) > 0
+}
+
+// reportOnce makes one report round trip, with ctx's span, if any, as the
+// message's W3C traceparent header; an error means try again.
 func (w *Worker) reportOnce(ctx context.Context, items []protocol.ReportItem) ([]protocol.ReportResult, error) {
 	data, err := protocol.Encode(&protocol.Report{WorkerID: w.cfg.WorkerID, Namespace: w.cfg.Namespace, Items: items})
 	if err != nil {
@@ -164,7 +185,7 @@ func (w *Worker) reportOnce(ctx context.Context, items []protocol.ReportItem) ([
 	}
 	rctx, cancel := context.WithTimeout(ctx, w.cfg.ReportTimeout)
 	defer cancel()
-	msg, err := w.nc.RequestWithContext(rctx, protocol.SubjectReport(w.cfg.Namespace), data)
+	msg, err := w.nc.RequestMsgWithContext(rctx, tracectx.Msg(ctx, protocol.SubjectReport(w.cfg.Namespace), data))
 	if errors.Is(err, nats.ErrMaxPayload) {
 		return nil, fmt.Errorf("%w: %v", errTooLarge, err)
 	}

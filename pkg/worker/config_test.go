@@ -67,9 +67,11 @@ func TestRegisterAndLifecycleErrors(t *testing.T) {
 		t.Fatalf("Start without types: %v", err)
 	}
 	must(t, worker.Register(w, "Echo", fn, worker.WithVersion("v1")))
-	if err := worker.Register(w, "Echo", fn); !errors.Is(err, worker.ErrDuplicateType) {
+	if err := worker.Register(w, "Echo", fn, worker.WithVersion("v1")); !errors.Is(err, worker.ErrDuplicateType) {
 		t.Fatalf("duplicate: %v", err)
 	}
+	// One type at another version is fine.
+	must(t, worker.Register(w, "Echo", fn, worker.WithVersion("v2")))
 	if err := worker.Register(w, "bad.name", fn); err == nil {
 		t.Fatal("invalid type name accepted")
 	}

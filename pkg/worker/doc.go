@@ -7,9 +7,14 @@
 //
 //	w, err := worker.New(worker.Config{Queue: "orders"}, nc)
 //	if err != nil { ... }
-//	err = worker.Register(w, "ProcessOrder", processOrder, worker.WithVersion("v1"))
+//	err = worker.Implement(w, ProcessOrder, processOrder, worker.WithVersion("v1"))
 //	if err != nil { ... }
 //	err = w.Run(ctx) // until ctx is cancelled, then drains
+//
+// ProcessOrder is a workflow.New declaration; Register takes a type name
+// string instead. One type may be implemented at several versions. An
+// operator may drain a worker remotely (client.DrainWorker, `kagzi worker
+// drain`): it drains as on Stop.
 //
 // # Protocol
 //

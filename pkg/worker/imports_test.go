@@ -17,7 +17,7 @@ func TestNoDatabaseDependency(t *testing.T) {
 	if err != nil {
 		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
-	pkgs := []string{"github.com/kagzi/kagzi/pkg/worker", "github.com/kagzi/kagzi/pkg/workflow"}
+	pkgs := []string{"github.com/kagzi/kagzi/pkg/worker", "github.com/kagzi/kagzi/pkg/workflow", "github.com/kagzi/kagzi/pkg/workflowtest"}
 	for _, pkg := range pkgs {
 		out, err := exec.CommandContext(t.Context(), goBin, "list", "-deps", pkg).CombinedOutput()
 		if err != nil {

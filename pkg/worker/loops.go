@@ -293,6 +293,12 @@ func (w *Worker) cancelLoop(ctx context.Context, sub *nats.Subscription) {
 			w.log.Warn("cancel for another worker ignored", "run_id", c.RunID, "for", c.WorkerID)
 			continue
 		}
+		if c.Drain {
+			// Stop's signal: supervise owns the drain.
+			w.log.Info("drain requested")
+			w.stopOnce.Do(func() { close(w.stop) })
+			continue
+		}
 		if c.Terminate {
 			if rs := w.abandonRun(c.RunID, workflow.ErrTerminated); rs != nil {
 				rs.log.Info("run terminated")

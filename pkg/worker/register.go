@@ -17,7 +17,11 @@ var ErrDuplicateType = errors.New("worker: workflow type already registered")
 type RegisterOption func(*registration)
 
 // WithVersion registers the workflow type at version v: the worker is only
-// delivered runs started for that version (or without one).
+// delivered runs started for that version (or without one). A worker may
+// register one type at several versions (one Register call each); a run
+// started without a version, when the operator set no default version for
+// its type (client.SetDefaultVersion), is pinned to the version registered
+// first.
 func WithVersion(v string) RegisterOption {
 	return func(r *registration) { r.version = v }
 }
@@ -25,6 +29,7 @@ func WithVersion(v string) RegisterOption {
 type registration struct {
 	name    string
 	version string
+	seq     int // registration order
 	fn      workflow.Func
 }
 
@@ -33,8 +38,8 @@ type registration struct {
 // undecodable one fails the run without retries) and its output is
 // recorded as JSON (encoding/json).
 //
-// Register must be called before Start. Registering a type twice, an
-// invalid name or version, or a nil function is an error.
+// Register must be called before Start. Registering a type twice at one
+// version, an invalid name or version, or a nil function is an error.
 func Register[In, Out any](w *Worker, name string, fn func(ctx workflow.Context, in In) (Out, error), opts ...RegisterOption) error {
 	if w == nil {
 		return errors.New("worker: Register on a nil Worker")
@@ -85,12 +90,24 @@ func (w *Worker) register(r *registration) error {
 	case stateStopped:
 		return fmt.Errorf("worker: register %q: %w", r.name, ErrStopped)
 	}
-	if _, dup := w.types[r.name]; dup {
-		return fmt.Errorf("%w: %q", ErrDuplicateType, r.name)
+	if _, dup := w.types[typeKey(r.name, r.version)]; dup {
+		return fmt.Errorf("%w: %q at version %q", ErrDuplicateType, r.name, r.version)
 	}
 	if len(w.types) >= protocol.MaxTypes {
 		return fmt.Errorf("worker: register %q: at most %d workflow types", r.name, protocol.MaxTypes)
 	}
-	w.types[r.name] = r
+	r.seq = len(w.types)
+	w.types[typeKey(r.name, r.version)] = r
 	return nil
+}
+
+// typeKey keys a registration by type and version.
+func typeKey(typ, version string) string { return typ + "@" + version }
+
+// Implement registers fn as the implementation of the workflow ref
+// declares (workflow.New): Register with the Ref's name, its input and
+// output types checked by the compiler. Several versions of one type are
+// several Implement calls with WithVersion.
+func Implement[In, Out any](w *Worker, ref workflow.Ref[In, Out], fn func(ctx workflow.Context, in In) (Out, error), opts ...RegisterOption) error {
+	return Register(w, ref.Name(), fn, opts...)
 }

@@ -5,6 +5,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"context"
@@ -67,9 +68,17 @@ func (w *Worker) newRunState(r *protocol.DeliveredRun) *runState {
 	if r.DeadlineAt != nil {
 		ctx, stopDeadline = context.WithDeadline(ctx, *r.DeadlineAt)
 	}
-	reg := w.types[r.Type]
-	if reg != nil && r.Version != "" && r.Version != reg.version {
-		reg = nil
+	reg := w.types[typeKey(r.Type, r.Version)]
+	if reg == nil && r.Version == "" {
+		// Unpinned (the engine pins runs as it claims them, but a run
+		// delivered unpinned runs as the version it would be pinned to:
+		// the type's first listed).
+		for _, tv := range w.typeList {
+			if tv.Type == r.Type {
+				reg = w.types[typeKey(tv.Type, tv.Version)]
+				break
+			}
+		}
 	}
 	soft, softCancel := context.WithCancelCause(ctx)
 	if r.CancelRequestedAt != nil {
@@ -99,17 +108,25 @@ func (w *Worker) execute(rs *runState) {
 		return
 	}
 	rs.log.Debug("run started", "replayed_steps", len(rs.run.Steps))
-	// The attempt joins the run's trace (started by the client) as a child
-	// of the start span; the workflow's steps are children of the attempt.
+	// The attempt joins the run's trace as a child of the dispatch span
+	// that delivered it (of the run's root when the dispatcher traces
+	// nothing); the workflow's steps are children of the attempt.
+	// kagzi.execution counts the run's deliveries (the lease token), so a
+	// run resumed after a sleep is execution 2; kagzi.retry_epoch counts
+	// the workflow's retries.
 	ctx, span := w.tracer.Start(tracectx.WithTraceParent(rs.ctx, rs.run.TraceParent), "kagzi.attempt "+rs.run.Type,
 		trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(
 			attribute.String("kagzi.run_id", rs.run.RunID.String()),
 			attribute.String("kagzi.workflow_type", rs.run.Type),
-			attribute.Int("kagzi.attempt", rs.run.Attempt),
+			attribute.Int64("kagzi.execution", rs.run.LeaseToken),
+			attribute.Int("kagzi.retry_epoch", rs.run.Attempt),
 			attribute.String("kagzi.worker_id", w.cfg.WorkerID.String()),
 		))
 	defer func() {
+		w.executions.Add(context.WithoutCancel(rs.ctx), 1, metric.WithAttributes(attribute.String("namespace", rs.run.Namespace),
+			attribute.String("queue", rs.run.Queue), attribute.String("workflow_type", rs.run.Type),
+			attribute.String("outcome", rs.outcome.Status.String())))
 		span.SetAttributes(attribute.String("kagzi.outcome", rs.outcome.Status.String()))
 		if rs.outcome.Err != nil {
 			span.RecordError(rs.outcome.Err)

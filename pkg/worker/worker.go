@@ -76,6 +76,9 @@ type Worker struct {
 
 	tracer trace.Tracer
 	stepMS metric.Float64Histogram
+	// executions counts the executions that ended here, per type and
+	// outcome.
+	executions metric.Int64Counter
 }
 
 // outstanding is the work request the worker waits an answer for.
@@ -107,11 +110,14 @@ func New(cfg Config, nc *nats.Conn) (*Worker, error) {
 	stepMS, _ := mp.Meter("github.com/kagzi/kagzi/worker").Float64Histogram("kagzi.step.duration", metric.WithUnit("ms"),
 		metric.WithDescription("Duration of step attempts."),
 		metric.WithExplicitBucketBoundaries(1, 5, 10, 25, 50, 100, 250, 1000, 5000, 30000))
+	executions, _ := mp.Meter("github.com/kagzi/kagzi/worker").Int64Counter("kagzi.executions",
+		metric.WithDescription("Executions of runs that ended on this worker, by workflow type and outcome (completed, failed, suspended, abandoned)."))
 	return &Worker{
-		tracer: tp.Tracer("github.com/kagzi/kagzi/worker"),
-		stepMS: stepMS,
-		cfg:    cfg,
-		nc:     nc,
+		tracer:     tp.Tracer("github.com/kagzi/kagzi/worker"),
+		stepMS:     stepMS,
+		executions: executions,
+		cfg:        cfg,
+		nc:         nc,
 		log: cfg.Logger.With("worker_id", cfg.WorkerID.String(),
 			"namespace", cfg.Namespace, "queue", cfg.Queue),
 		inbox:  nc.NewInbox(),
@@ -161,7 +167,15 @@ func (w *Worker) Start(ctx context.Context) error {
 	for _, r := range w.types {
 		w.typeList = append(w.typeList, protocol.TypeVersion{Type: r.name, Version: r.version})
 	}
-	sort.Slice(w.typeList, func(i, j int) bool { return w.typeList[i].Type < w.typeList[j].Type })
+	// By type, each type's versions in registration order: the first is
+	// the one a run without a version is pinned to.
+	sort.Slice(w.typeList, func(i, j int) bool {
+		a, b := w.typeList[i], w.typeList[j]
+		if a.Type != b.Type {
+			return a.Type < b.Type
+		}
+		return w.types[typeKey(a.Type, a.Version)].seq < w.types[typeKey(b.Type, b.Version)].seq
+	})
 	// Runs outlive Start's ctx by up to the drain timeout: they need its
 	// values (trace, logging) but their cancellation is the Worker's.
 	w.base = context.WithoutCancel(ctx)

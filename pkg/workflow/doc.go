@@ -1,15 +1,20 @@
-// Package workflow is what workflow code imports: the Context a run executes
-// in, durable steps ([Step]) memoized across executions and retried under a
-// policy ([WithRetry], [WithStepTimeout]), durable sleep ([Sleep],
-// [SleepUntil]), events ([WaitForEvent]), child workflows ([StartChild],
-// [Child], [ChildAll]), parallel branches ([Parallel]), and the error
-// helpers that steer retries ([NonRetryable], [IsNonRetryable],
-// [ErrorType]).
+// Package workflow is what workflow code imports: typed declarations of
+// workflows ([New], [Ref]), the Context a run executes in, durable steps
+// ([Step]) memoized across executions and retried under a policy
+// ([WithRetry], [WithStepTimeout]), durable sleep ([Sleep], [SleepUntil]),
+// events ([WaitForEvent]), child workflows ([Ref.Child], [StartChild],
+// [Child], [ChildAll]), parallel branches ([Parallel]), recorded values
+// ([Now], [SideEffect]), patching of running workflows ([Version]),
+// [ContinueAsNew], and the error helpers that steer retries
+// ([NonRetryable], [IsNonRetryable], [ErrorType]).
 //
 // It also owns the execution semantics of one delivery of a run: replay by
 // memoization, detection of non-determinism, suspension, and the report
-// each outcome produces ([Execute]). Package worker drives Execute over
-// NATS; applications do not call it themselves.
+// each outcome produces ([Execute]). Execute and its types (Execution,
+// Reporter, PayloadFetcher, Outcome) are the engine's entry, driven by
+// package worker over NATS and by package workflowtest in-process; they
+// are not part of the surface applications program against, and may
+// change. Unit-test workflows with package workflowtest.
 //
 // # Replay
 //

@@ -204,3 +204,51 @@ func ExampleSleep() {
 	// run_sleep
 	// outcome: suspended
 }
+
+// A typed reference, and the determinism helpers: Now and SideEffect are
+// recorded on the first execution and replayed after.
+func ExampleNew() {
+	type Invoice struct{ Number string }
+	issue := workflow.New[string, Invoice]("IssueInvoice")
+	billing := func(ctx workflow.Context, customer string) (Invoice, error) {
+		issued := workflow.Now(ctx)
+		n, err := workflow.SideEffect(ctx, "number", func() string { return uuid.NewString()[:8] })
+		if err != nil {
+			return Invoice{}, err
+		}
+		// A child started through its declaration: typed input and result.
+		inv, err := issue.Child(ctx, "issue", customer+"/"+n+"/"+issued.Format("2006-01"))
+		return inv, err
+	}
+	e := &engine{}
+	e.execute(func(ctx workflow.Context, in json.RawMessage) (json.RawMessage, error) {
+		out, err := billing(ctx, "acme")
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(out)
+	})
+	// Output:
+	// step_completed now (attempt 1)
+	// step_completed side:number (attempt 1)
+	// child_start issue
+	// run_sleep for children issue
+	// outcome: suspended
+}
+
+// Patching: runs that passed the change before it existed keep the old
+// path; new runs record version 1 and take the new one.
+func ExampleVersion() {
+	e := &engine{}
+	e.execute(func(ctx workflow.Context, in json.RawMessage) (json.RawMessage, error) {
+		v, err := workflow.Version(ctx, "cents", workflow.DefaultVersion, 1)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(v)
+	})
+	// Output:
+	// step_completed version:cents (attempt 1)
+	// run_completed
+	// outcome: completed
+}

@@ -199,10 +199,18 @@ func Execute(ctx context.Context, e Execution) Outcome {
 	now := ex.now()
 	it := ex.item(protocol.ReportRunCompleted)
 	it.FinishedAt = &now
+	var can *ContinueAsNewError
+	if errors.As(err, &can) && fatal == nil {
+		if can.err != nil {
+			err = can.err
+		} else if err = ex.checkPayload("continue-as-new input", can.input); err == nil {
+			it.Kind, it.Output = protocol.ReportRunContinue, can.input
+		}
+	}
 	if err != nil {
 		it.Kind = protocol.ReportRunFailed
 		setError(&it, err)
-	} else {
+	} else if it.Kind == protocol.ReportRunCompleted {
 		it.Output = out
 	}
 	// Child starts not yet sent go first.
@@ -258,6 +266,11 @@ type execution struct {
 	mu     sync.Mutex
 	seen   map[string]struct{}
 	events map[string]int // WaitForEvent calls per event name
+	// calls counts Now and SideEffect calls per step id base; versions
+	// are the Version answers of this execution per change id (both made
+	// on first use: most runs make no such call).
+	calls    map[string]int
+	versions map[string]int
 	// started: CHILD steps started by this execution (not yet finished).
 	started map[string]bool
 	state   execState

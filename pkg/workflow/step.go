@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/kagzi/kagzi/internal/sdkhook"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/retry"
 )
@@ -149,10 +150,12 @@ func runAttempt[T any](ctx Context, ex *execution, id string, attempt int, tries
 		attribute.String("kagzi.run_id", ex.run.RunID.String()),
 		attribute.String("kagzi.workflow_type", ex.run.Type),
 		attribute.String("kagzi.step_id", id),
-		attribute.Int("kagzi.attempt", attempt),
+		attribute.Int("kagzi.step.attempt", attempt),
 	))
 	started := ex.now()
-	v, ferr := runStep(context.WithValue(sctx, stepInfoKey{}, StepInfo{RunID: ex.run.RunID.String(), StepID: id, Attempt: attempt}), o, fn)
+	v, ferr := runOrMock(ex, id, attempt, func() (T, error) {
+		return runStep(context.WithValue(sctx, stepInfoKey{}, StepInfo{RunID: ex.run.RunID.String(), StepID: id, Attempt: attempt}), o, fn)
+	})
 	finished := ex.now()
 	if ferr != nil {
 		span.RecordError(ferr)
@@ -261,4 +264,28 @@ func runStep[T any](ctx context.Context, o stepOptions, fn func(context.Context)
 		}
 	}()
 	return fn(ctx)
+}
+
+// runOrMock runs the step, unless the execution runs under the test kit
+// and it mocks this step: then the mock's output, decoded into T, or its
+// error.
+func runOrMock[T any](ex *execution, id string, attempt int, run func() (T, error)) (T, error) {
+	m := sdkhook.StepMockFrom(ex.ctx)
+	if m == nil {
+		return run()
+	}
+	out, err, ok := m(id, attempt)
+	if !ok {
+		return run()
+	}
+	var v T
+	if err != nil {
+		return v, err
+	}
+	if len(out) > 0 {
+		if err := json.Unmarshal(out, &v); err != nil {
+			return v, NonRetryable(fmt.Errorf("workflow: step %q: mocked output does not decode into %T: %w", id, v, err))
+		}
+	}
+	return v, nil
 }

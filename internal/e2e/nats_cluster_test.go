@@ -1,0 +1,198 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+
+	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/internal/devserver"
+	"github.com/kagzi/kagzi/internal/testdb"
+	"github.com/kagzi/kagzi/internal/testnats"
+	"github.com/kagzi/kagzi/pkg/client"
+	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/pkg/worker"
+	"github.com/kagzi/kagzi/pkg/workflow"
+)
+
+// TestNATSClusterNodeKilled runs the services on a three-node NATS cluster
+// (every connection given all three nodes) and shuts down, mid-load, the
+// node the dispatcher is connected to: deliveries, reports and replies in
+// flight through it are lost, and every connection on it moves to another
+// node. Every run must still complete, once, with each step's result
+// recorded once and the output built from them.
+func TestNATSClusterNodeKilled(t *testing.T) {
+	const (
+		runs  = 300
+		steps = 3
+	)
+	nodes := testnats.StartCluster(t, 3)
+	url := testdb.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+
+	var mu sync.Mutex
+	executed := map[string]int{} // run/step → executions of its function
+	var started atomic.Int64
+	register := func(w *worker.Worker) error {
+		return worker.Register(w, "Tri", func(ctx workflow.Context, n int) (int, error) {
+			started.Add(1)
+			sum := 0
+			for i := 0; i < steps; i++ {
+				v, err := workflow.Step(ctx, fmt.Sprintf("s%d", i), func(sctx context.Context) (int, error) {
+					info, _ := workflow.StepInfoFrom(sctx)
+					mu.Lock()
+					executed[info.RunID+"/"+info.StepID]++
+					mu.Unlock()
+					// A little work, so that reports are in flight when
+					// the node dies.
+					time.Sleep(time.Millisecond)
+					return n*10 + i, nil
+				})
+				if err != nil {
+					return 0, err
+				}
+				sum += v
+			}
+			return sum, nil
+		})
+	}
+	// Watch the relay come up on a node that stays.
+	watch, err := nats.Connect(nodes[2].URL(), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(watch.Close)
+	relayUp := make(chan *nats.Msg, 16)
+	if _, err := watch.ChanSubscribe(protocol.SubjectRelayUp, relayUp); err != nil {
+		t.Fatal(err)
+	}
+	if err := watch.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := devserver.Start(ctx, devserver.Options{
+		DatabaseURL: url, NATSURL: testnats.ClusterURL(nodes), Dispatchers: 1, Workers: 2,
+		Worker:   config.Worker{MaxConcurrency: 50, HeartbeatInterval: 200 * time.Millisecond},
+		Reaper:   config.Reaper{WorkerTimeout: 2 * time.Second, FlushInterval: 100 * time.Millisecond, LeaseGrace: time.Second},
+		Register: register,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	select {
+	case <-relayUp:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no relay came up")
+	}
+	// The dispatcher's node dies; the client is on another.
+	victim := nodeOf(t, nodes, "kagzi-dev-dispatcher-0")
+	nc := nodes[(victim+1)%len(nodes)].Connect(t)
+	cl, err := client.New(srv.Store, nc, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+
+	reqs := make([]client.StartRequest, runs)
+	for i := range reqs {
+		reqs[i] = client.StartRequest{Type: "Tri", Input: i}
+	}
+	hs, err := cl.StartMany(ctx, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Mid-load: a third of the runs have started executing.
+	waitUntil(t, 20*time.Second, "a third of the runs to start", func() bool { return started.Load() >= runs/3 })
+	nodes[victim].Stop()
+	t.Logf("killed node %d with %d of %d runs started", victim, started.Load(), runs)
+	// The dispatcher's connection moved to a surviving node.
+	survivors := append(append([]*testnats.Server(nil), nodes[:victim]...), nodes[victim+1:]...)
+	waitUntil(t, 10*time.Second, "the dispatcher to reconnect to a surviving node", func() bool {
+		return holds(t, survivors, "kagzi-dev-dispatcher-0")
+	})
+
+	waitAll(t, hs, 25*time.Second)
+
+	ids := make([]uuid.UUID, len(hs))
+	for i, h := range hs {
+		ids[i] = h.RunID
+		r, err := cl.Get(ctx, h.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != store.StatusCompleted {
+			t.Errorf("run %d: status %s (%s)", i, r.Status, r.Error)
+			continue
+		}
+		if want := fmt.Sprint(i*10*steps + steps*(steps-1)/2); strings.TrimSpace(string(r.Output)) != want {
+			t.Errorf("run %d: output %s, want %s", i, r.Output, want)
+		}
+		ss, err := srv.Store.StepsList(ctx, r.Namespace, h.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		latest := map[string]int{}
+		for _, s := range ss {
+			if s.IsLatest && s.Status == store.StepCompleted {
+				latest[s.StepID]++
+			}
+		}
+		for j := 0; j < steps; j++ {
+			if n := latest[fmt.Sprintf("s%d", j)]; n != 1 {
+				t.Errorf("run %d step s%d: %d completed results, want 1", i, j, n)
+			}
+		}
+	}
+	mu.Lock()
+	again := 0
+	for _, n := range executed {
+		if n > 1 {
+			again++
+		}
+	}
+	if len(executed) != runs*steps {
+		t.Errorf("%d step functions ran, want %d", len(executed), runs*steps)
+	}
+	mu.Unlock()
+	t.Logf("%d step functions ran more than once (a lost report; each result recorded once)", again)
+}
+
+// nodeOf is the index of the node holding the client connection named
+// name.
+func nodeOf(t *testing.T, nodes []*testnats.Server, name string) int {
+	t.Helper()
+	for i, n := range nodes {
+		if holds(t, []*testnats.Server{n}, name) {
+			return i
+		}
+	}
+	t.Fatalf("no node holds connection %s", name)
+	return -1
+}
+
+// holds reports whether one of nodes holds the client connection named
+// name.
+func holds(t *testing.T, nodes []*testnats.Server, name string) bool {
+	t.Helper()
+	for _, n := range nodes {
+		cz, err := n.Connz(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cz.Conns {
+			if c.Name == name {
+				return true
+			}
+		}
+	}
+	return false
+}

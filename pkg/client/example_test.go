@@ -1,0 +1,138 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/kagzi/kagzi/pkg/client"
+	"github.com/kagzi/kagzi/pkg/worker"
+	"github.com/kagzi/kagzi/pkg/workflow"
+)
+
+// The README's examples are these, verbatim (TestReadmeExamplesCompile
+// checks it): they compile here, against the public packages only.
+
+type Order struct {
+	ID       string
+	Customer string
+	Amount   int
+}
+
+type Receipt struct {
+	Reservation string
+	Payment     string
+}
+
+type stubInventory struct{}
+
+func (stubInventory) Reserve(context.Context, string) (string, error) { return "res-1", nil }
+
+type stubPayments struct{}
+
+func (stubPayments) Charge(context.Context, string, int) (string, error) { return "pay-1", nil }
+
+var (
+	inventory   stubInventory
+	payments    stubPayments
+	databaseURL = "postgres://localhost:5432/app"
+)
+
+// README: declare
+var ProcessOrder = workflow.New[Order, Receipt]("ProcessOrder")
+
+func processOrder(ctx workflow.Context, o Order) (Receipt, error) {
+	res, err := workflow.Step(ctx, "reserve-inventory", func(ctx context.Context) (string, error) {
+		return inventory.Reserve(ctx, o.ID)
+	})
+	if err != nil {
+		return Receipt{}, err
+	}
+	if err := workflow.Sleep(ctx, "cool-off", time.Hour); err != nil {
+		return Receipt{}, err
+	}
+	pay, err := workflow.Step(ctx, "charge-payment", func(ctx context.Context) (string, error) {
+		return payments.Charge(ctx, o.Customer, o.Amount)
+	})
+	if err != nil {
+		return Receipt{}, err
+	}
+	return Receipt{Reservation: res, Payment: pay}, nil
+}
+
+// README: end
+
+// A worker serves the workflow: it needs NATS only.
+func Example_worker() {
+	ctx := context.Background()
+	nc, err := nats.Connect(nats.DefaultURL)
+	if err != nil {
+		return
+	}
+	// README: worker
+	w, err := worker.New(worker.Config{Queue: "orders", MaxConcurrency: 50}, nc)
+	if err != nil {
+		return
+	}
+	if err := worker.Implement(w, ProcessOrder, processOrder, worker.WithVersion("v1")); err != nil {
+		return
+	}
+	err = w.Run(ctx) // until ctx ends, then drains
+	// README: end
+	_ = err
+}
+
+// An application starts a run and waits for its typed result; it needs
+// the database and NATS, and imports no part of the engine's internals.
+func Example() {
+	ctx := context.Background()
+	nc, err := nats.Connect(nats.DefaultURL)
+	if err != nil {
+		return
+	}
+	order := Order{ID: "o-1", Customer: "c-1", Amount: 42}
+	// README: client
+	cl, err := client.Connect(ctx, databaseURL, nc, client.Options{Queue: "orders"})
+	if err != nil {
+		return
+	}
+	defer cl.Close()
+	h, err := client.StartWorkflow(ctx, cl, ProcessOrder, order, client.StartOptions{ExternalID: order.ID})
+	if err != nil {
+		return
+	}
+	receipt, err := h.Result(ctx) // a Receipt
+	if errors.Is(err, client.ErrRunFailed) {
+		return
+	}
+	// README: end
+	fmt.Println(receipt.Payment)
+}
+
+// Remote drain of a worker, and the operator's default version of a type.
+func ExampleClient_DrainWorker() {
+	ctx := context.Background()
+	nc, err := nats.Connect(nats.DefaultURL)
+	if err != nil {
+		return
+	}
+	cl, err := client.Connect(ctx, databaseURL, nc, client.Options{})
+	if err != nil {
+		return
+	}
+	defer cl.Close()
+	workers, err := cl.Workers(ctx)
+	if err != nil {
+		return
+	}
+	for _, w := range workers {
+		if w.Status == client.WorkerOnline {
+			_, _ = cl.DrainWorker(ctx, w.ID)
+		}
+	}
+	// Runs started without a version from now on run as v2.
+	_ = cl.SetDefaultVersion(ctx, ProcessOrder.Name(), "v2")
+}

@@ -1,0 +1,83 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+)
+
+// continuedTrace is the SQL for the trace context of a run continuing one
+// whose context is col: the same span context, so the chain is one trace,
+// with the W3C random-trace-id flag set (true of Kagzi's and the SDK's
+// trace ids, ignored by propagation otherwise) so that a context the store
+// gave the chain's first run is no longer taken for one whose root is still
+// to be reported (BirthRoot): the dispatcher reports the root once.
+func continuedTrace(col string) string {
+	return `CASE WHEN ` + col + ` LIKE '%-01' THEN left(` + col + `, length(` + col + `) - 2) || '03' ELSE ` + col + ` END`
+}
+
+// RunsContinueAsNew ends the run held by l COMPLETED, without output, and
+// starts in the same statement the run newID that continues it: the same
+// namespace, queue, type, external id, retry policy, priority and trace,
+// the input given, an empty history, the type's default version (else
+// unpinned, like a start without a version) and no deadline. The ended
+// run's continued_as names the new one, so a client waiting on the old id
+// follows it. A child run cannot continue as new (its parent waits for
+// that run id): ErrInvalidArgument. A repeated report of the same
+// continuation succeeds without starting another run.
+func (s *Store) RunsContinueAsNew(ctx context.Context, l Lease, newID uuid.UUID, input []byte) error {
+	if newID == uuid.Nil {
+		return invalidf("continue as new: new run id is required")
+	}
+	if err := s.checkPayload(ctx, "input", input); err != nil {
+		return err
+	}
+	var id uuid.UUID
+	err := s.db.QueryRow(ctx, `
+WITH o AS (
+	UPDATE kagzi.workflow_runs SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL,
+		continued_as = $4
+	WHERE namespace_id = $1 AND run_id = $2 AND lease_token = $3 AND status = 'RUNNING' AND parent_run_id IS NULL
+	RETURNING namespace_id, external_id, task_queue, workflow_type, retry_policy, priority, trace_context
+), n AS (
+	INSERT INTO kagzi.workflow_runs (run_id, namespace_id, external_id, task_queue, workflow_type, version,
+		status, available_at, retry_policy, priority, trace_context)
+	SELECT $4, o.namespace_id, o.external_id, o.task_queue, o.workflow_type,
+		`+defaultVersion("''", "o.namespace_id", "o.workflow_type")+`, 'PENDING', now(), o.retry_policy, o.priority,
+		`+continuedTrace("o.trace_context")+`
+	FROM o
+	RETURNING run_id
+), p AS (
+	INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT run_id, $5::bytea FROM n
+), e AS (
+	INSERT INTO kagzi.workflow_payloads (run_id, output) SELECT $2, 'null'::bytea FROM o
+	ON CONFLICT (run_id) DO UPDATE SET output = excluded.output
+)
+SELECT run_id FROM n`, l.Namespace, l.RunID, l.Token, newID, input).Scan(&id)
+	if err == nil {
+		return nil
+	}
+	if !isNoRows(err) {
+		return mapErr(fmt.Sprintf("continue run %s as new", l.RunID), err)
+	}
+	var (
+		st     RunStatus
+		tok    int64
+		parent *uuid.UUID
+		cont   *uuid.UUID
+	)
+	err = s.db.QueryRow(ctx, `SELECT status, lease_token, parent_run_id, continued_as FROM kagzi.workflow_runs
+WHERE namespace_id = $1 AND run_id = $2`, l.Namespace, l.RunID).Scan(&st, &tok, &parent, &cont)
+	if err != nil {
+		return mapErr(fmt.Sprintf("continue run %s as new", l.RunID), err)
+	}
+	switch {
+	case tok == l.Token && st == StatusCompleted && cont != nil && *cont == newID:
+		return nil
+	case tok == l.Token && st == StatusRunning && parent != nil:
+		return invalidf("continue run %s as new: a child run cannot continue as new", l.RunID)
+	}
+	return fmt.Errorf("continue run %s as new: %w (run is %s under lease %d, report names lease %d)",
+		l.RunID, ErrLeaseLost, st, tok, l.Token)
+}
