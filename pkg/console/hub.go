@@ -507,6 +507,10 @@ func (h *hub) serveSSE(w http.ResponseWriter, r *http.Request, ns string) {
 		backlog = []event{{seq: st.seq, name: "resync", data: []byte(`{}`)}}
 	}
 	st.clients[cl] = struct{}{}
+	var stopped <-chan struct{} // nil (never) when the console was not started
+	if h.ctx != nil {
+		stopped = h.ctx.Done()
+	}
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()
@@ -561,7 +565,7 @@ func (h *hub) serveSSE(w http.ResponseWriter, r *http.Request, ns string) {
 			}
 		case <-r.Context().Done():
 			return
-		case <-h.ctx.Done():
+		case <-stopped:
 			return
 		}
 	}
