@@ -575,7 +575,11 @@ func (c *Console) drainWorker(r *http.Request, ns string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := c.st.WorkersDrain(r.Context(), ns, id)
+	cl, err := c.client(ns)
+	if err != nil {
+		return nil, err
+	}
+	w, err := cl.DrainWorker(r.Context(), id)
 	if err != nil {
 		return nil, err
 	}

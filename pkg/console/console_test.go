@@ -175,7 +175,11 @@ func TestEndpoints(t *testing.T) {
 	if code, body := e.do(http.MethodDelete, "/api/v1/limits?ns=default&queue=default&type=Echo", nil); code != http.StatusOK {
 		t.Fatalf("delete limit: %d %s", code, body)
 	}
-	e.post("/api/v1/workers/"+ws.Workers[0].ID.String()+"/drain?ns=default", nil, http.StatusOK, nil)
+	var drained struct{ Status string }
+	e.post("/api/v1/workers/"+ws.Workers[0].ID.String()+"/drain?ns=default", nil, http.StatusOK, &drained)
+	if drained.Status != "DRAINING" {
+		t.Fatalf("drained worker: %q", drained.Status)
+	}
 	var nss struct{ Namespaces []string }
 	e.getJSON("/api/v1/namespaces", &nss)
 	if len(nss.Namespaces) != 1 || nss.Namespaces[0] != "default" {
