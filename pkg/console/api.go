@@ -231,11 +231,19 @@ func (c *Console) runsData(r *http.Request, ns string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	counts, err := c.hub.counts(r.Context(), ns)
+	// The JSON answer waits for exact counts; a page shows them when its
+	// event stream brings them, rather than wait for a namespace's first
+	// count.
+	var counts map[string]int64
+	if r.Context().Value(ctxPage) != nil {
+		counts, err = c.hub.peekCounts(r.Context(), ns)
+	} else {
+		counts, err = c.hub.counts(r.Context(), ns)
+	}
 	if err != nil {
 		return nil, err
 	}
-	page := RunsPage{Runs: make([]RunView, len(runs)), Counts: counts, Filter: f}
+	page := RunsPage{Runs: make([]RunView, len(runs)), Counts: counts, CountsReady: counts != nil, Filter: f}
 	for i := range runs {
 		page.Runs[i] = runRow(&runs[i])
 	}

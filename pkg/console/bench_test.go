@@ -19,8 +19,10 @@ import (
 // namespace holding KAGZI_BENCH_CONSOLE_RUNS finished runs (default
 // 5,000,000; each with its payload and a step, as BenchInsertFinished makes
 // them) through the console's handler against Postgres. The first view
-// reads the counts' baseline once; it is reported apart (baseline-ms), and
-// every measured view after it is a page read plus a render:
+// starts reading the counts' baseline in the background and does not wait
+// for it (first-view-ms); baseline-ms is how long that read took, once per
+// namespace and console process; every measured view is a page read plus
+// a render:
 //
 //	KAGZI_TEST_DATABASE_URL=… go test -run '^$' -bench BenchmarkRunsPage -benchtime 200x -timeout 60m ./pkg/console/
 func BenchmarkRunsPage(b *testing.B) {
@@ -63,10 +65,15 @@ func BenchmarkRunsPage(b *testing.B) {
 	}
 	t0 := time.Now()
 	view()
+	first := time.Since(t0)
+	if _, err := con.Counts(ctx, "default"); err != nil {
+		b.Fatal(err)
+	}
 	baseline := time.Since(t0)
 	for b.Loop() {
 		view()
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/page")
+	b.ReportMetric(float64(first.Microseconds())/1000, "first-view-ms")
 	b.ReportMetric(float64(baseline.Microseconds())/1000, "baseline-ms")
 }

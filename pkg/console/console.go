@@ -143,6 +143,12 @@ func (c *Console) Stop() {
 // included).
 func (c *Console) Handler() http.Handler { return c.guard(c.mux) }
 
+// Counts returns the namespace's runs per status, as the runs view shows
+// them (kept from events after one first read).
+func (c *Console) Counts(ctx context.Context, ns string) (map[string]int64, error) {
+	return c.hub.counts(ctx, ns)
+}
+
 // Flushes counts the times the live-update hub read Postgres.
 func (c *Console) Flushes() int64 {
 	c.hub.mu.Lock()

@@ -141,33 +141,70 @@ func (h *hub) stop() {
 	}
 }
 
-// track returns the namespace's state, reading its baseline on first use.
-func (h *hub) track(ctx context.Context, ns string) (*nsState, error) {
+// ensure returns the namespace's state and, on first use, starts reading
+// its baseline: in the background when the console was started (a page
+// need not wait for it), else with ctx.
+func (h *hub) ensure(ctx context.Context, ns string) *nsState {
 	h.mu.Lock()
 	st, ok := h.ns[ns]
-	if !ok {
-		st = &nsState{ns: ns, loaded: make(chan struct{}), pending: map[uuid.UUID]struct{}{},
-			recent: map[uuid.UUID]recentRun{}, clients: map[*sseClient]struct{}{}}
-		h.ns[ns] = st
+	if ok {
 		h.mu.Unlock()
-		h.load(ctx, st)
-	} else {
-		h.mu.Unlock()
+		return st
 	}
+	st = &nsState{ns: ns, loaded: make(chan struct{}), pending: map[uuid.UUID]struct{}{},
+		recent: map[uuid.UUID]recentRun{}, clients: map[*sseClient]struct{}{}}
+	h.ns[ns] = st
+	hctx := h.ctx
+	h.mu.Unlock()
+	if hctx != nil {
+		go h.load(hctx, st)
+	} else {
+		h.load(ctx, st)
+	}
+	return st
+}
+
+// settled returns the error of a read baseline, forgetting the namespace
+// so the next use reads it again.
+func (h *hub) settled(st *nsState) error {
+	if st.err == nil {
+		return nil
+	}
+	h.mu.Lock()
+	if h.ns[st.ns] == st {
+		delete(h.ns, st.ns)
+	}
+	h.mu.Unlock()
+	return st.err
+}
+
+// track returns the namespace's state once its baseline is read.
+func (h *hub) track(ctx context.Context, ns string) (*nsState, error) {
+	st := h.ensure(ctx, ns)
 	select {
 	case <-st.loaded:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	if st.err != nil {
-		h.mu.Lock()
-		if h.ns[ns] == st {
-			delete(h.ns, ns)
-		}
-		h.mu.Unlock()
-		return nil, st.err
+	if err := h.settled(st); err != nil {
+		return nil, err
 	}
 	return st, nil
+}
+
+// peekCounts returns the namespace's counts, or nil while its baseline is
+// still being read (the page shows them when the event stream sends them).
+func (h *hub) peekCounts(ctx context.Context, ns string) (map[string]int64, error) {
+	st := h.ensure(ctx, ns)
+	select {
+	case <-st.loaded:
+	default:
+		return nil, nil
+	}
+	if err := h.settled(st); err != nil {
+		return nil, err
+	}
+	return h.counts(ctx, ns)
 }
 
 // load reads the baseline: the live runs' statuses, the finished runs'

@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -37,7 +38,7 @@ func (c *Console) page(name string, fn dataFunc) http.HandlerFunc {
 		ns, err := c.namespace(r)
 		if err == nil {
 			v.NS = ns
-			v.Data, err = fn(r, ns)
+			v.Data, err = fn(r.WithContext(context.WithValue(r.Context(), ctxPage, true)), ns)
 		}
 		if err != nil {
 			status = errStatus(err)

@@ -24,6 +24,7 @@ type ctxKey int
 const (
 	ctxCSRF ctxKey = iota
 	ctxUser
+	ctxPage // set for HTML pages (vs /api/v1)
 )
 
 func isWrite(m string) bool {

@@ -47,7 +47,9 @@ type RunsPage struct {
 	Runs   []RunView        `json:"runs"`
 	Next   string           `json:"next,omitempty"`
 	Counts map[string]int64 `json:"counts"`
-	Filter RunsFilter       `json:"filter"`
+	// CountsReady is false while the namespace's counts are first read.
+	CountsReady bool       `json:"counts_ready"`
+	Filter      RunsFilter `json:"filter"`
 }
 
 // RunsFilter are the runs view's filters, as query parameters.
