@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 PG_URL = $$(scripts/ensure-postgres.sh)
 
-.PHONY: test run build lint fuzz bench-store bench chaos vendor-js
+.PHONY: test test-auth run build lint fuzz bench-store bench chaos vendor-js
 
 ## test: start Postgres if none is reachable (and, as root, install iproute2
 ## for the failover test's network namespaces and chromium for the console's
@@ -14,6 +14,11 @@ test:
 	@scripts/ensure-iproute2.sh
 	@scripts/ensure-chromium.sh
 	KAGZI_TEST_DATABASE_URL="$(PG_URL)" $(GO) test -race -count=1 -timeout 9m ./...
+
+## test-auth: the end-to-end suite on a NATS server with the users and
+## permissions of `kagzi nats-config`, every component connecting as its role.
+test-auth:
+	KAGZI_TEST_DATABASE_URL="$(PG_URL)" KAGZI_E2E_NATS_AUTH=1 $(GO) test -race -count=1 -timeout 9m ./internal/e2e/
 
 ## build: build every binary into bin/.
 build:

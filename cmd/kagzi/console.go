@@ -17,6 +17,7 @@ import (
 	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/svc"
 	"github.com/kagzi/kagzi/pkg/console"
+	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
@@ -48,10 +49,23 @@ KAGZI_CONSOLE_PREFIX configure it (see the README).`,
 			if err != nil {
 				return err
 			}
-			nc, err := a.NATS()
+			// Its own connection, as the console role (KAGZI_NATS_* give
+			// that user's credentials when NATS authorization is on).
+			var auth config.NATSAuth
+			if err := config.Load(ctx, &auth); err != nil {
+				return err
+			}
+			nopts, err := auth.Options()
 			if err != nil {
 				return err
 			}
+			nc, err := nats.Connect(a.NATSURL, append([]nats.Option{nats.Name("kagzi-console"),
+				nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
+				nats.CustomInboxPrefix(protocol.ServiceInbox(protocol.RoleConsole))}, nopts...)...)
+			if err != nil {
+				return fmt.Errorf("connect to NATS at %s as the console: %w", redactURL(a.NATSURL), err)
+			}
+			defer nc.Close()
 			log := svc.Logger(cfg.LogLevel).With("service", "console")
 			srv, url, err := startConsole(ctx, cfg, a.Namespace, st, nc, log)
 			if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/kagzi/kagzi/internal/reaper"
 	"github.com/kagzi/kagzi/internal/scheduler"
 	"github.com/kagzi/kagzi/internal/svc"
+	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
@@ -107,7 +108,14 @@ func run(ctx context.Context, name string, common config.Common, db config.Datab
 		return err
 	}
 	defer pool.Close()
-	nc, err := svc.ConnectNATS(common.NATSURL, "kagzi-"+name, log)
+	natsOpts, err := common.NATSAuth.Options()
+	if err != nil {
+		return err
+	}
+	// name is the service's role: its inbox prefix is the one its NATS
+	// permissions let it read (protocol.Permissions).
+	natsOpts = append(natsOpts, nats.CustomInboxPrefix(protocol.ServiceInbox(name)))
+	nc, err := svc.ConnectNATS(common.NATSURL, "kagzi-"+name, log, natsOpts...)
 	if err != nil {
 		return err
 	}

@@ -516,7 +516,7 @@ func (h *harness) setup(ctx context.Context) error {
 // registrations subscribes to worker registrations (pids).
 func (h *harness) registrations() (<-chan int, func(), error) {
 	ch := make(chan int, 64)
-	sub, err := h.nc.Subscribe(protocol.SubjectWorkerRegister, func(m *nats.Msg) {
+	sub, err := h.nc.Subscribe(protocol.SubjectWorkerRegisterAll, func(m *nats.Msg) {
 		var r protocol.WorkerRegister
 		if protocol.Decode(m.Data, &r) == nil {
 			select {

@@ -165,7 +165,7 @@ func (r *Relay) onNotification(ctx context.Context, payload string) {
 			r.publish(ctx, protocol.SubjectDone(n.Namespace, f.RunID), &protocol.RunFinished{Namespace: n.Namespace, RunID: f.RunID, Status: string(f.Status)})
 		}
 	case store.NotifyCancel:
-		r.publish(ctx, protocol.SubjectCancel(n.WorkerID), &protocol.Cancel{Namespace: n.Namespace, RunID: n.RunID, WorkerID: n.WorkerID,
+		r.publish(ctx, protocol.SubjectCancel(n.Namespace, n.WorkerID), &protocol.Cancel{Namespace: n.Namespace, RunID: n.RunID, WorkerID: n.WorkerID,
 			Terminate: n.Terminate})
 	case store.NotifySchedule:
 		r.publish(ctx, protocol.SubjectSchedule(n.Namespace), &protocol.ScheduleChanged{Namespace: n.Namespace, ScheduleID: n.RunID, NextAt: n.At})

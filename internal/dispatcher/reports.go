@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -36,6 +37,12 @@ func (d *Dispatcher) onReport(m *nats.Msg) {
 	job := &reportJob{msg: m, received: time.Now()}
 	if err := protocol.Decode(m.Data, &job.report); err != nil {
 		d.dropMalformed(m, err)
+		return
+	}
+	// NATS permissions let a worker publish on its namespace's subject
+	// only; a report naming another namespace is not its to make.
+	if want := protocol.SubjectReport(job.report.Namespace); m.Subject != want {
+		d.dropMalformed(m, fmt.Errorf("report of namespace %q on subject %q", job.report.Namespace, m.Subject))
 		return
 	}
 	select {

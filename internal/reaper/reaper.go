@@ -291,7 +291,7 @@ func (r *Reaper) Start(ctx context.Context) error {
 		cancel()
 		return err
 	}
-	for _, subj := range []string{protocol.SubjectWorkerRegister, protocol.SubjectWorkerHeartbeat, protocol.SubjectWorkerDeregister} {
+	for _, subj := range []string{protocol.SubjectWorkerRegisterAll, protocol.SubjectWorkerHeartbeatAll, protocol.SubjectWorkerDeregisterAll} {
 		sub, err := r.nc.ChanSubscribe(subj, live)
 		if err != nil {
 			return fail(fmt.Errorf("reaper: subscribe %s: %w", subj, err))
@@ -410,13 +410,20 @@ func (r *Reaper) ingest(ctx context.Context, ch chan *nats.Msg) {
 		case <-ctx.Done():
 			return
 		case m := <-ch:
-			switch m.Subject {
-			case protocol.SubjectWorkerRegister:
-				r.onRegister(m)
-			case protocol.SubjectWorkerHeartbeat:
-				r.onHeartbeat(m)
-			case protocol.SubjectWorkerDeregister:
-				r.onDeregister(m)
+			// The namespace in the subject is the one NATS permissions
+			// let the sender speak for; the message must name the same.
+			kind, ns, err := protocol.ParseWorker(m.Subject)
+			if err != nil {
+				r.dropMalformed(m, err)
+				continue
+			}
+			switch kind {
+			case protocol.WorkerRegisterKind:
+				r.onRegister(m, ns)
+			case protocol.WorkerHeartbeatKind:
+				r.onHeartbeat(m, ns)
+			case protocol.WorkerDeregisterKind:
+				r.onDeregister(m, ns)
 			}
 		}
 	}
@@ -433,10 +440,23 @@ func registerParams(m *protocol.WorkerRegister) *store.WorkersRegisterParams {
 	}
 }
 
-func (r *Reaper) onRegister(m *nats.Msg) {
+// subjectNS reports, as a malformed message, one whose namespace is not
+// its subject's.
+func (r *Reaper) subjectNS(m *nats.Msg, subjectNS, msgNS string) bool {
+	if subjectNS != msgNS {
+		r.dropMalformed(m, fmt.Errorf("message names namespace %q on a subject of namespace %q", msgNS, subjectNS))
+		return false
+	}
+	return true
+}
+
+func (r *Reaper) onRegister(m *nats.Msg, ns string) {
 	var reg protocol.WorkerRegister
 	if err := protocol.Decode(m.Data, &reg); err != nil {
 		r.dropMalformed(m, err)
+		return
+	}
+	if !r.subjectNS(m, ns, reg.Namespace) {
 		return
 	}
 	r.c.registers.Add(1)
@@ -446,6 +466,12 @@ func (r *Reaper) onRegister(m *nats.Msg) {
 	if w == nil {
 		w = &wstate{id: reg.WorkerID}
 		r.workers[reg.WorkerID] = w
+	} else if w.ns != "" && w.ns != reg.Namespace {
+		// A worker id is random; one of another namespace reusing it
+		// would take over that worker's liveness.
+		r.mu.Unlock()
+		r.dropMalformed(m, fmt.Errorf("worker %s registers in namespace %q, it is known in %q", reg.WorkerID, reg.Namespace, w.ns))
+		return
 	}
 	w.ns, w.queue = reg.Namespace, reg.Queue
 	w.reg = registerParams(&reg)
@@ -457,10 +483,13 @@ func (r *Reaper) onRegister(m *nats.Msg) {
 	r.wakeLeader()
 }
 
-func (r *Reaper) onHeartbeat(m *nats.Msg) {
+func (r *Reaper) onHeartbeat(m *nats.Msg, ns string) {
 	var hb protocol.Heartbeat
 	if err := protocol.Decode(m.Data, &hb); err != nil {
 		r.dropMalformed(m, err)
+		return
+	}
+	if !r.subjectNS(m, ns, hb.Namespace) {
 		return
 	}
 	r.c.heartbeats.Add(1)
@@ -495,15 +524,23 @@ func (r *Reaper) onHeartbeat(m *nats.Msg) {
 	}
 }
 
-func (r *Reaper) onDeregister(m *nats.Msg) {
+func (r *Reaper) onDeregister(m *nats.Msg, ns string) {
 	var d protocol.WorkerDeregister
 	if err := protocol.Decode(m.Data, &d); err != nil {
 		r.dropMalformed(m, err)
 		return
 	}
+	if !r.subjectNS(m, ns, d.Namespace) {
+		return
+	}
 	r.c.deregisters.Add(1)
 	now := time.Now()
 	r.mu.Lock()
+	if w := r.workers[d.WorkerID]; w != nil && w.ns != d.Namespace {
+		r.mu.Unlock()
+		r.dropMalformed(m, fmt.Errorf("deregistration of worker %s names namespace %q, it registered in %q", d.WorkerID, d.Namespace, w.ns))
+		return
+	}
 	delete(r.workers, d.WorkerID)
 	r.deregs[d.WorkerID] = dereg{ns: d.Namespace, at: now}
 	r.pruneLocked(now)

@@ -50,13 +50,17 @@ func Logger(level string) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
 }
 
-// ConnectNATS connects to url and keeps reconnecting forever.
-func ConnectNATS(url, name string, log *slog.Logger) (*nats.Conn, error) {
-	nc, err := nats.Connect(url,
+// ConnectNATS connects to url with opts (credentials, TLS, inbox prefix)
+// and keeps reconnecting forever. A server that cannot be reached yet is
+// retried in the background, so a service may start before NATS; a server
+// that answers and refuses the connection (bad credentials, a TLS
+// mismatch) fails the start, since retrying cannot fix it. The URL in the
+// error is redacted.
+func ConnectNATS(url, name string, log *slog.Logger, opts ...nats.Option) (*nats.Conn, error) {
+	all := append([]nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond),
-		nats.RetryOnFailedConnect(true),
+		nats.ReconnectWait(250 * time.Millisecond),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				log.Warn("nats disconnected", "err", err)
@@ -73,9 +77,18 @@ func ConnectNATS(url, name string, log *slog.Logger) (*nats.Conn, error) {
 			}
 			log.Warn("nats error", "err", err)
 		}),
-	)
+	}, opts...)
+	nc, err := nats.Connect(url, all...)
+	if err == nil {
+		return nc, nil
+	}
+	var ne net.Error
+	if !errors.Is(err, nats.ErrNoServers) && !errors.As(err, &ne) {
+		return nil, fmt.Errorf("connect nats %s: %w (check KAGZI_NATS_* credentials and TLS settings)", config.RedactURL(url), err)
+	}
+	nc, err = nats.Connect(url, append(all, nats.RetryOnFailedConnect(true))...)
 	if err != nil {
-		return nil, fmt.Errorf("connect nats %s: %w", url, err)
+		return nil, fmt.Errorf("connect nats %s: %w", config.RedactURL(url), err)
 	}
 	return nc, nil
 }
