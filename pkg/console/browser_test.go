@@ -51,13 +51,20 @@ func browser(t *testing.T) context.Context {
 	if path == "" {
 		t.Skip("chromium is not installed (scripts/ensure-chromium.sh installs it as root)")
 	}
+	// A fresh profile, removed best-effort: chromium's helper processes
+	// may still write into it for a moment after the browser is closed.
+	profile, err := os.MkdirTemp("", "kagzi-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(profile) })
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path),
 		chromedp.Headless,
 		chromedp.NoSandbox,
 		chromedp.DisableGPU,
 		chromedp.NoFirstRun,
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(profile),
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-quic", true),
 		chromedp.Flag("disable-component-update", true),
