@@ -388,3 +388,31 @@ func TestIdle(t *testing.T) {
 		t.Fatalf("%d hub reads while idle", f)
 	}
 }
+
+// TestLiveWithNATSAuth: with NATS authorization on, the console, as its
+// role, still sees runs start and finish, and may ask a worker to drain;
+// it breaks no permission.
+func TestLiveWithNATSAuth(t *testing.T) {
+	errs := make(chan error, 16)
+	e := startWith(t, console.Options{}, errs)
+	s := e.stream("")
+	s.next(t, 5*time.Second, "initial counts", func(ev sseEvent) bool { return ev.name == "counts" })
+	h, err := e.cl.Start(context.Background(), "Echo", map[string]int{"n": 1}, client.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.next(t, 10*time.Second, "completed run", runEvent(h.RunID, "COMPLETED"))
+	var ws struct {
+		Workers []console.WorkerView `json:"workers"`
+	}
+	e.getJSON("/api/v1/workers?ns=default", &ws)
+	if len(ws.Workers) != 1 {
+		t.Fatalf("workers: %+v", ws.Workers)
+	}
+	e.post("/api/v1/workers/"+ws.Workers[0].ID.String()+"/drain?ns=default", nil, http.StatusOK, nil)
+	select {
+	case err := <-errs:
+		t.Fatalf("the console broke a NATS permission: %v", err)
+	default:
+	}
+}

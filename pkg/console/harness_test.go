@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/devserver"
@@ -23,6 +24,7 @@ import (
 	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/console"
+	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/worker"
 	"github.com/kagzi/kagzi/pkg/workflow"
@@ -75,14 +77,31 @@ type env struct {
 // start runs the engine (dispatcher with relay, scheduler, reaper, one
 // worker) on a database and NATS server of the test's own, and a console
 // in front of it; its statements are counted apart.
-func start(t *testing.T, opts console.Options) *env {
+func start(t *testing.T, opts console.Options) *env { return startWith(t, opts, nil) }
+
+// startWith is start; with natsErrs set, NATS authorization is on (the
+// users and permissions of `kagzi nats-config`), every process connects
+// as its role, and the console's NATS errors (permission violations) go
+// to natsErrs.
+func startWith(t *testing.T, opts console.Options, natsErrs chan error) *env {
 	t.Helper()
 	url := testdb.New(t)
-	ns := testnats.Start(t)
+	var ns *testnats.Server
+	var auth *testnats.AuthServer
+	if natsErrs != nil {
+		auth = testnats.StartAuth(t, testnats.AuthOptions{Namespaces: []string{"default"}})
+		ns = auth.Server
+	} else {
+		ns = testnats.Start(t)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	srv, err := devserver.Start(ctx, devserver.Options{DatabaseURL: url, NATSURL: ns.URL(), Workers: 1,
-		Worker: config.Worker{MaxConcurrency: 8, HeartbeatInterval: time.Second}, Register: register})
+	dopts := devserver.Options{DatabaseURL: url, NATSURL: ns.URL(), Workers: 1,
+		Worker: config.Worker{MaxConcurrency: 8, HeartbeatInterval: time.Second}, Register: register}
+	if auth != nil {
+		dopts.NATSOptions = func(role string) []nats.Option { return auth.Options(t, role, "default", "worker") }
+	}
+	srv, err := devserver.Start(ctx, dopts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +112,11 @@ func start(t *testing.T, opts console.Options) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	nc := ns.Connect(t)
+	nc, clientNC := ns.Connect(t), ns.Connect(t)
+	if auth != nil {
+		nc = auth.ConnectAs(t, natsErrs, protocol.RoleConsole, "", "")
+		clientNC = auth.ConnectAs(t, nil, protocol.RoleClient, "default", "")
+	}
 	opts.Store, opts.NATS = store.New(pool, store.Options{}), nc
 	if opts.TraceURL == "" {
 		opts.TraceURL = "http://jaeger.test/trace/{trace_id}"
@@ -109,7 +132,7 @@ func start(t *testing.T, opts console.Options) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.con.Stop)
-	e.cl, err = client.New(srv.Store, ns.Connect(t), client.Options{})
+	e.cl, err = client.New(srv.Store, clientNC, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
