@@ -175,6 +175,12 @@ func timeline(r *store.Run, steps []store.Step, now time.Time) []AttemptView {
 	}
 	byAttempt := map[int]int{}
 	var out []AttemptView
+	// A step's row is written when its result is recorded, after it ran, so
+	// its wait is measured from the end of what came before it (the previous
+	// step, a sleep or retry delay included, or the run's creation), never
+	// from its own row; the worker's clock and the database's may differ a
+	// little, so a wait never shows below 0.
+	prevEnd := start
 	for _, s := range steps {
 		v := StepView{StepID: s.StepID, Kind: string(s.Kind), Status: string(s.Status), Attempt: s.Attempt,
 			RunAttempt: s.RunAttempt, Error: s.Error, Output: pretty(s.Output), CreatedAt: s.CreatedAt,
@@ -187,12 +193,19 @@ func timeline(r *store.Run, steps []store.Step, now time.Time) []AttemptView {
 		if s.FinishedAt != nil {
 			ended = *s.FinishedAt
 		}
-		v.QueueMS = began.Sub(s.CreatedAt).Milliseconds()
-		v.ExecMS = ended.Sub(began).Milliseconds()
-		v.Left = pct(s.CreatedAt)
-		v.Wait = pct(began) - v.Left
+		from := prevEnd
+		if began.Before(from) {
+			from = began
+		}
+		v.QueueMS = max(began.Sub(from), 0).Milliseconds()
+		v.ExecMS = max(ended.Sub(began), 0).Milliseconds()
+		v.Left = pct(from)
+		v.Wait = max(pct(began)-v.Left, 0)
 		v.Width = max(pct(ended)-pct(began), 0.5)
 		v.Start = v.Left + v.Wait
+		if ended.After(prevEnd) {
+			prevEnd = ended
+		}
 		i, ok := byAttempt[s.RunAttempt]
 		if !ok {
 			i = len(out)
