@@ -109,6 +109,8 @@ func cliVars(t *testing.T) map[string]processVar {
 	// The CLI loads the NATS credentials and TLS settings with the
 	// services' struct (config.NATSAuth).
 	structVars(t, reflect.TypeOf(config.NATSAuth{}), vars)
+	// `kagzi console` reads its own struct.
+	structVars(t, reflect.TypeFor[config.Console](), vars)
 	for _, want := range []string{"KAGZI_DATABASE_URL", "KAGZI_NATS_URL"} {
 		if _, ok := vars[want]; !ok {
 			t.Fatalf("cmd/kagzi does not read %s (found %v): update this test", want, keys(vars))

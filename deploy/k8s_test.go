@@ -40,6 +40,7 @@ var kagziDeployments = map[string]string{
 	"scheduler":  "scheduler",
 	"reaper":     "reaper",
 	"worker":     "worker",
+	"console":    "kagzi",
 }
 
 // kustomization is the part of kustomize's Kustomization these

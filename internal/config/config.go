@@ -137,6 +137,28 @@ type Worker struct {
 	MaxInlineRetry time.Duration `env:"KAGZI_MAX_INLINE_RETRY, default=2s"`
 }
 
+// Console configures `kagzi console`, the web console.
+type Console struct {
+	Common
+	Database
+	// ConsoleAddr is where the console listens.
+	ConsoleAddr string `env:"KAGZI_CONSOLE_ADDR, default=127.0.0.1:8088"`
+	// ConsolePrefix is the path the console is served under.
+	ConsolePrefix string `env:"KAGZI_CONSOLE_PREFIX"`
+	// ConsoleReadOnly refuses every write (403).
+	ConsoleReadOnly bool `env:"KAGZI_CONSOLE_READ_ONLY, default=false"`
+	// ConsoleBasicAuth, user:password, requires HTTP basic auth.
+	ConsoleBasicAuth string `env:"KAGZI_CONSOLE_BASIC_AUTH"`
+	// ConsoleAuthHeader names the user header of a trusted authenticating
+	// proxy; requests without it are refused.
+	ConsoleAuthHeader string `env:"KAGZI_CONSOLE_AUTH_HEADER"`
+	// ConsoleTrustedProxies, comma-separated CIDRs, limits the header mode
+	// to requests from these addresses.
+	ConsoleTrustedProxies string `env:"KAGZI_CONSOLE_TRUSTED_PROXIES"`
+	// ConsoleTraceURL links runs to their traces; {trace_id} is replaced.
+	ConsoleTraceURL string `env:"KAGZI_CONSOLE_TRACE_URL"`
+}
+
 // Load fills cfg (a pointer to one of the structs above) from the
 // environment and validates it.
 func Load(ctx context.Context, cfg any) error {

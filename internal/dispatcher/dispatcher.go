@@ -501,6 +501,7 @@ func (d *Dispatcher) serve(q *queue) {
 				metric.WithAttributes(attribute.String("namespace", r.Namespace), attribute.String("queue", r.Queue)))
 		}
 		if len(runs) > 0 {
+			d.publishClaimed(q.key.ns, runs)
 			d.mu.Lock()
 			d.removeLocked(q, p)
 			d.mu.Unlock()

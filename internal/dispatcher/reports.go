@@ -113,6 +113,7 @@ func (d *Dispatcher) applyBatch(ctx context.Context, batch []*reportJob) {
 		j.finished = nil
 	} else {
 		d.reportTxs.Add(1)
+		d.publishReported(batch)
 	}
 	for _, j := range batch {
 		d.reply(j)

@@ -186,8 +186,9 @@ func TestClientReadsOnlyItsNamespace(t *testing.T) {
 }
 
 // TestServicesPublishOnlyWhatTheyOwn: the scheduler, the reaper and the
-// console publish nothing; the dispatcher may publish what the relay
-// relays and deliveries.
+// console publish none of the engine's notifications (the console only
+// drain requests); the dispatcher may publish what the relay relays and
+// deliveries.
 func TestServicesPublishOnlyWhatTheyOwn(t *testing.T) {
 	t.Parallel()
 	s := testnats.StartAuth(t, testnats.AuthOptions{Namespaces: []string{"a"}})

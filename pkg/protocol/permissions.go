@@ -22,7 +22,8 @@ const (
 	// may ask the namespace's workers to drain.
 	RoleClient = "client"
 	// RoleConsole: reads the engine's notifications of every namespace to
-	// show them; it publishes nothing.
+	// show them; it publishes only a drain request to a worker (as a
+	// client does; nothing, in read-only mode).
 	RoleConsole = "console"
 )
 
@@ -48,7 +49,8 @@ func Permissions(role, namespace, identity string) (Permission, error) {
 			Publish: []string{
 				SubjectReadyAll, SubjectDoneAll, SubjectCancelAll, SubjectScheduleAll, // the relay
 				SubjectRelayUp, SubjectDispatcherBeacon,
-				SubjectInboxAll, // deliveries, report and payload replies, probe answers
+				SubjectChangedAll, // runs changed, for the console
+				SubjectInboxAll,   // deliveries, report and payload replies, probe answers
 			},
 			Subscribe: []string{
 				SubjectReadyAll, SubjectRelayUp, SubjectWorkAll, SubjectReportAll, SubjectPayloadAll,
@@ -100,9 +102,10 @@ func Permissions(role, namespace, identity string) (Permission, error) {
 		}, nil
 	case RoleConsole:
 		return Permission{
-			Publish: []string{},
+			Publish: []string{SubjectCancelAll},
 			Subscribe: []string{
 				SubjectReadyAll, SubjectDoneAll, SubjectScheduleAll, SubjectRelayUp, SubjectDispatcherBeacon,
+				SubjectChangedAll,
 				SubjectWorkerRegisterAll, SubjectWorkerHeartbeatAll, SubjectWorkerDeregisterAll,
 				ServiceInbox(RoleConsole) + ".>",
 			},
