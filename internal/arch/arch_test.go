@@ -248,7 +248,7 @@ func TestServiceBinariesLinkOnlyTheirService(t *testing.T) {
 				t.Errorf("services/%s links %s", name, pkg)
 			}
 		}
-		for _, pkg := range []string{"internal/app", "internal/devserver", "internal/testflows", "internal/bench", "internal/chaos"} {
+		for _, pkg := range []string{"internal/app", "internal/devserver", "internal/testflows", "internal/modeltest", "internal/bench", "internal/chaos"} {
 			if deps[module+"/"+pkg] {
 				t.Errorf("services/%s links %s", name, pkg)
 			}
