@@ -231,6 +231,9 @@ func (h *Health) Stop() {
 		h.mu.Lock()
 		srv, base := h.srv, h.ctx
 		h.mu.Unlock()
+		if srv == nil {
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(base), 2*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
