@@ -64,7 +64,11 @@ func (r *Reaper) lead(ctx context.Context) error {
 	}
 	defer disarm()
 	for {
+		at := r.cfg.Clock.Now()
 		next := r.step(ctx, t)
+		if r.onStep != nil {
+			r.onStep(at)
+		}
 		if ctx.Err() != nil {
 			r.log.Info("reaper stepped down")
 			return nil

@@ -109,6 +109,9 @@ type Stats struct {
 	Terms  int64 // times it became leader
 	// Workers is the number of workers tracked in memory.
 	Workers int
+	// NATSUp: the reaper's NATS connection is up. While it is down, no
+	// worker is presumed dead (heartbeats are missed, not absent).
+	NATSUp bool
 	// Received messages, by kind; Malformed ones were dropped.
 	Registers, Heartbeats, Deregisters, Wakeups, Malformed int64
 	// Registered and Deregistered count workers written as such.
@@ -215,6 +218,9 @@ type Reaper struct {
 	c      counters
 	// onFlush, if set (tests), is called by the leader after each flush.
 	onFlush func(workers int)
+	// onStep, if set (tests), is called by the leader after each step of
+	// its loop, with the clock's time before the step.
+	onStep func(at time.Time)
 
 	life   lifecycle.Base
 	lifeMu sync.Mutex
@@ -261,11 +267,11 @@ func (r *Reaper) IsLeader() bool { return r.leader.Load() }
 // Stats returns the reaper's counters.
 func (r *Reaper) Stats() Stats {
 	r.mu.Lock()
-	n, checks := len(r.workers), len(r.leaseChecks)
+	n, checks, up := len(r.workers), len(r.leaseChecks), r.natsUp
 	r.mu.Unlock()
 	c := &r.c
 	return Stats{
-		Leader: r.leader.Load(), Terms: c.terms.Load(), Workers: n,
+		Leader: r.leader.Load(), Terms: c.terms.Load(), Workers: n, NATSUp: up,
 		Registers: c.registers.Load(), Heartbeats: c.heartbeats.Load(), Deregisters: c.deregisters.Load(),
 		Wakeups: c.wakeups.Load(), Malformed: c.malformed.Count(),
 		Registered: c.registered.Load(), Deregistered: c.deregistered.Load(),
