@@ -7,13 +7,15 @@ PG_URL = $$(scripts/ensure-postgres.sh)
 
 ## test: start Postgres if none is reachable (and, as root, install iproute2
 ## for the failover test's network namespaces and chromium for the console's
-## browser tests if missing), then run every test with -race. Screenshots of
-## the console land in artifacts/console/.
+## browser tests if missing), then run every test with -race, and the
+## end-to-end suite once more with NATS authorization on (test-auth).
+## Screenshots of the console land in artifacts/console/.
 test:
 	$(GO) mod download
 	@scripts/ensure-iproute2.sh
 	@scripts/ensure-chromium.sh
 	KAGZI_TEST_DATABASE_URL="$(PG_URL)" $(GO) test -race -count=1 -timeout 9m ./...
+	@$(MAKE) --no-print-directory test-auth
 
 ## test-auth: the end-to-end suite on a NATS server with the users and
 ## permissions of `kagzi nats-config`, every component connecting as its role.

@@ -70,6 +70,7 @@ type env struct {
 	con   *console.Console
 	http  *httptest.Server
 	stmts *store.StatementCounter
+	nc    *nats.Conn // the console's connection
 	web   *http.Client
 	csrf  string
 }
@@ -118,6 +119,7 @@ func startWith(t *testing.T, opts console.Options, natsErrs chan error) *env {
 		clientNC = auth.ConnectAs(t, nil, protocol.RoleClient, "default", "")
 	}
 	opts.Store, opts.NATS = store.New(pool, store.Options{}), nc
+	e.nc = nc
 	if opts.TraceURL == "" {
 		opts.TraceURL = "http://jaeger.test/trace/{trace_id}"
 	}
