@@ -172,7 +172,7 @@ func toRunJSON(r store.Run) runJSON {
 // clientRunJSON prints a run as the client returns it (without lease).
 func clientRunJSON(r client.Run) runJSON {
 	return toRunJSON(store.Run{ID: r.ID, Namespace: r.Namespace, ExternalID: r.ExternalID, Queue: r.Queue, Type: r.Type,
-		Version: r.Version, Status: r.Status, Attempts: r.Attempts, Priority: r.Priority, Error: r.Error,
+		Version: r.Version, Status: store.RunStatus(r.Status), Attempts: r.Attempts, Priority: r.Priority, Error: r.Error,
 		CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, DeadlineAt: r.DeadlineAt,
 		ParentRunID: r.ParentRunID, ParentStepID: r.ParentStepID, ScheduleID: r.ScheduleID, RetryPolicy: r.RetryPolicy,
 		Input: r.Input, Output: r.Output})

@@ -141,11 +141,11 @@ refused instead, and nothing is started.`,
 				}
 			} else {
 				fmt.Fprintf(out, "Run %s %s after %d attempt(s)\n", run.ID, run.Status, run.Attempts)
-				if run.Status == store.StatusCompleted {
+				if run.Status == client.StatusCompleted {
 					fmt.Fprintf(out, "Output: %s\n", fmtPayload(run.Output))
 				}
 			}
-			if run.Status != store.StatusCompleted {
+			if run.Status != client.StatusCompleted {
 				return &client.RunError{RunID: run.ID, Status: run.Status, Message: run.Error}
 			}
 			return nil

@@ -162,7 +162,7 @@ func TestOneConnectedTracePerRunOnEveryPath(t *testing.T) {
 
 	// A dead letter: fails for good, then is retried from the CLI.
 	deadRun := start("TraceRetry", "dead", client.StartOptions{RetryPolicy: &retry.Policy{MaxAttempts: 1}})
-	if r, err := app.Wait(ctx, deadRun); err != nil || r.Status != store.StatusFailed {
+	if r, err := app.Wait(ctx, deadRun); err != nil || r.Status != client.StatusFailed {
 		t.Fatalf("dead letter: %+v %v", r, err)
 	}
 
@@ -228,7 +228,7 @@ func TestOneConnectedTracePerRunOnEveryPath(t *testing.T) {
 	}
 	for _, id := range []uuid.UUID{sleepRun, retryRun, parentRun, cliRun, triggerRun, firedRun, deadRun} {
 		r, err := app.Wait(ctx, id)
-		if err != nil || r.Status != store.StatusCompleted {
+		if err != nil || r.Status != client.StatusCompleted {
 			t.Fatalf("run %s: %+v %v", id, r, err)
 		}
 	}

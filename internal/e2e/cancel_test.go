@@ -12,7 +12,6 @@ import (
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/retry"
-	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/worker"
 	"github.com/kagzi/kagzi/pkg/workflow"
 )
@@ -68,7 +67,7 @@ func TestCancelRequestRunsCleanup(t *testing.T) {
 			t.Fatal(err)
 		}
 		<-waiting
-		waitStatus(t, e, h.RunID, store.StatusSleeping)
+		waitStatus(t, e, h.RunID, client.StatusSleeping)
 		if err := e.cl.Cancel(ctx, h.RunID); err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +76,7 @@ func TestCancelRequestRunsCleanup(t *testing.T) {
 		switch {
 		case complete && (err != nil || out != "undone"):
 			t.Fatalf("a workflow that answers the request with a result: %q %v", out, err)
-		case !complete && (!errors.As(err, &re) || re.Status != store.StatusCancelled || re.Message != workflow.ErrCancelled.Error()):
+		case !complete && (!errors.As(err, &re) || re.Status != client.StatusCancelled || re.Message != workflow.ErrCancelled.Error()):
 			t.Fatalf("a workflow that stops on the request: %v", err)
 		}
 		c := calls.snapshot()
@@ -167,11 +166,11 @@ func TestParentClosePolicies(t *testing.T) {
 		}
 		close(allStarted)
 		var re *client.RunError
-		if _, err := result[int](t, h, 30*time.Second); !errors.As(err, &re) || re.Status != store.StatusFailed {
+		if _, err := result[int](t, h, 30*time.Second); !errors.As(err, &re) || re.Status != client.StatusFailed {
 			t.Fatalf("parent: %v", err)
 		}
 		child := func(step string) uuid.UUID { return protocol.ChildRunID(h.RunID, step, 1) }
-		wait := func(step string, want store.RunStatus, msg string) {
+		wait := func(step string, want client.RunStatus, msg string) {
 			t.Helper()
 			var re *client.RunError
 			_, err := result[string](t, e.cl.Handle(child(step)), 20*time.Second)
@@ -179,8 +178,8 @@ func TestParentClosePolicies(t *testing.T) {
 				t.Fatalf("child %s (deadline %v): %v, want %s %q", step, byDeadline, err, want, msg)
 			}
 		}
-		wait("terminate", store.StatusCancelled, "terminated: parent closed")
-		wait("request", store.StatusCancelled, workflow.ErrCancelled.Error())
+		wait("terminate", client.StatusCancelled, "terminated: parent closed")
+		wait("request", client.StatusCancelled, workflow.ErrCancelled.Error())
 		if n := calls.snapshot()["request/cleanup"]; n != map[bool]int{false: 1, true: 2}[byDeadline] {
 			t.Fatalf("the child asked to cancel cleaned up %d times in all", n)
 		}
@@ -238,7 +237,7 @@ func TestLostCancelNoticeIsLearnedAtTheNextStep(t *testing.T) {
 	}
 	close(release)
 	var re *client.RunError
-	if _, err := result[int](t, h, 20*time.Second); !errors.As(err, &re) || re.Status != store.StatusCancelled {
+	if _, err := result[int](t, h, 20*time.Second); !errors.As(err, &re) || re.Status != client.StatusCancelled {
 		t.Fatalf("run asked to cancel: %v", err)
 	}
 	if n := calls.snapshot()["b"]; n != 0 {

@@ -203,7 +203,7 @@ func TestEvents(t *testing.T) {
 	close(gate(h.RunID))
 	// The second wait finds nothing and suspends the run; an event sent by
 	// external id wakes it.
-	waitStatus(t, e, h.RunID, store.StatusSleeping)
+	waitStatus(t, e, h.RunID, client.StatusSleeping)
 	ev, err := e.cl.SendEventByExternalID(ctx, "exp-1", "approve", "second")
 	if err != nil || !ev.Woken {
 		t.Fatalf("send to a waiting run: %+v %v", ev, err)
@@ -248,7 +248,7 @@ func TestEvents(t *testing.T) {
 // waitStatus waits (by polling the store, at most 10 s) until the run has
 // the status: the test's own observation, not a synchronisation of the
 // system under test.
-func waitStatus(t *testing.T, e *env, id uuid.UUID, want store.RunStatus) {
+func waitStatus(t *testing.T, e *env, id uuid.UUID, want client.RunStatus) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -329,7 +329,7 @@ func TestRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 	var re *client.RunError
-	if _, err := result[int](t, h, 30*time.Second); !errors.As(err, &re) || re.Status != store.StatusFailed || re.Message != "card declined" {
+	if _, err := result[int](t, h, 30*time.Second); !errors.As(err, &re) || re.Status != client.StatusFailed || re.Message != "card declined" {
 		t.Fatalf("doomed: %v", err)
 	}
 	if r, _ := e.cl.Get(ctx, h.RunID); r.Attempts != 1 || calls.snapshot()[h.RunID.String()] != 1 {
@@ -340,7 +340,7 @@ func TestRetries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := result[int](t, h, 30*time.Second); !errors.As(err, &re) || re.Status != store.StatusFailed {
+	if _, err := result[int](t, h, 30*time.Second); !errors.As(err, &re) || re.Status != client.StatusFailed {
 		t.Fatalf("poison: %v", err)
 	}
 	if r, _ := e.cl.Get(ctx, h.RunID); r.Attempts != 3 || calls.snapshot()[h.RunID.String()] != 3 {
@@ -412,7 +412,7 @@ func TestCancel(t *testing.T) {
 		t.Fatal("the step's context was not cancelled")
 	}
 	var re *client.RunError
-	if _, err := result[int](t, h, 10*time.Second); !errors.As(err, &re) || re.Status != store.StatusCancelled {
+	if _, err := result[int](t, h, 10*time.Second); !errors.As(err, &re) || re.Status != client.StatusCancelled {
 		t.Fatalf("result of a cancelled run: %v", err)
 	}
 	// A late report from the cancelled attempt is refused.
@@ -435,11 +435,11 @@ func TestCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitStatus(t, e, h.RunID, store.StatusSleeping)
+	waitStatus(t, e, h.RunID, client.StatusSleeping)
 	if err := e.cl.Cancel(ctx, h.RunID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := result[int](t, h, 10*time.Second); !errors.As(err, &re) || re.Status != store.StatusCancelled ||
+	if _, err := result[int](t, h, 10*time.Second); !errors.As(err, &re) || re.Status != client.StatusCancelled ||
 		!strings.Contains(re.Message, "cancelled") {
 		t.Fatalf("sleeping run asked to cancel: %v", err)
 	}
@@ -448,11 +448,11 @@ func TestCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitStatus(t, e, h.RunID, store.StatusSleeping)
+	waitStatus(t, e, h.RunID, client.StatusSleeping)
 	if err := e.cl.Terminate(ctx, h.RunID, "no longer needed"); err != nil {
 		t.Fatal(err)
 	}
-	if r, _ := e.cl.Get(ctx, h.RunID); r.Status != store.StatusCancelled || r.AvailableAt != nil || r.Error != "terminated: no longer needed" {
+	if r, _ := e.cl.Get(ctx, h.RunID); r.Status != client.StatusCancelled || r.AvailableAt != nil || r.Error != "terminated: no longer needed" {
 		t.Fatalf("terminated sleeping run: %s due %v %q", r.Status, r.AvailableAt, r.Error)
 	}
 }
@@ -520,7 +520,7 @@ func TestChildrenFanOutFanIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-childBlocked
-	waitStatus(t, e, p.RunID, store.StatusSleeping)
+	waitStatus(t, e, p.RunID, client.StatusSleeping)
 	if err := e.cl.Cancel(ctx, p.RunID); err != nil {
 		t.Fatal(err)
 	}
@@ -536,7 +536,7 @@ func TestChildrenFanOutFanIn(t *testing.T) {
 	child := protocol.ChildRunID(p.RunID, "blocker", 1)
 	for _, id := range []uuid.UUID{child, p.RunID} {
 		var re *client.RunError
-		if _, err := result[int](t, e.cl.Handle(id), 10*time.Second); !errors.As(err, &re) || re.Status != store.StatusCancelled {
+		if _, err := result[int](t, e.cl.Handle(id), 10*time.Second); !errors.As(err, &re) || re.Status != client.StatusCancelled {
 			t.Fatalf("run %s after the parent's cancel: %v", id, err)
 		}
 	}
@@ -888,7 +888,7 @@ func TestRetryFailedRun(t *testing.T) {
 	if _, err := result[string](t, h, 30*time.Second); err == nil {
 		t.Fatal("the run did not fail")
 	}
-	dead, _, err := e.cl.List(ctx, client.ListOptions{Statuses: []store.RunStatus{store.StatusFailed}})
+	dead, _, err := e.cl.List(ctx, client.ListOptions{Statuses: []client.RunStatus{client.StatusFailed}})
 	if err != nil || len(dead) != 1 || dead[0].ID != h.RunID {
 		t.Fatalf("dead letters %v %v", dead, err)
 	}
@@ -923,7 +923,7 @@ func TestDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	var re *client.RunError
-	if _, err := result[int](t, h, 30*time.Second); !errors.As(err, &re) || re.Status != store.StatusFailed || re.Message != store.DeadlineError {
+	if _, err := result[int](t, h, 30*time.Second); !errors.As(err, &re) || re.Status != client.StatusFailed || re.Message != store.DeadlineError {
 		t.Fatalf("result past the deadline: %v", err)
 	}
 	if cause := <-stepEnded; !errors.Is(cause, context.DeadlineExceeded) {

@@ -42,7 +42,7 @@ func TestChildFailureEndsParent(t *testing.T) {
 		t.Fatal(err)
 	}
 	var re *client.RunError
-	if _, err := result[int](t, h, 30*time.Second); !errors.As(err, &re) || re.Status != store.StatusFailed {
+	if _, err := result[int](t, h, 30*time.Second); !errors.As(err, &re) || re.Status != client.StatusFailed {
 		t.Fatalf("parent: %v", err)
 	}
 	children := e.children(h.RunID)
@@ -82,7 +82,7 @@ func TestStepRetryBudgetAcrossSuspensions(t *testing.T) {
 		t.Fatal(err)
 	}
 	var re *client.RunError
-	if _, err := result[int](t, h, 30*time.Second); !errors.As(err, &re) || re.Status != store.StatusFailed || re.Message != "still broken" {
+	if _, err := result[int](t, h, 30*time.Second); !errors.As(err, &re) || re.Status != client.StatusFailed || re.Message != "still broken" {
 		t.Fatalf("run: %v", err)
 	}
 	if n := calls.snapshot()[h.RunID.String()]; n != 3 {

@@ -129,7 +129,7 @@ func TestNATSClusterNodeKilled(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Status != store.StatusCompleted {
+		if r.Status != client.StatusCompleted {
 			t.Errorf("run %d: status %s (%s)", i, r.Status, r.Error)
 			continue
 		}

@@ -219,7 +219,7 @@ func (w *waiting) returns(d time.Duration) {
 	select {
 	case err := <-w.result:
 		var re *client.RunError
-		if !errors.As(err, &re) || re.Status != store.StatusCancelled {
+		if !errors.As(err, &re) || re.Status != client.StatusCancelled {
 			w.t.Fatalf("the Wait returned %v, want the run cancelled", err)
 		}
 	case <-time.After(d):

@@ -46,7 +46,7 @@ func TestPayloadLimitIsToldToWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	var re *client.RunError
-	if _, err := result[int](t, h, 30*time.Second); !errors.As(err, &re) || re.Status != store.StatusFailed ||
+	if _, err := result[int](t, h, 30*time.Second); !errors.As(err, &re) || re.Status != client.StatusFailed ||
 		!strings.Contains(re.Message, "payload too large") || !strings.Contains(re.Message, "1048576") {
 		t.Fatalf("run: %v", err)
 	}
@@ -89,7 +89,7 @@ func TestRefusedReportFailsTheRunOnce(t *testing.T) {
 		}
 	}
 	var re *client.RunError
-	if _, err := result[int](t, h, 10*time.Second); !errors.As(err, &re) || re.Status != store.StatusFailed ||
+	if _, err := result[int](t, h, 10*time.Second); !errors.As(err, &re) || re.Status != client.StatusFailed ||
 		!strings.Contains(re.Message, "report refused") || !strings.Contains(re.Message, "limit is 2048") {
 		t.Fatalf("run: %v", err)
 	}
@@ -103,7 +103,7 @@ func TestRefusedReportFailsTheRunOnce(t *testing.T) {
 	if rep.Results[0].Code != protocol.ResultInvalid {
 		t.Fatalf("repeated report: %s %s", rep.Results[0].Code, rep.Results[0].Message)
 	}
-	if r, _ := e.cl.Get(ctx, h.RunID); r.Attempts != 1 || r.Status != store.StatusFailed {
+	if r, _ := e.cl.Get(ctx, h.RunID); r.Attempts != 1 || r.Status != client.StatusFailed {
 		t.Fatalf("run %s after %d attempts", r.Status, r.Attempts)
 	}
 	refused := int64(0)
@@ -348,7 +348,7 @@ func TestUndeliverableHistoryFailsClearly(t *testing.T) {
 		)
 	})
 	var re *client.RunError
-	if _, err := result[int](t, h, 20*time.Second); !errors.As(err, &re) || re.Status != store.StatusFailed ||
+	if _, err := result[int](t, h, 20*time.Second); !errors.As(err, &re) || re.Status != client.StatusFailed ||
 		!strings.Contains(re.Message, "cannot be delivered") || !strings.Contains(re.Message, "max_payload") {
 		t.Fatalf("undeliverable run: %v", err)
 	}

@@ -669,7 +669,7 @@ func TestUndeliveredRunsKeepTheirAttempt(t *testing.T) {
 	defer cancel()
 	for _, id := range []uuid.UUID{ofDead.ID, ofNobody.ID} {
 		run, err := s.cl.Wait(wctx, id)
-		if err != nil || run.Status != store.StatusCompleted || run.Attempts != 1 {
+		if err != nil || run.Status != client.StatusCompleted || run.Attempts != 1 {
 			t.Fatalf("run %s: %+v %v; want COMPLETED in its first attempt", id, run, err)
 		}
 	}
@@ -734,7 +734,7 @@ func TestPoisonRunThatKillsItsWorkerFails(t *testing.T) {
 		}
 	}
 	var re *client.RunError
-	if err := h.Result(ctx, nil); !errors.As(err, &re) || re.Status != store.StatusFailed {
+	if err := h.Result(ctx, nil); !errors.As(err, &re) || re.Status != client.StatusFailed {
 		t.Fatalf("poison run: %v", err)
 	}
 	settled(t, s.srv.Reapers[0], "three workers lost, two retries, one failure", func(st reaper.Stats) bool {

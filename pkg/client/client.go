@@ -400,7 +400,7 @@ type ListOptions struct {
 
 // List lists runs newest first; next is "" on the last page.
 func (c *Client) List(ctx context.Context, o ListOptions) (runs []Run, next string, err error) {
-	p := store.RunsListParams{Namespace: c.ns, Statuses: o.Statuses, Type: o.Type, Queue: o.Queue, Limit: o.Limit}
+	p := store.RunsListParams{Namespace: c.ns, Statuses: runStatusesTo(o.Statuses), Type: o.Type, Queue: o.Queue, Limit: o.Limit}
 	if o.Cursor != "" {
 		cur, err := store.ParseCursor(o.Cursor)
 		if err != nil {
@@ -515,7 +515,7 @@ func (h *Handle) Result(ctx context.Context, out any) error {
 	if err != nil {
 		return err
 	}
-	if r.Status != store.StatusCompleted {
+	if r.Status != StatusCompleted {
 		return &RunError{RunID: r.ID, Status: r.Status, Message: r.Error}
 	}
 	if out == nil || len(r.Output) == 0 {
@@ -563,7 +563,7 @@ func (c *Client) sendEvent(ctx context.Context, p store.EventsSendParams, name s
 		return nil, err
 	}
 	return &SentEvent{ID: ev.ID, RunID: ev.RunID, Name: ev.Name, Payload: ev.Payload, CreatedAt: ev.CreatedAt,
-		RunStatus: ev.RunStatus, Queue: ev.Queue, Woken: ev.Woken}, nil
+		RunStatus: RunStatus(ev.RunStatus), Queue: ev.Queue, Woken: ev.Woken}, nil
 }
 
 // Retry gives a failed run a fresh start (a dead letter back into the

@@ -134,7 +134,7 @@ func TestStartTxCommitsWithTheCaller(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, err := cl.Get(ctx, h.RunID)
-	if err != nil || r.Status != store.StatusPending || string(r.Input) != `{"a":1}` {
+	if err != nil || r.Status != client.StatusPending || string(r.Input) != `{"a":1}` {
 		t.Fatalf("after commit: %+v %v", r, err)
 	}
 }
@@ -171,7 +171,7 @@ func TestStartManyListGetCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, err := cl.Get(ctx, hs[2].RunID)
-	if err != nil || r.Status != store.StatusCancelled || r.Queue != "orders" || r.Priority != 5 {
+	if err != nil || r.Status != client.StatusCancelled || r.Queue != "orders" || r.Priority != 5 {
 		t.Fatalf("cancelled run: %+v %v", r, err)
 	}
 	if err := cl.Cancel(ctx, hs[2].RunID); !errors.Is(err, store.ErrConflict) {

@@ -64,12 +64,12 @@ func TestRetryAndConcurrencyLimits(t *testing.T) {
 	if err := f.st.RunsFail(ctx, store.Lease{Namespace: "default", RunID: h.RunID, Token: c[0].LeaseToken}, "boom"); err != nil {
 		t.Fatal(err)
 	}
-	failed, _, err := f.cl.List(ctx, client.ListOptions{Statuses: []store.RunStatus{store.StatusFailed}})
+	failed, _, err := f.cl.List(ctx, client.ListOptions{Statuses: []client.RunStatus{client.StatusFailed}})
 	if err != nil || len(failed) != 1 || failed[0].ID != h.RunID {
 		t.Fatalf("dead letters: %v %v", failed, err)
 	}
 	r, err := f.cl.Retry(ctx, h.RunID)
-	if err != nil || r.Status != store.StatusPending || r.Attempts != 0 || r.Error != "" {
+	if err != nil || r.Status != client.StatusPending || r.Attempts != 0 || r.Error != "" {
 		t.Fatalf("retry: %+v %v", r, err)
 	}
 	l, err := f.cl.SetConcurrencyLimit(ctx, "", "T", 2)

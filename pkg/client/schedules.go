@@ -41,13 +41,13 @@ type Schedule struct {
 
 // Schedule statuses.
 const (
-	StatusScheduled = store.StatusScheduled
-	StatusPaused    = store.StatusPaused
+	StatusScheduled RunStatus = "SCHEDULED"
+	StatusPaused    RunStatus = "PAUSED"
 )
 
 func scheduleFrom(sc store.Schedule) *Schedule {
 	return &Schedule{ID: sc.ID, Namespace: sc.Namespace, Queue: sc.Queue, Type: sc.Type, Version: sc.Version, Cron: sc.Cron, Timezone: sc.Timezone,
-		Input: sc.Input, MaxCatchup: sc.MaxCatchup, Status: sc.Status, NextFireAt: sc.NextFireAt, LastFiredAt: sc.LastFiredAt,
+		Input: sc.Input, MaxCatchup: sc.MaxCatchup, Status: RunStatus(sc.Status), NextFireAt: sc.NextFireAt, LastFiredAt: sc.LastFiredAt,
 		CreatedAt: sc.CreatedAt, RetryPolicy: sc.RetryPolicy}
 }
 

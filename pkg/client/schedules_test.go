@@ -31,7 +31,7 @@ func TestSchedulesLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	if sc.Namespace != "default" || sc.Queue != "default" || sc.Type != "Cleanup" || sc.Version != "v2" ||
-		sc.Timezone != "Europe/Paris" || sc.MaxCatchup != 2 || sc.Status != store.StatusScheduled ||
+		sc.Timezone != "Europe/Paris" || sc.MaxCatchup != 2 || sc.Status != client.StatusScheduled ||
 		sc.NextFireAt == nil || !sc.NextFireAt.After(before) || sc.NextFireAt.After(before.Add(25*time.Hour)) {
 		t.Fatalf("created: %+v", sc)
 	}
@@ -48,11 +48,11 @@ func TestSchedulesLifecycle(t *testing.T) {
 	}
 
 	paused, err := f.cl.PauseSchedule(ctx, sc.ID)
-	if err != nil || paused.Status != store.StatusPaused || paused.NextFireAt != nil {
+	if err != nil || paused.Status != client.StatusPaused || paused.NextFireAt != nil {
 		t.Fatalf("pause: %+v %v", paused, err)
 	}
 	resumed, err := f.cl.ResumeSchedule(ctx, sc.ID)
-	if err != nil || resumed.Status != store.StatusScheduled || resumed.NextFireAt == nil || !resumed.NextFireAt.After(time.Now()) {
+	if err != nil || resumed.Status != client.StatusScheduled || resumed.NextFireAt == nil || !resumed.NextFireAt.After(time.Now()) {
 		t.Fatalf("resume: %+v %v", resumed, err)
 	}
 

@@ -27,18 +27,40 @@ var (
 	ErrPayloadTooLarge = store.ErrPayloadTooLarge
 )
 
-// RunStatus is the status of a run.
-type RunStatus = store.RunStatus
+// RunStatus is the status of a run (or of a schedule: StatusScheduled,
+// StatusPaused). The values are the engine's, as the CLI and the console
+// print them.
+type RunStatus string
 
 // Run statuses.
 const (
-	StatusPending   = store.StatusPending
-	StatusRunning   = store.StatusRunning
-	StatusSleeping  = store.StatusSleeping
-	StatusCompleted = store.StatusCompleted
-	StatusFailed    = store.StatusFailed
-	StatusCancelled = store.StatusCancelled
+	StatusPending   RunStatus = "PENDING"
+	StatusRunning   RunStatus = "RUNNING"
+	StatusSleeping  RunStatus = "SLEEPING"
+	StatusCompleted RunStatus = "COMPLETED"
+	StatusFailed    RunStatus = "FAILED"
+	StatusCancelled RunStatus = "CANCELLED"
 )
+
+// Terminal reports whether a run in this status will never change again
+// (short of an explicit retry of a failed run).
+func (s RunStatus) Terminal() bool {
+	return s == StatusCompleted || s == StatusFailed || s == StatusCancelled
+}
+
+// Valid reports whether s is a known run or schedule status.
+func (s RunStatus) Valid() bool { return store.RunStatus(s).Valid() }
+
+func runStatusesTo(ss []RunStatus) []store.RunStatus {
+	if ss == nil {
+		return nil
+	}
+	out := make([]store.RunStatus, len(ss))
+	for i, s := range ss {
+		out[i] = store.RunStatus(s)
+	}
+	return out
+}
 
 // Run is a workflow run as the client shows it.
 type Run struct {
@@ -81,7 +103,7 @@ type Run struct {
 
 func runFrom(r store.Run) Run {
 	return Run{ID: r.ID, Namespace: r.Namespace, ExternalID: r.ExternalID, Queue: r.Queue, Type: r.Type,
-		Version: r.Version, Status: r.Status, Attempts: r.Attempts, AvailableAt: r.AvailableAt, Error: r.Error, CreatedAt: r.CreatedAt,
+		Version: r.Version, Status: RunStatus(r.Status), Attempts: r.Attempts, AvailableAt: r.AvailableAt, Error: r.Error, CreatedAt: r.CreatedAt,
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, DeadlineAt: r.DeadlineAt, RetryPolicy: r.RetryPolicy,
 		Priority: r.Priority, ParentRunID: r.ParentRunID, ParentStepID: r.ParentStepID, ScheduleID: r.ScheduleID, ScheduleFireAt: r.ScheduleFireAt,
 		CancelRequestedAt: r.CancelRequestedAt, ContinuedAs: r.ContinuedAs, Input: r.Input, Output: r.Output}
@@ -115,13 +137,13 @@ func limitFrom(l store.ConcurrencyLimit) ConcurrencyLimit {
 }
 
 // WorkerStatus is a worker's liveness status.
-type WorkerStatus = store.WorkerStatus
+type WorkerStatus string
 
 // Worker statuses.
 const (
-	WorkerOnline   = store.WorkerOnline
-	WorkerDraining = store.WorkerDraining
-	WorkerOffline  = store.WorkerOffline
+	WorkerOnline   WorkerStatus = "ONLINE"
+	WorkerDraining WorkerStatus = "DRAINING"
+	WorkerOffline  WorkerStatus = "OFFLINE"
 )
 
 // Worker is a worker process as the engine knows it.
@@ -139,7 +161,7 @@ type Worker struct {
 }
 
 func workerFrom(w store.Worker) Worker {
-	out := Worker{ID: w.ID, Queue: w.Queue, Hostname: w.Hostname, PID: w.PID, Status: w.Status,
+	out := Worker{ID: w.ID, Queue: w.Queue, Hostname: w.Hostname, PID: w.PID, Status: WorkerStatus(w.Status),
 		MaxConcurrency: w.MaxConcurrency, RegisteredAt: w.RegisteredAt, LastHeartbeatAt: w.LastHeartbeatAt}
 	for _, tv := range w.Types {
 		s := tv.Type
