@@ -3,14 +3,13 @@ package reaper_test
 import (
 	"context"
 	"log/slog"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
-	"github.com/kagzi/kagzi/internal/natsserver"
+	"github.com/kagzi/kagzi/internal/clock"
 	"github.com/kagzi/kagzi/internal/reaper"
 	"github.com/kagzi/kagzi/internal/testlog"
 	"github.com/kagzi/kagzi/pkg/protocol"
@@ -109,33 +108,35 @@ func TestHeartbeatsOfManyWorkersTakeTwoStatementsPerFlush(t *testing.T) {
 }
 
 // A worker that stops heartbeating is marked OFFLINE once the timeout has
-// passed, and every run it held is recovered at once: retried while
-// attempts remain, failed when they are exhausted. Heard again, it
-// registers afresh.
+// passed on the reaper's clock, not before, and every run it held is
+// recovered at once: retried while attempts remain, failed when they are
+// exhausted. Heard again, it registers afresh.
 func TestSilentWorkerIsMarkedOfflineAndItsRunsRecovered(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	const timeout = time.Second
+	const timeout = 10 * time.Second
 	f := h.fake()
-	retried := h.claimed(f.id, 1, 0, time.Minute)[0]
-	exhausted := h.claimed(f.id, 1, 1, time.Minute)[0]
-	r := h.reaper(reaper.Config{FlushInterval: 100 * time.Millisecond, WorkerTimeout: timeout, LeaseGrace: time.Second}, nil)
-	waitLeader(t, r)
+	retried := h.claimed(f.id, 1, 0, time.Hour)[0]
+	exhausted := h.claimed(f.id, 1, 1, time.Hour)[0]
+	k := h.clocked(reaper.Config{WorkerTimeout: timeout})
+	r, c := k.r, k.c
 	f.register()
 	h.flush()
-	stop := f.beatEvery(100*time.Millisecond, retried.ID, exhausted.ID)
-	eventually(t, 5*time.Second, "heartbeats are persisted", func() bool {
-		w, ok := h.worker(f.id)
-		return ok && w.Status == store.WorkerOnline && r.Stats().Flushes >= 2
-	})
-	lastBeat := stop()
+	eventually(t, 10*time.Second, "the worker registered", func() bool { _, ok := h.worker(f.id); return ok })
+	f.beat(false, retried.ID, exhausted.ID)
+	h.flush()
+	settled(t, r, "the heartbeat heard", func(s reaper.Stats) bool { return s.Heartbeats >= 1 })
+	k.settle()
 
-	recovered := eventually(t, timeout+2*time.Second, "runs recovered", func() bool {
-		return h.run(retried.ID).Status != store.StatusRunning
-	})
-	if d := recovered.Sub(lastBeat); d < timeout-50*time.Millisecond || d > timeout+300*time.Millisecond {
-		t.Fatalf("runs recovered %v after the last heartbeat, want the timeout %v (+300 ms)", d, timeout)
+	c.Advance(timeout - time.Second)
+	k.settle()
+	if st := r.Stats(); st.WorkersLost != 0 || h.run(retried.ID).Status != store.StatusRunning {
+		t.Fatalf("a second before the timeout: %+v, run %s", st, h.run(retried.ID).Status)
 	}
+	c.Advance(2 * time.Second)
+	settled(t, r, "one worker lost, one run retried, one failed, no lease expired", func(st reaper.Stats) bool {
+		return st.WorkersLost == 1 && st.RunsRetried == 1 && st.RunsFailed == 1 && st.LeasesExpired == 0
+	})
 	w, _ := h.worker(f.id)
 	if w.Status != store.WorkerOffline || w.DeregisteredAt != nil {
 		t.Fatalf("silent worker: %s, deregistered %v; want OFFLINE without a deregistration", w.Status, w.DeregisteredAt)
@@ -148,9 +149,6 @@ func TestSilentWorkerIsMarkedOfflineAndItsRunsRecovered(t *testing.T) {
 	if b.Status != store.StatusFailed || b.Attempts != 1 || b.FinishedAt == nil || !strings.Contains(b.Error, "lost") {
 		t.Fatalf("exhausted run: %s attempts %d error %q", b.Status, b.Attempts, b.Error)
 	}
-	settled(t, r, "one worker lost, one run retried, one failed, no lease expired", func(st reaper.Stats) bool {
-		return st.WorkersLost == 1 && st.RunsRetried == 1 && st.RunsFailed == 1 && st.LeasesExpired == 0
-	})
 
 	// It comes back without registering: its next heartbeat registers it
 	// again, with what it registered before; its lost run stays lost.
@@ -175,9 +173,10 @@ func TestDeregisterRecoversNothing(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	f := h.fake()
-	held := h.claimed(f.id, 1, 0, time.Minute)[0]
-	r := h.reaper(reaper.Config{FlushInterval: 50 * time.Millisecond, WorkerTimeout: 500 * time.Millisecond}, nil)
-	waitLeader(t, r)
+	held := h.claimed(f.id, 1, 0, time.Hour)[0]
+	const timeout = 10 * time.Second
+	k := h.clocked(reaper.Config{WorkerTimeout: timeout, FlushInterval: time.Second})
+	r, c := k.r, k.c
 	f.register()
 	f.beat(false, held.ID)
 	h.flush()
@@ -185,12 +184,17 @@ func TestDeregisterRecoversNothing(t *testing.T) {
 		_, ok := h.worker(f.id)
 		return ok
 	})
+	settled(t, r, "the first heartbeat heard", func(s reaper.Stats) bool { return s.Heartbeats >= 1 })
+	c.Advance(time.Second) // heartbeats are apart in time
+	k.settle()
 	f.beat(true, held.ID)
 	h.flush()
-	eventually(t, 5*time.Second, "worker draining", func() bool {
-		w, _ := h.worker(f.id)
-		return w.Status == store.WorkerDraining
-	})
+	settled(t, r, "the draining heartbeat heard", func(s reaper.Stats) bool { return s.Heartbeats >= 2 })
+	c.Advance(2 * time.Second) // a flush is due
+	k.settle()
+	if w, _ := h.worker(f.id); w.Status != store.WorkerDraining {
+		t.Fatalf("worker is %s after its draining heartbeat was flushed, want DRAINING", w.Status)
+	}
 	f.deregister()
 	h.flush()
 	eventually(t, 5*time.Second, "worker deregistered", func() bool {
@@ -199,9 +203,9 @@ func TestDeregisterRecoversNothing(t *testing.T) {
 	})
 	// Well past the timeout, the run it (wrongly) still holds is untouched:
 	// only its lease expiry may take it back.
-	eventually(t, 5*time.Second, "a timeout passes", func() bool {
-		return time.Since(*h.run(held.ID).StartedAt) > time.Second && r.Stats().Deregistered == 1
-	})
+	settled(t, r, "the deregistration counted", func(s reaper.Stats) bool { return s.Deregistered == 1 })
+	c.Advance(2 * timeout)
+	k.settle()
 	if run := h.run(held.ID); run.Status != store.StatusRunning || run.Attempts != 1 {
 		t.Fatalf("run of a deregistered worker: %s attempts %d", run.Status, run.Attempts)
 	}
@@ -210,28 +214,27 @@ func TestDeregisterRecoversNothing(t *testing.T) {
 	}
 }
 
-// Two reapers: killing the leader's lock connection hands leadership to
-// the standby within 2 s, and the new leader gives every worker it did
-// not hear one timeout before it marks it OFFLINE.
+// Two reapers on one clock: killing the leader's lock connection hands
+// leadership to the standby within 2 s, and the new leader gives every
+// worker it did not hear one timeout on the clock before it marks it
+// OFFLINE.
 func TestLeaderFailover(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	const timeout = time.Second
-	cfg := reaper.Config{FlushInterval: 100 * time.Millisecond, WorkerTimeout: timeout, LeaseGrace: time.Second}
-	a := h.reaper(cfg, nil)
-	b := h.reaper(cfg, nil)
-	leader := waitLeader(t, a, b)
-	standby := b
-	if leader == b {
-		standby = a
+	const timeout = 10 * time.Second
+	cfg := reaper.Config{WorkerTimeout: timeout, Clock: clock.NewFake(time.Now())}
+	a, b := h.clockedOn(cfg, testLogger(t)), h.clockedOn(cfg, testLogger(t))
+	c := a.c
+	leader, standby := a, b
+	if waitLeader(t, a.r, b.r) == b.r {
+		leader, standby = b, a
 	}
-	// A live worker with a run: it must sail through the failover.
+	// A live worker with a run: it must sail through the failover (as must
+	// late, registered during it).
 	alive := h.fake()
-	held := h.claimed(alive.id, 1, 0, time.Minute)[0]
+	held := h.claimed(alive.id, 1, 0, time.Hour)[0]
 	alive.register()
 	h.flush()
-	stop := alive.beatEvery(100*time.Millisecond, held.ID)
-	defer stop()
 	eventually(t, 5*time.Second, "live worker registered", func() bool {
 		_, ok := h.worker(alive.id)
 		return ok
@@ -253,17 +256,30 @@ func TestLeaderFailover(t *testing.T) {
 	h.flush()
 	took := eventually(t, 2*time.Second, "standby acts", func() bool {
 		_, ok := h.worker(late.id)
-		return standby.IsLeader() && ok
+		return standby.r.IsLeader() && ok
 	})
 	t.Logf("standby took over and wrote a registration %v after the kill", took.Sub(killed))
-	eventually(t, 2*time.Second, "old leader steps down", func() bool { return !leader.IsLeader() })
+	eventually(t, 2*time.Second, "old leader steps down", func() bool { return !leader.r.IsLeader() })
+	tookOver := c.Now()
 
-	buried := eventually(t, timeout+3*time.Second, "ghost worker marked OFFLINE", func() bool {
-		w, _ := h.worker(ghost.ID)
-		return w.Status == store.WorkerOffline
-	})
-	if d := buried.Sub(killed); d < timeout {
-		t.Fatalf("a worker the new leader never heard was marked OFFLINE %v after the failover, before one timeout (%v)", d, timeout)
+	beat := func(n int64) {
+		t.Helper()
+		alive.beat(false, held.ID)
+		late.beat(false)
+		h.flush()
+		settled(t, standby.r, "the live worker heard", func(s reaper.Stats) bool { return s.Heartbeats >= n })
+		standby.settle()
+	}
+	beat(2)
+	c.Set(tookOver.Add(timeout - time.Second))
+	beat(4)
+	if w, _ := h.worker(ghost.ID); w.Status != store.WorkerOnline || standby.r.Stats().WorkersLost != 0 {
+		t.Fatalf("a worker the new leader never heard is %s a second before one timeout after the failover", w.Status)
+	}
+	c.Set(tookOver.Add(timeout + time.Second))
+	settled(t, standby.r, "the ghost worker lost", func(s reaper.Stats) bool { return s.WorkersLost == 1 })
+	if w, _ := h.worker(ghost.ID); w.Status != store.WorkerOffline {
+		t.Fatalf("ghost worker is %s one timeout after the failover, want OFFLINE", w.Status)
 	}
 	if w, _ := h.worker(alive.id); w.Status != store.WorkerOnline {
 		t.Fatalf("live worker is %s after the failover", w.Status)
@@ -271,7 +287,7 @@ func TestLeaderFailover(t *testing.T) {
 	if run := h.run(held.ID); run.Status != store.StatusRunning || run.Attempts != 1 || run.LockedBy == nil || *run.LockedBy != alive.id {
 		t.Fatalf("live worker's run after the failover: %s attempts %d", run.Status, run.Attempts)
 	}
-	if st := standby.Stats(); st.RunsRetried+st.RunsFailed != 0 || st.Terms != 1 {
+	if st := standby.r.Stats(); st.RunsRetried+st.RunsFailed != 0 || st.Terms != 1 {
 		t.Fatalf("new leader's stats: %+v", st)
 	}
 }
@@ -330,58 +346,6 @@ func TestMalformedLivenessMessagesAreDropped(t *testing.T) {
 	}
 }
 
-// While NATS is down, heartbeats are missed, not absent: nobody is marked
-// OFFLINE, and after the reconnect every worker gets a fresh timeout.
-// Detection resumes afterwards.
-func TestNATSOutageIsNotDeath(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
-	const timeout = 500 * time.Millisecond
-	r := h.reaper(reaper.Config{FlushInterval: 100 * time.Millisecond, WorkerTimeout: timeout, LeaseGrace: time.Second}, nil)
-	waitLeader(t, r)
-	f := h.fake()
-	held := h.claimed(f.id, 1, 0, time.Minute)[0]
-	f.register()
-	h.flush()
-	stop := f.beatEvery(100*time.Millisecond, held.ID)
-	eventually(t, 5*time.Second, "worker registered", func() bool {
-		_, ok := h.worker(f.id)
-		return ok && r.Stats().Flushes > 0
-	})
-
-	port := h.ns.Addr().(*net.TCPAddr).Port
-	h.ns.Stop()
-	// The outage lasts several timeouts.
-	time.Sleep(4 * timeout)
-	ns2, err := natsserver.Start(port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns2.Stop)
-	eventually(t, 10*time.Second, "heartbeats heard again", func() bool {
-		return r.Stats().Heartbeats > 0 && h.pub.IsConnected()
-	})
-	before := r.Stats().Heartbeats
-	eventually(t, 10*time.Second, "two timeouts of heartbeats after the outage", func() bool {
-		return r.Stats().Heartbeats > before+int64(2*timeout/(100*time.Millisecond))
-	})
-	if w, _ := h.worker(f.id); w.Status != store.WorkerOnline {
-		t.Fatalf("worker is %s after a NATS outage", w.Status)
-	}
-	if run := h.run(held.ID); run.Status != store.StatusRunning || run.Attempts != 1 {
-		t.Fatalf("run after a NATS outage: %s attempts %d", run.Status, run.Attempts)
-	}
-	if st := r.Stats(); st.WorkersLost != 0 {
-		t.Fatalf("stats: %+v", st)
-	}
-	// Now the worker dies for real.
-	stop()
-	eventually(t, timeout+2*time.Second, "worker marked OFFLINE", func() bool {
-		w, _ := h.worker(f.id)
-		return w.Status == store.WorkerOffline
-	})
-}
-
 // Liveness messages NATS dropped are missed heartbeats, not absent ones:
 // like a reconnect, the drop gives every worker a full timeout to be heard
 // again. A worker silent since before the drop is marked OFFLINE one
@@ -389,49 +353,52 @@ func TestNATSOutageIsNotDeath(t *testing.T) {
 func TestDroppedHeartbeatsAreNotDeath(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	const timeout = 2 * time.Second
+	const timeout = 10 * time.Second
 	// The liveness handler logs a malformed message: it is held there while
 	// messages pile up behind it.
 	st := testlog.NewStall(t, "dropping malformed message")
-	cfg := reaper.Config{DatabaseURL: h.url, FlushInterval: 100 * time.Millisecond, WorkerTimeout: timeout,
-		LeaseGrace: time.Second, PendingLimit: 1}
-	r := reaper.New(cfg, h.rst, h.ns.Connect(t), slog.New(st))
-	if err := r.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.Stop)
+	c := clock.NewFake(time.Now())
+	k := h.clockedOn(reaper.Config{WorkerTimeout: timeout, PendingLimit: 1, Clock: c}, slog.New(st))
 	t.Cleanup(st.Release)
+	r := k.r
 	waitLeader(t, r)
 	w := h.fake()
 	w.register()
 	w.beat(false)
 	h.flush()
-	heard := time.Now()
+	settled(t, r, "the heartbeat heard", func(s reaper.Stats) bool { return s.Heartbeats >= 1 })
+	k.settle()
+	heard := c.Now()
 	eventually(t, 5*time.Second, "worker registered", func() bool {
 		_, ok := h.worker(w.id)
 		return ok
 	})
 	// Half a timeout later, hold the liveness handler and drop a heartbeat
 	// (of another worker: any liveness message may have been w's).
-	time.Sleep(timeout / 2)
+	c.Advance(timeout / 2)
+	k.settle()
 	if err := h.pub.Publish(protocol.SubjectWorkerHeartbeat("default"), []byte("{")); err != nil {
 		t.Fatal(err)
 	}
 	h.flush()
 	<-st.Entered()
 	other := h.fake()
-	dropped := time.Now()
+	dropped := c.Now()
 	other.beat(false) // waits in the channel
 	other.beat(false) // dropped
 	h.flush()
-	eventually(t, 5*time.Second, "the drop seen", func() bool { return r.Stats().Drops > 0 })
+	settled(t, r, "the drop seen", func(s reaper.Stats) bool { return s.Drops > 0 })
 
-	buried := eventually(t, 3*timeout, "silent worker marked OFFLINE", func() bool {
-		s, _ := h.worker(w.id)
-		return s.Status == store.WorkerOffline
-	})
-	if d := buried.Sub(dropped); d < timeout-100*time.Millisecond {
-		t.Fatalf("marked OFFLINE %v after the drop (%v after it was last heard), want one timeout (%v) after the drop",
-			d, buried.Sub(heard), timeout)
+	// A timeout after it was last heard, but not after the drop: alive.
+	c.Set(heard.Add(timeout + time.Second))
+	k.settle()
+	if s, _ := h.worker(w.id); s.Status != store.WorkerOnline || r.Stats().WorkersLost != 0 {
+		t.Fatalf("worker %s %v after it was last heard and %v after the drop, want ONLINE until a timeout (%v) after the drop",
+			s.Status, c.Now().Sub(heard), c.Now().Sub(dropped), timeout)
+	}
+	c.Set(dropped.Add(timeout + time.Second))
+	settled(t, r, "the silent worker lost", func(s reaper.Stats) bool { return s.WorkersLost == 1 })
+	if s, _ := h.worker(w.id); s.Status != store.WorkerOffline {
+		t.Fatalf("lost worker is %s, want OFFLINE", s.Status)
 	}
 }
