@@ -187,3 +187,66 @@ func TestStartManyListGetCancel(t *testing.T) {
 		t.Fatalf("bad namespace: %v", err)
 	}
 }
+
+// Start and StartMany tell the dispatchers once their commit is done (no
+// relay runs here: these wakeups are the client's); StartTx, which cannot
+// know when the caller commits, and a delayed start leave it to the relay.
+func TestStartPublishesWakeupAfterCommit(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.Pool(t)
+	st := store.New(pool, store.Options{})
+	ns := testnats.Start(t)
+	cl, err := client.New(st, ns.Connect(t), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	sub, err := ns.Connect(t).SubscribeSync(protocol.SubjectReadyAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	next := func(what string) {
+		t.Helper()
+		m, err := sub.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("%s: no wakeup: %v", what, err)
+		}
+		var w protocol.Wakeup
+		if err := protocol.Decode(m.Data, &w); err != nil || w.Namespace != "default" || w.Queue != "q1" ||
+			m.Subject != protocol.SubjectReady("default", "q1") {
+			t.Fatalf("%s: wakeup %+v on %s: %v", what, w, m.Subject, err)
+		}
+	}
+	// A dispatcher that claims on the wakeup must find the run.
+	h, err := cl.Start(ctx, "T", 1, client.StartOptions{Queue: "q1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next("Start")
+	if r, err := cl.Get(ctx, h.RunID); err != nil || r.Status != store.StatusPending {
+		t.Fatalf("run at the wakeup: %+v %v", r, err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.StartTx(ctx, tx, "T", 1, client.StartOptions{Queue: "q1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Start(ctx, "T", 1, client.StartOptions{Queue: "q1", StartAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.StartMany(ctx, []client.StartRequest{{Type: "T", Options: client.StartOptions{Queue: "q1"}},
+		{Type: "T", Options: client.StartOptions{Queue: "q1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	// One wakeup for StartMany's queue, none for StartTx or the delayed start.
+	next("StartMany")
+	if m, err := sub.NextMsg(200 * time.Millisecond); err == nil {
+		t.Fatalf("unexpected wakeup on %s: %s", m.Subject, m.Data)
+	}
+}
