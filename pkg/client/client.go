@@ -204,8 +204,6 @@ type Handle struct {
 	// Created is false when the start returned an existing run with the
 	// same external id.
 	Created bool
-	// queue is the run's queue, when the start knew it.
-	queue string
 }
 
 func (c *Client) params(typ string, input any, o StartOptions) (store.RunsCreateParams, error) {
@@ -256,35 +254,13 @@ func encodeInput(input any) ([]byte, error) {
 
 // Start starts a run of workflow type typ with input (encoded as JSON).
 func (c *Client) Start(ctx context.Context, typ string, input any, opts StartOptions) (*Handle, error) {
-	h, err := c.start(ctx, c.st, typ, input, opts)
-	if err == nil && h.Created && opts.StartAt.IsZero() {
-		c.wake(h.queue)
-	}
-	return h, err
+	return c.start(ctx, c.st, typ, input, opts)
 }
 
 // StartTx starts a run inside the caller's transaction: the run exists
-// (and is delivered) only if the caller commits. Its dispatch waits for
-// the engine's notification of the commit (Start, which knows when its
-// commit is done, also tells the dispatchers itself).
+// (and is delivered) only if the caller commits.
 func (c *Client) StartTx(ctx context.Context, tx pgx.Tx, typ string, input any, opts StartOptions) (*Handle, error) {
 	return c.start(ctx, c.st.WithTx(tx), typ, input, opts)
-}
-
-// wake tells the dispatchers that runs of queue are due, once the commit
-// that made them so is done, so that dispatch does not wait for the
-// engine's own notification (Postgres NOTIFY, relayed to NATS by the
-// leading dispatcher), which stays the guarantee: this message may be
-// lost, or come first and be followed by the relayed one.
-func (c *Client) wake(queue string) {
-	if c.nc == nil {
-		return
-	}
-	data, err := protocol.Encode(&protocol.Wakeup{Namespace: c.ns, Queue: queue, AvailableAt: time.Now().UTC()})
-	if err != nil {
-		return
-	}
-	_ = c.nc.Publish(protocol.SubjectReady(c.ns, queue), data)
 }
 
 func (c *Client) start(ctx context.Context, st *store.Store, typ string, input any, opts StartOptions) (*Handle, error) {
@@ -305,7 +281,7 @@ func (c *Client) start(ctx context.Context, st *store.Store, typ string, input a
 		c.started.Add(ctx, 1, metric.WithAttributes(attribute.String("namespace", c.ns), attribute.String("queue", p.Queue),
 			attribute.String("workflow_type", p.Type)))
 	}
-	return &Handle{c: c, RunID: run.ID, Created: created, queue: p.Queue}, nil
+	return &Handle{c: c, RunID: run.ID, Created: created}, nil
 }
 
 // startSpan opens the root span of a run's trace (under the caller's span
@@ -371,16 +347,9 @@ func (c *Client) StartMany(ctx context.Context, reqs []StartRequest) ([]*Handle,
 			created[key{ps[i].Queue, ps[i].Type}]++
 		}
 	}
-	woken := map[string]bool{}
 	for k, n := range created {
 		c.started.Add(ctx, n, metric.WithAttributes(attribute.String("namespace", c.ns), attribute.String("queue", k.queue),
 			attribute.String("workflow_type", k.typ)))
-	}
-	for i, r := range res {
-		if r.Created && ps[i].AvailableAt == nil && !woken[ps[i].Queue] {
-			woken[ps[i].Queue] = true
-			c.wake(ps[i].Queue)
-		}
 	}
 	return out, nil
 }
