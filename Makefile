@@ -3,15 +3,24 @@ SHELL := /bin/bash
 GO ?= go
 PG_URL = $$(scripts/ensure-postgres.sh)
 
-.PHONY: test run build lint fuzz bench-store bench chaos
+.PHONY: test test-auth run build lint fuzz bench-store bench chaos vendor-js
 
 ## test: start Postgres if none is reachable (and, as root, install iproute2
-## for the failover test's network namespaces if missing), then run every
-## test with -race.
+## for the failover test's network namespaces and chromium for the console's
+## browser tests if missing), then run every test with -race, and the
+## end-to-end suite once more with NATS authorization on (test-auth).
+## Screenshots of the console land in artifacts/console/.
 test:
 	$(GO) mod download
 	@scripts/ensure-iproute2.sh
+	@scripts/ensure-chromium.sh
 	KAGZI_TEST_DATABASE_URL="$(PG_URL)" $(GO) test -race -count=1 -timeout 9m ./...
+	@$(MAKE) --no-print-directory test-auth
+
+## test-auth: the end-to-end suite on a NATS server with the users and
+## permissions of `kagzi nats-config`, every component connecting as its role.
+test-auth:
+	KAGZI_TEST_DATABASE_URL="$(PG_URL)" KAGZI_E2E_NATS_AUTH=1 $(GO) test -race -count=1 -timeout 9m ./internal/e2e/
 
 ## build: build every binary into bin/.
 build:
@@ -61,3 +70,8 @@ chaos:
 ## fuzz: run every fuzz target for FUZZTIME (default 60s) each.
 fuzz:
 	KAGZI_TEST_DATABASE_URL="$(PG_URL)" scripts/fuzz.sh
+
+## vendor-js: refresh the console's vendored htmx from npm (needs npm; go
+## build never does). HTMX_VERSION picks another version.
+vendor-js:
+	scripts/vendor-htmx.sh

@@ -15,7 +15,9 @@ import (
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/natsauth"
 	"github.com/kagzi/kagzi/internal/natsserver"
 )
 
@@ -29,6 +31,7 @@ var kagziServices = map[string]string{
 	"scheduler":  "scheduler",
 	"reaper":     "reaper",
 	"worker":     "worker",
+	"console":    "kagzi",
 }
 
 // loadCompose loads deploy/compose.yaml the way `docker compose` does
@@ -76,7 +79,7 @@ func envValue(s types.ServiceConfig, name string) (string, bool) {
 
 func TestComposeServices(t *testing.T) {
 	p := loadCompose(t, nil)
-	want := []string{"postgres", "nats", "jaeger", "prometheus", "grafana", "migrate", "dispatcher", "scheduler", "reaper", "worker"}
+	want := []string{"postgres", "nats", "jaeger", "prometheus", "grafana", "migrate", "dispatcher", "scheduler", "reaper", "worker", "console"}
 	got := p.ServiceNames()
 	for _, w := range want {
 		if !slices.Contains(got, w) {
@@ -137,7 +140,8 @@ func TestComposeScalable(t *testing.T) {
 		if s.ContainerName != "" {
 			t.Errorf("%s: container_name %q prevents scaling", name, s.ContainerName)
 		}
-		if len(s.Ports) > 0 {
+		// The console is a UI: its one published port is on loopback.
+		if len(s.Ports) > 0 && !(name == "console" && len(s.Ports) == 1 && s.Ports[0].HostIP == "127.0.0.1") {
 			t.Errorf("%s: publishes ports %v; Kagzi services need none and a fixed host port prevents scaling", name, s.Ports)
 		}
 	}
@@ -305,7 +309,8 @@ func TestComposeCredentials(t *testing.T) {
 		user, password, db string
 	}{
 		{nil, "kagzi", "kagzi", "kagzi"},
-		{map[string]string{"POSTGRES_USER": "u1", "POSTGRES_PASSWORD": "from-env-4f2c", "POSTGRES_DB": "d1"}, "u1", "from-env-4f2c", "d1"},
+		{map[string]string{"POSTGRES_USER": "u1", "POSTGRES_PASSWORD": "from-env-4f2c", "POSTGRES_DB": "d1",
+			"KAGZI_DB_RUNTIME_PASSWORD": "rt-env-77"}, "u1", "from-env-4f2c", "d1"},
 	} {
 		p := loadCompose(t, tc.env)
 		pg := service(t, p, "postgres")
@@ -314,6 +319,12 @@ func TestComposeCredentials(t *testing.T) {
 				t.Errorf("env %v: postgres %s = %q, want %q", tc.env, k, got, want)
 			}
 		}
+		// migrate connects as the administrator (it creates the roles);
+		// the services as the runtime role, with the password migrate set.
+		runtimePW, _ := envValue(service(t, p, "migrate"), "KAGZI_DB_RUNTIME_PASSWORD")
+		if runtimePW == "" {
+			t.Errorf("migrate: no KAGZI_DB_RUNTIME_PASSWORD")
+		}
 		for _, name := range append([]string{"migrate"}, databaseServices...) {
 			v, _ := envValue(service(t, p, name), "KAGZI_DATABASE_URL")
 			u, err := url.Parse(v)
@@ -321,10 +332,17 @@ func TestComposeCredentials(t *testing.T) {
 				t.Errorf("%s: KAGZI_DATABASE_URL %q: %v", name, v, err)
 				continue
 			}
-			pw, _ := u.User.Password()
-			if u.User.Username() != tc.user || pw != tc.password || strings.TrimPrefix(u.Path, "/") != tc.db {
-				t.Errorf("env %v: %s: KAGZI_DATABASE_URL %q does not match the postgres service's credentials", tc.env, name, v)
+			user, password := tc.user, tc.password
+			if name != "migrate" {
+				user, password = "kagzi_runtime", runtimePW
 			}
+			pw, _ := u.User.Password()
+			if u.User.Username() != user || pw != password || strings.TrimPrefix(u.Path, "/") != tc.db {
+				t.Errorf("env %v: %s: KAGZI_DATABASE_URL %q, want user %s and its password on database %s", tc.env, name, v, user, tc.db)
+			}
+		}
+		if m := service(t, p, "migrate"); !slices.Contains(m.Command, "--roles") {
+			t.Errorf("migrate: command %q does not set up the Postgres roles (--roles)", m.Command)
 		}
 	}
 	raw, err := os.ReadFile(composeFile)
@@ -383,9 +401,16 @@ func TestComposeNATS(t *testing.T) {
 }
 
 // checkNATSConf parses a NATS config file with nats-server's own loader
-// and checks what Kagzi needs of it.
+// and checks what Kagzi needs of it: with authorization, a user per role.
 func checkNATSConf(t *testing.T, file string) {
 	t.Helper()
+	users, err := natsauth.Users(natsauth.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range users {
+		t.Setenv(u.PasswordVar, "pw-"+u.Name)
+	}
 	o, err := server.ProcessConfigFile(file)
 	if err != nil {
 		t.Fatalf("%s: %v", file, err)
@@ -404,6 +429,91 @@ func checkNATSConf(t *testing.T, file string) {
 	}
 	if o.StoreDir != "/data" {
 		t.Errorf("%s: JetStream store_dir %q, want /data (the volume)", file, o.StoreDir)
+	}
+	have := map[string]bool{}
+	for _, u := range o.Users {
+		have[u.Username] = u.Permissions != nil && u.Password == "pw-"+u.Username
+	}
+	for _, u := range users {
+		if !have[u.Name] {
+			t.Errorf("%s: no user %s with permissions and the password of $%s", file, u.Name, u.PasswordVar)
+		}
+	}
+}
+
+// TestComposeNATSAuth: compose runs NATS with authorization on, from the
+// file `kagzi nats-config` prints, and every Kagzi process connects as its
+// role with the password the server reads: a real nats-server started
+// from the compose files and environment accepts each of them and refuses
+// a wrong password.
+func TestComposeNATSAuth(t *testing.T) {
+	want, err := natsauth.Config(natsauth.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join("nats", "auth.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Fatal("deploy/nats/auth.conf is not what `kagzi nats-config` prints: regenerate it (go run ./cmd/kagzi nats-config > deploy/nats/auth.conf, and the dev overlay's copy)")
+	}
+	users, err := natsauth.Users(natsauth.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roleOf := map[string]natsauth.User{}
+	for _, u := range users {
+		roleOf[u.Name] = u
+	}
+	wantUser := map[string]string{"migrate": "client-default", "dispatcher": "dispatcher", "scheduler": "scheduler",
+		"reaper": "reaper", "worker": "worker-default-worker"}
+	for _, env := range []map[string]string{nil, {"KAGZI_NATS_PASSWORD_WORKER_DEFAULT_WORKER": "w-env-31", "KAGZI_NATS_PASSWORD_DISPATCHER": "d-env-12"}} {
+		p := loadCompose(t, env)
+		n := service(t, p, "nats")
+		for _, u := range users {
+			v, ok := envValue(n, u.PasswordVar)
+			if !ok || v == "" {
+				t.Fatalf("nats: %s is not set: the server cannot read %s's password", u.PasswordVar, u.Name)
+			}
+			t.Setenv(u.PasswordVar, v)
+		}
+		o, err := server.ProcessConfigFile(filepath.Join("nats", "nats.conf"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Host, o.Port, o.HTTPPort, o.JetStream, o.StoreDir, o.NoLog, o.NoSigs = "127.0.0.1", server.RANDOM_PORT, 0, false, "", true, true
+		ns, err := natsserver.StartOptions(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, user := range wantUser {
+			s := service(t, p, name)
+			if got, _ := envValue(s, "KAGZI_NATS_USER"); got != user {
+				t.Errorf("%s: KAGZI_NATS_USER %q, want %q", name, got, user)
+				continue
+			}
+			pw, _ := envValue(s, "KAGZI_NATS_PASSWORD")
+			nc, err := nats.Connect(ns.URL(), nats.UserInfo(user, pw))
+			if err != nil {
+				t.Errorf("env %v: %s cannot connect as %s: %v", env, name, user, err)
+				continue
+			}
+			nc.Close()
+			if nc, err := nats.Connect(ns.URL(), nats.UserInfo(user, pw+"x")); err == nil {
+				nc.Close()
+				t.Errorf("%s: a wrong password was accepted", user)
+			}
+		}
+		ns.Stop()
+		w := service(t, p, "worker")
+		u := roleOf["worker-default-worker"]
+		if ns, _ := envValue(w, "KAGZI_NAMESPACE"); ns != u.Namespace {
+			t.Errorf("worker: KAGZI_NAMESPACE %q, its NATS user serves %q", ns, u.Namespace)
+		}
+		if id, _ := envValue(w, "KAGZI_WORKER_IDENTITY"); id != u.Identity {
+			t.Errorf("worker: KAGZI_WORKER_IDENTITY %q, its NATS user reads the inbox of %q", id, u.Identity)
+		}
 	}
 }
 

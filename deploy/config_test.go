@@ -106,6 +106,11 @@ func cliVars(t *testing.T) map[string]processVar {
 			vars[m[1]] = processVar{}
 		}
 	}
+	// The CLI loads the NATS credentials and TLS settings with the
+	// services' struct (config.NATSAuth).
+	structVars(t, reflect.TypeOf(config.NATSAuth{}), vars)
+	// `kagzi console` reads its own struct.
+	structVars(t, reflect.TypeFor[config.Console](), vars)
 	for _, want := range []string{"KAGZI_DATABASE_URL", "KAGZI_NATS_URL"} {
 		if _, ok := vars[want]; !ok {
 			t.Fatalf("cmd/kagzi does not read %s (found %v): update this test", want, keys(vars))
@@ -141,6 +146,10 @@ func checkEnv(t *testing.T, where, process string, names []string, vars map[stri
 // like database access, which a worker must never get.
 func isCredential(name, value string) bool {
 	u := strings.ToUpper(name)
+	// A worker's own NATS credentials are what it connects with.
+	if strings.HasPrefix(u, "KAGZI_NATS_") {
+		return strings.Contains(value, "postgres://") || strings.Contains(value, "postgresql://")
+	}
 	for _, s := range []string{"DATABASE", "POSTGRES", "PGPASS", "PGUSER", "PGHOST", "PASSWORD", "SECRET"} {
 		if strings.Contains(u, s) {
 			return true
@@ -182,7 +191,10 @@ func TestProcessVars(t *testing.T) {
 }
 
 // mayDiffer are variables that services may legitimately set apart.
-var mayDiffer = map[string]bool{"KAGZI_LOG_LEVEL": true}
+// Each process connects to NATS as its own role.
+var mayDiffer = map[string]bool{"KAGZI_LOG_LEVEL": true, "KAGZI_NATS_USER": true, "KAGZI_NATS_PASSWORD": true,
+	"KAGZI_NATS_TOKEN": true, "KAGZI_NATS_NKEY_SEED": true, "KAGZI_NATS_CREDS": true,
+	"KAGZI_NATS_TLS_CERT": true, "KAGZI_NATS_TLS_KEY": true}
 
 // checkShared checks that services agree on every variable more than one
 // of them reads (KAGZI_LEASE for the dispatcher and the reaper, the URLs,

@@ -22,6 +22,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kagzi/kagzi/internal/natsauth"
 )
 
 const (
@@ -38,6 +40,7 @@ var kagziDeployments = map[string]string{
 	"scheduler":  "scheduler",
 	"reaper":     "reaper",
 	"worker":     "worker",
+	"console":    "kagzi",
 }
 
 // kustomization is the part of kustomize's Kustomization these
@@ -337,8 +340,8 @@ func TestK8sBaseObjects(t *testing.T) {
 	if job == nil {
 		t.Fatal("base: no Job migrate")
 	}
-	if c := job.Spec.Template.Spec.Containers; len(c) != 1 || !slices.Equal(c[0].Command, []string{"/usr/local/bin/kagzi", "migrate"}) {
-		t.Errorf("Job migrate: want one container running [/usr/local/bin/kagzi migrate], have %v", c)
+	if c := job.Spec.Template.Spec.Containers; len(c) != 1 || !slices.Equal(c[0].Command, []string{"/usr/local/bin/kagzi", "migrate", "--roles"}) {
+		t.Errorf("Job migrate: want one container running [/usr/local/bin/kagzi migrate --roles], have %v", c)
 	}
 	for name := range kagziDeployments {
 		d, _ := tr.find("Deployment", name).(*appsv1.Deployment)
@@ -623,8 +626,10 @@ func TestK8sWorkerHasNoDatabase(t *testing.T) {
 		}
 		for _, c := range slices.Concat(ps.InitContainers, ps.Containers) {
 			for _, e := range c.Env {
-				if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
-					t.Errorf("%s: worker env %s comes from Secret %s", tr.Dir, e.Name, e.ValueFrom.SecretKeyRef.Name)
+				// Its NATS password is the one Secret value a worker gets.
+				if ref := e.ValueFrom; ref != nil && ref.SecretKeyRef != nil &&
+					!(ref.SecretKeyRef.Name == "kagzi-nats" && strings.HasPrefix(ref.SecretKeyRef.Key, "KAGZI_NATS_PASSWORD_WORKER_")) {
+					t.Errorf("%s: worker env %s comes from Secret %s", tr.Dir, e.Name, ref.SecretKeyRef.Name)
 				}
 				if isCredential(e.Name, e.Value) {
 					t.Errorf("%s: worker env %s=%q: workers get no database access", tr.Dir, e.Name, e.Value)
@@ -858,15 +863,26 @@ func TestK8sDevOverlay(t *testing.T) {
 	if sec == nil || pgSec == nil {
 		t.Fatal("dev: Secret kagzi-database or postgres missing")
 	}
-	u, err := url.Parse(sec.StringData["KAGZI_DATABASE_URL"])
+	// The migrate Job connects as the administrator and makes the runtime
+	// role, with the password the services' URL carries.
+	u, err := url.Parse(sec.StringData["KAGZI_MIGRATE_DATABASE_URL"])
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkServiceAddr(t, tr, "KAGZI_DATABASE_URL", u.Host)
+	checkServiceAddr(t, tr, "KAGZI_MIGRATE_DATABASE_URL", u.Host)
 	pw, _ := u.User.Password()
 	if u.User.Username() != pgSec.StringData["POSTGRES_USER"] || pw != pgSec.StringData["POSTGRES_PASSWORD"] ||
 		strings.TrimPrefix(u.Path, "/") != pgSec.StringData["POSTGRES_DB"] {
-		t.Errorf("dev: KAGZI_DATABASE_URL %s does not match Secret postgres %v", u.Redacted(), pgSec.StringData)
+		t.Errorf("dev: KAGZI_MIGRATE_DATABASE_URL %s does not match Secret postgres %v", u.Redacted(), pgSec.StringData)
+	}
+	ru, err := url.Parse(sec.StringData["KAGZI_DATABASE_URL"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkServiceAddr(t, tr, "KAGZI_DATABASE_URL", ru.Host)
+	rpw, _ := ru.User.Password()
+	if ru.User.Username() != "kagzi_runtime" || rpw != sec.StringData["KAGZI_DB_RUNTIME_PASSWORD"] || ru.Path != u.Path {
+		t.Errorf("dev: KAGZI_DATABASE_URL %s is not the runtime role kagzi migrate --roles makes", ru.Redacted())
 	}
 
 	// NATS: the ConfigMap's URL reaches the Service, and the server runs
@@ -916,11 +932,20 @@ func TestK8sDevOverlay(t *testing.T) {
 	if conf != string(compose) {
 		t.Errorf("dev: %s differs from deploy/nats/nats.conf; keep the two the same", confPath)
 	}
-	tmp := filepath.Join(t.TempDir(), "nats.conf")
-	if err := os.WriteFile(tmp, []byte(conf), 0o600); err != nil {
+	dir := t.TempDir()
+	for name, data := range natsCM.Data {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	authConf, err := os.ReadFile(filepath.Join("nats", "auth.conf"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	checkNATSConf(t, tmp)
+	if natsCM.Data["auth.conf"] != string(authConf) {
+		t.Errorf("dev: ConfigMap %s's auth.conf differs from deploy/nats/auth.conf; keep the two the same", confMap)
+	}
+	checkNATSConf(t, filepath.Join(dir, "nats.conf"))
 	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
 		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || !hasPort(&nats.Spec.Template.Spec, p.HTTPGet.Port) {
 			t.Errorf("dev: nats probe %v, want GET /healthz on the monitoring port", p)
@@ -956,4 +981,59 @@ func ptrString[T any](p *T) string {
 		return "unset"
 	}
 	return fmt.Sprint(*p)
+}
+
+// TestK8sNATSAuth: every Kagzi Deployment connects to NATS as its role's
+// user of `kagzi nats-config`, with that user's password from Secret
+// kagzi-nats, which holds every user's; the dev NATS reads them all.
+func TestK8sNATSAuth(t *testing.T) {
+	users, err := natsauth.Users(natsauth.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]natsauth.User{}
+	for _, u := range users {
+		byName[u.Name] = u
+	}
+	wantUser := map[string]string{"dispatcher": "dispatcher", "scheduler": "scheduler", "reaper": "reaper", "worker": "worker-default-worker"}
+	for _, tr := range loadBoth(t) {
+		sec, _ := tr.find("Secret", "kagzi-nats").(*corev1.Secret)
+		if sec == nil {
+			t.Fatalf("%s: no Secret kagzi-nats", tr.Dir)
+		}
+		for _, u := range users {
+			if sec.StringData[u.PasswordVar] == "" {
+				t.Errorf("%s: Secret kagzi-nats has no %s (user %s)", tr.Dir, u.PasswordVar, u.Name)
+			}
+		}
+		for name, user := range wantUser {
+			d, _ := tr.find("Deployment", name).(*appsv1.Deployment)
+			if d == nil {
+				t.Fatalf("%s: no Deployment %s", tr.Dir, name)
+			}
+			env := effectiveEnv(tr, d.Spec.Template.Spec.Containers[0])
+			if env["KAGZI_NATS_USER"] != user {
+				t.Errorf("%s: %s: KAGZI_NATS_USER %q, want %q", tr.Dir, name, env["KAGZI_NATS_USER"], user)
+			}
+			if want := "secret kagzi-nats/" + byName[user].PasswordVar; env["KAGZI_NATS_PASSWORD"] != want {
+				t.Errorf("%s: %s: KAGZI_NATS_PASSWORD from %q, want %s", tr.Dir, name, env["KAGZI_NATS_PASSWORD"], want)
+			}
+			if name == "worker" && (env["KAGZI_NAMESPACE"] != byName[user].Namespace || env["KAGZI_WORKER_IDENTITY"] != byName[user].Identity) {
+				t.Errorf("%s: worker serves %s as %s, its NATS user is for %s/%s", tr.Dir, env["KAGZI_NAMESPACE"], env["KAGZI_WORKER_IDENTITY"],
+					byName[user].Namespace, byName[user].Identity)
+			}
+		}
+		if tr.Dir == k8sDevOverlay {
+			n, _ := tr.find("StatefulSet", "nats").(*appsv1.StatefulSet)
+			if n == nil {
+				t.Fatal("dev: no StatefulSet nats")
+			}
+			env := effectiveEnv(tr, n.Spec.Template.Spec.Containers[0])
+			for _, u := range users {
+				if env[u.PasswordVar] != "secret kagzi-nats/"+u.PasswordVar {
+					t.Errorf("dev: nats does not read %s from Secret kagzi-nats", u.PasswordVar)
+				}
+			}
+		}
+	}
 }

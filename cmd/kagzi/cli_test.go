@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"reflect"
 	"regexp"
 	"strings"
@@ -276,6 +277,45 @@ func TestMigrateCreatesDatabase(t *testing.T) {
 		t.Errorf("second migrate created the database again:\n%s", out)
 	}
 	c.ok("run", "list")
+}
+
+// TestMigrateRoles: migrate --roles (twice) creates the roles, migrates
+// as the owner and lets the runtime role, which the CLI then connects as,
+// work with runs.
+func TestMigrateRoles(t *testing.T) {
+	t.Parallel()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	suffix := hex.EncodeToString(b[:])
+	name, owner, runtime := "kagzi_t_cli_"+suffix, "kagzi_o_"+suffix, "kagzi_rt_"+suffix
+	dbURL, err := store.DatabaseURL(testdb.AdminURL(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := store.DatabaseDrop(ctx, testdb.AdminURL(), name); err != nil {
+			t.Logf("drop %s: %v", name, err)
+		}
+		if err := store.RolesDrop(ctx, testdb.AdminURL(), owner, runtime); err != nil {
+			t.Logf("drop roles: %v", err)
+		}
+	})
+	admin := &cli{t: t, url: dbURL}
+	for i := 0; i < 2; i++ {
+		out := admin.ok("migrate", "--roles", "--owner-role", owner, "--runtime-role", runtime)
+		mustContain(t, "migrate --roles", out, "Migrated as "+owner)
+	}
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(runtime)
+	rt := &cli{t: t, url: u.String()}
+	out := rt.ok("run", "start", "ProcessOrder", "--input", `{"order_id": 1}`)
+	mustContain(t, "run start as the runtime role", out, "Started run")
+	mustContain(t, "run list as the runtime role", rt.ok("run", "list"), "ProcessOrder")
 }
 
 func TestRunStartListShowCancel(t *testing.T) {
@@ -597,7 +637,7 @@ func TestWorkerDrainAndDefaultVersion(t *testing.T) {
 	// The worker is told on its cancel subject.
 	ns := testnats.Start(t)
 	nc := ns.Connect(t)
-	told, err := nc.SubscribeSync(protocol.SubjectCancel(w.ID))
+	told, err := nc.SubscribeSync(protocol.SubjectCancel("default", w.ID))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -14,23 +15,24 @@ import (
 
 	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/devserver"
+	"github.com/kagzi/kagzi/internal/examples"
 	"github.com/kagzi/kagzi/internal/svc"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/store"
-	"github.com/kagzi/kagzi/services/worker/examples"
 )
 
 func init() { register(newDevCmd) }
 
 func newDevCmd(a *app) *cobra.Command {
 	var demo, exitAfter bool
+	var consoleAddr string
 	var workers int
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run every Kagzi service in one process (migrates first)",
 		Long: `dev migrates the database of --database-url (creating it if needed) and
-runs the dispatcher with its relay, the scheduler, the reaper and workers
-with the example workflows, all in this process. Unless --nats-url or KAGZI_NATS_URL is given, it starts
+runs the dispatcher with its relay, the scheduler, the reaper, workers
+with the example workflows and the web console, all in this process. Unless --nats-url or KAGZI_NATS_URL is given, it starts
 an embedded NATS server (on 127.0.0.1:4222 when that port is free).
 
 With --demo it starts a few ProcessOrder runs and prints their progress and
@@ -71,7 +73,7 @@ results, then keeps serving until interrupted (or exits with --exit).`,
 			log := svc.Logger(dcfg.LogLevel).With("service", "dev")
 			srv, err := devserver.Start(ctx, devserver.Options{
 				DatabaseURL: a.DatabaseURL, NATSURL: natsURL, Workers: workers,
-				Worker: wcfg, Register: examples.Register, Dispatcher: dcfg, Scheduler: scfg, Reaper: rcfg, Log: log,
+				Worker: wcfg, Register: registerAll, Dispatcher: dcfg, Scheduler: scfg, Reaper: rcfg, Log: log,
 			})
 			if err != nil {
 				return err
@@ -98,6 +100,14 @@ results, then keeps serving until interrupted (or exits with --exit).`,
 			defer health.SetReady(false)
 			fmt.Fprintf(out, "Kagzi dev is running: Postgres %s, NATS %s, %d worker(s).\n",
 				redactURL(a.DatabaseURL), srv.NATSURL, workers)
+			if consoleAddr != "" {
+				url, stop, err := devConsole(ctx, consoleAddr, a.Namespace, srv, log)
+				if err != nil {
+					return err
+				}
+				defer stop()
+				fmt.Fprintf(out, "Console: %s\n", url)
+			}
 			fmt.Fprintf(out, "Try: kagzi run start ProcessOrder --input '{\"id\":\"A-1\",\"customer\":\"ada\",\"amount\":12.5,\"items\":2}' --wait --nats-url %s\n", srv.NATSURL)
 			if demo {
 				if err := runDemo(ctx, cmd, srv, a.Namespace); err != nil {
@@ -115,6 +125,8 @@ results, then keeps serving until interrupted (or exits with --exit).`,
 	cmd.Flags().BoolVar(&demo, "demo", false, "start example runs and print their progress and results")
 	cmd.Flags().BoolVar(&exitAfter, "exit", false, "with --demo: exit once the demo runs finished")
 	cmd.Flags().IntVar(&workers, "workers", 2, "number of workers")
+	cmd.Flags().StringVar(&consoleAddr, "console-addr", envOr("KAGZI_CONSOLE_ADDR", "127.0.0.1:8088"),
+		"serve the web console here (a free port if taken; empty: no console)")
 	return cmd
 }
 
@@ -192,4 +204,28 @@ func runDemo(ctx context.Context, cmd *cobra.Command, srv *devserver.Server, ns 
 	wg.Wait()
 	say("Inspect them: kagzi run list; kagzi run show <run id>")
 	return nil
+}
+
+// devConsole serves the web console for dev on addr, or on a free port
+// when addr is taken.
+func devConsole(ctx context.Context, addr, ns string, srv *devserver.Server, log *slog.Logger) (string, func(), error) {
+	var cfg config.Console
+	if err := config.Load(ctx, &cfg); err != nil {
+		return "", nil, err
+	}
+	nc, err := nats.Connect(srv.NATSURL, nats.Name("kagzi-console"), nats.MaxReconnects(-1))
+	if err != nil {
+		return "", nil, err
+	}
+	cfg.ConsoleAddr = addr
+	cs, url, err := startConsole(ctx, cfg, ns, srv.Store, nc, log.With("service", "console"))
+	if err != nil && strings.Contains(err.Error(), "listen on") {
+		cfg.ConsoleAddr = "127.0.0.1:0"
+		cs, url, err = startConsole(ctx, cfg, ns, srv.Store, nc, log.With("service", "console"))
+	}
+	if err != nil {
+		nc.Close()
+		return "", nil, err
+	}
+	return url, func() { cs.Stop(); nc.Close() }, nil
 }

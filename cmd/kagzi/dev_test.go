@@ -60,10 +60,25 @@ func TestDevServesHealthAndMetrics(t *testing.T) {
 	if code, _ := get("/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz: %d", code)
 	}
-	code, body := get("/metrics")
-	for _, want := range []string{"kagzi_queue_depth{", "kagzi_relay_leader{", "kagzi_workers_online{", "go_goroutines", "process_cpu_seconds_total"} {
-		if code != http.StatusOK || !strings.Contains(body, want) {
-			t.Errorf("/metrics (%d) has no %s", code, want)
+	// A queue's depth is reported once its worker's registration has reached
+	// the reaper, which may come after readiness (the worker registers over
+	// NATS), so the scrape is repeated until every name is there.
+	wants := []string{"kagzi_queue_depth{", "kagzi_relay_leader{", "kagzi_workers_online{", "go_goroutines", "process_cpu_seconds_total"}
+	for {
+		code, body := get("/metrics")
+		var missing []string
+		for _, want := range wants {
+			if code != http.StatusOK || !strings.Contains(body, want) {
+				missing = append(missing, want)
+			}
+		}
+		if len(missing) == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("/metrics (%d) never had %v", code, missing)
+		case <-tick.C:
 		}
 	}
 	cancel()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -22,7 +23,9 @@ type migrateJSON struct {
 }
 
 func newMigrateCmd(a *app) *cobra.Command {
-	return &cobra.Command{
+	var withRoles bool
+	roles := store.Roles{OwnerPassword: os.Getenv("KAGZI_DB_OWNER_PASSWORD"), RuntimePassword: os.Getenv("KAGZI_DB_RUNTIME_PASSWORD")}
+	c := &cobra.Command{
 		Use:   "migrate",
 		Short: "Create the database if needed and apply pending migrations",
 		Long: `Apply every pending migration to the database of --database-url and print
@@ -32,9 +35,23 @@ idempotent and safe to run from several processes at once.
 
 When KAGZI_PAYLOAD_WARN_BYTES or KAGZI_PAYLOAD_MAX_BYTES is set, migrate then
 writes it to the database's settings (see kagzi settings), the one place
-every process reads the payload limits from.`,
+every process reads the payload limits from.
+
+Least privilege: with --roles, run by a role allowed to create roles (the
+server's administrator), migrate first makes sure the owner role
+(--owner-role, default kagzi_owner) and the runtime role (--runtime-role,
+default kagzi_runtime) exist, with the passwords
+KAGZI_DB_OWNER_PASSWORD and KAGZI_DB_RUNTIME_PASSWORD when set, then runs
+the migrations as the owner, then grants the runtime role row access
+(SELECT, INSERT, UPDATE, DELETE) to the schema and nothing else. The
+services then connect as the runtime role. Roles belong to the whole server
+and are created once, not by the migrations: every database migrated with
+the same names shares them. Without --roles, when --runtime-role (or
+KAGZI_DB_RUNTIME_ROLE) is given, migrate (connected as the owner) grants it
+the same after migrating.`,
 		Example: `  kagzi migrate
-  kagzi migrate --database-url 'postgres://kagzi:secret@db:5432/kagzi?sslmode=require'`,
+  kagzi migrate --database-url 'postgres://kagzi:secret@db:5432/kagzi?sslmode=verify-full'
+  KAGZI_DB_OWNER_PASSWORD=... KAGZI_DB_RUNTIME_PASSWORD=... kagzi migrate --roles --database-url postgres://postgres:secret@db/kagzi`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -42,17 +59,35 @@ every process reads the payload limits from.`,
 			if err != nil {
 				return err
 			}
+			migrate := func() (int32, error) {
+				if !withRoles {
+					return store.Migrate(ctx, a.DatabaseURL)
+				}
+				if err := store.RolesEnsure(ctx, a.DatabaseURL, roles); err != nil {
+					return 0, err
+				}
+				return store.MigrateAs(ctx, a.DatabaseURL, roles.Owner)
+			}
 			created := false
-			v, err := store.Migrate(ctx, a.DatabaseURL)
+			v, err := migrate()
 			if err != nil && strings.Contains(err.Error(), "SQLSTATE 3D000") { // the database does not exist
 				if created, err = createDatabase(cmd, a.DatabaseURL); err != nil {
 					return err
 				}
-				v, err = store.Migrate(ctx, a.DatabaseURL)
+				v, err = migrate()
 			}
 			if err != nil {
 				return fmt.Errorf("%w\nCheck that Postgres is reachable at %s (--database-url or KAGZI_DATABASE_URL).",
 					err, redactURL(a.DatabaseURL))
+			}
+			switch {
+			case withRoles:
+				err = store.RolesGrantRuntime(ctx, a.DatabaseURL, roles.Owner, roles.Runtime)
+			case os.Getenv("KAGZI_DB_RUNTIME_ROLE") != "" || cmd.Flags().Changed("runtime-role"):
+				err = store.RolesGrantRuntime(ctx, a.DatabaseURL, "", roles.Runtime)
+			}
+			if err != nil {
+				return err
 			}
 			out := migrateJSON{Version: v, DatabaseCreated: created}
 			if warn > 0 || max > 0 {
@@ -71,12 +106,19 @@ every process reads the payload limits from.`,
 					fmt.Fprintf(w, "Created database %s\n", redactURL(a.DatabaseURL))
 				}
 				fmt.Fprintf(w, "Database at schema version %d\n", v)
+				if withRoles {
+					fmt.Fprintf(w, "Migrated as %s; %s may read and write rows only\n", roles.Owner, roles.Runtime)
+				}
 				if out.Settings != nil {
 					fmt.Fprintf(w, "Payload limit %d bytes, warning size %d bytes\n", out.Settings.PayloadMaxBytes, out.Settings.PayloadWarnBytes)
 				}
 			})
 		},
 	}
+	c.Flags().BoolVar(&withRoles, "roles", false, "create the owner and runtime roles, migrate as the owner, grant the runtime role row access only")
+	c.Flags().StringVar(&roles.Owner, "owner-role", envOr("KAGZI_DB_OWNER_ROLE", "kagzi_owner"), "the role that owns the schema (env KAGZI_DB_OWNER_ROLE)")
+	c.Flags().StringVar(&roles.Runtime, "runtime-role", envOr("KAGZI_DB_RUNTIME_ROLE", "kagzi_runtime"), "the role the services connect as (env KAGZI_DB_RUNTIME_ROLE)")
+	return c
 }
 
 // createDatabase creates the database named in dbURL through the

@@ -2,9 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"net/url"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/svc"
 	"github.com/kagzi/kagzi/internal/telemetry"
 	"github.com/kagzi/kagzi/pkg/client"
@@ -100,15 +102,31 @@ func (a *app) NATS() (*nats.Conn, error) {
 	if a.nc != nil {
 		return a.nc, nil
 	}
-	nc, err := nats.Connect(a.NATSURL,
-		nats.Name("kagzi-cli"),
-		nats.Timeout(5*time.Second),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond),
-	)
+	// Credentials and TLS come from the same variables as the services'.
+	var auth config.NATSAuth
+	if err := config.Load(context.Background(), &auth); err != nil {
+		return nil, err
+	}
+	opts, err := auth.Options()
 	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s: %w\n"+
-			"Is NATS running there? Point --nats-url (or KAGZI_NATS_URL) at it.", redactURL(a.NATSURL), err)
+		return nil, err
+	}
+	nc, err := nats.Connect(a.NATSURL, append([]nats.Option{
+		nats.Name("kagzi-cli"),
+		nats.Timeout(5 * time.Second),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.CustomInboxPrefix(protocol.ClientInbox(a.Namespace)),
+	}, opts...)...)
+	if err != nil {
+		hint := "Is NATS running there? Point --nats-url (or KAGZI_NATS_URL) at it."
+		var ne net.Error
+		if !errors.Is(err, nats.ErrNoServers) && !errors.As(err, &ne) {
+			// It answered and refused: credentials or TLS.
+			hint = "Check the credentials (KAGZI_NATS_USER and KAGZI_NATS_PASSWORD, KAGZI_NATS_TOKEN, " +
+				"KAGZI_NATS_NKEY_SEED or KAGZI_NATS_CREDS) and KAGZI_NATS_TLS_*: the CLI connects as a client of its namespace."
+		}
+		return nil, fmt.Errorf("connect to NATS at %s: %w\n%s", redactURL(a.NATSURL), err, hint)
 	}
 	a.nc = nc
 	return nc, nil
@@ -154,14 +172,8 @@ func (a *app) Close() {
 	}
 }
 
-// redactURL hides the password of a URL for messages.
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		return s
-	}
-	return u.Redacted()
-}
+// redactURL hides the secrets of a URL for messages.
+func redactURL(s string) string { return config.RedactURL(s) }
 
 const rootLong = `kagzi is the operator CLI of Kagzi, the durable workflow engine on
 PostgreSQL and NATS: migrate the database, start, inspect, cancel and retry

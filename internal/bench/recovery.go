@@ -99,7 +99,7 @@ func (e *env) recovery(ctx context.Context) (Detail, error) {
 		lastHeld int
 		beat     = make(chan struct{}, 1)
 	)
-	hb, err := e.nc.Subscribe(protocol.SubjectWorkerHeartbeat, func(m *nats.Msg) {
+	hb, err := e.nc.Subscribe(protocol.SubjectWorkerHeartbeatAll, func(m *nats.Msg) {
 		var h protocol.Heartbeat
 		if protocol.Decode(m.Data, &h) == nil && h.WorkerID == a.id {
 			mu.Lock()

@@ -235,7 +235,7 @@ func (e *env) startWorkers(ctx context.Context, n int, extra ...string) ([]procW
 		return nil, nil
 	}
 	regs := make(chan protocol.WorkerRegister, 4*n+16)
-	sub, err := e.nc.Subscribe(protocol.SubjectWorkerRegister, func(m *nats.Msg) {
+	sub, err := e.nc.Subscribe(protocol.SubjectWorkerRegisterAll, func(m *nats.Msg) {
 		var r protocol.WorkerRegister
 		if protocol.Decode(m.Data, &r) == nil {
 			select {

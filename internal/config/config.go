@@ -28,6 +28,34 @@ type Common struct {
 	LogLevel string `env:"KAGZI_LOG_LEVEL, default=info"`
 	// HTTPAddr serves /healthz, /readyz and /metrics ("" disables it).
 	HTTPAddr string `env:"KAGZI_HTTP_ADDR, default=:8080"`
+	NATSAuth
+}
+
+// NATSAuth are the NATS credentials and TLS settings of every process
+// that connects to NATS (services and the CLI). At most one of user and
+// password, token, nkey seed and credentials file is given; files are
+// named by path so that secrets can be mounted rather than put in the
+// environment. See Options.
+type NATSAuth struct {
+	// NATSUser and NATSPassword authenticate with a user and password.
+	NATSUser     string `env:"KAGZI_NATS_USER"`
+	NATSPassword string `env:"KAGZI_NATS_PASSWORD"`
+	// NATSToken authenticates with a token.
+	NATSToken string `env:"KAGZI_NATS_TOKEN"`
+	// NATSNKeySeed is the path of a file holding a user nkey seed.
+	NATSNKeySeed string `env:"KAGZI_NATS_NKEY_SEED"`
+	// NATSCreds is the path of a credentials file (user JWT and seed).
+	NATSCreds string `env:"KAGZI_NATS_CREDS"`
+	// NATSTLSCA is the path of the CA bundle that verifies the server;
+	// setting it (or a client certificate) requires TLS.
+	NATSTLSCA string `env:"KAGZI_NATS_TLS_CA"`
+	// NATSTLSCert and NATSTLSKey are the paths of a client certificate
+	// and its key (mutual TLS).
+	NATSTLSCert string `env:"KAGZI_NATS_TLS_CERT"`
+	NATSTLSKey  string `env:"KAGZI_NATS_TLS_KEY"`
+	// NATSTLSServerName overrides the name the server's certificate is
+	// verified against (default: the URL's host).
+	NATSTLSServerName string `env:"KAGZI_NATS_TLS_SERVER_NAME"`
 }
 
 // Database is read by the services that use Postgres.
@@ -92,6 +120,10 @@ type Worker struct {
 	// Namespace and Queue the worker serves.
 	Namespace string `env:"KAGZI_NAMESPACE, default=default"`
 	Queue     string `env:"KAGZI_QUEUE, default=default"`
+	// Identity names the worker's inbox prefix
+	// (protocol.WorkerInbox(namespace, identity)): a worker's NATS user
+	// may read that inbox only (kagzi nats-config --worker NS/IDENTITY).
+	Identity string `env:"KAGZI_WORKER_IDENTITY, default=worker"`
 	// MaxConcurrency is the number of runs executed at once.
 	MaxConcurrency int `env:"KAGZI_MAX_CONCURRENCY, default=100"`
 	// HeartbeatInterval between heartbeats to the reaper.
@@ -103,6 +135,28 @@ type Worker struct {
 	// MaxInlineRetry is the longest step retry backoff waited for in the
 	// worker; a longer one suspends the run (negative: always suspend).
 	MaxInlineRetry time.Duration `env:"KAGZI_MAX_INLINE_RETRY, default=2s"`
+}
+
+// Console configures `kagzi console`, the web console.
+type Console struct {
+	Common
+	Database
+	// ConsoleAddr is where the console listens.
+	ConsoleAddr string `env:"KAGZI_CONSOLE_ADDR, default=127.0.0.1:8088"`
+	// ConsolePrefix is the path the console is served under.
+	ConsolePrefix string `env:"KAGZI_CONSOLE_PREFIX"`
+	// ConsoleReadOnly refuses every write (403).
+	ConsoleReadOnly bool `env:"KAGZI_CONSOLE_READ_ONLY, default=false"`
+	// ConsoleBasicAuth, user:password, requires HTTP basic auth.
+	ConsoleBasicAuth string `env:"KAGZI_CONSOLE_BASIC_AUTH"`
+	// ConsoleAuthHeader names the user header of a trusted authenticating
+	// proxy; requests without it are refused.
+	ConsoleAuthHeader string `env:"KAGZI_CONSOLE_AUTH_HEADER"`
+	// ConsoleTrustedProxies, comma-separated CIDRs, limits the header mode
+	// to requests from these addresses.
+	ConsoleTrustedProxies string `env:"KAGZI_CONSOLE_TRUSTED_PROXIES"`
+	// ConsoleTraceURL links runs to their traces; {trace_id} is replaced.
+	ConsoleTraceURL string `env:"KAGZI_CONSOLE_TRACE_URL"`
 }
 
 // Load fills cfg (a pointer to one of the structs above) from the
@@ -133,7 +187,7 @@ func (c *Common) validate() error {
 	if c.NATSURL == "" {
 		return errors.New("KAGZI_NATS_URL is empty")
 	}
-	return nil
+	return c.NATSAuth.validate()
 }
 
 func (d *Database) validate() error {
@@ -212,6 +266,9 @@ func (c *Worker) validate() error {
 		return err
 	}
 	if err := protocol.ValidToken("KAGZI_QUEUE", c.Queue); err != nil {
+		return err
+	}
+	if err := protocol.ValidToken("KAGZI_WORKER_IDENTITY", c.Identity); err != nil {
 		return err
 	}
 	switch {

@@ -73,6 +73,9 @@ func TestEveryVariableIsDocumentedInTheREADME(t *testing.T) {
 			t.Errorf("%s is not in the README's configuration table", name)
 			continue
 		}
+		if def == "" && strings.Contains(row, "| unset |") {
+			continue
+		}
 		if !strings.Contains(row, "`"+def+"`") {
 			t.Errorf("README row of %s does not show its default %q: %s", name, def, row)
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/kagzi/kagzi/internal/scheduler"
 	"github.com/kagzi/kagzi/internal/svc"
 	"github.com/kagzi/kagzi/internal/workerapp"
+	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/worker"
 )
@@ -59,6 +60,10 @@ type Options struct {
 	// in; zero durations take the reaper's defaults).
 	Reaper config.Reaper
 	Log    *slog.Logger
+	// NATSOptions, if set, gives the extra options (credentials, TLS) of
+	// a connection of role (protocol.RoleDispatcher, ..., RoleWorker for
+	// workers, RoleClient for Connect).
+	NATSOptions func(role string) []nats.Option
 	// Statements, if set, counts every statement of the services' pool.
 	Statements *store.StatementCounter
 }
@@ -80,6 +85,7 @@ type Server struct {
 	Schedulers []*scheduler.Scheduler
 
 	log   *slog.Logger
+	opts  func(role string) []nats.Option
 	ns    *natsserver.Server
 	comps []svc.Component
 	conns []*nats.Conn
@@ -112,7 +118,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if o.DatabaseURL == "" {
 		return nil, errors.New("devserver: a database url is required")
 	}
-	s := &Server{log: o.Log, NATSURL: o.NATSURL}
+	s := &Server{log: o.Log, NATSURL: o.NATSURL, opts: o.NATSOptions}
 	ok := false
 	defer func() {
 		if !ok {
@@ -149,7 +155,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	// Every replica competes for the relay lock, as in production.
 	dcfg.Relay = true
 	for i := 0; i < o.Dispatchers; i++ {
-		nc, err := s.connect(fmt.Sprintf("dispatcher-%d", i))
+		nc, err := s.connect(fmt.Sprintf("dispatcher-%d", i), protocol.RoleDispatcher, nats.CustomInboxPrefix(protocol.ServiceInbox(protocol.RoleDispatcher)))
 		if err != nil {
 			return nil, err
 		}
@@ -169,7 +175,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	scfg := o.Scheduler
 	scfg.DatabaseURL = o.DatabaseURL
 	for i := 0; i < o.Schedulers; i++ {
-		nc, err := s.connect(fmt.Sprintf("scheduler-%d", i))
+		nc, err := s.connect(fmt.Sprintf("scheduler-%d", i), protocol.RoleScheduler, nats.CustomInboxPrefix(protocol.ServiceInbox(protocol.RoleScheduler)))
 		if err != nil {
 			return nil, err
 		}
@@ -182,7 +188,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	rcfg := o.Reaper
 	rcfg.DatabaseURL = o.DatabaseURL
 	for i := 0; i < o.Reapers; i++ {
-		nc, err := s.connect(fmt.Sprintf("reaper-%d", i))
+		nc, err := s.connect(fmt.Sprintf("reaper-%d", i), protocol.RoleReaper, nats.CustomInboxPrefix(protocol.ServiceInbox(protocol.RoleReaper)))
 		if err != nil {
 			return nil, err
 		}
@@ -193,7 +199,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		s.Reapers = append(s.Reapers, r)
 	}
 	for i := 0; i < o.Workers; i++ {
-		nc, err := s.connect(fmt.Sprintf("worker-%d", i))
+		nc, err := s.connect(fmt.Sprintf("worker-%d", i), protocol.RoleWorker, worker.Inbox(o.Worker.Namespace, o.Worker.Identity))
 		if err != nil {
 			return nil, err
 		}
@@ -210,16 +216,20 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	return s, nil
 }
 
-func (s *Server) connect(name string) (*nats.Conn, error) {
-	nc, err := nats.Connect(s.NATSURL, nats.Name("kagzi-dev-"+name), nats.MaxReconnects(-1),
-		nats.ReconnectWait(50*time.Millisecond),
+func (s *Server) connect(name, role string, extra ...nats.Option) (*nats.Conn, error) {
+	opts := append([]nats.Option{nats.Name("kagzi-dev-" + name), nats.MaxReconnects(-1),
+		nats.ReconnectWait(50 * time.Millisecond),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			if sub != nil {
 				s.log.Warn("nats error", "connection", name, "subject", sub.Subject, "err", err)
 				return
 			}
 			s.log.Warn("nats error", "connection", name, "err", err)
-		}))
+		})}, extra...)
+	if s.opts != nil {
+		opts = append(opts, s.opts(role)...)
+	}
+	nc, err := nats.Connect(s.NATSURL, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("devserver: connect nats: %w", err)
 	}
@@ -238,7 +248,10 @@ func (s *Server) start(ctx context.Context, comps ...svc.Component) error {
 }
 
 // Connect opens another NATS connection to the server (for clients).
-func (s *Server) Connect() (*nats.Conn, error) { return s.connect("client") }
+// It connects as a client of the default namespace.
+func (s *Server) Connect() (*nats.Conn, error) {
+	return s.connect("client", protocol.RoleClient, nats.CustomInboxPrefix(protocol.ClientInbox(worker.DefaultNamespace)))
+}
 
 // Stop stops the components in reverse order, then the connections and
 // the embedded NATS server.

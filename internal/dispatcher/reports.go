@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -38,6 +39,12 @@ func (d *Dispatcher) onReport(m *nats.Msg) {
 		d.dropMalformed(m, err)
 		return
 	}
+	// NATS permissions let a worker publish on its namespace's subject
+	// only; a report naming another namespace is not its to make.
+	if want := protocol.SubjectReport(job.report.Namespace); m.Subject != want {
+		d.dropMalformed(m, fmt.Errorf("report of namespace %q on subject %q", job.report.Namespace, m.Subject))
+		return
+	}
 	select {
 	case d.reports <- job:
 	case <-d.ctx.Done():
@@ -47,7 +54,6 @@ func (d *Dispatcher) onReport(m *nats.Msg) {
 // reportWriter applies reports: it takes whatever has queued up (up to
 // ReportBatch items) and applies it in one transaction.
 func (d *Dispatcher) reportWriter() {
-	defer d.wg.Done()
 	for {
 		var first *reportJob
 		select {
@@ -107,6 +113,7 @@ func (d *Dispatcher) applyBatch(ctx context.Context, batch []*reportJob) {
 		j.finished = nil
 	} else {
 		d.reportTxs.Add(1)
+		d.publishReported(batch)
 	}
 	for _, j := range batch {
 		d.reply(j)

@@ -25,9 +25,28 @@ import (
 // real Postgres, real NATS.
 
 // startWorker starts a worker of its own (own NATS connection) on e.
+// Under KAGZI_E2E_NATS_AUTH it connects as the worker role.
 func (e *env) startWorker(cfg worker.Config, register func(*worker.Worker) error) *worker.Worker {
 	e.t.Helper()
-	return startWorker(e.t, e.ns, cfg, register)
+	if e.auth == nil {
+		return startWorker(e.t, e.ns, cfg, register)
+	}
+	ns := cfg.Namespace
+	if ns == "" {
+		ns = worker.DefaultNamespace
+	}
+	w, err := worker.New(cfg, e.auth.ConnectAs(e.t, nil, protocol.RoleWorker, ns, worker.DefaultIdentity))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := register(w); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := w.Start(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(w.Stop)
+	return w
 }
 
 // result waits up to d for a run's result.
@@ -599,7 +618,7 @@ func TestWorkerCrashBetweenStepsDoesNotRerunFirst(t *testing.T) {
 	}
 	e := start(t, opts{workers: -1})
 	ctx := context.Background()
-	nc := e.ns.Connect(t)
+	nc := e.ns.Connect(t, worker.Inbox("", ""))
 	w1, err := worker.New(worker.Config{DrainTimeout: time.Millisecond}, nc)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kagzi/kagzi/internal/testnats"
 )
 
 // externalProgram is an application outside this module: a worker and a
@@ -45,7 +47,10 @@ func main() {
 }
 
 func run(ctx context.Context) error {
-	nc, err := nats.Connect(os.Getenv("NATS_URL"))
+	// The worker's own inbox prefix: where NATS authorization is on, the
+	// dispatcher delivers there and nowhere else.
+	nc, err := nats.Connect(os.Getenv("NATS_URL"), nats.UserInfo(os.Getenv("NATS_USER"), os.Getenv("NATS_PASSWORD")),
+		worker.Inbox("", ""))
 	if err != nil {
 		return err
 	}
@@ -123,6 +128,11 @@ func TestExternalModule(t *testing.T) {
 	e := start(t, opts{workers: -1})
 	cmd := exec.CommandContext(ctx, filepath.Join(dir, "app"))
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+e.url, "NATS_URL="+e.ns.URL())
+	if e.auth != nil {
+		// One connection serves the program's worker and client: the
+		// Observer's, which may do both.
+		cmd.Env = append(cmd.Env, "NATS_USER="+testnats.Observer, "NATS_PASSWORD="+e.auth.Password(testnats.Observer))
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -29,6 +30,9 @@ type env struct {
 	nc  *nats.Conn
 	cl  *client.Client
 	ns  *testnats.Server
+	// auth is the server with the generated users, under
+	// KAGZI_E2E_NATS_AUTH (then ns is its Server); nil otherwise.
+	auth *testnats.AuthServer
 	// relayUp receives every relay announcement.
 	relayUp chan *nats.Msg
 }
@@ -66,7 +70,14 @@ func start(t *testing.T, o opts) *env {
 	if o.natsMaxPayload > 0 {
 		maxPayload = o.natsMaxPayload
 	}
-	ns := testnats.StartWithMaxPayload(t, maxPayload)
+	var ns *testnats.Server
+	var auth *testnats.AuthServer
+	if natsAuth() {
+		auth = testnats.StartAuth(t, testnats.AuthOptions{Namespaces: []string{"default"}, MaxPayload: maxPayload})
+		ns = auth.Server
+	} else {
+		ns = testnats.StartWithMaxPayload(t, maxPayload)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	nc := ns.Connect(t)
@@ -78,18 +89,28 @@ func start(t *testing.T, o opts) *env {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := devserver.Start(ctx, devserver.Options{
+	dopts := devserver.Options{
 		DatabaseURL: url, NATSURL: ns.URL(), Dispatchers: o.dispatchers, Workers: o.workers,
 		Worker:     config.Worker{MaxConcurrency: o.concurrency, HeartbeatInterval: time.Second, WaitTimeout: o.wait},
 		Register:   o.register,
 		Statements: o.stmts,
-	})
+	}
+	clientNC := nc
+	if auth != nil {
+		// Every service, worker and the client connect as their role; the
+		// test's own connection (nc) is the Observer's.
+		dopts.NATSOptions = func(role string) []nats.Option {
+			return auth.Options(t, role, "default", "worker")
+		}
+		clientNC = auth.ConnectAs(t, nil, protocol.RoleClient, "default", "")
+	}
+	srv, err := devserver.Start(ctx, dopts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	cl := newClient(t, srv.Store, nc)
-	e := &env{t: t, srv: srv, url: url, nc: nc, cl: cl, ns: ns, relayUp: relayUp}
+	cl := newClient(t, srv.Store, clientNC)
+	e := &env{t: t, srv: srv, url: url, nc: nc, cl: cl, ns: ns, auth: auth, relayUp: relayUp}
 	select {
 	case <-relayUp:
 	case <-time.After(10 * time.Second):
@@ -97,6 +118,11 @@ func start(t *testing.T, o opts) *env {
 	}
 	return e
 }
+
+// natsAuth reports whether KAGZI_E2E_NATS_AUTH asks for the systems of
+// start to run on a NATS server with the users and permissions of `kagzi
+// nats-config`, each component connecting as its role.
+func natsAuth() bool { return os.Getenv("KAGZI_E2E_NATS_AUTH") != "" }
 
 // Tests that kill, hold or cut off a component assemble their own, on a
 // database (testdb.New) and a NATS server (testnats.Start) of their own,
@@ -135,7 +161,7 @@ func startRelay(t *testing.T, url string, nc *nats.Conn) *dispatcher.Relay {
 // the workflows register adds; it is stopped when t ends.
 func startWorker(t *testing.T, ns *testnats.Server, cfg worker.Config, register func(*worker.Worker) error) *worker.Worker {
 	t.Helper()
-	w, err := worker.New(cfg, ns.Connect(t))
+	w, err := worker.New(cfg, ns.Connect(t, worker.Inbox(cfg.Namespace, "")))
 	if err != nil {
 		t.Fatal(err)
 	}

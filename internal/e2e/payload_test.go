@@ -119,7 +119,7 @@ func TestRefusedReportFailsTheRunOnce(t *testing.T) {
 // and returns the delivery (acknowledged).
 func askForWork(t *testing.T, nc *nats.Conn, queue string, tv protocol.TypeVersion) protocol.Delivery {
 	t.Helper()
-	inbox := nats.NewInbox()
+	inbox := nc.NewInbox()
 	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/internal/dispatcher"
@@ -112,17 +113,7 @@ func TestStaleLeaseReportIsRejected(t *testing.T) {
 	if err := e.srv.Store.RunsRelease(ctx, store.Lease{Namespace: "default", RunID: h.RunID, Token: old[0].LeaseToken}); err != nil {
 		t.Fatal(err)
 	}
-	w, err := worker.New(worker.Config{}, e.ns.Connect(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := threeSteps(calls)(w); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	e.startWorker(worker.Config{}, threeSteps(calls))
 	var out int
 	if err := h.Result(ctx, &out); err != nil || out != 4 {
 		t.Fatalf("result %d %v", out, err)
@@ -211,6 +202,18 @@ func TestMalformedMessagesAreDropped(t *testing.T) {
 			}
 		}
 	}
+	// A well-formed report naming another namespace than its subject's:
+	// NATS permissions let a worker publish on its own namespace's subject
+	// only, so it may not speak for another namespace there either.
+	now := time.Now().UTC()
+	foreign, err := protocol.Encode(&protocol.Report{WorkerID: uuid.New(), Namespace: "other", Items: []protocol.ReportItem{{
+		Kind: protocol.ReportRunCompleted, RunID: uuid.New(), LeaseToken: 1, Output: []byte(`1`), FinishedAt: &now}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.nc.Request(protocol.SubjectReport("default"), foreign, 50*time.Millisecond); err == nil {
+		t.Fatal("a report of another namespace got a reply")
+	}
 	if err := e.nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +225,7 @@ func TestMalformedMessagesAreDropped(t *testing.T) {
 	if err := h.Result(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	want := int64(len(subjects) * len(garbage))
+	want := int64(len(subjects)*len(garbage)) + 1
 	if got := e.srv.Dispatchers[0].Stats().Malformed; got != want {
 		t.Fatalf("dispatcher counted %d malformed messages, want %d", got, want)
 	}

@@ -25,14 +25,29 @@ func Start(port int) (*Server, error) { return StartWithMaxPayload(port, MaxPayl
 
 // StartWithMaxPayload is Start with another message size limit.
 func StartWithMaxPayload(port int, maxPayload int32) (*Server, error) {
-	opts := &server.Options{
-		Host:       "127.0.0.1",
-		Port:       port,
-		NoLog:      true,
-		NoSigs:     true,
-		MaxPayload: maxPayload,
+	return StartOptions(&server.Options{Port: port, MaxPayload: maxPayload})
+}
+
+// StartConfig starts a server from a nats-server configuration file (the
+// authorization block of `kagzi nats-config`, TLS), listening on a free
+// loopback port whatever the file says.
+func StartConfig(path string) (*Server, error) {
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		return nil, err
 	}
-	if port == 0 {
+	opts.Port = 0
+	if opts.MaxPayload == 0 {
+		opts.MaxPayload = MaxPayload
+	}
+	return StartOptions(opts)
+}
+
+// StartOptions starts a server with opts on 127.0.0.1 (port 0 picks a
+// free one), without logs or signal handling.
+func StartOptions(opts *server.Options) (*Server, error) {
+	opts.Host, opts.NoLog, opts.NoSigs = "127.0.0.1", true, true
+	if opts.Port == 0 {
 		opts.Port = server.RANDOM_PORT
 	}
 	return StartWithOptions(opts)

@@ -142,17 +142,17 @@ func (f *fake) publish(subject string, m protocol.Message) {
 }
 
 func (f *fake) register() {
-	f.publish(protocol.SubjectWorkerRegister, &protocol.WorkerRegister{WorkerID: f.id, Namespace: f.ns, Queue: f.queue,
+	f.publish(protocol.SubjectWorkerRegister(f.ns), &protocol.WorkerRegister{WorkerID: f.id, Namespace: f.ns, Queue: f.queue,
 		Hostname: "fake", PID: 7, Version: "1.0", Types: []protocol.TypeVersion{{Type: "T", Version: "v1"}}, MaxConcurrency: 4})
 }
 
 func (f *fake) beat(draining bool, runs ...uuid.UUID) {
-	f.publish(protocol.SubjectWorkerHeartbeat, &protocol.Heartbeat{WorkerID: f.id, Namespace: f.ns, Queue: f.queue,
+	f.publish(protocol.SubjectWorkerHeartbeat(f.ns), &protocol.Heartbeat{WorkerID: f.id, Namespace: f.ns, Queue: f.queue,
 		Runs: runs, Draining: draining, SentAt: time.Now().UTC()})
 }
 
 func (f *fake) deregister() {
-	f.publish(protocol.SubjectWorkerDeregister, &protocol.WorkerDeregister{WorkerID: f.id, Namespace: f.ns})
+	f.publish(protocol.SubjectWorkerDeregister(f.ns), &protocol.WorkerDeregister{WorkerID: f.id, Namespace: f.ns})
 }
 
 // flush makes sure the server has what was published.
@@ -194,7 +194,7 @@ func (f *fake) beatEvery(d time.Duration, runs ...uuid.UUID) (stop func() time.T
 func (f *fake) beatNoFail(runs []uuid.UUID) {
 	data, err := protocol.Encode(&protocol.Heartbeat{WorkerID: f.id, Namespace: f.ns, Queue: f.queue, Runs: runs, SentAt: time.Now().UTC()})
 	if err == nil {
-		_ = f.h.pub.Publish(protocol.SubjectWorkerHeartbeat, data)
+		_ = f.h.pub.Publish(protocol.SubjectWorkerHeartbeat(f.ns), data)
 	}
 }
 

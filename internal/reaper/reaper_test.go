@@ -284,12 +284,30 @@ func TestMalformedLivenessMessagesAreDropped(t *testing.T) {
 	r := h.reaper(reaper.Config{}, nil)
 	waitLeader(t, r)
 	bad := []struct{ subject, data string }{
-		{protocol.SubjectWorkerRegister, `{"v":1,"worker_id":"not-a-uuid"}`},
-		{protocol.SubjectWorkerRegister, `{"v":1,"worker_id":"0190a0a0-0000-7000-8000-000000000001","ns":"default","queue":"q","types":[],"max_concurrency":1}`},
-		{protocol.SubjectWorkerHeartbeat, `{"v":1,"worker_id":"0190a0a0-0000-7000-8000-000000000001","ns":"default","queue":"q"}`},
-		{protocol.SubjectWorkerHeartbeat, `garbage`},
-		{protocol.SubjectWorkerDeregister, `{"v":2,"worker_id":"0190a0a0-0000-7000-8000-000000000001","ns":"default"}`},
-		{protocol.SubjectWorkerDeregister, `{"v":1,"worker_id":"0190a0a0-0000-7000-8000-000000000001","ns":"default","extra":1}`},
+		{protocol.SubjectWorkerRegister("default"), `{"v":1,"worker_id":"not-a-uuid"}`},
+		{protocol.SubjectWorkerRegister("default"), `{"v":1,"worker_id":"0190a0a0-0000-7000-8000-000000000001","ns":"default","queue":"q","types":[],"max_concurrency":1}`},
+		{protocol.SubjectWorkerHeartbeat("default"), `{"v":1,"worker_id":"0190a0a0-0000-7000-8000-000000000001","ns":"default","queue":"q"}`},
+		{protocol.SubjectWorkerHeartbeat("default"), `garbage`},
+		{protocol.SubjectWorkerDeregister("default"), `{"v":2,"worker_id":"0190a0a0-0000-7000-8000-000000000001","ns":"default"}`},
+		{protocol.SubjectWorkerDeregister("default"), `{"v":1,"worker_id":"0190a0a0-0000-7000-8000-000000000001","ns":"default","extra":1}`},
+	}
+	// Well-formed, but naming another namespace than their subject's: NATS
+	// permissions let a worker publish on its own namespace's subjects only.
+	other := uuid.New()
+	for _, m := range []struct {
+		subject string
+		msg     protocol.Message
+	}{
+		{protocol.SubjectWorkerRegister("default"), &protocol.WorkerRegister{WorkerID: other, Namespace: "other", Queue: "q",
+			Hostname: "h", PID: 1, Types: []protocol.TypeVersion{{Type: "T"}}, MaxConcurrency: 1}},
+		{protocol.SubjectWorkerHeartbeat("default"), &protocol.Heartbeat{WorkerID: other, Namespace: "other", Queue: "q", SentAt: time.Now().UTC()}},
+		{protocol.SubjectWorkerDeregister("default"), &protocol.WorkerDeregister{WorkerID: other, Namespace: "other"}},
+	} {
+		data, err := protocol.Encode(m.msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad = append(bad, struct{ subject, data string }{m.subject, string(data)})
 	}
 	for _, m := range bad {
 		if err := h.pub.Publish(m.subject, []byte(m.data)); err != nil {
@@ -396,7 +414,7 @@ func TestDroppedHeartbeatsAreNotDeath(t *testing.T) {
 	// Half a timeout later, hold the liveness handler and drop a heartbeat
 	// (of another worker: any liveness message may have been w's).
 	time.Sleep(timeout / 2)
-	if err := h.pub.Publish(protocol.SubjectWorkerHeartbeat, []byte("{")); err != nil {
+	if err := h.pub.Publish(protocol.SubjectWorkerHeartbeat("default"), []byte("{")); err != nil {
 		t.Fatal(err)
 	}
 	h.flush()

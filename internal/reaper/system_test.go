@@ -606,7 +606,7 @@ func TestUndeliveredRunsKeepTheirAttempt(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	publish(protocol.SubjectWorkerRegister, &protocol.WorkerRegister{WorkerID: dying, Namespace: "default", Queue: "q",
+	publish(protocol.SubjectWorkerRegister("default"), &protocol.WorkerRegister{WorkerID: dying, Namespace: "default", Queue: "q",
 		Hostname: "dying", PID: 1, Types: []protocol.TypeVersion{{Type: "T"}}, MaxConcurrency: 4})
 	stop := make(chan struct{})
 	stopped := make(chan struct{})
@@ -615,7 +615,7 @@ func TestUndeliveredRunsKeepTheirAttempt(t *testing.T) {
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			publish(protocol.SubjectWorkerHeartbeat, &protocol.Heartbeat{WorkerID: dying, Namespace: "default", Queue: "q", SentAt: time.Now().UTC()})
+			publish(protocol.SubjectWorkerHeartbeat("default"), &protocol.Heartbeat{WorkerID: dying, Namespace: "default", Queue: "q", SentAt: time.Now().UTC()})
 			select {
 			case <-stop:
 				return
@@ -685,7 +685,7 @@ func TestPoisonRunThatKillsItsWorkerFails(t *testing.T) {
 	s := startSystem(t, config.Reaper{WorkerTimeout: 2 * time.Second, FlushInterval: 100 * time.Millisecond,
 		Lease: 30 * time.Second, LeaseGrace: time.Second})
 	beats := make(chan *nats.Msg, 10000)
-	sub, err := s.nc.ChanSubscribe(protocol.SubjectWorkerHeartbeat, beats)
+	sub, err := s.nc.ChanSubscribe(protocol.SubjectWorkerHeartbeatAll, beats)
 	if err != nil {
 		t.Fatal(err)
 	}

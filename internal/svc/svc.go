@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/internal/telemetry"
 )
 
@@ -50,13 +51,17 @@ func Logger(level string) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
 }
 
-// ConnectNATS connects to url and keeps reconnecting forever.
-func ConnectNATS(url, name string, log *slog.Logger) (*nats.Conn, error) {
-	nc, err := nats.Connect(url,
+// ConnectNATS connects to url with opts (credentials, TLS, inbox prefix)
+// and keeps reconnecting forever. A server that cannot be reached yet is
+// retried in the background, so a service may start before NATS; a server
+// that answers and refuses the connection (bad credentials, a TLS
+// mismatch) fails the start, since retrying cannot fix it. The URL in the
+// error is redacted.
+func ConnectNATS(url, name string, log *slog.Logger, opts ...nats.Option) (*nats.Conn, error) {
+	all := append([]nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond),
-		nats.RetryOnFailedConnect(true),
+		nats.ReconnectWait(250 * time.Millisecond),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				log.Warn("nats disconnected", "err", err)
@@ -73,9 +78,18 @@ func ConnectNATS(url, name string, log *slog.Logger) (*nats.Conn, error) {
 			}
 			log.Warn("nats error", "err", err)
 		}),
-	)
+	}, opts...)
+	nc, err := nats.Connect(url, all...)
+	if err == nil {
+		return nc, nil
+	}
+	var ne net.Error
+	if !errors.Is(err, nats.ErrNoServers) && !errors.As(err, &ne) {
+		return nil, fmt.Errorf("connect nats %s: %w (check KAGZI_NATS_* credentials and TLS settings)", config.RedactURL(url), err)
+	}
+	nc, err = nats.Connect(url, append(all, nats.RetryOnFailedConnect(true))...)
 	if err != nil {
-		return nil, fmt.Errorf("connect nats %s: %w", url, err)
+		return nil, fmt.Errorf("connect nats %s: %w", config.RedactURL(url), err)
 	}
 	return nc, nil
 }
@@ -134,11 +148,10 @@ type Health struct {
 	ready    atomic.Bool
 	draining atomic.Bool
 
-	mu       sync.Mutex
-	srv      *http.Server
-	ctx      context.Context
-	stopOnce sync.Once
-	done     chan struct{}
+	life lifecycle.Base
+	mu   sync.Mutex
+	srv  *http.Server
+	ctx  context.Context
 }
 
 // SetReady marks the process's components as all started (true) or as
@@ -194,26 +207,29 @@ func (h *Health) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("health endpoint %s: %w", h.Addr, err)
 	}
+	ctx, err = h.life.Begin(ctx)
+	if err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("health endpoint: %w", err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
 	h.mu.Lock()
-	h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
-	h.done = make(chan struct{})
-	h.ctx = ctx
-	srv, done := h.srv, h.done
+	h.srv, h.ctx = srv, ctx
 	h.mu.Unlock()
-	go func() {
-		defer close(done)
+	h.life.Go(func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && h.Log != nil {
 			h.Log.Error("health endpoint", "err", err)
 		}
-	}()
+	})
 	return nil
 }
 
-// Stop closes the endpoint; safe to call twice.
+// Stop closes the endpoint, letting requests in flight finish for up to
+// two seconds; safe to call twice.
 func (h *Health) Stop() {
-	h.stopOnce.Do(func() {
+	h.life.Stop(func() {
 		h.mu.Lock()
-		srv, done, base := h.srv, h.done, h.ctx
+		srv, base := h.srv, h.ctx
 		h.mu.Unlock()
 		if srv == nil {
 			return
@@ -221,7 +237,6 @@ func (h *Health) Stop() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(base), 2*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
-		<-done
 	})
 }
 

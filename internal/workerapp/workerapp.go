@@ -31,7 +31,12 @@ func New(cfg config.Worker, nc *nats.Conn, log *slog.Logger, register func(*work
 
 // Run runs a worker service until ctx ends.
 func Run(ctx context.Context, cfg config.Worker, log *slog.Logger, register func(*worker.Worker) error) error {
-	nc, err := svc.ConnectNATS(cfg.NATSURL, "kagzi-worker", log)
+	natsOpts, err := cfg.NATSAuth.Options()
+	if err != nil {
+		return err
+	}
+	natsOpts = append(natsOpts, worker.Inbox(cfg.Namespace, cfg.Identity))
+	nc, err := svc.ConnectNATS(cfg.NATSURL, "kagzi-worker", log, natsOpts...)
 	if err != nil {
 		return err
 	}

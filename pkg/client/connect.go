@@ -59,7 +59,7 @@ func (c *Client) DrainWorker(ctx context.Context, id uuid.UUID) (*Worker, error)
 	if err != nil {
 		return nil, fmt.Errorf("drain worker %s: %w", id, err)
 	}
-	if err := c.nc.Publish(protocol.SubjectCancel(id), data); err != nil {
+	if err := c.nc.Publish(protocol.SubjectCancel(c.ns, id), data); err != nil {
 		return nil, fmt.Errorf("drain worker %s: tell it: %w", id, err)
 	}
 	// Flushed, so a caller that returns (a CLI) has sent it.

@@ -43,11 +43,25 @@ const (
 	// SubjectDispatcherProbe carries DispatcherProbe: a worker that starts
 	// or reconnects asks every dispatcher for its beacon at once.
 	SubjectDispatcherProbe = Prefix + "dispatcher.probe"
-	// SubjectWorkerRegister, SubjectWorkerHeartbeat and
-	// SubjectWorkerDeregister carry worker liveness to the reapers.
-	SubjectWorkerRegister   = Prefix + "worker.register"
-	SubjectWorkerHeartbeat  = Prefix + "worker.heartbeat"
-	SubjectWorkerDeregister = Prefix + "worker.deregister"
+	// SubjectWorkerRegisterAll, SubjectWorkerHeartbeatAll and
+	// SubjectWorkerDeregisterAll match worker liveness of every namespace
+	// (reapers subscribe to them); see SubjectWorkerRegister.
+	SubjectWorkerRegisterAll   = Prefix + "worker.register.*"
+	SubjectWorkerHeartbeatAll  = Prefix + "worker.heartbeat.*"
+	SubjectWorkerDeregisterAll = Prefix + "worker.deregister.*"
+	// SubjectCancelAll matches every Cancel.
+	SubjectCancelAll = Prefix + "cancel.>"
+	// SubjectInboxAll matches every inbox of Kagzi's processes (see
+	// WorkerInbox): dispatchers publish deliveries and replies there.
+	SubjectInboxAll = Prefix + "inbox.>"
+)
+
+// Kinds of worker liveness messages, the token after "worker." in their
+// subjects.
+const (
+	WorkerRegisterKind   = "register"
+	WorkerHeartbeatKind  = "heartbeat"
+	WorkerDeregisterKind = "deregister"
 )
 
 // Queue groups: replicas in one group share the messages.
@@ -87,9 +101,85 @@ func SubjectDone(namespace string, runID uuid.UUID) string {
 	return Prefix + "done." + namespace + "." + runID.String()
 }
 
-// SubjectCancel is where cancellations for one worker's runs go.
-func SubjectCancel(workerID uuid.UUID) string {
-	return Prefix + "cancel." + workerID.String()
+// SubjectCancel is where cancellations for the runs of one worker of a
+// namespace go.
+func SubjectCancel(namespace string, workerID uuid.UUID) string {
+	return Prefix + "cancel." + namespace + "." + workerID.String()
+}
+
+// SubjectDoneNamespace matches the ends of every run of a namespace.
+func SubjectDoneNamespace(namespace string) string {
+	return Prefix + "done." + namespace + ".*"
+}
+
+// SubjectCancelNamespace matches the cancellations (and drain requests)
+// of every worker of a namespace.
+func SubjectCancelNamespace(namespace string) string {
+	return Prefix + "cancel." + namespace + ".*"
+}
+
+// SubjectWorkerRegister, SubjectWorkerHeartbeat and SubjectWorkerDeregister
+// carry the liveness of a namespace's workers to the reapers. The
+// namespace is in the subject so that NATS permissions can keep one
+// namespace's workers from speaking for another's.
+func SubjectWorkerRegister(namespace string) string {
+	return Prefix + "worker." + WorkerRegisterKind + "." + namespace
+}
+
+// SubjectWorkerHeartbeat: see SubjectWorkerRegister.
+func SubjectWorkerHeartbeat(namespace string) string {
+	return Prefix + "worker." + WorkerHeartbeatKind + "." + namespace
+}
+
+// SubjectWorkerDeregister: see SubjectWorkerRegister.
+func SubjectWorkerDeregister(namespace string) string {
+	return Prefix + "worker." + WorkerDeregisterKind + "." + namespace
+}
+
+// ParseWorker splits a worker liveness subject into its kind
+// (WorkerRegisterKind, ...) and namespace.
+func ParseWorker(subject string) (kind, namespace string, err error) {
+	rest, ok := strings.CutPrefix(subject, Prefix+"worker.")
+	if !ok {
+		return "", "", fmt.Errorf("%w: subject %q is not under %sworker.", ErrInvalid, subject, Prefix)
+	}
+	kind, namespace, _ = strings.Cut(rest, ".")
+	switch kind {
+	case WorkerRegisterKind, WorkerHeartbeatKind, WorkerDeregisterKind:
+	default:
+		return "", "", fmt.Errorf("%w: subject %q: unknown worker message kind %q", ErrInvalid, subject, kind)
+	}
+	if err := ValidToken("namespace", namespace); err != nil {
+		return "", "", fmt.Errorf("%w: subject %q: %v", ErrInvalid, subject, err)
+	}
+	return kind, namespace, nil
+}
+
+// Inboxes. Every process connects with an inbox prefix of its own
+// (nats.CustomInboxPrefix): replies to it, and for a worker the
+// deliveries of its runs, go to subjects under the prefix, so that NATS
+// permissions can let only that process read them (the default "_INBOX."
+// prefix is one any client allowed to subscribe there could read). The
+// prefixes are under Prefix, so they carry the protocol version too.
+
+// WorkerInbox is the inbox prefix of the workers of namespace that
+// connect as identity: a NATS user of that worker identity may subscribe
+// to it and to no other worker's (see Permissions). Replicas sharing one
+// NATS user share one identity.
+func WorkerInbox(namespace, identity string) string {
+	return Prefix + "inbox.worker." + namespace + "." + identity
+}
+
+// ClientInbox is the inbox prefix of the clients of namespace (the SDK
+// client and the CLI).
+func ClientInbox(namespace string) string {
+	return Prefix + "inbox.client." + namespace
+}
+
+// ServiceInbox is the inbox prefix of a service (RoleDispatcher,
+// RoleScheduler, RoleReaper, RoleConsole).
+func ServiceInbox(role string) string {
+	return Prefix + "inbox." + role
 }
 
 // SubjectSchedule is where changes to a namespace's schedules go.

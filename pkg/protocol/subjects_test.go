@@ -14,7 +14,7 @@ func TestSubjectBuilders(t *testing.T) {
 	for _, c := range []struct{ got, want string }{
 		{protocol.SubjectReady("ns", "q"), "kagzi.v1.ready.ns.q"},
 		{protocol.SubjectDone("ns", id1), "kagzi.v1.done.ns." + id1.String()},
-		{protocol.SubjectCancel(id2), "kagzi.v1.cancel." + id2.String()},
+		{protocol.SubjectCancel("ns", id2), "kagzi.v1.cancel.ns." + id2.String()},
 		{protocol.SubjectSchedule("ns"), "kagzi.v1.schedule.ns"},
 		{protocol.SubjectWork("ns", "q"), "kagzi.v1.work.ns.q"},
 		{protocol.SubjectReport("ns"), "kagzi.v1.report.ns"},
@@ -26,9 +26,12 @@ func TestSubjectBuilders(t *testing.T) {
 		{protocol.SubjectRelayUp, "kagzi.v1.relay.up"},
 		{protocol.SubjectDispatcherBeacon, "kagzi.v1.dispatcher.beacon"},
 		{protocol.SubjectDispatcherProbe, "kagzi.v1.dispatcher.probe"},
-		{protocol.SubjectWorkerRegister, "kagzi.v1.worker.register"},
-		{protocol.SubjectWorkerHeartbeat, "kagzi.v1.worker.heartbeat"},
-		{protocol.SubjectWorkerDeregister, "kagzi.v1.worker.deregister"},
+		{protocol.SubjectWorkerRegister("ns"), "kagzi.v1.worker.register.ns"},
+		{protocol.SubjectWorkerHeartbeat("ns"), "kagzi.v1.worker.heartbeat.ns"},
+		{protocol.SubjectWorkerDeregister("ns"), "kagzi.v1.worker.deregister.ns"},
+		{protocol.WorkerInbox("ns", "w1"), "kagzi.v1.inbox.worker.ns.w1"},
+		{protocol.ClientInbox("ns"), "kagzi.v1.inbox.client.ns"},
+		{protocol.ServiceInbox(protocol.RoleDispatcher), "kagzi.v1.inbox.dispatcher"},
 	} {
 		if c.got != c.want {
 			t.Errorf("subject %q, want %q", c.got, c.want)
@@ -62,7 +65,13 @@ func TestSubjectsMatchTheirWildcards(t *testing.T) {
 		{protocol.SubjectSchedule("ns"), protocol.SubjectScheduleAll, 4},
 		{protocol.SubjectWork("ns", "q"), protocol.SubjectWorkAll, 5},
 		{protocol.SubjectReport("ns"), protocol.SubjectReportAll, 4},
-		{protocol.SubjectCancel(id1), "kagzi.v1.cancel.*", 4},
+		{protocol.SubjectCancel("ns", id1), protocol.SubjectCancelAll, 5},
+		{protocol.SubjectCancel("ns", id1), protocol.SubjectCancelNamespace("ns"), 5},
+		{protocol.SubjectDone("ns", id1), protocol.SubjectDoneNamespace("ns"), 5},
+		{protocol.SubjectWorkerRegister("ns"), protocol.SubjectWorkerRegisterAll, 5},
+		{protocol.SubjectWorkerHeartbeat("ns"), protocol.SubjectWorkerHeartbeatAll, 5},
+		{protocol.SubjectWorkerDeregister("ns"), protocol.SubjectWorkerDeregisterAll, 5},
+		{protocol.WorkerInbox("ns", "w") + ".x", protocol.SubjectInboxAll, 7},
 	} {
 		if !matches(c.pattern, c.subject) {
 			t.Errorf("%q does not match %q", c.subject, c.pattern)
@@ -172,5 +181,70 @@ func TestSubjectDoneUsesCanonicalUUID(t *testing.T) {
 	id := uuid.MustParse("{0B5C0F4E-7A5D-4C1E-9D33-6F2C1A8E0001}")
 	if got := protocol.SubjectDone("ns", id); got != "kagzi.v1.done.ns.0b5c0f4e-7a5d-4c1e-9d33-6f2c1a8e0001" {
 		t.Errorf("SubjectDone = %q", got)
+	}
+}
+
+// TestNamespaceSubjectsCarryTheirNamespace: every subject that belongs to
+// a namespace is allowed by the permissions of that namespace's worker or
+// client and by no permission of another namespace's.
+func TestNamespaceSubjectsCarryTheirNamespace(t *testing.T) {
+	perms := func(role, ns, ident string) protocol.Permission {
+		p, err := protocol.Permissions(role, ns, ident)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	allowed := func(patterns []string, subject string) bool {
+		for _, p := range patterns {
+			if matches(p, subject) {
+				return true
+			}
+		}
+		return false
+	}
+	workerPub := func(ns string) []string {
+		return []string{protocol.SubjectWork(ns, "q"), protocol.SubjectReport(ns), protocol.SubjectPayload(ns),
+			protocol.SubjectWorkerRegister(ns), protocol.SubjectWorkerHeartbeat(ns), protocol.SubjectWorkerDeregister(ns)}
+	}
+	workerSub := func(ns, ident string) []string {
+		return []string{protocol.SubjectCancel(ns, id1), protocol.WorkerInbox(ns, ident) + ".abc", protocol.WorkerInbox(ns, ident) + ".abc.1"}
+	}
+	a, b := perms(protocol.RoleWorker, "a", "w1"), perms(protocol.RoleWorker, "b", "w1")
+	a2 := perms(protocol.RoleWorker, "a", "w2")
+	for _, s := range workerPub("a") {
+		if !allowed(a.Publish, s) || allowed(b.Publish, s) {
+			t.Errorf("publish %s: worker of a allowed %v, of b allowed %v", s, allowed(a.Publish, s), allowed(b.Publish, s))
+		}
+	}
+	for _, s := range workerSub("a", "w1") {
+		if !allowed(a.Subscribe, s) || allowed(b.Subscribe, s) {
+			t.Errorf("subscribe %s: worker of a allowed %v, of b allowed %v", s, allowed(a.Subscribe, s), allowed(b.Subscribe, s))
+		}
+	}
+	if s := protocol.WorkerInbox("a", "w1") + ".x"; allowed(a2.Subscribe, s) {
+		t.Errorf("worker a/w2 may read %s", s)
+	}
+	ca, cb := perms(protocol.RoleClient, "a", ""), perms(protocol.RoleClient, "b", "")
+	if s := protocol.SubjectDone("a", id1); !allowed(ca.Subscribe, s) || allowed(cb.Subscribe, s) {
+		t.Errorf("subscribe %s: client of a %v, of b %v", s, allowed(ca.Subscribe, s), allowed(cb.Subscribe, s))
+	}
+	if _, err := protocol.Permissions("root", "", ""); err == nil {
+		t.Error("unknown role accepted")
+	}
+	if _, err := protocol.Permissions(protocol.RoleWorker, "a.b", "w"); err == nil {
+		t.Error("invalid namespace accepted")
+	}
+}
+
+func TestParseWorker(t *testing.T) {
+	kind, ns, err := protocol.ParseWorker(protocol.SubjectWorkerHeartbeat("ns"))
+	if err != nil || kind != protocol.WorkerHeartbeatKind || ns != "ns" {
+		t.Errorf("ParseWorker: %q %q %v", kind, ns, err)
+	}
+	for _, bad := range []string{"kagzi.v1.worker.heartbeat", "kagzi.v1.worker.other.ns", "kagzi.v1.worker.register.a.b", "kagzi.v1.ready.a.b"} {
+		if _, _, err := protocol.ParseWorker(bad); !errors.Is(err, protocol.ErrInvalid) {
+			t.Errorf("ParseWorker(%q) = %v, want ErrInvalid", bad, err)
+		}
 	}
 }

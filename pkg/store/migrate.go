@@ -18,11 +18,22 @@ const versionTable = "public.kagzi_schema_version"
 // idempotent and safe to run from several processes at once: the migrator
 // holds a Postgres advisory lock while it works.
 func Migrate(ctx context.Context, url string) (version int32, err error) {
+	return migrateWith(ctx, url, nil)
+}
+
+// migrateWith applies the migrations, after setup (if given) prepared the
+// connection.
+func migrateWith(ctx context.Context, url string, setup func(*pgx.Conn) error) (version int32, err error) {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		return 0, fmt.Errorf("migrate: connect: %w", err)
 	}
 	defer conn.Close(ctx)
+	if setup != nil {
+		if err := setup(conn); err != nil {
+			return 0, fmt.Errorf("migrate: %w", err)
+		}
+	}
 	m, err := migrate.NewMigrator(ctx, conn, versionTable)
 	if err != nil {
 		return 0, fmt.Errorf("migrate: %w", err)

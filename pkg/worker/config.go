@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/pkg/protocol"
 )
@@ -24,6 +25,27 @@ const (
 	DefaultReportTimeout     = 5 * time.Second
 	DefaultDrainTimeout      = 20 * time.Second
 )
+
+// DefaultIdentity is the worker identity Inbox uses when given none.
+const DefaultIdentity = "worker"
+
+// Inbox is the connection option a worker's NATS connection needs where
+// NATS enforces permissions: the inbox prefix of the workers of namespace
+// connecting as identity (protocol.WorkerInbox), under which its
+// deliveries and replies arrive and which its NATS user alone may read.
+// Empty namespace or identity take their defaults. Pass it with the
+// credentials and TLS options to nats.Connect:
+//
+//	nc, err := nats.Connect(url, nats.UserCredentials(creds), worker.Inbox("orders", "billing"))
+func Inbox(namespace, identity string) nats.Option {
+	if namespace == "" {
+		namespace = DefaultNamespace
+	}
+	if identity == "" {
+		identity = DefaultIdentity
+	}
+	return nats.CustomInboxPrefix(protocol.WorkerInbox(namespace, identity))
+}
 
 // MaxWaitTimeout bounds Config.WaitTimeout (what a dispatcher accepts).
 const MaxWaitTimeout = 10 * time.Minute

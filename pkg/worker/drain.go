@@ -56,7 +56,7 @@ func (w *Worker) drain(base context.Context, stopRequests, stopLoops func()) {
 
 	ctx, cancel := context.WithTimeout(base, w.cfg.ReportTimeout)
 	defer cancel()
-	err := w.publish(protocol.SubjectWorkerDeregister, &protocol.WorkerDeregister{
+	err := w.publish(protocol.SubjectWorkerDeregister(w.cfg.Namespace), &protocol.WorkerDeregister{
 		WorkerID:  w.cfg.WorkerID,
 		Namespace: w.cfg.Namespace,
 	})

@@ -141,7 +141,7 @@ func (d *fakeDispatcher) handle(msg *nats.Msg) {
 		if err := msg.Respond(data); err != nil {
 			t.Errorf("respond: %v", err)
 		}
-	case msg.Subject == protocol.SubjectWorkerHeartbeat:
+	case strings.HasPrefix(msg.Subject, protocol.SubjectWorkerHeartbeat("")):
 		var hb protocol.Heartbeat
 		if err := protocol.Decode(msg.Data, &hb); err != nil {
 			t.Errorf("fake dispatcher: bad heartbeat: %v", err)
@@ -149,7 +149,7 @@ func (d *fakeDispatcher) handle(msg *nats.Msg) {
 		}
 		d.record(event{kind: "heartbeat", hb: hb})
 		push(t, d.heartbeats, hb)
-	case msg.Subject == protocol.SubjectWorkerRegister:
+	case strings.HasPrefix(msg.Subject, protocol.SubjectWorkerRegister("")):
 		var r protocol.WorkerRegister
 		if err := protocol.Decode(msg.Data, &r); err != nil {
 			t.Errorf("fake dispatcher: bad register: %v", err)
@@ -164,7 +164,7 @@ func (d *fakeDispatcher) handle(msg *nats.Msg) {
 			return
 		}
 		d.record(event{kind: "probe"})
-	case msg.Subject == protocol.SubjectWorkerDeregister:
+	case strings.HasPrefix(msg.Subject, protocol.SubjectWorkerDeregister("")):
 		var r protocol.WorkerDeregister
 		if err := protocol.Decode(msg.Data, &r); err != nil {
 			t.Errorf("fake dispatcher: bad deregister: %v", err)
@@ -221,7 +221,7 @@ func (d *fakeDispatcher) sendCancel(t *testing.T, c *protocol.Cancel) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.nc.Publish(protocol.SubjectCancel(workerID), data); err != nil {
+	if err := d.nc.Publish(protocol.SubjectCancel(c.Namespace, workerID), data); err != nil {
 		t.Fatal(err)
 	}
 }

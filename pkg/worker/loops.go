@@ -361,7 +361,7 @@ func (w *Worker) sendHeartbeat() {
 	}
 	draining := w.draining
 	w.mu.Unlock()
-	err := w.publish(protocol.SubjectWorkerHeartbeat, &protocol.Heartbeat{
+	err := w.publish(protocol.SubjectWorkerHeartbeat(w.cfg.Namespace), &protocol.Heartbeat{
 		WorkerID:  w.cfg.WorkerID,
 		Namespace: w.cfg.Namespace,
 		Queue:     w.cfg.Queue,

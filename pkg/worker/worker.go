@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -112,7 +113,7 @@ func New(cfg Config, nc *nats.Conn) (*Worker, error) {
 		metric.WithExplicitBucketBoundaries(1, 5, 10, 25, 50, 100, 250, 1000, 5000, 30000))
 	executions, _ := mp.Meter("github.com/kagzi/kagzi/worker").Int64Counter("kagzi.executions",
 		metric.WithDescription("Executions of runs that ended on this worker, by workflow type and outcome (completed, failed, suspended, abandoned)."))
-	return &Worker{
+	w := &Worker{
 		tracer:     tp.Tracer("github.com/kagzi/kagzi/worker"),
 		stepMS:     stepMS,
 		executions: executions,
@@ -128,7 +129,14 @@ func New(cfg Config, nc *nats.Conn) (*Worker, error) {
 		kick:   make(chan struct{}, 1),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
-	}, nil
+	}
+	if !strings.HasPrefix(nc.Opts.InboxPrefix, protocol.WorkerInbox(cfg.Namespace, "")) {
+		// Without it the worker works where NATS enforces no permissions,
+		// and receives nothing where it does (see Inbox).
+		w.log.Warn("the NATS connection has no worker inbox prefix (worker.Inbox): with NATS authorization no delivery reaches this worker",
+			"inbox_prefix", nc.Opts.InboxPrefix)
+	}
+	return w, nil
 }
 
 // ID is the worker's id.
@@ -193,7 +201,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	if err != nil {
 		return fail(err)
 	}
-	cancels, err := w.nc.SubscribeSync(protocol.SubjectCancel(w.cfg.WorkerID))
+	cancels, err := w.nc.SubscribeSync(protocol.SubjectCancel(w.cfg.Namespace, w.cfg.WorkerID))
 	if err != nil {
 		_ = deliveries.Unsubscribe()
 		return fail(err)
@@ -355,7 +363,7 @@ func (w *Worker) publishRegister() error {
 	w.mu.Lock()
 	types := w.typeList
 	w.mu.Unlock()
-	return w.publish(protocol.SubjectWorkerRegister, &protocol.WorkerRegister{
+	return w.publish(protocol.SubjectWorkerRegister(w.cfg.Namespace), &protocol.WorkerRegister{
 		WorkerID:       w.cfg.WorkerID,
 		Namespace:      w.cfg.Namespace,
 		Queue:          w.cfg.Queue,

@@ -606,7 +606,7 @@ func TestMalformedMessagesAreCountedAndDropped(t *testing.T) {
 		t.Fatal("valid delivery refused after malformed ones")
 	}
 	recv(t, started, "run start")
-	must(t, d.nc.Publish(protocol.SubjectCancel(w.ID()), []byte(`{"v":1,"run_id":"nope"}`)))
+	must(t, d.nc.Publish(protocol.SubjectCancel(w.Config().Namespace, w.ID()), []byte(`{"v":1,"run_id":"nope"}`)))
 	d.cancel(t, w.ID(), run.RunID) // same subscription: handled after the garbage
 	closed(t, cancelled, "run cancelled")
 	if it := d.nextItem(t); it.Kind != protocol.ReportRunFailed {

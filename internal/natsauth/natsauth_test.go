@@ -1,0 +1,241 @@
+package natsauth_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+
+	"github.com/kagzi/kagzi/internal/natsauth"
+	"github.com/kagzi/kagzi/internal/testnats"
+	"github.com/kagzi/kagzi/pkg/protocol"
+)
+
+// violations waits until the server refused every one of subjects
+// (publish or subscribe, as errs reports them).
+func violations(t *testing.T, errs <-chan error, subjects ...string) {
+	t.Helper()
+	want := map[string]bool{}
+	for _, s := range subjects {
+		want[s] = true
+	}
+	deadline := time.After(10 * time.Second)
+	for len(want) > 0 {
+		select {
+		case err := <-errs:
+			msg := strings.ToLower(err.Error())
+			if !strings.Contains(msg, "permissions violation") {
+				t.Fatalf("unexpected error %v", err)
+			}
+			for s := range want {
+				if strings.Contains(err.Error(), `"`+s+`"`) {
+					delete(want, s)
+				}
+			}
+		case <-deadline:
+			t.Fatalf("no permission violation for %v", want)
+		}
+	}
+}
+
+func subscribe(t *testing.T, nc *nats.Conn, subj string) *nats.Subscription {
+	t.Helper()
+	sub, err := nc.SubscribeSync(subj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sub
+}
+
+func next(t *testing.T, sub *nats.Subscription) *nats.Msg {
+	t.Helper()
+	m, err := sub.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatalf("%s: %v", sub.Subject, err)
+	}
+	return m
+}
+
+func flush(t *testing.T, ncs ...*nats.Conn) {
+	t.Helper()
+	for _, nc := range ncs {
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestWorkerIsConfinedToItsNamespaceAndInbox: with the generated
+// configuration, a worker of namespace a cannot subscribe to b's
+// deliveries or cancels, to another worker's inbox (of b or of a), or to
+// anyone's requests and reports; a message sent there does not reach it,
+// while its own inbox does.
+func TestWorkerIsConfinedToItsNamespaceAndInbox(t *testing.T) {
+	t.Parallel()
+	s := testnats.StartAuth(t, testnats.AuthOptions{Namespaces: []string{"a", "b"}, Workers: []string{"a/w1", "a/w2", "b/w1"}})
+	errs := make(chan error, 64)
+	w := s.ConnectAs(t, errs, protocol.RoleWorker, "a", "w1")
+	obs := s.ConnectAs(t, nil, testnats.Observer, "", "")
+	forbidden := []string{
+		protocol.WorkerInbox("b", "w1") + ".>",
+		protocol.WorkerInbox("a", "w2") + ".>",
+		protocol.SubjectCancel("b", uuid.New()),
+		protocol.SubjectInboxAll,
+		"_INBOX.>",
+		protocol.SubjectWorkAll,
+		protocol.SubjectReportAll,
+		protocol.SubjectDoneAll,
+	}
+	subs := make([]*nats.Subscription, len(forbidden))
+	for i, f := range forbidden {
+		subs[i] = subscribe(t, w, f)
+	}
+	own := subscribe(t, w, protocol.WorkerInbox("a", "w1")+".>")
+	flush(t, w)
+	violations(t, errs, forbidden...)
+	// What the others would have received, then what w may receive, from
+	// one connection in order: w's own arrives after any of the others.
+	for _, subj := range []string{protocol.WorkerInbox("b", "w1") + ".x", protocol.WorkerInbox("a", "w2") + ".x",
+		protocol.SubjectWork("b", "q"), protocol.SubjectReport("b"), protocol.SubjectDone("b", uuid.New())} {
+		if err := obs.Publish(subj, []byte("secret")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := obs.Publish(protocol.WorkerInbox("a", "w1")+".x", []byte("yours")); err != nil {
+		t.Fatal(err)
+	}
+	if m := next(t, own); string(m.Data) != "yours" {
+		t.Fatalf("own inbox got %q", m.Data)
+	}
+	for i, sub := range subs {
+		if n, _, _ := sub.Pending(); n != 0 {
+			t.Errorf("worker of a received %d messages on %s", n, forbidden[i])
+		}
+	}
+}
+
+// TestWorkerCannotSpeakForAnotherNamespace: a worker of a cannot publish
+// b's reports, heartbeats, registrations, deregistrations, payload or work
+// requests, nor anything a service publishes; the same from its own
+// namespace goes through.
+func TestWorkerCannotSpeakForAnotherNamespace(t *testing.T) {
+	t.Parallel()
+	s := testnats.StartAuth(t, testnats.AuthOptions{Namespaces: []string{"a", "b"}})
+	errs := make(chan error, 64)
+	w := s.ConnectAs(t, errs, protocol.RoleWorker, "a", "worker")
+	obs := s.ConnectAs(t, nil, testnats.Observer, "", "")
+	all := subscribe(t, obs, protocol.Prefix+">")
+	flush(t, obs)
+	forbidden := []string{
+		protocol.SubjectReport("b"), protocol.SubjectWorkerHeartbeat("b"), protocol.SubjectWorkerRegister("b"),
+		protocol.SubjectWorkerDeregister("b"), protocol.SubjectPayload("b"), protocol.SubjectWork("b", "q"),
+		protocol.SubjectReady("a", "q"), protocol.SubjectDone("a", uuid.New()), protocol.SubjectCancel("a", uuid.New()),
+		protocol.SubjectRelayUp, protocol.SubjectDispatcherBeacon, protocol.WorkerInbox("a", "w2") + ".x",
+	}
+	for _, f := range forbidden {
+		if err := w.Publish(f, []byte("forged")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allowed := []string{protocol.SubjectReport("a"), protocol.SubjectWorkerHeartbeat("a"), protocol.SubjectWork("a", "q")}
+	for _, a := range allowed {
+		if err := w.Publish(a, []byte("ok")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush(t, w)
+	violations(t, errs, forbidden...)
+	for _, a := range allowed {
+		m := next(t, all)
+		if m.Subject != a || string(m.Data) != "ok" {
+			t.Fatalf("observer got %s %q, want %s: a forged message went through", m.Subject, m.Data, a)
+		}
+	}
+}
+
+// TestClientReadsOnlyItsNamespace: a client of a receives a's results and
+// not b's, and publishes nothing but drain requests to a's workers.
+func TestClientReadsOnlyItsNamespace(t *testing.T) {
+	t.Parallel()
+	s := testnats.StartAuth(t, testnats.AuthOptions{Namespaces: []string{"a", "b"}})
+	errs := make(chan error, 64)
+	c := s.ConnectAs(t, errs, protocol.RoleClient, "a", "")
+	obs := s.ConnectAs(t, nil, testnats.Observer, "", "")
+	runB, runA := uuid.New(), uuid.New()
+	theirs := subscribe(t, c, protocol.SubjectDone("b", runB))
+	own := subscribe(t, c, protocol.SubjectDone("a", runA))
+	drainB := protocol.SubjectCancel("b", uuid.New())
+	for _, subj := range []string{protocol.SubjectReport("a"), drainB} {
+		if err := c.Publish(subj, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush(t, c)
+	violations(t, errs, protocol.SubjectDone("b", runB), protocol.SubjectReport("a"), drainB)
+	_ = obs.Publish(protocol.SubjectDone("b", runB), []byte("b's"))
+	_ = obs.Publish(protocol.SubjectDone("a", runA), []byte("a's"))
+	if m := next(t, own); string(m.Data) != "a's" {
+		t.Fatalf("got %q", m.Data)
+	}
+	if n, _, _ := theirs.Pending(); n != 0 {
+		t.Errorf("client of a received %d of b's results", n)
+	}
+}
+
+// TestServicesPublishOnlyWhatTheyOwn: the scheduler, the reaper and the
+// console publish none of the engine's notifications (the console only
+// drain requests); the dispatcher may publish what the relay relays and
+// deliveries.
+func TestServicesPublishOnlyWhatTheyOwn(t *testing.T) {
+	t.Parallel()
+	s := testnats.StartAuth(t, testnats.AuthOptions{Namespaces: []string{"a"}})
+	for _, role := range []string{protocol.RoleScheduler, protocol.RoleReaper, protocol.RoleConsole} {
+		errs := make(chan error, 8)
+		nc := s.ConnectAs(t, errs, role, "", "")
+		subj := protocol.SubjectReady("a", "q")
+		_ = nc.Publish(subj, nil)
+		flush(t, nc)
+		violations(t, errs, subj)
+	}
+	errs := make(chan error, 8)
+	d := s.ConnectAs(t, errs, protocol.RoleDispatcher, "", "")
+	obs := s.ConnectAs(t, nil, testnats.Observer, "", "")
+	got := subscribe(t, obs, protocol.Prefix+">")
+	flush(t, obs)
+	pubs := []string{protocol.SubjectReady("a", "q"), protocol.WorkerInbox("a", "worker") + ".x"}
+	for _, p := range pubs {
+		_ = d.Publish(p, nil)
+	}
+	for _, p := range pubs {
+		if m := next(t, got); m.Subject != p {
+			t.Fatalf("got %s, want %s", m.Subject, p)
+		}
+	}
+	select {
+	case err := <-errs:
+		t.Fatalf("dispatcher: %v", err)
+	default:
+	}
+}
+
+func TestConfigFailsOnCollidingUsers(t *testing.T) {
+	t.Parallel()
+	if _, err := natsauth.Config(natsauth.Options{Workers: []string{"a/w1-x", "a-w1/x"}}); err == nil {
+		t.Error("two users sharing a password variable accepted")
+	}
+	if _, err := natsauth.Config(natsauth.Options{Workers: []string{"a"}}); err == nil {
+		t.Error("worker without identity accepted")
+	}
+	conf, err := natsauth.Config(natsauth.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"dispatcher", "scheduler", "reaper", "console", "client-default", "worker-default-worker"} {
+		if !strings.Contains(conf, fmt.Sprintf("user: %q", u)) {
+			t.Errorf("default configuration has no user %s", u)
+		}
+	}
+}

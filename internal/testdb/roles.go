@@ -1,0 +1,92 @@
+package testdb
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kagzi/kagzi/pkg/store"
+)
+
+// RoleDB is a database set up for least privilege as `kagzi migrate
+// --roles` does it: migrated by its owner role, used by a runtime role.
+type RoleDB struct {
+	Roles store.Roles
+	// AdminURL, OwnerURL and RuntimeURL reach the database as the
+	// server's administrator, the owner role and the runtime role.
+	AdminURL, OwnerURL, RuntimeURL string
+}
+
+// NewRoles creates an empty database and two roles of t's own (roles are
+// cluster-wide; the names are random), sets them up, and drops all three
+// when t ends. The roles are set up twice at once, as replicas of a
+// migrate job would.
+func NewRoles(t testing.TB) *RoleDB {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin := AdminURL()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	suffix := hex.EncodeToString(b[:])
+	r := store.Roles{Owner: "kagzi_owner_" + suffix, Runtime: "kagzi_runtime_" + suffix}
+	name := "kagzi_r_" + suffix
+	// Cleanups run last first: the database goes before its roles.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := store.RolesDrop(ctx, admin, r.Owner, r.Runtime); err != nil {
+			t.Logf("drop roles: %v", err)
+		}
+	})
+	if err := store.DatabaseCreate(ctx, admin, name, ""); err != nil {
+		t.Fatalf("role database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := store.DatabaseDrop(ctx, admin, name); err != nil {
+			t.Logf("drop database %s: %v", name, err)
+		}
+	})
+	dbURL, err := store.DatabaseURL(admin, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = store.RolesEnsure(ctx, dbURL, r)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("roles: %v", err)
+		}
+	}
+	if _, err := store.MigrateAs(ctx, dbURL, r.Owner); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.RolesGrantRuntime(ctx, dbURL, r.Owner, r.Runtime); err != nil {
+		t.Fatal(err)
+	}
+	return &RoleDB{Roles: r, AdminURL: dbURL, OwnerURL: withUser(t, dbURL, r.Owner), RuntimeURL: withUser(t, dbURL, r.Runtime)}
+}
+
+func withUser(t testing.TB, dbURL, user string) string {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatalf("database url: %v", err)
+	}
+	u.User = url.User(user)
+	return u.String()
+}

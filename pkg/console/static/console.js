@@ -1,0 +1,96 @@
+// Kagzi console: live updates by Server-Sent Events, write results, theme.
+// Everything from the server is inserted with textContent, never as HTML.
+(function () {
+  "use strict";
+  function meta(n) { var m = document.querySelector('meta[name="' + n + '"]'); return m ? m.content : ""; }
+  var prefix = meta("kagzi-prefix"), ns = meta("kagzi-ns"), page = meta("kagzi-page"), csrf = meta("kagzi-csrf");
+
+  // Theme toggle.
+  document.getElementById("theme").addEventListener("click", function () {
+    var cur = document.documentElement.getAttribute("data-theme") ||
+      (matchMedia("(prefers-color-scheme: dark)").matches ? "dark" : "light");
+    var next = cur === "dark" ? "light" : "dark";
+    document.documentElement.setAttribute("data-theme", next);
+    localStorage.setItem("kagzi-theme", next);
+  });
+  // Namespace switcher.
+  var sw = document.getElementById("ns-switch");
+  if (sw) sw.addEventListener("change", function () { sw.form.submit(); });
+
+  // Every write carries the CSRF token.
+  document.body.addEventListener("htmx:configRequest", function (e) { e.detail.headers["X-CSRF-Token"] = csrf; });
+
+  var toastTimer;
+  function toast(text, bad) {
+    var t = document.getElementById("toast");
+    t.textContent = text; t.className = bad ? "show bad" : "show";
+    clearTimeout(toastTimer); toastTimer = setTimeout(function () { t.className = ""; }, 6000);
+  }
+  function refresh() {
+    if (window.htmx) htmx.ajax("GET", location.href, { target: "#main", select: "#main", swap: "outerHTML" });
+  }
+  document.body.addEventListener("htmx:afterRequest", function (e) {
+    var xhr = e.detail.xhr, el = e.detail.elt;
+    if (!xhr || !el || el.getAttribute("hx-get")) return;
+    if ((xhr.getResponseHeader("Content-Type") || "").indexOf("application/json") !== 0) return;
+    var body = {}; try { body = JSON.parse(xhr.responseText); } catch (err) {}
+    var form = el.closest("form") || el;
+    if (xhr.status >= 400) { toast("Error " + xhr.status + ": " + (body.error || xhr.statusText), true); return; }
+    var res = form.getAttribute("data-result");
+    if (res) { document.getElementById(res).textContent = JSON.stringify(body, null, 2); }
+    if (form.getAttribute("data-goto") === "run" && body.run_id) {
+      location.href = prefix + "/runs/" + encodeURIComponent(body.run_id) + "?ns=" + encodeURIComponent(ns); return;
+    }
+    toast("Done: " + JSON.stringify(body).slice(0, 200));
+    if (form.getAttribute("data-refresh") || el.getAttribute("data-refresh") || page === "run") refresh();
+  });
+
+  // Live updates.
+  if (!window.EventSource) return;
+  var live = document.getElementById("live");
+  var es = new EventSource(prefix + "/api/v1/stream?ns=" + encodeURIComponent(ns));
+  es.onopen = function () { live.textContent = "● live"; live.className = "live on"; };
+  es.onerror = function () { live.textContent = "○ reconnecting"; live.className = "live off"; };
+  var pending = null;
+  function refreshSoon() { if (!pending) pending = setTimeout(function () { pending = null; refresh(); }, 150); }
+
+  es.addEventListener("counts", function (e) {
+    var c = JSON.parse(e.data);
+    document.querySelectorAll("[data-count]").forEach(function (el) {
+      var k = el.getAttribute("data-count"); if (k in c) el.textContent = c[k];
+    });
+  });
+  es.addEventListener("resync", function () { refreshSoon(); });
+  es.addEventListener("schedule", function () { if (page === "schedules") refreshSoon(); });
+  es.addEventListener("run", function (e) {
+    var r = JSON.parse(e.data);
+    if (page === "run") {
+      var d = document.getElementById("run-detail");
+      if (d && d.getAttribute("data-run-id") === r.id) refreshSoon();
+      return;
+    }
+    if (page !== "runs") return;
+    var table = document.getElementById("runs-table");
+    if (!table) return;
+    var row = table.querySelector('tr[data-run-id="' + r.id + '"]');
+    if (!row) {
+      if (table.getAttribute("data-first-page") !== "true" || table.getAttribute("data-filter-other")) return;
+      var fs = table.getAttribute("data-filter-status"), ft = table.getAttribute("data-filter-type"), fq = table.getAttribute("data-filter-queue");
+      if ((fs && fs !== r.status) || (ft && ft !== r.type) || (fq && fq !== r.queue)) return;
+      row = document.getElementById("run-row").content.firstElementChild.cloneNode(true);
+      row.setAttribute("data-run-id", r.id);
+      var body = document.getElementById("runs-body");
+      var empty = body.querySelector("tr.empty"); if (empty) empty.remove();
+      body.insertBefore(row, body.firstChild);
+      row.classList.add("fresh");
+    }
+    function set(f, v) { var el = row.querySelector('[data-field="' + f + '"]'); if (el) el.textContent = v; return el; }
+    var link = set("link", r.id.slice(0, 8));
+    link.setAttribute("href", prefix + "/runs/" + encodeURIComponent(r.id) + "?ns=" + encodeURIComponent(ns));
+    set("type", r.type); set("queue", r.queue); set("attempts", r.attempts);
+    set("external_id", r.external_id || ""); set("error", (r.error || "").slice(0, 80));
+    if (!row.querySelector('[data-field="created"]').textContent) set("created", "just now");
+    var st = set("status", r.status); st.className = "st s-" + r.status.toLowerCase();
+    row.classList.add("flash"); setTimeout(function () { row.classList.remove("flash"); }, 600);
+  });
+})();

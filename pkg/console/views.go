@@ -1,0 +1,286 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/kagzi/kagzi/pkg/store"
+)
+
+// RunView is a run as the console shows it and /api/v1 returns it.
+type RunView struct {
+	ID              uuid.UUID  `json:"id"`
+	Namespace       string     `json:"namespace"`
+	ExternalID      string     `json:"external_id,omitempty"`
+	Queue           string     `json:"queue"`
+	Type            string     `json:"type"`
+	Version         string     `json:"version,omitempty"`
+	Status          string     `json:"status"`
+	Attempts        int        `json:"attempts"`
+	Error           string     `json:"error,omitempty"`
+	CreatedAt       time.Time  `json:"created_at"`
+	StartedAt       *time.Time `json:"started_at,omitempty"`
+	FinishedAt      *time.Time `json:"finished_at,omitempty"`
+	AvailableAt     *time.Time `json:"available_at,omitempty"`
+	DeadlineAt      *time.Time `json:"deadline_at,omitempty"`
+	ParentRunID     *uuid.UUID `json:"parent_run_id,omitempty"`
+	ScheduleID      *uuid.UUID `json:"schedule_id,omitempty"`
+	LockedBy        *uuid.UUID `json:"locked_by,omitempty"`
+	Priority        int        `json:"priority"`
+	CancelRequested bool       `json:"cancel_requested,omitempty"`
+}
+
+func runRow(r *store.Run) RunView {
+	return RunView{ID: r.ID, Namespace: r.Namespace, ExternalID: r.ExternalID, Queue: r.Queue, Type: r.Type,
+		Version: r.Version, Status: string(r.Status), Attempts: r.Attempts, Error: r.Error, CreatedAt: r.CreatedAt,
+		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, AvailableAt: r.AvailableAt, DeadlineAt: r.DeadlineAt,
+		ParentRunID: r.ParentRunID, ScheduleID: r.ScheduleID, LockedBy: r.LockedBy, Priority: r.Priority,
+		CancelRequested: r.CancelRequestedAt != nil}
+}
+
+// RunsPage is the runs view.
+type RunsPage struct {
+	Runs   []RunView        `json:"runs"`
+	Next   string           `json:"next,omitempty"`
+	Counts map[string]int64 `json:"counts"`
+	// CountsReady is false while the namespace's counts are first read.
+	CountsReady bool       `json:"counts_ready"`
+	Filter      RunsFilter `json:"filter"`
+}
+
+// RunsFilter are the runs view's filters, as query parameters.
+type RunsFilter struct {
+	Status     string `json:"status,omitempty"`
+	Type       string `json:"type,omitempty"`
+	Queue      string `json:"queue,omitempty"`
+	Schedule   string `json:"schedule,omitempty"`
+	ExternalID string `json:"external_id,omitempty"`
+	From       string `json:"from,omitempty"`
+	To         string `json:"to,omitempty"`
+	Input      string `json:"input,omitempty"`
+	Output     string `json:"output,omitempty"`
+}
+
+// StepView is one attempt of one step, placed on the run's timeline.
+type StepView struct {
+	StepID     string     `json:"step_id"`
+	Kind       string     `json:"kind"`
+	Status     string     `json:"status"`
+	Attempt    int        `json:"attempt"`
+	RunAttempt int        `json:"run_attempt"`
+	Error      string     `json:"error,omitempty"`
+	Output     string     `json:"output,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	StartedAt  *time.Time `json:"started_at,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	RetryAt    *time.Time `json:"retry_at,omitempty"`
+	ChildRunID *uuid.UUID `json:"child_run_id,omitempty"`
+	// QueueMS is the wait before the attempt started, ExecMS its run time.
+	QueueMS int64 `json:"queue_ms"`
+	ExecMS  int64 `json:"exec_ms"`
+	// Left, Wait and Width place the attempt on the timeline (percent).
+	Left  float64 `json:"-"`
+	Wait  float64 `json:"-"`
+	Width float64 `json:"-"`
+	Start float64 `json:"-"`
+}
+
+// AttemptView groups the step attempts one run attempt made.
+type AttemptView struct {
+	Number int        `json:"number"`
+	Steps  []StepView `json:"steps"`
+}
+
+// EventView is an event sent to a run.
+type EventView struct {
+	ID         uuid.UUID  `json:"id"`
+	Name       string     `json:"name"`
+	Payload    string     `json:"payload,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	ConsumedAt *time.Time `json:"consumed_at,omitempty"`
+	ConsumedBy string     `json:"consumed_by,omitempty"`
+}
+
+// ChildView is a node of a run's child tree.
+type ChildView struct {
+	Run      RunView     `json:"run"`
+	Children []ChildView `json:"children,omitempty"`
+}
+
+// RunDetail is the run detail view.
+type RunDetail struct {
+	Run      RunView       `json:"run"`
+	Input    string        `json:"input,omitempty"`
+	Output   string        `json:"output,omitempty"`
+	Attempts []AttemptView `json:"attempts"`
+	Events   []EventView   `json:"events"`
+	Children []ChildView   `json:"children"`
+	TraceID  string        `json:"trace_id,omitempty"`
+	TraceURL string        `json:"trace_url,omitempty"`
+}
+
+// pretty indents a JSON payload for display; other bytes are shown as is.
+func pretty(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	var out bytes.Buffer
+	if json.Indent(&out, b, "", "  ") == nil {
+		return out.String()
+	}
+	return string(b)
+}
+
+// traceID takes the trace id out of a W3C traceparent.
+func traceID(tc string) string {
+	for _, line := range strings.Split(tc, "\n") {
+		parts := strings.Split(strings.TrimSpace(strings.TrimPrefix(line, "traceparent=")), "-")
+		if len(parts) == 4 && len(parts[1]) == 32 {
+			return parts[1]
+		}
+	}
+	if strings.HasPrefix(tc, "{") {
+		var m map[string]string
+		if json.Unmarshal([]byte(tc), &m) == nil && m["traceparent"] != "" {
+			return traceID(m["traceparent"])
+		}
+	}
+	return ""
+}
+
+// timeline groups steps by run attempt and places each on a shared axis
+// from the run's creation to its end (or now).
+func timeline(r *store.Run, steps []store.Step, now time.Time) []AttemptView {
+	start := r.CreatedAt
+	end := now
+	if r.FinishedAt != nil {
+		end = *r.FinishedAt
+	}
+	for _, s := range steps {
+		if s.FinishedAt != nil && s.FinishedAt.After(end) {
+			end = *s.FinishedAt
+		}
+	}
+	span := float64(end.Sub(start))
+	if span <= 0 {
+		span = 1
+	}
+	pct := func(t time.Time) float64 {
+		v := float64(t.Sub(start)) / span * 100
+		return min(max(v, 0), 100)
+	}
+	byAttempt := map[int]int{}
+	var out []AttemptView
+	// A step's row is written when its result is recorded, after it ran, so
+	// its wait is measured from the end of what came before it (the previous
+	// step, a sleep or retry delay included, or the run's creation), never
+	// from its own row; the worker's clock and the database's may differ a
+	// little, so a wait never shows below 0.
+	prevEnd := start
+	for _, s := range steps {
+		v := StepView{StepID: s.StepID, Kind: string(s.Kind), Status: string(s.Status), Attempt: s.Attempt,
+			RunAttempt: s.RunAttempt, Error: s.Error, Output: pretty(s.Output), CreatedAt: s.CreatedAt,
+			StartedAt: s.StartedAt, FinishedAt: s.FinishedAt, RetryAt: s.RetryAt, ChildRunID: s.ChildRunID}
+		began := s.CreatedAt
+		if s.StartedAt != nil {
+			began = *s.StartedAt
+		}
+		ended := now
+		if s.FinishedAt != nil {
+			ended = *s.FinishedAt
+		}
+		from := prevEnd
+		if began.Before(from) {
+			from = began
+		}
+		v.QueueMS = max(began.Sub(from), 0).Milliseconds()
+		v.ExecMS = max(ended.Sub(began), 0).Milliseconds()
+		v.Left = pct(from)
+		v.Wait = max(pct(began)-v.Left, 0)
+		v.Width = max(pct(ended)-pct(began), 0.5)
+		v.Start = v.Left + v.Wait
+		if ended.After(prevEnd) {
+			prevEnd = ended
+		}
+		i, ok := byAttempt[s.RunAttempt]
+		if !ok {
+			i = len(out)
+			byAttempt[s.RunAttempt] = i
+			out = append(out, AttemptView{Number: s.RunAttempt})
+		}
+		out[i].Steps = append(out[i].Steps, v)
+	}
+	return out
+}
+
+// DeadLetterView is a group of failed runs.
+type DeadLetterView struct {
+	Type        string    `json:"type"`
+	Fingerprint string    `json:"fingerprint"`
+	Example     string    `json:"example"`
+	Count       int64     `json:"count"`
+	Newest      time.Time `json:"newest"`
+	Oldest      time.Time `json:"oldest"`
+}
+
+// RetryResult is the outcome of retrying one run of a bulk retry.
+type RetryResult struct {
+	RunID uuid.UUID `json:"run_id"`
+	OK    bool      `json:"ok"`
+	Error string    `json:"error,omitempty"`
+}
+
+// ScheduleView is a schedule with its next fire times.
+type ScheduleView struct {
+	ID          uuid.UUID  `json:"id"`
+	Type        string     `json:"type"`
+	Queue       string     `json:"queue"`
+	Cron        string     `json:"cron"`
+	Timezone    string     `json:"timezone"`
+	Status      string     `json:"status"`
+	MaxCatchup  int        `json:"max_catchup"`
+	LastFiredAt *time.Time `json:"last_fired_at,omitempty"`
+	NextFires   []string   `json:"next_fires"`
+	LastRuns    []RunView  `json:"last_runs"`
+	CreatedAt   time.Time  `json:"created_at"`
+	NextFireAt  *time.Time `json:"next_fire_at,omitempty"`
+}
+
+// WorkerView is a registered worker.
+type WorkerView struct {
+	ID             uuid.UUID  `json:"id"`
+	Queue          string     `json:"queue"`
+	Hostname       string     `json:"hostname"`
+	PID            int        `json:"pid"`
+	Version        string     `json:"version,omitempty"`
+	Status         string     `json:"status"`
+	LastHeartbeat  time.Time  `json:"last_heartbeat_at"`
+	RegisteredAt   time.Time  `json:"registered_at"`
+	DeregisteredAt *time.Time `json:"deregistered_at,omitempty"`
+	Types          []string   `json:"types"`
+	MaxConcurrency int        `json:"max_concurrency"`
+	Held           int        `json:"runs_held"`
+}
+
+// QueueView is a queue's live runs per type, with limits.
+type QueueView struct {
+	Queue       string     `json:"queue"`
+	Type        string     `json:"type"`
+	Due         int64      `json:"due"`
+	Running     int64      `json:"running"`
+	Sleeping    int64      `json:"sleeping"`
+	OldestDueMS int64      `json:"oldest_due_age_ms"`
+	OldestDue   *time.Time `json:"oldest_due_at,omitempty"`
+	Limit       *int       `json:"limit,omitempty"`
+}
+
+// LimitView is a concurrency limit.
+type LimitView struct {
+	Queue string `json:"queue"`
+	Type  string `json:"type"`
+	Max   int    `json:"max"`
+}

@@ -1,0 +1,335 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// The queries of the web console (pkg/console): searches and summaries
+// over the same tables, each bounded by an index or a LIMIT, so a view
+// costs the same with millions of finished runs.
+
+// RunsSearchParams filter and page the console's run search. Zero fields
+// do not filter.
+type RunsSearchParams struct {
+	Namespace string
+	// Statuses filter; empty means every status but the template ones.
+	Statuses   []RunStatus
+	Type       string
+	Queue      string
+	ScheduleID *uuid.UUID
+	ExternalID string
+	// CreatedFrom and CreatedTo bound created_at (from inclusive, to
+	// exclusive).
+	CreatedFrom, CreatedTo *time.Time
+	// InputMatch and OutputMatch are SQL/JSON path predicates evaluated
+	// against the payload (e.g. `$.customer == "ada"`); a payload that is
+	// not JSON, or for which the predicate is not a boolean, does not match.
+	InputMatch, OutputMatch string
+	// Limit is the page size (default 50, at most 1000).
+	Limit int
+	// After continues a previous page.
+	After *Cursor
+}
+
+// RunsSearch lists runs newest first, as RunsList, with the console's
+// filters. Without payload filters it reads one page of the listing index.
+func (s *Store) RunsSearch(ctx context.Context, p RunsSearchParams) (runs []Run, next *Cursor, err error) {
+	if err := checkName("namespace", p.Namespace, true); err != nil {
+		return nil, nil, err
+	}
+	if p.Limit <= 0 {
+		p.Limit = 50
+	}
+	if p.Limit > 1000 {
+		return nil, nil, invalidf("limit %d is above 1000", p.Limit)
+	}
+	statuses := make([]string, 0, len(p.Statuses))
+	for _, st := range p.Statuses {
+		if !st.Valid() {
+			return nil, nil, invalidf("unknown status %q", st)
+		}
+		statuses = append(statuses, string(st))
+	}
+	for _, m := range []string{p.InputMatch, p.OutputMatch} {
+		if m == "" {
+			continue
+		}
+		var ok bool
+		if err := s.db.QueryRow(ctx, `SELECT $1::jsonpath IS NOT NULL`, m).Scan(&ok); err != nil {
+			return nil, nil, invalidf("%q is not a JSON path: %v", m, err)
+		}
+	}
+	var afterTS *time.Time
+	var afterID *uuid.UUID
+	if p.After != nil {
+		afterTS, afterID = &p.After.CreatedAt, &p.After.ID
+	}
+	rows, err := s.db.Query(ctx, `
+SELECT `+runCols+` FROM kagzi.workflow_runs r
+LEFT JOIN kagzi.workflow_payloads pl ON ($11 <> '' OR $12 <> '') AND pl.run_id = r.run_id
+WHERE r.namespace_id = $1
+  AND (cardinality($2::text[]) = 0 AND r.status NOT IN ('SCHEDULED', 'PAUSED') OR r.status = ANY($2))
+  AND ($3 = '' OR r.workflow_type = $3)
+  AND ($4 = '' OR r.task_queue = $4)
+  AND ($5::uuid IS NULL OR r.schedule_id = $5)
+  AND ($6 = '' OR r.external_id = $6)
+  AND ($7::timestamptz IS NULL OR r.created_at >= $7)
+  AND ($8::timestamptz IS NULL OR r.created_at < $8)
+  AND ($9::timestamptz IS NULL OR (r.created_at, r.run_id) < ($9, $10::uuid))
+  AND ($11 = '' OR jsonb_path_match(convert_from(pl.input, 'UTF8')::jsonb, $11::jsonpath, '{}', true) IS TRUE)
+  AND ($12 = '' OR jsonb_path_match(convert_from(pl.output, 'UTF8')::jsonb, $12::jsonpath, '{}', true) IS TRUE)
+ORDER BY r.created_at DESC, r.run_id DESC
+LIMIT $13`, p.Namespace, statuses, p.Type, p.Queue, p.ScheduleID, p.ExternalID, p.CreatedFrom, p.CreatedTo,
+		afterTS, afterID, p.InputMatch, p.OutputMatch, p.Limit+1)
+	if err != nil {
+		return nil, nil, mapErr("search runs", err)
+	}
+	runs, err = collectRuns(rows)
+	if err != nil {
+		return nil, nil, mapErr("search runs", err)
+	}
+	if len(runs) > p.Limit {
+		runs = runs[:p.Limit]
+		last := runs[len(runs)-1]
+		next = &Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	return runs, next, nil
+}
+
+// RunsGetMany returns the runs of a namespace with these ids (without
+// payloads), in no particular order; missing ids are left out.
+func (s *Store) RunsGetMany(ctx context.Context, namespace string, ids []uuid.UUID) ([]Run, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+runCols+` FROM kagzi.workflow_runs r WHERE r.run_id = ANY($2) AND r.namespace_id = $1`,
+		namespace, ids)
+	if err != nil {
+		return nil, mapErr("get runs", err)
+	}
+	runs, err := collectRuns(rows)
+	return runs, mapErr("get runs", err)
+}
+
+// RunsCreatedAfter returns up to limit runs (templates excluded) of a
+// namespace created after the cursor, oldest first: what a view that has
+// seen everything up to the cursor has not seen yet.
+func (s *Store) RunsCreatedAfter(ctx context.Context, namespace string, after Cursor, limit int) ([]Run, error) {
+	rows, err := s.db.Query(ctx, `
+SELECT `+runCols+` FROM kagzi.workflow_runs r
+WHERE r.namespace_id = $1 AND (r.created_at, r.run_id) > ($2, $3::uuid) AND r.cron_expr IS NULL
+ORDER BY r.created_at, r.run_id LIMIT $4`, namespace, after.CreatedAt, after.ID, limit)
+	if err != nil {
+		return nil, mapErr("runs created after", err)
+	}
+	runs, err := collectRuns(rows)
+	return runs, mapErr("runs created after", err)
+}
+
+// RunsNewest returns the cursor of the namespace's newest run (templates
+// included), or the zero cursor when it has none.
+func (s *Store) RunsNewest(ctx context.Context, namespace string) (Cursor, error) {
+	var c Cursor
+	err := s.db.QueryRow(ctx, `SELECT created_at, run_id FROM kagzi.workflow_runs WHERE namespace_id = $1
+ORDER BY created_at DESC, run_id DESC LIMIT 1`, namespace).Scan(&c.CreatedAt, &c.ID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Cursor{}, nil
+	}
+	return c, mapErr("newest run", err)
+}
+
+// DeadLetterGroup is a set of failed runs of one type with errors of one
+// shape (digits, hex ids and quoted values masked).
+type DeadLetterGroup struct {
+	Type        string
+	Fingerprint string
+	// Example is the error of the newest run of the group.
+	Example string
+	Count   int64
+	Newest  time.Time
+	Oldest  time.Time
+}
+
+// fingerprintSQL masks the parts of an error that vary between runs of one
+// failure (ids, numbers, quoted values), so they group together.
+const fingerprintSQL = `left(regexp_replace(regexp_replace(regexp_replace(coalesce(error, ''),
+	'[0-9a-fA-F]{8}-[0-9a-fA-F-]{27}', '<id>', 'g'), '"[^"]*"', '"…"', 'g'), '[0-9]+', '<n>', 'g'), 300)`
+
+// DeadLetterScan bounds how many of the newest failed runs the dead-letter
+// view groups and a bulk retry walks: the failed-runs index is read in that
+// order, so the cost is bounded too.
+const DeadLetterScan = 10000
+
+// RunsDeadLetters groups the namespace's newest failed runs (at most
+// DeadLetterScan) by type and error fingerprint, biggest group first.
+func (s *Store) RunsDeadLetters(ctx context.Context, namespace string) ([]DeadLetterGroup, error) {
+	rows, err := s.db.Query(ctx, `
+WITH f AS (
+	SELECT workflow_type, `+fingerprintSQL+` AS fp, coalesce(error, '') AS error, finished_at
+	FROM kagzi.workflow_runs WHERE namespace_id = $1 AND status = 'FAILED'
+	ORDER BY finished_at DESC LIMIT $2
+)
+SELECT workflow_type, fp, (array_agg(error ORDER BY finished_at DESC))[1], count(*), max(finished_at), min(finished_at)
+FROM f GROUP BY workflow_type, fp ORDER BY count(*) DESC, max(finished_at) DESC`, namespace, DeadLetterScan)
+	if err != nil {
+		return nil, mapErr("dead letters", err)
+	}
+	defer rows.Close()
+	var out []DeadLetterGroup
+	for rows.Next() {
+		var g DeadLetterGroup
+		var newest, oldest *time.Time
+		if err := rows.Scan(&g.Type, &g.Fingerprint, &g.Example, &g.Count, &newest, &oldest); err != nil {
+			return nil, mapErr("dead letters", err)
+		}
+		if newest != nil {
+			g.Newest, g.Oldest = *newest, *oldest
+		}
+		out = append(out, g)
+	}
+	return out, mapErr("dead letters", rows.Err())
+}
+
+// RunsDeadLetterIDs returns the ids of up to limit of the namespace's
+// newest failed runs (within DeadLetterScan) of type typ ("" any) whose
+// error has this fingerprint ("" any), newest first.
+func (s *Store) RunsDeadLetterIDs(ctx context.Context, namespace, typ, fingerprint string, limit int) ([]uuid.UUID, error) {
+	rows, err := s.db.Query(ctx, `
+SELECT run_id FROM (
+	SELECT run_id, workflow_type, `+fingerprintSQL+` AS fp, finished_at
+	FROM kagzi.workflow_runs WHERE namespace_id = $1 AND status = 'FAILED'
+	ORDER BY finished_at DESC LIMIT $5
+) f WHERE ($2 = '' OR workflow_type = $2) AND ($3 = '' OR fp = $3)
+ORDER BY finished_at DESC LIMIT $4`, namespace, typ, fingerprint, limit, DeadLetterScan)
+	if err != nil {
+		return nil, mapErr("dead letter ids", err)
+	}
+	defer rows.Close()
+	var out []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, mapErr("dead letter ids", err)
+		}
+		out = append(out, id)
+	}
+	return out, mapErr("dead letter ids", rows.Err())
+}
+
+// QueueTypeStats are the live runs of one workflow type in one queue.
+type QueueTypeStats struct {
+	Queue    string
+	Type     string
+	Due      int64
+	Running  int64
+	Sleeping int64
+	// OldestDue is the available_at of the longest-waiting due run.
+	OldestDue *time.Time
+}
+
+// RunsQueueStats counts the namespace's live runs per queue and type:
+// due (claimable now), running, and sleeping (suspended until a known
+// time). It reads the claim and lease indexes only, never finished runs.
+func (s *Store) RunsQueueStats(ctx context.Context, namespace string) ([]QueueTypeStats, error) {
+	rows, err := s.db.Query(ctx, `
+WITH live AS (
+	SELECT task_queue, workflow_type, status, available_at FROM kagzi.workflow_runs
+	WHERE namespace_id = $1 AND status IN ('PENDING', 'SLEEPING') AND available_at IS NOT NULL
+	UNION ALL
+	SELECT task_queue, workflow_type, status, NULL FROM kagzi.workflow_runs
+	WHERE status = 'RUNNING' AND locked_by IS NOT NULL AND namespace_id = $1
+)
+SELECT task_queue, workflow_type,
+	count(*) FILTER (WHERE status <> 'RUNNING' AND available_at <= now()),
+	count(*) FILTER (WHERE status = 'RUNNING'),
+	count(*) FILTER (WHERE status = 'SLEEPING' AND available_at > now()),
+	min(available_at) FILTER (WHERE status <> 'RUNNING' AND available_at <= now())
+FROM live GROUP BY task_queue, workflow_type ORDER BY task_queue, workflow_type`, namespace)
+	if err != nil {
+		return nil, mapErr("queue stats", err)
+	}
+	defer rows.Close()
+	var out []QueueTypeStats
+	for rows.Next() {
+		var q QueueTypeStats
+		if err := rows.Scan(&q.Queue, &q.Type, &q.Due, &q.Running, &q.Sleeping, &q.OldestDue); err != nil {
+			return nil, mapErr("queue stats", err)
+		}
+		out = append(out, q)
+	}
+	return out, mapErr("queue stats", rows.Err())
+}
+
+// Namespaces lists the namespaces that have runs or workers (at most 200,
+// by name). It walks the namespace-leading indexes with skip scans, one
+// index probe per namespace.
+func (s *Store) Namespaces(ctx context.Context) ([]string, error) {
+	rows, err := s.db.Query(ctx, `
+WITH RECURSIVE ns AS (
+	(SELECT namespace_id FROM kagzi.workflow_runs ORDER BY namespace_id LIMIT 1)
+	UNION ALL
+	SELECT (SELECT namespace_id FROM kagzi.workflow_runs WHERE namespace_id > ns.namespace_id ORDER BY namespace_id LIMIT 1)
+	FROM ns WHERE ns.namespace_id IS NOT NULL
+)
+SELECT namespace_id FROM ns WHERE namespace_id IS NOT NULL
+UNION SELECT DISTINCT namespace_id FROM kagzi.workers
+ORDER BY 1 LIMIT 200`)
+	if err != nil {
+		return nil, mapErr("namespaces", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var ns string
+		if err := rows.Scan(&ns); err != nil {
+			return nil, mapErr("namespaces", err)
+		}
+		out = append(out, ns)
+	}
+	return out, mapErr("namespaces", rows.Err())
+}
+
+// RunsLiveStatuses returns the status of each live (pending, running,
+// sleeping) run of a namespace, at most limit of them: the console's
+// starting point for keeping counts from events.
+func (s *Store) RunsLiveStatuses(ctx context.Context, namespace string, limit int) (map[uuid.UUID]RunStatus, error) {
+	rows, err := s.db.Query(ctx, `SELECT run_id, status FROM kagzi.workflow_runs
+WHERE namespace_id = $1 AND status IN `+liveStatuses+` LIMIT $2`, namespace, limit)
+	if err != nil {
+		return nil, mapErr("live statuses", err)
+	}
+	defer rows.Close()
+	out := map[uuid.UUID]RunStatus{}
+	for rows.Next() {
+		var id uuid.UUID
+		var st RunStatus
+		if err := rows.Scan(&id, &st); err != nil {
+			return nil, mapErr("live statuses", err)
+		}
+		out[id] = st
+	}
+	return out, mapErr("live statuses", rows.Err())
+}
+
+// RunsHeldBy counts the running runs each of these workers holds (through
+// the lease index).
+func (s *Store) RunsHeldBy(ctx context.Context, namespace string, workers []uuid.UUID) (map[uuid.UUID]int, error) {
+	rows, err := s.db.Query(ctx, `SELECT locked_by, count(*) FROM kagzi.workflow_runs
+WHERE status = 'RUNNING' AND locked_by = ANY($2::uuid[]) AND namespace_id = $1 GROUP BY locked_by`, namespace, workers)
+	if err != nil {
+		return nil, mapErr("runs held", err)
+	}
+	defer rows.Close()
+	out := map[uuid.UUID]int{}
+	for rows.Next() {
+		var w uuid.UUID
+		var n int
+		if err := rows.Scan(&w, &n); err != nil {
+			return nil, mapErr("runs held", err)
+		}
+		out[w] = n
+	}
+	return out, mapErr("runs held", rows.Err())
+}
