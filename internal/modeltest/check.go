@@ -31,6 +31,13 @@ type Observed struct {
 	// Executions is the highest ctx.Attempt() an execution of each run saw,
 	// by instance.
 	Executions map[string]int
+	// Continued is how many times the program's run continued as new
+	// (Program.Continue): Status, Error, Output, Attempts and Epoch are
+	// then the chain's last run's.
+	Continued int
+	// Broken says how a run of the chain but the last did not end as a
+	// continued run must (COMPLETED, naming the next run); empty if none.
+	Broken string
 }
 
 // Check predicts how p ends and lists how obs differs (nothing: no
@@ -56,6 +63,12 @@ func Compare(p Program, pred Prediction, obs Observed, crashes bool) []Diff {
 	add := func(format string, args ...any) { d = append(d, Diff{Msg: fmt.Sprintf(format, args...)}) }
 	if obs.Status != pred.Status {
 		add("status %s, model %s", obs.Status, pred.Status)
+	}
+	if obs.Continued != pred.Continued {
+		add("continued as new %d time(s), model %d", obs.Continued, pred.Continued)
+	}
+	if obs.Broken != "" {
+		add("chain: %s", obs.Broken)
 	}
 	if pred.Status != StatusCompleted && obs.Status == pred.Status {
 		if got := NormalizeMessage(obs.Error); got != pred.Error {
@@ -91,7 +104,7 @@ func Compare(p Program, pred Prediction, obs Observed, crashes bool) []Diff {
 		keys[k] = true
 	}
 	for _, k := range sortedKeys(keys) {
-		if unchecked[stepOf(k)] && strings.HasPrefix(k, p.Key+"/") {
+		if unchecked[stepOf(k)] && inChain(p, k) {
 			continue
 		}
 		want, got := pred.Invocations[k], obs.Invocations[k]
@@ -151,6 +164,17 @@ func Compare(p Program, pred Prediction, obs Observed, crashes bool) []Diff {
 		}
 	}
 	return d
+}
+
+// inChain reports whether the invocation key k ("<program key>/<step
+// id>") is of a program of p's chain (Program.Continue), not of a child.
+func inChain(p Program, k string) bool {
+	for _, q := range p.Chain() {
+		if strings.HasPrefix(k, q.Key+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 func sortedInts(m map[string]int) []string {

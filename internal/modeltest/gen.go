@@ -43,7 +43,34 @@ func Generate(seed uint64, i int) Program {
 		p.DeadlineMS = 10 * 60 * 1000
 	}
 	setChildKeys(&p)
+	// Continues as new, up to twice, if nothing in it cancels, terminates
+	// or detaches (a cancelled run does not continue; a detached child's
+	// end is its parent's).
+	if continuable(p) && g.chance(0.15) {
+		n := 1 + g.rng.IntN(2)
+		last := &p
+		for i := 1; i <= n; i++ {
+			q := Program{Key: ContinueKey(p.Key, i), RunRetry: p.RunRetry}
+			q.Ops = g.seq(0, 1+g.rng.IntN(4), genFlags{waits: true, children: true, parallel: true})
+			setChildKeys(&q)
+			last.Continue = &q
+			last = &q
+		}
+	}
 	return p
+}
+
+// continuable reports whether p may continue as new: no op of it cancels,
+// terminates or detaches.
+func continuable(p Program) bool {
+	ok := true
+	Walk(p.Ops, func(op *Op) {
+		switch op.Kind {
+		case KindCancel, KindTerminate, KindDetach:
+			ok = false
+		}
+	})
+	return ok
 }
 
 // setChildKeys names every child program after its parent and its step.

@@ -67,6 +67,11 @@ func (in *interpreter) run(ctx workflow.Context, p Program) (Record, error) {
 	if err := x.ops(ctx, p.Ops); err != nil {
 		return nil, err
 	}
+	if p.Continue != nil {
+		next := *p.Continue
+		next.Signal, next.NATS = p.Signal, p.NATS
+		return nil, workflow.ContinueAsNew(ctx, next)
+	}
 	return x.rec, nil
 }
 

@@ -99,6 +99,10 @@ type Prediction struct {
 	// made it miss (from the facts).
 	Capped       int
 	PastDeadline bool
+	// Continued is how many times the run continued as new
+	// (Program.Continue): every run of the chain but the last ends
+	// COMPLETED, continued as the next.
+	Continued int
 }
 
 // End is how a run ends.
@@ -255,7 +259,16 @@ func PredictWith(p Program, facts CrashFacts) Prediction {
 	if p.RunRetry != nil {
 		maxAttempts = p.RunRetry.MaxAttempts
 	}
-	e := pr.run(&p, p.Key, maxAttempts, "")
+	// A chain of runs (Program.Continue): each run that completes
+	// continues as the next, which starts afresh with the same retry
+	// policy; the chain ends as its last run does.
+	q := &p
+	e := pr.run(q, q.Key, maxAttempts, "")
+	for e.status == StatusCompleted && q.Continue != nil {
+		q = q.Continue
+		pred.Continued++
+		e = pr.run(q, q.Key, maxAttempts, "")
+	}
 	pred.Status, pred.Error, pred.Attempts, pred.Deadline = e.status, e.err, e.epochs, e.deadline
 	if e.status == StatusCompleted {
 		pred.Output = e.out
@@ -264,6 +277,7 @@ func PredictWith(p Program, facts CrashFacts) Prediction {
 		// Faults delayed the run past its (wall-clock) deadline: it was cut
 		// short there, somewhere before where the model ends it.
 		pred.Status, pred.Error, pred.Output, pred.Deadline = StatusFailed, DeadlineError, nil, true
+		pred.Continued = 0 // only the first run has a deadline
 		pred.PastDeadline = e.status != StatusFailed || e.err != DeadlineError
 	}
 	sort.Strings(pred.Unchecked)

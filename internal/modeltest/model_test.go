@@ -447,3 +447,39 @@ func TestShrink(t *testing.T) {
 		t.Fatalf("shrunk to %s", min)
 	}
 }
+
+// A chain of runs ends as its last run; a run that fails does not
+// continue; the steps of each program of the chain count under its own
+// key; and an engine that does not continue diverges.
+func TestPredictContinueAsNew(t *testing.T) {
+	ok := func(id string, v int) Op {
+		return Op{Kind: KindStep, ID: id, OnErr: OnErrReturn, Outcomes: []Outcome{{Kind: OutOK, Value: v}}}
+	}
+	last := Program{Ops: []Op{ok("s3", 3)}}
+	mid := Program{Ops: []Op{ok("s2", 2)}, Continue: &last}
+	p := Program{Ops: []Op{ok("s1", 1)}, Continue: &mid}.WithKey("k")
+	if p.Continue.Key != "k+1" || p.Continue.Continue.Key != "k+2" || RootKey("k+2.c1") != "k" {
+		t.Fatalf("chain keys: %q %q", p.Continue.Key, p.Continue.Continue.Key)
+	}
+	pred := Predict(p)
+	want := map[string]int{"k/s1": 1, "k+1/s2": 1, "k+2/s3": 1}
+	if pred.Status != StatusCompleted || pred.Continued != 2 || !reflect.DeepEqual(pred.Invocations, want) ||
+		!reflect.DeepEqual(pred.Output, Record{"s3": {V: json.RawMessage("3")}}) {
+		t.Fatalf("prediction %+v", pred)
+	}
+	obs := Observed{Status: StatusCompleted, Output: json.RawMessage(`{"s3":{"v":3}}`), Attempts: 1, Epoch: 1,
+		Invocations: want, Continued: 2}
+	if d := Compare(p, pred, obs, false); len(d) != 0 {
+		t.Fatalf("diffs of an agreeing chain: %v", d)
+	}
+	obs.Continued, obs.Output = 0, json.RawMessage(`{"s1":{"v":1}}`)
+	if d := Compare(p, pred, obs, false); len(d) == 0 {
+		t.Fatal("a run that did not continue agrees")
+	}
+
+	failing := p.Clone()
+	failing.Ops[0].Outcomes = []Outcome{{Kind: OutFatal}}
+	if pred := Predict(failing); pred.Status != StatusFailed || pred.Continued != 0 || pred.Invocations["k+1/s2"] != 0 {
+		t.Fatalf("a failed run continued: %+v", pred)
+	}
+}

@@ -4,8 +4,9 @@
 // Parallel groups of steps with scripted outcomes per attempt, durable
 // sleeps, event waits, child workflows, handled or returned errors, run
 // retry policies and deadlines, cancel requests and terminations sent at a
-// point the program signals, and children left running under each
-// parent-close policy when their parent ends. Generate makes programs from a seed;
+// point the program signals, children left running under each
+// parent-close policy when their parent ends, and chains of runs that
+// continue as new with another program. Generate makes programs from a seed;
 // Predict, a reference implementation that does not use package workflow,
 // says how each one must end (status, output or error, the function
 // invocations of every step); Interpret is the workflow that runs a
@@ -203,6 +204,35 @@ type Program struct {
 	// Driver; empty for programs without waits).
 	Signal string `json:"signal,omitempty"`
 	NATS   string `json:"nats,omitempty"`
+	// Continue, if set, is the program the run continues as
+	// (workflow.ContinueAsNew) once its ops end without an error: the run
+	// ends COMPLETED naming the new run, which runs Continue with an empty
+	// history, the same retry policy (RunRetry is the first program's) and
+	// no deadline. Only a top-level program continues, and only one
+	// without cancellations, terminations or detached children.
+	Continue *Program `json:"continue,omitempty"`
+}
+
+// ContinueKey is the key of the n-th program (from 1) of the chain of
+// runs that starts with the program key.
+func ContinueKey(key string, n int) string { return key + "+" + strconv.Itoa(n) }
+
+// RootKey is the key of the top-level program whose chain (ContinueKey)
+// ('+') or child ('.') the program key names.
+func RootKey(key string) string {
+	if i := strings.IndexAny(key, ".+"); i >= 0 {
+		return key[:i]
+	}
+	return key
+}
+
+// Chain is p and the programs it continues as, in order.
+func (p *Program) Chain() []*Program {
+	var out []*Program
+	for q := p; q != nil; q = q.Continue {
+		out = append(out, q)
+	}
+	return out
 }
 
 // Retry is a retry policy of a step, a run or a child.
@@ -403,5 +433,9 @@ func (p Program) WithKey(key string) Program {
 	q := p.Clone()
 	q.Key = key
 	setChildKeys(&q)
+	for i, c := range q.Chain()[1:] {
+		c.Key = ContinueKey(key, i+1)
+		setChildKeys(c)
+	}
 	return q
 }

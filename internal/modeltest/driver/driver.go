@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -416,11 +415,17 @@ func (d *Driver) WaitAll(ctx context.Context, ids []uuid.UUID) error {
 	return first
 }
 
-// waitTree waits until the run id and its descendants have ended.
+// waitTree waits until the run id, the runs it continued as and their
+// descendants have ended.
 func (d *Driver) waitTree(ctx context.Context, id uuid.UUID) error {
 	for {
-		_, err := d.Client.Wait(ctx, id)
+		r, err := d.Client.Wait(ctx, id)
 		if err == nil {
+			if r.ContinuedAs != nil {
+				if err := d.waitTree(ctx, *r.ContinuedAs); err != nil {
+					return err
+				}
+			}
 			break
 		}
 		if ctx.Err() != nil {
@@ -462,10 +467,7 @@ func (d *Driver) Observe(ctx context.Context, ps []modeltest.Program, ids []uuid
 			execs[in.RunID] = max(execs[in.RunID], in.Attempt)
 			continue
 		}
-		root := in.Key
-		if i := strings.IndexByte(root, '.'); i >= 0 {
-			root = root[:i]
-		}
+		root := modeltest.RootKey(in.Key)
 		m := byRoot[root]
 		if m == nil {
 			m = map[string]int{}
@@ -498,9 +500,8 @@ func (d *Driver) observe(ctx context.Context, p modeltest.Program, id uuid.UUID,
 	if err != nil {
 		return modeltest.Observed{}, fmt.Errorf("run %s: %w", id, err)
 	}
-	o := modeltest.Observed{Status: string(r.Status), Error: r.Error, Output: json.RawMessage(r.Output), Attempts: r.Attempts, Epoch: r.Epoch,
-		Completed: map[string]int{}, ChildRuns: map[string]int{}, Runs: map[string]modeltest.RunEnd{}, Executions: map[string]int{}}
-	err = d.walkRuns(ctx, id, p.Key, func(run store.Run, inst string, steps []store.Step) {
+	o := modeltest.Observed{Completed: map[string]int{}, ChildRuns: map[string]int{}, Runs: map[string]modeltest.RunEnd{}, Executions: map[string]int{}}
+	visit := func(run store.Run, inst string, steps []store.Step) {
 		for _, s := range steps {
 			if s.Status == store.StepCompleted {
 				o.Completed[run.ID.String()+"/"+s.StepID]++
@@ -517,8 +518,32 @@ func (d *Driver) observe(ctx context.Context, p modeltest.Program, id uuid.UUID,
 				o.ChildRuns[p.Key]++
 			}
 		}
-	})
-	return o, err
+	}
+	// Follow the chain (Program.Continue) from the first run: each run is
+	// named by its own program's key, and the chain ends as its last run.
+	chain := p.Chain()
+	for i := 0; ; i++ {
+		key := modeltest.ContinueKey(p.Key, i)
+		if i < len(chain) {
+			key = chain[i].Key
+		}
+		if err := d.walkRuns(ctx, id, key, visit); err != nil {
+			return o, err
+		}
+		o.Status, o.Error, o.Output, o.Attempts, o.Epoch = string(r.Status), r.Error, json.RawMessage(r.Output), r.Attempts, r.Epoch
+		if r.ContinuedAs == nil {
+			return o, nil
+		}
+		if r.Status != store.StatusCompleted && o.Broken == "" {
+			o.Broken = fmt.Sprintf("run %d of the chain is %s, continued as %s", i+1, r.Status, r.ContinuedAs)
+		}
+		if id, o.Continued = *r.ContinuedAs, o.Continued+1; o.Continued > len(chain)+10 {
+			return o, fmt.Errorf("run %s: a chain of more than %d runs", id, o.Continued)
+		}
+		if r, err = d.Store.RunsGet(ctx, d.Namespace, id); err != nil {
+			return o, fmt.Errorf("run %s: %w", id, err)
+		}
+	}
 }
 
 // walkRuns calls fn for the run id, named inst (modeltest.RunInstance),
