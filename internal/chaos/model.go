@@ -88,7 +88,13 @@ func (h *harness) modelScenario(ctx, cleanup context.Context) *Report {
 	mr.Programs, mr.Regressions = len(ps), len(o.Regressions)
 	mr.Ops, mr.Policies = map[string]int{}, map[string]int{}
 	for _, p := range ps {
-		countOpKinds(p.Ops, mr.Ops, mr.Policies)
+		// A chain's continuations count as "continue", their ops with the rest.
+		for i, q := range p.Chain() {
+			if i > 0 {
+				mr.Ops["continue"]++
+			}
+			countOpKinds(q.Ops, mr.Ops, mr.Policies)
+		}
 	}
 
 	h.t0ns.Store(time.Now().UnixNano())
