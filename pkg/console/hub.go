@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
 )
@@ -121,13 +122,9 @@ func (h *hub) start(ctx context.Context) error {
 		h.subs = append(h.subs, sub)
 		h.mu.Unlock()
 	}
-	prev := h.nc.Opts.ReconnectedCB
-	h.nc.SetReconnectHandler(func(nc *nats.Conn) {
-		if prev != nil {
-			prev(nc)
-		}
-		h.resyncAll()
-	})
+	// The connection may be the embedding application's: add to its
+	// reconnect callbacks, never replace them.
+	natsutil.OnReconnect(h.nc, h.resyncAll)
 	return nil
 }
 
