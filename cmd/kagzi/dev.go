@@ -15,10 +15,10 @@ import (
 
 	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/devserver"
+	"github.com/kagzi/kagzi/internal/examples"
 	"github.com/kagzi/kagzi/internal/svc"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/store"
-	"github.com/kagzi/kagzi/services/worker/examples"
 )
 
 func init() { register(newDevCmd) }
@@ -73,7 +73,7 @@ results, then keeps serving until interrupted (or exits with --exit).`,
 			log := svc.Logger(dcfg.LogLevel).With("service", "dev")
 			srv, err := devserver.Start(ctx, devserver.Options{
 				DatabaseURL: a.DatabaseURL, NATSURL: natsURL, Workers: workers,
-				Worker: wcfg, Register: examples.Register, Dispatcher: dcfg, Scheduler: scfg, Reaper: rcfg, Log: log,
+				Worker: wcfg, Register: registerAll, Dispatcher: dcfg, Scheduler: scfg, Reaper: rcfg, Log: log,
 			})
 			if err != nil {
 				return err

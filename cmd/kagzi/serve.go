@@ -8,7 +8,9 @@ import (
 	"github.com/spf13/cobra"
 
 	kapp "github.com/kagzi/kagzi/internal/app"
-	"github.com/kagzi/kagzi/services/worker/examples"
+	"github.com/kagzi/kagzi/internal/examples"
+	"github.com/kagzi/kagzi/internal/testflows"
+	"github.com/kagzi/kagzi/pkg/worker"
 )
 
 func init() { register(newServeCmd) }
@@ -37,7 +39,7 @@ func newServeCmd(a *app) *cobra.Command {
 				}
 				defer pprof.StopCPUProfile()
 			}
-			err := kapp.Serve(ctx, args[0], examples.Register)
+			err := kapp.Serve(ctx, args[0], registerAll)
 			if errors.Is(err, kapp.ErrUnknownService) {
 				return usagef("%v", err)
 			}
@@ -45,4 +47,14 @@ func newServeCmd(a *app) *cobra.Command {
 		},
 	}
 	return cmd
+}
+
+// registerAll registers the example workflows and the test harnesses'
+// (chaos, bench, model test) on the workers `kagzi serve` and `kagzi dev`
+// run.
+func registerAll(w *worker.Worker) error {
+	if err := examples.Register(w); err != nil {
+		return err
+	}
+	return testflows.Register(w)
 }

@@ -8,7 +8,7 @@
 // child process), and every Kagzi service as its own process (the kagzi
 // binary's hidden `serve` command, configured by KAGZI_* variables with
 // short timeouts): two dispatchers, two schedulers, a reaper and three
-// workers. The workers run examples.Chaos, which logs every execution and
+// workers. The workers run testflows.Chaos, which logs every execution and
 // every step invocation to a file per worker process (KAGZI_CHAOS_DIR).
 //
 // Then, for --duration, it starts --runs runs of a five-step workflow
@@ -42,11 +42,11 @@ import (
 
 	"github.com/kagzi/kagzi/internal/modeltest"
 	"github.com/kagzi/kagzi/internal/pgcluster"
+	"github.com/kagzi/kagzi/internal/testflows"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/retry"
 	"github.com/kagzi/kagzi/pkg/store"
-	"github.com/kagzi/kagzi/services/worker/examples"
 )
 
 // Namespace and Queue of the chaos run.
@@ -450,7 +450,7 @@ func (h *harness) setup(ctx context.Context) error {
 		"KAGZI_LEASE_GRACE=" + max(2*min(time.Second, o.Lease/3), min(4*time.Second, o.Lease/2)).String(),
 		"KAGZI_DRAIN_TIMEOUT=1s",
 		"KAGZI_MAX_CONCURRENCY=" + fmt.Sprint(o.Concurrency),
-		examples.ChaosDirEnv + "=" + h.dir,
+		testflows.ChaosDirEnv + "=" + h.dir,
 		modeltest.DirEnv + "=" + h.dir,
 		"OTEL_SDK_DISABLED=true",
 	}
@@ -666,7 +666,7 @@ func (h *harness) scenario(ctx context.Context) {
 	// The every-second schedule, from now until the end of the chaos
 	// phase.
 	pol := &retry.Policy{MaxAttempts: -1, InitialInterval: 50 * time.Millisecond, MaxInterval: time.Second}
-	sc, err := h.cl.CreateSchedule(ctx, "Chaos", examples.ChaosInput{Steps: o.Steps}, client.ScheduleOptions{
+	sc, err := h.cl.CreateSchedule(ctx, "Chaos", testflows.ChaosInput{Steps: o.Steps}, client.ScheduleOptions{
 		Cron: "* * * * * *", RetryPolicy: pol,
 	})
 	if err != nil {
@@ -723,9 +723,9 @@ func (h *harness) drive(ctx context.Context, rng *rand.Rand, pol *retry.Policy) 
 	for i := 0; i < o.Runs; i += batch {
 		n := min(batch, o.Runs-i)
 		reqs := make([]client.StartRequest, n)
-		ins := make([]examples.ChaosInput, n)
+		ins := make([]testflows.ChaosInput, n)
 		for j := range reqs {
-			in := examples.ChaosInput{N: i + j + 1, Steps: o.Steps}
+			in := testflows.ChaosInput{N: i + j + 1, Steps: o.Steps}
 			if rng.Float64() < o.SleepFraction {
 				in.SleepMS = 100 + rng.IntN(401)
 			}
@@ -780,7 +780,7 @@ func (h *harness) sendEventLater(ctx context.Context, id uuid.UUID, n int, after
 			return
 		}
 		for {
-			_, err := h.cl.SendEvent(ctx, id, examples.ChaosEventName, examples.ChaosEvent{N: n})
+			_, err := h.cl.SendEvent(ctx, id, testflows.ChaosEventName, testflows.ChaosEvent{N: n})
 			switch {
 			case err == nil:
 				return

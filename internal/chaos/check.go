@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kagzi/kagzi/internal/testflows"
 	"github.com/kagzi/kagzi/pkg/store"
-	"github.com/kagzi/kagzi/services/worker/examples"
 )
 
 // The invariant checker. It is a pure function of what the database holds
@@ -29,7 +29,7 @@ type RunData struct {
 	FinishedAt     *time.Time
 	ScheduleID     *uuid.UUID
 	ScheduleFireAt *time.Time
-	Input          examples.ChaosInput
+	Input          testflows.ChaosInput
 	Output         []byte
 	Steps          []store.Step
 }
@@ -272,16 +272,16 @@ func buildIndex(recs []Record) *index {
 	for _, r := range recs {
 		e := get(r)
 		switch r.Kind {
-		case examples.ChaosExecBegin:
+		case testflows.ChaosExecBegin:
 			e.start = r.At
 			ix.byRun[r.Run] = append(ix.byRun[r.Run], e)
-		case examples.ChaosExecEnd:
+		case testflows.ChaosExecEnd:
 			at := r.At
 			e.end = &at
-		case examples.ChaosStepBegin:
+		case testflows.ChaosStepBegin:
 			e.began[r.Step] = append(e.began[r.Step], r)
 			ix.stepRecs[r.Run] = append(ix.stepRecs[r.Run], r)
-		case examples.ChaosStepEnd:
+		case testflows.ChaosStepEnd:
 			e.ended[r.Step] = append(e.ended[r.Step], r)
 			ix.stepRecs[r.Run] = append(ix.stepRecs[r.Run], r)
 		}
@@ -432,20 +432,20 @@ func fmtTime(t *time.Time) string {
 }
 
 // expectedSteps are the step ids a completed run of the input has.
-func expectedSteps(in examples.ChaosInput) []string {
+func expectedSteps(in testflows.ChaosInput) []string {
 	n := in.Steps
 	if n <= 0 {
 		n = 5
 	}
 	var ids []string
 	for k := 1; k <= n; k++ {
-		ids = append(ids, examples.ChaosStepID(k))
+		ids = append(ids, testflows.ChaosStepID(k))
 	}
 	if in.SleepMS > 0 && n >= 2 {
 		ids = append(ids, "nap")
 	}
 	if in.Event && n >= 3 {
-		ids = append(ids, "event:"+examples.ChaosEventName)
+		ids = append(ids, "event:"+testflows.ChaosEventName)
 	}
 	return ids
 }
@@ -510,7 +510,7 @@ func checkRun(rep *Report, ix *index, r *RunData) {
 	// FUNCTION result says about who produced it.
 	type result struct {
 		step store.Step
-		out  examples.ChaosStep
+		out  testflows.ChaosStep
 	}
 	var results []result
 	applied := map[string]bool{}
@@ -520,7 +520,7 @@ func checkRun(rep *Report, ix *index, r *RunData) {
 			continue
 		}
 		rep.StepResults++
-		var out examples.ChaosStep
+		var out testflows.ChaosStep
 		if err := json.Unmarshal(s.Output, &out); err != nil || out.Exec == "" {
 			rep.add(VUnlogged, "run %s step %s attempt %d: output %q names no execution", r.ID, s.StepID, s.Attempt, s.Output)
 			continue
@@ -540,7 +540,7 @@ func checkRun(rep *Report, ix *index, r *RunData) {
 			rep.add(VUnlogged, "run %s step %s attempt %d: execution %s (pid %d) did not log running that attempt", r.ID, s.StepID, s.Attempt, out.Exec, out.PID)
 		}
 	}
-	var final examples.ChaosOutput
+	var final testflows.ChaosOutput
 	if r.Status == store.StatusCompleted && len(r.Output) > 0 && json.Unmarshal(r.Output, &final) == nil && final.Exec != "" {
 		applied[final.Exec] = true
 	}
@@ -587,7 +587,7 @@ func checkRun(rep *Report, ix *index, r *RunData) {
 			rep.add(VUnlogged, "run %s completed by execution %s that no worker logged for this run", r.ID, final.Exec)
 		}
 		for k, seen := range final.Seen {
-			id := examples.ChaosStepID(k + 1)
+			id := testflows.ChaosStepID(k + 1)
 			if got := recorded[id]; got != seen {
 				rep.add(VReplay, "run %s: the completing execution %s saw step %s's result from execution %s, the database holds %s",
 					r.ID, final.Exec, id, seen, orNone(got))
@@ -618,7 +618,7 @@ func checkRun(rep *Report, ix *index, r *RunData) {
 		var wake time.Time
 		if json.Unmarshal(a.completed[0].Output, &wake) == nil {
 			for _, rec := range ix.stepRecs[r.ID] {
-				if rec.Kind == examples.ChaosStepBegin && stepIndex(rec.Step) >= 3 && rec.At.Before(wake) {
+				if rec.Kind == testflows.ChaosStepBegin && stepIndex(rec.Step) >= 3 && rec.At.Before(wake) {
 					rep.add(VWokeEarly, "run %s: step %s began at %s, %d ms before the nap's wake time %s",
 						r.ID, rec.Step, fmtTime(&rec.At), wake.Sub(rec.At).Milliseconds(), fmtTime(&wake))
 					break

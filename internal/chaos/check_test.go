@@ -11,8 +11,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kagzi/kagzi/internal/testflows"
 	"github.com/kagzi/kagzi/pkg/store"
-	"github.com/kagzi/kagzi/services/worker/examples"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -27,12 +27,12 @@ type world struct {
 // exec logs an execution of run in pid beginning at ms (X), and returns
 // its id.
 func (w *world) exec(run uuid.UUID, id string, pid, ms int) string {
-	w.rec(examples.ChaosExecBegin, run, id, pid, "", 1, ms)
+	w.rec(testflows.ChaosExecBegin, run, id, pid, "", 1, ms)
 	return id
 }
 
 func (w *world) rec(kind byte, run uuid.UUID, exec string, pid int, step string, attempt, ms int) {
-	line := examples.FormatChaosRecord(kind, at(ms), run.String(), exec, pid, step, attempt)
+	line := testflows.FormatChaosRecord(kind, at(ms), run.String(), exec, pid, step, attempt)
 	r, err := ParseRecord(line)
 	if err != nil {
 		panic(err)
@@ -43,16 +43,16 @@ func (w *world) rec(kind byte, run uuid.UUID, exec string, pid int, step string,
 // step logs step k (attempt) run by exec in pid from ms to ms+5 and, if
 // recordMS >= 0, records its result at recordMS.
 func (w *world) step(rd *RunData, exec string, pid, k, attempt, ms, recordMS int) {
-	id := examples.ChaosStepID(k)
-	w.rec(examples.ChaosStepBegin, rd.ID, exec, pid, id, attempt, ms)
-	w.rec(examples.ChaosStepEnd, rd.ID, exec, pid, id, attempt, ms+5)
+	id := testflows.ChaosStepID(k)
+	w.rec(testflows.ChaosStepBegin, rd.ID, exec, pid, id, attempt, ms)
+	w.rec(testflows.ChaosStepEnd, rd.ID, exec, pid, id, attempt, ms+5)
 	if recordMS >= 0 {
 		rd.Steps = append(rd.Steps, fnStep(rd.ID, id, attempt, exec, pid, recordMS))
 	}
 }
 
 func fnStep(run uuid.UUID, id string, attempt int, exec string, pid, ms int) store.Step {
-	out, _ := json.Marshal(examples.ChaosStep{Exec: exec, PID: pid, Attempt: attempt})
+	out, _ := json.Marshal(testflows.ChaosStep{Exec: exec, PID: pid, Attempt: attempt})
 	return store.Step{RunID: run, StepID: id, Attempt: attempt, Kind: store.StepFunction, Status: store.StepCompleted,
 		IsLatest: true, Output: out, CreatedAt: at(ms)}
 }
@@ -60,17 +60,17 @@ func fnStep(run uuid.UUID, id string, attempt int, exec string, pid, ms int) sto
 // cleanRun is a completed run of 5 steps executed by one execution in pid
 // from ms on, 10 ms a step.
 func (w *world) cleanRun(n, pid, ms int) *RunData {
-	rd := &RunData{ID: uuid.New(), ExternalID: externalID(n), Status: store.StatusCompleted, Input: examples.ChaosInput{N: n, Steps: 5}}
+	rd := &RunData{ID: uuid.New(), ExternalID: externalID(n), Status: store.StatusCompleted, Input: testflows.ChaosInput{N: n, Steps: 5}}
 	e := w.exec(rd.ID, fmt.Sprintf("e%d", n), pid, ms)
 	var seen []string
 	for k := 1; k <= 5; k++ {
 		w.step(rd, e, pid, k, 1, ms+10*k, ms+10*k+6)
 		seen = append(seen, e)
 	}
-	w.rec(examples.ChaosExecEnd, rd.ID, e, pid, "", 0, ms+60)
+	w.rec(testflows.ChaosExecEnd, rd.ID, e, pid, "", 0, ms+60)
 	fin := at(ms + 61)
 	rd.FinishedAt = &fin
-	rd.Output, _ = json.Marshal(examples.ChaosOutput{Exec: e, Seen: seen})
+	rd.Output, _ = json.Marshal(testflows.ChaosOutput{Exec: e, Seen: seen})
 	w.in.ExternalIDs = append(w.in.ExternalIDs, rd.ExternalID)
 	return rd
 }
@@ -92,8 +92,8 @@ func kinds(r *Report) map[string]int {
 func TestRecordRoundTrip(t *testing.T) {
 	run := uuid.New()
 	for _, line := range []string{
-		examples.FormatChaosRecord(examples.ChaosExecBegin, at(1), run.String(), "abc", 42, "", 3),
-		examples.FormatChaosRecord(examples.ChaosStepEnd, at(2), run.String(), "abc", 42, "s4", 2),
+		testflows.FormatChaosRecord(testflows.ChaosExecBegin, at(1), run.String(), "abc", 42, "", 3),
+		testflows.FormatChaosRecord(testflows.ChaosStepEnd, at(2), run.String(), "abc", 42, "s4", 2),
 	} {
 		r, err := ParseRecord(line)
 		if err != nil {
@@ -103,7 +103,7 @@ func TestRecordRoundTrip(t *testing.T) {
 			t.Fatalf("parsed %+v from %q", r, line)
 		}
 	}
-	recs, torn, err := ReadRecords(strings.NewReader(examples.FormatChaosRecord('B', at(3), run.String(), "x", 1, "s1", 1) + "B 12 torn"))
+	recs, torn, err := ReadRecords(strings.NewReader(testflows.FormatChaosRecord('B', at(3), run.String(), "x", 1, "s1", 1) + "B 12 torn"))
 	if err != nil || len(recs) != 1 || torn != 1 {
 		t.Fatalf("ReadRecords: %d records, %d torn, %v", len(recs), torn, err)
 	}
@@ -116,20 +116,20 @@ func TestCheckClean(t *testing.T) {
 	// A run recovered after its worker (pid 200) was killed at 1030 ms,
 	// in the middle of step 3: the next execution (pid 300) replays steps
 	// 1 and 2 and runs step 3 again, as attempt 1 since none was recorded.
-	rd := &RunData{ID: uuid.New(), ExternalID: externalID(3), Status: store.StatusCompleted, Input: examples.ChaosInput{N: 3, Steps: 5}}
+	rd := &RunData{ID: uuid.New(), ExternalID: externalID(3), Status: store.StatusCompleted, Input: testflows.ChaosInput{N: 3, Steps: 5}}
 	e1 := w.exec(rd.ID, "k1", 200, 1000)
 	w.step(rd, e1, 200, 1, 1, 1005, 1011)
 	w.step(rd, e1, 200, 2, 1, 1015, 1021)
-	w.rec(examples.ChaosStepBegin, rd.ID, e1, 200, "s3", 1, 1025)
+	w.rec(testflows.ChaosStepBegin, rd.ID, e1, 200, "s3", 1, 1025)
 	w.in.Kills = append(w.in.Kills, Kill{PID: 200, At: at(1030)})
 	e2 := w.exec(rd.ID, "k2", 300, 3500)
 	for k := 3; k <= 5; k++ {
 		w.step(rd, e2, 300, k, 1, 3500+10*k, 3500+10*k+6)
 	}
-	w.rec(examples.ChaosExecEnd, rd.ID, e2, 300, "", 0, 3560)
+	w.rec(testflows.ChaosExecEnd, rd.ID, e2, 300, "", 0, 3560)
 	fin := at(3561)
 	rd.FinishedAt = &fin
-	rd.Output, _ = json.Marshal(examples.ChaosOutput{Exec: e2, Seen: []string{e1, e1, e2, e2, e2}})
+	rd.Output, _ = json.Marshal(testflows.ChaosOutput{Exec: e2, Seen: []string{e1, e1, e2, e2, e2}})
 	w.in.ExternalIDs = append(w.in.ExternalIDs, rd.ExternalID)
 	w.add(rd)
 
@@ -183,8 +183,8 @@ func TestCheckViolations(t *testing.T) {
 	second := fnStep(dup.ID, "s2", 2, "e3", 100, 150)
 	dup.Steps[1].IsLatest = false
 	dup.Steps = append(dup.Steps, second)
-	w.rec(examples.ChaosStepBegin, dup.ID, "e3", 100, "s2", 2, 140)
-	w.rec(examples.ChaosStepEnd, dup.ID, "e3", 100, "s2", 2, 145)
+	w.rec(testflows.ChaosStepBegin, dup.ID, "e3", 100, "s2", 2, 140)
+	w.rec(testflows.ChaosStepEnd, dup.ID, "e3", 100, "s2", 2, 145)
 	w.add(dup)
 
 	// Unlogged: s4 of run 4 names an execution no worker logged.
@@ -195,32 +195,32 @@ func TestCheckViolations(t *testing.T) {
 	// Stale lease: execution a (pid 1) of run 5 wrote s1; execution b
 	// (pid 2) started at 320 and wrote s2..s5; a's write of s1 is recorded
 	// at 330, after b started.
-	st := &RunData{ID: uuid.New(), ExternalID: externalID(5), Status: store.StatusCompleted, Input: examples.ChaosInput{N: 5, Steps: 5}}
+	st := &RunData{ID: uuid.New(), ExternalID: externalID(5), Status: store.StatusCompleted, Input: testflows.ChaosInput{N: 5, Steps: 5}}
 	a := w.exec(st.ID, "a5", 1, 300)
 	b := w.exec(st.ID, "b5", 2, 320)
 	w.step(st, a, 1, 1, 1, 305, 330)
-	w.rec(examples.ChaosStepBegin, st.ID, b, 2, "s1", 1, 321) // b replays nothing: s1 was not recorded when it was delivered
+	w.rec(testflows.ChaosStepBegin, st.ID, b, 2, "s1", 1, 321) // b replays nothing: s1 was not recorded when it was delivered
 	for k := 2; k <= 5; k++ {
 		w.step(st, b, 2, k, 1, 320+10*k, 320+10*k+6)
 	}
 	fin := at(400)
 	st.FinishedAt = &fin
-	st.Output, _ = json.Marshal(examples.ChaosOutput{Exec: b, Seen: []string{b, b, b, b, b}})
+	st.Output, _ = json.Marshal(testflows.ChaosOutput{Exec: b, Seen: []string{b, b, b, b, b}})
 	w.in.ExternalIDs = append(w.in.ExternalIDs, st.ExternalID)
 	w.add(st)
 
 	// After finish: a step of run 6 began after the run finished.
 	late := w.cleanRun(6, 100, 500)
-	w.rec(examples.ChaosStepBegin, late.ID, "zombie", 7, "s3", 2, 900)
+	w.rec(testflows.ChaosStepBegin, late.ID, "zombie", 7, "s3", 2, 900)
 	w.add(late)
 
 	// Acked but not recorded: execution c of run 7 finished s1 and went on
 	// to s2, but the database holds execution d's s1.
 	ack := w.cleanRun(7, 100, 600)
 	w.exec(ack.ID, "c7", 8, 590)
-	w.rec(examples.ChaosStepBegin, ack.ID, "c7", 8, "s1", 1, 591)
-	w.rec(examples.ChaosStepEnd, ack.ID, "c7", 8, "s1", 1, 592)
-	w.rec(examples.ChaosStepBegin, ack.ID, "c7", 8, "s2", 1, 593)
+	w.rec(testflows.ChaosStepBegin, ack.ID, "c7", 8, "s1", 1, 591)
+	w.rec(testflows.ChaosStepEnd, ack.ID, "c7", 8, "s1", 1, 592)
+	w.rec(testflows.ChaosStepBegin, ack.ID, "c7", 8, "s2", 1, 593)
 	w.add(ack)
 
 	// Missing result: a completed run without s5.
@@ -229,7 +229,7 @@ func TestCheckViolations(t *testing.T) {
 	w.add(miss)
 
 	// Not redelivered: pid 50 held run 9 when it was killed.
-	nr := &RunData{ID: uuid.New(), ExternalID: externalID(9), Status: store.StatusRunning, Input: examples.ChaosInput{N: 9, Steps: 5}}
+	nr := &RunData{ID: uuid.New(), ExternalID: externalID(9), Status: store.StatusRunning, Input: testflows.ChaosInput{N: 9, Steps: 5}}
 	w.exec(nr.ID, "n9", 50, 800)
 	w.in.Kills = append(w.in.Kills, Kill{PID: 50, At: at(810)})
 	w.in.ExternalIDs = append(w.in.ExternalIDs, nr.ExternalID)
@@ -277,7 +277,7 @@ func TestCheckReplayAndWake(t *testing.T) {
 	// The completing execution saw s2 from another execution than the
 	// database holds.
 	rd := w.cleanRun(1, 100, 0)
-	rd.Output, _ = json.Marshal(examples.ChaosOutput{Exec: "e1", Seen: []string{"e1", "other", "e1", "e1", "e1"}})
+	rd.Output, _ = json.Marshal(testflows.ChaosOutput{Exec: "e1", Seen: []string{"e1", "other", "e1", "e1", "e1"}})
 	w.add(rd)
 
 	// A run whose step 3 began before its nap's wake time.

@@ -12,10 +12,10 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/kagzi/kagzi/services/worker/examples"
+	"github.com/kagzi/kagzi/internal/testflows"
 )
 
-// Record is one line of a worker's chaos log (see examples.Chaos): an
+// Record is one line of a worker's chaos log (see testflows.Chaos): an
 // execution of a run that began (X) or ended (Y), or a step function that
 // began (B) or finished its work (E).
 type Record struct {
@@ -41,11 +41,11 @@ func ParseRecord(line string) (Record, error) {
 	}
 	r := Record{Kind: f[0][0]}
 	switch r.Kind {
-	case examples.ChaosExecBegin, examples.ChaosExecEnd:
+	case testflows.ChaosExecBegin, testflows.ChaosExecEnd:
 		if len(f) != 6 {
 			return bad("want 6 fields")
 		}
-	case examples.ChaosStepBegin, examples.ChaosStepEnd:
+	case testflows.ChaosStepBegin, testflows.ChaosStepEnd:
 		if len(f) != 7 {
 			return bad("want 7 fields")
 		}
@@ -94,7 +94,7 @@ func ReadRecords(r io.Reader) (recs []Record, torn int, err error) {
 
 // ReadDir reads every worker's chaos log in dir.
 func ReadDir(dir string) (recs []Record, torn int, err error) {
-	files, err := filepath.Glob(filepath.Join(dir, examples.ChaosLogPrefix+"*.log"))
+	files, err := filepath.Glob(filepath.Join(dir, testflows.ChaosLogPrefix+"*.log"))
 	if err != nil {
 		return nil, 0, err
 	}

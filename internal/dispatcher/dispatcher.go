@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/internal/tracectx"
 
@@ -147,17 +148,17 @@ type Dispatcher struct {
 	reports chan *reportJob
 	tel     *instruments
 
-	ctx      context.Context
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	subs     []*nats.Subscription
-	stopOnce sync.Once
-	beacons  beacons
-	drops    *natsutil.Drops
+	// ctx is the running dispatcher's (life.Begin), read by its handlers.
+	ctx     context.Context
+	life    lifecycle.Base
+	subs    []*nats.Subscription
+	beacons beacons
+	drops   *natsutil.Drops
 
-	malformed, claims, claimed, released, applied, leaseLost atomic.Int64
-	emptySkips, resyncs, reportTxs, deliveries, wakeups      atomic.Int64
-	payloadReads, runsRefused                                atomic.Int64
+	malformed                                           *natsutil.Malformed
+	claims, claimed, released, applied, leaseLost       atomic.Int64
+	emptySkips, resyncs, reportTxs, deliveries, wakeups atomic.Int64
+	payloadReads, runsRefused                           atomic.Int64
 }
 
 // New returns a dispatcher over st and nc; Start runs it.
@@ -174,6 +175,8 @@ func New(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) *Dispatch
 		reports: make(chan *reportJob, 8192),
 		tel:     newInstruments(cfg.TracerProvider, cfg.MeterProvider),
 		drops:   natsutil.WatchDrops(nc),
+		// Errors: a malformed request or report is a peer's bug.
+		malformed: natsutil.NewMalformed("dispatcher", log, slog.LevelError, cfg.MeterProvider),
 	}
 }
 
@@ -186,7 +189,7 @@ func (d *Dispatcher) Stats() Stats {
 	}
 	d.mu.Unlock()
 	return Stats{
-		Malformed: d.malformed.Load(), Claims: d.claims.Load(), Claimed: d.claimed.Load(),
+		Malformed: d.malformed.Count(), Claims: d.claims.Load(), Claimed: d.claimed.Load(),
 		Released: d.released.Load(), Reports: d.applied.Load(), LeaseLost: d.leaseLost.Load(),
 		Parked: parkedN, EmptySkips: d.emptySkips.Load(), Resyncs: d.resyncs.Load(),
 		ReportTxs: d.reportTxs.Load(), Deliveries: d.deliveries.Load(), WakeupsSeen: d.wakeups.Load(),
@@ -197,9 +200,13 @@ func (d *Dispatcher) Stats() Stats {
 // Start subscribes (first) and then reads the backlog (second), so no
 // wakeup falls between the two.
 func (d *Dispatcher) Start(ctx context.Context) error {
-	d.ctx, d.cancel = context.WithCancel(ctx)
+	ctx, err := d.life.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("dispatcher: %w", err)
+	}
+	d.ctx = ctx
 	if err := d.announce(); err != nil {
-		d.cancel()
+		d.life.Stop(nil)
 		return err
 	}
 	subs := []struct {
@@ -222,7 +229,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		}
 		if err != nil {
 			d.unsubscribe()
-			d.cancel()
+			d.life.Stop(nil)
 			return fmt.Errorf("dispatcher: subscribe %s: %w", s.subject, err)
 		}
 		_ = sub.SetPendingLimits(d.cfg.PendingLimit, 1<<30)
@@ -231,7 +238,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	}
 	if err := d.nc.Flush(); err != nil {
 		d.unsubscribe()
-		d.cancel()
+		d.life.Stop(nil)
 		return fmt.Errorf("dispatcher: flush subscriptions: %w", err)
 	}
 	d.checkPayloadLimits()
@@ -239,8 +246,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		d.log.Warn("queue depth metric", "err", err)
 	}
 	for i := 0; i < d.cfg.ReportWriters; i++ {
-		d.wg.Add(1)
-		go d.reportWriter()
+		d.life.Go(d.reportWriter)
 	}
 	d.startBeacons()
 	d.Resync()
@@ -251,15 +257,10 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 // held), stops the queue loops and report writers after the reports
 // already received are applied, and waits; safe to call twice.
 func (d *Dispatcher) Stop() {
-	d.stopOnce.Do(func() {
-		if d.cancel == nil {
-			return
-		}
+	d.life.Stop(func() {
 		d.stopBeacons()
 		d.unsubscribe()
 		d.leave()
-		d.cancel()
-		d.wg.Wait()
 	})
 }
 
@@ -280,9 +281,7 @@ func (d *Dispatcher) Resync() {
 		d.signal(q)
 	}
 	d.mu.Unlock()
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
+	d.life.Go(func() {
 		due, err := d.st.RunsQueuesDue(d.ctx)
 		if err != nil {
 			if d.ctx.Err() == nil {
@@ -293,7 +292,7 @@ func (d *Dispatcher) Resync() {
 		for _, qd := range due {
 			d.wake(qkey{qd.Namespace, qd.Queue}, qd.DueAt)
 		}
-	}()
+	})
 }
 
 // queueLocked returns the state for key, creating it (and its loop).
@@ -306,8 +305,7 @@ func (d *Dispatcher) queueLocked(key qkey) *queue {
 	q.timer = time.AfterFunc(time.Hour, func() { d.onTimer(q) })
 	q.timer.Stop()
 	d.queues[key] = q
-	d.wg.Add(1)
-	go d.queueLoop(q)
+	d.life.Go(func() { d.queueLoop(q) })
 	return q
 }
 
@@ -371,8 +369,7 @@ func (d *Dispatcher) onRelayUp(m *nats.Msg) {
 }
 
 func (d *Dispatcher) dropMalformed(m *nats.Msg, err error) {
-	d.malformed.Add(1)
-	d.log.Error("dropping malformed message", "subject", m.Subject, "err", err)
+	d.malformed.Drop(d.ctx, m.Subject, err)
 }
 
 func typeSig(tvs []protocol.TypeVersion) (string, []store.TypeVersion) {
@@ -425,7 +422,6 @@ func (d *Dispatcher) onWorkRequest(m *nats.Msg) {
 }
 
 func (d *Dispatcher) queueLoop(q *queue) {
-	defer d.wg.Done()
 	defer q.timer.Stop()
 	for {
 		select {
@@ -509,8 +505,10 @@ func (d *Dispatcher) serve(q *queue) {
 			d.mu.Lock()
 			d.removeLocked(q, p)
 			d.mu.Unlock()
-			d.wg.Add(1)
-			go d.deliver(p, runs)
+			if !d.life.Go(func() { d.deliver(p, runs) }) {
+				// Stopping: the runs go back now, not at lease expiry.
+				d.release(runs)
+			}
 		}
 		if len(runs) > 0 {
 			d.mu.Lock()
@@ -557,7 +555,6 @@ func (d *Dispatcher) serve(q *queue) {
 // deliver hands claimed runs to the worker and releases them at once if it
 // does not take them.
 func (d *Dispatcher) deliver(p *parked, runs []store.ClaimedRun) {
-	defer d.wg.Done()
 	limits, err := d.payloadLimits()
 	if err != nil {
 		d.log.Error("read payload limits; releasing", "err", err)

@@ -23,11 +23,7 @@ func (d *Dispatcher) onPayloadRequest(m *nats.Msg) {
 		d.dropMalformed(m, errors.New("payload request without a reply subject, or on another namespace's subject"))
 		return
 	}
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		d.servePayload(m, &req)
-	}()
+	d.life.Go(func() { d.servePayload(m, &req) })
 }
 
 func (d *Dispatcher) servePayload(m *nats.Msg, req *protocol.PayloadRequest) {

@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
@@ -46,14 +48,14 @@ type Relay struct {
 
 	relayed   atomic.Int64
 	tel       *instruments
-	malformed atomic.Int64
+	malformed *natsutil.Malformed
 	leader    atomic.Bool
 
-	mu       sync.Mutex
-	ctx      context.Context
-	cancel   context.CancelFunc
-	done     chan struct{}
-	stopOnce sync.Once
+	life lifecycle.Base
+	mu   sync.Mutex
+	ctx  context.Context
+	// stopReconnect ends the reconnect listener Start added.
+	stopReconnect func()
 }
 
 // NewRelay returns a relay; Start runs it.
@@ -62,12 +64,12 @@ func NewRelay(cfg RelayConfig, nc *nats.Conn, log *slog.Logger) *Relay {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Relay{cfg: cfg, nc: nc, log: log.With("component", "relay"), id: uuid.NewString(),
-		tel: newInstruments(nil, cfg.MeterProvider)}
+		tel: newInstruments(nil, cfg.MeterProvider), malformed: natsutil.NewMalformed("relay", log, slog.LevelError, cfg.MeterProvider)}
 }
 
 // Stats returns the relay's counters.
 func (r *Relay) Stats() RelayStats {
-	return RelayStats{Relayed: r.relayed.Load(), Malformed: r.malformed.Load(), Leader: r.leader.Load()}
+	return RelayStats{Relayed: r.relayed.Load(), Malformed: r.malformed.Count(), Leader: r.leader.Load()}
 }
 
 // IsLeader reports whether this replica relays now.
@@ -84,11 +86,17 @@ func (r *Relay) LeaderID() string {
 
 // Start begins competing for the relay lock in the background.
 func (r *Relay) Start(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, err := r.life.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("relay: %w", err)
+	}
 	r.mu.Lock()
-	r.ctx, r.cancel, r.done = ctx, cancel, make(chan struct{})
+	r.ctx = ctx
 	r.mu.Unlock()
-	natsutil.OnReconnect(r.nc, r.onReconnect)
+	stop := natsutil.OnReconnect(r.nc, r.onReconnect)
+	r.mu.Lock()
+	r.stopReconnect = stop
+	r.mu.Unlock()
 	l := &store.Listener{
 		URL:            r.cfg.DatabaseURL,
 		LockKey:        RelayLockKey,
@@ -97,22 +105,18 @@ func (r *Relay) Start(ctx context.Context) error {
 		OnNotification: r.onNotification,
 		OnError:        func(err error) { r.log.Warn("relay connection lost", "err", err) },
 	}
-	go func() {
-		defer close(r.done)
-		_ = l.Run(ctx)
-	}()
+	r.life.Go(func() { _ = l.Run(ctx) })
 	return nil
 }
 
 // Stop ends the relay and waits for it; safe to call twice.
 func (r *Relay) Stop() {
-	r.stopOnce.Do(func() {
+	r.life.Stop(func() {
 		r.mu.Lock()
-		cancel, done := r.cancel, r.done
+		stop := r.stopReconnect
 		r.mu.Unlock()
-		if cancel != nil {
-			cancel()
-			<-done
+		if stop != nil {
+			stop()
 		}
 	})
 }
@@ -153,8 +157,7 @@ func (r *Relay) onReconnect() {
 func (r *Relay) onNotification(ctx context.Context, payload string) {
 	n, err := store.ParseNotification(payload)
 	if err != nil {
-		r.malformed.Add(1)
-		r.log.Error("dropping malformed notification", "err", err)
+		r.malformed.Drop(ctx, "", err)
 		return
 	}
 	switch n.Kind {
@@ -175,8 +178,7 @@ func (r *Relay) onNotification(ctx context.Context, payload string) {
 func (r *Relay) publish(ctx context.Context, subject string, m protocol.Message) {
 	data, err := protocol.Encode(m)
 	if err != nil {
-		r.malformed.Add(1)
-		r.log.Error("dropping notification that does not encode", "subject", subject, "err", err)
+		r.malformed.Drop(ctx, subject, fmt.Errorf("does not encode: %w", err))
 		return
 	}
 	if err := r.nc.Publish(subject, data); err != nil {

@@ -54,7 +54,6 @@ func (d *Dispatcher) onReport(m *nats.Msg) {
 // reportWriter applies reports: it takes whatever has queued up (up to
 // ReportBatch items) and applies it in one transaction.
 func (d *Dispatcher) reportWriter() {
-	defer d.wg.Done()
 	for {
 		var first *reportJob
 		select {

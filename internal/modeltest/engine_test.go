@@ -15,8 +15,8 @@ import (
 	"github.com/kagzi/kagzi/internal/chaos"
 	"github.com/kagzi/kagzi/internal/modeltest"
 	"github.com/kagzi/kagzi/internal/testdb"
+	"github.com/kagzi/kagzi/internal/testflows"
 	"github.com/kagzi/kagzi/internal/testnats"
-	"github.com/kagzi/kagzi/services/worker/examples"
 )
 
 // The test binary stands in for the kagzi binary: run as
@@ -25,7 +25,7 @@ import (
 func TestMain(m *testing.M) {
 	if len(os.Args) >= 3 && os.Args[1] == "serve" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		err := app.Serve(ctx, os.Args[2], examples.Register)
+		err := app.Serve(ctx, os.Args[2], testflows.Register)
 		stop()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)

@@ -89,4 +89,13 @@
 //     reaper's Lease must not exceed the dispatchers'.
 //
 // An idle system costs nothing beyond the flushes of live workers.
+//
+// # Layout
+//
+// One file per concern: liveness.go (following workers, flushing, dead
+// workers and their runs), leases.go (lease expiry), deadlines.go
+// (deadlines); lead.go is the leader's loop that serves them from one
+// timer, reaper.go the service around it. Time comes from Config.Clock,
+// which also gives the database its "now" for leases and deadlines, so a
+// test moves a fake clock instead of waiting.
 package reaper

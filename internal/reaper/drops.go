@@ -1,7 +1,5 @@
 package reaper
 
-import "time"
-
 // NATS drops messages a subscription has not read once its pending limit
 // is reached (a slow consumer). A dropped heartbeat is a missed one, not
 // an absent one: like a reconnect, a drop of liveness messages grants
@@ -14,7 +12,7 @@ import "time"
 func (r *Reaper) livenessDropped() {
 	r.log.Warn("NATS dropped liveness messages: every worker gets one timeout to be heard")
 	r.mu.Lock()
-	r.amnesty = time.Now()
+	r.amnesty = r.cfg.Clock.Now()
 	r.mu.Unlock()
 	r.wakeLeader()
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/clock"
+	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
@@ -62,9 +64,17 @@ type Config struct {
 	// drops the next ones (default 65536), and as many of each other
 	// subject (default 1<<20); see drops.go.
 	PendingLimit int
+	// Clock is the source of time (default the wall clock): when a worker
+	// was last heard, when a lease or a deadline is due. Leases and
+	// deadlines are compared with its time in the database too, so a test
+	// that moves a fake clock moves the whole reaper.
+	Clock clock.Clock
 }
 
 func (c Config) withDefaults() Config {
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
 	if c.WorkerTimeout <= 0 {
 		c.WorkerTimeout = DefaultWorkerTimeout
 	}
@@ -99,6 +109,9 @@ type Stats struct {
 	Terms  int64 // times it became leader
 	// Workers is the number of workers tracked in memory.
 	Workers int
+	// NATSUp: the reaper's NATS connection is up. While it is down, no
+	// worker is presumed dead (heartbeats are missed, not absent).
+	NATSUp bool
 	// Received messages, by kind; Malformed ones were dropped.
 	Registers, Heartbeats, Deregisters, Wakeups, Malformed int64
 	// Registered and Deregistered count workers written as such.
@@ -205,22 +218,28 @@ type Reaper struct {
 	c      counters
 	// onFlush, if set (tests), is called by the leader after each flush.
 	onFlush func(workers int)
+	// onStep, if set (tests), is called by the leader after each step of
+	// its loop, with the clock's time before the step.
+	onStep func(at time.Time)
 
-	lifeMu   sync.Mutex
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	subs     []*nats.Subscription
-	status   chan nats.Status
-	stopOnce sync.Once
-	drops    *natsutil.Drops
+	life   lifecycle.Base
+	lifeMu sync.Mutex
+	// ctx is the running reaper's (life.Begin), set by Start before any
+	// subscription.
+	ctx  context.Context
+	subs []*nats.Subscription
+	// stopStatus ends the status listener Start added.
+	stopStatus func()
+	drops      *natsutil.Drops
 }
 
 type counters struct {
-	terms, registers, heartbeats, deregisters, wakeups, malformed atomic.Int64
-	registered, deregistered, flushes, beats, extended, released  atomic.Int64
-	lost, retried, failed, expired, deadlines, leaseQ, deadlineQ  atomic.Int64
-	undelivered                                                   atomic.Int64
-	deleted, errors                                               atomic.Int64
+	terms, registers, heartbeats, deregisters, wakeups           atomic.Int64
+	malformed                                                    *natsutil.Malformed
+	registered, deregistered, flushes, beats, extended, released atomic.Int64
+	lost, retried, failed, expired, deadlines, leaseQ, deadlineQ atomic.Int64
+	undelivered                                                  atomic.Int64
+	deleted, errors                                              atomic.Int64
 }
 
 // New returns a reaper over st and nc; Start runs it.
@@ -238,6 +257,7 @@ func New(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) *Reaper {
 		leaseChecks: map[int64]struct{}{},
 		kick:        make(chan struct{}, 1),
 		drops:       natsutil.WatchDrops(nc),
+		c:           counters{malformed: natsutil.NewMalformed("reaper", log, slog.LevelWarn, nil)},
 	}
 }
 
@@ -247,13 +267,13 @@ func (r *Reaper) IsLeader() bool { return r.leader.Load() }
 // Stats returns the reaper's counters.
 func (r *Reaper) Stats() Stats {
 	r.mu.Lock()
-	n, checks := len(r.workers), len(r.leaseChecks)
+	n, checks, up := len(r.workers), len(r.leaseChecks), r.natsUp
 	r.mu.Unlock()
 	c := &r.c
 	return Stats{
-		Leader: r.leader.Load(), Terms: c.terms.Load(), Workers: n,
+		Leader: r.leader.Load(), Terms: c.terms.Load(), Workers: n, NATSUp: up,
 		Registers: c.registers.Load(), Heartbeats: c.heartbeats.Load(), Deregisters: c.deregisters.Load(),
-		Wakeups: c.wakeups.Load(), Malformed: c.malformed.Load(),
+		Wakeups: c.wakeups.Load(), Malformed: c.malformed.Count(),
 		Registered: c.registered.Load(), Deregistered: c.deregistered.Load(),
 		Flushes: c.flushes.Load(), BeatsPersisted: c.beats.Load(), LeasesExtended: c.extended.Load(), RunsReleased: c.released.Load(),
 		WorkersLost: c.lost.Load(), RunsRetried: c.retried.Load(), RunsFailed: c.failed.Load(),
@@ -273,10 +293,11 @@ func (r *Reaper) Start(ctx context.Context) error {
 	}
 	r.lifeMu.Lock()
 	defer r.lifeMu.Unlock()
-	if r.cancel != nil {
-		return errors.New("reaper: already started")
+	ctx, err := r.life.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("reaper: %w", err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	r.ctx = ctx
 	// One channel for the three liveness subjects keeps their order.
 	liveCap, pending := 1<<16, 1<<20
 	if r.cfg.PendingLimit > 0 {
@@ -288,7 +309,7 @@ func (r *Reaper) Start(ctx context.Context) error {
 			_ = s.Unsubscribe()
 		}
 		r.subs = nil
-		cancel()
+		r.life.Stop(nil)
 		return err
 	}
 	for _, subj := range []string{protocol.SubjectWorkerRegisterAll, protocol.SubjectWorkerHeartbeatAll, protocol.SubjectWorkerDeregisterAll} {
@@ -314,51 +335,34 @@ func (r *Reaper) Start(ctx context.Context) error {
 	if err := r.nc.Flush(); err != nil {
 		return fail(fmt.Errorf("reaper: flush subscriptions: %w", err))
 	}
-	r.status = r.nc.StatusChanged(nats.CONNECTED, nats.RECONNECTING, nats.DISCONNECTED, nats.CLOSED)
-	now := time.Now()
+	// Listening before reading the status, so no change falls between.
+	r.stopStatus = natsutil.OnStatus(r.nc, r.onStatus, nats.CONNECTED, nats.RECONNECTING, nats.DISCONNECTED, nats.CLOSED)
+	now := r.cfg.Clock.Now()
 	r.mu.Lock()
 	r.natsUp = r.nc.IsConnected()
 	r.amnesty = now
 	r.mu.Unlock()
-	r.cancel = cancel
-
-	r.wg.Add(3)
-	go func() {
-		defer r.wg.Done()
-		r.ingest(ctx, live)
-	}()
-	go func() {
-		defer r.wg.Done()
-		r.watchStatus(ctx, r.status)
-	}()
+	r.life.Go(func() { r.ingest(ctx, live) })
 	l := &store.Leader{
 		URL: r.cfg.DatabaseURL, LockKey: r.cfg.LockKey, Retry: r.cfg.Retry,
 		Lead:    r.lead,
 		OnError: func(err error) { r.log.Warn("leadership", "err", err) },
 	}
-	go func() {
-		defer r.wg.Done()
-		_ = l.Run(ctx)
-	}()
+	r.life.Go(func() { _ = l.Run(ctx) })
 	return nil
 }
 
 // Stop unsubscribes, steps down and waits; safe to call twice.
 func (r *Reaper) Stop() {
-	r.stopOnce.Do(func() {
+	r.life.Stop(func() {
 		r.lifeMu.Lock()
-		cancel, subs, status := r.cancel, r.subs, r.status
+		subs, stopStatus := r.subs, r.stopStatus
 		r.lifeMu.Unlock()
-		if cancel == nil {
-			return
-		}
 		for _, s := range subs {
 			_ = s.Unsubscribe()
 		}
-		cancel()
-		r.wg.Wait()
-		if status != nil {
-			r.nc.RemoveStatusListener(status)
+		if stopStatus != nil {
+			stopStatus()
 		}
 	})
 }
@@ -372,221 +376,7 @@ func (r *Reaper) wakeLeader() {
 }
 
 func (r *Reaper) dropMalformed(m *nats.Msg, err error) {
-	r.c.malformed.Add(1)
-	r.log.Warn("dropping malformed message", "subject", m.Subject, "err", err)
-}
-
-// watchStatus pauses death detection while NATS is down (heartbeats are
-// missed, not absent) and grants an amnesty and a resync on reconnect.
-func (r *Reaper) watchStatus(ctx context.Context, ch chan nats.Status) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case st, ok := <-ch:
-			if !ok {
-				return
-			}
-			r.mu.Lock()
-			if st == nats.CONNECTED {
-				r.natsUp = true
-				r.amnesty = time.Now()
-				r.resync = true
-			} else {
-				r.natsUp = false
-			}
-			r.mu.Unlock()
-			if st == nats.CONNECTED {
-				r.log.Info("nats reconnected: workers get one timeout to be heard")
-			}
-			r.wakeLeader()
-		}
-	}
-}
-
-func (r *Reaper) ingest(ctx context.Context, ch chan *nats.Msg) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case m := <-ch:
-			// The namespace in the subject is the one NATS permissions
-			// let the sender speak for; the message must name the same.
-			kind, ns, err := protocol.ParseWorker(m.Subject)
-			if err != nil {
-				r.dropMalformed(m, err)
-				continue
-			}
-			switch kind {
-			case protocol.WorkerRegisterKind:
-				r.onRegister(m, ns)
-			case protocol.WorkerHeartbeatKind:
-				r.onHeartbeat(m, ns)
-			case protocol.WorkerDeregisterKind:
-				r.onDeregister(m, ns)
-			}
-		}
-	}
-}
-
-func registerParams(m *protocol.WorkerRegister) *store.WorkersRegisterParams {
-	types := make([]store.TypeVersion, len(m.Types))
-	for i, tv := range m.Types {
-		types[i] = store.TypeVersion{Type: tv.Type, Version: tv.Version}
-	}
-	return &store.WorkersRegisterParams{
-		WorkerID: m.WorkerID, Namespace: m.Namespace, Queue: m.Queue, Hostname: m.Hostname, PID: m.PID,
-		Version: m.Version, Types: types, MaxConcurrency: m.MaxConcurrency, Labels: m.Labels,
-	}
-}
-
-// subjectNS reports, as a malformed message, one whose namespace is not
-// its subject's.
-func (r *Reaper) subjectNS(m *nats.Msg, subjectNS, msgNS string) bool {
-	if subjectNS != msgNS {
-		r.dropMalformed(m, fmt.Errorf("message names namespace %q on a subject of namespace %q", msgNS, subjectNS))
-		return false
-	}
-	return true
-}
-
-func (r *Reaper) onRegister(m *nats.Msg, ns string) {
-	var reg protocol.WorkerRegister
-	if err := protocol.Decode(m.Data, &reg); err != nil {
-		r.dropMalformed(m, err)
-		return
-	}
-	if !r.subjectNS(m, ns, reg.Namespace) {
-		return
-	}
-	r.c.registers.Add(1)
-	now := time.Now()
-	r.mu.Lock()
-	w := r.workers[reg.WorkerID]
-	if w == nil {
-		w = &wstate{id: reg.WorkerID}
-		r.workers[reg.WorkerID] = w
-	} else if w.ns != "" && w.ns != reg.Namespace {
-		// A worker id is random; one of another namespace reusing it
-		// would take over that worker's liveness.
-		r.mu.Unlock()
-		r.dropMalformed(m, fmt.Errorf("worker %s registers in namespace %q, it is known in %q", reg.WorkerID, reg.Namespace, w.ns))
-		return
-	}
-	w.ns, w.queue = reg.Namespace, reg.Queue
-	w.reg = registerParams(&reg)
-	w.regGen++
-	w.lastBeat = now
-	w.db, w.rejected, w.regRetryAt, w.checkAt = dbStale, false, time.Time{}, time.Time{}
-	r.pruneLocked(now)
-	r.mu.Unlock()
-	r.wakeLeader()
-}
-
-func (r *Reaper) onHeartbeat(m *nats.Msg, ns string) {
-	var hb protocol.Heartbeat
-	if err := protocol.Decode(m.Data, &hb); err != nil {
-		r.dropMalformed(m, err)
-		return
-	}
-	if !r.subjectNS(m, ns, hb.Namespace) {
-		return
-	}
-	r.c.heartbeats.Add(1)
-	now := time.Now()
-	r.mu.Lock()
-	w := r.workers[hb.WorkerID]
-	if w == nil {
-		// Unknown here: a reaper that started after the registration, or a
-		// worker marked OFFLINE coming back. The leader checks its row.
-		w = &wstate{id: hb.WorkerID, ns: hb.Namespace, queue: hb.Queue, db: dbUnknown}
-		r.workers[hb.WorkerID] = w
-	} else if w.ns != hb.Namespace {
-		r.mu.Unlock()
-		r.dropMalformed(m, fmt.Errorf("heartbeat of worker %s names namespace %q, it registered in %q", hb.WorkerID, hb.Namespace, w.ns))
-		return
-	}
-	w.queue = hb.Queue
-	w.lastBeat, w.checkAt = now, time.Time{}
-	w.runs = hb.Runs
-	w.draining = hb.Draining
-	w.heard = true
-	r.pruneLocked(now)
-	needReg := w.db != dbLive && !w.rejected
-	needFlush := !r.flushPlanned && r.dueLocked(w)
-	if needFlush {
-		r.flushPlanned = true
-	}
-	wake := needReg || needFlush
-	r.mu.Unlock()
-	if wake {
-		r.wakeLeader()
-	}
-}
-
-func (r *Reaper) onDeregister(m *nats.Msg, ns string) {
-	var d protocol.WorkerDeregister
-	if err := protocol.Decode(m.Data, &d); err != nil {
-		r.dropMalformed(m, err)
-		return
-	}
-	if !r.subjectNS(m, ns, d.Namespace) {
-		return
-	}
-	r.c.deregisters.Add(1)
-	now := time.Now()
-	r.mu.Lock()
-	if w := r.workers[d.WorkerID]; w != nil && w.ns != d.Namespace {
-		r.mu.Unlock()
-		r.dropMalformed(m, fmt.Errorf("deregistration of worker %s names namespace %q, it registered in %q", d.WorkerID, d.Namespace, w.ns))
-		return
-	}
-	delete(r.workers, d.WorkerID)
-	r.deregs[d.WorkerID] = dereg{ns: d.Namespace, at: now}
-	r.pruneLocked(now)
-	r.mu.Unlock()
-	r.wakeLeader()
-}
-
-// pruneLocked forgets, on a standby, workers silent for two timeouts (the
-// leader has marked them OFFLINE), those it only knew from the database in
-// an earlier term, and deregistrations the leader has long written. At
-// most once per timeout.
-func (r *Reaper) pruneLocked(now time.Time) {
-	if r.leader.Load() || now.Sub(r.lastPrune) < r.cfg.WorkerTimeout {
-		return
-	}
-	r.lastPrune = now
-	old := 2 * r.cfg.WorkerTimeout
-	for id, w := range r.workers {
-		if w.lastBeat.IsZero() || now.Sub(w.lastBeat) > old {
-			delete(r.workers, id)
-		}
-	}
-	for id, d := range r.deregs {
-		if now.Sub(d.at) > old {
-			delete(r.deregs, id)
-		}
-	}
-}
-
-// dueLocked reports whether w's liveness should be written at the next
-// flush tick.
-func (r *Reaper) dueLocked(w *wstate) bool {
-	if w.db != dbLive || !w.heard {
-		return false
-	}
-	return len(w.runs) > 0 || w.draining != w.persistedDraining || w.lastBeat.Sub(w.persistedAt) >= r.cfg.refresh()
-}
-
-// bucket returns the lease re-read bucket for runs claimable from e.
-func (r *Reaper) bucket(e time.Time) int64 {
-	half := int64(r.cfg.Lease / 2)
-	return e.Add(r.cfg.Lease).UnixNano() / half
-}
-
-func (r *Reaper) bucketTime(b int64) time.Time {
-	return time.Unix(0, b*int64(r.cfg.Lease/2))
+	r.c.malformed.Drop(r.ctx, m.Subject, err)
 }
 
 func (r *Reaper) onWakeup(m *nats.Msg) {
@@ -596,7 +386,7 @@ func (r *Reaper) onWakeup(m *nats.Msg) {
 		return
 	}
 	r.c.wakeups.Add(1)
-	now := time.Now()
+	now := r.cfg.Clock.Now()
 	r.mu.Lock()
 	news := false
 	if r.deadlineCheck.IsZero() {
@@ -631,30 +421,6 @@ func (r *Reaper) onWakeup(m *nats.Msg) {
 func hasKey[K comparable, V any](m map[K]V, k K) bool {
 	_, ok := m[k]
 	return ok
-}
-
-// onWorkRequest watches for claimers the reaper does not track (they never
-// registered, or their registration was refused): a claim for one may
-// follow at once, and only the lease expiry will ever take it back. The
-// dispatchers count malformed requests; here they are just ignored.
-func (r *Reaper) onWorkRequest(m *nats.Msg) {
-	var req protocol.WorkRequest
-	if err := protocol.Decode(m.Data, &req); err != nil {
-		return
-	}
-	now := time.Now()
-	r.mu.Lock()
-	news := false
-	if w := r.workers[req.WorkerID]; w == nil || w.rejected {
-		if b := r.bucket(now); !hasKey(r.leaseChecks, b) {
-			news = true
-			r.leaseChecks[b] = struct{}{}
-		}
-	}
-	r.mu.Unlock()
-	if news {
-		r.wakeLeader()
-	}
 }
 
 func (r *Reaper) onRelayUp(m *nats.Msg) {

@@ -29,7 +29,6 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -41,6 +40,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
@@ -140,16 +140,18 @@ type Scheduler struct {
 	needFire  bool
 	needRearm bool
 	backoff   time.Duration
-	ctx       context.Context
-	cancel    context.CancelFunc
-	subs      []*nats.Subscription
-	drops     *natsutil.Drops
+	// ctx is the running scheduler's (life.Begin), set under mu.
+	ctx   context.Context
+	subs  []*nats.Subscription
+	drops *natsutil.Drops
+	// stopReconnect ends the reconnect listener Start added.
+	stopReconnect func()
 
-	wg       sync.WaitGroup
-	stopOnce sync.Once
+	life lifecycle.Base
 
 	passes, rearms, resyncs, fired, advanced, lost atomic.Int64
-	changes, malformed, errs                       atomic.Int64
+	changes, errs                                  atomic.Int64
+	malformed                                      *natsutil.Malformed
 }
 
 // New returns a scheduler over st and nc; Start runs it.
@@ -160,9 +162,10 @@ func New(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) *Schedule
 	cfg = cfg.withDefaults()
 	return &Scheduler{
 		cfg: cfg, st: st, nc: nc, clock: cfg.Clock, in: newInstruments(cfg.TracerProvider, cfg.MeterProvider),
-		log:   log.With("component", "scheduler"),
-		kick:  make(chan struct{}, 1),
-		drops: natsutil.WatchDrops(nc),
+		log:       log.With("component", "scheduler"),
+		kick:      make(chan struct{}, 1),
+		drops:     natsutil.WatchDrops(nc),
+		malformed: natsutil.NewMalformed("scheduler", log, slog.LevelError, cfg.MeterProvider),
 	}
 }
 
@@ -171,7 +174,7 @@ func (s *Scheduler) Stats() Stats {
 	st := Stats{
 		Passes: s.passes.Load(), Rearms: s.rearms.Load(), Resyncs: s.resyncs.Load(), Fired: s.fired.Load(),
 		Advanced: s.advanced.Load(), Lost: s.lost.Load(), Changes: s.changes.Load(),
-		Malformed: s.malformed.Load(), Errors: s.errs.Load(),
+		Malformed: s.malformed.Count(), Errors: s.errs.Load(),
 	}
 	st.Drops = s.drops.Count()
 	s.mu.Lock()
@@ -186,12 +189,12 @@ func (s *Scheduler) Stats() Stats {
 // Start subscribes (first) and then reads the backlog (second, in the
 // background), so no change falls between the two.
 func (s *Scheduler) Start(ctx context.Context) error {
-	s.mu.Lock()
-	if s.ctx != nil {
-		s.mu.Unlock()
-		return errors.New("scheduler: already started")
+	ctx, err := s.life.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("scheduler: %w", err)
 	}
-	s.ctx, s.cancel = context.WithCancel(ctx)
+	s.mu.Lock()
+	s.ctx = ctx
 	s.mu.Unlock()
 	for _, sub := range []struct {
 		subject string
@@ -217,46 +220,45 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	}
 	// The subscriptions must be live at the server before Postgres is read.
 	fctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
-	err := s.nc.FlushWithContext(fctx)
+	err = s.nc.FlushWithContext(fctx)
 	cancel()
 	if err != nil {
 		s.abort()
 		return fmt.Errorf("scheduler: flush subscriptions: %w", err)
 	}
-	natsutil.OnReconnect(s.nc, s.Resync)
-	s.wg.Add(1)
-	go s.loop()
+	stop := natsutil.OnReconnect(s.nc, s.Resync)
+	s.mu.Lock()
+	s.stopReconnect = stop
+	s.mu.Unlock()
+	s.life.Go(s.loop)
 	s.Resync()
 	return nil
 }
 
 func (s *Scheduler) abort() {
+	s.life.Stop(s.unsubscribe)
+}
+
+func (s *Scheduler) unsubscribe() {
 	s.mu.Lock()
-	subs := s.subs
-	s.subs = nil
+	subs, stop := s.subs, s.stopReconnect
+	s.subs, s.stopReconnect = nil, nil
 	s.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 	for _, sub := range subs {
 		_ = sub.Unsubscribe()
 	}
-	s.cancel()
 }
 
 // Stop unsubscribes, waits for a firing in progress to finish and disarms
 // the timer; safe to call twice.
 func (s *Scheduler) Stop() {
+	s.life.Stop(s.unsubscribe)
 	s.mu.Lock()
-	started := s.cancel != nil
+	s.disarmLocked()
 	s.mu.Unlock()
-	if !started {
-		return
-	}
-	s.stopOnce.Do(func() {
-		s.abort()
-		s.wg.Wait()
-		s.mu.Lock()
-		s.disarmLocked()
-		s.mu.Unlock()
-	})
 }
 
 // Resync reads the backlog again: it fires every due schedule and re-arms
@@ -281,7 +283,6 @@ func (s *Scheduler) signal() {
 }
 
 func (s *Scheduler) loop() {
-	defer s.wg.Done()
 	for {
 		select {
 		case <-s.ctx.Done():
@@ -503,6 +504,5 @@ func (s *Scheduler) onRelayUp(m *nats.Msg) {
 }
 
 func (s *Scheduler) dropMalformed(m *nats.Msg, err error) {
-	s.malformed.Add(1)
-	s.log.Error("dropping malformed message", "subject", m.Subject, "err", err)
+	s.malformed.Drop(s.ctx, m.Subject, err)
 }

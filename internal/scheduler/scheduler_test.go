@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/kagzi/kagzi/internal/clock"
 	"github.com/kagzi/kagzi/internal/dispatcher"
 	"github.com/kagzi/kagzi/internal/natsserver"
 	"github.com/kagzi/kagzi/internal/scheduler"
@@ -31,74 +31,6 @@ var c0 = time.Date(2030, 1, 15, 10, 0, 30, 0, time.UTC)
 
 // at is c0's day at 10:mm:ss.
 func at(mm, ss int) time.Time { return time.Date(2030, 1, 15, 10, mm, ss, 0, time.UTC) }
-
-// fakeClock is a Clock that moves only when told; its timers fire when it
-// moves past them.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers map[*fakeTimer]struct{}
-}
-
-type fakeTimer struct {
-	c  *fakeClock
-	at time.Time
-	f  func()
-}
-
-func newFakeClock(now time.Time) *fakeClock {
-	return &fakeClock{now: now, timers: map[*fakeTimer]struct{}{}}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) scheduler.Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, at: c.now.Add(d), f: f}
-	if d <= 0 {
-		go f()
-		return t
-	}
-	c.timers[t] = struct{}{}
-	return t
-}
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	_, ok := t.c.timers[t]
-	delete(t.c.timers, t)
-	return ok
-}
-
-// Set moves the clock to now and fires the timers due by then.
-func (c *fakeClock) Set(now time.Time) {
-	c.mu.Lock()
-	c.now = now
-	var due []func()
-	for t := range c.timers {
-		if !t.at.After(now) {
-			due = append(due, t.f)
-			delete(c.timers, t)
-		}
-	}
-	c.mu.Unlock()
-	for _, f := range due {
-		go f()
-	}
-}
-
-// Pending is the number of armed timers.
-func (c *fakeClock) Pending() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.timers)
-}
 
 // harness is one database and one NATS server, optionally with a relay.
 type harness struct {
@@ -302,7 +234,7 @@ func TestReplicasFireEachTimeExactlyOnce(t *testing.T) {
 func TestCatchUpAfterDowntime(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, false)
-	clk := newFakeClock(c0)
+	clk := clock.NewFake(c0)
 	three := h.create(store.SchedulesCreateParams{Cron: "* * * * *", MaxCatchup: 3, Now: c0})
 	none := h.create(store.SchedulesCreateParams{Cron: "* * * * *", MaxCatchup: 0, Now: c0})
 	first := h.scheduler(scheduler.Config{Clock: clk}, nil)
@@ -310,7 +242,7 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 	// Downtime: no scheduler runs from before 10:01 to 10:20:30, so
 	// 10:01 … 10:20 are 20 due times, 10:16 … 10:20 within the window.
 	first.Stop()
-	if n := clk.Pending(); n != 0 {
+	if n := len(clk.Armed()); n != 0 {
 		t.Fatalf("a stopped scheduler left %d timers armed", n)
 	}
 	clk.Set(at(20, 30))
@@ -415,7 +347,7 @@ func sumCounter(t *testing.T, reader *sdkmetric.ManualReader, name string) int64
 func TestPauseAndResume(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, true)
-	clk := newFakeClock(c0)
+	clk := clock.NewFake(c0)
 	sc := h.create(store.SchedulesCreateParams{Cron: "* * * * *", MaxCatchup: 5, Now: c0})
 	s := h.scheduler(scheduler.Config{Clock: clk}, nil)
 	waitFor(t, "the timer armed at 10:01", armedAt(s, at(1, 0)))
@@ -427,7 +359,7 @@ func TestPauseAndResume(t *testing.T) {
 	_, err := h.st.SchedulesPause(t.Context(), "ns", sc.ID)
 	must(t, err)
 	waitFor(t, "the timer disarmed by the pause", disarmed(s))
-	if n := clk.Pending(); n != 0 {
+	if n := len(clk.Armed()); n != 0 {
 		t.Fatalf("%d timers armed while the only schedule is paused", n)
 	}
 	clk.Set(at(10, 30))
@@ -461,11 +393,11 @@ func TestPauseAndResume(t *testing.T) {
 func TestNewScheduleArrivesByPushAndDeleteDisarms(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, true)
-	clk := newFakeClock(c0)
+	clk := clock.NewFake(c0)
 	stmts := &store.StatementCounter{}
 	s := h.scheduler(scheduler.Config{Clock: clk}, stmts)
 	waitFor(t, "the first backlog read", passesAbove(s, 0))
-	if s.Stats().ArmedAt != nil || clk.Pending() != 0 {
+	if s.Stats().ArmedAt != nil || len(clk.Armed()) != 0 {
 		t.Fatalf("armed with no schedule: %+v", s.Stats())
 	}
 	before, stats := stmts.Load(), s.Stats()
@@ -485,7 +417,7 @@ func TestNewScheduleArrivesByPushAndDeleteDisarms(t *testing.T) {
 
 	must(t, h.st.SchedulesDelete(t.Context(), "ns", sc.ID))
 	waitFor(t, "the timer disarmed by the delete", disarmed(s))
-	if n := clk.Pending(); n != 0 {
+	if n := len(clk.Armed()); n != 0 {
 		t.Fatalf("%d timers armed after the only schedule was deleted", n)
 	}
 	// The run it fired stays (without its schedule id).
@@ -525,7 +457,7 @@ func TestIdleIssuesNoStatements(t *testing.T) {
 func TestMalformedMessagesAreDropped(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, true)
-	clk := newFakeClock(c0)
+	clk := clock.NewFake(c0)
 	sc := h.create(store.SchedulesCreateParams{Cron: "* * * * *", Now: c0})
 	s := h.scheduler(scheduler.Config{Clock: clk}, nil)
 	// The push can arm the timer before the backlog read ends: the read
@@ -576,7 +508,7 @@ func TestReconnectReadsBacklog(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, false) // no relay: nothing but the reconnect tells the scheduler
 	port := h.ns.Addr().(*net.TCPAddr).Port
-	clk := newFakeClock(c0)
+	clk := clock.NewFake(c0)
 	s := h.scheduler(scheduler.Config{Clock: clk}, nil)
 	waitFor(t, "the first backlog read", passesAbove(s, 0))
 	sc := h.create(store.SchedulesCreateParams{Cron: "* * * * *", Now: c0})
@@ -603,7 +535,7 @@ func TestReconnectReadsBacklog(t *testing.T) {
 func TestConcurrentCatchUpFiresOnce(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, false)
-	clk := newFakeClock(c0)
+	clk := clock.NewFake(c0)
 	sc := h.create(store.SchedulesCreateParams{Cron: "* * * * *", MaxCatchup: 4, Now: c0})
 	clk.Set(at(30, 30))
 	var scs []*scheduler.Scheduler

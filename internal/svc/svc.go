@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/internal/telemetry"
 )
 
@@ -147,11 +148,10 @@ type Health struct {
 	ready    atomic.Bool
 	draining atomic.Bool
 
-	mu       sync.Mutex
-	srv      *http.Server
-	ctx      context.Context
-	stopOnce sync.Once
-	done     chan struct{}
+	life lifecycle.Base
+	mu   sync.Mutex
+	srv  *http.Server
+	ctx  context.Context
 }
 
 // SetReady marks the process's components as all started (true) or as
@@ -207,26 +207,29 @@ func (h *Health) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("health endpoint %s: %w", h.Addr, err)
 	}
+	ctx, err = h.life.Begin(ctx)
+	if err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("health endpoint: %w", err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
 	h.mu.Lock()
-	h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
-	h.done = make(chan struct{})
-	h.ctx = ctx
-	srv, done := h.srv, h.done
+	h.srv, h.ctx = srv, ctx
 	h.mu.Unlock()
-	go func() {
-		defer close(done)
+	h.life.Go(func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && h.Log != nil {
 			h.Log.Error("health endpoint", "err", err)
 		}
-	}()
+	})
 	return nil
 }
 
-// Stop closes the endpoint; safe to call twice.
+// Stop closes the endpoint, letting requests in flight finish for up to
+// two seconds; safe to call twice.
 func (h *Health) Stop() {
-	h.stopOnce.Do(func() {
+	h.life.Stop(func() {
 		h.mu.Lock()
-		srv, done, base := h.srv, h.done, h.ctx
+		srv, base := h.srv, h.ctx
 		h.mu.Unlock()
 		if srv == nil {
 			return
@@ -234,7 +237,6 @@ func (h *Health) Stop() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(base), 2*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
-		<-done
 	})
 }
 

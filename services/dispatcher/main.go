@@ -10,8 +10,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/kagzi/kagzi/internal/app"
 	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/internal/dispatcherapp"
 	"github.com/kagzi/kagzi/internal/svc"
 )
 
@@ -21,7 +21,7 @@ func main() {
 	var cfg config.Dispatcher
 	err := config.Load(ctx, &cfg)
 	if err == nil {
-		err = app.RunDispatcher(ctx, cfg, svc.Logger(cfg.LogLevel).With("service", "dispatcher"))
+		err = dispatcherapp.Run(ctx, cfg, svc.Logger(cfg.LogLevel).With("service", "dispatcher"))
 	}
 	svc.Exit("dispatcher", err)
 }

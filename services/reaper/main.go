@@ -12,8 +12,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/kagzi/kagzi/internal/app"
 	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/internal/reaperapp"
 	"github.com/kagzi/kagzi/internal/svc"
 )
 
@@ -23,7 +23,7 @@ func main() {
 	var cfg config.Reaper
 	err := config.Load(ctx, &cfg)
 	if err == nil {
-		err = app.RunReaper(ctx, cfg, svc.Logger(cfg.LogLevel).With("service", "reaper"))
+		err = reaperapp.Run(ctx, cfg, svc.Logger(cfg.LogLevel).With("service", "reaper"))
 	}
 	svc.Exit("reaper", err)
 }

@@ -12,8 +12,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/kagzi/kagzi/internal/app"
 	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/internal/schedulerapp"
 	"github.com/kagzi/kagzi/internal/svc"
 )
 
@@ -23,7 +23,7 @@ func main() {
 	var cfg config.Scheduler
 	err := config.Load(ctx, &cfg)
 	if err == nil {
-		err = app.RunScheduler(ctx, cfg, svc.Logger(cfg.LogLevel).With("service", "scheduler"))
+		err = schedulerapp.Run(ctx, cfg, svc.Logger(cfg.LogLevel).With("service", "scheduler"))
 	}
 	svc.Exit("scheduler", err)
 }

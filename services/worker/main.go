@@ -1,5 +1,5 @@
 // Command worker is Kagzi's reference worker: it registers the example
-// workflows (services/worker/examples) and runs them. It needs NATS only —
+// workflows (internal/examples) and runs them. It needs NATS only —
 // no database connection and no database credentials. Configuration comes
 // from the environment (see the README).
 package main
@@ -11,9 +11,9 @@ import (
 	"syscall"
 
 	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/internal/examples"
 	"github.com/kagzi/kagzi/internal/svc"
 	"github.com/kagzi/kagzi/internal/workerapp"
-	"github.com/kagzi/kagzi/services/worker/examples"
 )
 
 func main() {

@@ -1,16 +1,14 @@
 // Package examples holds the example workflows the reference worker binary
 // registers (and `kagzi dev` runs): an order-processing workflow of several
 // steps, one workflow per durable-execution feature (durable sleep, events,
-// child workflows, parallel steps, retries, timeouts and cancellation), and
-// the workflows `kagzi bench` drives.
+// child workflows, parallel steps, retries, timeouts and cancellation). The workflows only Kagzi's test
+// harnesses drive are in internal/testflows.
 package examples
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"time"
 
 	"github.com/kagzi/kagzi/pkg/worker"
 	"github.com/kagzi/kagzi/pkg/workflow"
@@ -67,30 +65,10 @@ func ProcessOrder(ctx workflow.Context, o Order) (Receipt, error) {
 	return Receipt{OrderID: o.ID, Reservation: res, PaymentID: pay, TrackingCode: track, Notifications: sent}, nil
 }
 
-// NoopInput is the input of Noop.
-type NoopInput struct {
-	// Steps is the number of empty steps to run.
-	Steps int `json:"steps"`
-}
-
-// Noop runs Steps empty steps and returns how many ran: the benchmark's
-// workload, so the figures measure Kagzi rather than user code.
-func Noop(ctx workflow.Context, in NoopInput) (int, error) {
-	for i := 0; i < in.Steps; i++ {
-		if _, err := workflow.Step(ctx, "s"+strconv.Itoa(i), func(context.Context) (int, error) { return i, nil }); err != nil {
-			return 0, err
-		}
-	}
-	return in.Steps, nil
-}
-
 // Register registers every example workflow on w.
 func Register(w *worker.Worker) error {
 	return errors.Join(
 		worker.Register(w, "ProcessOrder", ProcessOrder, worker.WithVersion("v1")),
-		worker.Register(w, "Noop", Noop),
-		worker.Register(w, "Probe", Probe),
-		worker.Register(w, "SleepProbe", SleepProbe),
 		worker.Register(w, "Reminder", Reminder),
 		worker.Register(w, "ApproveExpense", ApproveExpense),
 		worker.Register(w, "SumOfSquares", SumOfSquares),
@@ -98,15 +76,5 @@ func Register(w *worker.Worker) error {
 		worker.Register(w, "PriceQuote", PriceQuote),
 		worker.Register(w, "ChargeCard", ChargeCard),
 		worker.Register(w, "Export", Export),
-		registerBench(w),
-		registerChaos(w),
-		registerModel(w),
 	)
-}
-
-// Probe records when its code first ran (Unix nanoseconds) in a step and
-// returns it: `kagzi bench --scenario latency` reads it to measure dispatch
-// latency from start commit to workflow code running.
-func Probe(ctx workflow.Context, _ struct{}) (int64, error) {
-	return workflow.Step(ctx, "t", func(context.Context) (int64, error) { return time.Now().UnixNano(), nil })
 }

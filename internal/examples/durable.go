@@ -32,28 +32,6 @@ func Reminder(ctx workflow.Context, in ReminderInput) (string, error) {
 	})
 }
 
-// SleepProbeInput is the input of SleepProbe.
-type SleepProbeInput struct {
-	SleepMS int64 `json:"sleep_ms"`
-}
-
-// SleepProbeOutput says when SleepProbe's code ran again after its sleep
-// (Unix nanoseconds). `kagzi bench --scenario sleep` subtracts the due time
-// recorded by the sleep (the output of its SLEEP step "sleep").
-type SleepProbeOutput struct {
-	WokeNS int64 `json:"woke_ns"`
-}
-
-// SleepProbe sleeps durably for SleepMS and records, in a step after the
-// sleep, when its code ran again.
-func SleepProbe(ctx workflow.Context, in SleepProbeInput) (SleepProbeOutput, error) {
-	if err := workflow.Sleep(ctx, "sleep", time.Duration(in.SleepMS)*time.Millisecond); err != nil {
-		return SleepProbeOutput{}, err
-	}
-	woke, err := workflow.Step(ctx, "woke", func(context.Context) (int64, error) { return time.Now().UnixNano(), nil })
-	return SleepProbeOutput{WokeNS: woke}, err
-}
-
 // Expense is the input of ApproveExpense.
 type Expense struct {
 	ID     string  `json:"id"`

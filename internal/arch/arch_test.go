@@ -1,0 +1,257 @@
+package arch
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/kagzi/kagzi"
+
+// sqlExceptions are the files outside the data layer allowed SQL text,
+// each with why it runs none.
+var sqlExceptions = map[string]string{
+	// The bench names the statements it sees in pg_stat_activity by their
+	// beginnings; it executes none of them.
+	"internal/bench/idle.go":           "patterns matched against pg_stat_activity",
+	"internal/bench/scenarios_test.go": "pg_stat_activity rows for the classifier's test",
+}
+
+// sqlText matches a string that is a SQL statement: an upper-case
+// statement keyword followed by what makes it one.
+var sqlText = regexp.MustCompile(`^\s*(SELECT\s|INSERT\s+INTO\s|UPDATE\s+\S+(\s+\S+)?\s+SET\s|DELETE\s+FROM\s|WITH\s+\w+(\s*\([^)]*\))?\s+AS\s|(CREATE|ALTER|DROP)\s+(TABLE|INDEX|DATABASE|ROLE|SCHEMA|TYPE|FUNCTION|TRIGGER|EXTENSION)\s|TRUNCATE\s|LISTEN\s|NOTIFY\s|UNLISTEN\s|GRANT\s|REVOKE\s|SET\s+(LOCAL\s+)?\w+\s*(=|TO)|BEGIN\b|COMMIT\b|ROLLBACK\b)`)
+
+// natsCalls are the nats.Conn methods whose first argument is a subject.
+var natsCalls = map[string]bool{
+	"Publish": true, "PublishMsg": true, "PublishRequest": true, "Request": true, "RequestWithContext": true,
+	"Subscribe": true, "SubscribeSync": true, "ChanSubscribe": true, "QueueSubscribe": true,
+	"QueueSubscribeSync": true, "ChanQueueSubscribe": true, "QueueSubscribeSyncWithChan": true,
+}
+
+type file struct {
+	rel  string // slash path from the module root
+	test bool
+	ast  *ast.File
+	fset *token.FileSet
+}
+
+// files parses every Go file of the module.
+func files(t *testing.T) []file {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("module root not found: %v", err)
+	}
+	var out []file
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); path != root && (strings.HasPrefix(n, ".") || n == "testdata" || n == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		out = append(out, file{rel: filepath.ToSlash(rel), test: strings.HasSuffix(path, "_test.go"), ast: f, fset: fset})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) < 100 {
+		t.Fatalf("found %d Go files: not the module", len(out))
+	}
+	return out
+}
+
+func under(rel string, dirs ...string) bool {
+	for _, d := range dirs {
+		if strings.HasPrefix(rel, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// literals calls fn with every string literal of f with its position.
+func literals(f file, fn func(pos token.Position, s string, call *ast.CallExpr)) {
+	var calls []*ast.CallExpr
+	ast.Inspect(f.ast, func(n ast.Node) bool {
+		if n == nil {
+			return false
+		}
+		switch n := n.(type) {
+		case *ast.ImportSpec:
+			return false
+		case *ast.CallExpr:
+			calls = append(calls, n)
+		case *ast.BasicLit:
+			if n.Kind != token.STRING {
+				return true
+			}
+			s, err := strconv.Unquote(n.Value)
+			if err != nil {
+				return true
+			}
+			// The innermost call whose first argument this literal is.
+			var call *ast.CallExpr
+			for _, c := range calls {
+				if len(c.Args) > 0 && c.Args[0] == ast.Expr(n) {
+					call = c
+				}
+			}
+			fn(f.fset.Position(n.Pos()), s, call)
+		}
+		return true
+	})
+}
+
+// SQL is written in pkg/store only: elsewhere a query would bypass the
+// store's params structs, its error mapping and its tests.
+func TestSQLOnlyInTheDataLayer(t *testing.T) {
+	for _, f := range files(t) {
+		if under(f.rel, "pkg/store", "internal/arch") || sqlExceptions[f.rel] != "" {
+			continue
+		}
+		literals(f, func(pos token.Position, s string, _ *ast.CallExpr) {
+			if sqlText.MatchString(s) {
+				t.Errorf("%s:%d: SQL outside pkg/store: %.60q", f.rel, pos.Line, s)
+			}
+		})
+	}
+}
+
+// NATS subjects are built in pkg/protocol only, the wire contract:
+// elsewhere a subject would drift from the one its peer uses. Tests of
+// NATS plumbing may use subjects of their own, never Kagzi's.
+func TestSubjectsOnlyInTheProtocol(t *testing.T) {
+	for _, f := range files(t) {
+		if under(f.rel, "pkg/protocol", "internal/arch") {
+			continue
+		}
+		literals(f, func(pos token.Position, s string, call *ast.CallExpr) {
+			if strings.HasPrefix(s, "kagzi.v1") {
+				t.Errorf("%s:%d: Kagzi subject %q outside pkg/protocol", f.rel, pos.Line, s)
+				return
+			}
+			if f.test || call == nil {
+				return
+			}
+			if sel, ok := call.Fun.(*ast.SelectorExpr); ok && natsCalls[sel.Sel.Name] {
+				t.Errorf("%s:%d: subject literal %q passed to %s outside pkg/protocol", f.rel, pos.Line, s, sel.Sel.Name)
+			}
+		})
+	}
+}
+
+// Nothing but a service's own main package imports services/: libraries,
+// tools and tests use internal/ packages, which the service binaries use
+// too.
+func TestNothingImportsServices(t *testing.T) {
+	for _, f := range files(t) {
+		for _, imp := range f.ast.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if !strings.HasPrefix(p, module+"/services/") {
+				continue
+			}
+			if under(f.rel, "services") {
+				// A service may hold packages of its own.
+				own := strings.SplitN(f.rel, "/", 3)[:2]
+				if strings.HasPrefix(p, module+"/"+strings.Join(own, "/")) {
+					continue
+				}
+			}
+			t.Errorf("%s imports %s", f.rel, p)
+		}
+	}
+}
+
+// The checks above would pass vacuously if they saw nothing: each must
+// catch what it is written for.
+func TestChecksCatchViolations(t *testing.T) {
+	for _, s := range []string{"SELECT run_id FROM kagzi.workflow_runs", "  INSERT INTO kagzi.x (a) VALUES ($1)", "UPDATE kagzi.workers w SET status = 'x'",
+		"DELETE FROM kagzi.x", "WITH t AS (SELECT 1) SELECT * FROM t", "CREATE DATABASE x TEMPLATE y", "LISTEN kagzi_ready", "SET lock_timeout = '1s'"} {
+		if !sqlText.MatchString(s) {
+			t.Errorf("%q not taken for SQL", s)
+		}
+	}
+	for _, s := range []string{"select a run", "Update the schedule", "SELECT", "delete", "with as"} {
+		if sqlText.MatchString(s) {
+			t.Errorf("%q taken for SQL", s)
+		}
+	}
+	src := `package x
+import "github.com/nats-io/nats.go"
+func f(nc *nats.Conn) { nc.Publish("orders.new", nil); _ = "kagzi.v1.ready" }`
+	fset := token.NewFileSet()
+	a, err := parser.ParseFile(fset, "x.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lits, inCall int
+	literals(file{rel: "x.go", ast: a, fset: fset}, func(_ token.Position, s string, call *ast.CallExpr) {
+		lits++
+		if call != nil && s == "orders.new" {
+			inCall++
+		}
+	})
+	if lits != 2 || inCall != 1 {
+		t.Errorf("literals: %d found, %d as a call's first argument; want 2 and 1", lits, inCall)
+	}
+}
+
+// Each service binary links only its own service: a change to one
+// service's code does not rebuild, or risk, another's.
+func TestServiceBinariesLinkOnlyTheirService(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	services := map[string]string{
+		"dispatcher": "internal/dispatcher", "scheduler": "internal/scheduler",
+		"reaper": "internal/reaper", "worker": "internal/workerapp",
+	}
+	for name, own := range services {
+		out, err := exec.Command("go", "list", "-deps", "../../services/"+name).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list %s: %v\n%s", name, err, out)
+		}
+		deps := map[string]bool{}
+		for _, d := range strings.Fields(string(out)) {
+			deps[d] = true
+		}
+		if !deps[module+"/"+own] {
+			t.Errorf("services/%s does not link %s: the check looks at the wrong thing", name, own)
+		}
+		for other, pkg := range services {
+			if other != name && deps[module+"/"+pkg] {
+				t.Errorf("services/%s links %s", name, pkg)
+			}
+		}
+		for _, pkg := range []string{"internal/app", "internal/devserver", "internal/testflows", "internal/modeltest", "internal/bench", "internal/chaos"} {
+			if deps[module+"/"+pkg] {
+				t.Errorf("services/%s links %s", name, pkg)
+			}
+		}
+	}
+}
