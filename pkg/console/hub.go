@@ -89,7 +89,7 @@ type hub struct {
 	subs []*nats.Subscription
 	// unlisten ends the reconnect listener (nil until started).
 	unlisten func()
-	ctx  context.Context
+	ctx      context.Context
 	// flushes counts the hub's reads of Postgres (tests check idleness).
 	flushes int64
 }
