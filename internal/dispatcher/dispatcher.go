@@ -45,6 +45,10 @@ type Config struct {
 	// RelayID, if set, returns the id of the relay this process runs while
 	// it relays ("" otherwise); beacons carry it (see beacon.go).
 	RelayID func() string
+	// Published, if set, is shared with the relay of this process (on the
+	// same NATS connection): the run ends the dispatcher announces are not
+	// relayed a second time.
+	Published *Published
 	// PendingLimit is how many messages a subscription may hold unread
 	// before NATS drops the next ones (default 1<<20; see drops.go).
 	PendingLimit int

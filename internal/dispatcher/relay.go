@@ -29,11 +29,16 @@ type RelayConfig struct {
 	Retry time.Duration
 	// MeterProvider defaults to the otel global.
 	MeterProvider metric.MeterProvider
+	// Published, if set, is the dispatcher's of this process, which
+	// publishes on the same NATS connection: the run ends it announced
+	// are not announced again.
+	Published *Published
 }
 
 // RelayStats are the relay's counters.
 type RelayStats struct {
 	Relayed   int64 // notifications republished
+	Deduped   int64 // run ends not republished: the dispatcher announced them
 	Malformed int64 // notifications dropped as malformed
 	Leader    bool  // holds the relay lock now
 }
@@ -47,6 +52,7 @@ type Relay struct {
 	id  string
 
 	relayed   atomic.Int64
+	deduped   atomic.Int64
 	tel       *instruments
 	malformed *natsutil.Malformed
 	leader    atomic.Bool
@@ -69,7 +75,7 @@ func NewRelay(cfg RelayConfig, nc *nats.Conn, log *slog.Logger) *Relay {
 
 // Stats returns the relay's counters.
 func (r *Relay) Stats() RelayStats {
-	return RelayStats{Relayed: r.relayed.Load(), Malformed: r.malformed.Count(), Leader: r.leader.Load()}
+	return RelayStats{Relayed: r.relayed.Load(), Deduped: r.deduped.Load(), Malformed: r.malformed.Count(), Leader: r.leader.Load()}
 }
 
 // IsLeader reports whether this replica relays now.
@@ -165,6 +171,10 @@ func (r *Relay) onNotification(ctx context.Context, payload string) {
 		r.publish(ctx, protocol.SubjectReady(n.Namespace, n.Queue), &protocol.Wakeup{Namespace: n.Namespace, Queue: n.Queue, AvailableAt: *n.At})
 	case store.NotifyDone:
 		for _, f := range n.Finished {
+			if r.cfg.Published.take(f.RunID, string(f.Status)) {
+				r.deduped.Add(1)
+				continue
+			}
 			r.publish(ctx, protocol.SubjectDone(n.Namespace, f.RunID), &protocol.RunFinished{Namespace: n.Namespace, RunID: f.RunID, Status: string(f.Status)})
 		}
 	case store.NotifyCancel:

@@ -376,8 +376,9 @@ func stepParams(l store.Lease, it *protocol.ReportItem) store.StepsRecordParams 
 }
 
 // reply answers the worker and, after the commit, announces finished runs
-// directly (the relay announces them too, a little later; waiting clients
-// take whichever comes first).
+// directly. The relay announces them too, a little later, unless it runs in
+// this process (Config.Published): then the one message is enough, since
+// both would go out on the same connection.
 func (d *Dispatcher) reply(j *reportJob) {
 	for _, f := range j.finished {
 		attrs := metric.WithAttributes(attribute.String("namespace", f.Namespace))
@@ -388,8 +389,11 @@ func (d *Dispatcher) reply(j *reportJob) {
 		}
 	}
 	for i := range j.finished {
-		if data, err := protocol.Encode(&j.finished[i]); err == nil {
-			_ = d.nc.Publish(protocol.SubjectDone(j.finished[i].Namespace, j.finished[i].RunID), data)
+		f := &j.finished[i]
+		if data, err := protocol.Encode(f); err == nil {
+			if d.nc.Publish(protocol.SubjectDone(f.Namespace, f.RunID), data) == nil {
+				d.cfg.Published.add(f.RunID, f.Status)
+			}
 		}
 	}
 	d.tel.reportLatency.Record(d.ctx, float64(time.Since(j.received))/float64(time.Millisecond),

@@ -27,7 +27,8 @@ func New(cfg config.Dispatcher, st *store.Store, nc *nats.Conn, log *slog.Logger
 	}
 	var relay *dispatcher.Relay
 	if cfg.Relay {
-		relay = dispatcher.NewRelay(dispatcher.RelayConfig{DatabaseURL: cfg.DatabaseURL}, nc, log)
+		dcfg.Published = dispatcher.NewPublished()
+		relay = dispatcher.NewRelay(dispatcher.RelayConfig{DatabaseURL: cfg.DatabaseURL, Published: dcfg.Published}, nc, log)
 		dcfg.RelayID = relay.LeaderID
 	}
 	d := dispatcher.New(dcfg, st, nc, log)

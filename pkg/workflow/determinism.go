@@ -47,14 +47,14 @@ func SideEffect[T any](ctx Context, name string, fn func() T) (T, error) {
 // execution reads the worker's clock and records it as the step "now"
 // ("now#<n>" for the n-th call in a run); replays return the recorded time.
 // Use it instead of time.Now wherever the time steers the workflow. Each
-// call costs one report round trip the first time. In Parallel branches
+// call is recorded with the run's next report (no round trip of its own). In Parallel branches
 // the calls' order may differ between executions; use SideEffect with a
 // name per branch there.
 func Now(ctx Context) time.Time {
 	ex := ctx.execution()
 	id := ex.counted("now")
 	t, err := Step(ctx, id, func(context.Context) (time.Time, error) { return ex.now().UTC(), nil },
-		WithRetry(retry.Policy{MaxAttempts: 1}))
+		WithRetry(retry.Policy{MaxAttempts: 1}), pureStep)
 	if err != nil {
 		// Only a misuse (a step of the same id) gets here, and it already
 		// fails the run (a duplicate step id is fatal).
@@ -112,7 +112,7 @@ func Version(ctx Context, changeID string, min, max int) (int, error) {
 	case prev == nil && ahead:
 		v = DefaultVersion
 	default:
-		got, err := Step(ctx, id, func(context.Context) (int, error) { return max, nil }, WithRetry(retry.Policy{MaxAttempts: 1}))
+		got, err := Step(ctx, id, func(context.Context) (int, error) { return max, nil }, WithRetry(retry.Policy{MaxAttempts: 1}), pureStep)
 		if err != nil {
 			return 0, err
 		}

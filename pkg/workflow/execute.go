@@ -213,8 +213,12 @@ func Execute(ctx context.Context, e Execution) Outcome {
 	} else if it.Kind == protocol.ReportRunCompleted {
 		it.Output = out
 	}
-	// Child starts not yet sent go first.
-	if _, rerr := e.Reporter.Report(ctx, append(ex.takePending(), it)...); rerr != nil {
+	// Held step results and child starts not yet sent go first, in the
+	// same report: the engine applies them and the end in one transaction.
+	pending := ex.takeForSend()
+	_, rerr := e.Reporter.Report(ctx, append(pending, it)...)
+	ex.sent(pending)
+	if rerr != nil {
 		return Outcome{Status: OutcomeAbandoned, Err: rerr}
 	}
 	if err != nil {
@@ -276,9 +280,13 @@ type execution struct {
 	state   execState
 	cause   error // why the execution was abandoned
 	fatal   error // non-determinism: fails the run even if the workflow swallows it
-	// pending items are sent with the next report (child starts, the
-	// record of a sleep, a failed attempt before a suspension).
-	pending []protocol.ReportItem
+	// pending items are sent with the next report (completed steps' results,
+	// child starts, the record of a sleep, a failed attempt before a
+	// suspension). flushing counts the reports in flight that carry such
+	// items; flushed is signalled (with mu) when one is acknowledged.
+	pending  []protocol.ReportItem
+	flushing int
+	flushed  *sync.Cond
 	// active counts goroutines running workflow code; waits are the parked
 	// ones. exited is closed when the state leaves stateRunning.
 	active     int
@@ -331,7 +339,7 @@ func newExecution(ctx context.Context, e Execution) *execution {
 	if tracer == nil {
 		tracer = noop.NewTracerProvider().Tracer("")
 	}
-	return &execution{
+	ex := &execution{
 		tracer:  tracer,
 		stepMS:  e.StepDuration,
 		ctx:     ctx,
@@ -352,6 +360,8 @@ func newExecution(ctx context.Context, e Execution) *execution {
 		waits:   make(map[*waiter]struct{}),
 		exited:  make(chan struct{}),
 	}
+	ex.flushed = sync.NewCond(&ex.mu)
+	return ex
 }
 
 // call runs the workflow function, recovering panics: the exit sentinel is
@@ -494,21 +504,64 @@ func (ex *execution) later(items ...protocol.ReportItem) {
 	ex.mu.Unlock()
 }
 
-// takePending returns and clears the queued items.
-func (ex *execution) takePending() []protocol.ReportItem {
+// takeForSend returns and clears the queued items, for a report the
+// caller sends at once and then confirms with sent. It first waits for the
+// reports in flight that carry queued items (another Parallel branch's):
+// whatever the caller does after its own report is acknowledged, every
+// result held before it is then durable too.
+func (ex *execution) takeForSend() []protocol.ReportItem {
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
+	for ex.flushing > 0 {
+		ex.flushed.Wait()
+	}
 	p := ex.pending
 	ex.pending = nil
+	if len(p) > 0 {
+		ex.flushing++
+	}
 	return p
+}
+
+// sent ends the flight of the queued items takeForSend returned (their
+// report returned, acknowledged or failed).
+func (ex *execution) sent(p []protocol.ReportItem) {
+	if len(p) == 0 {
+		return
+	}
+	ex.mu.Lock()
+	ex.flushing--
+	ex.flushed.Broadcast()
+	ex.mu.Unlock()
+}
+
+// flush makes every queued item durable: it sends them, or waits for the
+// report in flight that carries them. A step's result is held (queued)
+// after the step returns, since workflow code between durable calls has no
+// effect outside the run; it must be durable before anything that has one
+// — the next step function runs — and flush is called there. Every other
+// durable call sends the queued items with its own report, which the
+// engine applies in one transaction. If the report fails the execution is
+// abandoned (the call does not return).
+func (ex *execution) flush() {
+	pending := ex.takeForSend()
+	if len(pending) == 0 {
+		return
+	}
+	_, err := ex.rep.Report(ex.ctx, pending...)
+	ex.sent(pending)
+	if err != nil {
+		ex.abandon(err)
+	}
 }
 
 // report sends the queued items and then items, and returns the results of
 // items; if that fails the execution is abandoned (the call does not
 // return).
 func (ex *execution) report(items ...protocol.ReportItem) []protocol.ReportResult {
-	pending := ex.takePending()
+	pending := ex.takeForSend()
 	results, err := ex.rep.Report(ex.ctx, append(pending, items...)...)
+	ex.sent(pending)
 	if err != nil {
 		ex.abandon(err)
 	}
@@ -606,7 +659,9 @@ func (ex *execution) suspendAll() {
 	}
 	ex.mu.Unlock()
 	sort.Strings(it.Steps)
-	_, err := ex.rep.Report(ex.ctx, append(ex.takePending(), it)...)
+	pending := ex.takeForSend()
+	_, err := ex.rep.Report(ex.ctx, append(pending, it)...)
+	ex.sent(pending)
 	ex.mu.Lock()
 	if err != nil {
 		ex.state, ex.cause = stateAbandoned, err

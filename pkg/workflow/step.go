@@ -24,7 +24,13 @@ type StepOption interface {
 type stepOptions struct {
 	timeout time.Duration
 	policy  *retry.Policy
+	// pure: the step function has no effect outside the run (Now,
+	// Version), so the results held before it need not be durable first.
+	pure bool
 }
+
+// pureStep marks the engine's own effect-free steps.
+var pureStep = stepOptionFunc(func(o *stepOptions) { o.pure = true })
 
 type stepOptionFunc func(*stepOptions)
 
@@ -49,10 +55,17 @@ func WithRetry(p retry.Policy) StepOption {
 //
 // If the run's history records step id as completed, Step returns the
 // recorded output decoded into T without running fn (replay). Otherwise it
-// runs fn with the run's context, records the outcome with one report —
-// the JSON encoding of the result, or the error — and returns it. The
-// value returned is always the recorded JSON decoded into T, so a first
-// execution and a replay see the same value.
+// first makes durable what the run did before (results still held), runs
+// fn with the run's context, records the outcome — the JSON encoding of
+// the result, or the error — and returns it. The value returned is always
+// the recorded JSON decoded into T, so a first execution and a replay see
+// the same value. A result is held, not sent, when Step returns: workflow
+// code between durable calls has no effect outside the run (it must be
+// deterministic), so the result need only be durable before the next
+// thing that has one. It goes with the run's next report (the next step's
+// start waits for it; a sleep, wait, child start or the run's end carries
+// it, applied in one transaction), so a run's last step costs no report of
+// its own. A crash before then runs the step again.
 //
 // Retries. If fn fails (returns an error or panics), the failed attempt is
 // recorded (every attempt is a step attempt of its own) and fn is tried
@@ -98,17 +111,23 @@ func Step[T any](ctx Context, id string, fn func(ctx context.Context) (T, error)
 	if prev != nil && prev.Status == stepFailed && ex.sameEpoch(prev) && prev.RetryAt == nil {
 		return zero, &StepError{StepID: id, Attempt: prev.Attempt, Type: prev.ErrorType, Message: prev.Error, NonRetryable: prev.NonRetryable}
 	}
-	if err := cancelled(ctx); err != nil {
-		return zero, err
-	}
-	if fn == nil {
-		return zero, fmt.Errorf("workflow: step %q: nil function", id)
-	}
 	var o stepOptions
 	for _, opt := range opts {
 		if opt != nil {
 			opt.applyStep(&o)
 		}
+	}
+	if !o.pure {
+		// The step function may act outside the run: what the workflow
+		// did before must be durable first. The reply may also carry a
+		// cancel request, which the check below then sees.
+		ex.flush()
+	}
+	if err := cancelled(ctx); err != nil {
+		return zero, err
+	}
+	if fn == nil {
+		return zero, fmt.Errorf("workflow: step %q: nil function", id)
 	}
 	policy := retry.Default()
 	if o.policy != nil {
@@ -146,6 +165,10 @@ func Step[T any](ctx Context, id string, fn func(ctx context.Context) (T, error)
 func runAttempt[T any](ctx Context, ex *execution, id string, attempt int, tries *int, o stepOptions, policy retry.Policy,
 	fn func(context.Context) (T, error)) (T, *time.Time, error) {
 	var zero T
+	if !o.pure {
+		// Another Parallel branch may have held a result meanwhile.
+		ex.flush()
+	}
 	sctx, span := ex.tracer.Start(ctx, "kagzi.step "+id, trace.WithAttributes(
 		attribute.String("kagzi.run_id", ex.run.RunID.String()),
 		attribute.String("kagzi.workflow_type", ex.run.Type),
@@ -204,7 +227,10 @@ func runAttempt[T any](ctx Context, ex *execution, id string, attempt int, tries
 	it.FinishedAt = &finished
 	if ferr == nil {
 		it.Output = out
-		ex.report(it)
+		// Held: made durable before the next effect outside the run (the
+		// next step function), or with the run's next report — a sleep,
+		// a wait, a child start, the end — in that report's transaction.
+		ex.later(it)
 		return v, nil, nil
 	}
 	*tries++

@@ -103,7 +103,15 @@ func TestStepsReportOnceAndCompleteRun(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		b, err := workflow.Step(ctx, "b", func(context.Context) (int, error) { calls["b"]++; return a * 2, nil })
+		b, err := workflow.Step(ctx, "b", func(context.Context) (int, error) {
+			// a's result is durable before b, which may act outside the
+			// run, starts.
+			if got := kinds(rep.all()); got != "step_completed:a" {
+				t.Errorf("before step b: reports %s", got)
+			}
+			calls["b"]++
+			return a * 2, nil
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -116,7 +124,8 @@ func TestStepsReportOnceAndCompleteRun(t *testing.T) {
 	if got := kinds(items); got != "step_completed:a,step_completed:b,run_completed" {
 		t.Fatalf("reports %s", got)
 	}
-	if calls["a"] != 1 || calls["b"] != 1 || rep.calls != 3 {
+	// The last step's result goes with the completion: two round trips.
+	if calls["a"] != 1 || calls["b"] != 1 || rep.calls != 2 {
 		t.Fatalf("calls %v, report round trips %d", calls, rep.calls)
 	}
 	for _, it := range items {
@@ -309,7 +318,12 @@ func TestFailedReportAbandons(t *testing.T) {
 	reached := false
 	out := exec(t, t.Context(), newRun(nil), rep, func(ctx workflow.Context, _ json.RawMessage) (json.RawMessage, error) {
 		_, err := workflow.Step(ctx, "a", func(context.Context) (int, error) { return 1, nil })
-		reached = true
+		if err != nil {
+			return nil, err
+		}
+		// a's result is held; b's start makes it durable first, and the
+		// lost lease stops the execution there.
+		_, err = workflow.Step(ctx, "b", func(context.Context) (int, error) { reached = true; return 1, nil })
 		return nil, err
 	})
 	if out.Status != workflow.OutcomeAbandoned || !errors.Is(out.Err, workflow.ErrLeaseLost) || reached || len(rep.all()) != 0 {
@@ -394,4 +408,65 @@ func TestErrorHelpers(t *testing.T) {
 	if workflow.IsNonRetryable(errors.Join(&workflow.StepError{StepID: "a"}, errors.New("b"))) {
 		t.Fatal("nothing marked")
 	}
+}
+
+// A result held by one Parallel branch and sent by another branch's report
+// is durable before the first branch's next step function runs: its flush
+// waits for the report in flight.
+func TestHeldResultDurableAcrossBranches(t *testing.T) {
+	t.Parallel()
+	inFlight := make(chan struct{})
+	var once sync.Once
+	rec := &recorder{}
+	rep := slowReporter{rec: rec, before: func(items []protocol.ReportItem) {
+		for _, it := range items {
+			if it.StepID == "a" {
+				once.Do(func() { close(inFlight) })
+				// A slow report: a flush that did not wait for it would
+				// run c before a is recorded.
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}}
+	aDone := make(chan struct{})
+	out := workflow.Execute(t.Context(), workflow.Execution{Run: newRun(nil), Reporter: rep, Func: func(ctx workflow.Context, _ json.RawMessage) (json.RawMessage, error) {
+		err := workflow.Parallel(ctx, workflow.CollectAll,
+			func(ctx workflow.Context) error {
+				if _, err := workflow.Step(ctx, "a", func(context.Context) (int, error) { return 1, nil }); err != nil {
+					return err
+				}
+				close(aDone)
+				<-inFlight
+				_, err := workflow.Step(ctx, "c", func(context.Context) (int, error) {
+					if !strings.Contains(kinds(rec.all()), "step_completed:a") {
+						t.Error("step c ran before a's result was recorded")
+					}
+					return 3, nil
+				})
+				return err
+			},
+			func(ctx workflow.Context) error {
+				<-aDone
+				_, err := workflow.Step(ctx, "b", func(context.Context) (int, error) { return 2, nil })
+				return err
+			})
+		return nil, err
+	}})
+	if out.Status != workflow.OutcomeCompleted {
+		t.Fatalf("outcome %v %v", out.Status, out.Err)
+	}
+	if got := kinds(rec.all()); !strings.HasSuffix(got, "run_completed") || strings.Count(got, "step_completed") != 3 {
+		t.Fatalf("reports %s", got)
+	}
+}
+
+// slowReporter calls before, outside the recorder's lock, then reports.
+type slowReporter struct {
+	rec    *recorder
+	before func([]protocol.ReportItem)
+}
+
+func (r slowReporter) Report(ctx context.Context, items ...protocol.ReportItem) ([]protocol.ReportResult, error) {
+	r.before(items)
+	return r.rec.Report(ctx, items...)
 }
