@@ -48,14 +48,18 @@ Scenarios:
   cron        --schedules (default 50) schedules firing every second for
               --duration (default 30s): lateness percentiles, duplicates, missed
   recovery    a worker holding --runs (default 100) runs is killed: time until
-              they all run on another worker (--worker-timeout)`,
+              they all run on another worker (--worker-timeout)
+  console     --runs (default 5,000,000) finished runs in a namespace, then the
+              web console over HTTP: the runs page's first render, and p50/p99
+              of --repeat (default 200) runs pages and JSON API first pages`,
 		Example: `  kagzi bench --scenario throughput --steps 1 --runs 20000
   kagzi bench --scenario throughput --steps 1 --own-postgres --compare river
   kagzi bench --scenario latency --rate 200 --json
   kagzi bench --scenario sleep --json
   kagzi bench --scenario idle --duration 30s
   kagzi bench --scenario scale --sizes 0,1000000,5000000
-  kagzi bench --scenario recovery --worker-timeout 2s --json`,
+  kagzi bench --scenario recovery --worker-timeout 2s --json
+  kagzi bench --scenario console --runs 5000000 --repeat 200`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.AdminURL = a.DatabaseURL
@@ -109,7 +113,7 @@ Scenarios:
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Scenario, "scenario", "throughput", strings.Join(bench.Scenarios, ", "))
-	f.IntVar(&o.Runs, "runs", 0, "number of runs (default 20000 for throughput, 2000 for latency and sleep, 10000 for scale, 2000 for connections, 100 for recovery)")
+	f.IntVar(&o.Runs, "runs", 0, "number of runs (default 20000 for throughput, 2000 for latency and sleep, 10000 for scale, 2000 for connections, 100 for recovery, 5000000 finished runs for console)")
 	f.IntVar(&o.Steps, "steps", 1, "steps per run (throughput)")
 	f.Float64Var(&o.Rate, "rate", 200, "starts per second (latency; sleep: default 500, 0 starts all at once)")
 	f.IntVar(&o.Workers, "workers", 0, "worker processes (default 2; idle 10; recovery and connections start with 1)")
@@ -119,7 +123,7 @@ Scenarios:
 	f.StringVar(&o.ProfileDir, "profile", "", "directory for CPU profiles of each service process")
 	f.DurationVar(&o.Duration, "duration", 0, "how long to measure (idle, cron; default 30s)")
 	f.IntSliceVar(&o.Sizes, "sizes", nil, "finished runs in the table at each step of scale (default 0,1000000,5000000)")
-	f.IntVar(&o.Repeat, "repeat", 0, "workloads per size in scale; the median counts (default 3)")
+	f.IntVar(&o.Repeat, "repeat", 0, "workloads per size in scale; the median counts (default 3); requests per page in console (default 200)")
 	f.IntVar(&o.Schedules, "schedules", 0, "schedules firing every second (cron; default 50)")
 	f.DurationVar(&o.WorkerTimeout, "worker-timeout", bench.DefaultWorkerTimeout, "KAGZI_WORKER_TIMEOUT of the bench's processes (heartbeats every quarter of it)")
 	f.BoolVar(&o.CountStatements, "count-statements", false, "run the dispatcher inside the bench process and count every statement of it and the client (throughput)")

@@ -464,6 +464,13 @@ func checkMetrics(t *testing.T, prov *telemetry.Providers, runs []uuid.UUID) {
 			t.Errorf("/metrics has no %s", want)
 		}
 	}
+	// Runs completed and failed are counted per workflow type too.
+	for _, re := range []string{`(?m)^kagzi_runs_completed_total\{[^}]*workflow_type="[A-Za-z]+"[^}]*\} [1-9]`,
+		`(?m)^kagzi_runs_failed_total\{[^}]*workflow_type="[A-Za-z]+"[^}]*\} [1-9]`} {
+		if !regexp.MustCompile(re).MatchString(body) {
+			t.Errorf("/metrics has no line matching %s", re)
+		}
+	}
 	if t.Failed() {
 		var names []string
 		for _, l := range strings.Split(body, "\n") {

@@ -51,7 +51,7 @@ const (
 var DefaultSizes = []int{0, 1_000_000, 5_000_000}
 
 // Scenarios lists every scenario, in the order the docs describe them.
-var Scenarios = []string{"throughput", "latency", "sleep", "idle", "scale", "connections", "cron", "recovery"}
+var Scenarios = []string{"throughput", "latency", "sleep", "idle", "scale", "connections", "cron", "recovery", "console"}
 
 // defaultWorkers is the number of worker processes of a scenario when
 // --workers is not given.
@@ -59,7 +59,7 @@ func defaultWorkers(scenario string) int {
 	switch scenario {
 	case "idle":
 		return 10
-	case "recovery", "connections":
+	case "recovery", "connections", "console":
 		return 1 // worker A; a second joins later (connections: 49 more)
 	}
 	return 2
@@ -99,6 +99,13 @@ func (o *Options) scenarioDefaults() error {
 		}
 		if o.Schedules <= 0 {
 			o.Schedules = DefaultSchedules
+		}
+	case "console":
+		if o.Runs <= 0 {
+			o.Runs = DefaultConsoleRuns
+		}
+		if o.Repeat <= 0 {
+			o.Repeat = DefaultConsoleRequests
 		}
 	case "recovery":
 		if o.Runs <= 0 {
@@ -340,6 +347,8 @@ func (e *env) runExtra(ctx context.Context) (*Result, error) {
 		d, err = e.cron(ctx)
 	case "recovery":
 		d, err = e.recovery(ctx)
+	case "console":
+		d, err = e.console(ctx)
 	default:
 		err = fmt.Errorf("%w: unknown scenario %q", store.ErrInvalidArgument, e.o.Scenario)
 	}

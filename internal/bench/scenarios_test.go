@@ -196,8 +196,10 @@ func TestDetailRows(t *testing.T) {
 		&ConnectionsResult{Scenario: "connections", Connections1Worker: 8, Connections50Workers: 8, ByService1: map[string]int{"kagzi-dispatcher": 5}, Met: true},
 		&CronResult{Scenario: "cron", Schedules: 50, Cron: "* * * * * *", LateP99ms: 12, TargetP99: 10},
 		&RecoveryResult{Scenario: "recovery", Runs: 100, RecoveryMS: 2050, TargetMS: 2100, Met: true},
+		&ConsoleResult{Scenario: "console", FinishedRuns: 5_000_000, Requests: 200, PageP50MS: 2.5, PageP99MS: 7.25, TargetMS: 100, Met: true},
 	}
-	wants := []string{"0.290 (target <= 0.5: met)", "-5.0 % vs empty; samples ;", "kagzi-dispatcher 5", "MISSED", "2050.0 ms (target <= 2100 ms: met)"}
+	wants := []string{"0.290 (target <= 0.5: met)", "-5.0 % vs empty; samples ;", "kagzi-dispatcher 5", "MISSED", "2050.0 ms (target <= 2100 ms: met)",
+		"2.50 ms / 7.25 ms"}
 	for i, d := range details {
 		var out bytes.Buffer
 		if err := WriteTable(&out, d.Rows()); err != nil {
@@ -225,6 +227,9 @@ func TestScenarioDefaults(t *testing.T) {
 		{Options{Scenario: "cron"}, func(o Options) bool { return o.Schedules == 50 && o.Duration == DefaultCronDuration }},
 		{Options{Scenario: "recovery", Concurrency: 10}, func(o Options) bool {
 			return o.Workers == 1 && o.Runs == 100 && o.Concurrency == 100
+		}},
+		{Options{Scenario: "console"}, func(o Options) bool {
+			return o.Workers == 1 && o.Runs == DefaultConsoleRuns && o.Repeat == DefaultConsoleRequests
 		}},
 	} {
 		o := c.o

@@ -641,7 +641,7 @@ func (d *Dispatcher) fit(msg *protocol.Delivery, runs *[]store.ClaimedRun) (data
 		return data, release, err
 	}
 	c := &(*runs)[0]
-	d.failRun(store.Lease{Namespace: c.Namespace, RunID: c.ID, Token: c.LeaseToken},
+	d.failRun(store.Lease{Namespace: c.Namespace, RunID: c.ID, Token: c.LeaseToken}, c.Type,
 		fmt.Sprintf("the run's history cannot be delivered: its %d step records take %d bytes without any payload, "+
 			"more than the NATS server's max_payload of %d bytes", len(c.Steps), len(data), limit))
 	*runs = nil
@@ -706,7 +706,7 @@ func (d *Dispatcher) repark(p *parked) {
 
 // failRun ends a run for good with reason, under its lease, and announces
 // it.
-func (d *Dispatcher) failRun(l store.Lease, reason string) {
+func (d *Dispatcher) failRun(l store.Lease, typ, reason string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), 10*time.Second)
 	defer cancel()
 	if err := d.st.RunsFail(ctx, l, reason); err != nil {
@@ -714,7 +714,7 @@ func (d *Dispatcher) failRun(l store.Lease, reason string) {
 		return
 	}
 	d.log.Warn("run failed by the dispatcher", "run_id", l.RunID, "reason", reason)
-	d.tel.failed.Add(d.ctx, 1, metric.WithAttributes(attribute.String("namespace", l.Namespace)))
+	d.tel.finished(d.ctx, l.Namespace, typ, string(store.StatusFailed))
 	if data, err := protocol.Encode(&protocol.RunFinished{Namespace: l.Namespace, RunID: l.RunID, Status: string(store.StatusFailed)}); err == nil {
 		_ = d.nc.Publish(protocol.SubjectDone(l.Namespace, l.RunID), data)
 	}

@@ -28,7 +28,7 @@ type reportJob struct {
 	report  protocol.Report
 	results []protocol.ReportResult
 	// finished are the runs this report ended, published after commit.
-	finished []protocol.RunFinished
+	finished []finishedRun
 	// received is when the report arrived (for the report latency).
 	received time.Time
 }
@@ -120,6 +120,14 @@ func (d *Dispatcher) applyBatch(ctx context.Context, batch []*reportJob) {
 	}
 }
 
+// finishedRun is a run a report ended, with its workflow type for the
+// per-type metrics (empty when a repeated report found it already ended:
+// it was counted then).
+type finishedRun struct {
+	protocol.RunFinished
+	typ string
+}
+
 // itemRef points at one item of one job.
 type itemRef struct {
 	j *reportJob
@@ -188,7 +196,7 @@ func (d *Dispatcher) applyJobs(ctx context.Context, tx *store.Store, batch []*re
 	}
 	completes, doneRefs = d.dropRefused(completes, doneRefs)
 	if len(completes) > 0 {
-		errs, err := tx.RunsCompleteMany(ctx, completes)
+		errs, types, err := tx.RunsCompleteMany(ctx, completes)
 		if err != nil {
 			return err
 		}
@@ -197,8 +205,8 @@ func (d *Dispatcher) applyJobs(ctx context.Context, tx *store.Store, batch []*re
 				return err
 			}
 			if errs[k] == nil {
-				ref.j.finished = append(ref.j.finished, protocol.RunFinished{Namespace: ref.j.report.Namespace,
-					RunID: ref.j.report.Items[ref.i].RunID, Status: string(store.StatusCompleted)})
+				ref.j.finished = append(ref.j.finished, finishedRun{protocol.RunFinished{Namespace: ref.j.report.Namespace,
+					RunID: ref.j.report.Items[ref.i].RunID, Status: string(store.StatusCompleted)}, types[k]})
 			}
 		}
 	}
@@ -258,7 +266,8 @@ func (d *Dispatcher) failRefused(ctx context.Context, tx *store.Store, batch []*
 			case err == nil:
 				d.runsRefused.Add(1)
 				d.log.Warn("run failed: its report was refused", "run_id", id, "reason", j.refused[id])
-				j.finished = append(j.finished, protocol.RunFinished{Namespace: j.report.Namespace, RunID: id, Status: string(store.StatusFailed)})
+				j.finished = append(j.finished, finishedRun{protocol.RunFinished{Namespace: j.report.Namespace, RunID: id,
+					Status: string(store.StatusFailed)}, cur.Type})
 			case errors.Is(err, store.ErrLeaseLost), errors.Is(err, store.ErrNotFound):
 				// The run moved on under another lease, or is gone.
 			default:
@@ -284,7 +293,8 @@ func (d *Dispatcher) applyOther(ctx context.Context, tx *store.Store, ref itemRe
 		var res store.RunsFailAttemptResult
 		res, err = tx.RunsFailAttempt(ctx, l, it.Error, it.ErrorType, it.NonRetryable)
 		if err == nil && (res.Status == store.StatusFailed || res.Status == store.StatusCancelled) {
-			ref.j.finished = append(ref.j.finished, protocol.RunFinished{Namespace: ns, RunID: it.RunID, Status: string(res.Status)})
+			ref.j.finished = append(ref.j.finished, finishedRun{protocol.RunFinished{Namespace: ns, RunID: it.RunID,
+				Status: string(res.Status)}, res.Type})
 		}
 	case protocol.ReportRunSleep:
 		if len(it.Steps) == 0 && !it.Events {
@@ -295,9 +305,11 @@ func (d *Dispatcher) applyOther(ctx context.Context, tx *store.Store, ref itemRe
 	case protocol.ReportRunRelease:
 		err = tx.RunsRelease(ctx, l)
 	case protocol.ReportRunContinue:
-		err = tx.RunsContinueAsNew(ctx, l, protocol.ContinuedRunID(it.RunID), it.Output)
+		var typ string
+		typ, err = tx.RunsContinueAsNew(ctx, l, protocol.ContinuedRunID(it.RunID), it.Output)
 		if err == nil {
-			ref.j.finished = append(ref.j.finished, protocol.RunFinished{Namespace: ns, RunID: it.RunID, Status: string(store.StatusCompleted)})
+			ref.j.finished = append(ref.j.finished, finishedRun{protocol.RunFinished{Namespace: ns, RunID: it.RunID,
+				Status: string(store.StatusCompleted)}, typ})
 		}
 	case protocol.ReportEventWait:
 		ev, err = tx.EventsReceive(ctx, store.EventsReceiveParams{Lease: l, StepID: it.StepID, Attempt: it.Attempt,
@@ -381,15 +393,10 @@ func stepParams(l store.Lease, it *protocol.ReportItem) store.StepsRecordParams 
 // both would go out on the same connection.
 func (d *Dispatcher) reply(j *reportJob) {
 	for _, f := range j.finished {
-		attrs := metric.WithAttributes(attribute.String("namespace", f.Namespace))
-		if f.Status == string(store.StatusCompleted) {
-			d.tel.completed.Add(d.ctx, 1, attrs)
-		} else {
-			d.tel.failed.Add(d.ctx, 1, attrs)
-		}
+		d.tel.finished(d.ctx, f.Namespace, f.typ, f.Status)
 	}
 	for i := range j.finished {
-		f := &j.finished[i]
+		f := &j.finished[i].RunFinished
 		if data, err := protocol.Encode(f); err == nil {
 			if d.nc.Publish(protocol.SubjectDone(f.Namespace, f.RunID), data) == nil {
 				d.cfg.Published.add(f.RunID, f.Status)

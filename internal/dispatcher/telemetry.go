@@ -41,8 +41,8 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) *instrumen
 	m := mp.Meter("github.com/kagzi/kagzi/dispatcher")
 	in := &instruments{tracer: tp.Tracer("github.com/kagzi/kagzi/dispatcher")}
 	// Instrument creation fails only on invalid names; ours are constant.
-	in.completed, _ = m.Int64Counter("kagzi.runs.completed", metric.WithDescription("Runs completed."))
-	in.failed, _ = m.Int64Counter("kagzi.runs.failed", metric.WithDescription("Runs failed for good."))
+	in.completed, _ = m.Int64Counter("kagzi.runs.completed", metric.WithDescription("Runs completed (a continue-as-new included), per namespace and workflow type."))
+	in.failed, _ = m.Int64Counter("kagzi.runs.failed", metric.WithDescription("Runs failed for good or cancelled by their workflow, per namespace and workflow type."))
 	in.leaseLost, _ = m.Int64Counter("kagzi.leases.lost", metric.WithDescription("Reports refused because their lease was no longer current."))
 	in.dispatch, _ = m.Float64Histogram("kagzi.dispatch.latency", metric.WithUnit("ms"),
 		metric.WithDescription("From a run becoming due to its claim."),
@@ -217,5 +217,20 @@ func (in *instruments) endDispatch(spans []trace.Span, err error) {
 			sp.SetStatus(codes.Error, err.Error())
 		}
 		sp.End()
+	}
+}
+
+// finished counts a run's end, by namespace and workflow type. A repeated
+// report that found the run already ended names no type and is not counted
+// again.
+func (in *instruments) finished(ctx context.Context, ns, typ, status string) {
+	if typ == "" {
+		return
+	}
+	attrs := metric.WithAttributes(attribute.String("namespace", ns), attribute.String("workflow_type", typ))
+	if status == string(store.StatusCompleted) {
+		in.completed.Add(ctx, 1, attrs)
+	} else {
+		in.failed.Add(ctx, 1, attrs)
 	}
 }

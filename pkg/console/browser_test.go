@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/console"
@@ -90,7 +91,12 @@ func run(t *testing.T, ctx context.Context, what string, actions ...chromedp.Act
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	if err := chromedp.Run(ctx, actions...); err != nil {
-		t.Fatalf("%s: %v", what, err)
+		// What the page showed helps more than a deadline.
+		var where, toast string
+		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer dcancel()
+		_ = chromedp.Run(dctx, chromedp.Location(&where), chromedp.Evaluate(`(document.getElementById("toast")||{}).textContent || ""`, &toast))
+		t.Fatalf("%s: %v (page %s, toast %q)", what, err, where, toast)
 	}
 }
 
@@ -274,4 +280,232 @@ func TestBrowser(t *testing.T) {
 	if errors.Is(ctx.Err(), context.Canceled) {
 		t.Fatal("browser gone")
 	}
+	browserActions(t, e, ctx)
+}
+
+// yes answers the pages' confirmation dialogs (hx-confirm) as an operator
+// would; a navigation resets it.
+var yes = chromedp.Evaluate(`window.confirm = () => true`, nil)
+
+// until waits for a JavaScript condition on the page to hold.
+func until(expr string) chromedp.Action { return chromedp.Poll(expr, nil) }
+
+// click clicks a write button until the page has sent its request
+// (console.js counts them in data-writes): a live refresh replacing the
+// button at that moment swallows the click, and a write never sent is
+// safe to click again.
+func click(sel string) chromedp.Action {
+	return chromedp.ActionFunc(func(ctx context.Context) error {
+		const writes = `Number(document.documentElement.getAttribute("data-writes") || 0)`
+		var before int
+		if err := chromedp.Evaluate(writes, &before).Do(ctx); err != nil {
+			return err
+		}
+		for {
+			if err := chromedp.Click(sel, chromedp.ByQuery).Do(ctx); err != nil {
+				return err
+			}
+			sent := fmt.Sprintf("%s > %d", writes, before)
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			err := chromedp.Poll(sent, nil).Do(pctx)
+			cancel()
+			if err == nil || ctx.Err() != nil {
+				return err
+			}
+		}
+	})
+}
+
+// settled waits for the page's live refreshes to land (console.js marks
+// them with data-busy), so that a click hits the button it aims at.
+var settled = until(`!document.documentElement.hasAttribute("data-busy") && !document.querySelector(".htmx-request")`)
+
+// browserActions clicks every write the console offers in the browser,
+// on the same engine and browser as TestBrowser, and checks each by what
+// the page shows after its live update and by the engine's state. The
+// worker is drained last: runs need it until then.
+func browserActions(t *testing.T, e *env, ctx context.Context) {
+	bg := context.Background()
+	base := e.http.URL
+
+	t.Run("terminate", func(t *testing.T) {
+		h, err := e.cl.Start(bg, "Wait", map[string]string{"for": "terminate"}, client.StartOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var errText string
+		run(t, ctx, "terminate",
+			chromedp.Navigate(base+"/runs/"+h.RunID.String()+"?ns=default"),
+			chromedp.WaitVisible(`#live.on`, chromedp.ByQuery), yes,
+			chromedp.SetValue(`form input[name=reason]`, "stuck order", chromedp.ByQuery),
+			chromedp.Click(`#btn-terminate`, chromedp.ByQuery),
+			chromedp.WaitVisible(`#run-status.s-cancelled`, chromedp.ByQuery),
+			chromedp.Text(`#run-error`, &errText, chromedp.ByQuery))
+		if !strings.Contains(errText, "stuck order") {
+			t.Fatalf("terminated run's error on the page: %q", errText)
+		}
+		r, err := e.cl.Get(bg, h.RunID)
+		if err != nil || r.Status != "CANCELLED" || !strings.Contains(r.Error, "stuck order") {
+			t.Fatalf("terminated from the browser: %+v, %v", r, err)
+		}
+	})
+
+	t.Run("send event", func(t *testing.T) {
+		h, err := e.cl.Start(bg, "Wait", map[string]string{"for": "event"}, client.StartOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out string
+		run(t, ctx, "send event",
+			chromedp.Navigate(base+"/runs/"+h.RunID.String()+"?ns=default"),
+			chromedp.WaitVisible(`#live.on`, chromedp.ByQuery),
+			chromedp.SetValue(`#event-form input[name=name]`, "go", chromedp.ByQuery),
+			chromedp.SetValue(`#event-form input[name=payload]`, `"from the browser"`, chromedp.ByQuery),
+			chromedp.Click(`#event-form button`, chromedp.ByQuery),
+			chromedp.WaitVisible(`#run-status.s-completed`, chromedp.ByQuery),
+			chromedp.Text(`#run-output`, &out, chromedp.ByQuery))
+		if !strings.Contains(out, "got from the browser") {
+			t.Fatalf("output on the page after the event: %q", out)
+		}
+		if r := e.wait(h.RunID); r.Status != "COMPLETED" {
+			t.Fatalf("run after the event: %s", r.Status)
+		}
+	})
+
+	t.Run("schedule", func(t *testing.T) {
+		const cron = "*/7 * * * *"
+		var id string
+		row := func() string { return `tr[data-schedule-id="` + id + `"]` }
+		find := `[...document.querySelectorAll("table.schedules tr[data-schedule-id]")].filter(r => r.cells[2].textContent === "` + cron + `").map(r => r.dataset.scheduleId)[0] || ""`
+		run(t, ctx, "create",
+			chromedp.Navigate(base+"/schedules?ns=default"),
+			chromedp.WaitVisible(`#live.on`, chromedp.ByQuery),
+			chromedp.Click(`#new-schedule summary`, chromedp.ByQuery),
+			chromedp.SetValue(`#schedule-form input[name=type]`, "Echo", chromedp.ByQuery),
+			chromedp.SetValue(`#schedule-form input[name=cron]`, cron, chromedp.ByQuery),
+			chromedp.SetValue(`#schedule-form input[name=timezone]`, "Asia/Tokyo", chromedp.ByQuery),
+			chromedp.SetValue(`#schedule-form textarea[name=input]`, `{"from":"schedule"}`, chromedp.ByQuery),
+			chromedp.Click(`#schedule-form button`, chromedp.ByQuery),
+			until(find+` !== ""`),
+			chromedp.Evaluate(find, &id))
+		sid, err := uuid.Parse(id)
+		if err != nil {
+			t.Fatalf("created schedule's id on the page: %q", id)
+		}
+		sc, err := e.cl.GetSchedule(bg, sid)
+		if err != nil || sc.Cron != cron || sc.Timezone != "Asia/Tokyo" || sc.Status != "SCHEDULED" {
+			t.Fatalf("created from the browser: %+v, %v", sc, err)
+		}
+		run(t, ctx, "pause", yes, settled,
+			click(row()+` .btn-pause`),
+			chromedp.WaitVisible(row()+` .st.s-paused`, chromedp.ByQuery))
+		if sc, _ := e.cl.GetSchedule(bg, sid); sc == nil || sc.Status != "PAUSED" {
+			t.Fatalf("paused from the browser: %+v", sc)
+		}
+		run(t, ctx, "resume", settled,
+			click(row()+` .btn-resume`),
+			chromedp.WaitVisible(row()+` .st.s-scheduled`, chromedp.ByQuery))
+		if sc, _ := e.cl.GetSchedule(bg, sid); sc == nil || sc.Status != "SCHEDULED" {
+			t.Fatalf("resumed from the browser: %+v", sc)
+		}
+		var fired string
+		run(t, ctx, "trigger", settled,
+			click(row()+` .btn-trigger`),
+			chromedp.WaitVisible(row()+` a.st`, chromedp.ByQuery),
+			chromedp.AttributeValue(row()+` a.st`, "href", &fired, nil, chromedp.ByQuery))
+		hist, err := e.cl.ScheduleHistory(bg, sid, 10)
+		if err != nil || len(hist) != 1 || !strings.Contains(fired, hist[0].ID.String()) {
+			t.Fatalf("triggered from the browser: page links %q, engine has %v (%v)", fired, hist, err)
+		}
+		run(t, ctx, "delete", yes, settled,
+			click(row()+` .btn-delete`),
+			until(`document.querySelector('`+row()+`') === null`))
+		if sc, err := e.cl.GetSchedule(bg, sid); !errors.Is(err, client.ErrNotFound) {
+			t.Fatalf("deleted from the browser, the engine still has %+v (%v)", sc, err)
+		}
+	})
+
+	t.Run("limit", func(t *testing.T) {
+		row := `table.limits tr[data-limit="default/Echo"]`
+		var text string
+		run(t, ctx, "set limit",
+			chromedp.Navigate(base+"/queues?ns=default"),
+			chromedp.WaitVisible(`#limit-form`, chromedp.ByQuery),
+			chromedp.SetValue(`#limit-form input[name=type]`, "Echo", chromedp.ByQuery),
+			chromedp.SetValue(`#limit-form input[name=max]`, "2", chromedp.ByQuery),
+			chromedp.Click(`#limit-form button`, chromedp.ByQuery),
+			chromedp.WaitVisible(row, chromedp.ByQuery),
+			chromedp.Text(row+` td:nth-child(3)`, &text, chromedp.ByQuery))
+		if text != "2" {
+			t.Fatalf("limit on the page: %q", text)
+		}
+		limit := func() int {
+			ls, err := e.cl.ConcurrencyLimits(bg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range ls {
+				if l.Queue == "default" && l.Type == "Echo" {
+					return l.MaxRunning
+				}
+			}
+			return -1
+		}
+		if n := limit(); n != 2 {
+			t.Fatalf("limit set from the browser: engine has %d", n)
+		}
+		run(t, ctx, "remove limit", settled,
+			click(row+` .btn-remove`),
+			until(`document.querySelector('`+row+`') === null`))
+		if n := limit(); n != -1 {
+			t.Fatalf("limit removed from the browser: engine still has %d", n)
+		}
+	})
+
+	t.Run("namespace", func(t *testing.T) {
+		nc, err := nats.Connect(e.nc.ConnectedUrl())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		other, err := client.New(e.srv.Store, nc, client.Options{Namespace: "other"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close()
+		h, err := other.Start(bg, "Echo", map[string]string{"in": "other"}, client.StartOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rows int
+		var ns string
+		run(t, ctx, "switch namespace",
+			chromedp.Navigate(base+"/runs?ns=default"),
+			chromedp.WaitReady(`#ns-switch option[value=other]`, chromedp.ByQuery),
+			chromedp.SetValue(`#ns-switch`, "other", chromedp.ByQuery),
+			chromedp.WaitVisible(`#runs-body tr[data-run-id="`+h.RunID.String()+`"]`, chromedp.ByQuery),
+			chromedp.AttributeValue(`meta[name=kagzi-ns]`, "content", &ns, nil, chromedp.ByQuery),
+			chromedp.Evaluate(`document.querySelectorAll("#runs-body tr[data-run-id]").length`, &rows))
+		if ns != "other" || rows != 1 {
+			t.Fatalf("after switching: namespace %q, %d runs, want other with 1", ns, rows)
+		}
+	})
+
+	t.Run("drain", func(t *testing.T) {
+		ws, err := e.cl.Workers(bg)
+		if err != nil || len(ws) != 1 {
+			t.Fatalf("workers: %v, %v", ws, err)
+		}
+		row := `table.workers tr[data-worker-id="` + ws[0].ID.String() + `"]`
+		run(t, ctx, "drain",
+			chromedp.Navigate(base+"/workers?ns=default"),
+			chromedp.WaitVisible(row+` .btn-drain`, chromedp.ByQuery), yes,
+			click(row+` .btn-drain`),
+			// Idle, the drained worker may have finished already.
+			until(`document.querySelector('`+row+` .st.s-draining, `+row+` .st.s-offline') !== null`))
+		ws, err = e.cl.Workers(bg)
+		if err != nil || len(ws) != 1 || (ws[0].Status != "DRAINING" && ws[0].Status != "OFFLINE") {
+			t.Fatalf("drained from the browser: %+v, %v", ws, err)
+		}
+	})
 }

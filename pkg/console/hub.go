@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
 )
@@ -86,7 +87,9 @@ type hub struct {
 	mu   sync.Mutex
 	ns   map[string]*nsState
 	subs []*nats.Subscription
-	ctx  context.Context
+	// unlisten ends the reconnect listener (nil until started).
+	unlisten func()
+	ctx      context.Context
 	// flushes counts the hub's reads of Postgres (tests check idleness).
 	flushes int64
 }
@@ -121,21 +124,23 @@ func (h *hub) start(ctx context.Context) error {
 		h.subs = append(h.subs, sub)
 		h.mu.Unlock()
 	}
-	prev := h.nc.Opts.ReconnectedCB
-	h.nc.SetReconnectHandler(func(nc *nats.Conn) {
-		if prev != nil {
-			prev(nc)
-		}
-		h.resyncAll()
-	})
+	// The connection may be the embedding application's: listen to its
+	// reconnects, leaving the application's reconnect handler untouched.
+	unlisten := natsutil.OnReconnect(h.nc, h.resyncAll)
+	h.mu.Lock()
+	h.unlisten = unlisten
+	h.mu.Unlock()
 	return nil
 }
 
 func (h *hub) stop() {
 	h.mu.Lock()
-	subs := h.subs
-	h.subs = nil
+	subs, unlisten := h.subs, h.unlisten
+	h.subs, h.unlisten = nil, nil
 	h.mu.Unlock()
+	if unlisten != nil {
+		unlisten()
+	}
 	for _, s := range subs {
 		_ = s.Unsubscribe()
 	}

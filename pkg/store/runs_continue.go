@@ -25,15 +25,16 @@ func continuedTrace(col string) string {
 // run's continued_as names the new one, so a client waiting on the old id
 // follows it. A child run cannot continue as new (its parent waits for
 // that run id): ErrInvalidArgument. A repeated report of the same
-// continuation succeeds without starting another run.
-func (s *Store) RunsContinueAsNew(ctx context.Context, l Lease, newID uuid.UUID, input []byte) error {
+// continuation succeeds without starting another run. It returns the run's
+// workflow type when this call ended it (empty for a repeated report).
+func (s *Store) RunsContinueAsNew(ctx context.Context, l Lease, newID uuid.UUID, input []byte) (string, error) {
 	if newID == uuid.Nil {
-		return invalidf("continue as new: new run id is required")
+		return "", invalidf("continue as new: new run id is required")
 	}
 	if err := s.checkPayload(ctx, "input", input); err != nil {
-		return err
+		return "", err
 	}
-	var id uuid.UUID
+	var typ string
 	err := s.db.QueryRow(ctx, `
 WITH o AS (
 	UPDATE kagzi.workflow_runs SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL,
@@ -54,12 +55,12 @@ WITH o AS (
 	INSERT INTO kagzi.workflow_payloads (run_id, output) SELECT $2, 'null'::bytea FROM o
 	ON CONFLICT (run_id) DO UPDATE SET output = excluded.output
 )
-SELECT run_id FROM n`, l.Namespace, l.RunID, l.Token, newID, input).Scan(&id)
+SELECT o.workflow_type FROM n, o`, l.Namespace, l.RunID, l.Token, newID, input).Scan(&typ)
 	if err == nil {
-		return nil
+		return typ, nil
 	}
 	if !isNoRows(err) {
-		return mapErr(fmt.Sprintf("continue run %s as new", l.RunID), err)
+		return "", mapErr(fmt.Sprintf("continue run %s as new", l.RunID), err)
 	}
 	var (
 		st     RunStatus
@@ -70,14 +71,14 @@ SELECT run_id FROM n`, l.Namespace, l.RunID, l.Token, newID, input).Scan(&id)
 	err = s.db.QueryRow(ctx, `SELECT status, lease_token, parent_run_id, continued_as FROM kagzi.workflow_runs
 WHERE namespace_id = $1 AND run_id = $2`, l.Namespace, l.RunID).Scan(&st, &tok, &parent, &cont)
 	if err != nil {
-		return mapErr(fmt.Sprintf("continue run %s as new", l.RunID), err)
+		return "", mapErr(fmt.Sprintf("continue run %s as new", l.RunID), err)
 	}
 	switch {
 	case tok == l.Token && st == StatusCompleted && cont != nil && *cont == newID:
-		return nil
+		return "", nil
 	case tok == l.Token && st == StatusRunning && parent != nil:
-		return invalidf("continue run %s as new: a child run cannot continue as new", l.RunID)
+		return "", invalidf("continue run %s as new: a child run cannot continue as new", l.RunID)
 	}
-	return fmt.Errorf("continue run %s as new: %w (run is %s under lease %d, report names lease %d)",
+	return "", fmt.Errorf("continue run %s as new: %w (run is %s under lease %d, report names lease %d)",
 		l.RunID, ErrLeaseLost, st, tok, l.Token)
 }

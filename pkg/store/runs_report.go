@@ -17,6 +17,9 @@ type RunsFailAttemptResult struct {
 	// CANCELLED (cancellation had been requested).
 	Status      RunStatus
 	AvailableAt *time.Time
+	// Type is the run's workflow type, set when this call ended the attempt
+	// (empty when a repeated report found it already ended).
+	Type string
 }
 
 // failAttemptSet ends the attempt of RunsFailAttempt ($1 is the error):
@@ -49,14 +52,14 @@ WITH u AS (
 			OR r.cancel_requested_at IS NOT NULL AS final
 	) f
 	WHERE r0.run_id = r.run_id AND r.namespace_id = $2 AND r.run_id = $3 AND r.lease_token = $4 AND r.status = 'RUNNING'
-	RETURNING r0.run_id, r0.parent_run_id, r0.parent_step_id, r0.status, r0.error, r0.available_at
+	RETURNING r0.run_id, r0.parent_run_id, r0.parent_step_id, r0.status, r0.error, r0.available_at, r0.workflow_type
 ), done AS (
 	SELECT run_id, parent_run_id, parent_step_id, status, error, NULL::bytea AS output FROM u WHERE status IN ('FAILED', 'CANCELLED')
 ), touched AS (
 	SELECT run_id FROM u
 ), `+parentWakeCTEs+`
-SELECT status, available_at FROM u`, clipError(errMsg), l.Namespace, l.RunID, l.Token, nonRetryable, protocol.ClipText(errType, maxNameLen)).
-		Scan(&res.Status, &res.AvailableAt)
+SELECT status, available_at, workflow_type FROM u`, clipError(errMsg), l.Namespace, l.RunID, l.Token, nonRetryable, protocol.ClipText(errType, maxNameLen)).
+		Scan(&res.Status, &res.AvailableAt, &res.Type)
 	if err == nil {
 		return res, nil
 	}
@@ -111,10 +114,12 @@ type RunsCompleteItem struct {
 // wakes the parents of children among them, see parentWakeCTEs), so
 // a batch of reports costs one update (and one pass of the notify trigger)
 // instead of one per run. errs[i] is the outcome of items[i], as
-// RunsComplete would return it; err is set when the statement as a whole
-// failed.
-func (s *Store) RunsCompleteMany(ctx context.Context, items []RunsCompleteItem) (errs []error, err error) {
+// RunsComplete would return it, and types[i] the run's workflow type when
+// this call completed it (empty when a repeated report found it already
+// completed); err is set when the statement as a whole failed.
+func (s *Store) RunsCompleteMany(ctx context.Context, items []RunsCompleteItem) (errs []error, types []string, err error) {
 	errs = make([]error, len(items))
+	types = make([]string, len(items))
 	var (
 		ns      []string
 		ids     []string
@@ -133,7 +138,7 @@ func (s *Store) RunsCompleteMany(ctx context.Context, items []RunsCompleteItem) 
 		sentIdx = append(sentIdx, i)
 	}
 	if len(sentIdx) == 0 {
-		return errs, nil
+		return errs, types, nil
 	}
 	rows, err := s.db.Query(ctx, `
 WITH l AS (
@@ -141,37 +146,39 @@ WITH l AS (
 ), r AS (
 	UPDATE kagzi.workflow_runs r SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL
 	FROM l WHERE r.namespace_id = l.ns AND r.run_id = l.run_id AND r.lease_token = l.tok AND r.status = 'RUNNING'
-	RETURNING r.run_id, r.parent_run_id, r.parent_step_id, r.status, r.error
+	RETURNING r.run_id, r.parent_run_id, r.parent_step_id, r.status, r.error, r.workflow_type
 ), done AS (
-	SELECT r.*, l.output FROM r JOIN l USING (run_id)
+	SELECT r.run_id, r.parent_run_id, r.parent_step_id, r.status, r.error, l.output FROM r JOIN l USING (run_id)
 ), touched AS (
 	SELECT run_id FROM r
 ), `+parentWakeCTEs+`, p AS (
 	INSERT INTO kagzi.workflow_payloads (run_id, output) SELECT l.run_id, l.output FROM l JOIN r USING (run_id)
 	ON CONFLICT (run_id) DO UPDATE SET output = excluded.output
 )
-SELECT run_id FROM r`, ns, ids, toks, outs)
+SELECT run_id, workflow_type FROM r`, ns, ids, toks, outs)
 	if err != nil {
-		return nil, mapErr("complete runs", err)
+		return nil, nil, mapErr("complete runs", err)
 	}
-	done := make(map[string]bool, len(sentIdx))
+	done := make(map[string]string, len(sentIdx))
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		var id, typ string
+		if err := rows.Scan(&id, &typ); err != nil {
 			rows.Close()
-			return nil, mapErr("complete runs", err)
+			return nil, nil, mapErr("complete runs", err)
 		}
-		done[id] = true
+		done[id] = typ
 	}
 	if err := rows.Err(); err != nil {
-		return nil, mapErr("complete runs", err)
+		return nil, nil, mapErr("complete runs", err)
 	}
 	for k, i := range sentIdx {
-		if !done[ids[k]] {
+		typ, ok := done[ids[k]]
+		if !ok {
 			errs[i] = s.leaseCheckDone(ctx, "complete run", items[i].Lease, StatusCompleted)
 		}
+		types[i] = typ
 	}
-	return errs, nil
+	return errs, types, nil
 }
 
 // QueueDepth is the number of due runs waiting in one queue.

@@ -3,6 +3,7 @@
 (function () {
   "use strict";
   function meta(n) { var m = document.querySelector('meta[name="' + n + '"]'); return m ? m.content : ""; }
+  var root = document.documentElement;
   var prefix = meta("kagzi-prefix"), ns = meta("kagzi-ns"), page = meta("kagzi-page"), csrf = meta("kagzi-csrf");
 
   // Theme toggle.
@@ -26,15 +27,38 @@
     t.textContent = text; t.className = bad ? "show bad" : "show";
     clearTimeout(toastTimer); toastTimer = setTimeout(function () { t.className = ""; }, 6000);
   }
+  // data-busy on <html> marks a refresh pending or in flight: a click on a
+  // button about to be replaced is better made after it.
+  var busy = 0;
+  function mark() { if (busy > 0 || pending) root.setAttribute("data-busy", ""); else root.removeAttribute("data-busy"); }
+  var pending = null;
+  // htmx drops a request on an element with one in flight: a refresh
+  // asked for meanwhile runs after it, else its change would be lost.
+  var again = false;
   function refresh() {
-    if (window.htmx) htmx.ajax("GET", location.href, { target: "#main", select: "#main", swap: "outerHTML" });
+    if (!window.htmx) return;
+    if (busy > 0) { again = true; return; }
+    busy++; mark();
+    var done = function () {
+      busy--;
+      if (again) { again = false; refresh(); }
+      mark();
+    };
+    htmx.ajax("GET", location.href, { target: "#main", select: "#main", swap: "outerHTML" }).then(done, done);
   }
-  document.body.addEventListener("htmx:afterRequest", function (e) {
+  // A write's result is read from its request, not from htmx:afterRequest:
+  // a live refresh may replace the clicked button while the request is in
+  // flight, and events on a detached element never reach the body.
+  document.body.addEventListener("htmx:beforeRequest", function (e) {
     var xhr = e.detail.xhr, el = e.detail.elt;
     if (!xhr || !el || el.getAttribute("hx-get")) return;
+    var form = el.closest("form") || el;
+    root.setAttribute("data-writes", String(Number(root.getAttribute("data-writes") || 0) + 1));
+    xhr.addEventListener("loadend", function () { written(xhr, el, form); });
+  });
+  function written(xhr, el, form) {
     if ((xhr.getResponseHeader("Content-Type") || "").indexOf("application/json") !== 0) return;
     var body = {}; try { body = JSON.parse(xhr.responseText); } catch (err) {}
-    var form = el.closest("form") || el;
     if (xhr.status >= 400) { toast("Error " + xhr.status + ": " + (body.error || xhr.statusText), true); return; }
     var res = form.getAttribute("data-result");
     if (res) { document.getElementById(res).textContent = JSON.stringify(body, null, 2); }
@@ -43,7 +67,7 @@
     }
     toast("Done: " + JSON.stringify(body).slice(0, 200));
     if (form.getAttribute("data-refresh") || el.getAttribute("data-refresh") || page === "run") refresh();
-  });
+  }
 
   // Live updates.
   if (!window.EventSource) return;
@@ -51,8 +75,7 @@
   var es = new EventSource(prefix + "/api/v1/stream?ns=" + encodeURIComponent(ns));
   es.onopen = function () { live.textContent = "● live"; live.className = "live on"; };
   es.onerror = function () { live.textContent = "○ reconnecting"; live.className = "live off"; };
-  var pending = null;
-  function refreshSoon() { if (!pending) pending = setTimeout(function () { pending = null; refresh(); }, 150); }
+  function refreshSoon() { if (!pending) { pending = setTimeout(function () { pending = null; refresh(); }, 150); mark(); } }
 
   es.addEventListener("counts", function (e) {
     var c = JSON.parse(e.data);
