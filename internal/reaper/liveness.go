@@ -124,7 +124,6 @@ func (r *Reaper) onHeartbeat(m *nats.Msg, ns string) {
 	if !r.subjectNS(m, ns, hb.Namespace) {
 		return
 	}
-	r.c.heartbeats.Add(1)
 	now := r.cfg.Clock.Now()
 	r.mu.Lock()
 	w := r.workers[hb.WorkerID]
@@ -143,6 +142,10 @@ func (r *Reaper) onHeartbeat(m *nats.Msg, ns string) {
 	w.runs = hb.Runs
 	w.draining = hb.Draining
 	w.heard = true
+	w.beats++
+	// Counted once the state holds it: a test waiting on the counter may
+	// look at the state at once.
+	r.c.heartbeats.Add(1)
 	r.pruneLocked(now)
 	needReg := w.db != dbLive && !w.rejected
 	needFlush := !r.flushPlanned && r.dueLocked(w)
@@ -534,6 +537,7 @@ type snap struct {
 	id       uuid.UUID
 	at       time.Time
 	draining bool
+	beats    uint64
 }
 
 // flush writes the heartbeats heard since the last flush in one statement
@@ -552,7 +556,7 @@ func (r *Reaper) flush(ctx context.Context, t *term, force bool) error {
 		due = due || r.dueLocked(w)
 		beats = append(beats, store.WorkerBeat{WorkerID: w.id, At: w.lastBeat, Draining: w.draining})
 		leases = append(leases, store.RunsExtendLeasesParams{WorkerID: w.id, RunIDs: w.runs, Until: w.lastBeat.Add(r.cfg.Lease)})
-		snaps = append(snaps, snap{w.id, w.lastBeat, w.draining})
+		snaps = append(snaps, snap{w.id, w.lastBeat, w.draining, w.beats})
 	}
 	r.mu.Unlock()
 	if len(beats) == 0 || !force && !due {
@@ -581,7 +585,7 @@ func (r *Reaper) flush(ctx context.Context, t *term, force bool) error {
 			continue
 		}
 		w.persistedAt, w.persistedDraining = s.at, s.draining
-		if w.lastBeat.Equal(s.at) {
+		if w.beats == s.beats {
 			w.heard = false
 		}
 		if n < int64(len(beats)) {

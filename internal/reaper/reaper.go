@@ -177,6 +177,10 @@ type wstate struct {
 	db       dbState
 	rejected bool // the store refused its registration: ignored
 	heard    bool // heard since it was last persisted
+	// beats counts the heartbeats heard: a flush clears heard only if none
+	// came while it wrote, even one with the same time (a coarse or fake
+	// clock), whose draining flag or runs would otherwise go unwritten.
+	beats uint64
 	// persistedAt and persistedDraining are its last flushed heartbeat.
 	persistedAt       time.Time
 	persistedDraining bool
