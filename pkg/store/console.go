@@ -22,6 +22,7 @@ type RunsSearchParams struct {
 	Type       string
 	Queue      string
 	ScheduleID *uuid.UUID
+	ParentID   *uuid.UUID
 	ExternalID string
 	// CreatedFrom and CreatedTo bound created_at (from inclusive, to
 	// exclusive).
@@ -36,8 +37,9 @@ type RunsSearchParams struct {
 	After *Cursor
 }
 
-// RunsSearch lists runs newest first, as RunsList, with the console's
-// filters. Without payload filters it reads one page of the listing index.
+// RunsSearch lists runs newest first with every filter (RunsList is its
+// plain form). Without payload filters it reads one page of the listing
+// index.
 func (s *Store) RunsSearch(ctx context.Context, p RunsSearchParams) (runs []Run, next *Cursor, err error) {
 	if err := checkName("namespace", p.Namespace, true); err != nil {
 		return nil, nil, err
@@ -77,6 +79,7 @@ WHERE r.namespace_id = $1
   AND ($3 = '' OR r.workflow_type = $3)
   AND ($4 = '' OR r.task_queue = $4)
   AND ($5::uuid IS NULL OR r.schedule_id = $5)
+  AND ($14::uuid IS NULL OR r.parent_run_id = $14)
   AND ($6 = '' OR r.external_id = $6)
   AND ($7::timestamptz IS NULL OR r.created_at >= $7)
   AND ($8::timestamptz IS NULL OR r.created_at < $8)
@@ -85,7 +88,7 @@ WHERE r.namespace_id = $1
   AND ($12 = '' OR jsonb_path_match(convert_from(pl.output, 'UTF8')::jsonb, $12::jsonpath, '{}', true) IS TRUE)
 ORDER BY r.created_at DESC, r.run_id DESC
 LIMIT $13`, p.Namespace, statuses, p.Type, p.Queue, p.ScheduleID, p.ExternalID, p.CreatedFrom, p.CreatedTo,
-		afterTS, afterID, p.InputMatch, p.OutputMatch, p.Limit+1)
+		afterTS, afterID, p.InputMatch, p.OutputMatch, p.Limit+1, p.ParentID)
 	if err != nil {
 		return nil, nil, mapErr("search runs", err)
 	}

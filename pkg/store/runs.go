@@ -464,51 +464,8 @@ type RunsListParams struct {
 
 // RunsList lists runs newest first. next is nil on the last page.
 func (s *Store) RunsList(ctx context.Context, p RunsListParams) (runs []Run, next *Cursor, err error) {
-	if err := checkName("namespace", p.Namespace, true); err != nil {
-		return nil, nil, err
-	}
-	if p.Limit <= 0 {
-		p.Limit = 50
-	}
-	if p.Limit > 1000 {
-		return nil, nil, invalidf("limit %d is above 1000", p.Limit)
-	}
-	statuses := make([]string, 0, len(p.Statuses))
-	for _, st := range p.Statuses {
-		if !st.Valid() {
-			return nil, nil, invalidf("unknown status %q", st)
-		}
-		statuses = append(statuses, string(st))
-	}
-	var afterTS *time.Time
-	var afterID *uuid.UUID
-	if p.After != nil {
-		afterTS, afterID = &p.After.CreatedAt, &p.After.ID
-	}
-	rows, err := s.db.Query(ctx, `
-SELECT `+runCols+` FROM kagzi.workflow_runs r
-WHERE r.namespace_id = $1
-  AND (cardinality($2::text[]) = 0 AND r.status NOT IN ('SCHEDULED', 'PAUSED') OR r.status = ANY($2))
-  AND ($3 = '' OR r.workflow_type = $3)
-  AND ($4 = '' OR r.task_queue = $4)
-  AND ($5::uuid IS NULL OR r.schedule_id = $5)
-  AND ($6::uuid IS NULL OR r.parent_run_id = $6)
-  AND ($7::timestamptz IS NULL OR (r.created_at, r.run_id) < ($7, $8::uuid))
-ORDER BY r.created_at DESC, r.run_id DESC
-LIMIT $9`, p.Namespace, statuses, p.Type, p.Queue, p.ScheduleID, p.ParentID, afterTS, afterID, p.Limit+1)
-	if err != nil {
-		return nil, nil, mapErr("list runs", err)
-	}
-	runs, err = collectRuns(rows)
-	if err != nil {
-		return nil, nil, mapErr("list runs", err)
-	}
-	if len(runs) > p.Limit {
-		runs = runs[:p.Limit]
-		last := runs[len(runs)-1]
-		next = &Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
-	}
-	return runs, next, nil
+	return s.RunsSearch(ctx, RunsSearchParams{Namespace: p.Namespace, Statuses: p.Statuses, Type: p.Type, Queue: p.Queue,
+		ScheduleID: p.ScheduleID, ParentID: p.ParentID, Limit: p.Limit, After: p.After})
 }
 
 func collectRuns(rows pgx.Rows) ([]Run, error) {
