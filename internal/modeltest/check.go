@@ -46,7 +46,8 @@ type Observed struct {
 // a step may have been invoked more often than the model says and a run
 // may have made more attempts in the same retry epochs; and a run that
 // faults delayed past its deadline ends by it, what it did before being
-// bounded, not counted. Nothing else may differ.
+// bounded, not counted, and a request-cancel child detached below it may
+// have been closed before it started. Nothing else may differ.
 func Check(p Program, obs Observed, crashes bool) (Prediction, []Diff) {
 	var facts CrashFacts
 	if crashes {

@@ -167,7 +167,13 @@ func (f CrashFacts) epochCap(inst string, maxAttempts int) int {
 
 // pastDeadline reports whether p's run, which has a deadline, ended by it.
 func (f CrashFacts) pastDeadline(p Program) bool {
-	e, ok := f[p.Key]
+	return f.endedByDeadline(p.Key, &p)
+}
+
+// endedByDeadline reports whether the run inst of p, which has a deadline,
+// ended by it.
+func (f CrashFacts) endedByDeadline(inst string, p *Program) bool {
+	e, ok := f[inst]
 	return ok && p.DeadlineMS > 0 && e.Status == StatusFailed && e.Error == DeadlineError
 }
 
@@ -287,6 +293,10 @@ func PredictWith(p Program, facts CrashFacts) Prediction {
 type predictor struct {
 	pred  *Prediction
 	facts CrashFacts
+	// cut counts the runs being simulated that the facts say ended by
+	// their deadline: faults may have delayed their tree so far that the
+	// deadline closed it before a descendant's detached child started.
+	cut int
 }
 
 type runEnd struct {
@@ -303,6 +313,10 @@ func (pr *predictor) run(p *Program, inst string, maxAttempts int, hold string) 
 	if e, ok := pr.facts.lost(inst, maxAttempts); ok {
 		pr.pred.Lost = append(pr.pred.Lost, p.Key)
 		return runEnd{status: StatusFailed, err: NormalizeMessage(e.Error), epochs: e.Epoch}
+	}
+	if pr.facts.endedByDeadline(inst, p) {
+		pr.cut++
+		defer func() { pr.cut-- }()
 	}
 	epochCap := pr.facts.epochCap(inst, maxAttempts)
 	if epochCap > 0 {
@@ -353,6 +367,11 @@ func childMaxAttempts(rp *Retry) int {
 // detachedEnd predicts the end of the detached child d once its parent
 // ended (cancelled: asked to cancel before; deadline: the parent has a
 // deadline, which on a slow machine may come before the child started).
+// Under crashes, an ancestor the facts say ended by its deadline may have
+// closed the tree before the child started as well, however early the
+// model's fault-free timeline reaches the detach: faults (recoveries, a
+// restarted database) delay a run by seconds. Without crashes there are
+// no facts, and such an early cut stays a divergence.
 func (pr *predictor) detachedEnd(d detached, cancelled, deadline bool) {
 	cp := d.child.Program
 	cp.RunRetry = d.child.Retry
@@ -363,7 +382,7 @@ func (pr *predictor) detachedEnd(d detached, cancelled, deadline bool) {
 		return
 	}
 	defer func() {
-		if deadline && d.child.Policy == PolicyRequestCancel {
+		if (deadline || pr.cut > 0) && d.child.Policy == PolicyRequestCancel {
 			pr.pred.Ends[d.inst] = append(pr.pred.Ends[d.inst], End{Status: StatusCancelled, Error: UnstartedClosedError})
 		}
 	}()

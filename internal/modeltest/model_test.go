@@ -383,6 +383,74 @@ func TestCheckCrashFacts(t *testing.T) {
 	}
 }
 
+// A root whose deadline ends it by design (a sleep past it): faults that
+// delayed a grandchild's branch let the deadline close the tree before a
+// request-cancel child detached below started, far earlier than the
+// model's fault-free timeline. That is excused only when the facts (under
+// crashes) say the root ended by its deadline.
+func TestCheckDeadlineCutsTree(t *testing.T) {
+	grand := Program{Key: "k.c1-0", Ops: []Op{
+		{Kind: KindDetach, ID: "d2", Name: "held-d2", Children: []Child{
+			{ID: "d2-0", Policy: PolicyRequestCancel, Retry: &Retry{MaxAttempts: 2}, Program: Program{Key: "k.c1-0.d2-0", Ops: []Op{
+				{Kind: KindHold, ID: "h3", Name: "h3", Payload: "r3", OnErr: OnErrHandle, Cleanup: &Op{Kind: KindStep, ID: "s4", Outcomes: []Outcome{ok(4)}}},
+				step("s5", OnErrHandle, 1, nil, ok(5))}}},
+		}},
+		step("s6", OnErrHandle, 1, nil, ok(6)),
+	}}
+	p := Program{Key: "k", DeadlineMS: DeadlineMS, Ops: []Op{
+		{Kind: KindChildren, ID: "c1", OnErr: OnErrHandle, Children: []Child{{ID: "c1-0", Program: grand, Retry: &Retry{MaxAttempts: 1}}}},
+		{Kind: KindSleep, ID: "z7", MS: 10 * DeadlineMS},
+	}}
+	const inst = "k/c1-0#1/d2-0#1"
+	pred := Predict(p)
+	if !pred.Deadline || len(pred.Ends[inst]) != 1 || pred.Ends[inst][0].Status != StatusCompleted {
+		t.Fatalf("fault-free, the root ends by its deadline after the child ran its request-cancel child: %+v", pred)
+	}
+	// The root's deadline came while its child, just past the detach, was
+	// still running: the child was terminated and its request-cancel child
+	// closed unstarted.
+	obs := Observed{Status: StatusFailed, Error: DeadlineError, Attempts: 1, Epoch: 1,
+		Invocations: map[string]int{}, ChildRuns: map[string]int{"k.c1-0": 1, "k.c1-0.d2-0": 1},
+		Runs: map[string]RunEnd{
+			"k":        {Status: StatusFailed, Error: DeadlineError, Attempts: 1, Epoch: 1},
+			"k/c1-0#1": {Status: StatusCancelled, Error: ParentClosedError, Attempts: 1, Epoch: 1},
+			inst:       {Status: StatusCancelled, Error: UnstartedClosedError, Attempts: 0, Epoch: 1},
+		}}
+	if _, d := Check(p, obs, true); len(d) != 0 {
+		t.Fatalf("a tree cut by the root's deadline after faults delayed it: %v", d)
+	}
+	// No fault explains the cut: the model's timeline reaches the detach
+	// long before the deadline.
+	if _, d := Check(p, obs, false); len(d) != 1 {
+		t.Fatalf("a tree cut early by a deadline without faults: %v", d)
+	}
+	// Under crashes, a root that did not end by its deadline excuses no
+	// unstarted close below it.
+	early := obs
+	early.Status, early.Error = StatusCompleted, ""
+	early.Runs = map[string]RunEnd{"k": {Status: StatusCancelled, Error: CancelledError, Attempts: 1, Epoch: 1},
+		"k/c1-0#1": obs.Runs["k/c1-0#1"], inst: obs.Runs[inst]}
+	if _, d := Check(p, early, true); !hasDiff(d, "detached child "+inst) {
+		t.Fatalf("an unstarted close under a root that did not end by its deadline: %v", d)
+	}
+	// Nor is any other end of the request-cancel child excused.
+	other := obs
+	other.Runs = map[string]RunEnd{"k": obs.Runs["k"], "k/c1-0#1": obs.Runs["k/c1-0#1"],
+		inst: {Status: StatusCancelled, Error: ParentClosedError, Attempts: 1, Epoch: 1}}
+	if _, d := Check(p, other, true); len(d) != 1 {
+		t.Fatalf("a request-cancel child terminated under a root cut by its deadline: %v", d)
+	}
+}
+
+func hasDiff(d []Diff, prefix string) bool {
+	for _, x := range d {
+		if strings.HasPrefix(x.Msg, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
 func TestNormalizeMessage(t *testing.T) {
 	in := "child run 0190a4c2-1111-7222-8333-944455556666 failed: panic: step s1 attempt 1 panicked\n\ngoroutine 7 [running]:\nruntime/debug.Stack()\n\t/x.go:1\nstep s2 attempt 1: Transient"
 	want := "child run <child> failed: panic: step s1 attempt 1 panicked\nstep s2 attempt 1: Transient"
