@@ -1014,30 +1014,14 @@ func (s *Store) leaseCheckDone(ctx context.Context, what string, l Lease, done R
 }
 
 // RunsComplete records a run's successful end and its output (and, for a
-// child, wakes its parent: see parentWakeCTEs).
+// child, wakes its parent: see parentWakeCTEs). It is RunsCompleteMany for
+// one run, so a completion means the same whichever way it arrives.
 func (s *Store) RunsComplete(ctx context.Context, l Lease, output []byte) error {
-	if err := s.checkPayload(ctx, "output", output); err != nil {
+	errs, _, err := s.RunsCompleteMany(ctx, []RunsCompleteItem{{Lease: l, Output: output}})
+	if err != nil {
 		return err
 	}
-	tag, err := s.db.Exec(ctx, `
-WITH r AS (
-	UPDATE kagzi.workflow_runs SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL
-	WHERE namespace_id = $1 AND run_id = $2 AND lease_token = $3 AND status = 'RUNNING'
-	RETURNING run_id, parent_run_id, parent_step_id, status, error
-), done AS (
-	SELECT r.*, $4::bytea AS output FROM r
-), touched AS (
-	SELECT run_id FROM r
-), `+parentWakeCTEs+`
-INSERT INTO kagzi.workflow_payloads (run_id, output) SELECT run_id, $4::bytea FROM r
-ON CONFLICT (run_id) DO UPDATE SET output = excluded.output`, l.Namespace, l.RunID, l.Token, output)
-	if err != nil {
-		return mapErr("complete run", err)
-	}
-	if tag.RowsAffected() == 1 {
-		return nil
-	}
-	return s.leaseCheckDone(ctx, "complete run", l, StatusCompleted)
+	return errs[0]
 }
 
 // RunsFail records a run's final failure (and, for a child, wakes its
@@ -1086,9 +1070,17 @@ func (s *Store) RunsRetryAt(ctx context.Context, l Lease, at time.Time, errMsg s
 
 // RunsRelease gives a claimed run back, claimable at once, without counting
 // an attempt: a delivery nobody received, or a worker draining.
+// It is RunsReleaseMany for one run, with the repeated report told from a
+// lost lease.
 func (s *Store) RunsRelease(ctx context.Context, l Lease) error {
-	return s.leaseTransition(ctx, "release run", l, StatusPending,
-		`status = 'PENDING', available_at = now(), locked_by = NULL, lease_expires_at = NULL`)
+	n, err := s.RunsReleaseMany(ctx, []Lease{l})
+	if err != nil {
+		return err
+	}
+	if n == 1 {
+		return nil
+	}
+	return s.leaseCheckDone(ctx, "release run", l, StatusPending)
 }
 
 // recoverFrom computes, per run r, whether its attempts are exhausted and the

@@ -296,19 +296,15 @@ WHERE r.namespace_id = $1 AND r.run_id = $2`, p.Lease.Namespace, p.Lease.RunID, 
 // Reporting a finished attempt with a different final status is
 // ErrConflict. If the lease is not current it writes nothing and returns
 // ErrLeaseLost.
+//
+// It is StepsRecordBatch for one report, so a report means the same whichever
+// way it arrives.
 func (s *Store) StepsRecord(ctx context.Context, p StepsRecordParams) error {
-	if err := s.validateStep(ctx, &p); err != nil {
+	out, err := s.StepsRecordBatch(ctx, []StepsRecordParams{p})
+	if err != nil {
 		return err
 	}
-	var res stepResult
-	if err := s.db.QueryRow(ctx, stepRecordSQL, stepWriteArgs(&p)...).Scan(&res.held, &res.wrote, &res.before, &res.cancel); err != nil {
-		return mapErr(fmt.Sprintf("record step %q of run %s", p.StepID, p.Lease.RunID), err)
-	}
-	ok, err := stepOutcome(&p, res)
-	if ok {
-		return err
-	}
-	return s.stepLeaseFailed(ctx, &p)
+	return out[0].Err
 }
 
 // StepsRecordMany applies many step reports, possibly under different
@@ -446,22 +442,35 @@ func (s *Store) stepsRecordSet(ctx context.Context, ps []StepsRecordParams, sent
 // stepRecordSQL, one statement each in one round trip; res[k] is the result
 // of ps[sent[k]].
 func (s *Store) stepsRecordPipelined(ctx context.Context, ps []StepsRecordParams, sent []int) (res []stepResult, err error) {
+	res = make([]stepResult, len(sent))
+	if len(sent) == 1 {
+		// One report needs no pipeline.
+		p := &ps[sent[0]]
+		if err := scanStepResult(s.db.QueryRow(ctx, stepRecordSQL, stepWriteArgs(p)...), &res[0]); err != nil {
+			return nil, mapErr(fmt.Sprintf("record step %q of run %s", p.StepID, p.Lease.RunID), err)
+		}
+		return res, nil
+	}
 	b := &pgx.Batch{}
 	for _, i := range sent {
 		b.Queue(stepRecordSQL, stepWriteArgs(&ps[i])...)
 	}
-	res = make([]stepResult, len(sent))
 	br := s.db.SendBatch(ctx, b)
-	for k := range res {
-		if err := br.QueryRow().Scan(&res[k].held, &res[k].wrote, &res[k].before, &res[k].cancel); err != nil {
+	for k, i := range sent {
+		if err := scanStepResult(br.QueryRow(), &res[k]); err != nil {
 			_ = br.Close()
-			return nil, mapErr("record steps", err)
+			return nil, mapErr(fmt.Sprintf("record step %q of run %s", ps[i].StepID, ps[i].Lease.RunID), err)
 		}
 	}
 	if err := br.Close(); err != nil {
 		return nil, mapErr("record steps", err)
 	}
 	return res, nil
+}
+
+// scanStepResult reads a row of stepOutcomeSelect.
+func scanStepResult(row pgx.Row, r *stepResult) error {
+	return row.Scan(&r.held, &r.wrote, &r.before, &r.cancel)
 }
 
 const stepCols = `s.run_id, s.step_id, s.attempt_number, s.namespace_id, s.kind, s.status, s.is_latest,
