@@ -1,6 +1,7 @@
 package natsutil_test
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -63,6 +64,28 @@ func TestDropsReachTheirSubscription(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no drop reported")
 	}
+	// The message the handler holds counts as pending until it returns,
+	// so 4 of the 5 are dropped in the end; the first report may have come
+	// before the last of them, so a look now may report those once.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := sub.Dropped()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 5 messages dropped, want 4", n)
+		}
+		runtime.Gosched()
+	}
+	d.Check(sub)
+	select {
+	case <-dropped:
+	default:
+	}
 	// Asking again about the same drops (as NextMsg's error does) calls
 	// nothing.
 	d.Check(sub)
@@ -71,8 +94,9 @@ func TestDropsReachTheirSubscription(t *testing.T) {
 		t.Fatal("the same drop was reported twice")
 	default:
 	}
-	if d.Count() != 1 || others.Load() != 0 || prev.Load() == 0 {
-		t.Fatalf("count %d, other handler %d, previous handler %d: want 1, 0, >0", d.Count(), others.Load(), prev.Load())
+	base := d.Count()
+	if base < 1 || base > 2 || others.Load() != 0 || prev.Load() == 0 {
+		t.Fatalf("count %d, other handler %d, previous handler %d: want 1 or 2, 0, >0", base, others.Load(), prev.Load())
 	}
 
 	// Later drops of the same episode are silent at the client: the
@@ -89,7 +113,7 @@ func TestDropsReachTheirSubscription(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the drops after the first were never answered")
 	}
-	if d.Count() != 2 {
-		t.Fatalf("count %d, want 2", d.Count())
+	if d.Count() != base+1 {
+		t.Fatalf("count %d, want %d", d.Count(), base+1)
 	}
 }
