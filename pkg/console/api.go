@@ -135,6 +135,28 @@ func writeErr(w http.ResponseWriter, err error) {
 }
 
 // params reads a write's parameters from a JSON object or a form.
+// writeArgs reads a write's parameters and the namespace's client, the two
+// things every action starts with.
+func (c *Console) writeArgs(r *http.Request, ns string) (map[string]string, *client.Client, error) {
+	p, err := params(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := c.client(ns)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, cl, nil
+}
+
+// jsonParam is a parameter holding a JSON payload, null when empty.
+func jsonParam(p map[string]string, key string) json.RawMessage {
+	if s := strings.TrimSpace(p[key]); s != "" {
+		return json.RawMessage(s)
+	}
+	return json.RawMessage("null")
+}
+
 func params(r *http.Request) (map[string]string, error) {
 	out := map[string]string{}
 	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
@@ -307,19 +329,11 @@ func (c *Console) children(ctx context.Context, ns string, id uuid.UUID, depth i
 }
 
 func (c *Console) startRun(r *http.Request, ns string) (any, error) {
-	p, err := params(r)
+	p, cl, err := c.writeArgs(r, ns)
 	if err != nil {
 		return nil, err
 	}
-	cl, err := c.client(ns)
-	if err != nil {
-		return nil, err
-	}
-	input := json.RawMessage("null")
-	if s := strings.TrimSpace(p["input"]); s != "" {
-		input = json.RawMessage(s)
-	}
-	h, err := cl.Start(r.Context(), p["type"], input, client.StartOptions{Queue: p["queue"], ExternalID: p["external_id"],
+	h, err := cl.Start(r.Context(), p["type"], jsonParam(p, "input"), client.StartOptions{Queue: p["queue"], ExternalID: p["external_id"],
 		Version: p["version"]})
 	if err != nil {
 		return nil, err
@@ -334,11 +348,7 @@ func (c *Console) runAction(action string) dataFunc {
 		if err != nil {
 			return nil, err
 		}
-		p, err := params(r)
-		if err != nil {
-			return nil, err
-		}
-		cl, err := c.client(ns)
+		p, cl, err := c.writeArgs(r, ns)
 		if err != nil {
 			return nil, err
 		}
@@ -355,12 +365,8 @@ func (c *Console) runAction(action string) dataFunc {
 		case "retry":
 			_, err = cl.Retry(r.Context(), id)
 		case "event":
-			payload := json.RawMessage("null")
-			if s := strings.TrimSpace(p["payload"]); s != "" {
-				payload = json.RawMessage(s)
-			}
 			var ev *client.SentEvent
-			ev, err = cl.SendEvent(r.Context(), id, p["name"], payload)
+			ev, err = cl.SendEvent(r.Context(), id, p["name"], jsonParam(p, "payload"))
 			if err == nil {
 				out = ev
 			}
@@ -480,17 +486,9 @@ func (c *Console) schedulesData(r *http.Request, ns string) (any, error) {
 }
 
 func (c *Console) createSchedule(r *http.Request, ns string) (any, error) {
-	p, err := params(r)
+	p, cl, err := c.writeArgs(r, ns)
 	if err != nil {
 		return nil, err
-	}
-	cl, err := c.client(ns)
-	if err != nil {
-		return nil, err
-	}
-	input := json.RawMessage("null")
-	if s := strings.TrimSpace(p["input"]); s != "" {
-		input = json.RawMessage(s)
 	}
 	o := client.ScheduleOptions{Cron: p["cron"], Timezone: p["timezone"], Queue: p["queue"]}
 	if m := p["max_catchup"]; m != "" {
@@ -498,7 +496,7 @@ func (c *Console) createSchedule(r *http.Request, ns string) (any, error) {
 			return nil, fmt.Errorf("%w: max_catchup %q", store.ErrInvalidArgument, m)
 		}
 	}
-	sc, err := cl.CreateSchedule(r.Context(), p["type"], input, o)
+	sc, err := cl.CreateSchedule(r.Context(), p["type"], jsonParam(p, "input"), o)
 	if err != nil {
 		return nil, err
 	}
@@ -628,17 +626,13 @@ func (c *Console) queuesData(r *http.Request, ns string) (any, error) {
 }
 
 func (c *Console) setLimit(r *http.Request, ns string) (any, error) {
-	p, err := params(r)
+	p, cl, err := c.writeArgs(r, ns)
 	if err != nil {
 		return nil, err
 	}
 	maxRunning, err := strconv.Atoi(p["max"])
 	if err != nil {
 		return nil, fmt.Errorf("%w: max %q is not a number", store.ErrInvalidArgument, p["max"])
-	}
-	cl, err := c.client(ns)
-	if err != nil {
-		return nil, err
 	}
 	l, err := cl.SetConcurrencyLimit(r.Context(), p["queue"], p["type"], maxRunning)
 	if err != nil {
