@@ -15,10 +15,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/svc"
 	"github.com/kagzi/kagzi/pkg/console"
 	"github.com/kagzi/kagzi/pkg/protocol"
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 func init() { register(newConsoleCmd) }

@@ -16,9 +16,9 @@ import (
 	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/devserver"
 	"github.com/kagzi/kagzi/internal/examples"
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/svc"
 	"github.com/kagzi/kagzi/pkg/client"
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 func init() { register(newDevCmd) }

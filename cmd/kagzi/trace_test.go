@@ -20,6 +20,7 @@ import (
 
 	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/devserver"
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/telemetry"
 	"github.com/kagzi/kagzi/internal/telemetry/otlptest"
 	"github.com/kagzi/kagzi/internal/testdb"
@@ -27,7 +28,6 @@ import (
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/retry"
-	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/worker"
 	"github.com/kagzi/kagzi/pkg/workflow"
 )

@@ -10,8 +10,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/kagzi/kagzi/internal/dispatcher"
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/testnats"
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // waitEnv is a test database with NATS and the NOTIFY relay running, so

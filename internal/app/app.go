@@ -19,8 +19,8 @@ import (
 	"github.com/kagzi/kagzi/internal/reaperapp"
 	"github.com/kagzi/kagzi/internal/scheduler"
 	"github.com/kagzi/kagzi/internal/schedulerapp"
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/svc"
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // NewStore wraps pool, logging payloads above the database's warning size.

@@ -22,7 +22,7 @@ import (
 	"github.com/kagzi/kagzi/internal/dispatcher"
 	"github.com/kagzi/kagzi/internal/pgcluster"
 	"github.com/kagzi/kagzi/internal/reaper"
-	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/internal/store"
 )
 
 // serveEnv makes the test binary run one service, configured from KAGZI_*
@@ -53,7 +53,7 @@ const failoverBound = 15 * time.Second
 
 // notifyAfterCut is when the test makes Postgres notify the cut-off relay:
 // just before the silence of an idle session ends it (about 4 to 5 s after
-// the cut, see pkg/store's lockConnConfig).
+// the cut, see internal/store's lockConnConfig).
 const notifyAfterCut = 3500 * time.Millisecond
 
 // TestFailoverNetworkCut runs a dispatcher (relay leader) and a reaper

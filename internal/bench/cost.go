@@ -13,8 +13,8 @@ import (
 
 	kapp "github.com/kagzi/kagzi/internal/app"
 	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/svc"
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // What one run costs Postgres in the throughput scenario: transactions,

@@ -17,9 +17,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/internal/reaper"
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // The scenarios beyond throughput and latency: idle, scale, connections,

@@ -42,11 +42,11 @@ import (
 
 	"github.com/kagzi/kagzi/internal/modeltest"
 	"github.com/kagzi/kagzi/internal/pgcluster"
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/testflows"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/retry"
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // Namespace and Queue of the chaos run.

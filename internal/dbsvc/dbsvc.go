@@ -14,9 +14,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/svc"
 	"github.com/kagzi/kagzi/pkg/protocol"
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // Parts is what a service's wiring builds over a store and a connection.

@@ -21,10 +21,10 @@ import (
 	"github.com/kagzi/kagzi/internal/natsserver"
 	"github.com/kagzi/kagzi/internal/reaper"
 	"github.com/kagzi/kagzi/internal/scheduler"
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/svc"
 	"github.com/kagzi/kagzi/internal/workerapp"
 	"github.com/kagzi/kagzi/pkg/protocol"
-	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/worker"
 )
 

@@ -3,8 +3,8 @@ package dispatcher
 import (
 	"github.com/google/uuid"
 
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/pkg/protocol"
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // publishClaimed publishes the runs a committed claim took.

@@ -3,8 +3,8 @@ package dispatcher
 import (
 	"encoding/json"
 
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/pkg/protocol"
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // The one conversion from what a claim returns (store.ClaimedRun) to what a

@@ -20,8 +20,8 @@ import (
 	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/internal/tracectx"
 
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/pkg/protocol"
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // Config tunes a Dispatcher. Zero fields take the defaults.

@@ -5,8 +5,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/pkg/protocol"
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // onPayloadRequest serves a worker's request for part of a payload its

@@ -14,8 +14,8 @@ import (
 
 	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/internal/natsutil"
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/pkg/protocol"
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // RelayLockKey is the advisory lock that elects the one relaying replica.

@@ -12,8 +12,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/tracectx"
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // instruments are the dispatcher's metrics. Attributes are namespaces and

@@ -15,8 +15,8 @@ import (
 	"github.com/kagzi/kagzi/internal/dbsvc"
 	"github.com/kagzi/kagzi/internal/dispatcher"
 	"github.com/kagzi/kagzi/internal/natsutil"
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/svc"
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // New returns the dispatcher's parts over st and nc.

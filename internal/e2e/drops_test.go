@@ -10,12 +10,12 @@ import (
 
 	"github.com/kagzi/kagzi/internal/dispatcher"
 	"github.com/kagzi/kagzi/internal/scheduler"
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/internal/testlog"
 	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
-	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/worker"
 )
 

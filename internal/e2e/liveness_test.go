@@ -14,12 +14,12 @@ import (
 	"github.com/kagzi/kagzi/internal/app"
 	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/dispatcher"
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/svc"
 	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
-	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/worker"
 	"github.com/kagzi/kagzi/pkg/workflow"
 )

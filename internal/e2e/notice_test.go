@@ -11,10 +11,10 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/internal/dispatcher"
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/client"
-	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/worker"
 	"github.com/kagzi/kagzi/pkg/workflow"
 )

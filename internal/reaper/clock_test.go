@@ -13,7 +13,7 @@ import (
 	"github.com/kagzi/kagzi/internal/clock"
 	"github.com/kagzi/kagzi/internal/natsserver"
 	"github.com/kagzi/kagzi/internal/reaper"
-	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/internal/store"
 )
 
 // These tests move the reaper's clock instead of waiting: an hour-long

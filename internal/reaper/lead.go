@@ -7,7 +7,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/kagzi/kagzi/internal/clock"
-	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/internal/store"
 )
 
 // retryAfter is the wait before a failed statement is tried again, and

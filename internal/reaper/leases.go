@@ -6,8 +6,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/pkg/protocol"
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // Lease expiry: runs whose lease nobody extends (their worker is not

@@ -15,8 +15,8 @@ import (
 	"github.com/kagzi/kagzi/internal/clock"
 	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/internal/natsutil"
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/pkg/protocol"
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // LockKey is the advisory lock that elects the acting reaper.

@@ -11,9 +11,9 @@ import (
 
 	"github.com/kagzi/kagzi/internal/clock"
 	"github.com/kagzi/kagzi/internal/reaper"
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/testlog"
 	"github.com/kagzi/kagzi/pkg/protocol"
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // The heartbeats of many workers, and the leases of the runs they hold,

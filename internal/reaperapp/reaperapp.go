@@ -15,8 +15,8 @@ import (
 	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/dbsvc"
 	"github.com/kagzi/kagzi/internal/reaper"
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/svc"
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // New returns the reaper over st and nc (it watches its NATS connection

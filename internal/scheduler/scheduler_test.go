@@ -20,10 +20,10 @@ import (
 	"github.com/kagzi/kagzi/internal/dispatcher"
 	"github.com/kagzi/kagzi/internal/natsserver"
 	"github.com/kagzi/kagzi/internal/scheduler"
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/protocol"
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // c0 is where the fake clock starts: half a minute before a minute tick.

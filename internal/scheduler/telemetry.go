@@ -9,8 +9,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/tracectx"
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // instruments are the scheduler's spans and metrics. Metric attributes are

@@ -12,8 +12,8 @@ import (
 	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/dbsvc"
 	"github.com/kagzi/kagzi/internal/scheduler"
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/svc"
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // New returns the scheduler over st and nc (it resyncs on NATS reconnect

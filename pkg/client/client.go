@@ -33,10 +33,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kagzi/kagzi/internal/natsutil"
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/tracectx"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/retry"
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // Typed errors of the client, besides ErrNotFound, ErrConflict,

@@ -27,9 +27,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 //go:embed static templates

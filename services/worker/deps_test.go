@@ -14,7 +14,7 @@ func TestWorkerBinaryHasNoDatabaseDependency(t *testing.T) {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
 	for _, dep := range strings.Fields(string(out)) {
-		if strings.Contains(dep, "jackc/pgx") || strings.HasSuffix(dep, "kagzi/pkg/store") {
+		if strings.Contains(dep, "jackc/pgx") || strings.HasSuffix(dep, "kagzi/internal/store") {
 			t.Errorf("services/worker depends on %s", dep)
 		}
 	}

@@ -11,8 +11,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/pkg/retry"
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // Child runs, fan-in, cascading cancel, waits, event receipt, retries of

@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/testdb"
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // TestLockConnDetectsDeadPeers checks that a leader's dedicated connection

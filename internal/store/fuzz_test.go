@@ -10,7 +10,7 @@ import (
 	"github.com/adhocore/gronx"
 	"github.com/google/uuid"
 
-	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/internal/store"
 )
 
 // The schedule and cursor validation the client relies on, fuzzed without

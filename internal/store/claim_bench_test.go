@@ -11,14 +11,14 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/testdb"
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // The claim benchmarks. `make bench-store` runs both (the pattern
 // BenchmarkClaimComplete matches them):
 //
-//	go test -run '^$' -bench BenchmarkClaimComplete -benchtime 1x ./pkg/store/
+//	go test -run '^$' -bench BenchmarkClaimComplete -benchtime 1x ./internal/store/
 //
 // How the work is done, so the figures can be read: one dispatcher
 // goroutine claims batches of benchClaimBatch (RunsClaim, one statement

@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/testdb"
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // listen starts a Listener on url and returns a channel of its payloads

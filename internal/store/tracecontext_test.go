@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/internal/store"
 )
 
 var traceParentRE = regexp.MustCompile(`^00-[0-9a-f]{32}-[0-9a-f]{16}-01$`)
