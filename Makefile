@@ -7,11 +7,14 @@ PG_URL = $$(scripts/ensure-postgres.sh)
 
 ## test: start Postgres if none is reachable (and, as root, install iproute2
 ## for the failover test's network namespaces and chromium for the console's
-## browser tests if missing), then run every test with -race, and the
+## browser tests if missing), download the modules (also the pinned
+## nats-server the tests build on first use and run as processes), then run
+## every test with -race, and the
 ## end-to-end suite once more with NATS authorization on (test-auth).
 ## Screenshots of the console land in artifacts/console/.
 test:
 	$(GO) mod download
+	$(GO) -C internal/testnats/natsbin mod download
 	@scripts/ensure-iproute2.sh
 	@scripts/ensure-chromium.sh
 	KAGZI_TEST_DATABASE_URL="$(PG_URL)" $(GO) test -race -count=1 -timeout 9m ./...
