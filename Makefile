@@ -15,6 +15,8 @@ PG_URL = $$(scripts/ensure-postgres.sh)
 test:
 	$(GO) mod download
 	$(GO) -C internal/testnats/natsbin mod download
+	@# Builds the pinned nats-server (once; then cached) outside the timed tests.
+	$(GO) test -count=1 -run '^TestStartConnectStop$$' ./internal/testnats/
 	@scripts/ensure-iproute2.sh
 	@scripts/ensure-chromium.sh
 	KAGZI_TEST_DATABASE_URL="$(PG_URL)" $(GO) test -race -count=1 -timeout 9m ./...

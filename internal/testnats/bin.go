@@ -75,7 +75,7 @@ func build() (string, error) {
 		return out, nil // built while this one waited for the lock
 	}
 	tmp := fmt.Sprintf("%s.%d.tmp", out, os.Getpid())
-	cmd := exec.Command("go", "build", "-o", tmp, "github.com/nats-io/nats-server/v2")
+	cmd := exec.Command(goTool(), "build", "-o", tmp, "github.com/nats-io/nats-server/v2")
 	cmd.Dir = mod
 	// The natsbin module stands alone, whatever workspace or flags the
 	// tests run under.
@@ -122,4 +122,13 @@ func pinnedVersion(path string) (string, error) {
 		}
 	}
 	return "", errors.New(path + ": no nats-server requirement")
+}
+
+// goTool is the go command: the one on PATH, else the one of the toolchain
+// that built the test.
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(runtime.GOROOT(), "bin", "go")
 }
