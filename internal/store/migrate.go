@@ -55,7 +55,7 @@ func migrateWith(ctx context.Context, url string, setup func(*pgx.Conn) error) (
 }
 
 // migrateFS is migrateWith with the migration files of fsys.
-func migrateFS(ctx context.Context, url string, fsys fs.FS, setup func(*pgx.Conn) error) (version int32, err error) {
+func migrateFS(ctx context.Context, url string, fsys fs.FS, setup func(*pgx.Conn) error) (int32, error) {
 	ms, err := migrationsLoad(fsys)
 	if err != nil {
 		return 0, fmt.Errorf("migrate: load: %w", err)
@@ -70,17 +70,11 @@ func migrateFS(ctx context.Context, url string, fsys fs.FS, setup func(*pgx.Conn
 			return 0, fmt.Errorf("migrate: %w", err)
 		}
 	}
+	// A session lock: closing the connection, however migrating ends,
+	// releases it.
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(@key)", pgx.NamedArgs{"key": migrateLockKey}); err != nil {
 		return 0, fmt.Errorf("migrate: lock: %w", err)
 	}
-	defer func() {
-		// Closing the connection would release the lock too; unlocking
-		// keeps an error of the unlock visible.
-		_, uerr := conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(@key)", pgx.NamedArgs{"key": migrateLockKey})
-		if err == nil && uerr != nil {
-			err = fmt.Errorf("migrate: unlock: %w", uerr)
-		}
-	}()
 	return migrationsApply(ctx, conn, ms)
 }
 
