@@ -111,3 +111,10 @@ func TestCluster(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkStartStop: what a test pays for a server of its own.
+func BenchmarkStartStop(b *testing.B) {
+	for b.Loop() {
+		testnats.Start(b).Stop()
+	}
+}
