@@ -668,6 +668,40 @@ type scheduleFired struct {
 	runs     []Run
 }
 
+// schedulesFireSQL is schedulesFire's statement.
+var schedulesFireSQL = `
+WITH v AS (
+	SELECT * FROM unnest(@namespaces::text[], @schedule_ids::uuid[], @dues::timestamptz[], @nexts::timestamptz[], @last_fires::timestamptz[])
+		AS v(namespace_id, run_id, due, next, last_fired)
+), l AS (
+	SELECT v.* FROM kagzi.workflow_runs r JOIN v ON r.run_id = v.run_id AND r.namespace_id = v.namespace_id
+	WHERE r.status = 'SCHEDULED' AND r.available_at = v.due
+	ORDER BY r.run_id
+	FOR UPDATE OF r
+), u AS (
+	UPDATE kagzi.workflow_runs r SET available_at = l.next, last_fired_at = coalesce(l.last_fired, r.last_fired_at),
+		status = CASE WHEN l.next IS NULL THEN 'PAUSED' ELSE 'SCHEDULED' END
+	FROM l
+	WHERE r.run_id = l.run_id AND r.namespace_id = l.namespace_id AND r.status = 'SCHEDULED' AND r.available_at = l.due
+	RETURNING r.*
+), i AS (
+	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, task_queue, workflow_type, version, status,
+		available_at, retry_policy, priority, trace_context, schedule_id, schedule_fire_at)
+	SELECT f.run_id, u.namespace_id, u.task_queue, u.workflow_type, ` + defaultVersion("u.version", "u.namespace_id", "u.workflow_type") + `, 'PENDING',
+		now(), u.retry_policy, u.priority, f.trace_context, u.run_id, f.fire_at
+	FROM unnest(@run_ids::uuid[], @run_schedule_ids::uuid[], @fire_ats::timestamptz[], @trace_contexts::text[])
+		AS f(run_id, schedule_id, fire_at, trace_context)
+	JOIN u ON u.run_id = f.schedule_id
+	ON CONFLICT DO NOTHING
+	RETURNING r.*
+), p AS (
+	INSERT INTO kagzi.workflow_payloads (run_id, input)
+	SELECT i.run_id, tp.input FROM i LEFT JOIN kagzi.workflow_payloads tp ON tp.run_id = i.schedule_id
+)
+SELECT ` + runCols + `, false FROM u r
+UNION ALL
+SELECT ` + runCols + `, true FROM i r`
+
 // schedulesFire is the conditional advance of many schedules and the
 // creation of their instances, in one statement. The advance is the guard:
 // of the callers that read the same due time, exactly one passes it (READ
@@ -723,38 +757,7 @@ func (s *Store) schedulesFire(ctx context.Context, fs []scheduleFiring, trace st
 	// The instances copy the template as the update left it, and their
 	// input from its payload row (checked against the limits when the
 	// schedule was created).
-	rows, err := s.db.Query(ctx, `
-WITH v AS (
-	SELECT * FROM unnest(@namespaces::text[], @schedule_ids::uuid[], @dues::timestamptz[], @nexts::timestamptz[], @last_fires::timestamptz[])
-		AS v(namespace_id, run_id, due, next, last_fired)
-), l AS (
-	SELECT v.* FROM kagzi.workflow_runs r JOIN v ON r.run_id = v.run_id AND r.namespace_id = v.namespace_id
-	WHERE r.status = 'SCHEDULED' AND r.available_at = v.due
-	ORDER BY r.run_id
-	FOR UPDATE OF r
-), u AS (
-	UPDATE kagzi.workflow_runs r SET available_at = l.next, last_fired_at = coalesce(l.last_fired, r.last_fired_at),
-		status = CASE WHEN l.next IS NULL THEN 'PAUSED' ELSE 'SCHEDULED' END
-	FROM l
-	WHERE r.run_id = l.run_id AND r.namespace_id = l.namespace_id AND r.status = 'SCHEDULED' AND r.available_at = l.due
-	RETURNING r.*
-), i AS (
-	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, task_queue, workflow_type, version, status,
-		available_at, retry_policy, priority, trace_context, schedule_id, schedule_fire_at)
-	SELECT f.run_id, u.namespace_id, u.task_queue, u.workflow_type, `+defaultVersion("u.version", "u.namespace_id", "u.workflow_type")+`, 'PENDING',
-		now(), u.retry_policy, u.priority, f.trace_context, u.run_id, f.fire_at
-	FROM unnest(@run_ids::uuid[], @run_schedule_ids::uuid[], @fire_ats::timestamptz[], @trace_contexts::text[])
-		AS f(run_id, schedule_id, fire_at, trace_context)
-	JOIN u ON u.run_id = f.schedule_id
-	ON CONFLICT DO NOTHING
-	RETURNING r.*
-), p AS (
-	INSERT INTO kagzi.workflow_payloads (run_id, input)
-	SELECT i.run_id, tp.input FROM i LEFT JOIN kagzi.workflow_payloads tp ON tp.run_id = i.schedule_id
-)
-SELECT `+runCols+`, false FROM u r
-UNION ALL
-SELECT `+runCols+`, true FROM i r`,
+	rows, err := s.db.Query(ctx, schedulesFireSQL,
 		pgx.NamedArgs{"namespaces": nss, "schedule_ids": ids, "dues": dues, "nexts": nexts, "last_fires": lastFires,
 			"run_ids": runIDs, "run_schedule_ids": runSchedules, "fire_ats": fireAts, "trace_contexts": traces})
 	if err != nil {
