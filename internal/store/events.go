@@ -75,6 +75,23 @@ type SentEvent struct {
 	Woken bool
 }
 
+// eventsSendSQL stores an event for a run and wakes the run if a wait of
+// it expects the event.
+var eventsSendSQL = prepareNamed(`
+WITH e AS (
+	INSERT INTO kagzi.workflow_events (event_id, namespace_id, run_id, name, payload)
+	VALUES (@event_id, @namespace, @run_id, @name, @payload)
+	RETURNING created_at
+), w AS (
+	UPDATE kagzi.workflow_runs r SET available_at = now()
+	WHERE r.run_id = @run_id AND r.status = 'SLEEPING' AND (r.available_at IS NULL OR r.available_at > now())
+	  AND EXISTS (SELECT 1 FROM kagzi.step_runs s
+		WHERE s.run_id = @run_id AND s.kind = 'EVENT' AND s.is_latest AND s.status IN ('PENDING', 'RUNNING')
+		  AND s.input = @name_bytes::bytea)
+	RETURNING 1
+)
+SELECT (SELECT created_at FROM e), EXISTS (SELECT 1 FROM w)`)
+
 // EventsSend stores an event for a run and, if the run is SLEEPING in a
 // wait for an event of that name (a wait in progress: see EventsReceive),
 // makes it claimable now. A run sleeping for anything else is left alone;
@@ -121,20 +138,7 @@ func (s *Store) EventsSend(ctx context.Context, p EventsSendParams) (SentEvent, 
 		}
 		// A new statement: its snapshot sees whatever a wait that held the
 		// lock before us committed.
-		err = tx.db.QueryRow(ctx, `
-WITH e AS (
-	INSERT INTO kagzi.workflow_events (event_id, namespace_id, run_id, name, payload)
-	VALUES (@event_id, @namespace, @run_id, @name, @payload)
-	RETURNING created_at
-), w AS (
-	UPDATE kagzi.workflow_runs r SET available_at = now()
-	WHERE r.run_id = @run_id AND r.status = 'SLEEPING' AND (r.available_at IS NULL OR r.available_at > now())
-	  AND EXISTS (SELECT 1 FROM kagzi.step_runs s
-		WHERE s.run_id = @run_id AND s.kind = 'EVENT' AND s.is_latest AND s.status IN ('PENDING', 'RUNNING')
-		  AND s.input = @name_bytes::bytea)
-	RETURNING 1
-)
-SELECT (SELECT created_at FROM e), EXISTS (SELECT 1 FROM w)`,
+		err = eventsSendSQL.queryRow(ctx, tx.db,
 			pgx.NamedArgs{"event_id": id, "namespace": p.Namespace, "run_id": out.RunID, "name": p.Name, "payload": p.Payload,
 				"name_bytes": []byte(p.Name)}).Scan(&out.CreatedAt, &out.Woken)
 		return mapErr(fmt.Sprintf("send event to run %s", out.RunID), err)
@@ -146,23 +150,10 @@ SELECT (SELECT created_at FROM e), EXISTS (SELECT 1 FROM w)`,
 	return out, nil
 }
 
-// EventsConsume consumes, under the lease, the oldest unconsumed event of
-// that name sent to the run, for step stepID, and returns it. It is
-// idempotent: if stepID already consumed an event of that name, that event
-// is returned again and nothing else is consumed. With no event it is
-// ErrNotFound.
-func (s *Store) EventsConsume(ctx context.Context, l Lease, name, stepID string) (Event, error) {
-	if err := checkEventName(name); err != nil {
-		return Event{}, err
-	}
-	if stepID == "" || len(stepID) > maxNameLen {
-		return Event{}, invalidf("step id must be 1 to %d bytes", maxNameLen)
-	}
-	// Concurrent consumers of one run (parallel waits for one name) skip
-	// each other's pick instead of queueing on it.
-	row := s.db.QueryRow(ctx, `
+// eventsConsumeSQL is EventsConsume's statement.
+var eventsConsumeSQL = prepareNamed(`
 WITH r AS (
-	SELECT run_id FROM kagzi.workflow_runs`+leaseWhere+`
+	SELECT run_id FROM kagzi.workflow_runs` + leaseWhere + `
 	FOR SHARE
 ), prev AS (
 	SELECT e.event_id FROM kagzi.workflow_events e JOIN r USING (run_id)
@@ -180,11 +171,27 @@ WITH r AS (
 	FROM pick WHERE e.event_id = pick.event_id
 	RETURNING e.event_id, e.consumed_at
 )
-SELECT r.run_id IS NOT NULL, `+eventCols+`, got.fresh
+SELECT r.run_id IS NOT NULL, ` + eventCols + `, got.fresh
 FROM (SELECT 1) one
 LEFT JOIN r ON true
 LEFT JOIN (SELECT event_id, NULL::timestamptz AS fresh FROM prev UNION ALL SELECT event_id, consumed_at FROM c) got ON true
-LEFT JOIN kagzi.workflow_events e ON e.event_id = got.event_id`, leaseArgs(l, pgx.NamedArgs{"name": name, "step_id": stepID}))
+LEFT JOIN kagzi.workflow_events e ON e.event_id = got.event_id`)
+
+// EventsConsume consumes, under the lease, the oldest unconsumed event of
+// that name sent to the run, for step stepID, and returns it. It is
+// idempotent: if stepID already consumed an event of that name, that event
+// is returned again and nothing else is consumed. With no event it is
+// ErrNotFound.
+func (s *Store) EventsConsume(ctx context.Context, l Lease, name, stepID string) (Event, error) {
+	if err := checkEventName(name); err != nil {
+		return Event{}, err
+	}
+	if stepID == "" || len(stepID) > maxNameLen {
+		return Event{}, invalidf("step id must be 1 to %d bytes", maxNameLen)
+	}
+	// Concurrent consumers of one run (parallel waits for one name) skip
+	// each other's pick instead of queueing on it.
+	row := eventsConsumeSQL.queryRow(ctx, s.db, leaseArgs(l, pgx.NamedArgs{"name": name, "step_id": stepID}))
 	var (
 		held       bool
 		id, runID  *uuid.UUID
@@ -304,6 +311,21 @@ type EventsReceiveResult struct {
 	Ready bool
 }
 
+// eventsWaitStateSQL reads the state of a wait's step attempt, and its
+// deadline.
+var eventsWaitStateSQL = prepareNamed(`
+SELECT s.status, s.output, d.at, coalesce(d.at <= now(), false)
+FROM (SELECT 1) one
+LEFT JOIN kagzi.step_runs s ON s.run_id = @run_id AND s.step_id = @step_id AND s.attempt_number = @attempt
+CROSS JOIN LATERAL (SELECT CASE WHEN s.status IS NULL THEN @until::timestamptz ELSE s.retry_at END AS at) d`)
+
+// eventsReceivedSQL reads the run and the step attempt of a wait whose
+// lease matched no run.
+var eventsReceivedSQL = prepareNamed(`
+SELECT r.status, r.lease_token, s.status, s.output FROM kagzi.workflow_runs r
+LEFT JOIN kagzi.step_runs s ON s.run_id = r.run_id AND s.step_id = @step_id AND s.attempt_number = @attempt
+WHERE r.namespace_id = @namespace AND r.run_id = @run_id`)
+
 // EventsReceive settles a wait for an event under the lease, in one
 // transaction (a savepoint inside the caller's): with the run row locked, it
 // consumes the oldest unconsumed event of that name for the step and records
@@ -332,7 +354,7 @@ func (s *Store) EventsReceive(ctx context.Context, p EventsReceiveParams) (Event
 	held := true
 	err := s.InTx(ctx, func(tx *Store) error {
 		var one int
-		err := tx.db.QueryRow(ctx, runsLockSQL, leaseArgs(p.Lease, pgx.NamedArgs{})).Scan(&one)
+		err := runsLockSQL.queryRow(ctx, tx.db, leaseArgs(p.Lease, pgx.NamedArgs{})).Scan(&one)
 		if isNoRows(err) {
 			held = false
 			return nil
@@ -346,11 +368,7 @@ func (s *Store) EventsReceive(ctx context.Context, p EventsReceiveParams) (Event
 			deadline *time.Time
 			expired  bool
 		)
-		err = tx.db.QueryRow(ctx, `
-SELECT s.status, s.output, d.at, coalesce(d.at <= now(), false)
-FROM (SELECT 1) one
-LEFT JOIN kagzi.step_runs s ON s.run_id = @run_id AND s.step_id = @step_id AND s.attempt_number = @attempt
-CROSS JOIN LATERAL (SELECT CASE WHEN s.status IS NULL THEN @until::timestamptz ELSE s.retry_at END AS at) d`,
+		err = eventsWaitStateSQL.queryRow(ctx, tx.db,
 			pgx.NamedArgs{"run_id": p.Lease.RunID, "step_id": p.StepID, "attempt": p.Attempt, "until": p.Until}).Scan(&st, &out, &deadline, &expired)
 		if err != nil {
 			return mapErr("receive event", err)
@@ -397,10 +415,7 @@ CROSS JOIN LATERAL (SELECT CASE WHEN s.status IS NULL THEN @until::timestamptz E
 		st  *string
 		out []byte
 	)
-	err = s.db.QueryRow(ctx, `
-SELECT r.status, r.lease_token, s.status, s.output FROM kagzi.workflow_runs r
-LEFT JOIN kagzi.step_runs s ON s.run_id = r.run_id AND s.step_id = @step_id AND s.attempt_number = @attempt
-WHERE r.namespace_id = @namespace AND r.run_id = @run_id`,
+	err = eventsReceivedSQL.queryRow(ctx, s.db,
 		pgx.NamedArgs{"namespace": p.Lease.Namespace, "run_id": p.Lease.RunID, "step_id": p.StepID, "attempt": p.Attempt}).Scan(&rst, &tok, &st, &out)
 	if err != nil {
 		return res, mapErr(fmt.Sprintf("receive event for run %s", p.Lease.RunID), err)

@@ -32,15 +32,15 @@ type PayloadPart struct {
 
 // payloadsReadOutputSQL and payloadsReadInputSQL read part of a step
 // attempt's output and of a run's input, under the run's lease.
-const (
-	payloadsReadOutputSQL = `
+var (
+	payloadsReadOutputSQL = prepareNamed(`
 SELECT substring(x.output FROM @offset + 1 FOR @length), coalesce(octet_length(x.output), 0)
 FROM kagzi.workflow_runs r JOIN kagzi.step_runs x ON x.run_id = r.run_id AND x.step_id = @step_id AND x.attempt_number = @attempt
-WHERE r.namespace_id = @namespace AND r.run_id = @run_id AND r.lease_token = @token AND r.status = 'RUNNING'`
-	payloadsReadInputSQL = `
+WHERE r.namespace_id = @namespace AND r.run_id = @run_id AND r.lease_token = @token AND r.status = 'RUNNING'`)
+	payloadsReadInputSQL = prepareNamed(`
 SELECT substring(x.input FROM @offset + 1 FOR @length), coalesce(octet_length(x.input), 0)
 FROM kagzi.workflow_runs r LEFT JOIN kagzi.workflow_payloads x ON x.run_id = r.run_id
-WHERE r.namespace_id = @namespace AND r.run_id = @run_id AND r.lease_token = @token AND r.status = 'RUNNING'`
+WHERE r.namespace_id = @namespace AND r.run_id = @run_id AND r.lease_token = @token AND r.status = 'RUNNING'`)
 )
 
 // PayloadsRead returns part of a payload of a run whose lease p.Lease
@@ -63,7 +63,7 @@ func (s *Store) PayloadsRead(ctx context.Context, p PayloadsReadParams) (Payload
 		args = leaseArgs(p.Lease, pgx.NamedArgs{"offset": p.Offset, "length": p.Length})
 	}
 	var part PayloadPart
-	err := s.db.QueryRow(ctx, sql, args).Scan(&part.Data, &part.Total)
+	err := sql.queryRow(ctx, s.db, args).Scan(&part.Data, &part.Total)
 	if err == nil {
 		return part, nil
 	}

@@ -224,7 +224,7 @@ func nullText(s string) *string {
 // inserted runs. If a row that requires a worker has no live one (see
 // RunsCreateParams.RequireWorker), kagzi.require_worker fails the
 // statement and nothing is inserted.
-var runsCreateSQL = `
+var runsCreateSQL = prepareNamed(`
 WITH v AS (
 	SELECT * FROM unnest(@run_ids::uuid[], @namespaces::text[], @external_ids::text[], @queues::text[], @types::text[],
 		@versions::text[], @available_ats::timestamptz[], @deadlines::timestamptz[], @retry_policies::jsonb[], @priorities::int[],
@@ -250,7 +250,7 @@ WITH v AS (
 ), p AS (
 	INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT v.run_id, v.input FROM v JOIN r USING (run_id)
 )
-SELECT * FROM r`
+SELECT * FROM r`)
 
 // RunsCreate starts a run. With an external id that a live run already
 // holds, it returns that run and created=false instead. It is
@@ -349,7 +349,7 @@ func (s *Store) runsInsert(ctx context.Context, ps []RunsCreateParams, policies 
 	if len(ps) == 1 {
 		what = "create run"
 	}
-	res, err := s.db.Query(ctx, runsCreateSQL, pgx.NamedArgs{
+	res, err := runsCreateSQL.query(ctx, s.db, pgx.NamedArgs{
 		"run_ids": ids, "namespaces": nss, "external_ids": exts, "queues": queues, "types": types, "versions": versions,
 		"available_ats": avail, "deadlines": deadlines, "retry_policies": pols, "priorities": prios,
 		"parent_run_ids": parents, "parent_step_ids": pstep, "trace_contexts": traces, "schedule_ids": schedules,
@@ -742,7 +742,7 @@ RETURNING ` + runCols + `, c.due_at,
 // NOT EXISTS is uncorrelated: a one-time filter, evaluated once, that makes
 // the statement claim nothing when a requested type has a limit (RunsClaim
 // then runs runsClaimLimitedSQL); it leaves the plan on the claim index.
-const runsClaimSQL = `
+var runsClaimSQL = prepareNamed(`
 WITH c AS (
 	SELECT run_id, available_at AS due_at, false AS limited FROM kagzi.workflow_runs
 	WHERE namespace_id = @namespace AND task_queue = @queue AND status IN ('PENDING', 'SLEEPING') AND available_at <= now()
@@ -753,7 +753,7 @@ WITH c AS (
 	ORDER BY priority DESC, available_at
 	LIMIT @limit
 	FOR UPDATE SKIP LOCKED
-)` + claimUpdate
+)` + claimUpdate)
 
 // runsClaimLimitedSQL is the claim statement when some requested types
 // (@limited_types) have a concurrency limit. The unlimited types are claimed by c1 as
@@ -762,7 +762,7 @@ WITH c AS (
 // commits, so that claims of a limited type serialise and never overshoot
 // (see 003_durable.sql) — and marked limited, which puts them in the index
 // that count uses. c picks the best @limit of both by priority and age.
-const runsClaimLimitedSQL = `
+var runsClaimLimitedSQL = prepareNamed(`
 WITH lim AS (
 	SELECT t AS workflow_type, kagzi.claim_slots(@namespace, @queue, t) AS free FROM unnest(@limited_types::text[]) AS t
 ), c1 AS (
@@ -787,19 +787,19 @@ WITH lim AS (
 	SELECT run_id, available_at AS due_at, limited FROM (SELECT * FROM c1 UNION ALL SELECT * FROM c2) u
 	ORDER BY priority DESC, available_at
 	LIMIT @limit
-)` + claimUpdate
+)` + claimUpdate)
 
 // limitedTypesSQL lists which of the requested types (@types) have a
 // concurrency limit in the namespace and queue.
-const limitedTypesSQL = `
+var limitedTypesSQL = prepareNamed(`
 SELECT coalesce(array_agg(workflow_type), '{}') FROM kagzi.concurrency_limits
-WHERE namespace_id = @namespace AND task_queue = @queue AND workflow_type = ANY(@types::text[])`
+WHERE namespace_id = @namespace AND task_queue = @queue AND workflow_type = ANY(@types::text[])`)
 
 // claimStatement picks the claim statement RunsClaim would run for args.
-func (s *Store) claimStatement(ctx context.Context, db DBTX, args pgx.NamedArgs) (string, pgx.NamedArgs, error) {
+func (s *Store) claimStatement(ctx context.Context, db DBTX, args pgx.NamedArgs) (*namedSQL, pgx.NamedArgs, error) {
 	var limited []string
-	if err := db.QueryRow(ctx, limitedTypesSQL, limitedTypesArgs(args)).Scan(&limited); err != nil {
-		return "", nil, mapErr("claim runs: read limits", err)
+	if err := limitedTypesSQL.queryRow(ctx, db, limitedTypesArgs(args)).Scan(&limited); err != nil {
+		return nil, nil, mapErr("claim runs: read limits", err)
 	}
 	if len(limited) == 0 {
 		return runsClaimSQL, args, nil
@@ -870,8 +870,8 @@ func (s *Store) RunsClaim(ctx context.Context, p RunsClaimParams) ([]ClaimedRun,
 	// One round trip for the common case: the plain claim (which claims
 	// nothing if a requested type has a limit) and the read of the limits.
 	b := &pgx.Batch{}
-	b.Queue(runsClaimSQL, args)
-	b.Queue(limitedTypesSQL, limitedTypesArgs(args))
+	runsClaimSQL.queue(b, args)
+	limitedTypesSQL.queue(b, limitedTypesArgs(args))
 	br := s.db.SendBatch(ctx, b)
 	rows, err := br.Query()
 	if err != nil {
@@ -894,7 +894,7 @@ func (s *Store) RunsClaim(ctx context.Context, p RunsClaimParams) ([]ClaimedRun,
 	if len(limited) == 0 {
 		return out, nil
 	}
-	rows, err = s.db.Query(ctx, runsClaimLimitedSQL, claimLimitedArgs(args, limited))
+	rows, err = runsClaimLimitedSQL.query(ctx, s.db, claimLimitedArgs(args, limited))
 	if err != nil {
 		return nil, mapErr("claim runs", err)
 	}
@@ -962,11 +962,11 @@ func (s *Store) RunsClaimExplain(ctx context.Context, p RunsClaimParams) (string
 		return "", mapErr("explain claim: begin", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	sql, args, err := s.claimStatement(ctx, tx, args)
+	q, args, err := s.claimStatement(ctx, tx, args)
 	if err != nil {
 		return "", err
 	}
-	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT TEXT) "+sql, args)
+	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT TEXT) "+q.text, args)
 	if err != nil {
 		return "", mapErr("explain claim", err)
 	}
@@ -977,14 +977,8 @@ func (s *Store) RunsClaimExplain(ctx context.Context, p RunsClaimParams) (string
 	return strings.Join(lines, "\n"), nil
 }
 
-// RunsNextDue returns, for the namespace and queue, the earliest due time
-// in the future of a claimable run (nil when there is none), and whether
-// some run is due already. The dispatcher arms its timer with the first,
-// right after a claim: runs still due then were left by that claim (another
-// type set's, a type at its concurrency limit, a row another transaction
-// held), so they are retried on other signals, not at once.
-func (s *Store) RunsNextDue(ctx context.Context, namespace, queue string) (next *time.Time, pastDue bool, err error) {
-	err = s.db.QueryRow(ctx, `
+// runsNextDueSQL is RunsNextDue's statement.
+var runsNextDueSQL = prepareNamed(`
 SELECT min(available_at) FILTER (WHERE available_at > now()),
 	coalesce(bool_or(available_at <= now()), false)
 FROM (
@@ -995,7 +989,16 @@ FROM (
 	(SELECT available_at FROM kagzi.workflow_runs
 	WHERE namespace_id = @namespace AND task_queue = @queue AND status IN ('PENDING', 'SLEEPING') AND available_at <= now()
 	LIMIT 1)
-) d`, pgx.NamedArgs{"namespace": namespace, "queue": queue}).Scan(&next, &pastDue)
+) d`)
+
+// RunsNextDue returns, for the namespace and queue, the earliest due time
+// in the future of a claimable run (nil when there is none), and whether
+// some run is due already. The dispatcher arms its timer with the first,
+// right after a claim: runs still due then were left by that claim (another
+// type set's, a type at its concurrency limit, a row another transaction
+// held), so they are retried on other signals, not at once.
+func (s *Store) RunsNextDue(ctx context.Context, namespace, queue string) (next *time.Time, pastDue bool, err error) {
+	err = runsNextDueSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "queue": queue}).Scan(&next, &pastDue)
 	if err != nil {
 		return nil, false, mapErr("next due run", err)
 	}
@@ -1049,12 +1052,12 @@ func leaseArgs(l Lease, args pgx.NamedArgs) pgx.NamedArgs {
 	return args
 }
 
-// leaseTransition runs sql, an update ending in leaseWhere, with args and
+// leaseTransition runs q, an update ending in leaseWhere, with args and
 // the lease's arguments. If it matched no run, it succeeds anyway when the
 // run already shows the same token and status done (a retried report), else
 // it is ErrLeaseLost.
-func (s *Store) leaseTransition(ctx context.Context, what string, l Lease, done RunStatus, sql string, args pgx.NamedArgs) error {
-	tag, err := s.db.Exec(ctx, sql, leaseArgs(l, args))
+func (s *Store) leaseTransition(ctx context.Context, what string, l Lease, done RunStatus, q *namedSQL, args pgx.NamedArgs) error {
+	tag, err := q.exec(ctx, s.db, leaseArgs(l, args))
 	if err != nil {
 		return mapErr(what, err)
 	}
@@ -1064,11 +1067,14 @@ func (s *Store) leaseTransition(ctx context.Context, what string, l Lease, done 
 	return s.leaseCheckDone(ctx, what, l, done)
 }
 
+// leaseCheckSQL reads the state of a run a report under a lease matched.
+var leaseCheckSQL = prepareNamed(`SELECT status, lease_token FROM kagzi.workflow_runs WHERE namespace_id = @namespace AND run_id = @run_id`)
+
 // leaseCheckDone decides what a report that matched no running lease means.
 func (s *Store) leaseCheckDone(ctx context.Context, what string, l Lease, done RunStatus) error {
 	var st RunStatus
 	var tok int64
-	err := s.db.QueryRow(ctx, `SELECT status, lease_token FROM kagzi.workflow_runs WHERE namespace_id = @namespace AND run_id = @run_id`,
+	err := leaseCheckSQL.queryRow(ctx, s.db,
 		pgx.NamedArgs{"namespace": l.Namespace, "run_id": l.RunID}).Scan(&st, &tok)
 	if err != nil {
 		return mapErr(fmt.Sprintf("%s %s", what, l.RunID), err)
@@ -1090,21 +1096,24 @@ func (s *Store) RunsComplete(ctx context.Context, l Lease, output []byte) error 
 	return errs[0]
 }
 
-// RunsFail records a run's final failure (and, for a child, wakes its
-// parent).
-func (s *Store) RunsFail(ctx context.Context, l Lease, errMsg string) error {
-	var n int64
-	err := s.db.QueryRow(ctx, `
+// runsFailSQL is RunsFail's statement.
+var runsFailSQL = prepareNamed(`
 WITH r AS (
 	UPDATE kagzi.workflow_runs SET status = 'FAILED', finished_at = now(), lease_expires_at = NULL, error = @error
-	`+leaseWhere+`
+	` + leaseWhere + `
 	RETURNING run_id, parent_run_id, parent_step_id, status, error
 ), done AS (
 	SELECT r.*, NULL::bytea AS output FROM r
 ), touched AS (
 	SELECT run_id FROM r
-), `+parentWakeCTEs+`
-SELECT count(*) FROM r`, leaseArgs(l, pgx.NamedArgs{"error": clipError(errMsg)})).Scan(&n)
+), ` + parentWakeCTEs + `
+SELECT count(*) FROM r`)
+
+// RunsFail records a run's final failure (and, for a child, wakes its
+// parent).
+func (s *Store) RunsFail(ctx context.Context, l Lease, errMsg string) error {
+	var n int64
+	err := runsFailSQL.queryRow(ctx, s.db, leaseArgs(l, pgx.NamedArgs{"error": clipError(errMsg)})).Scan(&n)
 	if err != nil {
 		return mapErr("fail run", err)
 	}
@@ -1123,10 +1132,11 @@ func (s *Store) RunsSleep(ctx context.Context, l Lease, until *time.Time) error 
 	return s.leaseTransition(ctx, "sleep run", l, StatusSleeping, runsSleepSQL, pgx.NamedArgs{"until": until})
 }
 
-const runsSleepSQL = `
+// runsSleepSQL is RunsSleep's statement.
+var runsSleepSQL = prepareNamed(`
 UPDATE kagzi.workflow_runs SET status = 'SLEEPING',
 	available_at = CASE WHEN cancel_requested_at IS NOT NULL AND NOT cancel_delivered THEN now() ELSE @until::timestamptz END,
-	locked_by = NULL, lease_expires_at = NULL` + leaseWhere
+	locked_by = NULL, lease_expires_at = NULL` + leaseWhere)
 
 // RunsRetryAt ends the current attempt with an error and makes the run
 // claimable again at the given time as its next attempt.
@@ -1134,9 +1144,10 @@ func (s *Store) RunsRetryAt(ctx context.Context, l Lease, at time.Time, errMsg s
 	return s.leaseTransition(ctx, "retry run", l, StatusPending, runsRetryAtSQL, pgx.NamedArgs{"at": at, "error": clipError(errMsg)})
 }
 
-const runsRetryAtSQL = `
+// runsRetryAtSQL is RunsRetryAt's statement.
+var runsRetryAtSQL = prepareNamed(`
 UPDATE kagzi.workflow_runs SET status = 'PENDING', available_at = @at, attempts = attempts + 1,
-	locked_by = NULL, lease_expires_at = NULL, error = @error` + leaseWhere
+	locked_by = NULL, lease_expires_at = NULL, error = @error` + leaseWhere)
 
 // RunsRelease gives a claimed run back, claimable at once, without counting
 // an attempt: a delivery nobody received, or a worker draining.
@@ -1226,12 +1237,15 @@ WITH t AS (
 	SELECT run_id FROM u
 ), ` + parentWakeCTEs + `
 SELECT namespace_id, run_id, task_queue, status, available_at, undelivered FROM u`
-	runsRecoverWorkerSQL = recoverHead + `locked_by = @worker_id` + recoverTail
-	runsExpireLeasesSQL  = recoverHead + `lease_expires_at <= @now` + recoverTail
 )
 
-func (s *Store) recoverRuns(ctx context.Context, what, sql string, args pgx.NamedArgs) ([]RecoveredRun, error) {
-	rows, err := s.db.Query(ctx, sql, args)
+var (
+	runsRecoverWorkerSQL = prepareNamed(recoverHead + `locked_by = @worker_id` + recoverTail)
+	runsExpireLeasesSQL  = prepareNamed(recoverHead + `lease_expires_at <= @now` + recoverTail)
+)
+
+func (s *Store) recoverRuns(ctx context.Context, what string, q *namedSQL, args pgx.NamedArgs) ([]RecoveredRun, error) {
+	rows, err := q.query(ctx, s.db, args)
 	if err != nil {
 		return nil, mapErr(what, err)
 	}
@@ -1321,6 +1335,35 @@ type RunsExtendLeasesParams struct {
 	Until  time.Time
 }
 
+// runsExtendLeasesSQL is RunsExtendLeases' statement.
+var runsExtendLeasesSQL = prepareNamed(`
+WITH w AS (
+	SELECT * FROM unnest(@worker_ids::uuid[], @untils::timestamptz[]) AS w(worker_id, until)
+), held AS (
+	SELECT * FROM unnest(@run_worker_ids::uuid[], @run_ids::uuid[]) AS h(worker_id, run_id)
+), lk AS (
+	SELECT r.run_id, w.until FROM kagzi.workflow_runs r
+	JOIN held ON held.run_id = r.run_id AND held.worker_id = r.locked_by
+	JOIN w ON w.worker_id = held.worker_id
+	WHERE r.status = 'RUNNING'
+	FOR NO KEY UPDATE OF r SKIP LOCKED
+), ext AS (
+	UPDATE kagzi.workflow_runs r SET lease_expires_at = greatest(r.lease_expires_at, lk.until), held = true
+	FROM lk WHERE r.run_id = lk.run_id
+	RETURNING r.run_id
+), stray AS (
+	SELECT r.run_id FROM kagzi.workflow_runs r JOIN w ON r.locked_by = w.worker_id
+	WHERE r.status = 'RUNNING'
+	  AND r.lease_expires_at < w.until - @grace_ms * interval '1 millisecond'
+	  AND NOT EXISTS (SELECT 1 FROM held WHERE held.run_id = r.run_id AND held.worker_id = w.worker_id)
+	FOR NO KEY UPDATE OF r SKIP LOCKED
+), rel AS (
+	UPDATE kagzi.workflow_runs r SET status = 'PENDING', available_at = now(), locked_by = NULL, lease_expires_at = NULL
+	FROM stray WHERE r.run_id = stray.run_id
+	RETURNING r.run_id
+)
+SELECT (SELECT count(*) FROM ext), (SELECT count(*) FROM rel)`)
+
 // RunsExtendLeases persists heartbeats in one statement: the leases of the
 // runs each worker lists are extended to its Until, and those runs are
 // marked held (received by their worker, so a lost attempt counts: see
@@ -1348,33 +1391,7 @@ func (s *Store) RunsExtendLeases(ctx context.Context, hbs []RunsExtendLeasesPara
 	// would let its row locks and ours, taken in different orders,
 	// deadlock. A skipped lease is extended by the next heartbeat's flush,
 	// long before it expires.
-	err = s.db.QueryRow(ctx, `
-WITH w AS (
-	SELECT * FROM unnest(@worker_ids::uuid[], @untils::timestamptz[]) AS w(worker_id, until)
-), held AS (
-	SELECT * FROM unnest(@run_worker_ids::uuid[], @run_ids::uuid[]) AS h(worker_id, run_id)
-), lk AS (
-	SELECT r.run_id, w.until FROM kagzi.workflow_runs r
-	JOIN held ON held.run_id = r.run_id AND held.worker_id = r.locked_by
-	JOIN w ON w.worker_id = held.worker_id
-	WHERE r.status = 'RUNNING'
-	FOR NO KEY UPDATE OF r SKIP LOCKED
-), ext AS (
-	UPDATE kagzi.workflow_runs r SET lease_expires_at = greatest(r.lease_expires_at, lk.until), held = true
-	FROM lk WHERE r.run_id = lk.run_id
-	RETURNING r.run_id
-), stray AS (
-	SELECT r.run_id FROM kagzi.workflow_runs r JOIN w ON r.locked_by = w.worker_id
-	WHERE r.status = 'RUNNING'
-	  AND r.lease_expires_at < w.until - @grace_ms * interval '1 millisecond'
-	  AND NOT EXISTS (SELECT 1 FROM held WHERE held.run_id = r.run_id AND held.worker_id = w.worker_id)
-	FOR NO KEY UPDATE OF r SKIP LOCKED
-), rel AS (
-	UPDATE kagzi.workflow_runs r SET status = 'PENDING', available_at = now(), locked_by = NULL, lease_expires_at = NULL
-	FROM stray WHERE r.run_id = stray.run_id
-	RETURNING r.run_id
-)
-SELECT (SELECT count(*) FROM ext), (SELECT count(*) FROM rel)`, pgx.NamedArgs{"worker_ids": workers, "untils": untils,
+	err = runsExtendLeasesSQL.queryRow(ctx, s.db, pgx.NamedArgs{"worker_ids": workers, "untils": untils,
 		"run_worker_ids": runWorkers, "run_ids": runs, "grace_ms": grace.Milliseconds()}).Scan(&extended, &released)
 	if err != nil {
 		return 0, 0, mapErr("extend leases", err)

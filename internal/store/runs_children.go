@@ -187,7 +187,7 @@ type RunsWaitParams struct {
 // PENDING: woken by a matching event, due at the earliest of their
 // timeouts) and for the CHILD steps named in @child_steps. It is claimable at once if
 // a matching event is already there or every named child already finished.
-const runsWaitSQL = `
+var runsWaitSQL = prepareNamed(`
 WITH ev AS (
 	SELECT coalesce(bool_or(EXISTS (SELECT 1 FROM kagzi.workflow_events e
 			WHERE e.run_id = s.run_id AND e.name = convert_from(s.input, 'UTF8') AND e.consumed_at IS NULL)), false) AS ready,
@@ -207,12 +207,11 @@ WITH ev AS (
 	WHERE w.namespace_id = @namespace AND w.run_id = @run_id AND w.lease_token = @token AND w.status = 'RUNNING'
 	RETURNING w.available_at IS NOT NULL AND w.available_at <= now() AS ready
 )
-SELECT count(*), coalesce(bool_or(ready), false) FROM u`
+SELECT count(*), coalesce(bool_or(ready), false) FROM u`)
 
 // runsLockSQL locks a run row under its lease (no row: the lease is gone).
-const runsLockSQL = `SELECT 1 FROM kagzi.workflow_runs
-` + leaseWhere + `
-FOR NO KEY UPDATE`
+var runsLockSQL = prepareNamed(`SELECT 1 FROM kagzi.workflow_runs` + leaseWhere + `
+FOR NO KEY UPDATE`)
 
 // RunsWait suspends a run, releasing its lease and slot, until its timer
 // (Until), the children it names, or an event one of its waits in progress
@@ -234,8 +233,8 @@ func (s *Store) RunsWait(ctx context.Context, p RunsWaitParams) (ready bool, err
 		children = []string{}
 	}
 	b := &pgx.Batch{}
-	b.Queue(runsLockSQL, leaseArgs(p.Lease, pgx.NamedArgs{}))
-	b.Queue(runsWaitSQL, leaseArgs(p.Lease, pgx.NamedArgs{"until": p.Until, "child_steps": children}))
+	runsLockSQL.queue(b, leaseArgs(p.Lease, pgx.NamedArgs{}))
+	runsWaitSQL.queue(b, leaseArgs(p.Lease, pgx.NamedArgs{"until": p.Until, "child_steps": children}))
 	br := s.db.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()

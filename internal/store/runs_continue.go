@@ -19,7 +19,7 @@ func continuedTrace(col string) string {
 }
 
 // runsContinueAsNewSQL is RunsContinueAsNew's statement.
-var runsContinueAsNewSQL = `
+var runsContinueAsNewSQL = prepareNamed(`
 WITH o AS (
 	UPDATE kagzi.workflow_runs SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL,
 		continued_as = @new_run_id
@@ -39,7 +39,7 @@ WITH o AS (
 	INSERT INTO kagzi.workflow_payloads (run_id, output) SELECT @run_id, 'null'::bytea FROM o
 	ON CONFLICT (run_id) DO UPDATE SET output = excluded.output
 )
-SELECT o.workflow_type FROM n, o`
+SELECT o.workflow_type FROM n, o`)
 
 // RunsContinueAsNew ends the run held by l COMPLETED, without output, and
 // starts in the same statement the run newID that continues it: the same
@@ -59,7 +59,7 @@ func (s *Store) RunsContinueAsNew(ctx context.Context, l Lease, newID uuid.UUID,
 		return "", err
 	}
 	var typ string
-	err := s.db.QueryRow(ctx, runsContinueAsNewSQL, leaseArgs(l, pgx.NamedArgs{"new_run_id": newID, "input": input})).Scan(&typ)
+	err := runsContinueAsNewSQL.queryRow(ctx, s.db, leaseArgs(l, pgx.NamedArgs{"new_run_id": newID, "input": input})).Scan(&typ)
 	if err == nil {
 		return typ, nil
 	}

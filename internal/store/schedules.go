@@ -669,7 +669,7 @@ type scheduleFired struct {
 }
 
 // schedulesFireSQL is schedulesFire's statement.
-var schedulesFireSQL = `
+var schedulesFireSQL = prepareNamed(`
 WITH v AS (
 	SELECT * FROM unnest(@namespaces::text[], @schedule_ids::uuid[], @dues::timestamptz[], @nexts::timestamptz[], @last_fires::timestamptz[])
 		AS v(namespace_id, run_id, due, next, last_fired)
@@ -700,7 +700,7 @@ WITH v AS (
 )
 SELECT ` + runCols + `, false FROM u r
 UNION ALL
-SELECT ` + runCols + `, true FROM i r`
+SELECT ` + runCols + `, true FROM i r`)
 
 // schedulesFire is the conditional advance of many schedules and the
 // creation of their instances, in one statement. The advance is the guard:
@@ -757,7 +757,7 @@ func (s *Store) schedulesFire(ctx context.Context, fs []scheduleFiring, trace st
 	// The instances copy the template as the update left it, and their
 	// input from its payload row (checked against the limits when the
 	// schedule was created).
-	rows, err := s.db.Query(ctx, schedulesFireSQL,
+	rows, err := schedulesFireSQL.query(ctx, s.db,
 		pgx.NamedArgs{"namespaces": nss, "schedule_ids": ids, "dues": dues, "nexts": nexts, "last_fires": lastFires,
 			"run_ids": runIDs, "run_schedule_ids": runSchedules, "fire_ats": fireAts, "trace_contexts": traces})
 	if err != nil {

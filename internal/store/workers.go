@@ -191,6 +191,22 @@ type WorkerBeat struct {
 	Draining bool
 }
 
+// workersHeartbeatSQL is WorkersHeartbeat's statement.
+var workersHeartbeatSQL = prepareNamed(`
+WITH b AS (
+	SELECT * FROM unnest(@worker_ids::uuid[], @ats::timestamptz[], @draining::bool[]) AS b(worker_id, at, draining)
+), l AS (
+	SELECT w.worker_id FROM kagzi.workers w JOIN b USING (worker_id)
+	WHERE w.status <> 'OFFLINE'
+	ORDER BY w.worker_id
+	FOR NO KEY UPDATE OF w
+)
+UPDATE kagzi.workers w SET
+	last_heartbeat_at = greatest(w.last_heartbeat_at, coalesce(b.at, now())),
+	status = CASE WHEN b.draining AND w.status = 'ONLINE' THEN 'DRAINING' ELSE w.status END
+FROM b JOIN l USING (worker_id)
+WHERE w.worker_id = b.worker_id AND w.status <> 'OFFLINE'`)
+
 // WorkersHeartbeat persists many heartbeats in one statement and returns how
 // many workers it touched. Workers that are OFFLINE (or unknown) are not
 // touched: they must register again. A heartbeat never moves
@@ -231,20 +247,7 @@ func (s *Store) WorkersHeartbeat(ctx context.Context, beats []WorkerBeat) (int64
 	}
 	// Rows are locked in worker id order first so two concurrent flushes
 	// cannot deadlock on each other.
-	tag, err := s.db.Exec(ctx, `
-WITH b AS (
-	SELECT * FROM unnest(@worker_ids::uuid[], @ats::timestamptz[], @draining::bool[]) AS b(worker_id, at, draining)
-), l AS (
-	SELECT w.worker_id FROM kagzi.workers w JOIN b USING (worker_id)
-	WHERE w.status <> 'OFFLINE'
-	ORDER BY w.worker_id
-	FOR NO KEY UPDATE OF w
-)
-UPDATE kagzi.workers w SET
-	last_heartbeat_at = greatest(w.last_heartbeat_at, coalesce(b.at, now())),
-	status = CASE WHEN b.draining AND w.status = 'ONLINE' THEN 'DRAINING' ELSE w.status END
-FROM b JOIN l USING (worker_id)
-WHERE w.worker_id = b.worker_id AND w.status <> 'OFFLINE'`, pgx.NamedArgs{"worker_ids": ids, "ats": ats, "draining": draining})
+	tag, err := workersHeartbeatSQL.exec(ctx, s.db, pgx.NamedArgs{"worker_ids": ids, "ats": ats, "draining": draining})
 	if err != nil {
 		return 0, mapErr("worker heartbeats", err)
 	}

@@ -5,23 +5,22 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/kagzi/kagzi/internal/store"
 )
 
-// namesTracer fails its test when a statement's named arguments
-// (pgx.NamedArgs) and the names its text uses differ: pgx passes a name
+// namesTracer fails its test when a statement's named arguments (see
+// store.NamedArgsOf) and the names its text uses differ: pgx passes a name
 // the text uses but the arguments lack as NULL, and ignores an argument
 // the text does not use, so a misspelled name would not fail by itself.
 type namesTracer struct{ t testing.TB }
 
 func (n namesTracer) check(sql string, args []any) {
-	if len(args) == 0 {
-		return
-	}
-	na, ok := args[0].(pgx.NamedArgs)
+	na, ok := store.NamedArgsOf(args)
 	if !ok {
 		return
 	}
-	if _, _, err := pgx.StrictNamedArgs(na).RewriteQuery(context.Background(), nil, sql, args[1:]); err != nil {
+	if _, _, err := pgx.StrictNamedArgs(na).RewriteQuery(context.Background(), nil, sql, nil); err != nil {
 		n.t.Errorf("statement's named arguments do not match its text: %v\n%s", err, sql)
 	}
 }

@@ -56,16 +56,14 @@ type stmt struct {
 
 func (d *recordDB) record(sql string, args []any) {
 	st := stmt{sql: sql, values: args}
-	if len(args) == 1 {
-		if na, ok := args[0].(pgx.NamedArgs); ok {
-			st.named = na
-			_, st.values, st.err = pgx.StrictNamedArgs(na).RewriteQuery(context.Background(), nil, sql, nil)
-		}
+	if na, ok := store.NamedArgsOf(args); ok {
+		st.named = na
+		_, st.values, st.err = pgx.StrictNamedArgs(na).RewriteQuery(context.Background(), nil, sql, nil)
 	}
 	d.stmts = append(d.stmts, st)
 }
 
-// named returns the argument named name of the statement, failing t when
+// arg returns the argument named name of the statement, failing t when
 // the statement has no such argument.
 func (st stmt) arg(t *testing.T, name string) any {
 	t.Helper()
