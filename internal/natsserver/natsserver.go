@@ -1,6 +1,6 @@
 // Package natsserver runs an embedded NATS server (the nats-server module)
-// for `kagzi dev`, `kagzi bench` and tests when no server is given: a real
-// server on a loopback TCP port, so every hop is a real NATS connection.
+// for tests: a real server on a loopback TCP port, so every hop is a real
+// NATS connection. The CLI embeds its own (cmd/kagzi/internal/natsserver).
 package natsserver
 
 import (
@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/kagzi/kagzi/pkg/protocol"
 )
 
-// MaxPayload is the message size limit Kagzi runs NATS with: room for a
-// run's 2 MiB input plus its envelope (the server default is 1 MiB).
-const MaxPayload = 8 << 20
+// MaxPayload is the message size limit Kagzi runs NATS with.
+const MaxPayload = protocol.NATSMaxPayload
 
 // Server is a running embedded NATS server.
 type Server struct {
