@@ -3,10 +3,12 @@ package e2e_test
 import (
 	"bytes"
 	"context"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -84,9 +86,27 @@ func run(ctx context.Context) error {
 }
 `
 
+// toolModules are the modules only Kagzi's tools and tests need (the CLI,
+// the bench, the embedded NATS server, tern, the deploy and browser
+// tests): they live in nested modules, so an application's module graph
+// holds none of them (internal/arch checks the imports behind it).
+var toolModules = []string{
+	"github.com/spf13/cobra",
+	"github.com/riverqueue/river",
+	"github.com/nats-io/nats-server/v2",
+	"github.com/jackc/tern/v2",
+	"github.com/compose-spec/compose-go/v2",
+	"k8s.io/api",
+	"k8s.io/apimachinery",
+	"sigs.k8s.io/yaml",
+	"github.com/chromedp/chromedp",
+	"github.com/chromedp/cdproto",
+}
+
 // TestExternalModule builds a program in a module of its own, which
 // requires this one through a replace directive, and runs it against the
 // services: a worker and a client written with the public packages alone.
+// Its module graph holds none of the tool-only modules.
 func TestExternalModule(t *testing.T) {
 	t.Parallel()
 	goBin, err := exec.LookPath("go")
@@ -124,6 +144,22 @@ func TestExternalModule(t *testing.T) {
 		return out
 	}
 	goCmd("build", "-o", "app", ".")
+	graph := strings.Fields(string(goCmd("mod", "graph")))
+	if len(graph) == 0 {
+		t.Fatal("go mod graph printed nothing")
+	}
+	tool := map[string]bool{}
+	for _, node := range graph {
+		path, _, _ := strings.Cut(node, "@")
+		for _, m := range toolModules {
+			if path == m || strings.HasPrefix(path, m+"/") {
+				tool[path] = true
+			}
+		}
+	}
+	if len(tool) > 0 {
+		t.Errorf("the application's module graph holds modules only Kagzi's tools and tests need: %v", slices.Sorted(maps.Keys(tool)))
+	}
 
 	e := start(t, opts{workers: -1})
 	cmd := exec.CommandContext(ctx, filepath.Join(dir, "app"))
