@@ -13,6 +13,7 @@ import (
 
 	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/devserver"
+	"github.com/kagzi/kagzi/internal/engineclient"
 	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/internal/testnats"
@@ -73,7 +74,7 @@ func start(t *testing.T, opts console.Options) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	opts.Store, opts.NATS = store.New(pool, store.Options{}), e.nc
+	opts.Pool, opts.NATS = pool, e.nc
 	con, err := console.New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +86,7 @@ func start(t *testing.T, opts console.Options) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(con.Stop)
-	e.cl, err = client.New(srv.Store, ns.Connect(t), client.Options{})
+	e.cl, err = engineclient.New(srv.Store, ns.Connect(t), client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
