@@ -272,37 +272,8 @@ func TestServiceBinariesLinkOnlyTheirService(t *testing.T) {
 	}
 }
 
-// nestedModules are the modules besides the root, each holding what only
-// a tool or a test needs: their files must be checked like the root's.
-var nestedModules = []string{"cmd/kagzi", "deploy", "pkg/console/browsertest"}
-
-// toolModules are the modules only tools and tests need: the CLI's
-// (cobra), the bench's comparison (River), the embedded NATS server,
-// tern, the deploy tests' (compose-go, the Kubernetes API, yaml) and the
-// browser tests' (chromedp). An application of the public packages sees
-// every requirement of the root go.mod, those only its tests need
-// included, so no file of the root module, test or not, imports them.
-// internal/e2e's TestExternalModule checks the same list in the module
-// graph an application gets.
-var toolModules = []string{
-	"github.com/spf13/cobra",
-	"github.com/riverqueue/river",
-	"github.com/nats-io/nats-server/v2",
-	"github.com/jackc/tern/v2",
-	"github.com/compose-spec/compose-go/v2",
-	"k8s.io/api",
-	"k8s.io/apimachinery",
-	"sigs.k8s.io/yaml",
-	"github.com/chromedp/chromedp",
-	"github.com/chromedp/cdproto",
-}
-
-func isToolModule(path string) bool {
-	return slices.ContainsFunc(toolModules, func(m string) bool { return path == m || strings.HasPrefix(path, m+"/") })
-}
-
-// The tool-only modules are imported from nested modules only (see
-// toolModules), and the walk above reaches every nested module.
+// The tool-only modules (ToolModules) are imported from nested modules
+// only, and the walk above reaches every nested module.
 func TestToolModulesOnlyInNestedModules(t *testing.T) {
 	fs := files(t)
 	seen := map[string]int{}
@@ -313,28 +284,28 @@ func TestToolModulesOnlyInNestedModules(t *testing.T) {
 		}
 		for _, imp := range f.ast.Imports {
 			p, _ := strconv.Unquote(imp.Path.Value)
-			if isToolModule(p) {
-				t.Errorf("%s imports %s: only tools and tests need it, so it belongs in a nested module (%v)", f.rel, p, nestedModules)
+			if IsToolModule(p) {
+				t.Errorf("%s imports %s: only tools and tests need it, so it belongs in a nested module (%v)", f.rel, p, NestedModules)
 			}
 		}
 	}
-	for _, m := range nestedModules {
+	for _, m := range NestedModules {
 		if seen[m] == 0 {
 			t.Errorf("no Go file of the nested module %s was checked", m)
 		}
 	}
 	for m := range seen {
-		if m != "." && !slices.Contains(nestedModules, m) {
-			t.Errorf("nested module %s is not listed in nestedModules", m)
+		if m != "." && !slices.Contains(NestedModules, m) {
+			t.Errorf("nested module %s is not listed in NestedModules", m)
 		}
 	}
 	for _, p := range []string{"github.com/spf13/cobra", "github.com/nats-io/nats-server/v2/server", "k8s.io/api/core/v1", "github.com/riverqueue/river/rivermigrate"} {
-		if !isToolModule(p) {
+		if !IsToolModule(p) {
 			t.Errorf("%s not taken for a tool-only module", p)
 		}
 	}
 	for _, p := range []string{"github.com/nats-io/nats.go", "github.com/jackc/pgx/v5", "github.com/spf13/cobra-extra"} {
-		if isToolModule(p) {
+		if IsToolModule(p) {
 			t.Errorf("%s taken for a tool-only module", p)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kagzi/kagzi/internal/arch"
 	"github.com/kagzi/kagzi/internal/testnats"
 )
 
@@ -86,27 +87,11 @@ func run(ctx context.Context) error {
 }
 `
 
-// toolModules are the modules only Kagzi's tools and tests need (the CLI,
-// the bench, the embedded NATS server, tern, the deploy and browser
-// tests): they live in nested modules, so an application's module graph
-// holds none of them (internal/arch checks the imports behind it).
-var toolModules = []string{
-	"github.com/spf13/cobra",
-	"github.com/riverqueue/river",
-	"github.com/nats-io/nats-server/v2",
-	"github.com/jackc/tern/v2",
-	"github.com/compose-spec/compose-go/v2",
-	"k8s.io/api",
-	"k8s.io/apimachinery",
-	"sigs.k8s.io/yaml",
-	"github.com/chromedp/chromedp",
-	"github.com/chromedp/cdproto",
-}
-
 // TestExternalModule builds a program in a module of its own, which
 // requires this one through a replace directive, and runs it against the
 // services: a worker and a client written with the public packages alone.
-// Its module graph holds none of the tool-only modules.
+// Its module graph holds none of the modules only Kagzi's tools and tests
+// need (arch.ToolModules).
 func TestExternalModule(t *testing.T) {
 	t.Parallel()
 	goBin, err := exec.LookPath("go")
@@ -150,11 +135,8 @@ func TestExternalModule(t *testing.T) {
 	}
 	tool := map[string]bool{}
 	for _, node := range graph {
-		path, _, _ := strings.Cut(node, "@")
-		for _, m := range toolModules {
-			if path == m || strings.HasPrefix(path, m+"/") {
-				tool[path] = true
-			}
+		if path, _, _ := strings.Cut(node, "@"); arch.IsToolModule(path) {
+			tool[path] = true
 		}
 	}
 	if len(tool) > 0 {
