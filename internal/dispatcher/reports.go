@@ -12,8 +12,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/nats-io/nats.go"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 
 	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/pkg/protocol"
@@ -352,7 +350,7 @@ func (d *Dispatcher) result(ref itemRef, err error) error {
 	case errors.Is(err, store.ErrLeaseLost):
 		*r = protocol.ReportResult{Code: protocol.ResultLeaseLost, Message: err.Error()}
 		d.leaseLost.Add(1)
-		d.tel.leaseLost.Add(d.ctx, 1, metric.WithAttributes(attribute.String("namespace", ref.j.report.Namespace)))
+		d.tel.leaseLost.Add(d.ctx, 1, d.tel.ns(ref.j.report.Namespace))
 	case errors.Is(err, store.ErrInvalidArgument), errors.Is(err, store.ErrPayloadTooLarge),
 		errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict):
 		*r = protocol.ReportResult{Code: protocol.ResultInvalid, Message: err.Error()}
@@ -403,8 +401,7 @@ func (d *Dispatcher) reply(j *reportJob) {
 			}
 		}
 	}
-	d.tel.reportLatency.Record(d.ctx, float64(time.Since(j.received))/float64(time.Millisecond),
-		metric.WithAttributes(attribute.String("namespace", j.report.Namespace)))
+	d.tel.reportLatency.Record(d.ctx, float64(time.Since(j.received))/float64(time.Millisecond), d.tel.ns(j.report.Namespace))
 	if j.msg.Reply == "" {
 		return
 	}
