@@ -234,6 +234,7 @@ func (a *activitySampler) observed() []ObservedStatement {
 var statementNames = []struct{ fragment, name string }{
 	{"kagzi.claim_slots", "claim (RunsClaim)"},
 	{"SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL FROM k", "complete runs and their last steps (RunsCompleteBatch)"},
+	{"SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL FROM c", "complete runs (RunsCompleteBatch)"},
 	{"INSERT INTO kagzi.step_runs AS s", "record step (StepsRecord[Many])"},
 	{"INSERT INTO kagzi.workflow_runs (run_id, namespace_id, external_id", "start runs (RunsCreateMany)"},
 	{"INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, external_id", "start run (RunsCreate)"},

@@ -196,6 +196,26 @@ SELECT 'c', 0::bigint, run_id::text, workflow_type, false, false, NULL::text, fa
 UNION ALL
 SELECT 's', ord, NULL::text, NULL::text, held, wrote, before, cancel FROM so`
 
+// runsCompleteOnlySQL is runsCompleteSQL for completions that carry no
+// step: the run rows are found once, by the update itself, which costs less
+// than the lease check's lookup and lock followed by the update's.
+const runsCompleteOnlySQL = `
+WITH c AS (
+	SELECT * FROM unnest(@c_ns::text[], @c_run_id::uuid[], @c_tok::bigint[], @c_output::bytea[]) AS c(ns, run_id, tok, output)
+), u AS (
+	UPDATE kagzi.workflow_runs w SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL FROM c
+	WHERE w.namespace_id = c.ns AND w.run_id = c.run_id AND w.lease_token = c.tok AND w.status = 'RUNNING'
+	RETURNING w.run_id, w.parent_run_id, w.parent_step_id, w.status, w.error, w.workflow_type
+), done AS (
+	SELECT u.run_id, u.parent_run_id, u.parent_step_id, u.status, u.error, c.output FROM u JOIN c USING (run_id)
+), touched AS (
+	SELECT run_id FROM u
+), ` + parentWakeCTEs + `, p AS (
+	INSERT INTO kagzi.workflow_payloads (run_id, output) SELECT c.run_id, c.output FROM c JOIN u USING (run_id)
+	ON CONFLICT (run_id) DO UPDATE SET output = excluded.output
+)
+SELECT 'c', 0::bigint, run_id::text, workflow_type, false, false, NULL::text, false FROM u`
+
 // RunsCompleteBatch is RunsCompleteMany with each completion's outcome in
 // full, and the step reports that come with the completions recorded in the
 // same statement: a run's last step and its end cost one statement, one
@@ -282,9 +302,12 @@ func (s *Store) RunsCompleteBatch(ctx context.Context, items []RunsCompleteItem)
 	if len(sentIdx) == 0 {
 		return out, nil
 	}
-	args := a.args()
+	stmt, args := runsCompleteOnlySQL, pgx.NamedArgs{}
+	if len(stepAt) > 0 {
+		stmt, args = runsCompleteSQL, a.args()
+	}
 	args["c_ns"], args["c_run_id"], args["c_tok"], args["c_output"] = cns, cids, ctoks, couts
-	rows, err := s.db.Query(ctx, runsCompleteSQL, args)
+	rows, err := s.db.Query(ctx, stmt, args)
 	if err != nil {
 		return nil, mapErr("complete runs", err)
 	}
