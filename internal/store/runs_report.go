@@ -232,7 +232,8 @@ func (s *Store) RunsCompleteBatch(ctx context.Context, items []RunsCompleteItem)
 		step string
 	}
 	var (
-		cns, cids   []string
+		cns         []string
+		cids        []uuid.UUID
 		ctoks       []int64
 		couts       [][]byte
 		sentIdx     []int
@@ -273,7 +274,7 @@ func (s *Store) RunsCompleteBatch(ctx context.Context, items []RunsCompleteItem)
 			stepAt = append(stepAt, [2]int{i, j})
 		}
 		cns = append(cns, it.Lease.Namespace)
-		cids = append(cids, it.Lease.RunID.String())
+		cids = append(cids, it.Lease.RunID)
 		ctoks = append(ctoks, it.Lease.Token)
 		couts = append(couts, it.Output)
 		sentIdx = append(sentIdx, i)
@@ -293,7 +294,7 @@ func (s *Store) RunsCompleteBatch(ctx context.Context, items []RunsCompleteItem)
 				continue
 			}
 			cns = append(cns, items[i].Lease.Namespace)
-			cids = append(cids, items[i].Lease.RunID.String())
+			cids = append(cids, items[i].Lease.RunID)
 			ctoks = append(ctoks, items[i].Lease.Token)
 			couts = append(couts, items[i].Output)
 			sentIdx = append(sentIdx, i)
@@ -348,7 +349,7 @@ func (s *Store) RunsCompleteBatch(ctx context.Context, items []RunsCompleteItem)
 		out[i].Steps[j] = StepOutcome{Err: e, CancelRequested: res[k].cancel}
 	}
 	for k, i := range sentIdx {
-		typ, ok := done[cids[k]]
+		typ, ok := done[cids[k].String()]
 		out[i].Type = typ
 		if ok {
 			continue

@@ -180,21 +180,24 @@ WITH l AS (` + stepReports + `
 const minSetSteps = 10
 
 // stepArrays holds reports as stepRecordManySQL's parallel arrays, in
-// stepWriteArgs' order.
+// stepWriteArgs' order. Ids are uuid.UUID, not strings: pgx encodes those
+// in binary at once, where a string is first refused (an error built and
+// dropped) and then sent as text.
 type stepArrays struct {
 	ns, stepID, kind, status       []string
-	runID                          []string
+	runID                          []uuid.UUID
 	tok                            []int64
 	attempt                        []int
 	input, output                  [][]byte
-	errMsg, errType, childRunID    []*string
+	errMsg, errType                []*string
+	childRunID                     []*uuid.UUID
 	startedAt, finishedAt, retryAt []*time.Time
 	nonRetryable                   []bool
 }
 
 func (a *stepArrays) add(p *StepsRecordParams) {
 	a.ns = append(a.ns, p.Lease.Namespace)
-	a.runID = append(a.runID, p.Lease.RunID.String())
+	a.runID = append(a.runID, p.Lease.RunID)
 	a.tok = append(a.tok, p.Lease.Token)
 	a.stepID = append(a.stepID, p.StepID)
 	a.attempt = append(a.attempt, p.Attempt)
@@ -206,12 +209,7 @@ func (a *stepArrays) add(p *StepsRecordParams) {
 	a.startedAt = append(a.startedAt, p.StartedAt)
 	a.finishedAt = append(a.finishedAt, p.FinishedAt)
 	a.retryAt = append(a.retryAt, p.RetryAt)
-	var child *string
-	if p.ChildRunID != nil {
-		c := p.ChildRunID.String()
-		child = &c
-	}
-	a.childRunID = append(a.childRunID, child)
+	a.childRunID = append(a.childRunID, p.ChildRunID)
 	a.errType = append(a.errType, nullText(p.ErrorType))
 	a.nonRetryable = append(a.nonRetryable, p.NonRetryable)
 }
