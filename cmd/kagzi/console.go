@@ -11,11 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/kagzi/kagzi/internal/config"
-	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/svc"
 	"github.com/kagzi/kagzi/pkg/console"
 	"github.com/kagzi/kagzi/pkg/protocol"
@@ -67,7 +67,7 @@ KAGZI_CONSOLE_PREFIX configure it (see the README).`,
 			}
 			defer nc.Close()
 			log := svc.Logger(cfg.LogLevel).With("service", "console")
-			srv, url, err := startConsole(ctx, cfg, a.Namespace, st, nc, log)
+			srv, url, err := startConsole(ctx, cfg, a.Namespace, a.pool, nc, log)
 			if err != nil {
 				return err
 			}
@@ -110,7 +110,7 @@ func (s *consoleServer) Stop() {
 
 // startConsole serves the console (and /healthz, /readyz) on
 // cfg.ConsoleAddr and returns its URL.
-func startConsole(ctx context.Context, cfg config.Console, ns string, st *store.Store, nc *nats.Conn, log *slog.Logger) (*consoleServer, string, error) {
+func startConsole(ctx context.Context, cfg config.Console, ns string, pool *pgxpool.Pool, nc *nats.Conn, log *slog.Logger) (*consoleServer, string, error) {
 	var proxies []netip.Prefix
 	for _, p := range strings.Split(cfg.ConsoleTrustedProxies, ",") {
 		if p = strings.TrimSpace(p); p == "" {
@@ -123,7 +123,7 @@ func startConsole(ctx context.Context, cfg config.Console, ns string, st *store.
 		proxies = append(proxies, pfx)
 	}
 	prefix := strings.TrimSuffix(cfg.ConsolePrefix, "/")
-	con, err := console.New(console.Options{Store: st, NATS: nc, Namespace: ns, Prefix: prefix,
+	con, err := console.New(console.Options{Pool: pool, NATS: nc, Namespace: ns, Prefix: prefix,
 		ReadOnly: cfg.ConsoleReadOnly, BasicAuth: cfg.ConsoleBasicAuth, AuthHeader: cfg.ConsoleAuthHeader,
 		TrustedProxies: proxies, TraceURL: cfg.ConsoleTraceURL, Log: log})
 	if err != nil {
@@ -135,7 +135,7 @@ func startConsole(ctx context.Context, cfg config.Console, ns string, st *store.
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if err := st.Ping(r.Context()); err != nil || nc.Status() != nats.CONNECTED {
+		if err := pool.Ping(r.Context()); err != nil || nc.Status() != nats.CONNECTED {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 			return
 		}

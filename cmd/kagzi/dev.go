@@ -15,6 +15,7 @@ import (
 
 	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/devserver"
+	"github.com/kagzi/kagzi/internal/engineclient"
 	"github.com/kagzi/kagzi/internal/examples"
 	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/svc"
@@ -162,7 +163,7 @@ func runDemo(ctx context.Context, cmd *cobra.Command, srv *devserver.Server, ns 
 	if err != nil {
 		return err
 	}
-	cl, err := client.New(srv.Store, nc, client.Options{Namespace: ns})
+	cl, err := engineclient.New(srv.Store, nc, client.Options{Namespace: ns})
 	if err != nil {
 		return err
 	}
@@ -218,10 +219,10 @@ func devConsole(ctx context.Context, addr, ns string, srv *devserver.Server, log
 		return "", nil, err
 	}
 	cfg.ConsoleAddr = addr
-	cs, url, err := startConsole(ctx, cfg, ns, srv.Store, nc, log.With("service", "console"))
+	cs, url, err := startConsole(ctx, cfg, ns, srv.Pool, nc, log.With("service", "console"))
 	if err != nil && strings.Contains(err.Error(), "listen on") {
 		cfg.ConsoleAddr = "127.0.0.1:0"
-		cs, url, err = startConsole(ctx, cfg, ns, srv.Store, nc, log.With("service", "console"))
+		cs, url, err = startConsole(ctx, cfg, ns, srv.Pool, nc, log.With("service", "console"))
 	}
 	if err != nil {
 		nc.Close()

@@ -11,10 +11,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/internal/engineclient"
 	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/svc"
 	"github.com/kagzi/kagzi/internal/telemetry"
@@ -62,7 +64,7 @@ type app struct {
 	// JSON is --json: print machine-readable JSON instead of tables.
 	JSON bool
 
-	pool interface{ Close() }
+	pool *pgxpool.Pool
 	// telemetry is the process's providers (nil under `kagzi serve`).
 	telemetry *telemetry.Providers
 	st        *store.Store
@@ -151,7 +153,7 @@ func (a *app) Client(ctx context.Context, withNATS bool) (*client.Client, error)
 	if a.client != nil {
 		a.client.Close()
 	}
-	c, err := client.New(st, nc, client.Options{Namespace: a.Namespace})
+	c, err := engineclient.New(st, nc, client.Options{Namespace: a.Namespace})
 	if err != nil {
 		return nil, err
 	}

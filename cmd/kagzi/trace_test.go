@@ -20,6 +20,7 @@ import (
 
 	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/devserver"
+	"github.com/kagzi/kagzi/internal/engineclient"
 	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/telemetry"
 	"github.com/kagzi/kagzi/internal/telemetry/otlptest"
@@ -138,7 +139,7 @@ func TestOneConnectedTracePerRunOnEveryPath(t *testing.T) {
 	}
 	// An application that set up no OpenTelemetry: its client traces
 	// nothing, so the store gives each run its trace.
-	app, err := client.New(srv.Store, nc, client.Options{Namespace: "default", TracerProvider: noop.NewTracerProvider()})
+	app, err := engineclient.New(srv.Store, nc, client.Options{Namespace: "default", TracerProvider: noop.NewTracerProvider()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,8 +19,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/engineclient"
 	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
@@ -163,7 +165,7 @@ type env struct {
 	natsMonitor string
 	procs       []*exec.Cmd
 	st          *store.Store
-	pool        interface{ Close() }
+	pool        *pgxpool.Pool
 	nc          *nats.Conn
 	cl          *client.Client
 	done        *doneTracker
@@ -254,7 +256,7 @@ func (e *env) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	e.cl, err = client.New(e.st, e.nc, client.Options{Namespace: "bench", Queue: "bench"})
+	e.cl, err = engineclient.New(e.st, e.nc, client.Options{Namespace: "bench", Queue: "bench"})
 	if err != nil {
 		return err
 	}

@@ -84,7 +84,7 @@ func (e *env) console(ctx context.Context) (Detail, error) {
 	}
 	res.LoadSec = round2(time.Since(t0).Seconds())
 
-	con, err := console.New(console.Options{Store: e.st, NATS: e.nc, Namespace: "bench"})
+	con, err := console.New(console.Options{Pool: e.pool, NATS: e.nc, Namespace: "bench"})
 	if err != nil {
 		return nil, err
 	}

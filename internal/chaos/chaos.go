@@ -40,6 +40,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/engineclient"
 	"github.com/kagzi/kagzi/internal/modeltest"
 	"github.com/kagzi/kagzi/internal/pgcluster"
 	"github.com/kagzi/kagzi/internal/store"
@@ -433,7 +434,7 @@ func (h *harness) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h.cl, err = client.New(h.st, h.nc, client.Options{Namespace: Namespace, Queue: Queue})
+	h.cl, err = engineclient.New(h.st, h.nc, client.Options{Namespace: Namespace, Queue: Queue})
 	if err != nil {
 		return err
 	}

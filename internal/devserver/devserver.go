@@ -72,6 +72,8 @@ type Options struct {
 type Server struct {
 	// NATSURL is where the services' NATS is.
 	NATSURL string
+	// Pool is the services' database pool (closed by Stop).
+	Pool *pgxpool.Pool
 	// Store is a store over the dev database.
 	Store *store.Store
 	// Workers are the running workers.
@@ -148,6 +150,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		return nil, err
 	}
 	s.close = append(s.close, pool.Close)
+	s.Pool = pool
 	s.Store = app.NewStore(pool, o.Log)
 
 	dcfg := o.Dispatcher

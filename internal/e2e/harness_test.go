@@ -14,6 +14,7 @@ import (
 	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/devserver"
 	"github.com/kagzi/kagzi/internal/dispatcher"
+	"github.com/kagzi/kagzi/internal/engineclient"
 	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/internal/testnats"
@@ -178,7 +179,7 @@ func startWorker(t *testing.T, ns *testnats.Server, cfg worker.Config, register 
 // newClient returns a client on st and nc, closed when t ends.
 func newClient(t *testing.T, st *store.Store, nc *nats.Conn) *client.Client {
 	t.Helper()
-	cl, err := client.New(st, nc, client.Options{})
+	cl, err := engineclient.New(st, nc, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/devserver"
+	"github.com/kagzi/kagzi/internal/engineclient"
 	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/internal/testnats"
@@ -96,7 +97,7 @@ func TestNATSClusterNodeKilled(t *testing.T) {
 	// The dispatcher's node dies; the client is on another.
 	victim := nodeOf(t, nodes, "kagzi-dev-dispatcher-0")
 	nc := nodes[(victim+1)%len(nodes)].Connect(t)
-	cl, err := client.New(srv.Store, nc, client.Options{})
+	cl, err := engineclient.New(srv.Store, nc, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

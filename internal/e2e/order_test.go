@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kagzi/kagzi/internal/devserver"
+	"github.com/kagzi/kagzi/internal/engineclient"
 	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/client"
@@ -35,7 +36,7 @@ func TestWorkerStartedBeforeDispatcher(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	cl, err := client.New(srv.Store, ns.Connect(t), client.Options{})
+	cl, err := engineclient.New(srv.Store, ns.Connect(t), client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

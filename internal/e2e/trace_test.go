@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/kagzi/kagzi/internal/dispatcher"
+	"github.com/kagzi/kagzi/internal/engineclient"
 	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/internal/testnats"
@@ -48,7 +49,7 @@ func TestOneTracePerRun(t *testing.T) {
 		}
 		t.Cleanup(c.Stop)
 	}
-	cl, err := client.New(st, ns.Connect(t), client.Options{TracerProvider: tp})
+	cl, err := engineclient.New(st, ns.Connect(t), client.Options{TracerProvider: tp})
 	if err != nil {
 		t.Fatal(err)
 	}

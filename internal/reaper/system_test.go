@@ -18,6 +18,7 @@ import (
 
 	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/devserver"
+	"github.com/kagzi/kagzi/internal/engineclient"
 	"github.com/kagzi/kagzi/internal/reaper"
 	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/testdb"
@@ -71,7 +72,7 @@ func startSystemWith(t *testing.T, rcfg config.Reaper, dcfg config.Dispatcher) *
 	}
 	t.Cleanup(srv.Stop)
 	nc := ns.Connect(t)
-	cl, err := client.New(srv.Store, nc, client.Options{})
+	cl, err := engineclient.New(srv.Store, nc, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,8 @@
-// Package sdkhook carries what the public test kit (pkg/workflowtest)
-// hands to the workflow runtime (pkg/workflow) beyond the public API: a
-// replacement for step functions. It is internal so that applications
-// cannot reach it except through the test kit.
+// Package sdkhook carries what the public packages hand each other beyond
+// their API: a replacement for step functions, from the test kit
+// (pkg/workflowtest) to the workflow runtime (pkg/workflow), and pkg/client's
+// constructor over the engine's store (see internal/engineclient). It is
+// internal so that applications cannot reach either.
 package sdkhook
 
 import (
@@ -26,3 +27,9 @@ func StepMockFrom(ctx context.Context) StepMock {
 	m, _ := ctx.Value(stepMockKey{}).(StepMock)
 	return m
 }
+
+// NewClient is pkg/client's constructor over the engine's store, a
+// func(*store.Store, *nats.Conn, client.Options) (*client.Client, error);
+// pkg/client sets it when it is linked. It is untyped because pkg/client
+// imports this package; internal/engineclient gives it its type.
+var NewClient any

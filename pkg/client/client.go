@@ -33,6 +33,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kagzi/kagzi/internal/natsutil"
+	"github.com/kagzi/kagzi/internal/sdkhook"
 	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/tracectx"
 	"github.com/kagzi/kagzi/pkg/protocol"
@@ -98,10 +99,12 @@ type Client struct {
 	started metric.Int64Counter
 }
 
-// New returns a client over the engine's data layer. It is the engine's
-// internal constructor (its command-line tool and tests use it);
-// applications use Connect or NewFromPool.
-func New(st *store.Store, nc *nats.Conn, opts Options) (*Client, error) {
+func init() { sdkhook.NewClient = newClient }
+
+// newClient returns a client over the engine's data layer: Connect and
+// NewFromPool for applications, internal/engineclient for the engine's own
+// tools, which already hold a store.
+func newClient(st *store.Store, nc *nats.Conn, opts Options) (*Client, error) {
 	if opts.Namespace == "" {
 		opts.Namespace = "default"
 	}

@@ -38,7 +38,7 @@ func NewFromPool(pool *pgxpool.Pool, nc *nats.Conn, opts Options) (*Client, erro
 	if pool == nil {
 		return nil, fmt.Errorf("client: %w: nil pool", ErrInvalidArgument)
 	}
-	return New(store.New(pool, store.Options{}), nc, opts)
+	return newClient(store.New(pool, store.Options{}), nc, opts)
 }
 
 // DrainWorker asks worker id of the client's namespace to drain: it is

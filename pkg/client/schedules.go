@@ -51,6 +51,9 @@ func scheduleFrom(sc store.Schedule) *Schedule {
 		CreatedAt: sc.CreatedAt, RetryPolicy: sc.RetryPolicy}
 }
 
+// MaxCatchupLimit bounds ScheduleOptions.MaxCatchup.
+const MaxCatchupLimit = store.MaxCatchupLimit
+
 // ScheduleOptions describe a schedule for CreateSchedule.
 type ScheduleOptions struct {
 	// Cron is the cron expression (required): 5 fields (minute hour day
@@ -60,7 +63,7 @@ type ScheduleOptions struct {
 	// Timezone is the IANA zone the expression is read in (default UTC).
 	Timezone string
 	// ID is the schedule's id (default a new UUID v7). Creating a schedule
-	// with an id that exists is store.ErrConflict, so an id derived from a
+	// with an id that exists is ErrConflict, so an id derived from a
 	// name makes creation idempotent.
 	ID uuid.UUID
 	// Queue of the fired runs (default the client's queue).
@@ -71,7 +74,7 @@ type ScheduleOptions struct {
 	// longer than the scheduler's catch-up window (5 min by default; fire
 	// times within it always fire) are fired when one comes back, the
 	// most recent ones (0, the default, skips them all; at most
-	// store.MaxCatchupLimit).
+	// MaxCatchupLimit).
 	MaxCatchup int
 	// RetryPolicy of the fired runs (nil: defaults).
 	RetryPolicy *retry.Policy
@@ -80,7 +83,7 @@ type ScheduleOptions struct {
 // CreateSchedule creates a schedule that starts a run of workflow type typ
 // with input (encoded as JSON) at every time of o.Cron, from the first one
 // after now. An invalid type, queue, input, expression, zone or catch-up
-// is store.ErrInvalidArgument and stores nothing.
+// is ErrInvalidArgument and stores nothing.
 func (c *Client) CreateSchedule(ctx context.Context, typ string, input any, o ScheduleOptions) (*Schedule, error) {
 	if err := protocol.ValidToken("workflow type", typ); err != nil {
 		return nil, fmt.Errorf("create schedule %s: %w: %v", typ, store.ErrInvalidArgument, err)

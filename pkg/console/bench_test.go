@@ -34,7 +34,8 @@ func BenchmarkRunsPage(b *testing.B) {
 		}
 	}
 	ctx := context.Background()
-	st := testdb.Store(b)
+	pool, _ := testdb.Pool(b)
+	st := store.New(pool, store.Options{})
 	const chunk = 250_000
 	before := time.Now()
 	for from := int64(0); from < n; from += chunk {
@@ -46,7 +47,7 @@ func BenchmarkRunsPage(b *testing.B) {
 	if err := st.BenchAnalyze(ctx); err != nil {
 		b.Fatal(err)
 	}
-	con, err := console.New(console.Options{Store: st})
+	con, err := console.New(console.Options{Pool: pool})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/engineclient"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/console"
 )
@@ -468,7 +469,7 @@ func browserActions(t *testing.T, e *env, ctx context.Context) {
 			t.Fatal(err)
 		}
 		defer nc.Close()
-		other, err := client.New(e.srv.Store, nc, client.Options{Namespace: "other"})
+		other, err := engineclient.New(e.srv.Store, nc, client.Options{Namespace: "other"})
 		if err != nil {
 			t.Fatal(err)
 		}

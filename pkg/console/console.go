@@ -25,8 +25,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/engineclient"
 	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
@@ -37,10 +39,11 @@ var assets embed.FS
 
 // Options configure a Console.
 type Options struct {
-	// Store and NATS are the engine's database and message bus (required;
-	// NATS nil disables live updates).
-	Store *store.Store
-	NATS  *nats.Conn
+	// Pool and NATS are the engine's database and message bus (Pool
+	// required; NATS nil disables live updates). The console reads and
+	// writes through Pool; Stop does not close it.
+	Pool *pgxpool.Pool
+	NATS *nats.Conn
 	// Namespace is the namespace shown first (default "default").
 	Namespace string
 	// Prefix is the path the handler is mounted under (e.g. "/console"),
@@ -83,8 +86,8 @@ type Console struct {
 
 // New returns a console; Start subscribes it to live updates.
 func New(opts Options) (*Console, error) {
-	if opts.Store == nil {
-		return nil, errors.New("console: a store is required")
+	if opts.Pool == nil {
+		return nil, errors.New("console: a pool is required")
 	}
 	if opts.Namespace == "" {
 		opts.Namespace = "default"
@@ -104,8 +107,9 @@ func New(opts Options) (*Console, error) {
 	}
 	k := make([]byte, 16)
 	_, _ = rand.Read(k)
-	c := &Console{opts: opts, st: opts.Store, nc: opts.NATS, log: opts.Log, csrfK: hex.EncodeToString(k),
-		hub: newHub(opts.Store, opts.NATS, opts.Coalesce), clients: map[string]*client.Client{}}
+	st := store.New(opts.Pool, store.Options{})
+	c := &Console{opts: opts, st: st, nc: opts.NATS, log: opts.Log, csrfK: hex.EncodeToString(k),
+		hub: newHub(st, opts.NATS, opts.Coalesce), clients: map[string]*client.Client{}}
 	t, err := template.New("").Funcs(c.funcs()).ParseFS(assets, "templates/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("console: templates: %w", err)
@@ -164,7 +168,7 @@ func (c *Console) client(ns string) (*client.Client, error) {
 	if cl, ok := c.clients[ns]; ok {
 		return cl, nil
 	}
-	cl, err := client.New(c.st, c.nc, client.Options{Namespace: ns})
+	cl, err := engineclient.New(c.st, c.nc, client.Options{Namespace: ns})
 	if err != nil {
 		return nil, err
 	}

@@ -286,7 +286,7 @@ func TestAuth(t *testing.T) {
 		t.Fatalf("basic auth: %d", resp.StatusCode)
 	}
 
-	con, err := console.New(console.Options{Store: e.srv.Store, AuthHeader: "X-Forwarded-User"})
+	con, err := console.New(console.Options{Pool: e.srv.Pool, AuthHeader: "X-Forwarded-User"})
 	if err != nil {
 		t.Fatal(err)
 	}

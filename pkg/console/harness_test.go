@@ -20,6 +20,7 @@ import (
 
 	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/devserver"
+	"github.com/kagzi/kagzi/internal/engineclient"
 	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/internal/testnats"
@@ -118,7 +119,7 @@ func startWith(t *testing.T, opts console.Options, natsErrs chan error) *env {
 		nc = auth.ConnectAs(t, natsErrs, protocol.RoleConsole, "", "")
 		clientNC = auth.ConnectAs(t, nil, protocol.RoleClient, "default", "")
 	}
-	opts.Store, opts.NATS = store.New(pool, store.Options{}), nc
+	opts.Pool, opts.NATS = pool, nc
 	e.nc = nc
 	if opts.TraceURL == "" {
 		opts.TraceURL = "http://jaeger.test/trace/{trace_id}"
@@ -134,7 +135,7 @@ func startWith(t *testing.T, opts console.Options, natsErrs chan error) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.con.Stop)
-	e.cl, err = client.New(srv.Store, clientNC, client.Options{})
+	e.cl, err = engineclient.New(srv.Store, clientNC, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,8 @@ func TestReconnectKeepsTheApplicationsHandler(t *testing.T) {
 	s := testnats.Start(t)
 	app := make(chan struct{}, 4)
 	nc := s.Connect(t, nats.ReconnectHandler(func(*nats.Conn) { app <- struct{}{} }))
-	con, err := console.New(console.Options{Store: testdb.Store(t), NATS: nc})
+	pool, _ := testdb.Pool(t)
+	con, err := console.New(console.Options{Pool: pool, NATS: nc})
 	if err != nil {
 		t.Fatal(err)
 	}

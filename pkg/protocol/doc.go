@@ -6,17 +6,24 @@
 // Subjects (all under the "kagzi.v1." prefix; namespace and queue names are
 // single subject tokens, see ValidToken):
 //
-//	ready.<ns>.<queue>        relay → dispatchers   runs of a queue became claimable (Wakeup)
-//	done.<ns>.<run>           relay → clients       a run reached a terminal status (RunFinished)
-//	cancel.<worker>           relay → worker        a run the worker holds was cancelled (Cancel)
-//	schedule.<ns>             relay → schedulers    a schedule template changed (ScheduleChanged)
-//	relay.up                  relay → everyone      a relay (re)started: read the backlog (RelayUp)
-//	work.<ns>.<queue>         worker → dispatchers  credits: N free slots (WorkRequest), queue group
-//	<reply inbox>             dispatcher → worker   runs for a request (Delivery), acked (DeliveryAck)
-//	report.<ns>               worker → dispatchers  step/run outcomes (Report → ReportReply), queue group
-//	worker.register           worker → reapers      (WorkerRegister)
-//	worker.heartbeat          worker → reapers      (Heartbeat)
-//	worker.deregister         worker → reapers      (WorkerDeregister)
-//	dispatcher.beacon         dispatcher → workers  alive, or leaving (DispatcherBeacon)
-//	dispatcher.probe          worker → dispatchers  answer with your beacon (DispatcherProbe → DispatcherBeacon)
+//	ready.<ns>.<queue>          relay → dispatchers   runs of a queue became claimable (Wakeup)
+//	done.<ns>.<run>             relay, dispatcher → clients   a run reached a terminal status (RunFinished)
+//	cancel.<ns>.<worker>        relay, clients → worker   cancel/terminate a run it holds, or drain (Cancel)
+//	schedule.<ns>               relay → schedulers    a schedule template changed (ScheduleChanged)
+//	changed.<ns>                dispatcher → consoles  runs it changed, after commit (RunsChanged)
+//	relay.up                    relay → everyone      a relay (re)started: read the backlog (RelayUp)
+//	work.<ns>.<queue>           worker → dispatchers  credits: N free slots (WorkRequest), queue group
+//	report.<ns>                 worker → dispatchers  step/run outcomes (Report → ReportReply), queue group
+//	payload.<ns>                worker → dispatchers  payloads not carried inline (PayloadRequest), queue group
+//	inbox.<role…>.>             dispatcher → its asker  deliveries (Delivery), replies (see WorkerInbox)
+//	worker.register.<ns>        worker → reapers      (WorkerRegister)
+//	worker.heartbeat.<ns>       worker → reapers      (Heartbeat)
+//	worker.deregister.<ns>      worker → reapers      (WorkerDeregister)
+//	dispatcher.beacon           dispatcher → workers  alive, or leaving (DispatcherBeacon)
+//	dispatcher.probe            worker → dispatchers  answer with your beacon (DispatcherProbe → DispatcherBeacon)
+//
+// This package is the contract between Kagzi's processes and any other
+// implementation of a worker or client: an incompatible change to a subject
+// or a message is a new protocol version. Permissions gives each role's
+// NATS permissions from the same builders.
 package protocol

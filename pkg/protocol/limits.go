@@ -35,7 +35,7 @@ const (
 	// DefaultPayloadWarnBytes and DefaultPayloadMaxBytes are the payload
 	// limits of a new database (input, output, step output, event payload):
 	// larger payloads are logged, and refused. The limits in force are the
-	// database's (see store.Settings); workers are told them with every
+	// database's (`kagzi limit`); workers are told them with every
 	// delivery.
 	DefaultPayloadWarnBytes = 1 << 20
 	DefaultPayloadMaxBytes  = 2 << 20

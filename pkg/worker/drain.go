@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"github.com/kagzi/kagzi/internal/wfexec"
 	"time"
 
 	"github.com/kagzi/kagzi/pkg/protocol"
@@ -95,7 +96,7 @@ func (w *Worker) releaseHeld(base context.Context) {
 		case <-rs.done:
 			// Release only what ended because of the drain: a run that
 			// completed, failed or suspended in the meantime is recorded.
-			if rs.outcome.Status != workflow.OutcomeAbandoned || !errors.Is(rs.outcome.Err, workflow.ErrDraining) {
+			if rs.outcome.Status != wfexec.OutcomeAbandoned || !errors.Is(rs.outcome.Err, workflow.ErrDraining) {
 				continue
 			}
 		case <-grace.Done():

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"encoding/json"
+	"github.com/kagzi/kagzi/internal/wfexec"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -54,7 +55,7 @@ type runState struct {
 	// done is closed when the execution goroutine ends; outcome is set
 	// before.
 	done    chan struct{}
-	outcome workflow.Outcome
+	outcome wfexec.Outcome
 	// abandoned: cancelled or lease lost; not listed in heartbeats, not
 	// released by a drain. Guarded by Worker.mu.
 	abandoned bool
@@ -129,12 +130,12 @@ func (w *Worker) execute(rs *runState) {
 		if rs.outcome.Err != nil {
 			span.RecordError(rs.outcome.Err)
 		}
-		if rs.outcome.Status == workflow.OutcomeFailed {
+		if rs.outcome.Status == wfexec.OutcomeFailed {
 			span.SetStatus(codes.Error, rs.outcome.Err.Error())
 		}
 		span.End()
 	}()
-	rs.outcome = workflow.Execute(ctx, workflow.Execution{
+	rs.outcome = wfexec.Execute(ctx, wfexec.Execution{
 		Cancel:         trace.ContextWithSpan(rs.soft, span),
 		Run:            rs.run,
 		Func:           rs.reg.fn,
@@ -151,7 +152,7 @@ func (w *Worker) execute(rs *runState) {
 // failUnregistered fails a run this worker cannot execute (a dispatcher
 // should not have delivered it); the run is retried under its policy,
 // perhaps on another worker.
-func (w *Worker) failUnregistered(rs *runState, rep *runReporter) workflow.Outcome {
+func (w *Worker) failUnregistered(rs *runState, rep *runReporter) wfexec.Outcome {
 	err := fmt.Errorf("workflow type %s@%s is not registered on worker %s", rs.run.Type, rs.run.Version, w.cfg.WorkerID)
 	rs.log.Error("delivered a run of an unregistered workflow type", "version", rs.run.Version)
 	now := time.Now()
@@ -164,22 +165,22 @@ func (w *Worker) failUnregistered(rs *runState, rep *runReporter) workflow.Outco
 		FinishedAt: &now,
 	}
 	if _, rerr := rep.Report(rs.ctx, item); rerr != nil {
-		return workflow.Outcome{Status: workflow.OutcomeAbandoned, Err: rerr}
+		return wfexec.Outcome{Status: wfexec.OutcomeAbandoned, Err: rerr}
 	}
-	return workflow.Outcome{Status: workflow.OutcomeFailed, Err: err}
+	return wfexec.Outcome{Status: wfexec.OutcomeFailed, Err: err}
 }
 
 // finish frees the run's slot.
 func (w *Worker) finish(rs *runState) {
 	out := rs.outcome
 	switch out.Status {
-	case workflow.OutcomeCompleted:
+	case wfexec.OutcomeCompleted:
 		w.stats.completed.Add(1)
 		rs.log.Debug("run completed")
-	case workflow.OutcomeFailed:
+	case wfexec.OutcomeFailed:
 		w.stats.failed.Add(1)
 		rs.log.Info("run failed", "err", out.Err)
-	case workflow.OutcomeSuspended:
+	case wfexec.OutcomeSuspended:
 		w.stats.suspended.Add(1)
 		rs.log.Debug("run suspended")
 	default:
@@ -209,13 +210,13 @@ func (w *Worker) finish(rs *runState) {
 	w.poke()
 }
 
-// runReporter is the workflow.Reporter of one run.
+// runReporter is the wfexec.Reporter of one run.
 type runReporter struct {
 	w  *Worker
 	rs *runState
 }
 
-// Report implements workflow.Reporter: it sends items until acknowledged,
+// Report implements wfexec.Reporter: it sends items until acknowledged,
 // and abandons the run on a lost lease or a refused item.
 func (r *runReporter) Report(ctx context.Context, items ...protocol.ReportItem) ([]protocol.ReportResult, error) {
 	results, err := r.w.sendReport(ctx, items)
@@ -263,7 +264,7 @@ func (r *runReporter) failRun(ctx context.Context, err error) {
 	}
 }
 
-// FetchPayload implements workflow.PayloadFetcher: it reads the payload
+// FetchPayload implements wfexec.PayloadFetcher: it reads the payload
 // from a dispatcher in chunks that fit a NATS message, retrying transient
 // failures until ctx ends, and abandons the run on a lost lease.
 func (r *runReporter) FetchPayload(ctx context.Context, stepID string, attempt int) (json.RawMessage, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/kagzi/kagzi/internal/wfexec"
 	"testing"
 	"time"
 
@@ -27,8 +28,8 @@ func TestNowAndSideEffectReplay(t *testing.T) {
 		return json.Marshal([]any{a, b, id})
 	}
 	rep := &recorder{}
-	out := workflow.Execute(t.Context(), workflow.Execution{Run: newRun(nil), Func: fn, Reporter: rep, Now: func() time.Time { return t0 }})
-	if out.Status != workflow.OutcomeCompleted {
+	out := wfexec.Execute(t.Context(), wfexec.Execution{Run: newRun(nil), Func: fn, Reporter: rep, Now: func() time.Time { return t0 }})
+	if out.Status != wfexec.OutcomeCompleted {
 		t.Fatalf("outcome %v %v", out.Status, out.Err)
 	}
 	items := rep.all()
@@ -43,9 +44,9 @@ func TestNowAndSideEffectReplay(t *testing.T) {
 		steps = append(steps, protocol.StepState{StepID: it.StepID, Status: "COMPLETED", Attempt: 1, Output: it.Output})
 	}
 	rep2 := &recorder{}
-	out = workflow.Execute(t.Context(), workflow.Execution{Run: newRun(nil, steps...), Func: fn, Reporter: rep2,
+	out = wfexec.Execute(t.Context(), wfexec.Execution{Run: newRun(nil, steps...), Func: fn, Reporter: rep2,
 		Now: func() time.Time { return t0.Add(time.Hour) }})
-	if out.Status != workflow.OutcomeCompleted {
+	if out.Status != wfexec.OutcomeCompleted {
 		t.Fatalf("replay outcome %v %v", out.Status, out.Err)
 	}
 	items2 := rep2.all()
@@ -78,7 +79,7 @@ func TestVersion(t *testing.T) {
 	// New run: records 2.
 	rep := &recorder{}
 	out := exec(t, t.Context(), newRun(nil), rep, fn(workflow.DefaultVersion))
-	if out.Status != workflow.OutcomeCompleted || kinds(rep.all()) != "step_completed:version:change,step_completed:after,run_completed" ||
+	if out.Status != wfexec.OutcomeCompleted || kinds(rep.all()) != "step_completed:version:change,step_completed:after,run_completed" ||
 		string(rep.all()[2].Output) != "2" {
 		t.Fatalf("new run: %v %s", out.Status, kinds(rep.all()))
 	}
@@ -86,19 +87,19 @@ func TestVersion(t *testing.T) {
 	// recorded without a version marker): DefaultVersion, nothing recorded.
 	rep = &recorder{}
 	out = exec(t, t.Context(), newRun(nil, completed("after", 1, 1)), rep, fn(workflow.DefaultVersion))
-	if out.Status != workflow.OutcomeCompleted || kinds(rep.all()) != "run_completed" || string(rep.all()[0].Output) != "0" {
+	if out.Status != wfexec.OutcomeCompleted || kinds(rep.all()) != "run_completed" || string(rep.all()[0].Output) != "0" {
 		t.Fatalf("old run: %v %s", out.Status, kinds(rep.all()))
 	}
 	// The same old run once the code dropped the old branch: fails.
 	rep = &recorder{}
 	out = exec(t, t.Context(), newRun(nil, completed("after", 1, 1)), rep, fn(1))
-	if out.Status != workflow.OutcomeFailed || !errors.Is(out.Err, workflow.ErrReplay) {
+	if out.Status != wfexec.OutcomeFailed || !errors.Is(out.Err, workflow.ErrReplay) {
 		t.Fatalf("unsupported old run: %v %v", out.Status, out.Err)
 	}
 	// A recorded version replays.
 	rep = &recorder{}
 	out = exec(t, t.Context(), newRun(nil, completed("version:change", 1, 1), completed("after", 1, 1)), rep, fn(workflow.DefaultVersion))
-	if out.Status != workflow.OutcomeCompleted || string(rep.all()[0].Output) != "1" {
+	if out.Status != wfexec.OutcomeCompleted || string(rep.all()[0].Output) != "1" {
 		t.Fatalf("recorded version: %v %s", out.Status, kinds(rep.all()))
 	}
 }
@@ -115,7 +116,7 @@ func TestContinueAsNewReport(t *testing.T) {
 		return nil, ref.ContinueAsNew(ctx, n+1)
 	})
 	items := rep.all()
-	if out.Status != workflow.OutcomeCompleted || len(items) != 1 || items[0].Kind != protocol.ReportRunContinue || string(items[0].Output) != "4" {
+	if out.Status != wfexec.OutcomeCompleted || len(items) != 1 || items[0].Kind != protocol.ReportRunContinue || string(items[0].Output) != "4" {
 		t.Fatalf("outcome %v %v, reports %+v", out.Status, out.Err, items)
 	}
 	// An input that does not encode fails the run instead.
@@ -123,7 +124,7 @@ func TestContinueAsNewReport(t *testing.T) {
 	out = exec(t, t.Context(), newRun(3), rep, func(ctx workflow.Context, in json.RawMessage) (json.RawMessage, error) {
 		return nil, workflow.ContinueAsNew(ctx, func() {})
 	})
-	if out.Status != workflow.OutcomeFailed || rep.all()[0].Kind != protocol.ReportRunFailed || !rep.all()[0].NonRetryable {
+	if out.Status != wfexec.OutcomeFailed || rep.all()[0].Kind != protocol.ReportRunFailed || !rep.all()[0].NonRetryable {
 		t.Fatalf("bad input: %v %+v", out.Status, rep.all())
 	}
 }

@@ -10,11 +10,10 @@
 //
 // It also owns the execution semantics of one delivery of a run: replay by
 // memoization, detection of non-determinism, suspension, and the report
-// each outcome produces ([Execute]). Execute and its types (Execution,
-// Reporter, PayloadFetcher, Outcome) are the engine's entry, driven by
-// package worker over NATS and by package workflowtest in-process; they
-// are not part of the surface applications program against, and may
-// change. Unit-test workflows with package workflowtest.
+// each outcome produces. The engine drives an execution through an internal
+// package (the worker over NATS, package workflowtest in-process), so that
+// driver is not part of the surface applications program against.
+// Unit-test workflows with package workflowtest.
 //
 // # Replay
 //

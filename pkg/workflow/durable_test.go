@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kagzi/kagzi/internal/wfexec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,7 +44,7 @@ func TestStepRetriesInPlaceAndRecordsEveryAttempt(t *testing.T) {
 		return json.Marshal(v)
 	})
 	items := rep.all()
-	if out.Status != workflow.OutcomeCompleted || calls != 3 {
+	if out.Status != wfexec.OutcomeCompleted || calls != 3 {
 		t.Fatalf("outcome %v, %d calls", out, calls)
 	}
 	if got := kinds(items); got != "step_failed:s,step_failed:s,step_completed:s,run_completed" {
@@ -76,7 +77,7 @@ func TestStepExhaustsItsAttemptsThenReplaysTheFailure(t *testing.T) {
 	}
 	out := exec(t, t.Context(), run, rep, fn)
 	var fl *flaky
-	if out.Status != workflow.OutcomeSuspended || calls != 3 || !errors.As(stepErr, &fl) {
+	if out.Status != wfexec.OutcomeSuspended || calls != 3 || !errors.As(stepErr, &fl) {
 		t.Fatalf("outcome %v, %d calls, err %v", out, calls, stepErr)
 	}
 	items := rep.all()
@@ -93,7 +94,7 @@ func TestStepExhaustsItsAttemptsThenReplaysTheFailure(t *testing.T) {
 	rep = &recorder{}
 	out = exec(t, t.Context(), run, rep, fn)
 	var se *workflow.StepError
-	if out.Status != workflow.OutcomeCompleted || calls != 3 || !errors.As(stepErr, &se) || se.Error() != "flaky y" {
+	if out.Status != wfexec.OutcomeCompleted || calls != 3 || !errors.As(stepErr, &se) || se.Error() != "flaky y" {
 		t.Fatalf("replay: outcome %v, %d calls, err %#v", out, calls, stepErr)
 	}
 	if got := rep.all()[0]; string(got.Output) != `"flaky"` {
@@ -156,8 +157,8 @@ func TestLongBackoffSuspendsUntilTheRetryTime(t *testing.T) {
 		}
 		return json.Marshal(v)
 	}
-	e := workflow.Execution{Run: run, Func: fn, Reporter: rep, Now: func() time.Time { return clock }}
-	if out := workflow.Execute(t.Context(), e); out.Status != workflow.OutcomeSuspended {
+	e := wfexec.Execution{Run: run, Func: fn, Reporter: rep, Now: func() time.Time { return clock }}
+	if out := wfexec.Execute(t.Context(), e); out.Status != wfexec.OutcomeSuspended {
 		t.Fatalf("outcome %v", out)
 	}
 	items := rep.all()
@@ -170,7 +171,7 @@ func TestLongBackoffSuspendsUntilTheRetryTime(t *testing.T) {
 	clock = want.Add(time.Second)
 	rep = &recorder{}
 	e.Reporter = rep
-	if out := workflow.Execute(t.Context(), e); out.Status != workflow.OutcomeCompleted || calls != 2 {
+	if out := wfexec.Execute(t.Context(), e); out.Status != wfexec.OutcomeCompleted || calls != 2 {
 		t.Fatalf("outcome %v, %d calls", out, calls)
 	}
 	if got := rep.all(); got[0].Attempt != 2 || got[0].Kind != protocol.ReportStepCompleted {
@@ -224,7 +225,7 @@ func TestWaitForEvent(t *testing.T) {
 	// run in the same round trip.
 	out := exec(t, t.Context(), newRun(nil), rep, fn)
 	items := rep.all()
-	if out.Status != workflow.OutcomeSuspended || fmt.Sprint(got) != "[5 6]" || len(items) != 3 || rep.calls != 3 {
+	if out.Status != wfexec.OutcomeSuspended || fmt.Sprint(got) != "[5 6]" || len(items) != 3 || rep.calls != 3 {
 		t.Fatalf("outcome %v, got %v, %d items in %d round trips", out, got, len(items), rep.calls)
 	}
 	if items[0].StepID != "event:paid" || items[1].StepID != "event:paid#2" || items[2].StepID != "event:late" {
@@ -237,14 +238,14 @@ func TestWaitForEvent(t *testing.T) {
 	got = nil
 	ev = &events{queued: map[string][]string{"paid": {`{"Amount":1}`, `{"Amount":2}`}}, timeout: true}
 	rep = &recorder{answer: ev.answer}
-	if out := exec(t, t.Context(), newRun(nil), rep, fn); out.Status != workflow.OutcomeCompleted || !errors.Is(waitErr, workflow.ErrEventTimeout) {
+	if out := exec(t, t.Context(), newRun(nil), rep, fn); out.Status != wfexec.OutcomeCompleted || !errors.Is(waitErr, workflow.ErrEventTimeout) {
 		t.Fatalf("outcome %v, wait err %v", out, waitErr)
 	}
 	// Replay: recorded receipts and timeouts come back without a report.
 	run := newRun(nil, completed("event:paid", 1, paid{9}), completed("event:paid#2", 1, paid{8}),
 		protocol.StepState{StepID: "event:late", Status: "FAILED", Attempt: 1, RunAttempt: 1, ErrorType: "EventTimeout"})
 	got, rep = nil, &recorder{}
-	if out := exec(t, t.Context(), run, rep, fn); out.Status != workflow.OutcomeCompleted || fmt.Sprint(got) != "[9 8]" ||
+	if out := exec(t, t.Context(), run, rep, fn); out.Status != wfexec.OutcomeCompleted || fmt.Sprint(got) != "[9 8]" ||
 		!errors.Is(waitErr, workflow.ErrEventTimeout) || kinds(rep.all()) != "run_completed" {
 		t.Fatalf("replay: %v %v %v %s", out, got, waitErr, kinds(rep.all()))
 	}
@@ -266,7 +267,7 @@ func TestChildrenStartTogetherAndFanIn(t *testing.T) {
 	}
 	out := exec(t, t.Context(), run, rep, fn)
 	items := rep.all()
-	if out.Status != workflow.OutcomeSuspended || rep.calls != 1 || kinds(items) != "child_start:c0,child_start:c1,child_start:c2,run_sleep" {
+	if out.Status != wfexec.OutcomeSuspended || rep.calls != 1 || kinds(items) != "child_start:c0,child_start:c1,child_start:c2,run_sleep" {
 		t.Fatalf("outcome %v, %d round trips, reports %s", out, rep.calls, kinds(items))
 	}
 	if c := items[1].Child; c.Type != "Square" || c.Queue != "math" || string(c.Input) != "1" || items[1].Attempt != 1 {
@@ -279,14 +280,14 @@ func TestChildrenStartTogetherAndFanIn(t *testing.T) {
 	run.Steps = []protocol.StepState{completed("c0", 1, 0), completed("c1", 1, 1),
 		{StepID: "c2", Status: "PENDING", Attempt: 1, RunAttempt: 1}}
 	rep = &recorder{}
-	if out := exec(t, t.Context(), run, rep, fn); out.Status != workflow.OutcomeSuspended || kinds(rep.all()) != "run_sleep" ||
+	if out := exec(t, t.Context(), run, rep, fn); out.Status != wfexec.OutcomeSuspended || kinds(rep.all()) != "run_sleep" ||
 		strings.Join(rep.all()[0].Steps, ",") != "c2" {
 		t.Fatalf("partial: %v %s", out, kinds(rep.all()))
 	}
 	// All finished, one failed.
 	run.Steps[2] = protocol.StepState{StepID: "c2", Status: "FAILED", Attempt: 1, RunAttempt: 1, Error: "child run x failed: boom", ErrorType: "ChildFailed"}
 	rep = &recorder{}
-	if out := exec(t, t.Context(), run, rep, fn); out.Status != workflow.OutcomeCompleted {
+	if out := exec(t, t.Context(), run, rep, fn); out.Status != wfexec.OutcomeCompleted {
 		t.Fatalf("fan-in: %v", out)
 	}
 	var ce *workflow.ChildError
@@ -321,7 +322,7 @@ func TestParallelBranchesRunConcurrently(t *testing.T) {
 		}
 		return json.Marshal(a + b)
 	})
-	if out.Status != workflow.OutcomeCompleted || peak.Load() != 2 {
+	if out.Status != wfexec.OutcomeCompleted || peak.Load() != 2 {
 		t.Fatalf("outcome %v, peak concurrency %d", out, peak.Load())
 	}
 	items := rep.all()
@@ -374,8 +375,8 @@ func TestParallelSuspendsOnceNoBranchCanGoOn(t *testing.T) {
 		after++
 		return nil, err
 	}
-	e := workflow.Execution{Run: run, Func: fn, Reporter: rep, Now: func() time.Time { return now }}
-	if out := workflow.Execute(t.Context(), e); out.Status != workflow.OutcomeSuspended || after != 0 {
+	e := wfexec.Execution{Run: run, Func: fn, Reporter: rep, Now: func() time.Time { return now }}
+	if out := wfexec.Execute(t.Context(), e); out.Status != wfexec.OutcomeSuspended || after != 0 {
 		t.Fatalf("outcome %v, code after Parallel ran %d times", out, after)
 	}
 	items := rep.all()
@@ -401,7 +402,7 @@ func TestParallelSuspendsOnceNoBranchCanGoOn(t *testing.T) {
 	now = wake.Add(time.Second)
 	rep = &recorder{}
 	e.Reporter = rep
-	if out := workflow.Execute(t.Context(), e); out.Status != workflow.OutcomeCompleted || after != 1 || kinds(rep.all()) != "run_completed" {
+	if out := wfexec.Execute(t.Context(), e); out.Status != wfexec.OutcomeCompleted || after != 1 || kinds(rep.all()) != "run_completed" {
 		t.Fatalf("replay: %v, after=%d, reports %s", out, after, kinds(rep.all()))
 	}
 }
@@ -426,7 +427,7 @@ func TestParallelFailFastCancelsTheOthers(t *testing.T) {
 			})
 		return nil, err
 	})
-	if out.Status != workflow.OutcomeFailed || !errors.Is(out.Err, boom) || slowErr == nil {
+	if out.Status != wfexec.OutcomeFailed || !errors.Is(out.Err, boom) || slowErr == nil {
 		t.Fatalf("outcome %v, slow branch err %v", out, slowErr)
 	}
 	// The cancelled step is not recorded.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kagzi/kagzi/internal/wfexec"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +18,7 @@ import (
 	"github.com/kagzi/kagzi/pkg/workflow"
 )
 
-// recorder is a workflow.Reporter that records items and answers with fail
+// recorder is a wfexec.Reporter that records items and answers with fail
 // (for the whole report) and answer (per item; default ok).
 type recorder struct {
 	mu     sync.Mutex
@@ -72,9 +73,9 @@ func completed(id string, attempt int, v any) protocol.StepState {
 	return protocol.StepState{StepID: id, Status: "COMPLETED", Attempt: attempt, Output: raw}
 }
 
-func exec(t *testing.T, ctx context.Context, run *protocol.DeliveredRun, rep *recorder, fn workflow.Func) workflow.Outcome {
+func exec(t *testing.T, ctx context.Context, run *protocol.DeliveredRun, rep *recorder, fn workflow.Func) wfexec.Outcome {
 	t.Helper()
-	return workflow.Execute(ctx, workflow.Execution{Run: run, Func: fn, Reporter: rep})
+	return wfexec.Execute(ctx, wfexec.Execution{Run: run, Func: fn, Reporter: rep})
 }
 
 func kinds(items []protocol.ReportItem) string {
@@ -117,7 +118,7 @@ func TestStepsReportOnceAndCompleteRun(t *testing.T) {
 		}
 		return json.Marshal(b)
 	})
-	if out.Status != workflow.OutcomeCompleted {
+	if out.Status != wfexec.OutcomeCompleted {
 		t.Fatalf("outcome %v %v", out.Status, out.Err)
 	}
 	items := rep.all()
@@ -159,7 +160,7 @@ func TestReplayReturnsRecordedOutputs(t *testing.T) {
 		}
 		return json.Marshal(b)
 	})
-	if out.Status != workflow.OutcomeCompleted || ran != 0 {
+	if out.Status != wfexec.OutcomeCompleted || ran != 0 {
 		t.Fatalf("outcome %v, step a ran %d times", out, ran)
 	}
 	items := rep.all()
@@ -183,7 +184,7 @@ func TestDuplicateStepFailsRunEvenIfSwallowed(t *testing.T) {
 	}
 	items := rep.all()
 	last := items[len(items)-1]
-	if out.Status != workflow.OutcomeFailed || last.Kind != protocol.ReportRunFailed || !strings.Contains(last.Error, `"same"`) {
+	if out.Status != wfexec.OutcomeFailed || last.Kind != protocol.ReportRunFailed || !strings.Contains(last.Error, `"same"`) {
 		t.Fatalf("outcome %v, last report %+v", out, last)
 	}
 }
@@ -196,7 +197,7 @@ func TestReplayTypeMismatchFailsRun(t *testing.T) {
 		_ = err
 		return nil, nil
 	})
-	if out.Status != workflow.OutcomeFailed || !errors.Is(out.Err, workflow.ErrReplay) {
+	if out.Status != wfexec.OutcomeFailed || !errors.Is(out.Err, workflow.ErrReplay) {
 		t.Fatalf("outcome %v", out)
 	}
 }
@@ -225,7 +226,7 @@ func TestStepErrorAndPanicAreStepFailures(t *testing.T) {
 	if !items[1].NonRetryable || items[1].Error != "bad card" || !items[2].NonRetryable || items[2].ErrorType != "errorString" {
 		t.Fatalf("items %+v", items[1:])
 	}
-	if out.Status != workflow.OutcomeFailed || !workflow.IsNonRetryable(out.Err) {
+	if out.Status != wfexec.OutcomeFailed || !workflow.IsNonRetryable(out.Err) {
 		t.Fatalf("outcome %v", out)
 	}
 }
@@ -239,7 +240,7 @@ func TestWorkflowPanicIsRunFailed(t *testing.T) {
 		return nil, nil
 	})
 	items := rep.all()
-	if out.Status != workflow.OutcomeFailed || len(items) != 1 || items[0].Kind != protocol.ReportRunFailed {
+	if out.Status != wfexec.OutcomeFailed || len(items) != 1 || items[0].Kind != protocol.ReportRunFailed {
 		t.Fatalf("outcome %v, reports %s", out, kinds(items))
 	}
 	if !strings.Contains(items[0].Error, "assignment to entry in nil map") || !strings.Contains(items[0].Error, "workflow_test.go") {
@@ -260,9 +261,9 @@ func TestSleepSuspendsThenReplays(t *testing.T) {
 	}
 	rep := &recorder{}
 	run := newRun(nil)
-	out := workflow.Execute(t.Context(), workflow.Execution{Run: run, Func: fn, Reporter: rep, Now: func() time.Time { return now }})
+	out := wfexec.Execute(t.Context(), wfexec.Execution{Run: run, Func: fn, Reporter: rep, Now: func() time.Time { return now }})
 	items := rep.all()
-	if out.Status != workflow.OutcomeSuspended || after != 0 || rep.calls != 1 {
+	if out.Status != wfexec.OutcomeSuspended || after != 0 || rep.calls != 1 {
 		t.Fatalf("outcome %v, code after sleep ran %d times, %d round trips", out, after, rep.calls)
 	}
 	if kinds(items) != "step_completed:nap,run_sleep" || items[0].StepKind != "SLEEP" {
@@ -277,15 +278,15 @@ func TestSleepSuspendsThenReplays(t *testing.T) {
 	// Delivered again early: sleeps the rest, records no new step.
 	rep = &recorder{}
 	run.Steps = []protocol.StepState{{StepID: "nap", Status: "COMPLETED", Attempt: 1, Output: items[0].Output}}
-	out = workflow.Execute(t.Context(), workflow.Execution{Run: run, Func: fn, Reporter: rep, Now: func() time.Time { return now.Add(time.Minute) }})
-	if got := rep.all(); out.Status != workflow.OutcomeSuspended || kinds(got) != "run_sleep" || !got[0].Until.Equal(wake) {
+	out = wfexec.Execute(t.Context(), wfexec.Execution{Run: run, Func: fn, Reporter: rep, Now: func() time.Time { return now.Add(time.Minute) }})
+	if got := rep.all(); out.Status != wfexec.OutcomeSuspended || kinds(got) != "run_sleep" || !got[0].Until.Equal(wake) {
 		t.Fatalf("early replay: %v %s", out, kinds(got))
 	}
 
 	// Delivered after the wake time: continues.
 	rep = &recorder{}
-	out = workflow.Execute(t.Context(), workflow.Execution{Run: run, Func: fn, Reporter: rep, Now: func() time.Time { return wake.Add(time.Second) }})
-	if got := rep.all(); out.Status != workflow.OutcomeCompleted || kinds(got) != "run_completed" || after != 1 {
+	out = wfexec.Execute(t.Context(), wfexec.Execution{Run: run, Func: fn, Reporter: rep, Now: func() time.Time { return wake.Add(time.Second) }})
+	if got := rep.all(); out.Status != wfexec.OutcomeCompleted || kinds(got) != "run_completed" || after != 1 {
 		t.Fatalf("late replay: %v %s, after=%d", out, kinds(got), after)
 	}
 }
@@ -302,7 +303,7 @@ func TestSuspensionSurvivesRecoverInWorkflowCode(t *testing.T) {
 		_ = workflow.Sleep(ctx, "nap", time.Hour)
 		return json.Marshal("not reached")
 	})
-	if out.Status != workflow.OutcomeSuspended || kinds(rep.all()) != "step_completed:nap,run_sleep" {
+	if out.Status != wfexec.OutcomeSuspended || kinds(rep.all()) != "step_completed:nap,run_sleep" {
 		t.Fatalf("outcome %v, reports %s", out, kinds(rep.all()))
 	}
 }
@@ -326,7 +327,7 @@ func TestFailedReportAbandons(t *testing.T) {
 		_, err = workflow.Step(ctx, "b", func(context.Context) (int, error) { reached = true; return 1, nil })
 		return nil, err
 	})
-	if out.Status != workflow.OutcomeAbandoned || !errors.Is(out.Err, workflow.ErrLeaseLost) || reached || len(rep.all()) != 0 {
+	if out.Status != wfexec.OutcomeAbandoned || !errors.Is(out.Err, workflow.ErrLeaseLost) || reached || len(rep.all()) != 0 {
 		t.Fatalf("outcome %v, reached %v, reports %s", out, reached, kinds(rep.all()))
 	}
 }
@@ -345,7 +346,7 @@ func TestCancelledRunIsAbandonedWithoutReports(t *testing.T) {
 			return err
 		}()
 	})
-	if out.Status != workflow.OutcomeAbandoned || !errors.Is(out.Err, workflow.ErrCancelled) || len(rep.all()) != 0 {
+	if out.Status != wfexec.OutcomeAbandoned || !errors.Is(out.Err, workflow.ErrCancelled) || len(rep.all()) != 0 {
 		t.Fatalf("outcome %v, reports %s", out, kinds(rep.all()))
 	}
 }
@@ -429,7 +430,7 @@ func TestHeldResultDurableAcrossBranches(t *testing.T) {
 		}
 	}}
 	aDone := make(chan struct{})
-	out := workflow.Execute(t.Context(), workflow.Execution{Run: newRun(nil), Reporter: rep, Func: func(ctx workflow.Context, _ json.RawMessage) (json.RawMessage, error) {
+	out := wfexec.Execute(t.Context(), wfexec.Execution{Run: newRun(nil), Reporter: rep, Func: func(ctx workflow.Context, _ json.RawMessage) (json.RawMessage, error) {
 		err := workflow.Parallel(ctx, workflow.CollectAll,
 			func(ctx workflow.Context) error {
 				if _, err := workflow.Step(ctx, "a", func(context.Context) (int, error) { return 1, nil }); err != nil {
@@ -452,7 +453,7 @@ func TestHeldResultDurableAcrossBranches(t *testing.T) {
 			})
 		return nil, err
 	}})
-	if out.Status != workflow.OutcomeCompleted {
+	if out.Status != wfexec.OutcomeCompleted {
 		t.Fatalf("outcome %v %v", out.Status, out.Err)
 	}
 	if got := kinds(rec.all()); !strings.HasSuffix(got, "run_completed") || strings.Count(got, "step_completed") != 3 {

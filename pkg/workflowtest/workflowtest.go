@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kagzi/kagzi/internal/wfexec"
 	"sort"
 	"sync"
 	"time"
@@ -297,7 +298,7 @@ func RunFunc(e *Env, typ string, fn workflow.Func, input json.RawMessage) (json.
 		}
 		e.mu.Unlock()
 
-		out := workflow.Execute(ctx, workflow.Execution{Run: &run, Func: fn, Reporter: (*reporter)(e), Cancel: soft,
+		out := wfexec.Execute(ctx, wfexec.Execution{Run: &run, Func: fn, Reporter: (*reporter)(e), Cancel: soft,
 			Now: e.Now, MaxInlineRetry: -1, Rand: func() float64 { return 0.5 }})
 
 		e.mu.Lock()
@@ -307,7 +308,7 @@ func RunFunc(e *Env, typ string, fn workflow.Func, input json.RawMessage) (json.
 			return nil, setupErr
 		}
 		switch out.Status {
-		case workflow.OutcomeCompleted:
+		case wfexec.OutcomeCompleted:
 			switch {
 			case final != nil && final.Kind == protocol.ReportRunContinue:
 				e.mu.Lock()
@@ -318,13 +319,13 @@ func RunFunc(e *Env, typ string, fn workflow.Func, input json.RawMessage) (json.
 				return final.Output, nil
 			}
 			return nil, errors.New("workflowtest: the run completed without a report")
-		case workflow.OutcomeFailed:
+		case wfexec.OutcomeFailed:
 			if final != nil {
 				return nil, &RunError{Message: final.Error, Type: final.ErrorType, NonRetryable: final.NonRetryable,
 					Cancelled: run.CancelRequestedAt != nil}
 			}
 			return nil, out.Err
-		case workflow.OutcomeAbandoned:
+		case wfexec.OutcomeAbandoned:
 			return nil, fmt.Errorf("workflowtest: execution abandoned: %w", out.Err)
 		}
 		if err := e.wake(sleep); err != nil {

@@ -1,0 +1,146 @@
+// Package wfexec is the engine's entry into the workflow runtime: what the
+// worker (and the test kit) hands package workflow to execute a delivered
+// run once, and how the execution ended. It is internal so that
+// applications see only the workflow API, not the runtime's driver; package
+// workflow registers the implementation when it is linked.
+package wfexec
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kagzi/kagzi/pkg/protocol"
+)
+
+// Reporter sends the report items of one run to the engine under the run's
+// lease. The items are complete (run id and lease token included).
+//
+// Report returns one result per item once every item is recorded (an
+// event_wait's result carries what the engine found). It retries transient
+// failures itself (reports are idempotent) until ctx ends; any error it
+// returns means the execution must stop at once without further reports:
+// ctx ended, the lease was lost, or the engine refused an item. It must be
+// safe for concurrent use: the branches of Parallel report concurrently.
+type Reporter interface {
+	Report(ctx context.Context, items ...protocol.ReportItem) ([]protocol.ReportResult, error)
+}
+
+// PayloadFetcher reads, under the run's lease, a payload that the delivery
+// did not carry inline (protocol.StepState.OutputSize,
+// protocol.DeliveredRun.InputSize): the output of attempt attempt of step
+// stepID, or the run's input when stepID is empty. Like Reporter.Report it
+// retries transient failures itself; an error means the execution must
+// stop (ctx ended, the lease was lost, the payload is gone).
+type PayloadFetcher interface {
+	FetchPayload(ctx context.Context, stepID string, attempt int) (json.RawMessage, error)
+}
+
+// Execution is what Execute needs to execute a delivered run once.
+type Execution struct {
+	// Run is the delivered run, with the latest attempt of each of its
+	// steps. Execute does not modify it.
+	Run *protocol.DeliveredRun
+	// Func is the workflow function registered for Run.Type: a
+	// workflow.Func (or a function of its signature).
+	Func any
+	// Reporter sends the execution's reports.
+	Reporter Reporter
+	// Payloads reads the payloads Run carries by size only (nil: a run
+	// with such a payload is abandoned when its replay needs it).
+	Payloads PayloadFetcher
+	// Cancel, if set, is a context derived from Execute's that ends when
+	// the run is asked to cancel (cause ErrCancelled). The workflow's
+	// Context ends with it, but the execution goes on: the workflow may
+	// handle the request and report. Execute's own context ending abandons
+	// the execution (lease lost, terminated, drained, past the deadline).
+	Cancel context.Context
+	// Limits are the payload limits the engine told the worker: an output
+	// (of a step or of the run) or a child's input above MaxBytes fails with
+	// ErrPayloadTooLarge before it is reported; one above WarnBytes is
+	// logged. Zero fields take the defaults of package protocol.
+	Limits protocol.PayloadLimits
+	// Logger is handed to workflow code (workflow.Context.Logger); nil discards.
+	Logger *slog.Logger
+	// Now is the clock (default time.Now); tests may replace it.
+	Now func() time.Time
+	// MaxInlineRetry is the longest backoff before a step's next attempt
+	// that the execution waits for in place, holding its worker slot
+	// (default workflow.DefaultMaxInlineRetry; negative: never). A longer backoff
+	// records the failed attempt with its retry time and suspends the run
+	// until then.
+	MaxInlineRetry time.Duration
+	// Rand picks the jitter of step retry backoffs (default
+	// math/rand/v2.Float64).
+	Rand func() float64
+	// Tracer starts a span per step attempt (default: none).
+	Tracer trace.Tracer
+	// StepDuration, if set, records each step attempt's duration in ms.
+	StepDuration metric.Float64Histogram
+}
+
+// OutcomeStatus says how an execution ended.
+type OutcomeStatus int
+
+// Outcome statuses.
+const (
+	// OutcomeCompleted: the workflow returned and run_completed was recorded.
+	OutcomeCompleted OutcomeStatus = iota + 1
+	// OutcomeFailed: the workflow failed (error, panic, non-determinism)
+	// and run_failed was recorded.
+	OutcomeFailed
+	// OutcomeSuspended: the run was suspended (sleeping, waiting for an
+	// event or for children, or backing off before a step's next attempt);
+	// it holds no slot until the engine delivers it again.
+	OutcomeSuspended
+	// OutcomeAbandoned: the execution stopped without a final report: its
+	// context ended (cancel, lease lost, drain, deadline) or a report
+	// failed. Err says why.
+	OutcomeAbandoned
+)
+
+// String returns the status name.
+func (s OutcomeStatus) String() string {
+	switch s {
+	case OutcomeCompleted:
+		return "completed"
+	case OutcomeFailed:
+		return "failed"
+	case OutcomeSuspended:
+		return "suspended"
+	case OutcomeAbandoned:
+		return "abandoned"
+	}
+	return fmt.Sprintf("OutcomeStatus(%d)", int(s))
+}
+
+// Outcome is how one execution ended.
+type Outcome struct {
+	Status OutcomeStatus
+	// Err is the failure (OutcomeFailed) or the reason the execution was
+	// abandoned (OutcomeAbandoned).
+	Err error
+}
+
+var impl func(context.Context, Execution) Outcome
+
+// Register installs the runtime; package workflow calls it from init.
+func Register(f func(context.Context, Execution) Outcome) { impl = f }
+
+// Execute runs one execution of a delivered run under ctx, the run's
+// context: it calls e.Func, replays steps recorded in e.Run.Steps, reports
+// new step results, and finally reports run_completed or run_failed unless
+// the execution was suspended or abandoned. It recovers panics of the
+// workflow function and reports them as failures. It returns when the
+// workflow function has returned and the final report is recorded.
+func Execute(ctx context.Context, e Execution) Outcome {
+	if impl == nil {
+		panic("wfexec: package workflow is not linked")
+	}
+	return impl(ctx, e)
+}
