@@ -93,7 +93,8 @@ func DatabaseAllowConnections(ctx context.Context, adminURL, name string, allow 
 	if allow {
 		return nil
 	}
-	_, err = conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, name)
+	_, err = conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = @datname AND pid <> pg_backend_pid()`,
+		pgx.NamedArgs{"datname": name})
 	return mapErr("end sessions of "+name, err)
 }
 
@@ -108,12 +109,13 @@ func DatabaseEnsureTemplate(ctx context.Context, adminURL, name string) error {
 	}
 	defer conn.Close(ctx)
 	const lockKey = 0x6b61677a69 // "kagzi"
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", lockKey); err != nil {
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(@key)", pgx.NamedArgs{"key": lockKey}); err != nil {
 		return mapErr("lock template", err)
 	}
-	defer func() { _, _ = conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", lockKey) }()
+	defer func() { _, _ = conn.Exec(ctx, "SELECT pg_advisory_unlock(@key)", pgx.NamedArgs{"key": lockKey}) }()
 	var ready *bool
-	err = conn.QueryRow(ctx, `SELECT shobj_description(oid, 'pg_database') = 'kagzi-ready' FROM pg_database WHERE datname = $1`, name).Scan(&ready)
+	err = conn.QueryRow(ctx, `SELECT shobj_description(oid, 'pg_database') = 'kagzi-ready' FROM pg_database WHERE datname = @datname`,
+		pgx.NamedArgs{"datname": name}).Scan(&ready)
 	if err == nil && ready != nil && *ready {
 		return nil
 	}
@@ -147,7 +149,7 @@ func DatabaseList(ctx context.Context, adminURL, prefix string) ([]string, error
 		return nil, fmt.Errorf("connect to %s: %w", redact(adminURL), err)
 	}
 	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE starts_with(datname, $1)`, prefix)
+	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE starts_with(datname, @prefix)`, pgx.NamedArgs{"prefix": prefix})
 	if err != nil {
 		return nil, mapErr("list databases", err)
 	}
@@ -171,7 +173,7 @@ func (s *Store) LockSessions(ctx context.Context, key int64) (held, waiting int,
 	err = s.db.QueryRow(ctx, `
 SELECT count(*) FILTER (WHERE granted), count(*) FILTER (WHERE NOT granted) FROM pg_locks
 WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-  AND ((classid::bigint << 32) | objid::bigint) = $1`, key).Scan(&held, &waiting)
+  AND ((classid::bigint << 32) | objid::bigint) = @key`, pgx.NamedArgs{"key": key}).Scan(&held, &waiting)
 	return held, waiting, mapErr("advisory lock sessions", err)
 }
 
@@ -183,6 +185,6 @@ func (s *Store) LockHolderTerminate(ctx context.Context, key int64) (int, error)
 	err := s.db.QueryRow(ctx, `
 SELECT count(pg_terminate_backend(pid)) FROM pg_locks
 WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-  AND ((classid::bigint << 32) | objid::bigint) = $1`, key).Scan(&n)
+  AND ((classid::bigint << 32) | objid::bigint) = @key`, pgx.NamedArgs{"key": key}).Scan(&n)
 	return n, mapErr("terminate lock holder", err)
 }

@@ -54,7 +54,7 @@ func (s *Store) BenchDBStats(ctx context.Context, datname string) (DBStats, erro
 	err := s.db.QueryRow(ctx, `
 SELECT clock_timestamp(), d.xact_commit, d.xact_rollback, d.tup_inserted, d.tup_updated, d.tup_deleted, d.tup_returned,
 	d.tup_fetched, d.blks_read, d.blks_hit, w.wal_records, w.wal_bytes::bigint
-FROM pg_stat_database d CROSS JOIN pg_stat_wal w WHERE d.datname = $1`, datname).Scan(
+FROM pg_stat_database d CROSS JOIN pg_stat_wal w WHERE d.datname = @datname`, pgx.NamedArgs{"datname": datname}).Scan(
 		&st.At, &st.XactCommit, &st.XactRollback, &st.TupInserted, &st.TupUpdated, &st.TupDeleted, &st.TupReturned,
 		&st.TupFetched, &st.BlksRead, &st.BlksHit, &st.WALRecords, &st.WALBytes)
 	return st, mapErr("database statistics of "+datname, err)
@@ -93,7 +93,8 @@ type Backend struct {
 func (s *Store) BenchActivity(ctx context.Context, datname string) ([]Backend, error) {
 	rows, err := s.db.Query(ctx, `
 SELECT pid, coalesce(application_name, ''), coalesce(backend_type, ''), coalesce(state, ''), query_start, left(coalesce(query, ''), 400)
-FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend' AND pid <> pg_backend_pid()`, datname)
+FROM pg_stat_activity WHERE datname = @datname AND backend_type = 'client backend' AND pid <> pg_backend_pid()`,
+		pgx.NamedArgs{"datname": datname})
 	if err != nil {
 		return nil, mapErr("activity of "+datname, err)
 	}
@@ -113,7 +114,7 @@ func (s *Store) BenchAdvisoryLockHeld(ctx context.Context, key int64) (bool, err
 	err := s.db.QueryRow(ctx, `
 SELECT EXISTS (SELECT 1 FROM pg_locks
 WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-  AND ((classid::bigint << 32) | objid::bigint) = $1)`, key).Scan(&held)
+  AND ((classid::bigint << 32) | objid::bigint) = @key)`, pgx.NamedArgs{"key": key}).Scan(&held)
 	return held, mapErr("advisory lock", err)
 }
 
@@ -141,13 +142,13 @@ func (s *Store) BenchInsertFinished(ctx context.Context, p BenchFinishedParams) 
 	var n int64
 	err := s.db.QueryRow(ctx, `
 WITH g AS (
-	SELECT i, $6::timestamptz - ($4::bigint + $5::bigint - 1 - i) * interval '1 millisecond' AS t
-	FROM generate_series($4::bigint, $4::bigint + $5::bigint - 1) AS i
+	SELECT i, @before::timestamptz - (@from::bigint + @count::bigint - 1 - i) * interval '1 millisecond' AS t
+	FROM generate_series(@from::bigint, @from::bigint + @count::bigint - 1) AS i
 ), r AS (
 	INSERT INTO kagzi.workflow_runs (run_id, namespace_id, task_queue, workflow_type, status, attempts, lease_token,
 		created_at, started_at, finished_at)
 	SELECT (lpad(to_hex((extract(epoch FROM t) * 1000)::bigint), 12, '0') || '7000' || '8' || lpad(to_hex(i), 15, '0'))::uuid,
-		$1, $2, $3, 'COMPLETED', 1, 1, t, t + interval '1 millisecond', t + interval '3 millisecond'
+		@namespace, @queue, @type, 'COMPLETED', 1, 1, t, t + interval '1 millisecond', t + interval '3 millisecond'
 	FROM g
 	RETURNING run_id, started_at
 ), p AS (
@@ -155,9 +156,10 @@ WITH g AS (
 ), st AS (
 	INSERT INTO kagzi.step_runs (run_id, step_id, attempt_number, namespace_id, kind, status, output, created_at,
 		started_at, finished_at, run_attempt)
-	SELECT run_id, 's0', 1, $1, 'FUNCTION', 'COMPLETED', '0', started_at, started_at, started_at + interval '1 millisecond', 1 FROM r
+	SELECT run_id, 's0', 1, @namespace, 'FUNCTION', 'COMPLETED', '0', started_at, started_at, started_at + interval '1 millisecond', 1 FROM r
 )
-SELECT count(*) FROM r`, p.Namespace, p.Queue, p.Type, p.From, p.Count, p.Before).Scan(&n)
+SELECT count(*) FROM r`, pgx.NamedArgs{"namespace": p.Namespace, "queue": p.Queue, "type": p.Type, "from": p.From,
+		"count": p.Count, "before": p.Before}).Scan(&n)
 	return n, mapErr("insert finished runs", err)
 }
 
@@ -179,8 +181,8 @@ func (s *Store) BenchCheckpoint(ctx context.Context) error {
 func (s *Store) BenchLockedBy(ctx context.Context, namespace string, ids []uuid.UUID) (map[uuid.UUID]int, error) {
 	rows, err := s.db.Query(ctx, `
 SELECT locked_by, count(*) FROM kagzi.workflow_runs
-WHERE namespace_id = $1 AND run_id = ANY($2::uuid[]) AND status = 'RUNNING' AND locked_by IS NOT NULL
-GROUP BY locked_by`, namespace, ids)
+WHERE namespace_id = @namespace AND run_id = ANY(@run_ids::uuid[]) AND status = 'RUNNING' AND locked_by IS NOT NULL
+GROUP BY locked_by`, pgx.NamedArgs{"namespace": namespace, "run_ids": ids})
 	if err != nil {
 		return nil, mapErr("runs by holder", err)
 	}
@@ -213,8 +215,8 @@ func (s *Store) BenchScheduleFires(ctx context.Context, namespace string, from, 
 	rows, err := s.db.Query(ctx, `
 SELECT schedule_id, run_id, schedule_fire_at, extract(epoch FROM created_at - schedule_fire_at)::float8 * 1000
 FROM kagzi.workflow_runs
-WHERE namespace_id = $1 AND schedule_id IS NOT NULL AND schedule_fire_at >= $2 AND schedule_fire_at < $3
-ORDER BY schedule_fire_at, schedule_id`, namespace, from, to)
+WHERE namespace_id = @namespace AND schedule_id IS NOT NULL AND schedule_fire_at >= @from AND schedule_fire_at < @to
+ORDER BY schedule_fire_at, schedule_id`, pgx.NamedArgs{"namespace": namespace, "from": from, "to": to})
 	if err != nil {
 		return nil, mapErr("schedule fires", err)
 	}
@@ -346,7 +348,8 @@ func (s *Store) BenchStatementsReset(ctx context.Context) error {
 func (s *Store) BenchStatements(ctx context.Context, datname string) ([]StatementStat, error) {
 	rows, err := s.db.Query(ctx, `
 SELECT left(regexp_replace(query, '\s+', ' ', 'g'), 300), calls, total_exec_time, total_plan_time, rows, shared_blks_hit + shared_blks_read, toplevel FROM pg_stat_statements
-WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1) ORDER BY total_exec_time + total_plan_time DESC`, datname)
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = @datname) ORDER BY total_exec_time + total_plan_time DESC`,
+		pgx.NamedArgs{"datname": datname})
 	if err != nil {
 		return nil, mapErr("read pg_stat_statements", err)
 	}

@@ -62,7 +62,7 @@ func (s *Store) RunsSearch(ctx context.Context, p RunsSearchParams) (runs []Run,
 			continue
 		}
 		var ok bool
-		if err := s.db.QueryRow(ctx, `SELECT $1::jsonpath IS NOT NULL`, m).Scan(&ok); err != nil {
+		if err := s.db.QueryRow(ctx, `SELECT @path::jsonpath IS NOT NULL`, pgx.NamedArgs{"path": m}).Scan(&ok); err != nil {
 			return nil, nil, invalidf("%q is not a JSON path: %v", m, err)
 		}
 	}
@@ -73,22 +73,24 @@ func (s *Store) RunsSearch(ctx context.Context, p RunsSearchParams) (runs []Run,
 	}
 	rows, err := s.db.Query(ctx, `
 SELECT `+runCols+` FROM kagzi.workflow_runs r
-LEFT JOIN kagzi.workflow_payloads pl ON ($11 <> '' OR $12 <> '') AND pl.run_id = r.run_id
-WHERE r.namespace_id = $1
-  AND (cardinality($2::text[]) = 0 AND r.status NOT IN ('SCHEDULED', 'PAUSED') OR r.status = ANY($2))
-  AND ($3 = '' OR r.workflow_type = $3)
-  AND ($4 = '' OR r.task_queue = $4)
-  AND ($5::uuid IS NULL OR r.schedule_id = $5)
-  AND ($14::uuid IS NULL OR r.parent_run_id = $14)
-  AND ($6 = '' OR r.external_id = $6)
-  AND ($7::timestamptz IS NULL OR r.created_at >= $7)
-  AND ($8::timestamptz IS NULL OR r.created_at < $8)
-  AND ($9::timestamptz IS NULL OR (r.created_at, r.run_id) < ($9, $10::uuid))
-  AND ($11 = '' OR jsonb_path_match(convert_from(pl.input, 'UTF8')::jsonb, $11::jsonpath, '{}', true) IS TRUE)
-  AND ($12 = '' OR jsonb_path_match(convert_from(pl.output, 'UTF8')::jsonb, $12::jsonpath, '{}', true) IS TRUE)
+LEFT JOIN kagzi.workflow_payloads pl ON (@input_match <> '' OR @output_match <> '') AND pl.run_id = r.run_id
+WHERE r.namespace_id = @namespace
+  AND (cardinality(@statuses::text[]) = 0 AND r.status NOT IN ('SCHEDULED', 'PAUSED') OR r.status = ANY(@statuses))
+  AND (@type = '' OR r.workflow_type = @type)
+  AND (@queue = '' OR r.task_queue = @queue)
+  AND (@schedule_id::uuid IS NULL OR r.schedule_id = @schedule_id)
+  AND (@parent_run_id::uuid IS NULL OR r.parent_run_id = @parent_run_id)
+  AND (@external_id = '' OR r.external_id = @external_id)
+  AND (@created_from::timestamptz IS NULL OR r.created_at >= @created_from)
+  AND (@created_to::timestamptz IS NULL OR r.created_at < @created_to)
+  AND (@after_created_at::timestamptz IS NULL OR (r.created_at, r.run_id) < (@after_created_at, @after_run_id::uuid))
+  AND (@input_match = '' OR jsonb_path_match(convert_from(pl.input, 'UTF8')::jsonb, @input_match::jsonpath, '{}', true) IS TRUE)
+  AND (@output_match = '' OR jsonb_path_match(convert_from(pl.output, 'UTF8')::jsonb, @output_match::jsonpath, '{}', true) IS TRUE)
 ORDER BY r.created_at DESC, r.run_id DESC
-LIMIT $13`, p.Namespace, statuses, p.Type, p.Queue, p.ScheduleID, p.ExternalID, p.CreatedFrom, p.CreatedTo,
-		afterTS, afterID, p.InputMatch, p.OutputMatch, p.Limit+1, p.ParentID)
+LIMIT @limit`, pgx.NamedArgs{"namespace": p.Namespace, "statuses": statuses, "type": p.Type, "queue": p.Queue,
+		"schedule_id": p.ScheduleID, "external_id": p.ExternalID, "created_from": p.CreatedFrom, "created_to": p.CreatedTo,
+		"after_created_at": afterTS, "after_run_id": afterID, "input_match": p.InputMatch, "output_match": p.OutputMatch,
+		"limit": p.Limit + 1, "parent_run_id": p.ParentID})
 	if err != nil {
 		return nil, nil, mapErr("search runs", err)
 	}
@@ -107,8 +109,8 @@ LIMIT $13`, p.Namespace, statuses, p.Type, p.Queue, p.ScheduleID, p.ExternalID, 
 // RunsGetMany returns the runs of a namespace with these ids (without
 // payloads), in no particular order; missing ids are left out.
 func (s *Store) RunsGetMany(ctx context.Context, namespace string, ids []uuid.UUID) ([]Run, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+runCols+` FROM kagzi.workflow_runs r WHERE r.run_id = ANY($2) AND r.namespace_id = $1`,
-		namespace, ids)
+	rows, err := s.db.Query(ctx, `SELECT `+runCols+` FROM kagzi.workflow_runs r WHERE r.run_id = ANY(@run_ids) AND r.namespace_id = @namespace`,
+		pgx.NamedArgs{"namespace": namespace, "run_ids": ids})
 	if err != nil {
 		return nil, mapErr("get runs", err)
 	}
@@ -122,8 +124,9 @@ func (s *Store) RunsGetMany(ctx context.Context, namespace string, ids []uuid.UU
 func (s *Store) RunsCreatedAfter(ctx context.Context, namespace string, after Cursor, limit int) ([]Run, error) {
 	rows, err := s.db.Query(ctx, `
 SELECT `+runCols+` FROM kagzi.workflow_runs r
-WHERE r.namespace_id = $1 AND (r.created_at, r.run_id) > ($2, $3::uuid) AND r.cron_expr IS NULL
-ORDER BY r.created_at, r.run_id LIMIT $4`, namespace, after.CreatedAt, after.ID, limit)
+WHERE r.namespace_id = @namespace AND (r.created_at, r.run_id) > (@after_created_at, @after_run_id::uuid) AND r.cron_expr IS NULL
+ORDER BY r.created_at, r.run_id LIMIT @limit`,
+		pgx.NamedArgs{"namespace": namespace, "after_created_at": after.CreatedAt, "after_run_id": after.ID, "limit": limit})
 	if err != nil {
 		return nil, mapErr("runs created after", err)
 	}
@@ -135,8 +138,8 @@ ORDER BY r.created_at, r.run_id LIMIT $4`, namespace, after.CreatedAt, after.ID,
 // included), or the zero cursor when it has none.
 func (s *Store) RunsNewest(ctx context.Context, namespace string) (Cursor, error) {
 	var c Cursor
-	err := s.db.QueryRow(ctx, `SELECT created_at, run_id FROM kagzi.workflow_runs WHERE namespace_id = $1
-ORDER BY created_at DESC, run_id DESC LIMIT 1`, namespace).Scan(&c.CreatedAt, &c.ID)
+	err := s.db.QueryRow(ctx, `SELECT created_at, run_id FROM kagzi.workflow_runs WHERE namespace_id = @namespace
+ORDER BY created_at DESC, run_id DESC LIMIT 1`, pgx.NamedArgs{"namespace": namespace}).Scan(&c.CreatedAt, &c.ID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Cursor{}, nil
 	}
@@ -171,11 +174,12 @@ func (s *Store) RunsDeadLetters(ctx context.Context, namespace string) ([]DeadLe
 	rows, err := s.db.Query(ctx, `
 WITH f AS (
 	SELECT workflow_type, `+fingerprintSQL+` AS fp, coalesce(error, '') AS error, finished_at
-	FROM kagzi.workflow_runs WHERE namespace_id = $1 AND status = 'FAILED'
-	ORDER BY finished_at DESC LIMIT $2
+	FROM kagzi.workflow_runs WHERE namespace_id = @namespace AND status = 'FAILED'
+	ORDER BY finished_at DESC LIMIT @scan
 )
 SELECT workflow_type, fp, (array_agg(error ORDER BY finished_at DESC))[1], count(*), max(finished_at), min(finished_at)
-FROM f GROUP BY workflow_type, fp ORDER BY count(*) DESC, max(finished_at) DESC`, namespace, DeadLetterScan)
+FROM f GROUP BY workflow_type, fp ORDER BY count(*) DESC, max(finished_at) DESC`,
+		pgx.NamedArgs{"namespace": namespace, "scan": DeadLetterScan})
 	if err != nil {
 		return nil, mapErr("dead letters", err)
 	}
@@ -202,10 +206,11 @@ func (s *Store) RunsDeadLetterIDs(ctx context.Context, namespace, typ, fingerpri
 	rows, err := s.db.Query(ctx, `
 SELECT run_id FROM (
 	SELECT run_id, workflow_type, `+fingerprintSQL+` AS fp, finished_at
-	FROM kagzi.workflow_runs WHERE namespace_id = $1 AND status = 'FAILED'
-	ORDER BY finished_at DESC LIMIT $5
-) f WHERE ($2 = '' OR workflow_type = $2) AND ($3 = '' OR fp = $3)
-ORDER BY finished_at DESC LIMIT $4`, namespace, typ, fingerprint, limit, DeadLetterScan)
+	FROM kagzi.workflow_runs WHERE namespace_id = @namespace AND status = 'FAILED'
+	ORDER BY finished_at DESC LIMIT @scan
+) f WHERE (@type = '' OR workflow_type = @type) AND (@fingerprint = '' OR fp = @fingerprint)
+ORDER BY finished_at DESC LIMIT @limit`,
+		pgx.NamedArgs{"namespace": namespace, "type": typ, "fingerprint": fingerprint, "limit": limit, "scan": DeadLetterScan})
 	if err != nil {
 		return nil, mapErr("dead letter ids", err)
 	}
@@ -239,17 +244,18 @@ func (s *Store) RunsQueueStats(ctx context.Context, namespace string) ([]QueueTy
 	rows, err := s.db.Query(ctx, `
 WITH live AS (
 	SELECT task_queue, workflow_type, status, available_at FROM kagzi.workflow_runs
-	WHERE namespace_id = $1 AND status IN ('PENDING', 'SLEEPING') AND available_at IS NOT NULL
+	WHERE namespace_id = @namespace AND status IN ('PENDING', 'SLEEPING') AND available_at IS NOT NULL
 	UNION ALL
 	SELECT task_queue, workflow_type, status, NULL FROM kagzi.workflow_runs
-	WHERE status = 'RUNNING' AND locked_by IS NOT NULL AND namespace_id = $1
+	WHERE status = 'RUNNING' AND locked_by IS NOT NULL AND namespace_id = @namespace
 )
 SELECT task_queue, workflow_type,
 	count(*) FILTER (WHERE status <> 'RUNNING' AND available_at <= now()),
 	count(*) FILTER (WHERE status = 'RUNNING'),
 	count(*) FILTER (WHERE status = 'SLEEPING' AND available_at > now()),
 	min(available_at) FILTER (WHERE status <> 'RUNNING' AND available_at <= now())
-FROM live GROUP BY task_queue, workflow_type ORDER BY task_queue, workflow_type`, namespace)
+FROM live GROUP BY task_queue, workflow_type ORDER BY task_queue, workflow_type`,
+		pgx.NamedArgs{"namespace": namespace})
 	if err != nil {
 		return nil, mapErr("queue stats", err)
 	}
@@ -299,7 +305,8 @@ ORDER BY 1 LIMIT 200`)
 // starting point for keeping counts from events.
 func (s *Store) RunsLiveStatuses(ctx context.Context, namespace string, limit int) (map[uuid.UUID]RunStatus, error) {
 	rows, err := s.db.Query(ctx, `SELECT run_id, status FROM kagzi.workflow_runs
-WHERE namespace_id = $1 AND status IN `+liveStatuses+` LIMIT $2`, namespace, limit)
+WHERE namespace_id = @namespace AND status IN `+liveStatuses+` LIMIT @limit`,
+		pgx.NamedArgs{"namespace": namespace, "limit": limit})
 	if err != nil {
 		return nil, mapErr("live statuses", err)
 	}
@@ -320,7 +327,8 @@ WHERE namespace_id = $1 AND status IN `+liveStatuses+` LIMIT $2`, namespace, lim
 // the lease index).
 func (s *Store) RunsHeldBy(ctx context.Context, namespace string, workers []uuid.UUID) (map[uuid.UUID]int, error) {
 	rows, err := s.db.Query(ctx, `SELECT locked_by, count(*) FROM kagzi.workflow_runs
-WHERE status = 'RUNNING' AND locked_by = ANY($2::uuid[]) AND namespace_id = $1 GROUP BY locked_by`, namespace, workers)
+WHERE status = 'RUNNING' AND locked_by = ANY(@worker_ids::uuid[]) AND namespace_id = @namespace GROUP BY locked_by`,
+		pgx.NamedArgs{"namespace": namespace, "worker_ids": workers})
 	if err != nil {
 		return nil, mapErr("runs held", err)
 	}

@@ -39,9 +39,9 @@ func (s *Store) DefaultsSet(ctx context.Context, namespace, typ, version string)
 		return DefaultVersion{}, err
 	}
 	row := s.db.QueryRow(ctx, `
-INSERT INTO kagzi.workflow_defaults (namespace_id, workflow_type, version) VALUES ($1, $2, $3)
+INSERT INTO kagzi.workflow_defaults (namespace_id, workflow_type, version) VALUES (@namespace, @type, @version)
 ON CONFLICT (namespace_id, workflow_type) DO UPDATE SET version = excluded.version, updated_at = now()
-RETURNING namespace_id, workflow_type, version, updated_at`, namespace, typ, version)
+RETURNING namespace_id, workflow_type, version, updated_at`, pgx.NamedArgs{"namespace": namespace, "type": typ, "version": version})
 	d, err := scanDefault(row)
 	return d, mapErr(fmt.Sprintf("set default version of %s", typ), err)
 }
@@ -49,7 +49,8 @@ RETURNING namespace_id, workflow_type, version, updated_at`, namespace, typ, ver
 // DefaultsDelete removes the default version of typ; an absent one is
 // ErrNotFound.
 func (s *Store) DefaultsDelete(ctx context.Context, namespace, typ string) error {
-	tag, err := s.db.Exec(ctx, `DELETE FROM kagzi.workflow_defaults WHERE namespace_id = $1 AND workflow_type = $2`, namespace, typ)
+	tag, err := s.db.Exec(ctx, `DELETE FROM kagzi.workflow_defaults WHERE namespace_id = @namespace AND workflow_type = @type`,
+		pgx.NamedArgs{"namespace": namespace, "type": typ})
 	if err != nil {
 		return mapErr(fmt.Sprintf("delete default version of %s", typ), err)
 	}
@@ -63,7 +64,7 @@ func (s *Store) DefaultsDelete(ctx context.Context, namespace, typ string) error
 func (s *Store) DefaultsList(ctx context.Context, namespace string) ([]DefaultVersion, error) {
 	rows, err := s.db.Query(ctx, `
 SELECT namespace_id, workflow_type, version, updated_at FROM kagzi.workflow_defaults
-WHERE namespace_id = $1 ORDER BY workflow_type`, namespace)
+WHERE namespace_id = @namespace ORDER BY workflow_type`, pgx.NamedArgs{"namespace": namespace})
 	if err != nil {
 		return nil, mapErr("list default versions", err)
 	}

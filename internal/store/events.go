@@ -34,20 +34,20 @@ func (s *Store) eventTarget(ctx context.Context, p EventsSendParams, out *SentEv
 	var row pgx.Row
 	if p.RunID != uuid.Nil {
 		row = s.db.QueryRow(ctx, `
-SELECT run_id, status, task_queue FROM kagzi.workflow_runs WHERE namespace_id = $1 AND run_id = $2
-FOR NO KEY UPDATE`, p.Namespace, p.RunID)
+SELECT run_id, status, task_queue FROM kagzi.workflow_runs WHERE namespace_id = @namespace AND run_id = @run_id
+FOR NO KEY UPDATE`, pgx.NamedArgs{"namespace": p.Namespace, "run_id": p.RunID})
 	} else {
 		row = s.db.QueryRow(ctx, `
 SELECT run_id, status, task_queue FROM kagzi.workflow_runs
-WHERE namespace_id = $1 AND external_id = $2 AND status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED')
-FOR NO KEY UPDATE`, p.Namespace, p.ExternalID)
+WHERE namespace_id = @namespace AND external_id = @external_id AND status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED')
+FOR NO KEY UPDATE`, pgx.NamedArgs{"namespace": p.Namespace, "external_id": p.ExternalID})
 	}
 	err := row.Scan(&out.RunID, &out.RunStatus, &out.Queue)
 	if isNoRows(err) && p.RunID == uuid.Nil {
 		err = s.db.QueryRow(ctx, `
 SELECT run_id, status, task_queue FROM kagzi.workflow_runs
-WHERE namespace_id = $1 AND external_id = $2
-ORDER BY created_at DESC LIMIT 1`, p.Namespace, p.ExternalID).Scan(&out.RunID, &out.RunStatus, &out.Queue)
+WHERE namespace_id = @namespace AND external_id = @external_id
+ORDER BY created_at DESC LIMIT 1`, pgx.NamedArgs{"namespace": p.Namespace, "external_id": p.ExternalID}).Scan(&out.RunID, &out.RunStatus, &out.Queue)
 	}
 	return mapErr("find run", err)
 }
@@ -74,6 +74,23 @@ type SentEvent struct {
 	// claimable at once.
 	Woken bool
 }
+
+// eventsSendSQL stores an event for a run and wakes the run if a wait of
+// it expects the event.
+var eventsSendSQL = prepareNamed(`
+WITH e AS (
+	INSERT INTO kagzi.workflow_events (event_id, namespace_id, run_id, name, payload)
+	VALUES (@event_id, @namespace, @run_id, @name, @payload)
+	RETURNING created_at
+), w AS (
+	UPDATE kagzi.workflow_runs r SET available_at = now()
+	WHERE r.run_id = @run_id AND r.status = 'SLEEPING' AND (r.available_at IS NULL OR r.available_at > now())
+	  AND EXISTS (SELECT 1 FROM kagzi.step_runs s
+		WHERE s.run_id = @run_id AND s.kind = 'EVENT' AND s.is_latest AND s.status IN ('PENDING', 'RUNNING')
+		  AND s.input = @name_bytes::bytea)
+	RETURNING 1
+)
+SELECT (SELECT created_at FROM e), EXISTS (SELECT 1 FROM w)`)
 
 // EventsSend stores an event for a run and, if the run is SLEEPING in a
 // wait for an event of that name (a wait in progress: see EventsReceive),
@@ -121,21 +138,9 @@ func (s *Store) EventsSend(ctx context.Context, p EventsSendParams) (SentEvent, 
 		}
 		// A new statement: its snapshot sees whatever a wait that held the
 		// lock before us committed.
-		err = tx.db.QueryRow(ctx, `
-WITH e AS (
-	INSERT INTO kagzi.workflow_events (event_id, namespace_id, run_id, name, payload)
-	VALUES ($1, $2, $3, $4, $5)
-	RETURNING created_at
-), w AS (
-	UPDATE kagzi.workflow_runs r SET available_at = now()
-	WHERE r.run_id = $3 AND r.status = 'SLEEPING' AND (r.available_at IS NULL OR r.available_at > now())
-	  AND EXISTS (SELECT 1 FROM kagzi.step_runs s
-		WHERE s.run_id = $3 AND s.kind = 'EVENT' AND s.is_latest AND s.status IN ('PENDING', 'RUNNING')
-		  AND s.input = $6::bytea)
-	RETURNING 1
-)
-SELECT (SELECT created_at FROM e), EXISTS (SELECT 1 FROM w)`,
-			id, p.Namespace, out.RunID, p.Name, p.Payload, []byte(p.Name)).Scan(&out.CreatedAt, &out.Woken)
+		err = eventsSendSQL.queryRow(ctx, tx.db,
+			pgx.NamedArgs{"event_id": id, "namespace": p.Namespace, "run_id": out.RunID, "name": p.Name, "payload": p.Payload,
+				"name_bytes": []byte(p.Name)}).Scan(&out.CreatedAt, &out.Woken)
 		return mapErr(fmt.Sprintf("send event to run %s", out.RunID), err)
 	})
 	if err != nil {
@@ -144,6 +149,33 @@ SELECT (SELECT created_at FROM e), EXISTS (SELECT 1 FROM w)`,
 	out.ID, out.Namespace, out.Name, out.Payload = id, p.Namespace, p.Name, p.Payload
 	return out, nil
 }
+
+// eventsConsumeSQL is EventsConsume's statement.
+var eventsConsumeSQL = prepareNamed(`
+WITH r AS (
+	SELECT run_id FROM kagzi.workflow_runs` + leaseWhere + `
+	FOR SHARE
+), prev AS (
+	SELECT e.event_id FROM kagzi.workflow_events e JOIN r USING (run_id)
+	WHERE e.name = @name AND e.consumed_by = @step_id AND e.consumed_at IS NOT NULL
+	ORDER BY e.consumed_at, e.event_id
+	LIMIT 1
+), pick AS (
+	SELECT e.event_id FROM kagzi.workflow_events e JOIN r USING (run_id)
+	WHERE e.name = @name AND e.consumed_at IS NULL AND NOT EXISTS (SELECT 1 FROM prev)
+	ORDER BY e.created_at, e.event_id
+	LIMIT 1
+	FOR UPDATE OF e SKIP LOCKED
+), c AS (
+	UPDATE kagzi.workflow_events e SET consumed_at = now(), consumed_by = @step_id
+	FROM pick WHERE e.event_id = pick.event_id
+	RETURNING e.event_id, e.consumed_at
+)
+SELECT r.run_id IS NOT NULL, ` + eventCols + `, got.fresh
+FROM (SELECT 1) one
+LEFT JOIN r ON true
+LEFT JOIN (SELECT event_id, NULL::timestamptz AS fresh FROM prev UNION ALL SELECT event_id, consumed_at FROM c) got ON true
+LEFT JOIN kagzi.workflow_events e ON e.event_id = got.event_id`)
 
 // EventsConsume consumes, under the lease, the oldest unconsumed event of
 // that name sent to the run, for step stepID, and returns it. It is
@@ -159,32 +191,7 @@ func (s *Store) EventsConsume(ctx context.Context, l Lease, name, stepID string)
 	}
 	// Concurrent consumers of one run (parallel waits for one name) skip
 	// each other's pick instead of queueing on it.
-	row := s.db.QueryRow(ctx, `
-WITH r AS (
-	SELECT run_id FROM kagzi.workflow_runs
-	WHERE namespace_id = $1 AND run_id = $2 AND lease_token = $3 AND status = 'RUNNING'
-	FOR SHARE
-), prev AS (
-	SELECT e.event_id FROM kagzi.workflow_events e JOIN r USING (run_id)
-	WHERE e.name = $4 AND e.consumed_by = $5 AND e.consumed_at IS NOT NULL
-	ORDER BY e.consumed_at, e.event_id
-	LIMIT 1
-), pick AS (
-	SELECT e.event_id FROM kagzi.workflow_events e JOIN r USING (run_id)
-	WHERE e.name = $4 AND e.consumed_at IS NULL AND NOT EXISTS (SELECT 1 FROM prev)
-	ORDER BY e.created_at, e.event_id
-	LIMIT 1
-	FOR UPDATE OF e SKIP LOCKED
-), c AS (
-	UPDATE kagzi.workflow_events e SET consumed_at = now(), consumed_by = $5
-	FROM pick WHERE e.event_id = pick.event_id
-	RETURNING e.event_id, e.consumed_at
-)
-SELECT r.run_id IS NOT NULL, `+eventCols+`, got.fresh
-FROM (SELECT 1) one
-LEFT JOIN r ON true
-LEFT JOIN (SELECT event_id, NULL::timestamptz AS fresh FROM prev UNION ALL SELECT event_id, consumed_at FROM c) got ON true
-LEFT JOIN kagzi.workflow_events e ON e.event_id = got.event_id`, l.Namespace, l.RunID, l.Token, name, stepID)
+	row := eventsConsumeSQL.queryRow(ctx, s.db, leaseArgs(l, pgx.NamedArgs{"name": name, "step_id": stepID}))
 	var (
 		held       bool
 		id, runID  *uuid.UUID
@@ -223,8 +230,8 @@ func (s *Store) EventsList(ctx context.Context, namespace string, runID uuid.UUI
 	rows, err := s.db.Query(ctx, `
 SELECT `+eventCols+` FROM kagzi.workflow_runs r
 LEFT JOIN kagzi.workflow_events e ON e.run_id = r.run_id
-WHERE r.namespace_id = $1 AND r.run_id = $2
-ORDER BY e.created_at, e.event_id`, namespace, runID)
+WHERE r.namespace_id = @namespace AND r.run_id = @run_id
+ORDER BY e.created_at, e.event_id`, pgx.NamedArgs{"namespace": namespace, "run_id": runID})
 	if err != nil {
 		return nil, mapErr("list events", err)
 	}
@@ -304,6 +311,21 @@ type EventsReceiveResult struct {
 	Ready bool
 }
 
+// eventsWaitStateSQL reads the state of a wait's step attempt, and its
+// deadline.
+var eventsWaitStateSQL = prepareNamed(`
+SELECT s.status, s.output, d.at, coalesce(d.at <= now(), false)
+FROM (SELECT 1) one
+LEFT JOIN kagzi.step_runs s ON s.run_id = @run_id AND s.step_id = @step_id AND s.attempt_number = @attempt
+CROSS JOIN LATERAL (SELECT CASE WHEN s.status IS NULL THEN @until::timestamptz ELSE s.retry_at END AS at) d`)
+
+// eventsReceivedSQL reads the run and the step attempt of a wait whose
+// lease matched no run.
+var eventsReceivedSQL = prepareNamed(`
+SELECT r.status, r.lease_token, s.status, s.output FROM kagzi.workflow_runs r
+LEFT JOIN kagzi.step_runs s ON s.run_id = r.run_id AND s.step_id = @step_id AND s.attempt_number = @attempt
+WHERE r.namespace_id = @namespace AND r.run_id = @run_id`)
+
 // EventsReceive settles a wait for an event under the lease, in one
 // transaction (a savepoint inside the caller's): with the run row locked, it
 // consumes the oldest unconsumed event of that name for the step and records
@@ -332,7 +354,7 @@ func (s *Store) EventsReceive(ctx context.Context, p EventsReceiveParams) (Event
 	held := true
 	err := s.InTx(ctx, func(tx *Store) error {
 		var one int
-		err := tx.db.QueryRow(ctx, runsLockSQL, p.Lease.Namespace, p.Lease.RunID, p.Lease.Token).Scan(&one)
+		err := runsLockSQL.queryRow(ctx, tx.db, leaseArgs(p.Lease, pgx.NamedArgs{})).Scan(&one)
 		if isNoRows(err) {
 			held = false
 			return nil
@@ -346,12 +368,8 @@ func (s *Store) EventsReceive(ctx context.Context, p EventsReceiveParams) (Event
 			deadline *time.Time
 			expired  bool
 		)
-		err = tx.db.QueryRow(ctx, `
-SELECT s.status, s.output, d.at, coalesce(d.at <= now(), false)
-FROM (SELECT 1) one
-LEFT JOIN kagzi.step_runs s ON s.run_id = $1 AND s.step_id = $2 AND s.attempt_number = $3
-CROSS JOIN LATERAL (SELECT CASE WHEN s.status IS NULL THEN $4::timestamptz ELSE s.retry_at END AS at) d`,
-			p.Lease.RunID, p.StepID, p.Attempt, p.Until).Scan(&st, &out, &deadline, &expired)
+		err = eventsWaitStateSQL.queryRow(ctx, tx.db,
+			pgx.NamedArgs{"run_id": p.Lease.RunID, "step_id": p.StepID, "attempt": p.Attempt, "until": p.Until}).Scan(&st, &out, &deadline, &expired)
 		if err != nil {
 			return mapErr("receive event", err)
 		}
@@ -397,10 +415,8 @@ CROSS JOIN LATERAL (SELECT CASE WHEN s.status IS NULL THEN $4::timestamptz ELSE 
 		st  *string
 		out []byte
 	)
-	err = s.db.QueryRow(ctx, `
-SELECT r.status, r.lease_token, s.status, s.output FROM kagzi.workflow_runs r
-LEFT JOIN kagzi.step_runs s ON s.run_id = r.run_id AND s.step_id = $3 AND s.attempt_number = $4
-WHERE r.namespace_id = $1 AND r.run_id = $2`, p.Lease.Namespace, p.Lease.RunID, p.StepID, p.Attempt).Scan(&rst, &tok, &st, &out)
+	err = eventsReceivedSQL.queryRow(ctx, s.db,
+		pgx.NamedArgs{"namespace": p.Lease.Namespace, "run_id": p.Lease.RunID, "step_id": p.StepID, "attempt": p.Attempt}).Scan(&rst, &tok, &st, &out)
 	if err != nil {
 		return res, mapErr(fmt.Sprintf("receive event for run %s", p.Lease.RunID), err)
 	}

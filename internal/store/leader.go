@@ -75,7 +75,7 @@ func (l *Leader) term(ctx context.Context) error {
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 	// Blocks while another session holds the lock; ctx's end cancels it.
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", l.LockKey); err != nil {
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(@key)", pgx.NamedArgs{"key": l.LockKey}); err != nil {
 		return fmt.Errorf("leader: lock: %w", err)
 	}
 	leadCtx, cancel := context.WithCancelCause(ctx)

@@ -166,7 +166,7 @@ func (l *Listener) session(ctx context.Context) error {
 		return fmt.Errorf("listener: connect: %w", err)
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", l.LockKey); err != nil {
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(@key)", pgx.NamedArgs{"key": l.LockKey}); err != nil {
 		return fmt.Errorf("listener: lock: %w", err)
 	}
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{NotifyChannel}.Sanitize()); err != nil {

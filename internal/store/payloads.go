@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Payloads read in parts. A claim returns only payloads up to an inline
@@ -28,6 +30,19 @@ type PayloadPart struct {
 	Total int
 }
 
+// payloadsReadOutputSQL and payloadsReadInputSQL read part of a step
+// attempt's output and of a run's input, under the run's lease.
+var (
+	payloadsReadOutputSQL = prepareNamed(`
+SELECT substring(x.output FROM @offset + 1 FOR @length), coalesce(octet_length(x.output), 0)
+FROM kagzi.workflow_runs r JOIN kagzi.step_runs x ON x.run_id = r.run_id AND x.step_id = @step_id AND x.attempt_number = @attempt
+WHERE r.namespace_id = @namespace AND r.run_id = @run_id AND r.lease_token = @token AND r.status = 'RUNNING'`)
+	payloadsReadInputSQL = prepareNamed(`
+SELECT substring(x.input FROM @offset + 1 FOR @length), coalesce(octet_length(x.input), 0)
+FROM kagzi.workflow_runs r LEFT JOIN kagzi.workflow_payloads x ON x.run_id = r.run_id
+WHERE r.namespace_id = @namespace AND r.run_id = @run_id AND r.lease_token = @token AND r.status = 'RUNNING'`)
+)
+
 // PayloadsRead returns part of a payload of a run whose lease p.Lease
 // still holds (ErrLeaseLost otherwise). A step attempt that does not exist
 // is ErrNotFound; a payload that is NULL reads as empty.
@@ -41,22 +56,14 @@ func (s *Store) PayloadsRead(ctx context.Context, p PayloadsReadParams) (Payload
 	if p.StepID != "" && p.Attempt < 1 {
 		return PayloadPart{}, invalidf("step %q: attempt %d must be at least 1", p.StepID, p.Attempt)
 	}
-	sql := `
-SELECT substring(x.output FROM $4 + 1 FOR $5), coalesce(octet_length(x.output), 0)
-FROM kagzi.workflow_runs r JOIN kagzi.step_runs x ON x.run_id = r.run_id AND x.step_id = $6 AND x.attempt_number = $7
-WHERE r.namespace_id = $1 AND r.run_id = $2 AND r.lease_token = $3 AND r.status = 'RUNNING'`
-	args := []any{p.Lease.Namespace, p.Lease.RunID, p.Lease.Token, p.Offset, p.Length, p.StepID, p.Attempt}
-	what := fmt.Sprintf("output of step %q attempt %d", p.StepID, p.Attempt)
+	sql, what := payloadsReadOutputSQL, fmt.Sprintf("output of step %q attempt %d", p.StepID, p.Attempt)
+	args := leaseArgs(p.Lease, pgx.NamedArgs{"offset": p.Offset, "length": p.Length, "step_id": p.StepID, "attempt": p.Attempt})
 	if p.StepID == "" {
-		sql = `
-SELECT substring(x.input FROM $4 + 1 FOR $5), coalesce(octet_length(x.input), 0)
-FROM kagzi.workflow_runs r LEFT JOIN kagzi.workflow_payloads x ON x.run_id = r.run_id
-WHERE r.namespace_id = $1 AND r.run_id = $2 AND r.lease_token = $3 AND r.status = 'RUNNING'`
-		args = args[:5]
-		what = "input"
+		sql, what = payloadsReadInputSQL, "input"
+		args = leaseArgs(p.Lease, pgx.NamedArgs{"offset": p.Offset, "length": p.Length})
 	}
 	var part PayloadPart
-	err := s.db.QueryRow(ctx, sql, args...).Scan(&part.Data, &part.Total)
+	err := sql.queryRow(ctx, s.db, args).Scan(&part.Data, &part.Total)
 	if err == nil {
 		return part, nil
 	}

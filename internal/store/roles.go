@@ -50,7 +50,7 @@ func RolesEnsure(ctx context.Context, url string, r Roles) error {
 		if role.password != "" {
 			// A utility statement takes no parameters: quote the literal.
 			var quoted string
-			if err := conn.QueryRow(ctx, "SELECT quote_literal($1::text)", role.password).Scan(&quoted); err != nil {
+			if err := conn.QueryRow(ctx, "SELECT quote_literal(@password::text)", pgx.NamedArgs{"password": role.password}).Scan(&quoted); err != nil {
 				return mapErr("quote password", err)
 			}
 			if _, err := conn.Exec(ctx, "ALTER ROLE "+ident+" PASSWORD "+quoted); err != nil {
@@ -83,7 +83,7 @@ func RolesEnsure(ctx context.Context, url string, r Roles) error {
 const rolesLockKey = 0x6b61677a6972 // "kagzir"
 
 func lockRoles(ctx context.Context, conn *pgx.Conn) error {
-	_, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", rolesLockKey)
+	_, err := conn.Exec(ctx, "SELECT pg_advisory_lock(@key)", pgx.NamedArgs{"key": rolesLockKey})
 	return mapErr("lock role setup", err)
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"strconv"
 	"strings"
@@ -217,65 +218,167 @@ func nullText(s string) *string {
 	return &s
 }
 
+// runsCreateSQL inserts runs, one per element of the array parameters,
+// skipping a row whose external id a live run holds (or whose schedule
+// fire time or run id exists): ON CONFLICT DO NOTHING. It returns the
+// inserted runs. If a row that requires a worker has no live one (see
+// RunsCreateParams.RequireWorker), kagzi.require_worker fails the
+// statement and nothing is inserted.
+var runsCreateSQL = prepareNamed(`
+WITH v AS (
+	SELECT * FROM unnest(@run_ids::uuid[], @namespaces::text[], @external_ids::text[], @queues::text[], @types::text[],
+		@versions::text[], @available_ats::timestamptz[], @deadlines::timestamptz[], @retry_policies::jsonb[], @priorities::int[],
+		@parent_run_ids::uuid[], @parent_step_ids::text[], @trace_contexts::text[], @schedule_ids::uuid[],
+		@schedule_fire_ats::timestamptz[], @require_workers::boolean[], @inputs::bytea[])
+		AS v(run_id, namespace_id, external_id, task_queue, workflow_type, version, available_at, deadline_at,
+		retry_policy, priority, parent_run_id, parent_step_id, trace_context, schedule_id, schedule_fire_at, require_worker, input)
+), chk AS (
+	SELECT bool_and(kagzi.require_worker(EXISTS (SELECT 1 FROM kagzi.workers w WHERE ` +
+	workerServes("w", "g.namespace_id", "g.task_queue", "g.workflow_type", "g.version") + `),
+		g.namespace_id, g.task_queue, g.workflow_type, g.version)) AS ok
+	FROM (SELECT DISTINCT namespace_id, task_queue, workflow_type, version FROM v WHERE require_worker) g
+), r AS (
+	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, external_id, task_queue, workflow_type, version,
+		status, available_at, deadline_at, retry_policy, priority, parent_run_id, parent_step_id, trace_context,
+		schedule_id, schedule_fire_at)
+	SELECT run_id, namespace_id, external_id, task_queue, workflow_type, ` + defaultVersion("v.version", "v.namespace_id", "v.workflow_type") + `, 'PENDING',
+		coalesce(available_at, now()), deadline_at, retry_policy, priority, parent_run_id, parent_step_id, trace_context,
+		schedule_id, schedule_fire_at
+	FROM v WHERE (SELECT ok FROM chk) IS NOT FALSE
+	ON CONFLICT DO NOTHING
+	RETURNING ` + runCols + `
+), p AS (
+	INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT v.run_id, v.input FROM v JOIN r USING (run_id)
+)
+SELECT * FROM r`)
+
 // RunsCreate starts a run. With an external id that a live run already
-// holds, it returns that run and created=false instead.
+// holds, it returns that run and created=false instead. It is
+// RunsCreateMany's statement for one run.
 func (s *Store) RunsCreate(ctx context.Context, p RunsCreateParams) (run Run, created bool, err error) {
 	policy, err := s.validateCreate(ctx, &p)
 	if err != nil {
 		return Run{}, false, err
 	}
-	// A live duplicate can finish between our insert and our lookup, which
-	// frees the external id: try again then.
-	for i := 0; i < 3; i++ {
-		row := s.db.QueryRow(ctx, `
-WITH chk AS (
-	SELECT kagzi.require_worker(EXISTS (SELECT 1 FROM kagzi.workers w WHERE `+
-			workerServes("w", "$2::text", "$4::text", "$5::text", "$6::text")+`), $2, $4, $5, $6) AS ok
-	WHERE $16::boolean
-), r AS (
-	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, external_id, task_queue, workflow_type, version,
-		status, available_at, deadline_at, retry_policy, priority, parent_run_id, parent_step_id, trace_context,
-		schedule_id, schedule_fire_at)
-	VALUES ($1, $2, $3, $4, $5, `+defaultVersion("$6", "$2", "$5")+`, 'PENDING', coalesce($7, now()), $8, $9, $10, $11, $12, $13, $14, $15)
-	ON CONFLICT DO NOTHING
-	RETURNING `+runCols+`
-), p AS (
-	INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT run_id, $17::bytea FROM r
-)
-SELECT * FROM r WHERE (SELECT bool_and(ok) FROM chk) IS NOT FALSE`,
-			p.RunID, p.Namespace, nullText(p.ExternalID), p.Queue, p.Type, p.Version,
-			p.AvailableAt, p.DeadlineAt, policy, p.Priority, p.ParentRunID, nullText(p.ParentStepID), nullText(p.TraceContext),
-			p.ScheduleID, p.ScheduleFireAt, p.RequireWorker, p.Input)
-		run, err = scanRun(row)
-		if err == nil {
-			run.Input = p.Input
-			return run, true, nil
-		}
-		if !isNoRows(err) {
-			return Run{}, false, mapErr("create run", err)
-		}
-		// Conflict: the external id is held, or (for fired instances) the fire
-		// time was taken, or the run id exists.
-		existing, err := s.runsFindConflict(ctx, p)
-		if err == nil {
-			return existing, false, nil
-		}
-		if !isNoRows(err) {
-			return Run{}, false, mapErr("create run", err)
-		}
+	runs, made, err := s.runsCreate(ctx, []RunsCreateParams{p}, [][]byte{policy})
+	if err != nil {
+		return Run{}, false, err
 	}
-	return Run{}, false, fmt.Errorf("create run: %w: external id %q keeps changing hands", ErrConflict, p.ExternalID)
+	return runs[0], made[0], nil
+}
+
+// runsCreate inserts the validated runs ps (policies[i] is the encoded
+// policy of ps[i]) and returns, for each, the run inserted or the live run
+// that holds its external id (or fire time, or id), with created telling
+// which. A holder can finish between the insert and the lookup, which
+// frees the external id: such rows are inserted again.
+func (s *Store) runsCreate(ctx context.Context, ps []RunsCreateParams, policies [][]byte) ([]Run, []bool, error) {
+	runs := make([]Run, len(ps))
+	created := make([]bool, len(ps))
+	todo := make([]int, len(ps))
+	for i := range todo {
+		todo[i] = i
+	}
+	for try := 0; try < 3 && len(todo) > 0; try++ {
+		inserted, err := s.runsInsert(ctx, ps, policies, todo)
+		if err != nil {
+			return nil, nil, err
+		}
+		var again []int
+		for _, i := range todo {
+			if run, ok := inserted[ps[i].RunID]; ok {
+				run.Input = ps[i].Input
+				runs[i], created[i] = run, true
+				continue
+			}
+			existing, err := s.runsFindConflict(ctx, ps[i])
+			if isNoRows(err) {
+				again = append(again, i)
+				continue
+			}
+			if err != nil {
+				return nil, nil, mapErr(rowWhat(len(ps), i), err)
+			}
+			runs[i] = existing
+		}
+		todo = again
+	}
+	if len(todo) > 0 {
+		i := todo[0]
+		return nil, nil, fmt.Errorf("%s: %w: external id %q keeps changing hands", rowWhat(len(ps), i), ErrConflict, ps[i].ExternalID)
+	}
+	return runs, created, nil
+}
+
+// rowWhat names row i of n runs being created, for errors.
+func rowWhat(n, i int) string {
+	if n == 1 {
+		return "create run"
+	}
+	return fmt.Sprintf("create runs: row %d", i)
+}
+
+// runsInsert runs runsCreateSQL for the rows rows of ps and returns the
+// runs it inserted by id.
+func (s *Store) runsInsert(ctx context.Context, ps []RunsCreateParams, policies [][]byte, rows []int) (map[uuid.UUID]Run, error) {
+	n := len(rows)
+	var (
+		ids                                       = make([]uuid.UUID, n)
+		nss, exts, queues, types, versions, pstep = make([]string, n), make([]*string, n), make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
+		avail, deadlines, fireAts                 = make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
+		pols                                      = make([]*string, n)
+		prios                                     = make([]int32, n)
+		parents, schedules                        = make([]*uuid.UUID, n), make([]*uuid.UUID, n)
+		traces                                    = make([]*string, n)
+		inputs                                    = make([][]byte, n)
+		require                                   = make([]bool, n)
+	)
+	for k, i := range rows {
+		p := &ps[i]
+		ids[k], nss[k], exts[k], queues[k], types[k], versions[k] = p.RunID, p.Namespace, nullText(p.ExternalID), p.Queue, p.Type, p.Version
+		avail[k], deadlines[k], prios[k], parents[k], pstep[k], traces[k] = p.AvailableAt, p.DeadlineAt, int32(p.Priority), p.ParentRunID, nullText(p.ParentStepID), nullText(p.TraceContext)
+		schedules[k], fireAts[k] = p.ScheduleID, p.ScheduleFireAt
+		if policies[i] != nil {
+			pol := string(policies[i])
+			pols[k] = &pol
+		}
+		inputs[k] = p.Input
+		require[k] = p.RequireWorker
+	}
+	what := "create runs"
+	if len(ps) == 1 {
+		what = "create run"
+	}
+	res, err := runsCreateSQL.query(ctx, s.db, pgx.NamedArgs{
+		"run_ids": ids, "namespaces": nss, "external_ids": exts, "queues": queues, "types": types, "versions": versions,
+		"available_ats": avail, "deadlines": deadlines, "retry_policies": pols, "priorities": prios,
+		"parent_run_ids": parents, "parent_step_ids": pstep, "trace_contexts": traces, "schedule_ids": schedules,
+		"schedule_fire_ats": fireAts, "require_workers": require, "inputs": inputs,
+	})
+	if err != nil {
+		return nil, mapErr(what, err)
+	}
+	runs, err := collectRuns(res)
+	if err != nil {
+		return nil, mapErr(what, err)
+	}
+	out := make(map[uuid.UUID]Run, len(runs))
+	for _, r := range runs {
+		out[r.ID] = r
+	}
+	return out, nil
 }
 
 // runsFindConflict finds the run that made an insert of p conflict.
 func (s *Store) runsFindConflict(ctx context.Context, p RunsCreateParams) (Run, error) {
 	row := s.db.QueryRow(ctx, `
 SELECT `+runCols+`, pl.input FROM kagzi.workflow_runs r LEFT JOIN kagzi.workflow_payloads pl USING (run_id)
-WHERE r.namespace_id = $1 AND (
-	($2::text IS NOT NULL AND r.external_id = $2 AND r.status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED'))
-	OR ($3::uuid IS NOT NULL AND r.schedule_id = $3 AND r.schedule_fire_at = $4)
-	OR r.run_id = $5)
-LIMIT 1`, p.Namespace, nullText(p.ExternalID), p.ScheduleID, p.ScheduleFireAt, p.RunID)
+WHERE r.namespace_id = @namespace AND (
+	(@external_id::text IS NOT NULL AND r.external_id = @external_id AND r.status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED'))
+	OR (@schedule_id::uuid IS NOT NULL AND r.schedule_id = @schedule_id AND r.schedule_fire_at = @schedule_fire_at)
+	OR r.run_id = @run_id)
+LIMIT 1`, pgx.NamedArgs{"namespace": p.Namespace, "external_id": nullText(p.ExternalID), "schedule_id": p.ScheduleID,
+		"schedule_fire_at": p.ScheduleFireAt, "run_id": p.RunID})
 	var input []byte
 	run, err := scanRun(row, &input)
 	run.Input = input
@@ -293,21 +396,10 @@ type RunsCreateManyResult struct {
 // with RequireWorker has no live worker, the statement creates nothing
 // and returns ErrNoWorker naming that type.
 func (s *Store) RunsCreateMany(ctx context.Context, ps []RunsCreateParams) ([]RunsCreateManyResult, error) {
-	n := len(ps)
-	if n == 0 {
+	if len(ps) == 0 {
 		return nil, nil
 	}
-	var (
-		ids                                       = make([]uuid.UUID, n)
-		nss, exts, queues, types, versions, pstep = make([]string, n), make([]*string, n), make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
-		avail, deadlines                          = make([]*time.Time, n), make([]*time.Time, n)
-		policies                                  = make([]*string, n)
-		prios                                     = make([]int32, n)
-		parents                                   = make([]*uuid.UUID, n)
-		traces                                    = make([]*string, n)
-		inputs                                    = make([][]byte, n)
-		require                                   = make([]bool, n)
-	)
+	policies := make([][]byte, len(ps))
 	for i := range ps {
 		p := &ps[i]
 		if p.ScheduleID != nil {
@@ -317,67 +409,15 @@ func (s *Store) RunsCreateMany(ctx context.Context, ps []RunsCreateParams) ([]Ru
 		if err != nil {
 			return nil, fmt.Errorf("row %d: %w", i, err)
 		}
-		ids[i], nss[i], exts[i], queues[i], types[i], versions[i] = p.RunID, p.Namespace, nullText(p.ExternalID), p.Queue, p.Type, p.Version
-		avail[i], deadlines[i], prios[i], parents[i], pstep[i], traces[i] = p.AvailableAt, p.DeadlineAt, int32(p.Priority), p.ParentRunID, nullText(p.ParentStepID), nullText(p.TraceContext)
-		if pol != nil {
-			ps := string(pol)
-			policies[i] = &ps
-		}
-		inputs[i] = p.Input
-		require[i] = p.RequireWorker
+		policies[i] = pol
 	}
-	rows, err := s.db.Query(ctx, `
-WITH v AS (
-	SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[],
-		$8::timestamptz[], $9::jsonb[], $10::int[], $11::uuid[], $12::text[], $13::text[], $14::boolean[], $15::bytea[])
-		AS v(run_id, namespace_id, external_id, task_queue, workflow_type, version, available_at, deadline_at,
-		retry_policy, priority, parent_run_id, parent_step_id, trace_context, require_worker, input)
-), chk AS (
-	SELECT bool_and(kagzi.require_worker(EXISTS (SELECT 1 FROM kagzi.workers w WHERE `+
-		workerServes("w", "g.namespace_id", "g.task_queue", "g.workflow_type", "g.version")+`),
-		g.namespace_id, g.task_queue, g.workflow_type, g.version)) AS ok
-	FROM (SELECT DISTINCT namespace_id, task_queue, workflow_type, version FROM v WHERE require_worker) g
-), r AS (
-	INSERT INTO kagzi.workflow_runs (run_id, namespace_id, external_id, task_queue, workflow_type, version,
-		status, available_at, deadline_at, retry_policy, priority, parent_run_id, parent_step_id, trace_context)
-	SELECT run_id, namespace_id, external_id, task_queue, workflow_type, `+defaultVersion("v.version", "v.namespace_id", "v.workflow_type")+`, 'PENDING',
-		coalesce(available_at, now()), deadline_at, retry_policy, priority, parent_run_id, parent_step_id, trace_context
-	FROM v WHERE (SELECT ok FROM chk) IS NOT FALSE
-	ON CONFLICT DO NOTHING
-	RETURNING run_id
-), p AS (
-	INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT v.run_id, v.input FROM v JOIN r USING (run_id)
-)
-SELECT run_id FROM r`, ids, nss, exts, queues, types, versions, avail, deadlines, policies, prios, parents, pstep, traces, require, inputs)
+	runs, created, err := s.runsCreate(ctx, ps, policies)
 	if err != nil {
-		return nil, mapErr("create runs", err)
+		return nil, err
 	}
-	inserted := make(map[uuid.UUID]bool, n)
-	for rows.Next() {
-		var id uuid.UUID
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return nil, mapErr("create runs", err)
-		}
-		inserted[id] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, mapErr("create runs", err)
-	}
-	out := make([]RunsCreateManyResult, n)
-	var missing []int
+	out := make([]RunsCreateManyResult, len(ps))
 	for i := range ps {
-		out[i] = RunsCreateManyResult{RunID: ids[i], Created: inserted[ids[i]]}
-		if !out[i].Created {
-			missing = append(missing, i)
-		}
-	}
-	for _, i := range missing {
-		existing, err := s.runsFindConflict(ctx, ps[i])
-		if err != nil {
-			return nil, mapErr(fmt.Sprintf("create runs: row %d", i), err)
-		}
-		out[i].RunID = existing.ID
+		out[i] = RunsCreateManyResult{RunID: runs[i].ID, Created: created[i]}
 	}
 	return out, nil
 }
@@ -386,7 +426,7 @@ SELECT run_id FROM r`, ids, nss, exts, queues, types, versions, avail, deadlines
 func (s *Store) RunsGet(ctx context.Context, namespace string, id uuid.UUID) (Run, error) {
 	row := s.db.QueryRow(ctx, `
 SELECT `+runCols+`, p.input, p.output, r.continued_as FROM kagzi.workflow_runs r LEFT JOIN kagzi.workflow_payloads p USING (run_id)
-WHERE r.namespace_id = $1 AND r.run_id = $2`, namespace, id)
+WHERE r.namespace_id = @namespace AND r.run_id = @run_id`, pgx.NamedArgs{"namespace": namespace, "run_id": id})
 	var in, out []byte
 	var cont *uuid.UUID
 	run, err := scanRun(row, &in, &out, &cont)
@@ -402,8 +442,9 @@ WHERE r.namespace_id = $1 AND r.run_id = $2`, namespace, id)
 func (s *Store) RunsGetByExternalID(ctx context.Context, namespace, externalID string) (Run, error) {
 	row := s.db.QueryRow(ctx, `
 SELECT `+runCols+` FROM kagzi.workflow_runs r
-WHERE r.namespace_id = $1 AND r.external_id = $2
-ORDER BY (r.status IN ('COMPLETED', 'FAILED', 'CANCELLED')), r.created_at DESC LIMIT 1`, namespace, externalID)
+WHERE r.namespace_id = @namespace AND r.external_id = @external_id
+ORDER BY (r.status IN ('COMPLETED', 'FAILED', 'CANCELLED')), r.created_at DESC LIMIT 1`,
+		pgx.NamedArgs{"namespace": namespace, "external_id": externalID})
 	run, err := scanRun(row)
 	if err != nil {
 		return Run{}, mapErr(fmt.Sprintf("get run by external id %q", externalID), err)
@@ -484,7 +525,8 @@ func collectRuns(rows pgx.Rows) ([]Run, error) {
 // RunsCount counts the namespace's runs by status (templates included under
 // their own statuses).
 func (s *Store) RunsCount(ctx context.Context, namespace string) (map[RunStatus]int64, error) {
-	rows, err := s.db.Query(ctx, `SELECT status, count(*) FROM kagzi.workflow_runs WHERE namespace_id = $1 GROUP BY status`, namespace)
+	rows, err := s.db.Query(ctx, `SELECT status, count(*) FROM kagzi.workflow_runs WHERE namespace_id = @namespace GROUP BY status`,
+		pgx.NamedArgs{"namespace": namespace})
 	if err != nil {
 		return nil, mapErr("count runs", err)
 	}
@@ -515,7 +557,7 @@ func (s *Store) RunsCancel(ctx context.Context, namespace string, id uuid.UUID) 
 	return s.retryDeadlock(ctx, "cancel run", func() (Run, error) {
 		return scanRun(s.db.QueryRow(ctx, `
 WITH RECURSIVE tree AS (
-	SELECT run_id FROM kagzi.workflow_runs WHERE namespace_id = $1 AND run_id = $2 AND status IN `+liveStatuses+`
+	SELECT run_id FROM kagzi.workflow_runs WHERE namespace_id = @namespace AND run_id = @run_id AND status IN `+liveStatuses+`
 	UNION
 	SELECT c.run_id FROM kagzi.workflow_runs c JOIN tree t ON c.parent_run_id = t.run_id
 	WHERE coalesce(c.parent_close_policy, 'TERMINATE') <> 'ABANDON'
@@ -529,7 +571,7 @@ WITH RECURSIVE tree AS (
 		cancel_requested_at = coalesce(r.cancel_requested_at, now()),
 		status = CASE WHEN x.unstarted THEN 'CANCELLED' ELSE r.status END,
 		finished_at = CASE WHEN x.unstarted THEN now() ELSE r.finished_at END,
-		error = CASE WHEN x.unstarted THEN CASE WHEN r.run_id = $2 THEN 'cancelled' ELSE 'parent cancelled' END ELSE r.error END,
+		error = CASE WHEN x.unstarted THEN CASE WHEN r.run_id = @run_id THEN 'cancelled' ELSE 'parent cancelled' END ELSE r.error END,
 		waiting_on = CASE WHEN x.unstarted THEN NULL ELSE r.waiting_on END,
 		available_at = CASE WHEN x.unstarted THEN NULL WHEN r.status IN ('PENDING', 'SLEEPING') THEN now() ELSE r.available_at END
 	FROM x WHERE r.run_id = x.run_id
@@ -539,7 +581,7 @@ WITH RECURSIVE tree AS (
 ), touched AS (
 	SELECT run_id FROM u
 ), `+parentWakeCTEs+`
-SELECT `+runCols+` FROM u r WHERE r.run_id = $2`, namespace, id))
+SELECT `+runCols+` FROM u r WHERE r.run_id = @run_id`, pgx.NamedArgs{"namespace": namespace, "run_id": id}))
 	}, namespace, id)
 }
 
@@ -562,15 +604,15 @@ func (s *Store) RunsTerminate(ctx context.Context, namespace string, id uuid.UUI
 		return scanRun(s.db.QueryRow(ctx, `
 WITH u AS (
 	UPDATE kagzi.workflow_runs r SET status = 'CANCELLED', finished_at = now(), available_at = NULL,
-		lease_expires_at = NULL, waiting_on = NULL, error = $3
-	WHERE r.namespace_id = $1 AND r.run_id = $2 AND r.status IN `+liveStatuses+`
+		lease_expires_at = NULL, waiting_on = NULL, error = @error
+	WHERE r.namespace_id = @namespace AND r.run_id = @run_id AND r.status IN `+liveStatuses+`
 	RETURNING r.*
 ), done AS (
 	SELECT run_id, parent_run_id, parent_step_id, status, error, NULL::bytea AS output FROM u
 ), touched AS (
 	SELECT run_id FROM u
 ), `+parentWakeCTEs+`
-SELECT `+runCols+` FROM u r`, namespace, id, clipError(msg)))
+SELECT `+runCols+` FROM u r`, pgx.NamedArgs{"namespace": namespace, "run_id": id, "error": clipError(msg)}))
 	}, namespace, id)
 }
 
@@ -621,13 +663,13 @@ WITH u AS (
 	UPDATE kagzi.workflow_runs r SET status = 'PENDING', attempts = 0, epoch = 1, error = NULL, finished_at = NULL,
 		available_at = now(), locked_by = NULL, lease_expires_at = NULL, waiting_on = NULL,
 		deadline_at = CASE WHEN r.deadline_at <= now() THEN NULL ELSE r.deadline_at END,
-		trace_context = coalesce(r.trace_context, $3)
-	WHERE r.namespace_id = $1 AND r.run_id = $2 AND r.status = 'FAILED'
+		trace_context = coalesce(r.trace_context, @trace_context)
+	WHERE r.namespace_id = @namespace AND r.run_id = @run_id AND r.status = 'FAILED'
 	RETURNING r.*
 ), epoch AS (
 	UPDATE kagzi.step_runs s SET run_attempt = NULL FROM u WHERE s.run_id = u.run_id AND s.run_attempt IS NOT NULL
 )
-SELECT `+runCols+` FROM u r`, namespace, id, tc)
+SELECT `+runCols+` FROM u r`, pgx.NamedArgs{"namespace": namespace, "run_id": id, "trace_context": tc})
 	run, err := scanRun(row)
 	if err == nil {
 		return run, nil
@@ -667,19 +709,19 @@ type RunsClaimParams struct {
 // runs of CTE c and returns them with their inputs and the latest attempt of
 // each of their steps, read in one scan of the latest-step index per run
 // (st, ordered by step id); tries (the retry budget used) is counted only
-// for a failed latest attempt. Payloads larger than $9 bytes are returned
+// for a failed latest attempt. Payloads larger than @inline_bytes bytes are returned
 // as their size only (octet_length reads a stored value's size without
 // reading the value).
 const claimUpdate = `
-UPDATE kagzi.workflow_runs r SET status = 'RUNNING', locked_by = $7, lease_token = r.lease_token + 1,
-	lease_expires_at = now() + $8 * interval '1 millisecond', available_at = NULL, waiting_on = NULL, limited = c.limited, held = false,
+UPDATE kagzi.workflow_runs r SET status = 'RUNNING', locked_by = @worker_id, lease_token = r.lease_token + 1,
+	lease_expires_at = now() + @lease_ms * interval '1 millisecond', available_at = NULL, waiting_on = NULL, limited = c.limited, held = false,
 	attempts = greatest(r.attempts, 1), started_at = coalesce(r.started_at, now()),
 	cancel_delivered = r.cancel_requested_at IS NOT NULL,
-	version = CASE WHEN r.version = '' THEN ($5::text[])[array_position($3::text[], r.workflow_type)] ELSE r.version END
+	version = CASE WHEN r.version = '' THEN (@versions::text[])[array_position(@types::text[], r.workflow_type)] ELSE r.version END
 FROM c LEFT JOIN LATERAL (
 	SELECT array_agg(s.step_id) AS ids, array_agg(s.status) AS statuses, array_agg(s.attempt_number) AS attempts,
-		array_agg(CASE WHEN octet_length(s.output) <= $9 THEN s.output ELSE ''::bytea END) AS outputs,
-		array_agg(CASE WHEN octet_length(s.output) > $9 THEN octet_length(s.output) ELSE 0 END) AS output_sizes,
+		array_agg(CASE WHEN octet_length(s.output) <= @inline_bytes THEN s.output ELSE ''::bytea END) AS outputs,
+		array_agg(CASE WHEN octet_length(s.output) > @inline_bytes THEN octet_length(s.output) ELSE 0 END) AS output_sizes,
 		array_agg(coalesce(s.error, '')) AS errs,
 		array_agg(coalesce(s.error_type, '')) AS error_types, array_agg(s.retry_at) AS retry_ats,
 		array_agg(coalesce(s.run_attempt, 0)) AS run_attempts, array_agg(s.non_retryable) AS non_retryables,
@@ -690,7 +732,7 @@ FROM c LEFT JOIN LATERAL (
 LEFT JOIN kagzi.workflow_payloads p ON p.run_id = c.run_id
 WHERE r.run_id = c.run_id
 RETURNING ` + runCols + `, c.due_at,
-	CASE WHEN octet_length(p.input) <= $9 THEN p.input END, coalesce(CASE WHEN octet_length(p.input) > $9 THEN octet_length(p.input) END, 0),
+	CASE WHEN octet_length(p.input) <= @inline_bytes THEN p.input END, coalesce(CASE WHEN octet_length(p.input) > @inline_bytes THEN octet_length(p.input) END, 0),
 	st.ids, st.statuses, st.attempts, st.outputs, st.output_sizes, st.errs, st.error_types, st.retry_ats, st.run_attempts, st.tries,
 	st.non_retryables`
 
@@ -700,73 +742,87 @@ RETURNING ` + runCols + `, c.due_at,
 // NOT EXISTS is uncorrelated: a one-time filter, evaluated once, that makes
 // the statement claim nothing when a requested type has a limit (RunsClaim
 // then runs runsClaimLimitedSQL); it leaves the plan on the claim index.
-const runsClaimSQL = `
+var runsClaimSQL = prepareNamed(`
 WITH c AS (
 	SELECT run_id, available_at AS due_at, false AS limited FROM kagzi.workflow_runs
-	WHERE namespace_id = $1 AND task_queue = $2 AND status IN ('PENDING', 'SLEEPING') AND available_at <= now()
-	  AND workflow_type = ANY($3::text[])
-	  AND (version = '' OR workflow_type || '@' || version = ANY($4::text[]))
+	WHERE namespace_id = @namespace AND task_queue = @queue AND status IN ('PENDING', 'SLEEPING') AND available_at <= now()
+	  AND workflow_type = ANY(@types::text[])
+	  AND (version = '' OR workflow_type || '@' || version = ANY(@type_versions::text[]))
 	  AND NOT EXISTS (SELECT 1 FROM kagzi.concurrency_limits l
-		WHERE l.namespace_id = $1 AND l.task_queue = $2 AND l.workflow_type = ANY($3::text[]))
+		WHERE l.namespace_id = @namespace AND l.task_queue = @queue AND l.workflow_type = ANY(@types::text[]))
 	ORDER BY priority DESC, available_at
-	LIMIT $6
+	LIMIT @limit
 	FOR UPDATE SKIP LOCKED
-)` + claimUpdate
+)` + claimUpdate)
 
 // runsClaimLimitedSQL is the claim statement when some requested types
-// ($10) have a concurrency limit. The unlimited types are claimed by c1 as
+// (@limited_types) have a concurrency limit. The unlimited types are claimed by c1 as
 // in runsClaimSQL. Each limited type is claimed by c2, up to the free slots
 // kagzi.claim_slots counts for it — locking its limit row until the claim
 // commits, so that claims of a limited type serialise and never overshoot
 // (see 003_durable.sql) — and marked limited, which puts them in the index
-// that count uses. c picks the best $6 of both by priority and age.
-const runsClaimLimitedSQL = `
+// that count uses. c picks the best @limit of both by priority and age.
+var runsClaimLimitedSQL = prepareNamed(`
 WITH lim AS (
-	SELECT t AS workflow_type, kagzi.claim_slots($1, $2, t) AS free FROM unnest($10::text[]) AS t
+	SELECT t AS workflow_type, kagzi.claim_slots(@namespace, @queue, t) AS free FROM unnest(@limited_types::text[]) AS t
 ), c1 AS (
 	SELECT run_id, priority, available_at, false AS limited FROM kagzi.workflow_runs
-	WHERE namespace_id = $1 AND task_queue = $2 AND status IN ('PENDING', 'SLEEPING') AND available_at <= now()
-	  AND workflow_type = ANY($3::text[]) AND workflow_type <> ALL ($10::text[])
-	  AND (version = '' OR workflow_type || '@' || version = ANY($4::text[]))
+	WHERE namespace_id = @namespace AND task_queue = @queue AND status IN ('PENDING', 'SLEEPING') AND available_at <= now()
+	  AND workflow_type = ANY(@types::text[]) AND workflow_type <> ALL (@limited_types::text[])
+	  AND (version = '' OR workflow_type || '@' || version = ANY(@type_versions::text[]))
 	ORDER BY priority DESC, available_at
-	LIMIT $6
+	LIMIT @limit
 	FOR UPDATE SKIP LOCKED
 ), c2 AS (
 	SELECT x.run_id, x.priority, x.available_at, true AS limited FROM lim CROSS JOIN LATERAL (
 		SELECT run_id, priority, available_at FROM kagzi.workflow_runs
-		WHERE namespace_id = $1 AND task_queue = $2 AND status IN ('PENDING', 'SLEEPING') AND available_at <= now()
+		WHERE namespace_id = @namespace AND task_queue = @queue AND status IN ('PENDING', 'SLEEPING') AND available_at <= now()
 		  AND workflow_type = lim.workflow_type
-		  AND (version = '' OR workflow_type || '@' || version = ANY($4::text[]))
+		  AND (version = '' OR workflow_type || '@' || version = ANY(@type_versions::text[]))
 		ORDER BY priority DESC, available_at
-		LIMIT least(coalesce(lim.free, $6), $6)
+		LIMIT least(coalesce(lim.free, @limit), @limit)
 		FOR UPDATE SKIP LOCKED
 	) x
 ), c AS (
 	SELECT run_id, available_at AS due_at, limited FROM (SELECT * FROM c1 UNION ALL SELECT * FROM c2) u
 	ORDER BY priority DESC, available_at
-	LIMIT $6
-)` + claimUpdate
+	LIMIT @limit
+)` + claimUpdate)
 
-// limitedTypesSQL lists which of the requested types ($3) have a
+// limitedTypesSQL lists which of the requested types (@types) have a
 // concurrency limit in the namespace and queue.
-const limitedTypesSQL = `
+var limitedTypesSQL = prepareNamed(`
 SELECT coalesce(array_agg(workflow_type), '{}') FROM kagzi.concurrency_limits
-WHERE namespace_id = $1 AND task_queue = $2 AND workflow_type = ANY($3::text[])`
+WHERE namespace_id = @namespace AND task_queue = @queue AND workflow_type = ANY(@types::text[])`)
 
 // claimStatement picks the claim statement RunsClaim would run for args.
-func (s *Store) claimStatement(ctx context.Context, db DBTX, args []any) (string, []any, error) {
+func (s *Store) claimStatement(ctx context.Context, db DBTX, args pgx.NamedArgs) (*namedSQL, pgx.NamedArgs, error) {
 	var limited []string
-	if err := db.QueryRow(ctx, limitedTypesSQL, args[0], args[1], args[2]).Scan(&limited); err != nil {
-		return "", nil, mapErr("claim runs: read limits", err)
+	if err := limitedTypesSQL.queryRow(ctx, db, limitedTypesArgs(args)).Scan(&limited); err != nil {
+		return nil, nil, mapErr("claim runs: read limits", err)
 	}
 	if len(limited) == 0 {
 		return runsClaimSQL, args, nil
 	}
-	return runsClaimLimitedSQL, append(args, limited), nil
+	return runsClaimLimitedSQL, claimLimitedArgs(args, limited), nil
+}
+
+// limitedTypesArgs are the arguments of limitedTypesSQL for a claim with
+// args.
+func limitedTypesArgs(args pgx.NamedArgs) pgx.NamedArgs {
+	return pgx.NamedArgs{"namespace": args["namespace"], "queue": args["queue"], "types": args["types"]}
+}
+
+// claimLimitedArgs are the arguments of runsClaimLimitedSQL: those of
+// runsClaimSQL and the limited types.
+func claimLimitedArgs(args pgx.NamedArgs, limited []string) pgx.NamedArgs {
+	out := maps.Clone(args)
+	out["limited_types"] = limited
+	return out
 }
 
 // claimArgs validates p and returns the arguments of runsClaimSQL.
-func claimArgs(p RunsClaimParams) ([]any, error) {
+func claimArgs(p RunsClaimParams) (pgx.NamedArgs, error) {
 	if p.Limit <= 0 {
 		return nil, invalidf("claim limit %d must be positive", p.Limit)
 	}
@@ -791,7 +847,8 @@ func claimArgs(p RunsClaimParams) ([]any, error) {
 	if inline <= 0 {
 		inline = protocol.InlinePayloadBytes
 	}
-	return []any{p.Namespace, p.Queue, types, pairs, versions, p.Limit, p.WorkerID, p.Lease.Milliseconds(), inline}, nil
+	return pgx.NamedArgs{"namespace": p.Namespace, "queue": p.Queue, "types": types, "type_versions": pairs, "versions": versions,
+		"limit": p.Limit, "worker_id": p.WorkerID, "lease_ms": p.Lease.Milliseconds(), "inline_bytes": inline}, nil
 }
 
 // RunsClaim claims up to Limit due runs in one claim statement: highest
@@ -813,8 +870,8 @@ func (s *Store) RunsClaim(ctx context.Context, p RunsClaimParams) ([]ClaimedRun,
 	// One round trip for the common case: the plain claim (which claims
 	// nothing if a requested type has a limit) and the read of the limits.
 	b := &pgx.Batch{}
-	b.Queue(runsClaimSQL, args...)
-	b.Queue(limitedTypesSQL, args[0], args[1], args[2])
+	runsClaimSQL.queue(b, args)
+	limitedTypesSQL.queue(b, limitedTypesArgs(args))
 	br := s.db.SendBatch(ctx, b)
 	rows, err := br.Query()
 	if err != nil {
@@ -837,7 +894,7 @@ func (s *Store) RunsClaim(ctx context.Context, p RunsClaimParams) ([]ClaimedRun,
 	if len(limited) == 0 {
 		return out, nil
 	}
-	rows, err = s.db.Query(ctx, runsClaimLimitedSQL, append(args, limited)...)
+	rows, err = runsClaimLimitedSQL.query(ctx, s.db, claimLimitedArgs(args, limited))
 	if err != nil {
 		return nil, mapErr("claim runs", err)
 	}
@@ -905,11 +962,11 @@ func (s *Store) RunsClaimExplain(ctx context.Context, p RunsClaimParams) (string
 		return "", mapErr("explain claim: begin", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	sql, args, err := s.claimStatement(ctx, tx, args)
+	q, args, err := s.claimStatement(ctx, tx, args)
 	if err != nil {
 		return "", err
 	}
-	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT TEXT) "+sql, args...)
+	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT TEXT) "+q.text, args)
 	if err != nil {
 		return "", mapErr("explain claim", err)
 	}
@@ -920,6 +977,20 @@ func (s *Store) RunsClaimExplain(ctx context.Context, p RunsClaimParams) (string
 	return strings.Join(lines, "\n"), nil
 }
 
+// runsNextDueSQL is RunsNextDue's statement.
+var runsNextDueSQL = prepareNamed(`
+SELECT min(available_at) FILTER (WHERE available_at > now()),
+	coalesce(bool_or(available_at <= now()), false)
+FROM (
+	(SELECT available_at FROM kagzi.workflow_runs
+	WHERE namespace_id = @namespace AND task_queue = @queue AND status IN ('PENDING', 'SLEEPING') AND available_at > now()
+	ORDER BY available_at LIMIT 1)
+	UNION ALL
+	(SELECT available_at FROM kagzi.workflow_runs
+	WHERE namespace_id = @namespace AND task_queue = @queue AND status IN ('PENDING', 'SLEEPING') AND available_at <= now()
+	LIMIT 1)
+) d`)
+
 // RunsNextDue returns, for the namespace and queue, the earliest due time
 // in the future of a claimable run (nil when there is none), and whether
 // some run is due already. The dispatcher arms its timer with the first,
@@ -927,18 +998,7 @@ func (s *Store) RunsClaimExplain(ctx context.Context, p RunsClaimParams) (string
 // type set's, a type at its concurrency limit, a row another transaction
 // held), so they are retried on other signals, not at once.
 func (s *Store) RunsNextDue(ctx context.Context, namespace, queue string) (next *time.Time, pastDue bool, err error) {
-	err = s.db.QueryRow(ctx, `
-SELECT min(available_at) FILTER (WHERE available_at > now()),
-	coalesce(bool_or(available_at <= now()), false)
-FROM (
-	(SELECT available_at FROM kagzi.workflow_runs
-	WHERE namespace_id = $1 AND task_queue = $2 AND status IN ('PENDING', 'SLEEPING') AND available_at > now()
-	ORDER BY available_at LIMIT 1)
-	UNION ALL
-	(SELECT available_at FROM kagzi.workflow_runs
-	WHERE namespace_id = $1 AND task_queue = $2 AND status IN ('PENDING', 'SLEEPING') AND available_at <= now()
-	LIMIT 1)
-) d`, namespace, queue).Scan(&next, &pastDue)
+	err = runsNextDueSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "queue": queue}).Scan(&next, &pastDue)
 	if err != nil {
 		return nil, false, mapErr("next due run", err)
 	}
@@ -981,14 +1041,23 @@ type Lease struct {
 	Token     int64
 }
 
-// leaseTransition applies set to the run if lease is current (status RUNNING
-// and the token matches). If not, it succeeds anyway when the run already
-// shows the same token and status done (a retried report), else ErrLeaseLost.
-func (s *Store) leaseTransition(ctx context.Context, what string, l Lease, done RunStatus, set string, args ...any) error {
-	all := append([]any{l.Namespace, l.RunID, l.Token}, args...)
-	tag, err := s.db.Exec(ctx, `
-UPDATE kagzi.workflow_runs SET `+set+`
-WHERE namespace_id = $1 AND run_id = $2 AND lease_token = $3 AND status = 'RUNNING'`, all...)
+// leaseWhere ends an update of a run made under a lease: it applies only
+// while the lease is current (status RUNNING and the token matches).
+const leaseWhere = `
+WHERE namespace_id = @namespace AND run_id = @run_id AND lease_token = @token AND status = 'RUNNING'`
+
+// leaseArgs adds the lease's arguments (those of leaseWhere) to args.
+func leaseArgs(l Lease, args pgx.NamedArgs) pgx.NamedArgs {
+	args["namespace"], args["run_id"], args["token"] = l.Namespace, l.RunID, l.Token
+	return args
+}
+
+// leaseTransition runs q, an update ending in leaseWhere, with args and
+// the lease's arguments. If it matched no run, it succeeds anyway when the
+// run already shows the same token and status done (a retried report), else
+// it is ErrLeaseLost.
+func (s *Store) leaseTransition(ctx context.Context, what string, l Lease, done RunStatus, q *namedSQL, args pgx.NamedArgs) error {
+	tag, err := q.exec(ctx, s.db, leaseArgs(l, args))
 	if err != nil {
 		return mapErr(what, err)
 	}
@@ -998,12 +1067,15 @@ WHERE namespace_id = $1 AND run_id = $2 AND lease_token = $3 AND status = 'RUNNI
 	return s.leaseCheckDone(ctx, what, l, done)
 }
 
+// leaseCheckSQL reads the state of a run a report under a lease matched.
+var leaseCheckSQL = prepareNamed(`SELECT status, lease_token FROM kagzi.workflow_runs WHERE namespace_id = @namespace AND run_id = @run_id`)
+
 // leaseCheckDone decides what a report that matched no running lease means.
 func (s *Store) leaseCheckDone(ctx context.Context, what string, l Lease, done RunStatus) error {
 	var st RunStatus
 	var tok int64
-	err := s.db.QueryRow(ctx, `SELECT status, lease_token FROM kagzi.workflow_runs WHERE namespace_id = $1 AND run_id = $2`,
-		l.Namespace, l.RunID).Scan(&st, &tok)
+	err := leaseCheckSQL.queryRow(ctx, s.db,
+		pgx.NamedArgs{"namespace": l.Namespace, "run_id": l.RunID}).Scan(&st, &tok)
 	if err != nil {
 		return mapErr(fmt.Sprintf("%s %s", what, l.RunID), err)
 	}
@@ -1024,21 +1096,24 @@ func (s *Store) RunsComplete(ctx context.Context, l Lease, output []byte) error 
 	return errs[0]
 }
 
-// RunsFail records a run's final failure (and, for a child, wakes its
-// parent).
-func (s *Store) RunsFail(ctx context.Context, l Lease, errMsg string) error {
-	var n int64
-	err := s.db.QueryRow(ctx, `
+// runsFailSQL is RunsFail's statement.
+var runsFailSQL = prepareNamed(`
 WITH r AS (
-	UPDATE kagzi.workflow_runs SET status = 'FAILED', finished_at = now(), lease_expires_at = NULL, error = $4
-	WHERE namespace_id = $1 AND run_id = $2 AND lease_token = $3 AND status = 'RUNNING'
+	UPDATE kagzi.workflow_runs SET status = 'FAILED', finished_at = now(), lease_expires_at = NULL, error = @error
+	` + leaseWhere + `
 	RETURNING run_id, parent_run_id, parent_step_id, status, error
 ), done AS (
 	SELECT r.*, NULL::bytea AS output FROM r
 ), touched AS (
 	SELECT run_id FROM r
-), `+parentWakeCTEs+`
-SELECT count(*) FROM r`, l.Namespace, l.RunID, l.Token, clipError(errMsg)).Scan(&n)
+), ` + parentWakeCTEs + `
+SELECT count(*) FROM r`)
+
+// RunsFail records a run's final failure (and, for a child, wakes its
+// parent).
+func (s *Store) RunsFail(ctx context.Context, l Lease, errMsg string) error {
+	var n int64
+	err := runsFailSQL.queryRow(ctx, s.db, leaseArgs(l, pgx.NamedArgs{"error": clipError(errMsg)})).Scan(&n)
 	if err != nil {
 		return mapErr("fail run", err)
 	}
@@ -1054,19 +1129,25 @@ SELECT count(*) FROM r`, l.Namespace, l.RunID, l.Token, clipError(errMsg)).Scan(
 func (s *Store) RunsSleep(ctx context.Context, l Lease, until *time.Time) error {
 	// A run asked to cancel whose workflow has not been delivered the
 	// request yet is due at once: its workflow handles the request.
-	return s.leaseTransition(ctx, "sleep run", l, StatusSleeping,
-		`status = 'SLEEPING', available_at = CASE WHEN cancel_requested_at IS NOT NULL AND NOT cancel_delivered THEN now()
-			ELSE $4::timestamptz END,
-		locked_by = NULL, lease_expires_at = NULL`, until)
+	return s.leaseTransition(ctx, "sleep run", l, StatusSleeping, runsSleepSQL, pgx.NamedArgs{"until": until})
 }
+
+// runsSleepSQL is RunsSleep's statement.
+var runsSleepSQL = prepareNamed(`
+UPDATE kagzi.workflow_runs SET status = 'SLEEPING',
+	available_at = CASE WHEN cancel_requested_at IS NOT NULL AND NOT cancel_delivered THEN now() ELSE @until::timestamptz END,
+	locked_by = NULL, lease_expires_at = NULL` + leaseWhere)
 
 // RunsRetryAt ends the current attempt with an error and makes the run
 // claimable again at the given time as its next attempt.
 func (s *Store) RunsRetryAt(ctx context.Context, l Lease, at time.Time, errMsg string) error {
-	return s.leaseTransition(ctx, "retry run", l, StatusPending,
-		`status = 'PENDING', available_at = $4, attempts = attempts + 1, locked_by = NULL, lease_expires_at = NULL, error = $5`,
-		at, clipError(errMsg))
+	return s.leaseTransition(ctx, "retry run", l, StatusPending, runsRetryAtSQL, pgx.NamedArgs{"at": at, "error": clipError(errMsg)})
 }
+
+// runsRetryAtSQL is RunsRetryAt's statement.
+var runsRetryAtSQL = prepareNamed(`
+UPDATE kagzi.workflow_runs SET status = 'PENDING', available_at = @at, attempts = attempts + 1,
+	locked_by = NULL, lease_expires_at = NULL, error = @error` + leaseWhere)
 
 // RunsRelease gives a claimed run back, claimable at once, without counting
 // an attempt: a delivery nobody received, or a worker draining.
@@ -1104,8 +1185,8 @@ const recoverFrom = `
 		         * (1 + greatest(pol.jitter, 0) * (2 * random() - 1)) AS delay_ms
 	) x`
 
-// lostSet takes runs back from a holder that went away (recoverRuns; $1 is
-// the error message): retried with the policy's backoff while attempts
+// lostSet takes runs back from a holder that went away (recoverRunsSQL;
+// @error is the error message): retried with the policy's backoff while attempts
 // remain, failed once exhausted. Only a run its holder is known to have
 // received — t.held: a heartbeat of the holder listed it since the claim —
 // counts the lost attempt, and may fail as exhausted. A run that never
@@ -1114,7 +1195,7 @@ const recoverFrom = `
 // PENDING, claimable at once, its attempts and error unchanged.
 const lostSet = `
 	locked_by = NULL, lease_expires_at = NULL, held = false,
-	error = CASE WHEN t.held THEN $1 ELSE r0.error END,
+	error = CASE WHEN t.held THEN @error ELSE r0.error END,
 	status = CASE WHEN t.held AND x.exhausted THEN 'FAILED' ELSE 'PENDING' END,
 	finished_at = CASE WHEN t.held AND x.exhausted THEN now() END,
 	attempts = CASE WHEN t.held AND NOT x.exhausted THEN r0.attempts + 1 ELSE r0.attempts END,
@@ -1135,14 +1216,18 @@ type RecoveredRun struct {
 	Undelivered bool
 }
 
-func (s *Store) recoverRuns(ctx context.Context, what, errMsg, where string, args ...any) ([]RecoveredRun, error) {
-	rows, err := s.db.Query(ctx, `
+// recoverHead and recoverTail make a statement that takes back the
+// running runs a condition between them picks (see lostSet): the runs
+// @received lists were received by their holder, whatever their held flag.
+const (
+	recoverHead = `
 WITH t AS (
-	SELECT run_id, held OR run_id = ANY($3::uuid[]) AS held FROM kagzi.workflow_runs
-	WHERE status = 'RUNNING' AND `+where+` FOR UPDATE SKIP LOCKED
+	SELECT run_id, held OR run_id = ANY(@received::uuid[]) AS held FROM kagzi.workflow_runs
+	WHERE status = 'RUNNING' AND `
+	recoverTail = ` FOR UPDATE SKIP LOCKED
 ), u AS (
-	UPDATE kagzi.workflow_runs r0 SET `+lostSet+`
-	FROM t JOIN kagzi.workflow_runs r ON r.run_id = t.run_id `+recoverFrom+`
+	UPDATE kagzi.workflow_runs r0 SET ` + lostSet + `
+	FROM t JOIN kagzi.workflow_runs r ON r.run_id = t.run_id ` + recoverFrom + `
 	WHERE r0.run_id = t.run_id
 	RETURNING r0.namespace_id, r0.run_id, r0.task_queue, r0.status, r0.available_at, r0.parent_run_id, r0.parent_step_id, r0.error,
 		NOT t.held AS undelivered
@@ -1150,8 +1235,17 @@ WITH t AS (
 	SELECT run_id, parent_run_id, parent_step_id, status, error, NULL::bytea AS output FROM u WHERE status = 'FAILED'
 ), touched AS (
 	SELECT run_id FROM u
-), `+parentWakeCTEs+`
-SELECT namespace_id, run_id, task_queue, status, available_at, undelivered FROM u`, append([]any{errMsg}, args...)...)
+), ` + parentWakeCTEs + `
+SELECT namespace_id, run_id, task_queue, status, available_at, undelivered FROM u`
+)
+
+var (
+	runsRecoverWorkerSQL = prepareNamed(recoverHead + `locked_by = @worker_id` + recoverTail)
+	runsExpireLeasesSQL  = prepareNamed(recoverHead + `lease_expires_at <= @now` + recoverTail)
+)
+
+func (s *Store) recoverRuns(ctx context.Context, what string, q *namedSQL, args pgx.NamedArgs) ([]RecoveredRun, error) {
+	rows, err := q.query(ctx, s.db, args)
 	if err != nil {
 		return nil, mapErr(what, err)
 	}
@@ -1177,13 +1271,15 @@ func (s *Store) RunsRecoverWorker(ctx context.Context, workerID uuid.UUID, recei
 	if received == nil {
 		received = []uuid.UUID{}
 	}
-	return s.recoverRuns(ctx, "recover worker runs", "worker "+workerID.String()+" lost", "locked_by = $2", workerID, received)
+	return s.recoverRuns(ctx, "recover worker runs", runsRecoverWorkerSQL,
+		pgx.NamedArgs{"error": "worker " + workerID.String() + " lost", "worker_id": workerID, "received": received})
 }
 
 // RunsExpireLeases takes back every running run whose lease expired at or
 // before now, like RunsRecoverWorker (a run is received when held).
 func (s *Store) RunsExpireLeases(ctx context.Context, now time.Time) ([]RecoveredRun, error) {
-	return s.recoverRuns(ctx, "expire leases", "lease expired", "lease_expires_at <= $2", now, []uuid.UUID{})
+	return s.recoverRuns(ctx, "expire leases", runsExpireLeasesSQL,
+		pgx.NamedArgs{"error": "lease expired", "now": now, "received": []uuid.UUID{}})
 }
 
 // RunsNextLeaseExpiry returns the earliest lease expiry of a running run, or
@@ -1203,10 +1299,10 @@ func (s *Store) RunsFailPastDeadline(ctx context.Context, now time.Time) ([]Run,
 	rows, err := s.db.Query(ctx, `
 WITH u AS (
 	UPDATE kagzi.workflow_runs r SET status = 'FAILED', finished_at = now(), available_at = NULL,
-		lease_expires_at = NULL, error = $2
+		lease_expires_at = NULL, error = @error
 	WHERE r.run_id IN (
 		SELECT run_id FROM kagzi.workflow_runs
-		WHERE deadline_at IS NOT NULL AND deadline_at <= $1 AND status IN `+liveStatuses+`
+		WHERE deadline_at IS NOT NULL AND deadline_at <= @now AND status IN `+liveStatuses+`
 		FOR UPDATE SKIP LOCKED)
 	RETURNING r.*
 ), done AS (
@@ -1214,7 +1310,7 @@ WITH u AS (
 ), touched AS (
 	SELECT run_id FROM u
 ), `+parentWakeCTEs+`
-SELECT `+runCols+` FROM u r`, now, DeadlineError)
+SELECT `+runCols+` FROM u r`, pgx.NamedArgs{"now": now, "error": DeadlineError})
 	if err != nil {
 		return nil, mapErr("fail past deadline", err)
 	}
@@ -1238,6 +1334,35 @@ type RunsExtendLeasesParams struct {
 	RunIDs []uuid.UUID
 	Until  time.Time
 }
+
+// runsExtendLeasesSQL is RunsExtendLeases' statement.
+var runsExtendLeasesSQL = prepareNamed(`
+WITH w AS (
+	SELECT * FROM unnest(@worker_ids::uuid[], @untils::timestamptz[]) AS w(worker_id, until)
+), held AS (
+	SELECT * FROM unnest(@run_worker_ids::uuid[], @run_ids::uuid[]) AS h(worker_id, run_id)
+), lk AS (
+	SELECT r.run_id, w.until FROM kagzi.workflow_runs r
+	JOIN held ON held.run_id = r.run_id AND held.worker_id = r.locked_by
+	JOIN w ON w.worker_id = held.worker_id
+	WHERE r.status = 'RUNNING'
+	FOR NO KEY UPDATE OF r SKIP LOCKED
+), ext AS (
+	UPDATE kagzi.workflow_runs r SET lease_expires_at = greatest(r.lease_expires_at, lk.until), held = true
+	FROM lk WHERE r.run_id = lk.run_id
+	RETURNING r.run_id
+), stray AS (
+	SELECT r.run_id FROM kagzi.workflow_runs r JOIN w ON r.locked_by = w.worker_id
+	WHERE r.status = 'RUNNING'
+	  AND r.lease_expires_at < w.until - @grace_ms * interval '1 millisecond'
+	  AND NOT EXISTS (SELECT 1 FROM held WHERE held.run_id = r.run_id AND held.worker_id = w.worker_id)
+	FOR NO KEY UPDATE OF r SKIP LOCKED
+), rel AS (
+	UPDATE kagzi.workflow_runs r SET status = 'PENDING', available_at = now(), locked_by = NULL, lease_expires_at = NULL
+	FROM stray WHERE r.run_id = stray.run_id
+	RETURNING r.run_id
+)
+SELECT (SELECT count(*) FROM ext), (SELECT count(*) FROM rel)`)
 
 // RunsExtendLeases persists heartbeats in one statement: the leases of the
 // runs each worker lists are extended to its Until, and those runs are
@@ -1266,33 +1391,8 @@ func (s *Store) RunsExtendLeases(ctx context.Context, hbs []RunsExtendLeasesPara
 	// would let its row locks and ours, taken in different orders,
 	// deadlock. A skipped lease is extended by the next heartbeat's flush,
 	// long before it expires.
-	err = s.db.QueryRow(ctx, `
-WITH w AS (
-	SELECT * FROM unnest($1::uuid[], $2::timestamptz[]) AS w(worker_id, until)
-), held AS (
-	SELECT * FROM unnest($3::uuid[], $4::uuid[]) AS h(worker_id, run_id)
-), lk AS (
-	SELECT r.run_id, w.until FROM kagzi.workflow_runs r
-	JOIN held ON held.run_id = r.run_id AND held.worker_id = r.locked_by
-	JOIN w ON w.worker_id = held.worker_id
-	WHERE r.status = 'RUNNING'
-	FOR NO KEY UPDATE OF r SKIP LOCKED
-), ext AS (
-	UPDATE kagzi.workflow_runs r SET lease_expires_at = greatest(r.lease_expires_at, lk.until), held = true
-	FROM lk WHERE r.run_id = lk.run_id
-	RETURNING r.run_id
-), stray AS (
-	SELECT r.run_id FROM kagzi.workflow_runs r JOIN w ON r.locked_by = w.worker_id
-	WHERE r.status = 'RUNNING'
-	  AND r.lease_expires_at < w.until - $5 * interval '1 millisecond'
-	  AND NOT EXISTS (SELECT 1 FROM held WHERE held.run_id = r.run_id AND held.worker_id = w.worker_id)
-	FOR NO KEY UPDATE OF r SKIP LOCKED
-), rel AS (
-	UPDATE kagzi.workflow_runs r SET status = 'PENDING', available_at = now(), locked_by = NULL, lease_expires_at = NULL
-	FROM stray WHERE r.run_id = stray.run_id
-	RETURNING r.run_id
-)
-SELECT (SELECT count(*) FROM ext), (SELECT count(*) FROM rel)`, workers, untils, runWorkers, runs, grace.Milliseconds()).Scan(&extended, &released)
+	err = runsExtendLeasesSQL.queryRow(ctx, s.db, pgx.NamedArgs{"worker_ids": workers, "untils": untils,
+		"run_worker_ids": runWorkers, "run_ids": runs, "grace_ms": grace.Milliseconds()}).Scan(&extended, &released)
 	if err != nil {
 		return 0, 0, mapErr("extend leases", err)
 	}

@@ -187,34 +187,33 @@ type RunsWaitParams struct {
 //
 // A run waits for every wait in progress its workflow recorded (EVENT steps
 // PENDING: woken by a matching event, due at the earliest of their
-// timeouts) and for the CHILD steps named in $5. It is claimable at once if
+// timeouts) and for the CHILD steps named in @child_steps. It is claimable at once if
 // a matching event is already there or every named child already finished.
-const runsWaitSQL = `
+var runsWaitSQL = prepareNamed(`
 WITH ev AS (
 	SELECT coalesce(bool_or(EXISTS (SELECT 1 FROM kagzi.workflow_events e
 			WHERE e.run_id = s.run_id AND e.name = convert_from(s.input, 'UTF8') AND e.consumed_at IS NULL)), false) AS ready,
 		min(s.retry_at) AS due
 	FROM kagzi.step_runs s
-	WHERE s.run_id = $2 AND s.is_latest AND s.kind = 'EVENT' AND s.status IN ('PENDING', 'RUNNING')
+	WHERE s.run_id = @run_id AND s.is_latest AND s.kind = 'EVENT' AND s.status IN ('PENDING', 'RUNNING')
 ), ch AS (
 	SELECT array_agg(s.step_id) AS ids FROM kagzi.step_runs s
-	WHERE s.run_id = $2 AND s.is_latest AND s.kind = 'CHILD' AND s.status IN ('PENDING', 'RUNNING')
-	  AND s.step_id = ANY($5::text[])
+	WHERE s.run_id = @run_id AND s.is_latest AND s.kind = 'CHILD' AND s.status IN ('PENDING', 'RUNNING')
+	  AND s.step_id = ANY(@child_steps::text[])
 ), u AS (
 	UPDATE kagzi.workflow_runs w SET status = 'SLEEPING', locked_by = NULL, lease_expires_at = NULL,
 		waiting_on = ch.ids,
-		available_at = CASE WHEN ev.ready OR (cardinality($5::text[]) > 0 AND ch.ids IS NULL)
-			OR (w.cancel_requested_at IS NOT NULL AND NOT w.cancel_delivered) THEN now() ELSE least($4::timestamptz, ev.due) END
+		available_at = CASE WHEN ev.ready OR (cardinality(@child_steps::text[]) > 0 AND ch.ids IS NULL)
+			OR (w.cancel_requested_at IS NOT NULL AND NOT w.cancel_delivered) THEN now() ELSE least(@until::timestamptz, ev.due) END
 	FROM ev CROSS JOIN ch
-	WHERE w.namespace_id = $1 AND w.run_id = $2 AND w.lease_token = $3 AND w.status = 'RUNNING'
+	WHERE w.namespace_id = @namespace AND w.run_id = @run_id AND w.lease_token = @token AND w.status = 'RUNNING'
 	RETURNING w.available_at IS NOT NULL AND w.available_at <= now() AS ready
 )
-SELECT count(*), coalesce(bool_or(ready), false) FROM u`
+SELECT count(*), coalesce(bool_or(ready), false) FROM u`)
 
 // runsLockSQL locks a run row under its lease (no row: the lease is gone).
-const runsLockSQL = `SELECT 1 FROM kagzi.workflow_runs
-WHERE namespace_id = $1 AND run_id = $2 AND lease_token = $3 AND status = 'RUNNING'
-FOR NO KEY UPDATE`
+var runsLockSQL = prepareNamed(`SELECT 1 FROM kagzi.workflow_runs` + leaseWhere + `
+FOR NO KEY UPDATE`)
 
 // RunsWait suspends a run, releasing its lease and slot, until its timer
 // (Until), the children it names, or an event one of its waits in progress
@@ -236,8 +235,8 @@ func (s *Store) RunsWait(ctx context.Context, p RunsWaitParams) (ready bool, err
 		children = []string{}
 	}
 	b := &pgx.Batch{}
-	b.Queue(runsLockSQL, p.Lease.Namespace, p.Lease.RunID, p.Lease.Token)
-	b.Queue(runsWaitSQL, p.Lease.Namespace, p.Lease.RunID, p.Lease.Token, p.Until, children)
+	runsLockSQL.queue(b, leaseArgs(p.Lease, pgx.NamedArgs{}))
+	runsWaitSQL.queue(b, leaseArgs(p.Lease, pgx.NamedArgs{"until": p.Until, "child_steps": children}))
 	br := s.db.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // continuedTrace is the SQL for the trace context of a run continuing one
@@ -16,6 +17,29 @@ import (
 func continuedTrace(col string) string {
 	return `CASE WHEN ` + col + ` LIKE '%-01' THEN left(` + col + `, length(` + col + `) - 2) || '03' ELSE ` + col + ` END`
 }
+
+// runsContinueAsNewSQL is RunsContinueAsNew's statement.
+var runsContinueAsNewSQL = prepareNamed(`
+WITH o AS (
+	UPDATE kagzi.workflow_runs SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL,
+		continued_as = @new_run_id
+	` + leaseWhere + ` AND parent_run_id IS NULL
+	RETURNING namespace_id, external_id, task_queue, workflow_type, retry_policy, priority, trace_context
+), n AS (
+	INSERT INTO kagzi.workflow_runs (run_id, namespace_id, external_id, task_queue, workflow_type, version,
+		status, available_at, retry_policy, priority, trace_context)
+	SELECT @new_run_id, o.namespace_id, o.external_id, o.task_queue, o.workflow_type,
+		` + defaultVersion("''", "o.namespace_id", "o.workflow_type") + `, 'PENDING', now(), o.retry_policy, o.priority,
+		` + continuedTrace("o.trace_context") + `
+	FROM o
+	RETURNING run_id
+), p AS (
+	INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT run_id, @input::bytea FROM n
+), e AS (
+	INSERT INTO kagzi.workflow_payloads (run_id, output) SELECT @run_id, 'null'::bytea FROM o
+	ON CONFLICT (run_id) DO UPDATE SET output = excluded.output
+)
+SELECT o.workflow_type FROM n, o`)
 
 // RunsContinueAsNew ends the run held by l COMPLETED, without output, and
 // starts in the same statement the run newID that continues it: the same
@@ -35,27 +59,7 @@ func (s *Store) RunsContinueAsNew(ctx context.Context, l Lease, newID uuid.UUID,
 		return "", err
 	}
 	var typ string
-	err := s.db.QueryRow(ctx, `
-WITH o AS (
-	UPDATE kagzi.workflow_runs SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL,
-		continued_as = $4
-	WHERE namespace_id = $1 AND run_id = $2 AND lease_token = $3 AND status = 'RUNNING' AND parent_run_id IS NULL
-	RETURNING namespace_id, external_id, task_queue, workflow_type, retry_policy, priority, trace_context
-), n AS (
-	INSERT INTO kagzi.workflow_runs (run_id, namespace_id, external_id, task_queue, workflow_type, version,
-		status, available_at, retry_policy, priority, trace_context)
-	SELECT $4, o.namespace_id, o.external_id, o.task_queue, o.workflow_type,
-		`+defaultVersion("''", "o.namespace_id", "o.workflow_type")+`, 'PENDING', now(), o.retry_policy, o.priority,
-		`+continuedTrace("o.trace_context")+`
-	FROM o
-	RETURNING run_id
-), p AS (
-	INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT run_id, $5::bytea FROM n
-), e AS (
-	INSERT INTO kagzi.workflow_payloads (run_id, output) SELECT $2, 'null'::bytea FROM o
-	ON CONFLICT (run_id) DO UPDATE SET output = excluded.output
-)
-SELECT o.workflow_type FROM n, o`, l.Namespace, l.RunID, l.Token, newID, input).Scan(&typ)
+	err := runsContinueAsNewSQL.queryRow(ctx, s.db, leaseArgs(l, pgx.NamedArgs{"new_run_id": newID, "input": input})).Scan(&typ)
 	if err == nil {
 		return typ, nil
 	}
@@ -69,7 +73,7 @@ SELECT o.workflow_type FROM n, o`, l.Namespace, l.RunID, l.Token, newID, input).
 		cont   *uuid.UUID
 	)
 	err = s.db.QueryRow(ctx, `SELECT status, lease_token, parent_run_id, continued_as FROM kagzi.workflow_runs
-WHERE namespace_id = $1 AND run_id = $2`, l.Namespace, l.RunID).Scan(&st, &tok, &parent, &cont)
+WHERE namespace_id = @namespace AND run_id = @run_id`, pgx.NamedArgs{"namespace": l.Namespace, "run_id": l.RunID}).Scan(&st, &tok, &parent, &cont)
 	if err != nil {
 		return "", mapErr(fmt.Sprintf("continue run %s as new", l.RunID), err)
 	}

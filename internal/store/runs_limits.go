@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // ConcurrencyLimit caps the RUNNING runs of one workflow type in one
@@ -42,14 +44,14 @@ func (s *Store) LimitsSet(ctx context.Context, namespace, queue, typ string, max
 	// (which reads only limited runs) sees them.
 	err := s.db.QueryRow(ctx, `
 WITH l AS (
-	INSERT INTO kagzi.concurrency_limits (namespace_id, task_queue, workflow_type, max_running) VALUES ($1, $2, $3, $4)
+	INSERT INTO kagzi.concurrency_limits (namespace_id, task_queue, workflow_type, max_running) VALUES (@namespace, @queue, @type, @max_running)
 	ON CONFLICT (namespace_id, task_queue, workflow_type) DO UPDATE SET max_running = excluded.max_running, updated_at = now()
 	RETURNING updated_at
 ), running AS (
 	UPDATE kagzi.workflow_runs SET limited = true
-	WHERE namespace_id = $1 AND task_queue = $2 AND workflow_type = $3 AND status = 'RUNNING' AND NOT limited
+	WHERE namespace_id = @namespace AND task_queue = @queue AND workflow_type = @type AND status = 'RUNNING' AND NOT limited
 )
-SELECT updated_at FROM l`, namespace, queue, typ, maxRunning).Scan(&l.UpdatedAt)
+SELECT updated_at FROM l`, pgx.NamedArgs{"namespace": namespace, "queue": queue, "type": typ, "max_running": maxRunning}).Scan(&l.UpdatedAt)
 	if err != nil {
 		return ConcurrencyLimit{}, mapErr("set concurrency limit", err)
 	}
@@ -61,7 +63,8 @@ SELECT updated_at FROM l`, namespace, queue, typ, maxRunning).Scan(&l.UpdatedAt)
 // ErrNotFound.
 func (s *Store) LimitsDelete(ctx context.Context, namespace, queue, typ string) error {
 	tag, err := s.db.Exec(ctx, `
-DELETE FROM kagzi.concurrency_limits WHERE namespace_id = $1 AND task_queue = $2 AND workflow_type = $3`, namespace, queue, typ)
+DELETE FROM kagzi.concurrency_limits WHERE namespace_id = @namespace AND task_queue = @queue AND workflow_type = @type`,
+		pgx.NamedArgs{"namespace": namespace, "queue": queue, "type": typ})
 	if err != nil {
 		return mapErr("delete concurrency limit", err)
 	}
@@ -75,7 +78,7 @@ DELETE FROM kagzi.concurrency_limits WHERE namespace_id = $1 AND task_queue = $2
 func (s *Store) LimitsList(ctx context.Context, namespace string) ([]ConcurrencyLimit, error) {
 	rows, err := s.db.Query(ctx, `
 SELECT namespace_id, task_queue, workflow_type, max_running, updated_at FROM kagzi.concurrency_limits
-WHERE namespace_id = $1 ORDER BY task_queue, workflow_type`, namespace)
+WHERE namespace_id = @namespace ORDER BY task_queue, workflow_type`, pgx.NamedArgs{"namespace": namespace})
 	if err != nil {
 		return nil, mapErr("list concurrency limits", err)
 	}

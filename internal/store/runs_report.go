@@ -166,7 +166,7 @@ func (s *Store) RunsCompleteMany(ctx context.Context, items []RunsCompleteItem) 
 // stepOutcome calls a conflict).
 // Its rows: one per completed run ('c', its run id and type) and one per
 // step report ('s', stepSetOutcomes).
-const runsCompleteSQL = `
+var runsCompleteSQL = prepareNamed(`
 WITH c AS (
 	SELECT * FROM unnest(@c_ns::text[], @c_run_id::uuid[], @c_tok::bigint[], @c_output::bytea[]) AS c(ns, run_id, tok, output)
 ), k AS (
@@ -194,12 +194,12 @@ WITH c AS (
 )
 SELECT 'c', 0::bigint, run_id::text, workflow_type, false, false, NULL::text, false FROM u
 UNION ALL
-SELECT 's', ord, NULL::text, NULL::text, held, wrote, before, cancel FROM so`
+SELECT 's', ord, NULL::text, NULL::text, held, wrote, before, cancel FROM so`)
 
 // runsCompleteOnlySQL is runsCompleteSQL for completions that carry no
 // step: the run rows are found once, by the update itself, which costs less
 // than the lease check's lookup and lock followed by the update's.
-const runsCompleteOnlySQL = `
+var runsCompleteOnlySQL = prepareNamed(`
 WITH c AS (
 	SELECT * FROM unnest(@c_ns::text[], @c_run_id::uuid[], @c_tok::bigint[], @c_output::bytea[]) AS c(ns, run_id, tok, output)
 ), u AS (
@@ -214,7 +214,7 @@ WITH c AS (
 	INSERT INTO kagzi.workflow_payloads (run_id, output) SELECT c.run_id, c.output FROM c JOIN u USING (run_id)
 	ON CONFLICT (run_id) DO UPDATE SET output = excluded.output
 )
-SELECT 'c', 0::bigint, run_id::text, workflow_type, false, false, NULL::text, false FROM u`
+SELECT 'c', 0::bigint, run_id::text, workflow_type, false, false, NULL::text, false FROM u`)
 
 // RunsCompleteBatch is RunsCompleteMany with each completion's outcome in
 // full, and the step reports that come with the completions recorded in the
@@ -308,7 +308,7 @@ func (s *Store) RunsCompleteBatch(ctx context.Context, items []RunsCompleteItem)
 		stmt, args = runsCompleteSQL, a.args()
 	}
 	args["c_ns"], args["c_run_id"], args["c_tok"], args["c_output"] = cns, cids, ctoks, couts
-	rows, err := s.db.Query(ctx, stmt, args)
+	rows, err := stmt.query(ctx, s.db, args)
 	if err != nil {
 		return nil, mapErr("complete runs", err)
 	}

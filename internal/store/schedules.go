@@ -13,6 +13,7 @@ import (
 
 	"github.com/adhocore/gronx"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/kagzi/kagzi/pkg/retry"
 )
@@ -281,12 +282,14 @@ func (s *Store) SchedulesCreate(ctx context.Context, p SchedulesCreateParams) (S
 WITH r AS (
 	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, task_queue, workflow_type, version, status,
 		available_at, retry_policy, cron_expr, timezone, max_catchup)
-	VALUES ($1, $2, $3, $4, $5, 'SCHEDULED', $6, $7, $8, $9, $10)
+	VALUES (@run_id, @namespace, @queue, @type, @version, 'SCHEDULED', @available_at, @retry_policy, @cron, @timezone, @max_catchup)
 	RETURNING `+runCols+`
 ), p AS (
-	INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT run_id, $11::bytea FROM r
+	INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT run_id, @input::bytea FROM r
 )
-SELECT * FROM r`, p.ScheduleID, p.Namespace, p.Queue, p.Type, p.Version, first, policy, cron, tz, p.MaxCatchup, p.Input)
+SELECT * FROM r`, pgx.NamedArgs{"run_id": p.ScheduleID, "namespace": p.Namespace, "queue": p.Queue, "type": p.Type,
+		"version": p.Version, "available_at": first, "retry_policy": policy, "cron": cron, "timezone": tz,
+		"max_catchup": p.MaxCatchup, "input": p.Input})
 	run, err := scanRun(row)
 	if err != nil {
 		return Schedule{}, mapErr(fmt.Sprintf("create schedule %s", p.ScheduleID), err)
@@ -303,7 +306,7 @@ const isTemplate = `r.status IN ('SCHEDULED', 'PAUSED')`
 func (s *Store) SchedulesGet(ctx context.Context, namespace string, id uuid.UUID) (Schedule, error) {
 	row := s.db.QueryRow(ctx, `
 SELECT `+runCols+`, p.input FROM kagzi.workflow_runs r LEFT JOIN kagzi.workflow_payloads p USING (run_id)
-WHERE r.namespace_id = $1 AND r.run_id = $2 AND `+isTemplate, namespace, id)
+WHERE r.namespace_id = @namespace AND r.run_id = @run_id AND `+isTemplate, pgx.NamedArgs{"namespace": namespace, "run_id": id})
 	var in []byte
 	run, err := scanRun(row, &in)
 	if err != nil {
@@ -341,10 +344,10 @@ func (s *Store) SchedulesList(ctx context.Context, p SchedulesListParams) (sched
 	}
 	rows, err := s.db.Query(ctx, `
 SELECT `+runCols+` FROM kagzi.workflow_runs r
-WHERE r.namespace_id = $1 AND `+isTemplate+`
-  AND ($2::timestamptz IS NULL OR (r.created_at, r.run_id) < ($2, $3::uuid))
+WHERE r.namespace_id = @namespace AND `+isTemplate+`
+  AND (@after_created_at::timestamptz IS NULL OR (r.created_at, r.run_id) < (@after_created_at, @after_run_id::uuid))
 ORDER BY r.created_at DESC, r.run_id DESC
-LIMIT $4`, p.Namespace, afterTS, afterID, p.Limit+1)
+LIMIT @limit`, pgx.NamedArgs{"namespace": p.Namespace, "after_created_at": afterTS, "after_run_id": afterID, "limit": p.Limit + 1})
 	if err != nil {
 		return nil, nil, mapErr("list schedules", err)
 	}
@@ -369,8 +372,8 @@ LIMIT $4`, p.Namespace, afterTS, afterID, p.Limit+1)
 func (s *Store) SchedulesPause(ctx context.Context, namespace string, id uuid.UUID) (Schedule, error) {
 	row := s.db.QueryRow(ctx, `
 UPDATE kagzi.workflow_runs r SET status = 'PAUSED', available_at = NULL
-WHERE r.namespace_id = $1 AND r.run_id = $2 AND r.status = 'SCHEDULED'
-RETURNING `+runCols, namespace, id)
+WHERE r.namespace_id = @namespace AND r.run_id = @run_id AND r.status = 'SCHEDULED'
+RETURNING `+runCols, pgx.NamedArgs{"namespace": namespace, "run_id": id})
 	run, err := scanRun(row)
 	if err == nil {
 		return scheduleFromRun(run), nil
@@ -413,9 +416,9 @@ func (s *Store) SchedulesResume(ctx context.Context, namespace string, id uuid.U
 			id, ErrConflict, sc.Cron, now.UTC().Format(time.RFC3339))
 	}
 	row := s.db.QueryRow(ctx, `
-UPDATE kagzi.workflow_runs r SET status = 'SCHEDULED', available_at = $3
-WHERE r.namespace_id = $1 AND r.run_id = $2 AND r.status = 'PAUSED'
-RETURNING `+runCols, namespace, id, next)
+UPDATE kagzi.workflow_runs r SET status = 'SCHEDULED', available_at = @available_at
+WHERE r.namespace_id = @namespace AND r.run_id = @run_id AND r.status = 'PAUSED'
+RETURNING `+runCols, pgx.NamedArgs{"namespace": namespace, "run_id": id, "available_at": next})
 	run, err := scanRun(row)
 	if err == nil {
 		return scheduleFromRun(run), nil
@@ -437,12 +440,12 @@ RETURNING `+runCols, namespace, id, next)
 func (s *Store) SchedulesDelete(ctx context.Context, namespace string, id uuid.UUID) error {
 	tag, err := s.db.Exec(ctx, `
 WITH d AS (
-	DELETE FROM kagzi.workflow_runs r WHERE r.namespace_id = $1 AND r.run_id = $2 AND `+isTemplate+`
+	DELETE FROM kagzi.workflow_runs r WHERE r.namespace_id = @namespace AND r.run_id = @run_id AND `+isTemplate+`
 	RETURNING r.run_id
 ), p AS (
 	DELETE FROM kagzi.workflow_payloads p USING d WHERE p.run_id = d.run_id
 )
-SELECT 1 FROM d`, namespace, id)
+SELECT 1 FROM d`, pgx.NamedArgs{"namespace": namespace, "run_id": id})
 	if err != nil {
 		return mapErr(fmt.Sprintf("delete schedule %s", id), err)
 	}
@@ -464,9 +467,9 @@ func (s *Store) SchedulesHistory(ctx context.Context, namespace string, id uuid.
 	}
 	rows, err := s.db.Query(ctx, `
 SELECT `+runCols+` FROM kagzi.workflow_runs r
-WHERE r.schedule_id = $2 AND r.namespace_id = $1
+WHERE r.schedule_id = @schedule_id AND r.namespace_id = @namespace
 ORDER BY r.schedule_fire_at DESC
-LIMIT $3`, namespace, id, limit)
+LIMIT @limit`, pgx.NamedArgs{"namespace": namespace, "schedule_id": id, "limit": limit})
 	if err != nil {
 		return nil, mapErr("schedule history", err)
 	}
@@ -492,9 +495,9 @@ func (s *Store) SchedulesDue(ctx context.Context, now time.Time, limit int) ([]S
 	}
 	rows, err := s.db.Query(ctx, `
 SELECT `+runCols+` FROM kagzi.workflow_runs r
-WHERE r.status = 'SCHEDULED' AND r.available_at <= $1
+WHERE r.status = 'SCHEDULED' AND r.available_at <= @now
 ORDER BY r.available_at
-LIMIT $2`, now, limit)
+LIMIT @limit`, pgx.NamedArgs{"now": now, "limit": limit})
 	if err != nil {
 		return nil, mapErr("due schedules", err)
 	}
@@ -665,6 +668,40 @@ type scheduleFired struct {
 	runs     []Run
 }
 
+// schedulesFireSQL is schedulesFire's statement.
+var schedulesFireSQL = prepareNamed(`
+WITH v AS (
+	SELECT * FROM unnest(@namespaces::text[], @schedule_ids::uuid[], @dues::timestamptz[], @nexts::timestamptz[], @last_fires::timestamptz[])
+		AS v(namespace_id, run_id, due, next, last_fired)
+), l AS (
+	SELECT v.* FROM kagzi.workflow_runs r JOIN v ON r.run_id = v.run_id AND r.namespace_id = v.namespace_id
+	WHERE r.status = 'SCHEDULED' AND r.available_at = v.due
+	ORDER BY r.run_id
+	FOR UPDATE OF r
+), u AS (
+	UPDATE kagzi.workflow_runs r SET available_at = l.next, last_fired_at = coalesce(l.last_fired, r.last_fired_at),
+		status = CASE WHEN l.next IS NULL THEN 'PAUSED' ELSE 'SCHEDULED' END
+	FROM l
+	WHERE r.run_id = l.run_id AND r.namespace_id = l.namespace_id AND r.status = 'SCHEDULED' AND r.available_at = l.due
+	RETURNING r.*
+), i AS (
+	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, task_queue, workflow_type, version, status,
+		available_at, retry_policy, priority, trace_context, schedule_id, schedule_fire_at)
+	SELECT f.run_id, u.namespace_id, u.task_queue, u.workflow_type, ` + defaultVersion("u.version", "u.namespace_id", "u.workflow_type") + `, 'PENDING',
+		now(), u.retry_policy, u.priority, f.trace_context, u.run_id, f.fire_at
+	FROM unnest(@run_ids::uuid[], @run_schedule_ids::uuid[], @fire_ats::timestamptz[], @trace_contexts::text[])
+		AS f(run_id, schedule_id, fire_at, trace_context)
+	JOIN u ON u.run_id = f.schedule_id
+	ON CONFLICT DO NOTHING
+	RETURNING r.*
+), p AS (
+	INSERT INTO kagzi.workflow_payloads (run_id, input)
+	SELECT i.run_id, tp.input FROM i LEFT JOIN kagzi.workflow_payloads tp ON tp.run_id = i.schedule_id
+)
+SELECT ` + runCols + `, false FROM u r
+UNION ALL
+SELECT ` + runCols + `, true FROM i r`)
+
 // schedulesFire is the conditional advance of many schedules and the
 // creation of their instances, in one statement. The advance is the guard:
 // of the callers that read the same due time, exactly one passes it (READ
@@ -720,38 +757,9 @@ func (s *Store) schedulesFire(ctx context.Context, fs []scheduleFiring, trace st
 	// The instances copy the template as the update left it, and their
 	// input from its payload row (checked against the limits when the
 	// schedule was created).
-	rows, err := s.db.Query(ctx, `
-WITH v AS (
-	SELECT * FROM unnest($1::text[], $2::uuid[], $3::timestamptz[], $4::timestamptz[], $5::timestamptz[])
-		AS v(namespace_id, run_id, due, next, last_fired)
-), l AS (
-	SELECT v.* FROM kagzi.workflow_runs r JOIN v ON r.run_id = v.run_id AND r.namespace_id = v.namespace_id
-	WHERE r.status = 'SCHEDULED' AND r.available_at = v.due
-	ORDER BY r.run_id
-	FOR UPDATE OF r
-), u AS (
-	UPDATE kagzi.workflow_runs r SET available_at = l.next, last_fired_at = coalesce(l.last_fired, r.last_fired_at),
-		status = CASE WHEN l.next IS NULL THEN 'PAUSED' ELSE 'SCHEDULED' END
-	FROM l
-	WHERE r.run_id = l.run_id AND r.namespace_id = l.namespace_id AND r.status = 'SCHEDULED' AND r.available_at = l.due
-	RETURNING r.*
-), i AS (
-	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, task_queue, workflow_type, version, status,
-		available_at, retry_policy, priority, trace_context, schedule_id, schedule_fire_at)
-	SELECT f.run_id, u.namespace_id, u.task_queue, u.workflow_type, `+defaultVersion("u.version", "u.namespace_id", "u.workflow_type")+`, 'PENDING',
-		now(), u.retry_policy, u.priority, f.trace_context, u.run_id, f.fire_at
-	FROM unnest($6::uuid[], $7::uuid[], $8::timestamptz[], $9::text[]) AS f(run_id, schedule_id, fire_at, trace_context)
-	JOIN u ON u.run_id = f.schedule_id
-	ON CONFLICT DO NOTHING
-	RETURNING r.*
-), p AS (
-	INSERT INTO kagzi.workflow_payloads (run_id, input)
-	SELECT i.run_id, tp.input FROM i LEFT JOIN kagzi.workflow_payloads tp ON tp.run_id = i.schedule_id
-)
-SELECT `+runCols+`, false FROM u r
-UNION ALL
-SELECT `+runCols+`, true FROM i r`,
-		nss, ids, dues, nexts, lastFires, runIDs, runSchedules, fireAts, traces)
+	rows, err := schedulesFireSQL.query(ctx, s.db,
+		pgx.NamedArgs{"namespaces": nss, "schedule_ids": ids, "dues": dues, "nexts": nexts, "last_fires": lastFires,
+			"run_ids": runIDs, "run_schedule_ids": runSchedules, "fire_ats": fireAts, "trace_contexts": traces})
 	if err != nil {
 		return nil, mapErr("fire schedules", err)
 	}
@@ -786,7 +794,8 @@ func (s *Store) scheduleInstance(ctx context.Context, namespace string, id uuid.
 	var run Run
 	rows, err := s.db.Query(ctx, `
 SELECT `+runCols+` FROM kagzi.workflow_runs r
-WHERE r.namespace_id = $1 AND r.schedule_id = $2 AND r.schedule_fire_at = $3`, namespace, id, fireAt)
+WHERE r.namespace_id = @namespace AND r.schedule_id = @schedule_id AND r.schedule_fire_at = @fire_at`,
+		pgx.NamedArgs{"namespace": namespace, "schedule_id": id, "fire_at": fireAt})
 	if err != nil {
 		return Run{}, mapErr("find fired run", err)
 	}

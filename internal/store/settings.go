@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Settings are the database-wide settings in kagzi.settings: the one source
@@ -62,8 +64,8 @@ func (s *Store) SettingsSet(ctx context.Context, v Settings) (Settings, error) {
 	if err := v.Validate(); err != nil {
 		return Settings{}, err
 	}
-	_, err := s.db.Exec(ctx, `UPDATE kagzi.settings SET payload_warn_bytes = $1, payload_max_bytes = $2, updated_at = now()`,
-		v.PayloadWarnBytes, v.PayloadMaxBytes)
+	_, err := s.db.Exec(ctx, `UPDATE kagzi.settings SET payload_warn_bytes = @warn_bytes, payload_max_bytes = @max_bytes, updated_at = now()`,
+		pgx.NamedArgs{"warn_bytes": v.PayloadWarnBytes, "max_bytes": v.PayloadMaxBytes})
 	if err != nil {
 		return Settings{}, mapErr("set settings", err)
 	}

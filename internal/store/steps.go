@@ -103,9 +103,10 @@ SELECT (SELECT count(*) FROM r) > 0, (SELECT count(*) FROM ins) > 0,
 	(SELECT status FROM kagzi.step_runs WHERE run_id = @run_id AND step_id = @step_id AND attempt_number = @attempt),
 	coalesce((SELECT cancel_requested_at IS NOT NULL FROM r), false)`
 
-// stepRecordSQL records one step attempt (see stepWriteCTEs).
-const stepRecordSQL = `
-WITH ` + stepWriteCTEs + stepOutcomeSelect
+// stepRecordSQL records one step attempt (see stepWriteCTEs). It and
+// stepRecordManySQL run for every report batch: rewritten once (namedSQL).
+var stepRecordSQL = prepareNamed(`
+WITH ` + stepWriteCTEs + stepOutcomeSelect)
 
 // stepReports are the step reports of a set-wise statement as rows, one per
 // element of the parallel arrays of stepArrays.args, with their ordinal
@@ -162,14 +163,14 @@ FROM l`
 // r locks the run rows in run id order, whatever the order of the reports,
 // so statements that lock several of the same runs wait for each other
 // instead of deadlocking.
-const stepRecordManySQL = `
+var stepRecordManySQL = prepareNamed(`
 WITH l AS (` + stepReports + `
 ), r AS (
 	SELECT l.*, w.namespace_id, w.epoch, w.cancel_requested_at FROM l JOIN kagzi.workflow_runs w
 		ON w.namespace_id = l.ns AND w.run_id = l.run_id AND w.lease_token = l.tok AND w.status = 'RUNNING'
 	ORDER BY w.run_id
 	FOR SHARE OF w
-), ` + stepSetCTEs + stepSetOutcomes
+), ` + stepSetCTEs + stepSetOutcomes)
 
 // minSetSteps is the fewest reports StepsRecordMany applies with
 // stepRecordManySQL. Postgres plans a prepared statement afresh for every
@@ -430,7 +431,7 @@ func (s *Store) stepsRecordSet(ctx context.Context, ps []StepsRecordParams, sent
 	for _, i := range sent {
 		a.add(&ps[i])
 	}
-	rows, err := s.db.Query(ctx, stepRecordManySQL, a.args())
+	rows, err := stepRecordManySQL.query(ctx, s.db, a.args())
 	if err != nil {
 		return nil, mapErr("record steps", err)
 	}
@@ -468,14 +469,14 @@ func (s *Store) stepsRecordPipelined(ctx context.Context, ps []StepsRecordParams
 	if len(sent) == 1 {
 		// One report needs no pipeline.
 		p := &ps[sent[0]]
-		if err := scanStepResult(s.db.QueryRow(ctx, stepRecordSQL, stepWriteArgs(p)), &res[0]); err != nil {
+		if err := scanStepResult(stepRecordSQL.queryRow(ctx, s.db, stepWriteArgs(p)), &res[0]); err != nil {
 			return nil, mapErr(fmt.Sprintf("record step %q of run %s", p.StepID, p.Lease.RunID), err)
 		}
 		return res, nil
 	}
 	b := &pgx.Batch{}
 	for _, i := range sent {
-		b.Queue(stepRecordSQL, stepWriteArgs(&ps[i]))
+		stepRecordSQL.queue(b, stepWriteArgs(&ps[i]))
 	}
 	br := s.db.SendBatch(ctx, b)
 	for k, i := range sent {

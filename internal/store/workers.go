@@ -162,7 +162,7 @@ func (s *Store) WorkersRegister(ctx context.Context, p WorkersRegisterParams) (W
 	row := s.db.QueryRow(ctx, `
 INSERT INTO kagzi.workers AS w (worker_id, namespace_id, task_queue, hostname, pid, version, workflow_types,
 	max_concurrency, status, labels)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'ONLINE', $9)
+VALUES (@worker_id, @namespace, @queue, @hostname, @pid, @version, @workflow_types, @max_concurrency, 'ONLINE', @labels)
 ON CONFLICT (worker_id) DO UPDATE SET
 	task_queue = excluded.task_queue, hostname = excluded.hostname, pid = excluded.pid, version = excluded.version,
 	workflow_types = excluded.workflow_types, max_concurrency = excluded.max_concurrency, labels = excluded.labels,
@@ -170,7 +170,8 @@ ON CONFLICT (worker_id) DO UPDATE SET
 	registered_at = CASE WHEN w.status = 'OFFLINE' THEN now() ELSE w.registered_at END
 WHERE w.namespace_id = excluded.namespace_id
 RETURNING `+workerCols,
-		p.WorkerID, p.Namespace, p.Queue, p.Hostname, p.PID, p.Version, typesJSON, p.MaxConcurrency, labelsJSON)
+		pgx.NamedArgs{"worker_id": p.WorkerID, "namespace": p.Namespace, "queue": p.Queue, "hostname": p.Hostname, "pid": p.PID,
+			"version": p.Version, "workflow_types": typesJSON, "max_concurrency": p.MaxConcurrency, "labels": labelsJSON})
 	w, err := scanWorker(row)
 	if isNoRows(err) {
 		return Worker{}, fmt.Errorf("register worker %s: %w: the id is registered in another namespace", p.WorkerID, ErrConflict)
@@ -189,6 +190,22 @@ type WorkerBeat struct {
 	// Draining moves an ONLINE worker to DRAINING.
 	Draining bool
 }
+
+// workersHeartbeatSQL is WorkersHeartbeat's statement.
+var workersHeartbeatSQL = prepareNamed(`
+WITH b AS (
+	SELECT * FROM unnest(@worker_ids::uuid[], @ats::timestamptz[], @draining::bool[]) AS b(worker_id, at, draining)
+), l AS (
+	SELECT w.worker_id FROM kagzi.workers w JOIN b USING (worker_id)
+	WHERE w.status <> 'OFFLINE'
+	ORDER BY w.worker_id
+	FOR NO KEY UPDATE OF w
+)
+UPDATE kagzi.workers w SET
+	last_heartbeat_at = greatest(w.last_heartbeat_at, coalesce(b.at, now())),
+	status = CASE WHEN b.draining AND w.status = 'ONLINE' THEN 'DRAINING' ELSE w.status END
+FROM b JOIN l USING (worker_id)
+WHERE w.worker_id = b.worker_id AND w.status <> 'OFFLINE'`)
 
 // WorkersHeartbeat persists many heartbeats in one statement and returns how
 // many workers it touched. Workers that are OFFLINE (or unknown) are not
@@ -230,33 +247,24 @@ func (s *Store) WorkersHeartbeat(ctx context.Context, beats []WorkerBeat) (int64
 	}
 	// Rows are locked in worker id order first so two concurrent flushes
 	// cannot deadlock on each other.
-	tag, err := s.db.Exec(ctx, `
-WITH b AS (
-	SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::bool[]) AS b(worker_id, at, draining)
-), l AS (
-	SELECT w.worker_id FROM kagzi.workers w JOIN b USING (worker_id)
-	WHERE w.status <> 'OFFLINE'
-	ORDER BY w.worker_id
-	FOR NO KEY UPDATE OF w
-)
-UPDATE kagzi.workers w SET
-	last_heartbeat_at = greatest(w.last_heartbeat_at, coalesce(b.at, now())),
-	status = CASE WHEN b.draining AND w.status = 'ONLINE' THEN 'DRAINING' ELSE w.status END
-FROM b JOIN l USING (worker_id)
-WHERE w.worker_id = b.worker_id AND w.status <> 'OFFLINE'`, ids, ats, draining)
+	tag, err := workersHeartbeatSQL.exec(ctx, s.db, pgx.NamedArgs{"worker_ids": ids, "ats": ats, "draining": draining})
 	if err != nil {
 		return 0, mapErr("worker heartbeats", err)
 	}
 	return tag.RowsAffected(), nil
 }
 
+// workerLiveWhere ends the update of a worker transition: the worker of
+// the namespace, if it is not OFFLINE, returned.
+const workerLiveWhere = `
+WHERE namespace_id = @namespace AND worker_id = @worker_id AND status <> 'OFFLINE'
+RETURNING ` + workerCols
+
 // workerTransition moves a worker of the namespace that is not OFFLINE;
 // an unknown worker is ErrNotFound and an OFFLINE one is returned as is.
-func (s *Store) workerTransition(ctx context.Context, what, namespace string, id uuid.UUID, set string) (Worker, error) {
-	row := s.db.QueryRow(ctx, `
-UPDATE kagzi.workers SET `+set+`
-WHERE namespace_id = $1 AND worker_id = $2 AND status <> 'OFFLINE'
-RETURNING `+workerCols, namespace, id)
+// Its statement is sql, an update of the worker ending in workerLiveWhere.
+func (s *Store) workerTransition(ctx context.Context, what, namespace string, id uuid.UUID, sql string) (Worker, error) {
+	row := s.db.QueryRow(ctx, sql, pgx.NamedArgs{"namespace": namespace, "worker_id": id})
 	w, err := scanWorker(row)
 	if err == nil {
 		return w, nil
@@ -275,7 +283,8 @@ RETURNING `+workerCols, namespace, id)
 // DRAINING worker is a no-op; draining an OFFLINE one is ErrConflict. The
 // caller tells the worker (it is not told by the store).
 func (s *Store) WorkersDrain(ctx context.Context, namespace string, id uuid.UUID) (Worker, error) {
-	w, err := s.workerTransition(ctx, "drain worker", namespace, id, `status = 'DRAINING'`)
+	w, err := s.workerTransition(ctx, "drain worker", namespace, id, `
+UPDATE kagzi.workers SET status = 'DRAINING'`+workerLiveWhere)
 	if err != nil {
 		return Worker{}, err
 	}
@@ -290,7 +299,8 @@ func (s *Store) WorkersDrain(ctx context.Context, namespace string, id uuid.UUID
 // still locked to the worker are not touched: the caller recovers them with
 // RunsRecoverWorker.
 func (s *Store) WorkersDeregister(ctx context.Context, namespace string, id uuid.UUID) (Worker, error) {
-	return s.workerTransition(ctx, "deregister worker", namespace, id, `status = 'OFFLINE', deregistered_at = now()`)
+	return s.workerTransition(ctx, "deregister worker", namespace, id, `
+UPDATE kagzi.workers SET status = 'OFFLINE', deregistered_at = now()`+workerLiveWhere)
 }
 
 // WorkersMarkStaleOffline marks OFFLINE every live worker whose last
@@ -302,10 +312,10 @@ func (s *Store) WorkersMarkStaleOffline(ctx context.Context, before time.Time) (
 UPDATE kagzi.workers w SET status = 'OFFLINE'
 WHERE w.worker_id IN (
 	SELECT worker_id FROM kagzi.workers
-	WHERE status <> 'OFFLINE' AND last_heartbeat_at < $1
+	WHERE status <> 'OFFLINE' AND last_heartbeat_at < @before
 	FOR UPDATE SKIP LOCKED)
-  AND w.status <> 'OFFLINE' AND w.last_heartbeat_at < $1
-RETURNING w.worker_id`, before)
+  AND w.status <> 'OFFLINE' AND w.last_heartbeat_at < @before
+RETURNING w.worker_id`, pgx.NamedArgs{"before": before})
 	if err != nil {
 		return nil, mapErr("mark stale workers offline", err)
 	}
@@ -324,7 +334,8 @@ func (s *Store) WorkersOldestHeartbeat(ctx context.Context) (*time.Time, error) 
 
 // WorkersGet returns a worker of the namespace.
 func (s *Store) WorkersGet(ctx context.Context, namespace string, id uuid.UUID) (Worker, error) {
-	row := s.db.QueryRow(ctx, `SELECT `+workerCols+` FROM kagzi.workers WHERE namespace_id = $1 AND worker_id = $2`, namespace, id)
+	row := s.db.QueryRow(ctx, `SELECT `+workerCols+` FROM kagzi.workers WHERE namespace_id = @namespace AND worker_id = @worker_id`,
+		pgx.NamedArgs{"namespace": namespace, "worker_id": id})
 	w, err := scanWorker(row)
 	if err != nil {
 		return Worker{}, mapErr(fmt.Sprintf("get worker %s", id), err)
@@ -360,9 +371,9 @@ func (s *Store) WorkersList(ctx context.Context, p WorkersListParams) ([]Worker,
 	}
 	rows, err := s.db.Query(ctx, `
 SELECT `+workerCols+` FROM kagzi.workers
-WHERE namespace_id = $1 AND ($2 = '' OR task_queue = $2) AND ($3 = '' OR status = $3)
+WHERE namespace_id = @namespace AND (@queue = '' OR task_queue = @queue) AND (@status = '' OR status = @status)
 ORDER BY task_queue, registered_at, worker_id
-LIMIT $4`, p.Namespace, p.Queue, string(p.Status), p.Limit)
+LIMIT @limit`, pgx.NamedArgs{"namespace": p.Namespace, "queue": p.Queue, "status": string(p.Status), "limit": p.Limit})
 	if err != nil {
 		return nil, mapErr("list workers", err)
 	}
@@ -395,7 +406,8 @@ SELECT namespace_id, task_queue, count(*) FROM kagzi.workers WHERE status = 'ONL
 // so the table does not grow with every worker that ever ran. It returns
 // how many it deleted.
 func (s *Store) WorkersDeleteOffline(ctx context.Context, before time.Time) (int64, error) {
-	tag, err := s.db.Exec(ctx, `DELETE FROM kagzi.workers WHERE status = 'OFFLINE' AND last_heartbeat_at < $1`, before)
+	tag, err := s.db.Exec(ctx, `DELETE FROM kagzi.workers WHERE status = 'OFFLINE' AND last_heartbeat_at < @before`,
+		pgx.NamedArgs{"before": before})
 	if err != nil {
 		return 0, mapErr("delete offline workers", err)
 	}
@@ -414,6 +426,10 @@ func workerServes(w, ns, q, typ, ver string) string {
 		`) ELSE jsonb_build_object('type', ` + typ + `, 'version', ` + ver + `) END)`
 }
 
+// workersServingSQL is WorkersServing's statement.
+var workersServingSQL = `SELECT count(*) FROM kagzi.workers w WHERE ` +
+	workerServes("w", "@namespace::text", "@queue::text", "@type::text", "@version::text")
+
 // WorkersServing counts the live workers of the namespace and queue that
 // serve runs of typ at version (empty: any version of typ): 0 means such
 // runs wait, PENDING, until a worker registers the type. Workers are live
@@ -421,7 +437,7 @@ func workerServes(w, ns, q, typ, ver string) string {
 // heartbeat).
 func (s *Store) WorkersServing(ctx context.Context, namespace, queue, typ, version string) (int, error) {
 	var n int
-	err := s.db.QueryRow(ctx, `SELECT count(*) FROM kagzi.workers w WHERE `+
-		workerServes("w", "$1::text", "$2::text", "$3::text", "$4::text"), namespace, queue, typ, version).Scan(&n)
+	err := s.db.QueryRow(ctx, workersServingSQL,
+		pgx.NamedArgs{"namespace": namespace, "queue": queue, "type": typ, "version": version}).Scan(&n)
 	return n, mapErr("count serving workers", err)
 }

@@ -84,13 +84,15 @@ func New(t testing.TB) string {
 	return url
 }
 
-// Pool returns a pool on a fresh test database, closed when t ends.
+// Pool returns a pool on a fresh test database, closed when t ends. A
+// statement whose named arguments do not match the names its text uses
+// fails t.
 func Pool(t testing.TB) (*pgxpool.Pool, string) {
 	t.Helper()
 	url := New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pool, err := store.Connect(ctx, url)
+	pool, err := store.ConnectTraced(ctx, url, namesTracer{t})
 	if err != nil {
 		t.Fatalf("test database: %v", err)
 	}

@@ -39,15 +39,49 @@ import (
 var errReached = errors.New("reached the database")
 
 // recordDB is a store.DBTX that records and fails every statement.
-type recordDB struct{ stmts [][]any }
+type recordDB struct{ stmts []stmt }
 
-func (d *recordDB) Exec(_ context.Context, _ string, args ...any) (pgconn.CommandTag, error) {
-	d.stmts = append(d.stmts, args)
+// stmt is a recorded statement. values are the arguments as Postgres gets
+// them, in placeholder order: a statement with named arguments is
+// rewritten by pgx's own rewriter, so a value given under a name the text
+// does not use is not among them. named holds the arguments by name (nil
+// for a statement with positional arguments). err is set when the names
+// given and the names the text uses differ: a misspelled name would
+// otherwise reach Postgres as NULL.
+type stmt struct {
+	sql    string
+	values []any
+	named  pgx.NamedArgs
+	err    error
+}
+
+func (d *recordDB) record(sql string, args []any) {
+	st := stmt{sql: sql, values: args}
+	if na, ok := store.NamedArgsOf(args); ok {
+		st.named = na
+		_, st.values, st.err = pgx.StrictNamedArgs(na).RewriteQuery(context.Background(), nil, sql, nil)
+	}
+	d.stmts = append(d.stmts, st)
+}
+
+// arg returns the argument named name of the statement, failing t when
+// the statement has no such argument.
+func (st stmt) arg(t *testing.T, name string) any {
+	t.Helper()
+	v, ok := st.named[name]
+	if !ok {
+		t.Fatalf("statement has no argument %q: %s", name, st.sql)
+	}
+	return v
+}
+
+func (d *recordDB) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	d.record(sql, args)
 	return pgconn.CommandTag{}, errReached
 }
 
-func (d *recordDB) Query(_ context.Context, _ string, args ...any) (pgx.Rows, error) {
-	d.stmts = append(d.stmts, args)
+func (d *recordDB) Query(_ context.Context, sql string, args ...any) (pgx.Rows, error) {
+	d.record(sql, args)
 	return nil, errReached
 }
 
@@ -56,7 +90,7 @@ func (d *recordDB) QueryRow(_ context.Context, sql string, args ...any) pgx.Row 
 		// The database's payload limits, read once before the first check.
 		return settingsRow{}
 	}
-	d.stmts = append(d.stmts, args)
+	d.record(sql, args)
 	return errRow{}
 }
 
@@ -70,7 +104,7 @@ func (settingsRow) Scan(dest ...any) error {
 
 func (d *recordDB) SendBatch(_ context.Context, b *pgx.Batch) pgx.BatchResults {
 	for _, q := range b.QueuedQueries {
-		d.stmts = append(d.stmts, q.Arguments)
+		d.record(q.SQL, q.Arguments)
 	}
 	return errBatch{}
 }
@@ -154,14 +188,18 @@ var (
 
 func pgTime(t time.Time) bool { return !t.Before(pgTimeMin) && t.Before(pgTimeEnd) }
 
-// checkArgs fails t unless every argument of every statement is a value
+// checkArgs fails t unless every statement's named arguments are the
+// names its text uses, and every argument of every statement is a value
 // Postgres holds as given: text without NUL or invalid UTF-8, times in the
 // timestamptz range and Go ints in the range of an integer column (every
 // integer column Kagzi writes from an int is one).
 func checkArgs(t *testing.T, db *recordDB) {
 	t.Helper()
-	for i, args := range db.stmts {
-		for j, a := range args {
+	for i, st := range db.stmts {
+		if st.err != nil {
+			t.Fatalf("statement %d: %v: %s", i, st.err, st.sql)
+		}
+		for j, a := range st.values {
 			if !pgValue(reflect.ValueOf(a)) {
 				t.Fatalf("statement %d argument %d reaches Postgres as %#v, which it cannot hold", i, j+1, a)
 			}
@@ -266,11 +304,11 @@ func fuzzInput(data []byte, mode uint8) (input any, want []byte) {
 }
 
 // checkPayload checks what the store was given for a payload: the exact
-// encoding (the statement's last argument), reported as large above the
-// warning size.
-func checkPayload(t *testing.T, db *recordDB, want []byte, large []int) {
+// encoding (the first statement's argument name, a run's input or, for
+// many runs, their inputs), reported as large above the warning size.
+func checkPayload(t *testing.T, db *recordDB, name string, want []byte, large []int) {
 	t.Helper()
-	last := db.stmts[0][len(db.stmts[0])-1]
+	last := db.stmts[0].arg(t, name)
 	var got []byte
 	switch v := last.(type) {
 	case []byte:
@@ -298,8 +336,8 @@ func canonicalTraceParent(s string) bool {
 
 // hasArg reports whether some argument of a statement is s, as text.
 func hasArg(db *recordDB, s string) bool {
-	for _, args := range db.stmts {
-		for _, a := range args {
+	for _, st := range db.stmts {
+		for _, a := range st.values {
 			switch v := a.(type) {
 			case string:
 				if v == s {
@@ -324,8 +362,8 @@ func hasArg(db *recordDB, s string) bool {
 // timeArgs returns the non-nil times the statements were given.
 func timeArgs(db *recordDB) []time.Time {
 	var out []time.Time
-	for _, args := range db.stmts {
-		for _, a := range args {
+	for _, st := range db.stmts {
+		for _, a := range st.values {
 			switch v := a.(type) {
 			case *time.Time:
 				if v != nil {
@@ -435,7 +473,7 @@ func FuzzStart(f *testing.F) {
 		reached := outcome(t, err, invalid, tooLarge)
 		if reached {
 			checkArgs(t, db)
-			checkPayload(t, db, want, *large)
+			checkPayload(t, db, "inputs", want, *large)
 			// Only a well-formed traceparent is stored.
 			other := false
 			for _, s := range []string{typ, queue, version, externalID, "default"} {
@@ -455,7 +493,7 @@ func FuzzStart(f *testing.F) {
 				}
 			}
 			if opts.RetryPolicy != nil {
-				checkStoredPolicy(t, db.stmts[0], *opts.RetryPolicy)
+				checkStoredPolicy(t, db.stmts[0], "retry_policies", *opts.RetryPolicy)
 			}
 		}
 
@@ -470,31 +508,38 @@ func FuzzStart(f *testing.F) {
 		}
 		if reached {
 			checkArgs(t, db2)
-			checkPayload(t, db2, want, *large2)
+			checkPayload(t, db2, "inputs", want, *large2)
+			if opts.RetryPolicy != nil {
+				checkStoredPolicy(t, db2.stmts[0], "retry_policies", *opts.RetryPolicy)
+			}
 		}
 	})
 }
 
-// checkStoredPolicy finds the policy among a statement's JSON arguments
-// (all but the payload, which is last) and checks a worker reads back the
-// policy the caller set.
-func checkStoredPolicy(t *testing.T, args []any, p retry.Policy) {
+// checkStoredPolicy finds the policy in the statement's argument name (a
+// run's policy or, for many runs, their policies: JSON) and checks a worker
+// reads back the policy the caller set.
+func checkStoredPolicy(t *testing.T, st stmt, name string, p retry.Policy) {
 	t.Helper()
-	for _, a := range args[:len(args)-1] {
-		b, ok := a.([]byte)
-		if !ok {
-			continue
+	var b []byte
+	switch v := st.arg(t, name).(type) {
+	case []byte:
+		b = v
+	case []*string:
+		if len(v) != 1 || v[0] == nil {
+			t.Fatalf("policies %v, want one", v)
 		}
-		var got retry.Policy
-		if err := json.Unmarshal(b, &got); err != nil {
-			t.Fatalf("stored policy %s: %v", b, err)
-		}
-		if got, want := got.WithDefaults(), p.WithDefaults(); !reflect.DeepEqual(got, want) {
-			t.Fatalf("policy %+v stored as %s, read back as %+v", want, b, got)
-		}
-		return
+		b = []byte(*v[0])
+	default:
+		t.Fatalf("the policy argument is %T", v)
 	}
-	t.Fatalf("no policy among %v", args)
+	var got retry.Policy
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatalf("stored policy %s: %v", b, err)
+	}
+	if got, want := got.WithDefaults(), p.WithDefaults(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("policy %+v stored as %s, read back as %+v", want, b, got)
+	}
 }
 
 func FuzzCreateSchedule(f *testing.F) {
@@ -561,7 +606,10 @@ func FuzzCreateSchedule(f *testing.F) {
 			return
 		}
 		checkArgs(t, db)
-		checkPayload(t, db, want, *large)
+		checkPayload(t, db, "input", want, *large)
+		if o.RetryPolicy != nil {
+			checkStoredPolicy(t, db.stmts[0], "retry_policy", *o.RetryPolicy)
+		}
 		if !hasArg(db, trimmed) {
 			t.Fatalf("cron %q not stored trimmed as %q", cron, trimmed)
 		}
