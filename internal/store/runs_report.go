@@ -156,6 +156,20 @@ func (s *Store) RunsCompleteMany(ctx context.Context, items []RunsCompleteItem) 
 	return errs, types, nil
 }
 
+// completeTail ends a completion statement whose u completed runs of c:
+// the parents' wake-up, the output rows, and a row per completed run ('c',
+// its id and type).
+const completeTail = `
+), done AS (
+	SELECT u.run_id, u.parent_run_id, u.parent_step_id, u.status, u.error, c.output FROM u JOIN c USING (run_id)
+), touched AS (
+	SELECT run_id FROM u
+), ` + parentWakeCTEs + `, p AS (
+	INSERT INTO kagzi.workflow_payloads (run_id, output) SELECT c.run_id, c.output FROM c JOIN u USING (run_id)
+	ON CONFLICT (run_id) DO UPDATE SET output = excluded.output
+)
+SELECT 'c', 0::bigint, run_id::text, workflow_type, false, false, NULL::text, false FROM u`
+
 // runsCompleteSQL completes the runs of c (and records the step reports of
 // l that come with them) in one statement. k is the lease check of every
 // run, locking its row in run id order (as every multi-run statement
@@ -184,15 +198,7 @@ WITH c AS (
 	UPDATE kagzi.workflow_runs w SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL FROM k
 	WHERE w.namespace_id = k.namespace_id AND w.run_id = k.run_id AND k.run_id NOT IN (SELECT run_id FROM bad)
 	RETURNING w.run_id, w.parent_run_id, w.parent_step_id, w.status, w.error, w.workflow_type
-), done AS (
-	SELECT u.run_id, u.parent_run_id, u.parent_step_id, u.status, u.error, c.output FROM u JOIN c USING (run_id)
-), touched AS (
-	SELECT run_id FROM u
-), ` + parentWakeCTEs + `, p AS (
-	INSERT INTO kagzi.workflow_payloads (run_id, output) SELECT c.run_id, c.output FROM c JOIN u USING (run_id)
-	ON CONFLICT (run_id) DO UPDATE SET output = excluded.output
-)
-SELECT 'c', 0::bigint, run_id::text, workflow_type, false, false, NULL::text, false FROM u
+` + completeTail + `
 UNION ALL
 SELECT 's', ord, NULL::text, NULL::text, held, wrote, before, cancel FROM so`)
 
@@ -206,15 +212,7 @@ WITH c AS (
 	UPDATE kagzi.workflow_runs w SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL FROM c
 	WHERE w.namespace_id = c.ns AND w.run_id = c.run_id AND w.lease_token = c.tok AND w.status = 'RUNNING'
 	RETURNING w.run_id, w.parent_run_id, w.parent_step_id, w.status, w.error, w.workflow_type
-), done AS (
-	SELECT u.run_id, u.parent_run_id, u.parent_step_id, u.status, u.error, c.output FROM u JOIN c USING (run_id)
-), touched AS (
-	SELECT run_id FROM u
-), ` + parentWakeCTEs + `, p AS (
-	INSERT INTO kagzi.workflow_payloads (run_id, output) SELECT c.run_id, c.output FROM c JOIN u USING (run_id)
-	ON CONFLICT (run_id) DO UPDATE SET output = excluded.output
-)
-SELECT 'c', 0::bigint, run_id::text, workflow_type, false, false, NULL::text, false FROM u`)
+` + completeTail)
 
 // RunsCompleteBatch is RunsCompleteMany with each completion's outcome in
 // full, and the step reports that come with the completions recorded in the
