@@ -16,30 +16,38 @@
 # the non-root user 65532. Configuration comes from KAGZI_* variables (see
 # README.md); the services serve /healthz and /readyz on :8080.
 #
-# deploy/deploy_test.go checks that the build line below names every main
-# package of the module and that GO_VERSION matches go.mod.
+# The CLI is a module of its own (cmd/kagzi/go.mod, so that applications of
+# the public packages do not depend on what only the CLI needs): it is built
+# in its directory, with its own go.mod and go.sum, never through a
+# workspace, so each binary is built with exactly the versions its module
+# selects. deploy/dockerfile_test.go checks that the build lines name every
+# main package of every module (each in its module's directory) and that
+# GO_VERSION matches go.mod.
 
 ARG GO_VERSION=1.26.8
 
 FROM --platform=$BUILDPLATFORM golang:${GO_VERSION} AS build
 WORKDIR /src
 ENV CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
-# Modules first, in their own layer: it is rebuilt only when go.mod or
-# go.sum change, not on every source edit.
+# Modules first, in their own layer: it is rebuilt only when a go.mod or
+# go.sum changes, not on every source edit. The CLI's module replaces the
+# root module by its directory, so the root go.mod comes first.
 COPY go.mod go.sum ./
-RUN go mod download && go mod verify
+COPY cmd/kagzi/go.mod cmd/kagzi/go.sum ./cmd/kagzi/
+RUN go mod download && go mod verify && \
+    go -C cmd/kagzi mod download && go -C cmd/kagzi mod verify
 COPY . .
 # Cross-compile for the platform being built (docker buildx --platform).
 ARG TARGETOS TARGETARCH
 RUN --mount=type=cache,target=/root/.cache/go-build \
-    GOOS=${TARGETOS} GOARCH=${TARGETARCH} \
+    export GOOS=${TARGETOS} GOARCH=${TARGETARCH} && \
     go build -trimpath -ldflags="-s -w" -o /out/ \
-        ./cmd/kagzi \
         ./cmd/healthcheck \
         ./services/dispatcher \
         ./services/scheduler \
         ./services/reaper \
-        ./services/worker
+        ./services/worker && \
+    go -C cmd/kagzi build -trimpath -ldflags="-s -w" -o /out/ .
 
 FROM gcr.io/distroless/static-debian12:nonroot
 LABEL org.opencontainers.image.title="kagzi" \

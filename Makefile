@@ -2,44 +2,61 @@
 SHELL := /bin/bash
 GO ?= go
 PG_URL = $$(scripts/ensure-postgres.sh)
+# Every Go module, the root first: the CLI (cmd/kagzi), the deploy tests and
+# the console's browser tests are modules of their own, which `./...` in
+# the root does not reach (see README.md, "Modules").
+MODULES := $(shell scripts/modules.sh)
 
-.PHONY: test test-auth run build lint fuzz bench-store bench chaos vendor-js
+.PHONY: test test-auth run build lint fuzz bench-store bench chaos vendor-js download
 
 ## test: start Postgres if none is reachable (and, as root, install iproute2
 ## for the failover test's network namespaces and chromium for the console's
-## browser tests if missing), download the modules (also the pinned
-## nats-server the tests build on first use and run as processes), then run
-## every test with -race, and the
-## end-to-end suite once more with NATS authorization on (test-auth).
-## Screenshots of the console land in artifacts/console/.
-test:
-	$(GO) mod download
-	$(GO) -C internal/testnats/natsbin mod download
-	@# Builds the pinned nats-server (once; then cached) outside the timed tests.
+## browser tests if missing), build the pinned nats-server the tests run
+## as processes (once; then cached), then run every test of every module
+## with -race, and the end-to-end suite once more with NATS authorization
+## on (test-auth). Screenshots of the console land in artifacts/console/.
+test: download
+	@# Builds the pinned nats-server outside the timed tests.
 	$(GO) test -count=1 -run '^TestStartConnectStop$$' ./internal/testnats/
 	@scripts/ensure-iproute2.sh
 	@scripts/ensure-chromium.sh
-	KAGZI_TEST_DATABASE_URL="$(PG_URL)" $(GO) test -race -count=1 -timeout 9m ./...
+	@url="$(PG_URL)"; failed=(); \
+	for m in $(MODULES); do \
+		echo "go test -race ./... ($$m)"; \
+		KAGZI_TEST_DATABASE_URL="$$url" $(GO) -C "$$m" test -race -count=1 -timeout 9m ./... || failed+=("$$m"); \
+	done; \
+	if (( $${#failed[@]} )); then echo "tests failed in: $${failed[*]}"; exit 1; fi
 	@$(MAKE) --no-print-directory test-auth
+
+## download: the modules of every go.mod.
+download:
+	@for m in $(MODULES); do $(GO) -C "$$m" mod download || exit 1; done
 
 ## test-auth: the end-to-end suite on a NATS server with the users and
 ## permissions of `kagzi nats-config`, every component connecting as its role.
 test-auth:
 	KAGZI_TEST_DATABASE_URL="$(PG_URL)" KAGZI_E2E_NATS_AUTH=1 $(GO) test -race -count=1 -timeout 9m ./internal/e2e/
 
-## build: build every binary into bin/.
+## build: build every package of every module, every binary into bin/.
 build:
-	$(GO) build -o bin/ ./...
+	@for m in $(MODULES); do \
+		echo "go build ($$m)"; \
+		if [[ -n "$$($(GO) -C "$$m" list -f '{{if eq .Name "main"}}main{{end}}' ./...)" ]]; then \
+			$(GO) -C "$$m" build -o "$(CURDIR)/bin/" ./... || exit 1; \
+		else \
+			$(GO) -C "$$m" build ./... || exit 1; \
+		fi; \
+	done
 
 ## run: migrate a local database "kagzi" and run every service with example runs (kagzi dev --demo).
 run:
-	$(GO) mod download
-	@url="$$(scripts/ensure-postgres.sh kagzi)"; echo "database: $$url"; KAGZI_DATABASE_URL="$$url" $(GO) run ./cmd/kagzi dev --demo
+	$(GO) -C cmd/kagzi mod download
+	@url="$$(scripts/ensure-postgres.sh kagzi)"; echo "database: $$url"; KAGZI_DATABASE_URL="$$url" $(GO) -C cmd/kagzi run . dev --demo
 
-## lint: formatting and vet.
+## lint: formatting, and vet in every module.
 lint:
 	@out="$$(gofmt -l .)"; if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
+	@for m in $(MODULES); do echo "go vet ($$m)"; $(GO) -C "$$m" vet ./... || exit 1; done
 
 ## bench-store: the store's claim-and-complete benchmark and claim plan.
 bench-store:
@@ -50,9 +67,9 @@ bench-store:
 ## BENCH_SCENARIOS picks scenarios, BENCH_FLAGS adds flags. See docs/BENCHMARKS.md.
 BENCH_SCENARIOS ?= throughput latency sleep idle scale connections cron recovery
 bench:
-	$(GO) mod download
+	$(GO) -C cmd/kagzi mod download
 	@tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
-	$(GO) build -o "$$tmp/kagzi" ./cmd/kagzi || exit 1; \
+	$(GO) -C cmd/kagzi build -o "$$tmp/kagzi" . || exit 1; \
 	url="$(PG_URL)"; \
 	for s in $(BENCH_SCENARIOS); do \
 		echo "kagzi bench --scenario $$s --json $(BENCH_FLAGS)" >&2; \
@@ -67,12 +84,12 @@ bench:
 ## --regressions internal/modeltest/testdata/regressions.json" runs 3,000 random
 ## programs of the model test instead). See docs/BENCHMARKS.md.
 chaos:
-	$(GO) mod download
+	$(GO) -C cmd/kagzi mod download
 	@tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
-	$(GO) build -o "$$tmp/kagzi" ./cmd/kagzi || exit 1; \
+	$(GO) -C cmd/kagzi build -o "$$tmp/kagzi" . || exit 1; \
 	"$$tmp/kagzi" chaos $(CHAOS_FLAGS)
 
-## fuzz: run every fuzz target for FUZZTIME (default 60s) each.
+## fuzz: run every fuzz target of every module for FUZZTIME (default 60s) each.
 fuzz:
 	KAGZI_TEST_DATABASE_URL="$(PG_URL)" scripts/fuzz.sh
 

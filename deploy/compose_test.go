@@ -18,7 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/internal/natsauth"
-	"github.com/kagzi/kagzi/internal/natsserver"
+	"github.com/kagzi/kagzi/pkg/protocol"
 )
 
 const composeFile = "compose.yaml"
@@ -415,8 +415,8 @@ func checkNATSConf(t *testing.T, file string) {
 	if err != nil {
 		t.Fatalf("%s: %v", file, err)
 	}
-	if o.MaxPayload < natsserver.MaxPayload {
-		t.Errorf("%s: max_payload %d, want at least %d (2 MiB payloads plus envelope)", file, o.MaxPayload, natsserver.MaxPayload)
+	if o.MaxPayload < protocol.NATSMaxPayload {
+		t.Errorf("%s: max_payload %d, want at least %d (2 MiB payloads plus envelope)", file, o.MaxPayload, protocol.NATSMaxPayload)
 	}
 	if o.Port != 4222 {
 		t.Errorf("%s: client port %d, want 4222", file, o.Port)
@@ -456,7 +456,7 @@ func TestComposeNATSAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	if string(got) != want {
-		t.Fatal("deploy/nats/auth.conf is not what `kagzi nats-config` prints: regenerate it (go run ./cmd/kagzi nats-config > deploy/nats/auth.conf, and the dev overlay's copy)")
+		t.Fatal("deploy/nats/auth.conf is not what `kagzi nats-config` prints: regenerate it (go -C cmd/kagzi run . nats-config > deploy/nats/auth.conf, and the dev overlay's copy)")
 	}
 	users, err := natsauth.Users(natsauth.Options{})
 	if err != nil {
@@ -483,9 +483,14 @@ func TestComposeNATSAuth(t *testing.T) {
 			t.Fatal(err)
 		}
 		o.Host, o.Port, o.HTTPPort, o.JetStream, o.StoreDir, o.NoLog, o.NoSigs = "127.0.0.1", server.RANDOM_PORT, 0, false, "", true, true
-		ns, err := natsserver.StartOptions(o)
+		ns, err := server.NewServer(o)
 		if err != nil {
 			t.Fatal(err)
+		}
+		go ns.Start()
+		if !ns.ReadyForConnections(10 * time.Second) {
+			ns.Shutdown()
+			t.Fatal("nats server from deploy/nats/nats.conf not ready for connections")
 		}
 		for name, user := range wantUser {
 			s := service(t, p, name)
@@ -494,18 +499,19 @@ func TestComposeNATSAuth(t *testing.T) {
 				continue
 			}
 			pw, _ := envValue(s, "KAGZI_NATS_PASSWORD")
-			nc, err := nats.Connect(ns.URL(), nats.UserInfo(user, pw))
+			nc, err := nats.Connect(ns.ClientURL(), nats.UserInfo(user, pw))
 			if err != nil {
 				t.Errorf("env %v: %s cannot connect as %s: %v", env, name, user, err)
 				continue
 			}
 			nc.Close()
-			if nc, err := nats.Connect(ns.URL(), nats.UserInfo(user, pw+"x")); err == nil {
+			if nc, err := nats.Connect(ns.ClientURL(), nats.UserInfo(user, pw+"x")); err == nil {
 				nc.Close()
 				t.Errorf("%s: a wrong password was accepted", user)
 			}
 		}
-		ns.Stop()
+		ns.Shutdown()
+		ns.WaitForShutdown()
 		w := service(t, p, "worker")
 		u := roleOf["worker-default-worker"]
 		if ns, _ := envValue(w, "KAGZI_NAMESPACE"); ns != u.Namespace {

@@ -95,15 +95,26 @@ func stages(t *testing.T, ins []instruction) (args []instruction, out []stage) {
 	return args, out
 }
 
-// goBuild is the go build command of the Dockerfile.
+// goBuild is one go build command of the Dockerfile.
 type goBuild struct {
+	Dir      string   // the module directory it runs in (go -C), "." for the root
 	Flags    []string // every flag and value before the packages
 	Output   string   // -o
-	Packages []string // ./cmd/kagzi ...
+	Packages []string // as given: ./services/dispatcher, or . in cmd/kagzi
 	Env      string   // the RUN line, for CGO_ENABLED etc.
 }
 
-var goBuildRE = regexp.MustCompile(`\bgo build\b(.*?)(?:&&|;|\|\||$)`)
+// binaries are b's packages relative to the repository root, as
+// ./cmd/kagzi.
+func (b goBuild) binaries() []string {
+	var out []string
+	for _, p := range b.Packages {
+		out = append(out, "./"+path.Join(b.Dir, p))
+	}
+	return out
+}
+
+var goBuildRE = regexp.MustCompile(`\bgo(?:\s+-C\s+(\S+))?\s+build\b(.*?)(?:&&|;|\|\||$)`)
 
 func findGoBuilds(t *testing.T, ins []instruction) []goBuild {
 	t.Helper()
@@ -113,8 +124,11 @@ func findGoBuilds(t *testing.T, ins []instruction) []goBuild {
 			continue
 		}
 		for _, m := range goBuildRE.FindAllStringSubmatch(in.Args, -1) {
-			b := goBuild{Env: in.Args}
-			f := strings.Fields(m[1])
+			b := goBuild{Dir: ".", Env: in.Args}
+			if m[1] != "" {
+				b.Dir = path.Clean(strings.Trim(m[1], `"'`))
+			}
+			f := strings.Fields(m[2])
 			for i := 0; i < len(f); i++ {
 				a := strings.Trim(f[i], `"'`)
 				switch {
@@ -149,17 +163,49 @@ func findGoBuilds(t *testing.T, ins []instruction) []goBuild {
 	return out
 }
 
-// goList runs go list over the module (-e: a package that does not compile
-// right now is still listed) and decodes its JSON stream.
-func goList(t *testing.T) []listedPackage {
+// modules are the directories, relative to the repository root, of the
+// repository's Go modules: the root and every nested go.mod.
+func modules(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(repoRoot, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && p != repoRoot && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && d.Name() == "go.mod" {
+			rel, err := filepath.Rel(repoRoot, filepath.Dir(p))
+			if err != nil {
+				return err
+			}
+			out = append(out, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(out, ".") || !slices.Contains(out, "cmd/kagzi") {
+		t.Fatalf("modules %v: want the root and cmd/kagzi at least", out)
+	}
+	return out
+}
+
+// goList runs go list over the module in dir, relative to the repository
+// root (-e: a package that does not compile right now is still listed),
+// and decodes its JSON stream.
+func goList(t *testing.T, dir string) []listedPackage {
 	t.Helper()
 	cmd := exec.Command("go", "list", "-e", "-json=Dir,ImportPath,Name,GoFiles,CgoFiles,EmbedFiles,Module", "./...")
-	cmd.Dir = repoRoot
+	cmd.Dir = filepath.Join(repoRoot, dir)
+	cmd.Env = append(os.Environ(), "GOWORK=off")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	outb, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, stderr.String())
+		t.Fatalf("go list in %s: %v\n%s", dir, err, stderr.String())
 	}
 	var pkgs []listedPackage
 	dec := json.NewDecoder(bytes.NewReader(outb))
@@ -173,7 +219,7 @@ func goList(t *testing.T) []listedPackage {
 		pkgs = append(pkgs, p)
 	}
 	if len(pkgs) == 0 {
-		t.Fatal("go list found no package")
+		t.Fatalf("go list found no package in %s", dir)
 	}
 	return pkgs
 }
@@ -184,46 +230,62 @@ type listedPackage struct {
 	Module                        *struct{ Path, Dir string }
 }
 
-// relPackage is p as the Dockerfile names it: ./services/dispatcher.
-func relPackage(p listedPackage) string {
+// relPackage is p, of the module in dir, as the Dockerfile names it
+// relative to the repository root: ./services/dispatcher, ./cmd/kagzi.
+func relPackage(dir string, p listedPackage) string {
 	if p.Module == nil {
 		return p.ImportPath
 	}
 	rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, p.Module.Path), "/")
-	return "./" + rel
+	return "./" + path.Join(dir, rel)
 }
 
-func dockerfileBuild(t *testing.T) goBuild {
+func dockerfileBuilds(t *testing.T) []goBuild {
 	t.Helper()
 	builds := findGoBuilds(t, parseDockerfile(t, filepath.Join(repoRoot, "Dockerfile")))
-	if len(builds) != 1 {
-		t.Fatalf("Dockerfile: %d go build commands, want one building every binary", len(builds))
+	if len(builds) == 0 {
+		t.Fatal("Dockerfile: no go build command")
 	}
-	return builds[0]
+	return builds
 }
 
 // dockerfileBinaries are the names of the binaries the image holds.
 func dockerfileBinaries(t *testing.T) []string {
 	t.Helper()
 	var out []string
-	for _, p := range dockerfileBuild(t).Packages {
-		out = append(out, path.Base(p))
+	for _, b := range dockerfileBuilds(t) {
+		for _, p := range b.binaries() {
+			out = append(out, path.Base(p))
+		}
 	}
 	return out
 }
 
-// TestDockerfileBuildsEveryMain compares the Dockerfile's go build with
-// the module's main packages.
+// TestDockerfileBuildsEveryMain compares the Dockerfile's go builds with
+// the main packages of every module: each built once, in the directory of
+// its own module (a module's packages build with that module's go.mod).
 func TestDockerfileBuildsEveryMain(t *testing.T) {
-	b := dockerfileBuild(t)
+	mainsIn := map[string]string{} // ./cmd/kagzi -> cmd/kagzi, its module
 	var mains []string
-	for _, p := range goList(t) {
-		if p.Name == "main" {
-			mains = append(mains, relPackage(p))
+	for _, dir := range modules(t) {
+		for _, p := range goList(t, dir) {
+			if p.Name == "main" {
+				rel := relPackage(dir, p)
+				mainsIn[rel] = dir
+				mains = append(mains, rel)
+			}
 		}
 	}
 	slices.Sort(mains)
-	built := slices.Clone(b.Packages)
+	var built []string
+	for _, b := range dockerfileBuilds(t) {
+		for _, p := range b.binaries() {
+			built = append(built, p)
+			if dir, ok := mainsIn[p]; ok && dir != b.Dir {
+				t.Errorf("Dockerfile builds %s in %s, but it belongs to the module in %s (go -C %s build)", p, b.Dir, dir, dir)
+			}
+		}
+	}
 	slices.Sort(built)
 	for _, m := range mains {
 		if !slices.Contains(built, m) {
@@ -232,7 +294,7 @@ func TestDockerfileBuildsEveryMain(t *testing.T) {
 	}
 	for _, p := range built {
 		if !slices.Contains(mains, p) {
-			t.Errorf("Dockerfile builds %s, which is not a main package of the module (mains: %v)", p, mains)
+			t.Errorf("Dockerfile builds %s, which is not a main package of any module (mains: %v)", p, mains)
 		}
 	}
 	for _, want := range []string{"./cmd/kagzi", "./cmd/healthcheck", "./services/dispatcher", "./services/scheduler", "./services/reaper", "./services/worker"} {
@@ -256,65 +318,73 @@ func TestDockerfile(t *testing.T) {
 		t.Fatalf("Dockerfile has %d stages, want a build stage and a runtime stage", len(st))
 	}
 
-	// The builder's Go matches go.mod's go directive.
-	goVersion := goModVersion(t)
+	builds := dockerfileBuilds(t)
+	// The builder's Go matches the go directive of every module it builds.
 	argVersion := ""
 	for _, a := range globalArgs {
 		if v, ok := strings.CutPrefix(a.Args, "GO_VERSION="); a.Cmd == "ARG" && ok {
 			argVersion = strings.Trim(v, `"`)
 		}
 	}
-	if argVersion != goVersion {
-		t.Errorf("Dockerfile ARG GO_VERSION=%q, go.mod says go %s", argVersion, goVersion)
+	for _, b := range builds {
+		if v := goModVersion(t, b.Dir); argVersion != v {
+			t.Errorf("Dockerfile ARG GO_VERSION=%q, %s says go %s", argVersion, path.Join(b.Dir, "go.mod"), v)
+		}
 	}
 	build := st[0]
 	if build.Image != "golang:${GO_VERSION}" && !strings.HasPrefix(build.Image, "golang:${GO_VERSION}-") {
 		t.Errorf("build stage FROM %s, want golang:${GO_VERSION}", build.Image)
 	}
 
-	// go.mod and go.sum are copied and downloaded before the sources, so
-	// the module layer survives source edits.
-	copyMod, download, copyAll := -1, -1, -1
-	for i, in := range build.Ins {
-		switch {
-		case in.Cmd == "COPY" && strings.Contains(in.Args, "go.mod") && strings.Contains(in.Args, "go.sum"):
-			copyMod = i
-		case in.Cmd == "RUN" && strings.Contains(in.Args, "go mod download"):
-			download = i
-		case in.Cmd == "COPY" && strings.HasPrefix(in.Args, ". "):
-			copyAll = i
+	// Each built module's go.mod and go.sum are copied and downloaded
+	// before the sources, so the module layer survives source edits.
+	copyAll := slices.IndexFunc(build.Ins, func(in instruction) bool { return in.Cmd == "COPY" && strings.HasPrefix(in.Args, ". ") })
+	for _, b := range builds {
+		modFile, sumFile, download := "go.mod", "go.sum", "go mod download"
+		if b.Dir != "." {
+			modFile, sumFile, download = b.Dir+"/go.mod", b.Dir+"/go.sum", "go -C "+b.Dir+" mod download"
+		}
+		copyMod := slices.IndexFunc(build.Ins, func(in instruction) bool {
+			f := strings.Fields(in.Args)
+			return in.Cmd == "COPY" && slices.Contains(f, modFile) && slices.Contains(f, sumFile)
+		})
+		down := slices.IndexFunc(build.Ins, func(in instruction) bool { return in.Cmd == "RUN" && strings.Contains(in.Args, download) })
+		if !(copyMod >= 0 && copyMod < down && down < copyAll) {
+			t.Errorf("build stage: want COPY %s %s, RUN %s, then COPY . . (got indexes %d, %d, %d)", modFile, sumFile, download, copyMod, down, copyAll)
 		}
 	}
-	if !(copyMod >= 0 && copyMod < download && download < copyAll) {
-		t.Errorf("build stage: want COPY go.mod go.sum, RUN go mod download, then COPY . . (got indexes %d, %d, %d)", copyMod, download, copyAll)
-	}
 
-	// Static, reproducible, stripped binaries.
-	b := dockerfileBuild(t)
-	cgoOff := strings.Contains(b.Env, "CGO_ENABLED=0")
+	// Static, reproducible, stripped binaries, all in one directory.
+	cgoOff := false
 	for _, in := range build.Ins {
 		if in.Cmd == "ENV" && strings.Contains(in.Args, "CGO_ENABLED=0") {
 			cgoOff = true
 		}
 	}
-	if !cgoOff {
-		t.Error("Dockerfile does not build with CGO_ENABLED=0")
-	}
-	if !slices.Contains(b.Flags, "-trimpath") {
-		t.Errorf("go build flags %q lack -trimpath", b.Flags)
-	}
-	ld := ""
-	for _, f := range b.Flags {
-		if v, ok := strings.CutPrefix(f, "-ldflags="); ok {
-			ld = v
+	for _, b := range builds {
+		if !cgoOff && !strings.Contains(b.Env, "CGO_ENABLED=0") {
+			t.Errorf("go build in %s: not with CGO_ENABLED=0", b.Dir)
+		}
+		if !slices.Contains(b.Flags, "-trimpath") {
+			t.Errorf("go build flags %q lack -trimpath", b.Flags)
+		}
+		ld := ""
+		for _, f := range b.Flags {
+			if v, ok := strings.CutPrefix(f, "-ldflags="); ok {
+				ld = v
+			}
+		}
+		if lf := strings.Fields(ld); !slices.Contains(lf, "-s") || !slices.Contains(lf, "-w") {
+			t.Errorf("go build -ldflags %q, want -s -w", ld)
+		}
+		if !strings.HasSuffix(b.Output, "/") || !path.IsAbs(b.Output) {
+			t.Errorf("go build -o %q, want an absolute directory (one binary per package, wherever go -C runs)", b.Output)
+		}
+		if b.Output != builds[0].Output {
+			t.Errorf("go build -o %q and %q: want every binary in one directory", builds[0].Output, b.Output)
 		}
 	}
-	if lf := strings.Fields(ld); !slices.Contains(lf, "-s") || !slices.Contains(lf, "-w") {
-		t.Errorf("go build -ldflags %q, want -s -w", ld)
-	}
-	if !strings.HasSuffix(b.Output, "/") {
-		t.Errorf("go build -o %q, want a directory (one binary per package)", b.Output)
-	}
+	b := builds[0]
 
 	// The runtime stage: minimal, non-root, every binary in /usr/local/bin,
 	// no ENTRYPOINT (the command picks the binary).
@@ -354,15 +424,17 @@ func TestDockerfile(t *testing.T) {
 	}
 }
 
-func goModVersion(t *testing.T) string {
+// goModVersion is the go directive of the go.mod in dir, relative to the
+// repository root.
+func goModVersion(t *testing.T, dir string) string {
 	t.Helper()
-	src, err := os.ReadFile(filepath.Join(repoRoot, "go.mod"))
+	src, err := os.ReadFile(filepath.Join(repoRoot, dir, "go.mod"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile(`(?m)^go\s+(\S+)\s*$`).FindSubmatch(src)
 	if m == nil {
-		t.Fatal("go.mod has no go directive")
+		t.Fatalf("%s has no go directive", path.Join(dir, "go.mod"))
 	}
 	return string(m[1])
 }
@@ -388,14 +460,17 @@ func TestDockerignore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	needed := []string{"go.mod", "go.sum"}
-	for _, p := range goList(t) {
-		rel, err := filepath.Rel(root, p.Dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range slices.Concat(p.GoFiles, p.CgoFiles, p.EmbedFiles) {
-			needed = append(needed, filepath.ToSlash(filepath.Join(rel, f)))
+	var needed []string
+	for _, b := range dockerfileBuilds(t) {
+		needed = append(needed, path.Join(b.Dir, "go.mod"), path.Join(b.Dir, "go.sum"))
+		for _, p := range goList(t, b.Dir) {
+			rel, err := filepath.Rel(root, p.Dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range slices.Concat(p.GoFiles, p.CgoFiles, p.EmbedFiles) {
+				needed = append(needed, filepath.ToSlash(filepath.Join(rel, f)))
+			}
 		}
 	}
 	for _, f := range needed {

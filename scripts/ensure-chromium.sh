@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs Debian's chromium when it is missing and we are root: the web
-# console's browser tests (pkg/console, chromedp) drive it headless. Not
-# root and no chromium, those tests skip.
+# console's browser tests (pkg/console/browsertest, chromedp) drive it
+# headless. Not root and no chromium, those tests skip.
 set -euo pipefail
 if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then exit 0; fi
 if [[ "$(id -u)" != 0 ]]; then echo "ensure-chromium: not root; the browser tests will skip" >&2; exit 0; fi

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kagzi/kagzi/internal/bench"
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench"
 	"github.com/kagzi/kagzi/internal/svc"
 )
 

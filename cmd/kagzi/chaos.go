@@ -7,9 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/natsserver"
 	"github.com/kagzi/kagzi/internal/chaos"
 	"github.com/kagzi/kagzi/internal/modeltest"
-	"github.com/kagzi/kagzi/internal/natsserver"
 )
 
 func init() { register(newChaosCmd) }

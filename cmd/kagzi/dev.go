@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/natsserver"
 	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/devserver"
 	"github.com/kagzi/kagzi/internal/engineclient"
@@ -70,6 +72,14 @@ results, then keeps serving until interrupted (or exits with --exit).`,
 			natsURL := ""
 			if cmd.Flags().Changed("nats-url") || envOr("KAGZI_NATS_URL", "") != "" || natsAnswers(a.NATSURL) {
 				natsURL = a.NATSURL
+			}
+			if natsURL == "" {
+				ns, err := startEmbeddedNATS()
+				if err != nil {
+					return err
+				}
+				defer ns.Stop()
+				natsURL = ns.URL()
 			}
 			log := svc.Logger(dcfg.LogLevel).With("service", "dev")
 			srv, err := devserver.Start(ctx, devserver.Options{
@@ -129,6 +139,21 @@ results, then keeps serving until interrupted (or exits with --exit).`,
 	cmd.Flags().StringVar(&consoleAddr, "console-addr", envOr("KAGZI_CONSOLE_ADDR", "127.0.0.1:8088"),
 		"serve the web console here (a free port if taken; empty: no console)")
 	return cmd
+}
+
+// startEmbeddedNATS starts dev's embedded NATS server on the default port
+// when it is free, else on any free port.
+func startEmbeddedNATS() (*natsserver.Server, error) {
+	port := 0
+	if ln, err := net.Listen("tcp", "127.0.0.1:4222"); err == nil {
+		_ = ln.Close()
+		port = 4222
+	}
+	ns, err := natsserver.Start(port)
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	return ns, nil
 }
 
 // natsAnswers reports whether a NATS server accepts connections at url.

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,8 +22,8 @@ const module = "github.com/kagzi/kagzi"
 var sqlExceptions = map[string]string{
 	// The bench names the statements it sees in pg_stat_activity by their
 	// beginnings; it executes none of them.
-	"internal/bench/idle.go":           "patterns matched against pg_stat_activity",
-	"internal/bench/scenarios_test.go": "pg_stat_activity rows for the classifier's test",
+	"cmd/kagzi/internal/bench/idle.go":           "patterns matched against pg_stat_activity",
+	"cmd/kagzi/internal/bench/scenarios_test.go": "pg_stat_activity rows for the classifier's test",
 }
 
 // sqlText matches a string that is a SQL statement: an upper-case
@@ -37,13 +38,16 @@ var natsCalls = map[string]bool{
 }
 
 type file struct {
-	rel  string // slash path from the module root
+	rel  string // slash path from the repository root
+	mod  string // slash path of its module's directory: "." for the root module
 	test bool
 	ast  *ast.File
 	fset *token.FileSet
 }
 
-// files parses every Go file of the module.
+// files parses every Go file of the repository: the root module's and
+// those of the nested modules (the CLI, the deploy tests, the console's
+// browser tests), to which every rule applies alike.
 func files(t *testing.T) []file {
 	t.Helper()
 	root, err := filepath.Abs("../..")
@@ -54,6 +58,7 @@ func files(t *testing.T) []file {
 		t.Fatalf("module root not found: %v", err)
 	}
 	var out []file
+	var mods []string // module directories, parents before children
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -61,6 +66,10 @@ func files(t *testing.T) []file {
 		if d.IsDir() {
 			if n := d.Name(); path != root && (strings.HasPrefix(n, ".") || n == "testdata" || n == "node_modules") {
 				return filepath.SkipDir
+			}
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+				rel, _ := filepath.Rel(root, path)
+				mods = append(mods, filepath.ToSlash(rel))
 			}
 			return nil
 		}
@@ -73,7 +82,14 @@ func files(t *testing.T) []file {
 			return err
 		}
 		rel, _ := filepath.Rel(root, path)
-		out = append(out, file{rel: filepath.ToSlash(rel), test: strings.HasSuffix(path, "_test.go"), ast: f, fset: fset})
+		rel = filepath.ToSlash(rel)
+		mod := "."
+		for _, m := range mods {
+			if m != "." && under(rel, m) {
+				mod = m // the innermost: WalkDir sees parents first
+			}
+		}
+		out = append(out, file{rel: rel, mod: mod, test: strings.HasSuffix(path, "_test.go"), ast: f, fset: fset})
 		return nil
 	})
 	if err != nil {
@@ -248,10 +264,49 @@ func TestServiceBinariesLinkOnlyTheirService(t *testing.T) {
 				t.Errorf("services/%s links %s", name, pkg)
 			}
 		}
-		for _, pkg := range []string{"internal/app", "internal/devserver", "internal/testflows", "internal/modeltest", "internal/bench", "internal/chaos"} {
+		for _, pkg := range []string{"internal/app", "internal/devserver", "internal/testflows", "internal/modeltest", "internal/chaos"} {
 			if deps[module+"/"+pkg] {
 				t.Errorf("services/%s links %s", name, pkg)
 			}
+		}
+	}
+}
+
+// The tool-only modules (ToolModules) are imported from nested modules
+// only, and the walk above reaches every nested module.
+func TestToolModulesOnlyInNestedModules(t *testing.T) {
+	fs := files(t)
+	seen := map[string]int{}
+	for _, f := range fs {
+		seen[f.mod]++
+		if f.mod != "." {
+			continue
+		}
+		for _, imp := range f.ast.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if IsToolModule(p) {
+				t.Errorf("%s imports %s: only tools and tests need it, so it belongs in a nested module (%v)", f.rel, p, NestedModules)
+			}
+		}
+	}
+	for _, m := range NestedModules {
+		if seen[m] == 0 {
+			t.Errorf("no Go file of the nested module %s was checked", m)
+		}
+	}
+	for m := range seen {
+		if m != "." && !slices.Contains(NestedModules, m) {
+			t.Errorf("nested module %s is not listed in NestedModules", m)
+		}
+	}
+	for _, p := range []string{"github.com/spf13/cobra", "github.com/nats-io/nats-server/v2/server", "k8s.io/api/core/v1", "github.com/riverqueue/river/rivermigrate"} {
+		if !IsToolModule(p) {
+			t.Errorf("%s not taken for a tool-only module", p)
+		}
+	}
+	for _, p := range []string{"github.com/nats-io/nats.go", "github.com/jackc/pgx/v5", "github.com/spf13/cobra-extra"} {
+		if IsToolModule(p) {
+			t.Errorf("%s taken for a tool-only module", p)
 		}
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/kagzi/kagzi/internal/natsserver"
+	"github.com/kagzi/kagzi/pkg/protocol"
 )
 
 // natsServer is the NATS server process: nats-server when it is
@@ -47,7 +47,7 @@ func (n *natsServer) start(ctx context.Context) error {
 	if n.bin != "" {
 		// 8 MiB payloads, as Kagzi's embedded server and compose run it.
 		conf := filepath.Join(filepath.Dir(n.log), "nats.conf")
-		body := fmt.Sprintf("listen: \"127.0.0.1:%d\"\nmax_payload: %d\n", n.port, natsserver.MaxPayload)
+		body := fmt.Sprintf("listen: \"127.0.0.1:%d\"\nmax_payload: %d\n", n.port, protocol.NATSMaxPayload)
 		if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
 			return err
 		}

@@ -1,7 +1,10 @@
-// Package devserver assembles every Kagzi service in one process: an
-// embedded NATS server unless one is given, the dispatcher with its relay,
-// the scheduler, the reaper, and workers. `kagzi dev` runs it for newcomers;
-// end-to-end tests run it against their own database.
+// Package devserver assembles every Kagzi service in one process on a
+// NATS server it is given: the dispatcher with its relay, the scheduler,
+// the reaper, and workers. `kagzi dev` runs it for newcomers (on the
+// embedded NATS server of the CLI's module when none is given); end-to-end
+// tests run it against their own database and NATS server. It embeds no
+// NATS server itself, so the module of the public packages does not
+// depend on nats-server.
 package devserver
 
 import (
@@ -9,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -18,7 +20,6 @@ import (
 	"github.com/kagzi/kagzi/internal/app"
 	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/dispatcher"
-	"github.com/kagzi/kagzi/internal/natsserver"
 	"github.com/kagzi/kagzi/internal/reaper"
 	"github.com/kagzi/kagzi/internal/scheduler"
 	"github.com/kagzi/kagzi/internal/store"
@@ -32,10 +33,8 @@ import (
 type Options struct {
 	// DatabaseURL of a migrated database (required).
 	DatabaseURL string
-	// NATSURL of a server to use; empty starts an embedded one on
-	// NATSPort (0: 4222 if free, else any free port).
-	NATSURL  string
-	NATSPort int
+	// NATSURL of the NATS server to use (required).
+	NATSURL string
 	// Dispatchers is the number of dispatcher replicas (default 1).
 	Dispatchers int
 	// Schedulers is the number of scheduler replicas (default 1, negative
@@ -88,7 +87,6 @@ type Server struct {
 
 	log   *slog.Logger
 	opts  func(role string) []nats.Option
-	ns    *natsserver.Server
 	comps []svc.Component
 	conns []*nats.Conn
 	close []func()
@@ -120,6 +118,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if o.DatabaseURL == "" {
 		return nil, errors.New("devserver: a database url is required")
 	}
+	if o.NATSURL == "" {
+		return nil, errors.New("devserver: a nats url is required")
+	}
 	s := &Server{log: o.Log, NATSURL: o.NATSURL, opts: o.NATSOptions}
 	ok := false
 	defer func() {
@@ -127,18 +128,6 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			s.Stop()
 		}
 	}()
-	if s.NATSURL == "" {
-		port := o.NATSPort
-		if port == 0 && portFree(4222) {
-			port = 4222
-		}
-		ns, err := natsserver.Start(port)
-		if err != nil {
-			return nil, fmt.Errorf("devserver: %w", err)
-		}
-		s.ns = ns
-		s.NATSURL = ns.URL()
-	}
 	connect := store.Connect
 	if o.Statements != nil {
 		connect = func(ctx context.Context, url string) (*pgxpool.Pool, error) {
@@ -256,8 +245,7 @@ func (s *Server) Connect() (*nats.Conn, error) {
 	return s.connect("client", protocol.RoleClient, nats.CustomInboxPrefix(protocol.ClientInbox(worker.DefaultNamespace)))
 }
 
-// Stop stops the components in reverse order, then the connections and
-// the embedded NATS server.
+// Stop stops the components in reverse order, then the connections.
 func (s *Server) Stop() {
 	for i := len(s.comps) - 1; i >= 0; i-- {
 		s.comps[i].Stop()
@@ -271,17 +259,4 @@ func (s *Server) Stop() {
 		f()
 	}
 	s.close = nil
-	if s.ns != nil {
-		s.ns.Stop()
-		s.ns = nil
-	}
-}
-
-func portFree(port int) bool {
-	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-	if err != nil {
-		return false
-	}
-	_ = ln.Close()
-	return true
 }

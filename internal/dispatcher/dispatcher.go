@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
@@ -501,8 +500,7 @@ func (d *Dispatcher) serve(q *queue) {
 		now := time.Now()
 		d.tel.claimed(d.ctx, q.key.ns, q.key.queue, runs, p.req.WorkerID.String(), claimStart, now)
 		for _, r := range runs {
-			d.tel.dispatch.Record(d.ctx, float64(now.Sub(r.DueAt))/float64(time.Millisecond),
-				metric.WithAttributes(attribute.String("namespace", r.Namespace), attribute.String("queue", r.Queue)))
+			d.tel.dispatch.Record(d.ctx, float64(now.Sub(r.DueAt))/float64(time.Millisecond), d.tel.queue(r.Namespace, r.Queue))
 		}
 		if len(runs) > 0 {
 			d.publishClaimed(q.key.ns, runs)
@@ -595,7 +593,7 @@ func (d *Dispatcher) deliver(p *parked, runs []store.ClaimedRun) {
 	// A delivery of one run carries its dispatch span as the W3C header
 	// too; several runs are several traces, each in its DeliveredRun.
 	hctx := d.ctx
-	if len(spans) == 1 {
+	if len(spans) == 1 && spans[0] != nil {
 		hctx = trace.ContextWithSpan(hctx, spans[0])
 	}
 	reply, err := d.nc.RequestMsg(tracectx.Msg(hctx, p.reply, data), d.cfg.DeliveryTimeout)

@@ -12,8 +12,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/nats-io/nats.go"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 
 	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/pkg/protocol"
@@ -138,7 +136,10 @@ type itemRef struct {
 // records in one round trip, then the rarer transitions one by one in the
 // order they came (suspensions, event waits, child starts, failures), then
 // all run completions in one statement. A run's steps and child starts thus
-// precede its completion, as the worker sent them. A run an item of which
+// precede its completion, as the worker sent them. The function steps of a
+// run that completes in the same batch, with nothing else between, go with
+// its completion instead (one statement, one lease check), which records
+// them before it completes the run. A run an item of which
 // the store refuses for good (a payload over the limit, a result that
 // conflicts with the recorded one) is failed with that reason, once, in the
 // same transaction, and its later items are not applied: sending the same
@@ -152,6 +153,9 @@ func (d *Dispatcher) applyJobs(ctx context.Context, tx *store.Store, batch []*re
 		completes []store.RunsCompleteItem
 		doneRefs  []itemRef
 		others    []itemRef
+		// ending: the completion of each run that ends in this batch, and
+		// whether its function steps may ride on it.
+		ending map[uuid.UUID]*foldable
 	)
 	for _, j := range batch {
 		j.results = make([]protocol.ReportResult, len(j.report.Items))
@@ -159,17 +163,58 @@ func (d *Dispatcher) applyJobs(ctx context.Context, tx *store.Store, batch []*re
 		j.refused = nil
 		for i := range j.report.Items {
 			it := &j.report.Items[i]
+			if it.Kind == protocol.ReportRunCompleted {
+				if ending == nil {
+					ending = map[uuid.UUID]*foldable{}
+				}
+				ending[it.RunID] = &foldable{ok: true, tok: it.LeaseToken}
+			}
+		}
+	}
+	for _, j := range batch {
+		for i := range j.report.Items {
+			it := &j.report.Items[i]
+			if f := ending[it.RunID]; f != nil && !foldsInto(it, f.tok) && it.Kind != protocol.ReportRunCompleted {
+				f.ok = false
+			}
+		}
+	}
+	for _, j := range batch {
+		for i := range j.report.Items {
+			it := &j.report.Items[i]
 			l := store.Lease{Namespace: j.report.Namespace, RunID: it.RunID, Token: it.LeaseToken}
 			switch it.Kind {
 			case protocol.ReportStepCompleted, protocol.ReportStepFailed:
+				if f := ending[it.RunID]; f != nil && f.ok {
+					f.steps = append(f.steps, stepParams(l, it))
+					f.refs = append(f.refs, itemRef{j, i})
+					continue
+				}
 				steps = append(steps, stepParams(l, it))
 				stepRefs = append(stepRefs, itemRef{j, i})
 			case protocol.ReportRunCompleted:
-				completes = append(completes, store.RunsCompleteItem{Lease: l, Output: it.Output})
-				doneRefs = append(doneRefs, itemRef{j, i})
 			default:
 				others = append(others, itemRef{j, i})
 			}
+		}
+	}
+	// The first completion of a run takes its steps (a repeated one, none).
+	folded := map[itemRef][]itemRef{}
+	for _, j := range batch {
+		for i := range j.report.Items {
+			it := &j.report.Items[i]
+			if it.Kind != protocol.ReportRunCompleted {
+				continue
+			}
+			c := store.RunsCompleteItem{Lease: store.Lease{Namespace: j.report.Namespace, RunID: it.RunID, Token: it.LeaseToken},
+				Output: it.Output}
+			if f := ending[it.RunID]; f.ok && len(f.steps) > 0 {
+				c.Steps = f.steps
+				folded[itemRef{j, i}] = f.refs
+				f.steps, f.refs = nil, nil
+			}
+			completes = append(completes, c)
+			doneRefs = append(doneRefs, itemRef{j, i})
 		}
 	}
 	if len(steps) > 0 {
@@ -178,11 +223,8 @@ func (d *Dispatcher) applyJobs(ctx context.Context, tx *store.Store, batch []*re
 			return err
 		}
 		for k, ref := range stepRefs {
-			if err := d.result(ref, outs[k].Err); err != nil {
+			if err := d.stepResult(ref, outs[k]); err != nil {
 				return err
-			}
-			if outs[k].CancelRequested && ref.j.results[ref.i].Code == protocol.ResultOK {
-				ref.j.results[ref.i].CancelRequested = true
 			}
 		}
 	}
@@ -196,21 +238,57 @@ func (d *Dispatcher) applyJobs(ctx context.Context, tx *store.Store, batch []*re
 	}
 	completes, doneRefs = d.dropRefused(completes, doneRefs)
 	if len(completes) > 0 {
-		errs, types, err := tx.RunsCompleteMany(ctx, completes)
+		outs, err := tx.RunsCompleteBatch(ctx, completes)
 		if err != nil {
 			return err
 		}
 		for k, ref := range doneRefs {
-			if err := d.result(ref, errs[k]); err != nil {
+			for n, sref := range folded[ref] {
+				if err := d.stepResult(sref, outs[k].Steps[n]); err != nil {
+					return err
+				}
+			}
+			if d.skipRefused(ref) {
+				continue
+			}
+			if err := d.result(ref, outs[k].Err); err != nil {
 				return err
 			}
-			if errs[k] == nil {
+			if outs[k].Err == nil {
 				ref.j.finished = append(ref.j.finished, finishedRun{protocol.RunFinished{Namespace: ref.j.report.Namespace,
-					RunID: ref.j.report.Items[ref.i].RunID, Status: string(store.StatusCompleted)}, types[k]})
+					RunID: ref.j.report.Items[ref.i].RunID, Status: string(store.StatusCompleted)}, outs[k].Type})
 			}
 		}
 	}
 	return d.failRefused(ctx, tx, batch)
+}
+
+// foldable is a run that completes in a batch: whether its function steps
+// go with its completion (every other item of the run in the batch is such
+// a step, under the same lease), and those steps with their items.
+type foldable struct {
+	ok    bool
+	tok   int64
+	steps []store.StepsRecordParams
+	refs  []itemRef
+}
+
+// foldsInto says whether it may be recorded with its run's completion under
+// lease token tok.
+func foldsInto(it *protocol.ReportItem, tok int64) bool {
+	return (it.Kind == protocol.ReportStepCompleted || it.Kind == protocol.ReportStepFailed) &&
+		it.LeaseToken == tok && (it.StepKind == "" || store.StepKind(it.StepKind) == store.StepFunction)
+}
+
+// stepResult records the outcome of one step report.
+func (d *Dispatcher) stepResult(ref itemRef, o store.StepOutcome) error {
+	if err := d.result(ref, o.Err); err != nil {
+		return err
+	}
+	if o.CancelRequested && ref.j.results[ref.i].Code == protocol.ResultOK {
+		ref.j.results[ref.i].CancelRequested = true
+	}
+	return nil
 }
 
 // skipRefused answers an item of a run whose earlier item was refused,
@@ -352,7 +430,7 @@ func (d *Dispatcher) result(ref itemRef, err error) error {
 	case errors.Is(err, store.ErrLeaseLost):
 		*r = protocol.ReportResult{Code: protocol.ResultLeaseLost, Message: err.Error()}
 		d.leaseLost.Add(1)
-		d.tel.leaseLost.Add(d.ctx, 1, metric.WithAttributes(attribute.String("namespace", ref.j.report.Namespace)))
+		d.tel.leaseLost.Add(d.ctx, 1, d.tel.ns(ref.j.report.Namespace))
 	case errors.Is(err, store.ErrInvalidArgument), errors.Is(err, store.ErrPayloadTooLarge),
 		errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict):
 		*r = protocol.ReportResult{Code: protocol.ResultInvalid, Message: err.Error()}
@@ -403,8 +481,7 @@ func (d *Dispatcher) reply(j *reportJob) {
 			}
 		}
 	}
-	d.tel.reportLatency.Record(d.ctx, float64(time.Since(j.received))/float64(time.Millisecond),
-		metric.WithAttributes(attribute.String("namespace", j.report.Namespace)))
+	d.tel.reportLatency.Record(d.ctx, float64(time.Since(j.received))/float64(time.Millisecond), d.tel.ns(j.report.Namespace))
 	if j.msg.Reply == "" {
 		return
 	}

@@ -11,15 +11,53 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/kagzi/kagzi/internal/metricattr"
 	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/tracectx"
 )
 
+// queueKey names the attribute set of a measurement by namespace and a
+// second name (a queue, or a workflow type).
+type queueKey struct{ ns, name string }
+
+func queueAttrs(k queueKey) []attribute.KeyValue {
+	return []attribute.KeyValue{attribute.String("namespace", k.ns), attribute.String("queue", k.name)}
+}
+
+func typeAttrs(k queueKey) []attribute.KeyValue {
+	return []attribute.KeyValue{attribute.String("namespace", k.ns), attribute.String("workflow_type", k.name)}
+}
+
+func nsAttrs(ns string) []attribute.KeyValue {
+	return []attribute.KeyValue{attribute.String("namespace", ns)}
+}
+
+// queue, typ and ns are the attribute sets of a measurement by namespace
+// and queue, by namespace and workflow type, and by namespace.
+func (in *instruments) queue(ns, queue string) metric.MeasurementOption {
+	return in.byQueue.Get(queueKey{ns, queue}, queueAttrs)
+}
+
+func (in *instruments) typ(ns, typ string) metric.MeasurementOption {
+	return in.byType.Get(queueKey{ns, typ}, typeAttrs)
+}
+
+func (in *instruments) ns(ns string) metric.MeasurementOption { return in.byNS.Get(ns, nsAttrs) }
+
 // instruments are the dispatcher's metrics. Attributes are namespaces and
 // queues only: run and worker ids go on spans, never on metrics.
 type instruments struct {
-	tracer    trace.Tracer
+	tracer trace.Tracer
+	// tracing is false when the provider is the no-op one: the spans of
+	// every claimed and delivered run are then not built at all, since
+	// their attributes alone cost more than the rest of the claim's Go
+	// side.
+	tracing   bool
+	byQueue   metricattr.Cache[queueKey]
+	byType    metricattr.Cache[queueKey]
+	byNS      metricattr.Cache[string]
 	completed metric.Int64Counter
 	failed    metric.Int64Counter
 	leaseLost metric.Int64Counter
@@ -39,7 +77,8 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) *instrumen
 		mp = otel.GetMeterProvider()
 	}
 	m := mp.Meter("github.com/kagzi/kagzi/dispatcher")
-	in := &instruments{tracer: tp.Tracer("github.com/kagzi/kagzi/dispatcher")}
+	_, off := tp.(noop.TracerProvider)
+	in := &instruments{tracer: tp.Tracer("github.com/kagzi/kagzi/dispatcher"), tracing: !off}
 	// Instrument creation fails only on invalid names; ours are constant.
 	in.completed, _ = m.Int64Counter("kagzi.runs.completed", metric.WithDescription("Runs completed (a continue-as-new included), per namespace and workflow type."))
 	in.failed, _ = m.Int64Counter("kagzi.runs.failed", metric.WithDescription("Runs failed for good or cancelled by their workflow, per namespace and workflow type."))
@@ -151,8 +190,10 @@ func runAttrs(r *store.ClaimedRun, workerID string) trace.SpanStartOption {
 // claimed records one claim statement: its latency, and a kagzi.claim span
 // in the trace of each run it claimed.
 func (in *instruments) claimed(ctx context.Context, ns, queue string, runs []store.ClaimedRun, workerID string, start, end time.Time) {
-	in.claimLatency.Record(ctx, float64(end.Sub(start))/float64(time.Millisecond),
-		metric.WithAttributes(attribute.String("namespace", ns), attribute.String("queue", queue)))
+	in.claimLatency.Record(ctx, float64(end.Sub(start))/float64(time.Millisecond), in.queue(ns, queue))
+	if !in.tracing {
+		return
+	}
 	for i := range runs {
 		r := &runs[i]
 		in.birthRoot(ctx, r, start)
@@ -197,6 +238,9 @@ func (in *instruments) birthRoot(ctx context.Context, r *store.ClaimedRun, claim
 // trace, into *span, and returns the traceparent the worker's attempt span
 // takes as its parent ("" when tracing is off).
 func (in *instruments) startDispatch(ctx context.Context, r *store.ClaimedRun, workerID string, span *trace.Span) string {
+	if !in.tracing {
+		return ""
+	}
 	sctx, sp := in.tracer.Start(tracectx.WithTraceParent(ctx, r.TraceContext), "kagzi.dispatch "+r.Type,
 		trace.WithSpanKind(trace.SpanKindProducer), runAttrs(r, workerID))
 	*span = sp
@@ -227,7 +271,7 @@ func (in *instruments) finished(ctx context.Context, ns, typ, status string) {
 	if typ == "" {
 		return
 	}
-	attrs := metric.WithAttributes(attribute.String("namespace", ns), attribute.String("workflow_type", typ))
+	attrs := in.typ(ns, typ)
 	if status == string(store.StatusCompleted) {
 		in.completed.Add(ctx, 1, attrs)
 	} else {

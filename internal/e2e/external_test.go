@@ -3,14 +3,17 @@ package e2e_test
 import (
 	"bytes"
 	"context"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kagzi/kagzi/internal/arch"
 	"github.com/kagzi/kagzi/internal/testnats"
 )
 
@@ -87,6 +90,8 @@ func run(ctx context.Context) error {
 // TestExternalModule builds a program in a module of its own, which
 // requires this one through a replace directive, and runs it against the
 // services: a worker and a client written with the public packages alone.
+// Its module graph holds none of the modules only Kagzi's tools and tests
+// need (arch.ToolModules).
 func TestExternalModule(t *testing.T) {
 	t.Parallel()
 	goBin, err := exec.LookPath("go")
@@ -124,6 +129,19 @@ func TestExternalModule(t *testing.T) {
 		return out
 	}
 	goCmd("build", "-o", "app", ".")
+	graph := strings.Fields(string(goCmd("mod", "graph")))
+	if len(graph) == 0 {
+		t.Fatal("go mod graph printed nothing")
+	}
+	tool := map[string]bool{}
+	for _, node := range graph {
+		if path, _, _ := strings.Cut(node, "@"); arch.IsToolModule(path) {
+			tool[path] = true
+		}
+	}
+	if len(tool) > 0 {
+		t.Errorf("the application's module graph holds modules only Kagzi's tools and tests need: %v", slices.Sorted(maps.Keys(tool)))
+	}
 
 	e := start(t, opts{workers: -1})
 	cmd := exec.CommandContext(ctx, filepath.Join(dir, "app"))

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Statements `kagzi bench` (internal/bench) needs to measure what Kagzi
+// Statements `kagzi bench` (cmd/kagzi/internal/bench) needs to measure what Kagzi
 // costs Postgres: server statistics, connection counts, bulk history,
 // and the few reads its scenarios make. None is used by a service.
 

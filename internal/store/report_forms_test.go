@@ -162,3 +162,67 @@ func TestStepsRecordOneOrManyEdgeCases(t *testing.T) {
 		t.Fatalf("run's steps: %d %v (the oversized report wrote?)", len(steps), err)
 	}
 }
+
+// A completion that carries the run's last steps records them in its
+// statement, and completes the run only if each is recorded as reported: a
+// step that conflicts with its recorded result, or whose lease is lost,
+// leaves the run as it was; a repeated report is a success again; the steps
+// of other items are not held up by one item's refusal.
+func TestRunsCompleteBatchWithSteps(t *testing.T) {
+	t.Parallel()
+	s := testdb.Store(t)
+	ctx := context.Background()
+	step := func(id string, st store.StepStatus, out string) store.StepsRecordParams {
+		return store.StepsRecordParams{StepID: id, Attempt: 1, Kind: store.StepFunction, Status: st, Output: []byte(out)}
+	}
+	ok, _ := leasedRun(t, s, "ns")
+	conflict, _ := leasedRun(t, s, "ns")
+	if err := s.StepsRecord(ctx, store.StepsRecordParams{Lease: conflict, StepID: "a", Attempt: 1, Kind: store.StepFunction,
+		Status: store.StepFailed, Error: "boom"}); err != nil {
+		t.Fatal(err)
+	}
+	stale, _ := reclaimedRun(t, s, "ns")
+	items := []store.RunsCompleteItem{
+		{Lease: ok, Output: []byte(`"done"`), Steps: []store.StepsRecordParams{step("a", store.StepCompleted, "1"), step("b", store.StepCompleted, "2")}},
+		{Lease: conflict, Output: []byte(`"done"`), Steps: []store.StepsRecordParams{step("a", store.StepCompleted, "1")}},
+		{Lease: stale, Output: []byte(`"done"`), Steps: []store.StepsRecordParams{step("a", store.StepCompleted, "1")}},
+	}
+	out, err := s.RunsCompleteBatch(ctx, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out[0].Err != nil || out[0].Type == "" || out[0].Steps[0].Err != nil || out[0].Steps[1].Err != nil {
+		t.Fatalf("current lease: %+v", out[0])
+	}
+	if !errors.Is(out[1].Steps[0].Err, store.ErrConflict) || !errors.Is(out[1].Err, store.ErrConflict) {
+		t.Fatalf("conflicting step: %+v", out[1])
+	}
+	if !errors.Is(out[2].Steps[0].Err, store.ErrLeaseLost) || !errors.Is(out[2].Err, store.ErrLeaseLost) {
+		t.Fatalf("stale lease: %+v", out[2])
+	}
+	for _, c := range []struct {
+		l     store.Lease
+		want  store.RunStatus
+		steps int
+	}{{ok, store.StatusCompleted, 2}, {conflict, store.StatusRunning, 1}, {stale, store.StatusRunning, 0}} {
+		r, err := s.RunsGet(ctx, c.l.Namespace, c.l.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps, err := s.StepsList(ctx, c.l.Namespace, c.l.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != c.want || len(steps) != c.steps {
+			t.Fatalf("run %s is %s with %d steps, want %s with %d", c.l.RunID, r.Status, len(steps), c.want, c.steps)
+		}
+	}
+	// The reply was lost and the worker sends the report again.
+	again, err := s.RunsCompleteBatch(ctx, items[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again[0].Err != nil || again[0].Type != "" || again[0].Steps[0].Err != nil || again[0].Steps[1].Err != nil {
+		t.Fatalf("repeated report: %+v", again[0])
+	}
+}

@@ -143,20 +143,11 @@ func (s *Store) RunsStartChild(ctx context.Context, p RunsStartChildParams) erro
 	if err != nil {
 		return err
 	}
-	args := append(stepWriteArgs(&sp), p.Type, p.Version, p.Queue, policy, p.Priority, p.Input, string(p.ParentClosePolicy), tc)
+	args := stepWriteArgs(&sp)
+	args["child_type"], args["child_version"], args["child_queue"], args["child_policy"] = p.Type, p.Version, p.Queue, policy
+	args["child_priority"], args["child_input"], args["child_close"], args["child_trace"] = p.Priority, p.Input, string(p.ParentClosePolicy), tc
 	var res stepResult
-	err = s.db.QueryRow(ctx, `
-WITH `+stepWriteCTEs+`, c AS (
-	INSERT INTO kagzi.workflow_runs (run_id, namespace_id, task_queue, workflow_type, version, status, available_at,
-		retry_policy, priority, parent_run_id, parent_step_id, trace_context, parent_close_policy)
-	SELECT $14::uuid, r.namespace_id, coalesce(nullif($19::text, ''), r.task_queue), $17::text, `+defaultVersion("$18::text", "r.namespace_id", "$17::text")+`, 'PENDING', now(),
-		$20::jsonb, $21::int, r.run_id, $4::text, coalesce(r.trace_context, $24::text), nullif($23::text, '')
-	FROM r
-	ON CONFLICT DO NOTHING
-	RETURNING run_id
-), cp AS (
-	INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT run_id, $22::bytea FROM c
-)`+stepOutcomeSelect, args...).Scan(&res.held, &res.wrote, &res.before, &res.cancel)
+	err = runsStartChildSQL.queryRow(ctx, s.db, args).Scan(&res.held, &res.wrote, &res.before, &res.cancel)
 	if err != nil {
 		return mapErr(fmt.Sprintf("start child %q of run %s", p.StepID, p.Lease.RunID), err)
 	}
@@ -253,3 +244,18 @@ func (s *Store) RunsWait(ctx context.Context, p RunsWaitParams) (ready bool, err
 	}
 	return false, s.leaseCheckDone(ctx, "wait", p.Lease, StatusSleeping)
 }
+
+// runsStartChildSQL records a CHILD step under the parent's lease (see
+// stepWriteCTEs) and inserts the child run and its input, in one statement.
+var runsStartChildSQL = prepareNamed(`
+WITH ` + stepWriteCTEs + `, c AS (
+	INSERT INTO kagzi.workflow_runs (run_id, namespace_id, task_queue, workflow_type, version, status, available_at,
+		retry_policy, priority, parent_run_id, parent_step_id, trace_context, parent_close_policy)
+	SELECT @child_run_id::uuid, r.namespace_id, coalesce(nullif(@child_queue::text, ''), r.task_queue), @child_type::text, ` + defaultVersion("@child_version::text", "r.namespace_id", "@child_type::text") + `, 'PENDING', now(),
+		@child_policy::jsonb, @child_priority::int, r.run_id, @step_id::text, coalesce(r.trace_context, @child_trace::text), nullif(@child_close::text, '')
+	FROM r
+	ON CONFLICT DO NOTHING
+	RETURNING run_id
+), cp AS (
+	INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT run_id, @child_input::bytea FROM c
+)` + stepOutcomeSelect)

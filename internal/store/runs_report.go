@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
 	"github.com/kagzi/kagzi/pkg/protocol"
 )
 
@@ -22,13 +25,13 @@ type RunsFailAttemptResult struct {
 	Type string
 }
 
-// failAttemptSet ends the attempt of RunsFailAttempt ($1 is the error):
+// failAttemptSet ends the attempt of RunsFailAttempt (@error is the error):
 // retried with the policy's backoff in a new retry epoch unless f.final
 // (attempts exhausted, the error non-retryable, or cancellation requested,
 // which ends the run CANCELLED rather than FAILED).
 const failAttemptSet = `
 	locked_by = NULL, lease_expires_at = NULL,
-	error = $1,
+	error = @error,
 	status = CASE WHEN NOT f.final THEN 'PENDING' WHEN r.cancel_requested_at IS NOT NULL THEN 'CANCELLED' ELSE 'FAILED' END,
 	finished_at = CASE WHEN f.final THEN now() END,
 	attempts = CASE WHEN f.final THEN r.attempts ELSE r.attempts + 1 END,
@@ -48,17 +51,18 @@ WITH u AS (
 	UPDATE kagzi.workflow_runs r0 SET `+failAttemptSet+`
 	FROM kagzi.workflow_runs r `+recoverFrom+`
 	CROSS JOIN LATERAL (
-		SELECT x.exhausted OR $5 OR coalesce(r.retry_policy->'non_retryable' ? $6, false)
+		SELECT x.exhausted OR @non_retryable OR coalesce(r.retry_policy->'non_retryable' ? @error_type, false)
 			OR r.cancel_requested_at IS NOT NULL AS final
 	) f
-	WHERE r0.run_id = r.run_id AND r.namespace_id = $2 AND r.run_id = $3 AND r.lease_token = $4 AND r.status = 'RUNNING'
+	WHERE r0.run_id = r.run_id AND r.namespace_id = @ns AND r.run_id = @run_id AND r.lease_token = @tok AND r.status = 'RUNNING'
 	RETURNING r0.run_id, r0.parent_run_id, r0.parent_step_id, r0.status, r0.error, r0.available_at, r0.workflow_type
 ), done AS (
 	SELECT run_id, parent_run_id, parent_step_id, status, error, NULL::bytea AS output FROM u WHERE status IN ('FAILED', 'CANCELLED')
 ), touched AS (
 	SELECT run_id FROM u
 ), `+parentWakeCTEs+`
-SELECT status, available_at, workflow_type FROM u`, clipError(errMsg), l.Namespace, l.RunID, l.Token, nonRetryable, protocol.ClipText(errType, maxNameLen)).
+SELECT status, available_at, workflow_type FROM u`, pgx.NamedArgs{"error": clipError(errMsg), "ns": l.Namespace, "run_id": l.RunID,
+		"tok": l.Token, "non_retryable": nonRetryable, "error_type": protocol.ClipText(errType, maxNameLen)}).
 		Scan(&res.Status, &res.AvailableAt, &res.Type)
 	if err == nil {
 		return res, nil
@@ -70,8 +74,8 @@ SELECT status, available_at, workflow_type FROM u`, clipError(errMsg), l.Namespa
 	var st RunStatus
 	var tok int64
 	var at *time.Time
-	err = s.db.QueryRow(ctx, `SELECT status, lease_token, available_at FROM kagzi.workflow_runs WHERE namespace_id = $1 AND run_id = $2`,
-		l.Namespace, l.RunID).Scan(&st, &tok, &at)
+	err = s.db.QueryRow(ctx, `SELECT status, lease_token, available_at FROM kagzi.workflow_runs WHERE namespace_id = @ns AND run_id = @run_id`,
+		pgx.NamedArgs{"ns": l.Namespace, "run_id": l.RunID}).Scan(&st, &tok, &at)
 	if err != nil {
 		return res, mapErr(fmt.Sprintf("fail attempt %s", l.RunID), err)
 	}
@@ -96,8 +100,9 @@ func (s *Store) RunsReleaseMany(ctx context.Context, leases []Lease) (int64, err
 	}
 	tag, err := s.db.Exec(ctx, `
 UPDATE kagzi.workflow_runs r SET status = 'PENDING', available_at = now(), locked_by = NULL, lease_expires_at = NULL
-FROM unnest($1::text[], $2::uuid[], $3::bigint[]) AS l(ns, run_id, tok)
-WHERE r.namespace_id = l.ns AND r.run_id = l.run_id AND r.lease_token = l.tok AND r.status = 'RUNNING'`, ns, ids, toks)
+FROM unnest(@ns::text[], @run_id::uuid[], @tok::bigint[]) AS l(ns, run_id, tok)
+WHERE r.namespace_id = l.ns AND r.run_id = l.run_id AND r.lease_token = l.tok AND r.status = 'RUNNING'`,
+		pgx.NamedArgs{"ns": ns, "run_id": ids, "tok": toks})
 	if err != nil {
 		return 0, mapErr("release runs", err)
 	}
@@ -108,6 +113,27 @@ WHERE r.namespace_id = l.ns AND r.run_id = l.run_id AND r.lease_token = l.tok AN
 type RunsCompleteItem struct {
 	Lease  Lease
 	Output []byte
+	// Steps are step reports of the run under the same lease that come
+	// with its completion (the last step of a run that ends right after
+	// it). They are recorded in the completion's statement, as
+	// StepsRecordBatch records them, and the run completes only if each
+	// is recorded as reported: a step that is refused (or whose lease is
+	// lost) leaves the run as it was, its completion answered with that
+	// step's error.
+	Steps []StepsRecordParams
+}
+
+// RunsCompleteOutcome is the outcome of one completion of RunsCompleteBatch.
+type RunsCompleteOutcome struct {
+	// Err is what RunsComplete would return (or the error of a refused
+	// step of the item).
+	Err error
+	// Type is the run's workflow type when this call completed it (empty
+	// when a repeated report found it already completed).
+	Type string
+	// Steps are the outcomes of the item's Steps, as StepsRecordBatch
+	// gives them.
+	Steps []StepOutcome
 }
 
 // RunsCompleteMany records many runs' successful ends in one statement (and
@@ -118,67 +144,231 @@ type RunsCompleteItem struct {
 // this call completed it (empty when a repeated report found it already
 // completed); err is set when the statement as a whole failed.
 func (s *Store) RunsCompleteMany(ctx context.Context, items []RunsCompleteItem) (errs []error, types []string, err error) {
-	errs = make([]error, len(items))
-	types = make([]string, len(items))
-	var (
-		ns      []string
-		ids     []string
-		toks    []int64
-		outs    [][]byte
-		sentIdx []int
-	)
-	for i, it := range items {
-		if errs[i] = s.checkPayload(ctx, "output", it.Output); errs[i] != nil {
-			continue
-		}
-		ns = append(ns, it.Lease.Namespace)
-		ids = append(ids, it.Lease.RunID.String())
-		toks = append(toks, it.Lease.Token)
-		outs = append(outs, it.Output)
-		sentIdx = append(sentIdx, i)
-	}
-	if len(sentIdx) == 0 {
-		return errs, types, nil
-	}
-	rows, err := s.db.Query(ctx, `
-WITH l AS (
-	SELECT * FROM unnest($1::text[], $2::uuid[], $3::bigint[], $4::bytea[]) AS l(ns, run_id, tok, output)
-), r AS (
-	UPDATE kagzi.workflow_runs r SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL
-	FROM l WHERE r.namespace_id = l.ns AND r.run_id = l.run_id AND r.lease_token = l.tok AND r.status = 'RUNNING'
-	RETURNING r.run_id, r.parent_run_id, r.parent_step_id, r.status, r.error, r.workflow_type
-), done AS (
-	SELECT r.run_id, r.parent_run_id, r.parent_step_id, r.status, r.error, l.output FROM r JOIN l USING (run_id)
-), touched AS (
-	SELECT run_id FROM r
-), `+parentWakeCTEs+`, p AS (
-	INSERT INTO kagzi.workflow_payloads (run_id, output) SELECT l.run_id, l.output FROM l JOIN r USING (run_id)
-	ON CONFLICT (run_id) DO UPDATE SET output = excluded.output
-)
-SELECT run_id, workflow_type FROM r`, ns, ids, toks, outs)
+	out, err := s.RunsCompleteBatch(ctx, items)
 	if err != nil {
-		return nil, nil, mapErr("complete runs", err)
+		return nil, nil, err
 	}
-	done := make(map[string]string, len(sentIdx))
-	for rows.Next() {
-		var id, typ string
-		if err := rows.Scan(&id, &typ); err != nil {
-			rows.Close()
-			return nil, nil, mapErr("complete runs", err)
-		}
-		done[id] = typ
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, mapErr("complete runs", err)
-	}
-	for k, i := range sentIdx {
-		typ, ok := done[ids[k]]
-		if !ok {
-			errs[i] = s.leaseCheckDone(ctx, "complete run", items[i].Lease, StatusCompleted)
-		}
-		types[i] = typ
+	errs = make([]error, len(out))
+	types = make([]string, len(out))
+	for i := range out {
+		errs[i], types[i] = out[i].Err, out[i].Type
 	}
 	return errs, types, nil
+}
+
+// completeTail ends a completion statement whose u completed runs of c:
+// the parents' wake-up, the output rows, and a row per completed run ('c',
+// its id and type).
+const completeTail = `
+), done AS (
+	SELECT u.run_id, u.parent_run_id, u.parent_step_id, u.status, u.error, c.output FROM u JOIN c USING (run_id)
+), touched AS (
+	SELECT run_id FROM u
+), ` + parentWakeCTEs + `, p AS (
+	INSERT INTO kagzi.workflow_payloads (run_id, output) SELECT c.run_id, c.output FROM c JOIN u USING (run_id)
+	ON CONFLICT (run_id) DO UPDATE SET output = excluded.output
+)
+SELECT 'c', 0::bigint, run_id::text, workflow_type, false, false, NULL::text, false FROM u`
+
+// runsCompleteSQL completes the runs of c (and records the step reports of
+// l that come with them) in one statement. k is the lease check of every
+// run, locking its row in run id order (as every multi-run statement
+// does); a step report whose run is in k is written as stepRecordManySQL
+// writes it, and a run is completed unless one of its step reports is not
+// recorded as reported (bad: its lease did not hold, or it was not written
+// and the attempt was recorded finished otherwise before, which
+// stepOutcome calls a conflict).
+// Its rows: one per completed run ('c', its run id and type) and one per
+// step report ('s', stepSetOutcomes).
+var runsCompleteSQL = prepareNamed(`
+WITH c AS (
+	SELECT * FROM unnest(@c_ns::text[], @c_run_id::uuid[], @c_tok::bigint[], @c_output::bytea[]) AS c(ns, run_id, tok, output)
+), k AS (
+	SELECT w.run_id, w.namespace_id, w.epoch, w.cancel_requested_at, c.tok FROM c JOIN kagzi.workflow_runs w
+		ON w.namespace_id = c.ns AND w.run_id = c.run_id AND w.lease_token = c.tok AND w.status = 'RUNNING'
+	ORDER BY w.run_id
+	FOR NO KEY UPDATE OF w
+), l AS (` + stepReports + `
+), r AS (
+	SELECT l.*, k.namespace_id, k.epoch, k.cancel_requested_at FROM l JOIN k ON k.run_id = l.run_id AND k.tok = l.tok
+), ` + stepSetCTEs + `, so AS (` + stepSetOutcomes + `
+), bad AS (
+	SELECT l.run_id FROM so JOIN l USING (ord) WHERE NOT (so.held AND (so.wrote OR so.before IS NULL OR so.before = l.status OR l.status NOT IN ('COMPLETED', 'FAILED')))
+), u AS (
+	UPDATE kagzi.workflow_runs w SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL FROM k
+	WHERE w.namespace_id = k.namespace_id AND w.run_id = k.run_id AND k.run_id NOT IN (SELECT run_id FROM bad)
+	RETURNING w.run_id, w.parent_run_id, w.parent_step_id, w.status, w.error, w.workflow_type
+` + completeTail + `
+UNION ALL
+SELECT 's', ord, NULL::text, NULL::text, held, wrote, before, cancel FROM so`)
+
+// runsCompleteOnlySQL is runsCompleteSQL for completions that carry no
+// step: the run rows are found once, by the update itself, which costs less
+// than the lease check's lookup and lock followed by the update's.
+var runsCompleteOnlySQL = prepareNamed(`
+WITH c AS (
+	SELECT * FROM unnest(@c_ns::text[], @c_run_id::uuid[], @c_tok::bigint[], @c_output::bytea[]) AS c(ns, run_id, tok, output)
+), u AS (
+	UPDATE kagzi.workflow_runs w SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL FROM c
+	WHERE w.namespace_id = c.ns AND w.run_id = c.run_id AND w.lease_token = c.tok AND w.status = 'RUNNING'
+	RETURNING w.run_id, w.parent_run_id, w.parent_step_id, w.status, w.error, w.workflow_type
+` + completeTail)
+
+// RunsCompleteBatch is RunsCompleteMany with each completion's outcome in
+// full, and the step reports that come with the completions recorded in the
+// same statement: a run's last step and its end cost one statement, one
+// lock of the run row and one lease check.
+//
+// Step reports that fail validation, and items whose step reports name a
+// step more than once (across the batch), are the exception: their steps
+// are recorded first with StepsRecordBatch, then the item completes with
+// the others if they all were.
+func (s *Store) RunsCompleteBatch(ctx context.Context, items []RunsCompleteItem) ([]RunsCompleteOutcome, error) {
+	out := make([]RunsCompleteOutcome, len(items))
+	type stepKey struct {
+		run  uuid.UUID
+		step string
+	}
+	var (
+		cns         []string
+		cids        []uuid.UUID
+		ctoks       []int64
+		couts       [][]byte
+		sentIdx     []int
+		a           stepArrays
+		stepAt      [][2]int // [item, step] of each step report sent
+		apart       []int    // items whose steps are recorded first
+		apartSteps  []StepsRecordParams
+		seen        = map[stepKey]bool{}
+		distinct    = true
+		stepInvalid = make([]bool, len(items))
+	)
+	for i := range items {
+		it := &items[i]
+		out[i].Steps = make([]StepOutcome, len(it.Steps))
+		for j := range it.Steps {
+			p := &it.Steps[j]
+			p.Lease = it.Lease
+			if err := s.validateStep(ctx, p); err != nil {
+				stepInvalid[i] = true
+			}
+			k := stepKey{it.Lease.RunID, p.StepID}
+			distinct = distinct && !seen[k]
+			seen[k] = true
+		}
+	}
+	for i := range items {
+		it := &items[i]
+		if out[i].Err = s.checkPayload(ctx, "output", it.Output); out[i].Err != nil {
+			continue
+		}
+		if len(it.Steps) > 0 && (stepInvalid[i] || !distinct) {
+			apart = append(apart, i)
+			apartSteps = append(apartSteps, it.Steps...)
+			continue
+		}
+		for j := range it.Steps {
+			a.add(&it.Steps[j])
+			stepAt = append(stepAt, [2]int{i, j})
+		}
+		cns = append(cns, it.Lease.Namespace)
+		cids = append(cids, it.Lease.RunID)
+		ctoks = append(ctoks, it.Lease.Token)
+		couts = append(couts, it.Output)
+		sentIdx = append(sentIdx, i)
+	}
+	if len(apart) > 0 {
+		// Recorded one by one, in order, as the reports' steps would be
+		// without a completion; the items complete below if all were.
+		res, err := s.StepsRecordBatch(ctx, apartSteps)
+		if err != nil {
+			return nil, err
+		}
+		for _, i := range apart {
+			copy(out[i].Steps, res[:len(items[i].Steps)])
+			res = res[len(items[i].Steps):]
+			if stepErr := firstStepErr(out[i].Steps); stepErr != nil {
+				out[i].Err = stepErr
+				continue
+			}
+			cns = append(cns, items[i].Lease.Namespace)
+			cids = append(cids, items[i].Lease.RunID)
+			ctoks = append(ctoks, items[i].Lease.Token)
+			couts = append(couts, items[i].Output)
+			sentIdx = append(sentIdx, i)
+		}
+	}
+	if len(sentIdx) == 0 {
+		return out, nil
+	}
+	stmt, args := runsCompleteOnlySQL, pgx.NamedArgs{}
+	if len(stepAt) > 0 {
+		stmt, args = runsCompleteSQL, a.args()
+	}
+	args["c_ns"], args["c_run_id"], args["c_tok"], args["c_output"] = cns, cids, ctoks, couts
+	rows, err := stmt.query(ctx, s.db, args)
+	if err != nil {
+		return nil, mapErr("complete runs", err)
+	}
+	done := make(map[string]string, len(sentIdx))
+	res := make([]stepResult, len(stepAt))
+	for rows.Next() {
+		var (
+			kind string
+			ord  int64
+			id   *string
+			typ  *string
+			r    stepResult
+		)
+		if err := rows.Scan(&kind, &ord, &id, &typ, &r.held, &r.wrote, &r.before, &r.cancel); err != nil {
+			rows.Close()
+			return nil, mapErr("complete runs", err)
+		}
+		switch {
+		case kind == "c" && id != nil && typ != nil:
+			done[*id] = *typ
+		case kind == "s" && ord >= 1 && ord <= int64(len(stepAt)):
+			res[ord-1] = r
+		default:
+			rows.Close()
+			return nil, fmt.Errorf("complete runs: an unexpected row %q %d", kind, ord)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapErr("complete runs", err)
+	}
+	for k, at := range stepAt {
+		i, j := at[0], at[1]
+		p := &items[i].Steps[j]
+		ok, e := stepOutcome(p, res[k])
+		if !ok {
+			e = s.stepLeaseFailed(ctx, p)
+		}
+		out[i].Steps[j] = StepOutcome{Err: e, CancelRequested: res[k].cancel}
+	}
+	for k, i := range sentIdx {
+		typ, ok := done[cids[k].String()]
+		out[i].Type = typ
+		if ok {
+			continue
+		}
+		if stepErr := firstStepErr(out[i].Steps); stepErr != nil {
+			out[i].Err = stepErr
+			continue
+		}
+		out[i].Err = s.leaseCheckDone(ctx, "complete run", items[i].Lease, StatusCompleted)
+	}
+	return out, nil
+}
+
+// firstStepErr is the first error among a completion's step outcomes.
+func firstStepErr(steps []StepOutcome) error {
+	for _, o := range steps {
+		if o.Err != nil {
+			return o.Err
+		}
+	}
+	return nil
 }
 
 // QueueDepth is the number of due runs waiting in one queue.

@@ -42,9 +42,9 @@ type StepsRecordParams struct {
 }
 
 // stepWriteCTEs writes one step attempt under a lease; statements using it
-// take their first 16 parameters in stepWriteArgs' order and may append more.
-// The attempt records the run's retry epoch (run_attempt), which scopes the
-// step's retry budget.
+// take the parameters of stepWriteArgs and may add more. The attempt
+// records the run's retry epoch (run_attempt), which scopes the step's
+// retry budget.
 //
 // r is the lease check: the run row is locked FOR SHARE so a concurrent
 // re-claim (which updates the row) waits for this report to commit, and the
@@ -60,27 +60,27 @@ type StepsRecordParams struct {
 const stepWriteCTEs = `
 r AS (
 	SELECT run_id, namespace_id, epoch, task_queue, trace_context, cancel_requested_at FROM kagzi.workflow_runs
-	WHERE namespace_id = $1 AND run_id = $2 AND lease_token = $3 AND status = 'RUNNING'
+	WHERE namespace_id = @ns AND run_id = @run_id AND lease_token = @tok AND status = 'RUNNING'
 	FOR SHARE
 ), prev AS (
 	UPDATE kagzi.step_runs s SET is_latest = false
 	FROM r
-	WHERE s.run_id = r.run_id AND s.step_id = $4 AND s.is_latest AND s.attempt_number < $5
+	WHERE s.run_id = r.run_id AND s.step_id = @step_id AND s.is_latest AND s.attempt_number < @attempt
 	RETURNING 1
 ), ins AS (
 	INSERT INTO kagzi.step_runs AS s ` + stepInsertCols + `
-	SELECT r.run_id, $4::text, $5::int, r.namespace_id, $6::text, $7::text,
-		NOT EXISTS (SELECT 1 FROM kagzi.step_runs l WHERE l.run_id = r.run_id AND l.step_id = $4 AND l.attempt_number > $5),
-		$8::bytea, $9::bytea, $10::text, $11::timestamptz,
-		coalesce($12::timestamptz, CASE WHEN $7::text IN ('COMPLETED', 'FAILED') THEN now() END),
-		$13::timestamptz, $14::uuid, r.epoch, $15::text, $16::bool
+	SELECT r.run_id, @step_id::text, @attempt::int, r.namespace_id, @kind::text, @status::text,
+		NOT EXISTS (SELECT 1 FROM kagzi.step_runs l WHERE l.run_id = r.run_id AND l.step_id = @step_id AND l.attempt_number > @attempt),
+		@input::bytea, @output::bytea, @error::text, @started_at::timestamptz,
+		coalesce(@finished_at::timestamptz, CASE WHEN @status::text IN ('COMPLETED', 'FAILED') THEN now() END),
+		@retry_at::timestamptz, @child_run_id::uuid, r.epoch, @error_type::text, @non_retryable::bool
 	FROM r CROSS JOIN (SELECT count(*) FROM prev) AS flipped` + stepUpsert + `
 	RETURNING 1
 )`
 
 // stepInsertCols and stepUpsert are the parts of the step insert that
-// stepWriteCTEs and stepRecordManySQL share, so that a report means the
-// same whichever path applies it.
+// stepWriteCTEs and stepSetCTEs share, so that a report means the same
+// whichever path applies it.
 const (
 	stepInsertCols = `(run_id, step_id, attempt_number, namespace_id, kind, status, is_latest,
 		input, output, error, started_at, finished_at, retry_at, child_run_id, run_attempt, error_type, non_retryable)`
@@ -100,39 +100,32 @@ const (
 // was asked to cancel.
 const stepOutcomeSelect = `
 SELECT (SELECT count(*) FROM r) > 0, (SELECT count(*) FROM ins) > 0,
-	(SELECT status FROM kagzi.step_runs WHERE run_id = $2 AND step_id = $4 AND attempt_number = $5),
+	(SELECT status FROM kagzi.step_runs WHERE run_id = @run_id AND step_id = @step_id AND attempt_number = @attempt),
 	coalesce((SELECT cancel_requested_at IS NOT NULL FROM r), false)`
 
-// stepRecordSQL records one step attempt (see stepWriteCTEs).
-const stepRecordSQL = `
-WITH ` + stepWriteCTEs + stepOutcomeSelect
+// stepRecordSQL records one step attempt (see stepWriteCTEs). It and
+// stepRecordManySQL run for every report batch: rewritten once (namedSQL).
+var stepRecordSQL = prepareNamed(`
+WITH ` + stepWriteCTEs + stepOutcomeSelect)
 
-// stepRecordManySQL is stepRecordSQL for many reports at once, one per
-// element of its parallel arrays (stepArrays), and returns one row per
-// report: its ordinal (from 1), held, wrote and the status before. It
-// requires the reports' (run, step) pairs to be distinct: one INSERT ... ON
-// CONFLICT cannot update a row twice, and two attempts of one step would
-// each see no later attempt and both become latest.
-//
-// r locks the run rows in run id order, whatever the order of the reports,
-// so statements that lock several of the same runs wait for each other
-// instead of deadlocking. ins returns the
-// (run, step) it wrote, which names the report since the pairs are
-// distinct. Every read outside r sees the snapshot taken before the
-// statement, so b is the status before.
-const stepRecordManySQL = `
-WITH l AS (
-	SELECT * FROM unnest($1::text[], $2::uuid[], $3::bigint[], $4::text[], $5::int[], $6::text[], $7::text[],
-		$8::bytea[], $9::bytea[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::timestamptz[],
-		$14::uuid[], $15::text[], $16::bool[])
+// stepReports are the step reports of a set-wise statement as rows, one per
+// element of the parallel arrays of stepArrays.args, with their ordinal
+// (from 1). A statement may hold them as l.
+const stepReports = `
+	SELECT * FROM unnest(@ns::text[], @run_id::uuid[], @tok::bigint[], @step_id::text[], @attempt::int[], @kind::text[],
+		@status::text[], @input::bytea[], @output::bytea[], @error::text[], @started_at::timestamptz[],
+		@finished_at::timestamptz[], @retry_at::timestamptz[], @child_run_id::uuid[], @error_type::text[],
+		@non_retryable::bool[])
 	WITH ORDINALITY AS l(ns, run_id, tok, step_id, attempt, kind, status, input, output, error,
-		started_at, finished_at, retry_at, child_run_id, error_type, non_retryable, ord)
-), r AS (
-	SELECT l.*, w.namespace_id, w.epoch, w.cancel_requested_at FROM l JOIN kagzi.workflow_runs w
-		ON w.namespace_id = l.ns AND w.run_id = l.run_id AND w.lease_token = l.tok AND w.status = 'RUNNING'
-	ORDER BY w.run_id
-	FOR SHARE OF w
-), prev AS (
+		started_at, finished_at, retry_at, child_run_id, error_type, non_retryable, ord)`
+
+// stepSetCTEs write the reports of r — the rows of l (stepReports) whose
+// lease held, each with its run's namespace_id, epoch and
+// cancel_requested_at — as stepWriteCTEs writes one. ins returns the
+// (run, step) it wrote, which names the report since the pairs are
+// distinct.
+const stepSetCTEs = `
+prev AS (
 	UPDATE kagzi.step_runs s SET is_latest = false
 	FROM r
 	WHERE s.run_id = r.run_id AND s.step_id = r.step_id AND s.is_latest AND s.attempt_number < r.attempt
@@ -146,12 +139,38 @@ WITH l AS (
 		r.retry_at, r.child_run_id, r.epoch, r.error_type, r.non_retryable
 	FROM r CROSS JOIN (SELECT count(*) FROM prev) AS flipped` + stepUpsert + `
 	RETURNING s.run_id, s.step_id
-)
-SELECT l.ord, r.ord IS NOT NULL, i.run_id IS NOT NULL, b.status, coalesce(r.cancel_requested_at IS NOT NULL, false)
-FROM l
-LEFT JOIN r ON r.ord = l.ord
-LEFT JOIN ins i ON i.run_id = l.run_id AND i.step_id = l.step_id
-LEFT JOIN kagzi.step_runs b ON b.run_id = l.run_id AND b.step_id = l.step_id AND b.attempt_number = l.attempt`
+)`
+
+// stepSetOutcomes are the rows stepsRecordSet reads, one per report of l:
+// its ordinal, held, wrote, the status before and whether the run was asked
+// to cancel. Every read outside r sees the snapshot taken before the
+// statement, so before is the status before. The CTEs are probed with IN
+// (hashed) and the attempt by its primary key, so the cost grows with the
+// reports, not with their square or the table.
+const stepSetOutcomes = `
+SELECT l.ord, l.ord IN (SELECT ord FROM r) AS held,
+	(l.run_id, l.step_id) IN (SELECT run_id, step_id FROM ins) AS wrote,
+	(SELECT b.status FROM kagzi.step_runs b WHERE b.run_id = l.run_id AND b.step_id = l.step_id AND b.attempt_number = l.attempt) AS before,
+	l.ord IN (SELECT ord FROM r WHERE cancel_requested_at IS NOT NULL) AS cancel
+FROM l`
+
+// stepRecordManySQL is stepRecordSQL for many reports at once (stepReports),
+// returning stepSetOutcomes. It requires the reports' (run, step) pairs to
+// be distinct: one INSERT ... ON CONFLICT cannot update a row twice, and two
+// attempts of one step would each see no later attempt and both become
+// latest.
+//
+// r locks the run rows in run id order, whatever the order of the reports,
+// so statements that lock several of the same runs wait for each other
+// instead of deadlocking.
+var stepRecordManySQL = prepareNamed(`
+WITH l AS (` + stepReports + `
+), r AS (
+	SELECT l.*, w.namespace_id, w.epoch, w.cancel_requested_at FROM l JOIN kagzi.workflow_runs w
+		ON w.namespace_id = l.ns AND w.run_id = l.run_id AND w.lease_token = l.tok AND w.status = 'RUNNING'
+	ORDER BY w.run_id
+	FOR SHARE OF w
+), ` + stepSetCTEs + stepSetOutcomes)
 
 // minSetSteps is the fewest reports StepsRecordMany applies with
 // stepRecordManySQL. Postgres plans a prepared statement afresh for every
@@ -162,21 +181,24 @@ LEFT JOIN kagzi.step_runs b ON b.run_id = l.run_id AND b.step_id = l.step_id AND
 const minSetSteps = 10
 
 // stepArrays holds reports as stepRecordManySQL's parallel arrays, in
-// stepWriteArgs' order.
+// stepWriteArgs' order. Ids are uuid.UUID, not strings: pgx encodes those
+// in binary at once, where a string is first refused (an error built and
+// dropped) and then sent as text.
 type stepArrays struct {
 	ns, stepID, kind, status       []string
-	runID                          []string
+	runID                          []uuid.UUID
 	tok                            []int64
 	attempt                        []int
 	input, output                  [][]byte
-	errMsg, errType, childRunID    []*string
+	errMsg, errType                []*string
+	childRunID                     []*uuid.UUID
 	startedAt, finishedAt, retryAt []*time.Time
 	nonRetryable                   []bool
 }
 
 func (a *stepArrays) add(p *StepsRecordParams) {
 	a.ns = append(a.ns, p.Lease.Namespace)
-	a.runID = append(a.runID, p.Lease.RunID.String())
+	a.runID = append(a.runID, p.Lease.RunID)
 	a.tok = append(a.tok, p.Lease.Token)
 	a.stepID = append(a.stepID, p.StepID)
 	a.attempt = append(a.attempt, p.Attempt)
@@ -188,19 +210,17 @@ func (a *stepArrays) add(p *StepsRecordParams) {
 	a.startedAt = append(a.startedAt, p.StartedAt)
 	a.finishedAt = append(a.finishedAt, p.FinishedAt)
 	a.retryAt = append(a.retryAt, p.RetryAt)
-	var child *string
-	if p.ChildRunID != nil {
-		c := p.ChildRunID.String()
-		child = &c
-	}
-	a.childRunID = append(a.childRunID, child)
+	a.childRunID = append(a.childRunID, p.ChildRunID)
 	a.errType = append(a.errType, nullText(p.ErrorType))
 	a.nonRetryable = append(a.nonRetryable, p.NonRetryable)
 }
 
-func (a *stepArrays) args() []any {
-	return []any{a.ns, a.runID, a.tok, a.stepID, a.attempt, a.kind, a.status, a.input, a.output, a.errMsg,
-		a.startedAt, a.finishedAt, a.retryAt, a.childRunID, a.errType, a.nonRetryable}
+// args are the arrays as the parameters of stepReports.
+func (a *stepArrays) args() pgx.NamedArgs {
+	return pgx.NamedArgs{"ns": a.ns, "run_id": a.runID, "tok": a.tok, "step_id": a.stepID, "attempt": a.attempt,
+		"kind": a.kind, "status": a.status, "input": a.input, "output": a.output, "error": a.errMsg,
+		"started_at": a.startedAt, "finished_at": a.finishedAt, "retry_at": a.retryAt, "child_run_id": a.childRunID,
+		"error_type": a.errType, "non_retryable": a.nonRetryable}
 }
 
 func validStepStatus(st StepStatus) bool {
@@ -242,10 +262,12 @@ func (s *Store) validateStep(ctx context.Context, p *StepsRecordParams) error {
 	return s.checkPayload(ctx, "step output", p.Output)
 }
 
-func stepWriteArgs(p *StepsRecordParams) []any {
-	return []any{p.Lease.Namespace, p.Lease.RunID, p.Lease.Token, p.StepID, p.Attempt, string(p.Kind), string(p.Status),
-		p.Input, p.Output, nullText(clipError(p.Error)), p.StartedAt, p.FinishedAt, p.RetryAt, p.ChildRunID, nullText(p.ErrorType),
-		p.NonRetryable}
+// stepWriteArgs are the parameters of stepWriteCTEs for one report.
+func stepWriteArgs(p *StepsRecordParams) pgx.NamedArgs {
+	return pgx.NamedArgs{"ns": p.Lease.Namespace, "run_id": p.Lease.RunID, "tok": p.Lease.Token, "step_id": p.StepID,
+		"attempt": p.Attempt, "kind": string(p.Kind), "status": string(p.Status), "input": p.Input, "output": p.Output,
+		"error": nullText(clipError(p.Error)), "started_at": p.StartedAt, "finished_at": p.FinishedAt, "retry_at": p.RetryAt,
+		"child_run_id": p.ChildRunID, "error_type": nullText(p.ErrorType), "non_retryable": p.NonRetryable}
 }
 
 // stepOutcome interprets a report's result row. held=false means the lease
@@ -277,8 +299,9 @@ func (s *Store) stepLeaseFailed(ctx context.Context, p *StepsRecordParams) error
 	)
 	err := s.db.QueryRow(ctx, `
 SELECT r.status, r.lease_token, s.status FROM kagzi.workflow_runs r
-LEFT JOIN kagzi.step_runs s ON s.run_id = r.run_id AND s.step_id = $3 AND s.attempt_number = $4
-WHERE r.namespace_id = $1 AND r.run_id = $2`, p.Lease.Namespace, p.Lease.RunID, p.StepID, p.Attempt).Scan(&st, &tok, &prev)
+LEFT JOIN kagzi.step_runs s ON s.run_id = r.run_id AND s.step_id = @step_id AND s.attempt_number = @attempt
+WHERE r.namespace_id = @ns AND r.run_id = @run_id`,
+		pgx.NamedArgs{"ns": p.Lease.Namespace, "run_id": p.Lease.RunID, "step_id": p.StepID, "attempt": p.Attempt}).Scan(&st, &tok, &prev)
 	if err != nil {
 		return mapErr(fmt.Sprintf("record step %s", p.Lease.RunID), err)
 	}
@@ -408,7 +431,7 @@ func (s *Store) stepsRecordSet(ctx context.Context, ps []StepsRecordParams, sent
 	for _, i := range sent {
 		a.add(&ps[i])
 	}
-	rows, err := s.db.Query(ctx, stepRecordManySQL, a.args()...)
+	rows, err := stepRecordManySQL.query(ctx, s.db, a.args())
 	if err != nil {
 		return nil, mapErr("record steps", err)
 	}
@@ -446,14 +469,14 @@ func (s *Store) stepsRecordPipelined(ctx context.Context, ps []StepsRecordParams
 	if len(sent) == 1 {
 		// One report needs no pipeline.
 		p := &ps[sent[0]]
-		if err := scanStepResult(s.db.QueryRow(ctx, stepRecordSQL, stepWriteArgs(p)...), &res[0]); err != nil {
+		if err := scanStepResult(stepRecordSQL.queryRow(ctx, s.db, stepWriteArgs(p)), &res[0]); err != nil {
 			return nil, mapErr(fmt.Sprintf("record step %q of run %s", p.StepID, p.Lease.RunID), err)
 		}
 		return res, nil
 	}
 	b := &pgx.Batch{}
 	for _, i := range sent {
-		b.Queue(stepRecordSQL, stepWriteArgs(&ps[i])...)
+		stepRecordSQL.queue(b, stepWriteArgs(&ps[i]))
 	}
 	br := s.db.SendBatch(ctx, b)
 	for k, i := range sent {
@@ -486,8 +509,8 @@ func (s *Store) StepsList(ctx context.Context, namespace string, runID uuid.UUID
 	rows, err := s.db.Query(ctx, `
 SELECT s.step_id IS NOT NULL, `+stepCols+` FROM kagzi.workflow_runs r
 LEFT JOIN kagzi.step_runs s ON s.run_id = r.run_id
-WHERE r.namespace_id = $1 AND r.run_id = $2
-ORDER BY s.created_at, s.step_id, s.attempt_number`, namespace, runID)
+WHERE r.namespace_id = @ns AND r.run_id = @run_id
+ORDER BY s.created_at, s.step_id, s.attempt_number`, pgx.NamedArgs{"ns": namespace, "run_id": runID})
 	if err != nil {
 		return nil, mapErr("list steps", err)
 	}
@@ -541,8 +564,8 @@ func (s *Store) StepsLatest(ctx context.Context, namespace string, runIDs []uuid
 	rows, err := s.db.Query(ctx, `
 SELECT run_id, step_id, status, attempt_number, output, coalesce(error, ''), coalesce(error_type, ''), retry_at,
 	coalesce(run_attempt, 0), non_retryable FROM kagzi.step_runs
-WHERE run_id = ANY($2::uuid[]) AND is_latest AND namespace_id = $1
-ORDER BY run_id, step_id`, namespace, runIDs)
+WHERE run_id = ANY(@run_ids::uuid[]) AND is_latest AND namespace_id = @ns
+ORDER BY run_id, step_id`, pgx.NamedArgs{"ns": namespace, "run_ids": runIDs})
 	if err != nil {
 		return nil, mapErr("latest steps", err)
 	}

@@ -1,6 +1,6 @@
 // Package testflows holds the workflows Kagzi's own test harnesses drive:
 // the chaos probe (`kagzi chaos`, internal/chaos), the bench's Hold and
-// Probe (`kagzi bench`, internal/bench) and the model test's program
+// Probe (`kagzi bench`, cmd/kagzi/internal/bench) and the model test's program
 // interpreter (internal/modeltest). They are not examples and the
 // reference worker does not register them; `kagzi serve worker` and
 // `kagzi dev` do, next to the examples.

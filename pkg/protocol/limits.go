@@ -49,6 +49,11 @@ const (
 	// (PayloadRequest), so a delivery's size does not grow with the sizes
 	// of a run's payloads.
 	InlinePayloadBytes = 16 << 10
+	// NATSMaxPayload is the max_payload Kagzi runs NATS with (the CLI's
+	// embedded server, compose, Kubernetes, the tests' servers): room for
+	// a DefaultPayloadMaxBytes payload plus its envelope, where the
+	// server's default of 1 MiB is not.
+	NATSMaxPayload = 8 << 20
 )
 
 // MessagePayloadLimit is the largest payload one message can carry on a

@@ -6,7 +6,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"context"
@@ -125,9 +124,8 @@ func (w *Worker) execute(rs *runState) {
 			attribute.String("kagzi.worker_id", w.cfg.WorkerID.String()),
 		))
 	defer func() {
-		w.executions.Add(context.WithoutCancel(rs.ctx), 1, metric.WithAttributes(attribute.String("namespace", rs.run.Namespace),
-			attribute.String("queue", rs.run.Queue), attribute.String("workflow_type", rs.run.Type),
-			attribute.String("outcome", rs.outcome.Status.String())))
+		w.executions.Add(context.WithoutCancel(rs.ctx), 1, w.execAttrs.Get(execKey{rs.run.Namespace, rs.run.Queue, rs.run.Type,
+			rs.outcome.Status.String()}, execAttrs))
 		span.SetAttributes(attribute.String("kagzi.outcome", rs.outcome.Status.String()))
 		if rs.outcome.Err != nil {
 			span.RecordError(rs.outcome.Err)
@@ -426,4 +424,12 @@ func transientResult(results []protocol.ReportResult) error {
 		}
 	}
 	return transient
+}
+
+// execKey names the attribute set of an execution's end.
+type execKey struct{ ns, queue, typ, outcome string }
+
+func execAttrs(k execKey) []attribute.KeyValue {
+	return []attribute.KeyValue{attribute.String("namespace", k.ns), attribute.String("queue", k.queue),
+		attribute.String("workflow_type", k.typ), attribute.String("outcome", k.outcome)}
 }

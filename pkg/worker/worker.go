@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/metricattr"
 	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/pkg/protocol"
 )
@@ -80,6 +81,7 @@ type Worker struct {
 	// executions counts the executions that ended here, per type and
 	// outcome.
 	executions metric.Int64Counter
+	execAttrs  metricattr.Cache[execKey]
 }
 
 // outstanding is the work request the worker waits an answer for.

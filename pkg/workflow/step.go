@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"runtime/debug"
 	"time"
 
+	"github.com/kagzi/kagzi/internal/metricattr"
 	"github.com/kagzi/kagzi/internal/sdkhook"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/retry"
@@ -186,8 +186,7 @@ func runAttempt[T any](ctx Context, ex *execution, id string, attempt int, tries
 	}
 	span.End()
 	if ex.stepMS != nil {
-		ex.stepMS.Record(ex.ctx, float64(finished.Sub(started))/float64(time.Millisecond),
-			metric.WithAttributes(attribute.String("workflow_type", ex.run.Type)))
+		ex.stepMS.Record(ex.ctx, float64(finished.Sub(started))/float64(time.Millisecond), stepAttrs.Get(ex.run.Type, stepTypeAttrs))
 	}
 	if ex.ctx.Err() != nil {
 		// Cancelled, lease lost or drained while the step ran: the result
@@ -314,4 +313,12 @@ func runOrMock[T any](ex *execution, id string, attempt int, run func() (T, erro
 		}
 	}
 	return v, nil
+}
+
+// stepAttrs are the attribute sets of the step duration, one per workflow
+// type.
+var stepAttrs metricattr.Cache[string]
+
+func stepTypeAttrs(typ string) []attribute.KeyValue {
+	return []attribute.KeyValue{attribute.String("workflow_type", typ)}
 }

@@ -233,8 +233,9 @@ func (a *activitySampler) observed() []ObservedStatement {
 // statementNames name Kagzi's statements by a fragment of their text.
 var statementNames = []struct{ fragment, name string }{
 	{"kagzi.claim_slots", "claim (RunsClaim)"},
+	{"SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL FROM k", "complete runs and their last steps (RunsCompleteBatch)"},
+	{"SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL FROM c", "complete runs (RunsCompleteBatch)"},
 	{"INSERT INTO kagzi.step_runs AS s", "record step (StepsRecord[Many])"},
-	{"SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL FROM l", "complete runs (RunsCompleteMany)"},
 	{"INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, external_id", "start runs (RunsCreate[Many])"},
 	{"SET lease_expires_at = greatest(r.lease_expires_at, w.until)", "extend leases (RunsExtendLeases)"},
 	{"UPDATE kagzi.workers w SET last_heartbeat_at", "persist heartbeats (WorkersHeartbeat)"},

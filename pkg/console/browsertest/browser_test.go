@@ -1,4 +1,4 @@
-package console_test
+package browsertest_test
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 // installs it in `make test`) headless through chromedp against the live
 // engine, and save screenshots of every view, light and dark, in
 // KAGZI_ARTIFACTS_DIR (default artifacts/console at the repository root,
-// ignored by git).
+// ignored by git; docs/console holds the ones the README shows).
 
 func chromiumPath() string {
 	for _, name := range []string{"chromium", "chromium-browser"} {
@@ -39,7 +39,7 @@ func chromiumPath() string {
 func artifactsDir(t *testing.T) string {
 	dir := os.Getenv("KAGZI_ARTIFACTS_DIR")
 	if dir == "" {
-		dir = filepath.Join("..", "..", "artifacts", "console")
+		dir = filepath.Join("..", "..", "..", "artifacts", "console")
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
