@@ -11,10 +11,13 @@ MODULES := $(shell scripts/modules.sh)
 
 ## test: start Postgres if none is reachable (and, as root, install iproute2
 ## for the failover test's network namespaces and chromium for the console's
-## browser tests if missing), then run every test of every module with
-## -race, and the end-to-end suite once more with NATS authorization on
-## (test-auth). Screenshots of the console land in artifacts/console/.
+## browser tests if missing), build the pinned nats-server the tests run
+## as processes (once; then cached), then run every test of every module
+## with -race, and the end-to-end suite once more with NATS authorization
+## on (test-auth). Screenshots of the console land in artifacts/console/.
 test: download
+	@# Builds the pinned nats-server outside the timed tests.
+	$(GO) test -count=1 -run '^TestStartConnectStop$$' ./internal/testnats/
 	@scripts/ensure-iproute2.sh
 	@scripts/ensure-chromium.sh
 	@url="$(PG_URL)"; failed=(); \

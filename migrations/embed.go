@@ -5,8 +5,11 @@ package migrations
 
 import "embed"
 
-// FS holds the numbered migration files (NNN_name.sql, tern format: the up
-// migration above "---- create above / drop below ----", the down below).
+// FS holds the numbered migration files, NNN_name.sql from 001 without a
+// gap: the up migration above "---- create above / drop below ----", which
+// the migrator applies; the down migration below it, which nothing applies
+// (it documents the undo). The format is tern's, the migrator earlier
+// versions used.
 //
 //go:embed *.sql
 var FS embed.FS

@@ -16,13 +16,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-
 	kapp "github.com/kagzi/kagzi/internal/app"
 	"github.com/kagzi/kagzi/internal/dispatcher"
 	"github.com/kagzi/kagzi/internal/pgcluster"
 	"github.com/kagzi/kagzi/internal/reaper"
 	"github.com/kagzi/kagzi/internal/store"
+	"github.com/kagzi/kagzi/internal/testnats"
 )
 
 // serveEnv makes the test binary run one service, configured from KAGZI_*
@@ -107,19 +106,11 @@ func TestFailoverNetworkCut(t *testing.T) {
 	t.Cleanup(pool.Close)
 	st := store.New(pool, store.Options{})
 
-	// NATS too must be reachable from the namespace: an embedded server on
-	// the host's end of the link.
-	nsrv, err := server.NewServer(&server.Options{Host: n.hostIP, Port: server.RANDOM_PORT, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go nsrv.Start()
-	t.Cleanup(func() { nsrv.Shutdown(); nsrv.WaitForShutdown() })
-	if !nsrv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
+	// NATS too must be reachable from the namespace: a server on the
+	// host's end of the link.
+	nsrv := testnats.StartHost(t, n.hostIP)
 
-	env := []string{"KAGZI_DATABASE_URL=" + dbURL, "KAGZI_NATS_URL=" + nsrv.ClientURL(), "KAGZI_HTTP_ADDR=", "KAGZI_LOG_LEVEL=info"}
+	env := []string{"KAGZI_DATABASE_URL=" + dbURL, "KAGZI_NATS_URL=" + nsrv.URL(), "KAGZI_HTTP_ADDR=", "KAGZI_LOG_LEVEL=info"}
 	type election struct {
 		service, leads, stepsDown string
 		key                       int64

@@ -6,8 +6,10 @@ import (
 )
 
 // NestedModules are the repository's modules besides the root, by
-// directory, each holding what only a tool or a test needs.
-var NestedModules = []string{"cmd/kagzi", "deploy", "pkg/console/browsertest"}
+// directory, each holding what only a tool or a test needs
+// (internal/testnats/natsbin pins the nats-server the root's tests build
+// and run as a process).
+var NestedModules = []string{"cmd/kagzi", "deploy", "internal/testnats/natsbin", "pkg/console/browsertest"}
 
 // ToolModules are the modules only tools and tests need: the CLI's
 // (cobra), the bench's comparison (River), the embedded NATS server,

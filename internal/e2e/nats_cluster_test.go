@@ -185,7 +185,7 @@ func nodeOf(t *testing.T, nodes []*testnats.Server, name string) int {
 func holds(t *testing.T, nodes []*testnats.Server, name string) bool {
 	t.Helper()
 	for _, n := range nodes {
-		cz, err := n.Connz(nil)
+		cz, err := n.Connz()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,6 @@ package reaper_test
 import (
 	"context"
 	"log/slog"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/kagzi/kagzi/internal/clock"
-	"github.com/kagzi/kagzi/internal/natsserver"
 	"github.com/kagzi/kagzi/internal/reaper"
 	"github.com/kagzi/kagzi/internal/store"
 )
@@ -179,16 +177,11 @@ func TestNATSOutageIsNotDeath(t *testing.T) {
 	h.flush()
 	settled(t, r, "the heartbeat heard", func(s reaper.Stats) bool { return s.Heartbeats >= 1 && s.NATSUp })
 
-	port := h.ns.Addr().(*net.TCPAddr).Port
 	h.ns.Stop()
 	settled(t, r, "the outage seen", func(s reaper.Stats) bool { return !s.NATSUp })
 	c.Advance(4 * timeout)
 	k.settle()
-	ns2, err := natsserver.Start(port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns2.Stop)
+	h.ns.Restart(t)
 	eventually(t, 20*time.Second, "the reconnect seen", func() bool { return r.Stats().NATSUp })
 
 	c.Advance(timeout - time.Second) // silent since before the outage, within a timeout of the reconnect

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/kagzi/kagzi/internal/clock"
 	"github.com/kagzi/kagzi/internal/dispatcher"
-	"github.com/kagzi/kagzi/internal/natsserver"
 	"github.com/kagzi/kagzi/internal/scheduler"
 	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/testdb"
@@ -507,7 +505,6 @@ func TestMalformedMessagesAreDropped(t *testing.T) {
 func TestReconnectReadsBacklog(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, false) // no relay: nothing but the reconnect tells the scheduler
-	port := h.ns.Addr().(*net.TCPAddr).Port
 	clk := clock.NewFake(c0)
 	s := h.scheduler(scheduler.Config{Clock: clk}, nil)
 	waitFor(t, "the first backlog read", passesAbove(s, 0))
@@ -516,12 +513,7 @@ func TestReconnectReadsBacklog(t *testing.T) {
 		t.Fatal("armed without being told")
 	}
 	resyncs := s.Stats().Resyncs
-	h.ns.Stop()
-	ns2, err := natsserver.Start(port)
-	if err != nil {
-		t.Fatalf("restart NATS on port %d: %v", port, err)
-	}
-	t.Cleanup(ns2.Stop)
+	h.ns.Restart(t)
 	waitFor(t, "the reconnect's backlog read arming the timer at 10:01", func() bool {
 		return s.Stats().Resyncs > resyncs && armedAt(s, at(1, 0))()
 	})

@@ -134,3 +134,30 @@ func Outage(t testing.TB, url string) (restore func()) {
 	t.Cleanup(restore)
 	return restore
 }
+
+// Empty creates an empty database (no migrations) for t, drops it when t
+// ends, and returns its URL: for tests of the migrator itself.
+func Empty(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin := AdminURL()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "kagzi_e_" + hex.EncodeToString(b[:])
+	if err := store.DatabaseCreate(ctx, admin, name, ""); err != nil {
+		t.Fatalf("empty database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := store.DatabaseDrop(ctx, admin, name); err != nil {
+			t.Logf("drop empty database %s: %v", name, err)
+		}
+	})
+	url, err := store.DatabaseURL(admin, name)
+	if err != nil {
+		t.Fatalf("empty database: %v", err)
+	}
+	return url
+}

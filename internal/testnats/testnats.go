@@ -1,32 +1,61 @@
-// Package testnats runs real NATS servers for tests: an embedded
-// nats-server on a loopback TCP port, so every hop in a test is a real NATS
-// connection.
+// Package testnats runs real NATS servers for tests: nats-server as a
+// process of its own on a loopback TCP port, so every hop in a test is a
+// real NATS connection and the module under test needs none of the
+// server's code. The binary is the version the natsbin module pins, built
+// on first use (see binary).
 package testnats
 
 import (
+	"bufio"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-
-	"github.com/kagzi/kagzi/internal/natsserver"
 )
 
-// MaxPayload is the message size limit of the test servers.
-const MaxPayload = natsserver.MaxPayload
+// MaxPayload is the message size limit of the test servers, the one Kagzi
+// runs NATS with: room for a run's 2 MiB input plus its envelope.
+const MaxPayload = 8 << 20
 
-// Server is a running NATS server.
+// startTimeout bounds a server's start, generous for a loaded machine.
+const startTimeout = 30 * time.Second
+
+// monitor is the client of the servers' monitoring endpoints.
+var monitor = &http.Client{Timeout: 5 * time.Second}
+
+// Server is a running NATS server process.
 type Server struct {
-	*natsserver.Server
+	conf string // configuration file
+	host string // where it listens
+
+	mu   sync.Mutex
+	port int // client port: random at the first start, kept by Restart
+	name string
+	http string // base URL of the monitoring endpoints
+	proc *proc  // nil while stopped
+
 	// defaults come before the options of every Connect (the Observer's
 	// credentials on a server with authorization).
 	defaults []nats.Option
+}
+
+// proc is one run of the server's process.
+type proc struct {
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once the process is gone and reaped
+	log    *tail
 }
 
 // Start starts a server on a free loopback port, shut down when t ends.
@@ -38,28 +67,83 @@ func Start(t testing.TB) *Server {
 // StartWithMaxPayload is Start with another message size limit.
 func StartWithMaxPayload(t testing.TB, maxPayload int32) *Server {
 	t.Helper()
-	s, err := natsserver.StartWithMaxPayload(0, maxPayload)
-	if err != nil {
-		t.Fatalf("start nats server: %v", err)
-	}
-	t.Cleanup(s.Stop)
-	return &Server{Server: s}
+	return start(t, "127.0.0.1", fmt.Sprintf("max_payload: %d\n", maxPayload))
+}
+
+// StartHost is Start listening on host instead of loopback (the host's
+// end of a network namespace's link, say).
+func StartHost(t testing.TB, host string) *Server {
+	t.Helper()
+	return start(t, host, fmt.Sprintf("max_payload: %d\n", MaxPayload))
 }
 
 // StartConfig starts a server from the nats-server configuration text
-// conf (written to a file of t's), on a free loopback port.
+// conf (written to a file of t's), on a free loopback port whatever conf
+// says, with MaxPayload unless conf sets max_payload.
 func StartConfig(t testing.TB, conf string) *Server {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "nats.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+	// A later key overrides an earlier one.
+	return start(t, "127.0.0.1", fmt.Sprintf("max_payload: %d\n", MaxPayload)+conf)
+}
+
+// start writes conf to a file of t's and starts a server from it on host,
+// stopped when t ends.
+func start(t testing.TB, host, conf string) *Server {
+	t.Helper()
+	s := &Server{conf: filepath.Join(t.TempDir(), "nats.conf"), host: host}
+	if err := os.WriteFile(s.conf, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := natsserver.StartConfig(path)
-	if err != nil {
+	if err := s.launch(); err != nil {
 		t.Fatalf("start nats server: %v", err)
 	}
 	t.Cleanup(s.Stop)
-	return &Server{Server: s}
+	return s
+}
+
+// URL is the server's client URL.
+func (s *Server) URL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return "nats://" + net.JoinHostPort(s.host, strconv.Itoa(s.port))
+}
+
+// Addr is the server's client address.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return &net.TCPAddr{IP: net.ParseIP(s.host), Port: s.port}
+}
+
+// Name is the server's name.
+func (s *Server) Name() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.name
+}
+
+// Stop kills the server and waits until it is gone; clients see their
+// connections drop. Stop on a stopped server does nothing.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	p := s.proc
+	s.proc = nil
+	s.mu.Unlock()
+	if p == nil {
+		return
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+}
+
+// Restart stops the server if it runs and starts it again with the same
+// configuration on the same port, so that clients reconnect to it.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Stop()
+	if err := s.launch(); err != nil {
+		t.Fatalf("restart nats server on port %d: %v", s.port, err)
+	}
 }
 
 // Connect opens a client connection to s, closed when t ends. It reconnects
@@ -73,6 +157,185 @@ func (s *Server) Connect(t testing.TB, opts ...nats.Option) *nats.Conn {
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// Connz is the part of the server's /connz a test reads.
+type Connz struct {
+	Conns []ConnInfo `json:"connections"`
+}
+
+// ConnInfo is a client connection in Connz.
+type ConnInfo struct {
+	Name string `json:"name"`
+}
+
+// Connz lists the server's client connections.
+func (s *Server) Connz() (*Connz, error) {
+	var cz Connz
+	return &cz, s.get("/connz", &cz)
+}
+
+// routez is the part of /routez that tells a cluster's peers.
+type routez struct {
+	Routes []struct {
+		RemoteID string `json:"remote_id"`
+	} `json:"routes"`
+}
+
+// get decodes the JSON of the monitoring endpoint path.
+func (s *Server) get(path string, v any) error {
+	s.mu.Lock()
+	base := s.http
+	s.mu.Unlock()
+	resp, err := monitor.Get(base + path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		return fmt.Errorf("%s: %s %s", path, resp.Status, b)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// Log lines of nats-server that tell its addresses and readiness.
+const (
+	logClients = "Listening for client connections on "
+	logMonitor = "Starting http monitor on "
+	logName    = "  Name: "
+	logReady   = "Server is ready"
+)
+
+// launch starts the process and waits until it says it is ready and its
+// /healthz agrees. Its log is read for the addresses it listens on (ports
+// it picked itself at the first start); the monitoring port is picked
+// afresh each time.
+func (s *Server) launch() error {
+	bin, err := binary()
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	port := s.port
+	s.mu.Unlock()
+	if port == 0 {
+		port = -1 // nats-server's "any free port"
+	}
+	// Flags override the file: whatever it says, the server listens
+	// where the test wants it.
+	cmd := exec.Command(bin, "-c", s.conf, "-a", s.host, "-p", strconv.Itoa(port), "-m", "-1")
+	orphanProof(cmd)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
+	p := &proc{cmd: cmd, exited: make(chan struct{}), log: &tail{}}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	var clients, mon, name string
+	ready := make(chan struct{})
+	go func() {
+		defer close(p.exited)
+		told := false
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			p.log.add(line)
+			if told {
+				continue // read on so that the server never blocks on its log
+			}
+			if _, v, ok := strings.Cut(line, logClients); ok {
+				clients = strings.TrimSpace(v)
+			} else if _, v, ok := strings.Cut(line, logMonitor); ok {
+				mon = strings.TrimSpace(v)
+			} else if _, v, ok := strings.Cut(line, logName); ok && name == "" {
+				name = strings.TrimSpace(v)
+			} else if strings.Contains(line, logReady) {
+				told = true
+				close(ready)
+			}
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+		_ = cmd.Wait() // after the last read: Wait closes the pipe
+	}()
+	fail := func(err error) error {
+		_ = cmd.Process.Kill()
+		<-p.exited
+		return fmt.Errorf("%w; its log:\n%s", err, p.log)
+	}
+	select {
+	case <-ready:
+	case <-p.exited:
+		return fmt.Errorf("nats-server exited at start (%v); its log:\n%s", cmd.ProcessState, p.log)
+	case <-time.After(startTimeout):
+		return fail(errors.New("nats-server not ready in time"))
+	}
+	_, cport, err := net.SplitHostPort(clients)
+	if err != nil {
+		return fail(fmt.Errorf("client address %q: %v", clients, err))
+	}
+	n, err := strconv.Atoi(cport)
+	if err != nil {
+		return fail(fmt.Errorf("client address %q: %v", clients, err))
+	}
+	if mon == "" {
+		return fail(errors.New("nats-server told no monitoring address"))
+	}
+	s.mu.Lock()
+	s.port, s.name, s.http, s.proc = n, name, "http://"+mon, p
+	s.mu.Unlock()
+	if err := s.healthy(); err != nil {
+		s.mu.Lock()
+		s.proc = nil
+		s.mu.Unlock()
+		return fail(err)
+	}
+	return nil
+}
+
+// healthy waits until /healthz answers OK (at once, after "ready").
+func (s *Server) healthy() error {
+	deadline := time.Now().Add(startTimeout)
+	for {
+		var h struct {
+			Status string `json:"status"`
+		}
+		err := s.get("/healthz", &h)
+		if err == nil && h.Status == "ok" {
+			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("/healthz: status %q", h.Status)
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// tail keeps the last lines of a server's log, for the message of a
+// failed start.
+type tail struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *tail) add(line string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.lines) == 40 {
+		l.lines = l.lines[1:]
+	}
+	l.lines = append(l.lines, line)
+}
+
+func (l *tail) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
 }
 
 // StartCluster starts n servers on loopback ports joined into one NATS
@@ -95,42 +358,28 @@ func StartCluster(t testing.TB, n int) []*Server {
 		var routes []string
 		for j, p := range ports {
 			if j != i {
-				routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
+				routes = append(routes, strconv.Quote(fmt.Sprintf("nats-route://127.0.0.1:%d", p)))
 			}
 		}
-		opts := &server.Options{
-			ServerName: fmt.Sprintf("node-%d", i),
-			Host:       "127.0.0.1",
-			Port:       server.RANDOM_PORT,
-			NoLog:      true,
-			NoSigs:     true,
-			MaxPayload: MaxPayload,
-			Cluster:    server.ClusterOpts{Name: "kagzi-test", Host: "127.0.0.1", Port: ports[i]},
-			Routes:     server.RoutesFromStr(strings.Join(routes, ",")),
-		}
-		s, err := natsserver.StartWithOptions(opts)
-		if err != nil {
-			t.Fatalf("start nats node %d: %v", i, err)
-		}
-		t.Cleanup(s.Stop)
-		out[i] = &Server{Server: s}
+		conf := fmt.Sprintf("server_name: node-%d\nmax_payload: %d\ncluster {\n  name: kagzi-test\n  listen: \"127.0.0.1:%d\"\n  routes: [%s]\n}\n",
+			i, MaxPayload, ports[i], strings.Join(routes, ", "))
+		out[i] = start(t, "127.0.0.1", conf)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for _, s := range out {
 		// Routes are pooled (several connections per peer): count peers.
 		for {
-			rz, err := s.Routez(nil)
+			var rz routez
+			err := s.get("/routez", &rz)
 			peers := map[string]bool{}
-			if err == nil {
-				for _, r := range rz.Routes {
-					peers[r.RemoteID] = true
-				}
+			for _, r := range rz.Routes {
+				peers[r.RemoteID] = true
 			}
 			if len(peers) >= n-1 {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("nats cluster: %s has %d of %d peers", s.Name(), len(peers), n-1)
+				t.Fatalf("nats cluster: %s has %d of %d peers (%v)", s.Name(), len(peers), n-1, err)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}

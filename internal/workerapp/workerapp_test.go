@@ -13,11 +13,10 @@ import (
 	"time"
 
 	"github.com/nats-io/jwt/v2"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
 
 	"github.com/kagzi/kagzi/internal/config"
-	"github.com/kagzi/kagzi/internal/natsserver"
+	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/internal/workerapp"
 	"github.com/kagzi/kagzi/pkg/worker"
 	"github.com/kagzi/kagzi/pkg/workflow"
@@ -60,11 +59,7 @@ func register(w *worker.Worker) error {
 // no error either way.
 func TestCredentialsAreNeverLogged(t *testing.T) {
 	t.Parallel()
-	ns, err := natsserver.StartOptions(&server.Options{Username: "kagzi", Password: secret})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Stop)
+	ns := testnats.StartConfig(t, "authorization { user: kagzi, password: "+strconv.Quote(secret)+" }\n")
 	hostport := strings.TrimPrefix(ns.URL(), "nats://")
 	cases := []struct {
 		name string
@@ -175,16 +170,8 @@ func TestTokenAndNKeyAuth(t *testing.T) {
 	if err := os.WriteFile(otherFile, otherSeed, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tokenSrv, err := natsserver.StartOptions(&server.Options{Authorization: secret})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tokenSrv.Stop)
-	nkeySrv, err := natsserver.StartOptions(&server.Options{Nkeys: []*server.NkeyUser{{Nkey: pub}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nkeySrv.Stop)
+	tokenSrv := testnats.StartConfig(t, "authorization { token: "+strconv.Quote(secret)+" }\n")
+	nkeySrv := testnats.StartConfig(t, "authorization { users: [{ nkey: "+pub+" }] }\n")
 	for _, c := range []struct {
 		name string
 		url  string
@@ -256,19 +243,11 @@ func TestCredsFileAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	credsFile, conf := filepath.Join(dir, "user.creds"), filepath.Join(dir, "nats.conf")
+	credsFile := filepath.Join(dir, "user.creds")
 	if err := os.WriteFile(credsFile, creds, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	text := "operator: " + strconv.Quote(ojwt) + "\nresolver: MEMORY\nresolver_preload: {\n  " + apub + ": " + strconv.Quote(ajwt) + "\n}\n"
-	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ns, err := natsserver.StartConfig(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Stop)
+	ns := testnats.StartConfig(t, "operator: "+strconv.Quote(ojwt)+"\nresolver: MEMORY\nresolver_preload: {\n  "+apub+": "+strconv.Quote(ajwt)+"\n}\n")
 	for _, c := range []struct {
 		name string
 		auth config.NATSAuth

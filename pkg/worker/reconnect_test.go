@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/kagzi/kagzi/internal/natsserver"
 	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/worker"
 	"github.com/kagzi/kagzi/pkg/workflow"
@@ -35,7 +34,6 @@ func (g *gatedDialer) open() { g.openOnce.Do(func() { close(g.gate) }) }
 func TestReconnectRegistersAgainAndRenewsRequest(t *testing.T) {
 	t.Parallel()
 	s := testnats.Start(t)
-	port := s.Addr().(*net.TCPAddr).Port
 	d := newFakeDispatcher(t, s)
 	dialer := &gatedDialer{gate: make(chan struct{})}
 	t.Cleanup(dialer.open)
@@ -54,12 +52,7 @@ func TestReconnectRegistersAgainAndRenewsRequest(t *testing.T) {
 	// Restart the server; let the dispatcher's connection back first so
 	// it is subscribed again before the worker reconnects.
 	back := d.nc.StatusChanged(nats.CONNECTED)
-	s.Stop()
-	s2, err := natsserver.Start(port)
-	if err != nil {
-		t.Fatalf("restart NATS on port %d: %v", port, err)
-	}
-	t.Cleanup(s2.Stop)
+	s.Restart(t)
 	recv(t, back, "dispatcher reconnect")
 	must(t, d.nc.Flush())
 	dialer.open()
