@@ -43,20 +43,7 @@ func NewRoles(t testing.TB) *RoleDB {
 			t.Logf("drop roles: %v", err)
 		}
 	})
-	if err := store.DatabaseCreate(ctx, admin, name, ""); err != nil {
-		t.Fatalf("role database: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := store.DatabaseDrop(ctx, admin, name); err != nil {
-			t.Logf("drop database %s: %v", name, err)
-		}
-	})
-	dbURL, err := store.DatabaseURL(admin, name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dbURL := createDB(t, ctx, admin, name)
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i := range errs {

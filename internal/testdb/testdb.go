@@ -144,20 +144,26 @@ func Empty(t testing.TB) string {
 	admin := AdminURL()
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	name := "kagzi_e_" + hex.EncodeToString(b[:])
+	return createDB(t, ctx, admin, "kagzi_e_"+hex.EncodeToString(b[:]))
+}
+
+// createDB creates the empty database name on admin's server, dropped when
+// t ends, and returns its URL.
+func createDB(t testing.TB, ctx context.Context, admin, name string) string {
+	t.Helper()
 	if err := store.DatabaseCreate(ctx, admin, name, ""); err != nil {
-		t.Fatalf("empty database: %v", err)
+		t.Fatalf("create database %s: %v", name, err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := store.DatabaseDrop(ctx, admin, name); err != nil {
-			t.Logf("drop empty database %s: %v", name, err)
+			t.Logf("drop database %s: %v", name, err)
 		}
 	})
 	url, err := store.DatabaseURL(admin, name)
 	if err != nil {
-		t.Fatalf("empty database: %v", err)
+		t.Fatalf("database %s: %v", name, err)
 	}
 	return url
 }
