@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Leader elects one process of many with a Postgres advisory lock held on a
@@ -43,41 +41,17 @@ type Leader struct {
 // Run campaigns, leads while elected, and campaigns again, until ctx ends.
 // It returns ctx's error.
 func (l *Leader) Run(ctx context.Context) error {
-	if l.Retry <= 0 {
-		l.Retry = 200 * time.Millisecond
-	}
-	for {
-		err := l.term(ctx)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if err != nil && l.OnError != nil {
-			l.OnError(err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(l.Retry):
-		}
-	}
+	return retryLoop(ctx, l.Retry, l.OnError, l.term)
 }
 
 // term is one campaign: connect, wait for the lock, lead until the session
 // or Lead ends.
 func (l *Leader) term(ctx context.Context) error {
-	cfg, err := lockConnConfig(l.URL)
+	conn, err := lockedConn(ctx, l.URL, l.LockKey, "leader")
 	if err != nil {
-		return fmt.Errorf("leader: parse url: %w", err)
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("leader: connect: %w", err)
+		return err
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	// Blocks while another session holds the lock; ctx's end cancels it.
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(@key)", pgx.NamedArgs{"key": l.LockKey}); err != nil {
-		return fmt.Errorf("leader: lock: %w", err)
-	}
 	leadCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	// The connection is idle while we lead; reading from it is how a lost

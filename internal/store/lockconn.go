@@ -1,6 +1,8 @@
 package store
 
 import (
+	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"time"
@@ -85,4 +87,48 @@ func lockConnConfig(url string) (*pgx.ConnConfig, error) {
 	}
 	cfg.DialFunc = d.DialContext
 	return cfg, nil
+}
+
+// retryLoop runs session until ctx ends, waiting retry (default 200 ms)
+// after each end and passing its errors to onError: the campaign of a
+// Leader or a Listener. It returns ctx's error.
+func retryLoop(ctx context.Context, retry time.Duration, onError func(error), session func(context.Context) error) error {
+	if retry <= 0 {
+		retry = 200 * time.Millisecond
+	}
+	for {
+		err := session(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil && onError != nil {
+			onError(err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(retry):
+		}
+	}
+}
+
+// lockedConn opens a dedicated connection to url (lockConnConfig) and
+// waits, for as long as ctx allows, until its session holds advisory lock
+// key. what names the caller in errors. The lock lives as long as the
+// connection.
+func lockedConn(ctx context.Context, url string, key int64, what string) (*pgx.Conn, error) {
+	cfg, err := lockConnConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("%s: parse url: %w", what, err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: connect: %w", what, err)
+	}
+	// Blocks while another session holds the lock; ctx's end cancels it.
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(@key)", pgx.NamedArgs{"key": key}); err != nil {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("%s: lock: %w", what, err)
+	}
+	return conn, nil
 }

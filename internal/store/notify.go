@@ -137,38 +137,15 @@ type Listener struct {
 // Run connects, waits for the lock, listens and delivers notifications
 // until ctx ends, reconnecting after every failure. It returns ctx's error.
 func (l *Listener) Run(ctx context.Context) error {
-	if l.Retry <= 0 {
-		l.Retry = 200 * time.Millisecond
-	}
-	for {
-		err := l.session(ctx)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if err != nil && l.OnError != nil {
-			l.OnError(err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(l.Retry):
-		}
-	}
+	return retryLoop(ctx, l.Retry, l.OnError, l.session)
 }
 
 func (l *Listener) session(ctx context.Context) error {
-	cfg, err := lockConnConfig(l.URL)
+	conn, err := lockedConn(ctx, l.URL, l.LockKey, "listener")
 	if err != nil {
-		return fmt.Errorf("listener: parse url: %w", err)
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("listener: connect: %w", err)
+		return err
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(@key)", pgx.NamedArgs{"key": l.LockKey}); err != nil {
-		return fmt.Errorf("listener: lock: %w", err)
-	}
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{NotifyChannel}.Sanitize()); err != nil {
 		return fmt.Errorf("listener: listen: %w", err)
 	}
