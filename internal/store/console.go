@@ -37,6 +37,17 @@ type RunsSearchParams struct {
 	After *Cursor
 }
 
+// pageLimit is a listing's page size: limit, 50 when not set, at most 1000.
+func pageLimit(limit int) (int, error) {
+	if limit <= 0 {
+		return 50, nil
+	}
+	if limit > 1000 {
+		return 0, invalidf("limit %d is above 1000", limit)
+	}
+	return limit, nil
+}
+
 // RunsSearch lists runs newest first with every filter (RunsList is its
 // plain form). Without payload filters it reads one page of the listing
 // index.
@@ -44,11 +55,8 @@ func (s *Store) RunsSearch(ctx context.Context, p RunsSearchParams) (runs []Run,
 	if err := checkName("namespace", p.Namespace, true); err != nil {
 		return nil, nil, err
 	}
-	if p.Limit <= 0 {
-		p.Limit = 50
-	}
-	if p.Limit > 1000 {
-		return nil, nil, invalidf("limit %d is above 1000", p.Limit)
+	if p.Limit, err = pageLimit(p.Limit); err != nil {
+		return nil, nil, err
 	}
 	statuses := make([]string, 0, len(p.Statuses))
 	for _, st := range p.Statuses {

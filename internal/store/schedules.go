@@ -331,11 +331,8 @@ func (s *Store) SchedulesList(ctx context.Context, p SchedulesListParams) (sched
 	if err := checkName("namespace", p.Namespace, true); err != nil {
 		return nil, nil, err
 	}
-	if p.Limit <= 0 {
-		p.Limit = 50
-	}
-	if p.Limit > 1000 {
-		return nil, nil, invalidf("limit %d is above 1000", p.Limit)
+	if p.Limit, err = pageLimit(p.Limit); err != nil {
+		return nil, nil, err
 	}
 	var afterTS *time.Time
 	var afterID *uuid.UUID
