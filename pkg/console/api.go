@@ -134,7 +134,6 @@ func writeErr(w http.ResponseWriter, err error) {
 	writeJSON(w, errStatus(err), map[string]string{"error": err.Error()})
 }
 
-// params reads a write's parameters from a JSON object or a form.
 // writeArgs reads a write's parameters and the namespace's client, the two
 // things every action starts with.
 func (c *Console) writeArgs(r *http.Request, ns string) (map[string]string, *client.Client, error) {
@@ -157,6 +156,18 @@ func jsonParam(p map[string]string, key string) json.RawMessage {
 	return json.RawMessage("null")
 }
 
+// idClient reads the id an action names in its path and the namespace's
+// client.
+func (c *Console) idClient(r *http.Request, ns string) (uuid.UUID, *client.Client, error) {
+	id, err := pathID(r)
+	if err != nil {
+		return uuid.Nil, nil, err
+	}
+	cl, err := c.client(ns)
+	return id, cl, err
+}
+
+// params reads a write's parameters from a JSON object or a form.
 func params(r *http.Request) (map[string]string, error) {
 	out := map[string]string{}
 	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
@@ -504,11 +515,7 @@ func (c *Console) createSchedule(r *http.Request, ns string) (any, error) {
 }
 
 func (c *Console) scheduleAction(r *http.Request, ns string) (any, error) {
-	id, err := pathID(r)
-	if err != nil {
-		return nil, err
-	}
-	cl, err := c.client(ns)
+	id, cl, err := c.idClient(r, ns)
 	if err != nil {
 		return nil, err
 	}
@@ -533,11 +540,7 @@ func (c *Console) scheduleAction(r *http.Request, ns string) (any, error) {
 }
 
 func (c *Console) deleteSchedule(r *http.Request, ns string) (any, error) {
-	id, err := pathID(r)
-	if err != nil {
-		return nil, err
-	}
-	cl, err := c.client(ns)
+	id, cl, err := c.idClient(r, ns)
 	if err != nil {
 		return nil, err
 	}
@@ -577,11 +580,7 @@ func (c *Console) workersData(r *http.Request, ns string) (any, error) {
 }
 
 func (c *Console) drainWorker(r *http.Request, ns string) (any, error) {
-	id, err := pathID(r)
-	if err != nil {
-		return nil, err
-	}
-	cl, err := c.client(ns)
+	id, cl, err := c.idClient(r, ns)
 	if err != nil {
 		return nil, err
 	}
