@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -289,30 +288,19 @@ const PingStatement = "-- ping"
 // ConnectTraced is Connect with every statement traced by tracer; when it
 // is a *StatementTally it counts the pool's pings too (PingStatement).
 func ConnectTraced(ctx context.Context, url string, tracer pgx.QueryTracer) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		return nil, fmt.Errorf("parse database url: %w", err)
-	}
-	cfg.ConnConfig.Tracer = tracer
-	if t, ok := tracer.(*StatementTally); ok {
-		// pgxpool's default rule, counted.
-		cfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool {
-			if p.IdleDuration > time.Second {
-				t.add(PingStatement)
-				return true
+	return connect(ctx, url, func(cfg *pgxpool.Config) {
+		cfg.ConnConfig.Tracer = tracer
+		if t, ok := tracer.(*StatementTally); ok {
+			// pgxpool's default rule, counted.
+			cfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool {
+				if p.IdleDuration > time.Second {
+					t.add(PingStatement)
+					return true
+				}
+				return false
 			}
-			return false
 		}
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("open database pool: %w", err)
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("ping database: %w", err)
-	}
-	return pool, nil
+	})
 }
 
 // StatementStat is one normalised statement as pg_stat_statements counts

@@ -45,9 +45,18 @@ func New(db DBTX, opts Options) *Store {
 
 // Connect opens a pool for url and checks it answers.
 func Connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	return connect(ctx, url, nil)
+}
+
+// connect opens a pool for url, with its configuration adjusted by setup
+// (if given), and checks it answers.
+func connect(ctx context.Context, url string, setup func(*pgxpool.Config)) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	if setup != nil {
+		setup(cfg)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -111,18 +120,5 @@ func (c *StatementCounter) Load() int64 { return c.n.Load() }
 
 // ConnectCounting is Connect with every statement counted by c.
 func ConnectCounting(ctx context.Context, url string, c *StatementCounter) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		return nil, fmt.Errorf("parse database url: %w", err)
-	}
-	cfg.ConnConfig.Tracer = c
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("open database pool: %w", err)
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("ping database: %w", err)
-	}
-	return pool, nil
+	return connect(ctx, url, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = c })
 }
