@@ -18,15 +18,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
-	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/devserver"
-	"github.com/kagzi/kagzi/internal/engineclient"
 	"github.com/kagzi/kagzi/internal/store"
-	"github.com/kagzi/kagzi/internal/testdb"
-	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/console"
-	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/console/internal/consoletest"
 	"github.com/kagzi/kagzi/pkg/worker"
 	"github.com/kagzi/kagzi/pkg/workflow"
 )
@@ -87,59 +83,11 @@ func start(t *testing.T, opts console.Options) *env { return startWith(t, opts, 
 // to natsErrs.
 func startWith(t *testing.T, opts console.Options, natsErrs chan error) *env {
 	t.Helper()
-	url := testdb.New(t)
-	var ns *testnats.Server
-	var auth *testnats.AuthServer
-	if natsErrs != nil {
-		auth = testnats.StartAuth(t, testnats.AuthOptions{Namespaces: []string{"default"}})
-		ns = auth.Server
-	} else {
-		ns = testnats.Start(t)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	dopts := devserver.Options{DatabaseURL: url, NATSURL: ns.URL(), Workers: 1,
-		Worker: config.Worker{MaxConcurrency: 8, HeartbeatInterval: time.Second}, Register: register}
-	if auth != nil {
-		dopts.NATSOptions = func(role string) []nats.Option { return auth.Options(t, role, "default", "worker") }
-	}
-	srv, err := devserver.Start(ctx, dopts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	e := &env{t: t, srv: srv, stmts: &store.StatementCounter{}}
-	pool, err := store.ConnectCounting(ctx, url, e.stmts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	nc, clientNC := ns.Connect(t), ns.Connect(t)
-	if auth != nil {
-		nc = auth.ConnectAs(t, natsErrs, protocol.RoleConsole, "", "")
-		clientNC = auth.ConnectAs(t, nil, protocol.RoleClient, "default", "")
-	}
-	opts.Pool, opts.NATS = pool, nc
-	e.nc = nc
 	if opts.TraceURL == "" {
 		opts.TraceURL = "http://jaeger.test/trace/{trace_id}"
 	}
-	e.con, err = console.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.http = httptest.NewServer(e.con.Handler())
-	t.Cleanup(e.http.Close)
-	// Stopped before the server closes: open event streams end with it.
-	if err := e.con.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.con.Stop)
-	e.cl, err = engineclient.New(srv.Store, clientNC, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.cl.Close)
+	c := consoletest.Start(t, opts, register, natsErrs)
+	e := &env{t: t, srv: c.Srv, cl: c.Cl, con: c.Con, http: c.HTTP, stmts: c.Stmts, nc: c.NC}
 	jar, _ := cookiejar.New(nil)
 	e.web = &http.Client{Jar: jar, Timeout: 30 * time.Second}
 	if opts.BasicAuth == "" && opts.AuthHeader == "" {

@@ -11,14 +11,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
-	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/devserver"
-	"github.com/kagzi/kagzi/internal/engineclient"
-	"github.com/kagzi/kagzi/internal/store"
-	"github.com/kagzi/kagzi/internal/testdb"
-	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/console"
+	"github.com/kagzi/kagzi/pkg/console/internal/consoletest"
 	"github.com/kagzi/kagzi/pkg/worker"
 	"github.com/kagzi/kagzi/pkg/workflow"
 )
@@ -58,40 +54,8 @@ type env struct {
 // with opts in front of it.
 func start(t *testing.T, opts console.Options) *env {
 	t.Helper()
-	url := testdb.New(t)
-	ns := testnats.Start(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	srv, err := devserver.Start(ctx, devserver.Options{DatabaseURL: url, NATSURL: ns.URL(), Workers: 1,
-		Worker: config.Worker{MaxConcurrency: 8, HeartbeatInterval: time.Second}, Register: register})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	e := &env{t: t, srv: srv, nc: ns.Connect(t)}
-	pool, err := store.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	opts.Pool, opts.NATS = pool, e.nc
-	con, err := console.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.http = httptest.NewServer(con.Handler())
-	t.Cleanup(e.http.Close)
-	// Stopped before the server closes: open event streams end with it.
-	if err := con.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(con.Stop)
-	e.cl, err = engineclient.New(srv.Store, ns.Connect(t), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.cl.Close)
-	return e
+	c := consoletest.Start(t, opts, register, nil)
+	return &env{t: t, srv: c.Srv, cl: c.Cl, http: c.HTTP, nc: c.NC}
 }
 
 // wait waits by push (client.Wait) until the run is finished.
