@@ -60,7 +60,7 @@ lint:
 
 ## bench-store: the store's claim-and-complete benchmark and claim plan.
 bench-store:
-	KAGZI_TEST_DATABASE_URL="$(PG_URL)" $(GO) test -run '^$$' -bench BenchmarkClaimComplete -benchtime 1x -timeout 30m ./internal/store/
+	KAGZI_TEST_DATABASE_URL="$(PG_URL)" $(GO) test -run '^$$' -bench BenchmarkClaimComplete -benchtime 1x -timeout 30m ./pkg/store/
 
 ## bench: every `kagzi bench` scenario, one JSON document each, with every
 ## service as its own process (several minutes; not part of `make test`).

@@ -12,6 +12,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kagzi/kagzi/services/dispatcher"
+	"github.com/kagzi/kagzi/services/reaper"
+	"github.com/kagzi/kagzi/services/scheduler"
+	workersvc "github.com/kagzi/kagzi/services/worker"
+
 	"github.com/kagzi/kagzi/internal/config"
 )
 
@@ -27,10 +32,10 @@ type processVar struct {
 // internal/config: the variables a deployment may set for it are exactly
 // that struct's env tags.
 var serviceConfigs = map[string]reflect.Type{
-	"dispatcher": reflect.TypeFor[config.Dispatcher](),
-	"scheduler":  reflect.TypeFor[config.Scheduler](),
-	"reaper":     reflect.TypeFor[config.Reaper](),
-	"worker":     reflect.TypeFor[config.Worker](),
+	"dispatcher": reflect.TypeFor[dispatcher.Config](),
+	"scheduler":  reflect.TypeFor[scheduler.Config](),
+	"reaper":     reflect.TypeFor[reaper.Config](),
+	"worker":     reflect.TypeFor[workersvc.Config](),
 }
 
 // databaseServices are the services that use Postgres (and so get
@@ -183,7 +188,7 @@ func TestProcessVars(t *testing.T) {
 		}
 	}
 	if _, ok := vars["worker"]["KAGZI_DATABASE_URL"]; ok {
-		t.Error("config.Worker reads KAGZI_DATABASE_URL: workers must not touch the database")
+		t.Error("workersvc.Config reads KAGZI_DATABASE_URL: workers must not touch the database")
 	}
 	if got := vars["worker"]["KAGZI_HTTP_ADDR"].Default; got != ":8080" {
 		t.Errorf("KAGZI_HTTP_ADDR defaults to %q; the probes and health checks assume :8080", got)

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench"
-	"github.com/kagzi/kagzi/internal/svc"
+	"github.com/kagzi/kagzi/internal/lifecycle"
 )
 
 func init() { register(newBenchCmd) }
@@ -71,9 +71,9 @@ Scenarios:
 			} else {
 				o.NATSURL = a.NATSURL
 			}
-			o.Log = svc.Logger("warn")
+			o.Log = lifecycle.Logger("warn")
 			if verbose {
-				o.Log = svc.Logger("info")
+				o.Log = lifecycle.Logger("info")
 				o.ServiceLog = os.Stderr
 			}
 			res, err := bench.Run(cmd.Context(), o)

@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kagzi/kagzi/internal/config"
-	"github.com/kagzi/kagzi/internal/svc"
+	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/pkg/console"
 	"github.com/kagzi/kagzi/pkg/protocol"
 )
@@ -66,7 +66,7 @@ KAGZI_CONSOLE_PREFIX configure it (see the README).`,
 				return fmt.Errorf("connect to NATS at %s as the console: %w", redactURL(a.NATSURL), err)
 			}
 			defer nc.Close()
-			log := svc.Logger(cfg.LogLevel).With("service", "console")
+			log := lifecycle.Logger(cfg.LogLevel).With("service", "console")
 			srv, url, err := startConsole(ctx, cfg, a.Namespace, a.pool, nc, log)
 			if err != nil {
 				return err
@@ -74,9 +74,9 @@ KAGZI_CONSOLE_PREFIX configure it (see the README).`,
 			defer srv.Stop()
 			// Health, readiness and metrics on KAGZI_HTTP_ADDR, as every
 			// service.
-			h := &svc.Health{Addr: cfg.HTTPAddr, Log: log, Checks: map[string]svc.Check{
-				"postgres": st.Ping, "nats": svc.NATSCheck(nc)}}
-			shutdown, err := svc.Telemetry(ctx, "kagzi-console", h, log)
+			h := &lifecycle.Health{Addr: cfg.HTTPAddr, Log: log, Checks: map[string]lifecycle.Check{
+				"postgres": st.Ping, "nats": lifecycle.NATSCheck(nc)}}
+			shutdown, err := lifecycle.Telemetry(ctx, "kagzi-console", h, log)
 			if err != nil {
 				return err
 			}

@@ -11,17 +11,21 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kagzi/kagzi/services/dispatcher"
+	"github.com/kagzi/kagzi/services/reaper"
+	"github.com/kagzi/kagzi/services/scheduler"
+	workersvc "github.com/kagzi/kagzi/services/worker"
+
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/kagzi/kagzi/cmd/kagzi/internal/natsserver"
 	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/devserver"
-	"github.com/kagzi/kagzi/internal/engineclient"
 	"github.com/kagzi/kagzi/internal/examples"
-	"github.com/kagzi/kagzi/internal/store"
-	"github.com/kagzi/kagzi/internal/svc"
+	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/pkg/client"
+	"github.com/kagzi/kagzi/pkg/store"
 )
 
 func init() { register(newDevCmd) }
@@ -49,19 +53,19 @@ results, then keeps serving until interrupted (or exits with --exit).`,
 			if err := migrateDatabase(cmd, a.DatabaseURL); err != nil {
 				return err
 			}
-			var dcfg config.Dispatcher
+			var dcfg dispatcher.Config
 			if err := config.Load(ctx, &dcfg); err != nil {
 				return err
 			}
-			var wcfg config.Worker
+			var wcfg workersvc.Config
 			if err := config.Load(ctx, &wcfg); err != nil {
 				return err
 			}
-			var scfg config.Scheduler
+			var scfg scheduler.Config
 			if err := config.Load(ctx, &scfg); err != nil {
 				return err
 			}
-			var rcfg config.Reaper
+			var rcfg reaper.Config
 			if err := config.Load(ctx, &rcfg); err != nil {
 				return err
 			}
@@ -81,7 +85,7 @@ results, then keeps serving until interrupted (or exits with --exit).`,
 				defer ns.Stop()
 				natsURL = ns.URL()
 			}
-			log := svc.Logger(dcfg.LogLevel).With("service", "dev")
+			log := lifecycle.Logger(dcfg.LogLevel).With("service", "dev")
 			srv, err := devserver.Start(ctx, devserver.Options{
 				DatabaseURL: a.DatabaseURL, NATSURL: natsURL, Workers: workers,
 				Worker: wcfg, Register: registerAll, Dispatcher: dcfg, Scheduler: scfg, Reaper: rcfg, Log: log,
@@ -96,8 +100,8 @@ results, then keeps serving until interrupted (or exits with --exit).`,
 			if err != nil {
 				return err
 			}
-			health := &svc.Health{Addr: dcfg.HTTPAddr, Log: log, Checks: map[string]svc.Check{
-				"postgres": srv.Store.Ping, "nats": svc.NATSCheck(hnc),
+			health := &lifecycle.Health{Addr: dcfg.HTTPAddr, Log: log, Checks: map[string]lifecycle.Check{
+				"postgres": srv.Store.Ping, "nats": lifecycle.NATSCheck(hnc),
 			}}
 			if a.telemetry != nil {
 				health.Extra = map[string]http.Handler{"/metrics": a.telemetry.Metrics}
@@ -188,7 +192,7 @@ func runDemo(ctx context.Context, cmd *cobra.Command, srv *devserver.Server, ns 
 	if err != nil {
 		return err
 	}
-	cl, err := engineclient.New(srv.Store, nc, client.Options{Namespace: ns})
+	cl, err := client.NewFromStore(srv.Store, nc, client.Options{Namespace: ns})
 	if err != nil {
 		return err
 	}

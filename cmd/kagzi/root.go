@@ -16,12 +16,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kagzi/kagzi/internal/config"
-	"github.com/kagzi/kagzi/internal/engineclient"
-	"github.com/kagzi/kagzi/internal/store"
-	"github.com/kagzi/kagzi/internal/svc"
+	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/internal/telemetry"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // Defaults of the global flags, each overridden by its environment variable
@@ -153,7 +152,7 @@ func (a *app) Client(ctx context.Context, withNATS bool) (*client.Client, error)
 	if a.client != nil {
 		a.client.Close()
 	}
-	c, err := engineclient.New(st, nc, client.Options{Namespace: a.Namespace})
+	c, err := client.NewFromStore(st, nc, client.Options{Namespace: a.Namespace})
 	if err != nil {
 		return nil, err
 	}
@@ -297,7 +296,7 @@ func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	// it does with the same setup as the services: a run started here has
 	// its kagzi.start span as its trace's root.
 	if service := cliService(args); service != "" {
-		p, err := telemetry.Setup(ctx, telemetry.Options{Service: service, Log: svc.Logger("warn").With("service", service)})
+		p, err := telemetry.Setup(ctx, telemetry.Options{Service: service, Log: lifecycle.Logger("warn").With("service", service)})
 		if err != nil {
 			fmt.Fprintf(stderr, "Error: telemetry: %v\n", err)
 			return exitFailed

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	kapp "github.com/kagzi/kagzi/internal/app"
+	"github.com/kagzi/kagzi/internal/devserver"
 	"github.com/kagzi/kagzi/internal/examples"
 	"github.com/kagzi/kagzi/internal/testflows"
 	"github.com/kagzi/kagzi/pkg/worker"
@@ -39,8 +39,8 @@ func newServeCmd(a *app) *cobra.Command {
 				}
 				defer pprof.StopCPUProfile()
 			}
-			err := kapp.Serve(ctx, args[0], registerAll)
-			if errors.Is(err, kapp.ErrUnknownService) {
+			err := devserver.Serve(ctx, args[0], registerAll)
+			if errors.Is(err, devserver.ErrUnknownService) {
 				return usagef("%v", err)
 			}
 			return err

@@ -13,15 +13,14 @@ import (
 	"testing"
 	"time"
 
+	workersvc "github.com/kagzi/kagzi/services/worker"
+
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/devserver"
-	"github.com/kagzi/kagzi/internal/engineclient"
-	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/telemetry"
 	"github.com/kagzi/kagzi/internal/telemetry/otlptest"
 	"github.com/kagzi/kagzi/internal/testdb"
@@ -29,6 +28,7 @@ import (
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/retry"
+	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/worker"
 	"github.com/kagzi/kagzi/pkg/workflow"
 )
@@ -100,7 +100,7 @@ func TestOneConnectedTracePerRunOnEveryPath(t *testing.T) {
 	})
 	var failed sync.Map
 	srv, err := devserver.Start(ctx, devserver.Options{DatabaseURL: url, NATSURL: ns.URL(), Workers: 1,
-		Worker: config.Worker{MaxConcurrency: 8, HeartbeatInterval: time.Second}, Register: traceWorkflows(&failed)})
+		Worker: workersvc.Config{MaxConcurrency: 8, HeartbeatInterval: time.Second}, Register: traceWorkflows(&failed)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestOneConnectedTracePerRunOnEveryPath(t *testing.T) {
 	}
 	// An application that set up no OpenTelemetry: its client traces
 	// nothing, so the store gives each run its trace.
-	app, err := engineclient.New(srv.Store, nc, client.Options{Namespace: "default", TracerProvider: noop.NewTracerProvider()})
+	app, err := client.NewFromStore(srv.Store, nc, client.Options{Namespace: "default", TracerProvider: noop.NewTracerProvider()})
 	if err != nil {
 		t.Fatal(err)
 	}

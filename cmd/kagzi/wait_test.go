@@ -9,9 +9,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/kagzi/kagzi/internal/dispatcher"
-	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/testnats"
+	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/services/dispatcher"
 )
 
 // waitEnv is a test database with NATS and the NOTIFY relay running, so

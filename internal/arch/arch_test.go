@@ -143,16 +143,16 @@ func literals(f file, fn func(pos token.Position, s string, call *ast.CallExpr))
 	})
 }
 
-// SQL is written in internal/store only: elsewhere a query would bypass the
+// SQL is written in pkg/store only: elsewhere a query would bypass the
 // store's params structs, its error mapping and its tests.
 func TestSQLOnlyInTheDataLayer(t *testing.T) {
 	for _, f := range files(t) {
-		if under(f.rel, "internal/store", "internal/arch") || sqlExceptions[f.rel] != "" {
+		if under(f.rel, "pkg/store", "internal/arch") || sqlExceptions[f.rel] != "" {
 			continue
 		}
 		literals(f, func(pos token.Position, s string, _ *ast.CallExpr) {
 			if sqlText.MatchString(s) {
-				t.Errorf("%s:%d: SQL outside internal/store: %.60q", f.rel, pos.Line, s)
+				t.Errorf("%s:%d: SQL outside pkg/store: %.60q", f.rel, pos.Line, s)
 			}
 		})
 	}

@@ -40,14 +40,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
-	"github.com/kagzi/kagzi/internal/engineclient"
 	"github.com/kagzi/kagzi/internal/modeltest"
 	"github.com/kagzi/kagzi/internal/pgcluster"
-	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/testflows"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/retry"
+	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // Namespace and Queue of the chaos run.
@@ -434,7 +433,7 @@ func (h *harness) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h.cl, err = engineclient.New(h.st, h.nc, client.Options{Namespace: Namespace, Queue: Queue})
+	h.cl, err = client.NewFromStore(h.st, h.nc, client.Options{Namespace: Namespace, Queue: Queue})
 	if err != nil {
 		return err
 	}

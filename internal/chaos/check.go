@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/testflows"
+	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // The invariant checker. It is a pure function of what the database holds

@@ -11,8 +11,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/testflows"
+	"github.com/kagzi/kagzi/pkg/store"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)

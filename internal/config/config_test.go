@@ -7,6 +7,7 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -16,19 +17,35 @@ import (
 	"github.com/sethvargo/go-envconfig"
 
 	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/services/dispatcher"
+	workersvc "github.com/kagzi/kagzi/services/worker"
 )
 
-// envTags returns every variable declared in this package's structs with
-// its default, read from the source so a new struct is covered without
-// being listed here.
+// envTags returns every variable declared in this package's structs and
+// the services' (services/*/config.go) with its default, read from the
+// source so a new struct is covered without being listed here.
 func envTags(t *testing.T) map[string]string {
 	t.Helper()
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "config.go", nil, 0)
-	if err != nil {
-		t.Fatal(err)
+	services, err := filepath.Glob("../../services/*/config.go")
+	if err != nil || len(services) != 4 {
+		t.Fatalf("services' config files: %v %v", services, err)
 	}
 	vars := map[string]string{}
+	for _, file := range append([]string{"config.go"}, services...) {
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, file, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		envTagsOf(t, f, vars)
+	}
+	if len(vars) < 10 {
+		t.Fatalf("found only %d variables; is the parser reading the right file?", len(vars))
+	}
+	return vars
+}
+
+func envTagsOf(t *testing.T, f *ast.File, vars map[string]string) {
 	ast.Inspect(f, func(n ast.Node) bool {
 		field, ok := n.(*ast.Field)
 		if !ok || field.Tag == nil {
@@ -50,10 +67,6 @@ func envTags(t *testing.T) map[string]string {
 		vars[strings.TrimSpace(name)] = def
 		return true
 	})
-	if len(vars) < 10 {
-		t.Fatalf("found only %d variables; is the parser reading the right file?", len(vars))
-	}
-	return vars
 }
 
 func TestEveryVariableIsDocumentedInTheREADME(t *testing.T) {
@@ -89,13 +102,13 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{&config.Dispatcher{}, map[string]string{"KAGZI_LEASE": "nonsense"}, "KAGZI_LEASE"},
-		{&config.Dispatcher{}, map[string]string{"KAGZI_LEASE": "10ms"}, "KAGZI_LEASE"},
-		{&config.Dispatcher{}, map[string]string{"KAGZI_MAX_CLAIM": "0"}, "KAGZI_MAX_CLAIM"},
-		{&config.Dispatcher{}, map[string]string{"KAGZI_LOG_LEVEL": "loud"}, "KAGZI_LOG_LEVEL"},
-		{&config.Worker{}, map[string]string{"KAGZI_QUEUE": "a.b"}, "KAGZI_QUEUE"},
-		{&config.Worker{}, map[string]string{"KAGZI_MAX_CONCURRENCY": "-1"}, "KAGZI_MAX_CONCURRENCY"},
-		{&config.Worker{}, map[string]string{"KAGZI_WAIT_TIMEOUT": "1ms"}, "KAGZI_WAIT_TIMEOUT"},
+		{&dispatcher.Config{}, map[string]string{"KAGZI_LEASE": "nonsense"}, "KAGZI_LEASE"},
+		{&dispatcher.Config{}, map[string]string{"KAGZI_LEASE": "10ms"}, "KAGZI_LEASE"},
+		{&dispatcher.Config{}, map[string]string{"KAGZI_MAX_CLAIM": "0"}, "KAGZI_MAX_CLAIM"},
+		{&dispatcher.Config{}, map[string]string{"KAGZI_LOG_LEVEL": "loud"}, "KAGZI_LOG_LEVEL"},
+		{&workersvc.Config{}, map[string]string{"KAGZI_QUEUE": "a.b"}, "KAGZI_QUEUE"},
+		{&workersvc.Config{}, map[string]string{"KAGZI_MAX_CONCURRENCY": "-1"}, "KAGZI_MAX_CONCURRENCY"},
+		{&workersvc.Config{}, map[string]string{"KAGZI_WAIT_TIMEOUT": "1ms"}, "KAGZI_WAIT_TIMEOUT"},
 	}
 	for _, c := range cases {
 		err := config.LoadFrom(context.Background(), c.cfg, envconfig.MapLookuper(c.env))
@@ -107,7 +120,7 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 
 func TestDefaultsAreValid(t *testing.T) {
 	t.Parallel()
-	for _, cfg := range []any{&config.Dispatcher{}, &config.Worker{}} {
+	for _, cfg := range []any{&dispatcher.Config{}, &workersvc.Config{}} {
 		if err := config.LoadFrom(context.Background(), cfg, envconfig.MapLookuper(nil)); err != nil {
 			t.Errorf("%T defaults: %v", cfg, err)
 		}

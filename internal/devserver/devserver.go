@@ -17,16 +17,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 
-	"github.com/kagzi/kagzi/internal/app"
-	"github.com/kagzi/kagzi/internal/config"
-	"github.com/kagzi/kagzi/internal/dispatcher"
-	"github.com/kagzi/kagzi/internal/reaper"
-	"github.com/kagzi/kagzi/internal/scheduler"
-	"github.com/kagzi/kagzi/internal/store"
-	"github.com/kagzi/kagzi/internal/svc"
-	"github.com/kagzi/kagzi/internal/workerapp"
+	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/worker"
+	"github.com/kagzi/kagzi/services/dispatcher"
+	"github.com/kagzi/kagzi/services/reaper"
+	"github.com/kagzi/kagzi/services/scheduler"
+	workersvc "github.com/kagzi/kagzi/services/worker"
 )
 
 // Options configure a dev server. Zero fields take the defaults.
@@ -42,22 +40,22 @@ type Options struct {
 	Schedulers int
 	// Scheduler configures each scheduler (database and NATS fields are
 	// filled in; zero knobs take the scheduler's defaults).
-	Scheduler config.Scheduler
+	Scheduler scheduler.Config
 	// Workers is the number of workers (default 1, negative for none);
 	// each gets its own NATS connection, as separate processes would.
 	Workers int
 	// Worker configures each worker; Register adds its workflows.
-	Worker   config.Worker
+	Worker   workersvc.Config
 	Register func(*worker.Worker) error
 	// Dispatcher configures each dispatcher (database and NATS fields are
 	// filled in).
-	Dispatcher config.Dispatcher
+	Dispatcher dispatcher.Config
 	// Reapers is the number of reaper replicas (default 1, negative for
 	// none); they compete for leadership as in production.
 	Reapers int
 	// Reaper configures each reaper (database and NATS fields are filled
 	// in; zero durations take the reaper's defaults).
-	Reaper config.Reaper
+	Reaper reaper.Config
 	Log    *slog.Logger
 	// NATSOptions, if set, gives the extra options (credentials, TLS) of
 	// a connection of role (protocol.RoleDispatcher, ..., RoleWorker for
@@ -87,7 +85,7 @@ type Server struct {
 
 	log   *slog.Logger
 	opts  func(role string) []nats.Option
-	comps []svc.Component
+	comps []lifecycle.Component
 	conns []*nats.Conn
 	close []func()
 }
@@ -140,7 +138,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	s.close = append(s.close, pool.Close)
 	s.Pool = pool
-	s.Store = app.NewStore(pool, o.Log)
+	s.Store = store.New(pool, store.Options{OnLargePayload: lifecycle.LogLargePayload(o.Log)})
 
 	dcfg := o.Dispatcher
 	dcfg.DatabaseURL = o.DatabaseURL
@@ -151,7 +149,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		comps, _ := app.Dispatcher(dcfg, s.Store, nc, o.Log.With("dispatcher", i))
+		comps := dispatcher.Assemble(dcfg, s.Store, nc, o.Log.With("dispatcher", i)).Components
 		for _, c := range comps {
 			switch c := c.(type) {
 			case *dispatcher.Dispatcher:
@@ -171,11 +169,11 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		sc, _ := app.Scheduler(scfg, s.Store, nc, o.Log.With("scheduler", i))
+		sc := scheduler.Assemble(scfg, s.Store, nc, o.Log.With("scheduler", i)).Components[0]
 		if err := s.start(ctx, sc); err != nil {
 			return nil, err
 		}
-		s.Schedulers = append(s.Schedulers, sc)
+		s.Schedulers = append(s.Schedulers, sc.(*scheduler.Scheduler))
 	}
 	rcfg := o.Reaper
 	rcfg.DatabaseURL = o.DatabaseURL
@@ -184,18 +182,18 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		r, _ := app.Reaper(rcfg, s.Store, nc, o.Log.With("reaper", i))
+		r := reaper.Assemble(rcfg, s.Store, nc, o.Log.With("reaper", i)).Components[0]
 		if err := s.start(ctx, r); err != nil {
 			return nil, err
 		}
-		s.Reapers = append(s.Reapers, r)
+		s.Reapers = append(s.Reapers, r.(*reaper.Reaper))
 	}
 	for i := 0; i < o.Workers; i++ {
 		nc, err := s.connect(fmt.Sprintf("worker-%d", i), protocol.RoleWorker, worker.Inbox(o.Worker.Namespace, o.Worker.Identity))
 		if err != nil {
 			return nil, err
 		}
-		w, err := workerapp.New(o.Worker, nc, o.Log.With("worker", i), o.Register)
+		w, err := workersvc.New(o.Worker, nc, o.Log.With("worker", i), o.Register)
 		if err != nil {
 			return nil, err
 		}
@@ -229,7 +227,7 @@ func (s *Server) connect(name, role string, extra ...nats.Option) (*nats.Conn, e
 	return nc, nil
 }
 
-func (s *Server) start(ctx context.Context, comps ...svc.Component) error {
+func (s *Server) start(ctx context.Context, comps ...lifecycle.Component) error {
 	for _, c := range comps {
 		if err := c.Start(ctx); err != nil {
 			return err

@@ -10,16 +10,15 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
-	"github.com/kagzi/kagzi/internal/app"
-	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/devserver"
-	"github.com/kagzi/kagzi/internal/svc"
+	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/internal/testnats"
-	"github.com/kagzi/kagzi/internal/workerapp"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/worker"
+	"github.com/kagzi/kagzi/services/dispatcher"
+	workersvc "github.com/kagzi/kagzi/services/worker"
 )
 
 // secured is a system on a NATS server with the generated users and
@@ -66,14 +65,14 @@ func startSecuredOn(t *testing.T, dbURL string, tls bool, register func(*worker.
 func TestEngineRunsWithTLS(t *testing.T) {
 	t.Parallel()
 	s := startSecured(t, true)
-	cfg := config.Worker{Namespace: "default", Queue: "default", Identity: "worker", MaxConcurrency: 4,
+	cfg := workersvc.Config{Namespace: "default", Queue: "default", Identity: "worker", MaxConcurrency: 4,
 		HeartbeatInterval: time.Second, WaitTimeout: 5 * time.Second, DrainTimeout: time.Second}
 	cfg.NATSURL, cfg.LogLevel = s.auth.URL(), "error"
 	cfg.NATSAuth = s.auth.TLS
 	cfg.NATSUser, cfg.NATSPassword = "worker-default-worker", s.auth.Password("worker-default-worker")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- workerapp.Run(ctx, cfg, svc.Logger("error"), threeSteps(newCounter())) }()
+	go func() { done <- workersvc.Run(ctx, cfg, lifecycle.Logger("error"), threeSteps(newCounter())) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -223,13 +222,13 @@ func TestEngineRunsAsTheRuntimeRole(t *testing.T) {
 func TestServiceWithBadCredentialsFailsAtStart(t *testing.T) {
 	t.Parallel()
 	auth := testnats.StartAuth(t, testnats.AuthOptions{})
-	var cfg config.Dispatcher
+	var cfg dispatcher.Config
 	cfg.DatabaseURL, cfg.NATSURL, cfg.HTTPAddr = testdb.New(t), auth.URL(), ""
 	cfg.Lease, cfg.DeliveryTimeout, cfg.MaxClaim, cfg.ReportWriters, cfg.BeaconInterval = 30*time.Second, 5*time.Second, 10, 1, time.Second
 	cfg.NATSUser, cfg.NATSPassword = "dispatcher", "not-"+auth.Password("dispatcher")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := app.RunDispatcher(ctx, cfg, svc.Logger("error"))
+	err := dispatcher.Run(ctx, cfg, lifecycle.Logger("error"))
 	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
 		t.Fatalf("dispatcher with a wrong password: %v, want an authorization violation", err)
 	}

@@ -8,15 +8,15 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/kagzi/kagzi/internal/dispatcher"
-	"github.com/kagzi/kagzi/internal/scheduler"
-	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/internal/testlog"
 	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/worker"
+	"github.com/kagzi/kagzi/services/dispatcher"
+	"github.com/kagzi/kagzi/services/scheduler"
 )
 
 // NATS drops the messages a subscription has not read once its pending
@@ -46,7 +46,7 @@ func newDropEnv(t *testing.T) *dropEnv {
 // in a handler fills any of its subscriptions: the next is dropped.
 func (e *dropEnv) startDispatcher(t *testing.T) *dispatcher.Dispatcher {
 	t.Helper()
-	d := dispatcher.New(dispatcher.Config{PendingLimit: 1}, e.st, e.ns.Connect(t), slog.New(e.stall))
+	d := dispatcher.New(dispatcher.Options{PendingLimit: 1}, e.st, e.ns.Connect(t), slog.New(e.stall))
 	if err := d.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestDroppedScheduleChangeIsRecoveredByTheBacklog(t *testing.T) {
 	t.Parallel()
 	e := newDropEnv(t)
 	ctx := context.Background()
-	s := scheduler.New(scheduler.Config{PendingLimit: 1}, e.st, e.ns.Connect(t), slog.New(e.stall))
+	s := scheduler.New(scheduler.Options{PendingLimit: 1}, e.st, e.ns.Connect(t), slog.New(e.stall))
 	if err := s.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

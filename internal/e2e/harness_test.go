@@ -8,19 +8,19 @@ import (
 	"testing"
 	"time"
 
+	workersvc "github.com/kagzi/kagzi/services/worker"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 
-	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/devserver"
-	"github.com/kagzi/kagzi/internal/dispatcher"
-	"github.com/kagzi/kagzi/internal/engineclient"
-	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/worker"
+	"github.com/kagzi/kagzi/services/dispatcher"
 )
 
 // env is one assembled system.
@@ -92,7 +92,7 @@ func start(t *testing.T, o opts) *env {
 	}
 	dopts := devserver.Options{
 		DatabaseURL: url, NATSURL: ns.URL(), Dispatchers: o.dispatchers, Workers: o.workers,
-		Worker:     config.Worker{MaxConcurrency: o.concurrency, HeartbeatInterval: time.Second, WaitTimeout: o.wait},
+		Worker:     workersvc.Config{MaxConcurrency: o.concurrency, HeartbeatInterval: time.Second, WaitTimeout: o.wait},
 		Register:   o.register,
 		Statements: o.stmts,
 	}
@@ -179,7 +179,7 @@ func startWorker(t *testing.T, ns *testnats.Server, cfg worker.Config, register 
 // newClient returns a client on st and nc, closed when t ends.
 func newClient(t *testing.T, st *store.Store, nc *nats.Conn) *client.Client {
 	t.Helper()
-	cl, err := engineclient.New(st, nc, client.Options{})
+	cl, err := client.NewFromStore(st, nc, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

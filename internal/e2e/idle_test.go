@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/pkg/client"
+	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // An idle system costs Postgres close to nothing: the dispatcher remembers

@@ -11,17 +11,16 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
-	"github.com/kagzi/kagzi/internal/app"
 	"github.com/kagzi/kagzi/internal/config"
-	"github.com/kagzi/kagzi/internal/dispatcher"
-	"github.com/kagzi/kagzi/internal/store"
-	"github.com/kagzi/kagzi/internal/svc"
+	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/worker"
 	"github.com/kagzi/kagzi/pkg/workflow"
+	"github.com/kagzi/kagzi/services/dispatcher"
 )
 
 // Losing a dispatcher must not strand the workers whose requests it held:
@@ -121,10 +120,10 @@ func (o *observer) requestsOf(id uuid.UUID) int {
 // process, on its own connection.
 func inProcessDispatcher(t *testing.T, st *store.Store, url string, ns *testnats.Server, relay bool) (d *dispatcher.Dispatcher, stop func()) {
 	t.Helper()
-	comps, _ := app.Dispatcher(config.Dispatcher{Database: config.Database{DatabaseURL: url}, Relay: relay},
-		st, ns.Connect(t), nil)
+	comps := dispatcher.Assemble(dispatcher.Config{Database: config.Database{DatabaseURL: url}, Relay: relay},
+		st, ns.Connect(t), nil).Components
 	d = comps[0].(*dispatcher.Dispatcher)
-	var started []svc.Component
+	var started []lifecycle.Component
 	stop = func() {
 		for i := len(started) - 1; i >= 0; i-- {
 			started[i].Stop()

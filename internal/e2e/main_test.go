@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kagzi/kagzi/internal/app"
+	"github.com/kagzi/kagzi/internal/devserver"
 )
 
 // envServe makes the test binary run one service instead of the tests, as
@@ -20,18 +20,18 @@ import (
 const envServe = "KAGZI_E2E_SERVE"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(envServe) == "dispatcher" {
-		os.Exit(serveDispatcher())
+	if service := os.Getenv(envServe); service != "" {
+		os.Exit(serve(service))
 	}
 	os.Exit(m.Run())
 }
 
-// serveDispatcher runs the dispatcher service configured from KAGZI_*
-// variables until SIGINT or SIGTERM.
-func serveDispatcher() int {
+// serve runs one service configured from KAGZI_* variables until SIGINT
+// or SIGTERM.
+func serve(service string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := app.Serve(ctx, "dispatcher", nil); err != nil {
+	if err := devserver.Serve(ctx, service, nil); err != nil && ctx.Err() == nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -9,17 +9,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kagzi/kagzi/services/reaper"
+	workersvc "github.com/kagzi/kagzi/services/worker"
+
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
-	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/devserver"
-	"github.com/kagzi/kagzi/internal/engineclient"
-	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/worker"
 	"github.com/kagzi/kagzi/pkg/workflow"
 )
@@ -81,8 +82,8 @@ func TestNATSClusterNodeKilled(t *testing.T) {
 	}
 	srv, err := devserver.Start(ctx, devserver.Options{
 		DatabaseURL: url, NATSURL: testnats.ClusterURL(nodes), Dispatchers: 1, Workers: 2,
-		Worker:   config.Worker{MaxConcurrency: 50, HeartbeatInterval: 200 * time.Millisecond},
-		Reaper:   config.Reaper{WorkerTimeout: 2 * time.Second, FlushInterval: 100 * time.Millisecond, LeaseGrace: time.Second},
+		Worker:   workersvc.Config{MaxConcurrency: 50, HeartbeatInterval: 200 * time.Millisecond},
+		Reaper:   reaper.Config{WorkerTimeout: 2 * time.Second, FlushInterval: 100 * time.Millisecond, LeaseGrace: time.Second},
 		Register: register,
 	})
 	if err != nil {
@@ -97,7 +98,7 @@ func TestNATSClusterNodeKilled(t *testing.T) {
 	// The dispatcher's node dies; the client is on another.
 	victim := nodeOf(t, nodes, "kagzi-dev-dispatcher-0")
 	nc := nodes[(victim+1)%len(nodes)].Connect(t)
-	cl, err := engineclient.New(srv.Store, nc, client.Options{})
+	cl, err := client.NewFromStore(srv.Store, nc, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

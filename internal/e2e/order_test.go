@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/kagzi/kagzi/internal/devserver"
-	"github.com/kagzi/kagzi/internal/engineclient"
 	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/client"
@@ -36,7 +35,7 @@ func TestWorkerStartedBeforeDispatcher(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	cl, err := engineclient.New(srv.Store, ns.Connect(t), client.Options{})
+	cl, err := client.NewFromStore(srv.Store, ns.Connect(t), client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

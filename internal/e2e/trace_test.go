@@ -10,13 +10,12 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/kagzi/kagzi/internal/dispatcher"
-	"github.com/kagzi/kagzi/internal/engineclient"
-	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/client"
+	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/worker"
+	"github.com/kagzi/kagzi/services/dispatcher"
 )
 
 // One trace per run: the client's start span is the root; the dispatch
@@ -31,7 +30,7 @@ func TestOneTracePerRun(t *testing.T) {
 	pool, url := testdb.Pool(t)
 	st := store.New(pool, store.Options{})
 	ns := testnats.Start(t)
-	d := dispatcher.New(dispatcher.Config{TracerProvider: tp}, st, ns.Connect(t), nil)
+	d := dispatcher.New(dispatcher.Options{TracerProvider: tp}, st, ns.Connect(t), nil)
 	relay := dispatcher.NewRelay(dispatcher.RelayConfig{DatabaseURL: url}, ns.Connect(t), nil)
 	w, err := worker.New(worker.Config{TracerProvider: tp}, ns.Connect(t))
 	if err != nil {
@@ -49,7 +48,7 @@ func TestOneTracePerRun(t *testing.T) {
 		}
 		t.Cleanup(c.Stop)
 	}
-	cl, err := engineclient.New(st, ns.Connect(t), client.Options{TracerProvider: tp})
+	cl, err := client.NewFromStore(st, ns.Connect(t), client.Options{TracerProvider: tp})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,11 +9,11 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/kagzi/kagzi/internal/dispatcher"
-	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/pkg/client"
+	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/worker"
 	"github.com/kagzi/kagzi/pkg/workflow"
+	"github.com/kagzi/kagzi/services/dispatcher"
 )
 
 // A run of a type no live worker serves is accepted and waits, and says
@@ -35,7 +35,7 @@ func TestRunsNoWorkerServes(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	d := dispatcher.New(dispatcher.Config{MeterProvider: mp}, e.srv.Store, e.ns.Connect(t), nil)
+	d := dispatcher.New(dispatcher.Options{MeterProvider: mp}, e.srv.Store, e.ns.Connect(t), nil)
 	if err := d.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

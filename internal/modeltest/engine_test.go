@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kagzi/kagzi/internal/app"
 	"github.com/kagzi/kagzi/internal/chaos"
+	"github.com/kagzi/kagzi/internal/devserver"
 	"github.com/kagzi/kagzi/internal/modeltest"
 	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/internal/testflows"
@@ -25,7 +25,7 @@ import (
 func TestMain(m *testing.M) {
 	if len(os.Args) >= 3 && os.Args[1] == "serve" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		err := app.Serve(ctx, os.Args[2], testflows.Register)
+		err := devserver.Serve(ctx, os.Args[2], testflows.Register)
 		stop()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kagzi/kagzi/internal/store"
+	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // RoleDB is a database set up for least privilege as `kagzi migrate

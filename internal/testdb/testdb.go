@@ -17,8 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/migrations"
+	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // EnvURL names the variable that points the tests at a Postgres server

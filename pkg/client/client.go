@@ -33,11 +33,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kagzi/kagzi/internal/natsutil"
-	"github.com/kagzi/kagzi/internal/sdkhook"
-	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/tracectx"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/retry"
+	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // Typed errors of the client, besides ErrNotFound, ErrConflict,
@@ -99,12 +98,14 @@ type Client struct {
 	started metric.Int64Counter
 }
 
-func init() { sdkhook.NewClient = newClient }
-
-// newClient returns a client over the engine's data layer: Connect and
-// NewFromPool for applications, internal/engineclient for the engine's own
-// tools, which already hold a store.
-func newClient(st *store.Store, nc *nats.Conn, opts Options) (*Client, error) {
+// NewFromStore returns a client over a store the caller already holds (the
+// engine's services, the CLI and operators' tools, which use pkg/store);
+// applications use Connect or NewFromPool. The caller keeps owning st's
+// pool, and nc may be nil (no live notifications).
+func NewFromStore(st *store.Store, nc *nats.Conn, opts Options) (*Client, error) {
+	if st == nil {
+		return nil, fmt.Errorf("client: %w: nil store", ErrInvalidArgument)
+	}
 	if opts.Namespace == "" {
 		opts.Namespace = "default"
 	}

@@ -8,12 +8,11 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/kagzi/kagzi/internal/engineclient"
-	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/store"
 )
 
 type fixture struct {
@@ -27,7 +26,7 @@ func setup(t *testing.T) *fixture {
 	pool, _ := testdb.Pool(t)
 	st := store.New(pool, store.Options{})
 	ns := testnats.Start(t)
-	cl, err := engineclient.New(st, ns.Connect(t), client.Options{})
+	cl, err := client.NewFromStore(st, ns.Connect(t), client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +103,7 @@ func TestStartTxCommitsWithTheCaller(t *testing.T) {
 	t.Parallel()
 	pool, _ := testdb.Pool(t)
 	st := store.New(pool, store.Options{})
-	cl, err := engineclient.New(st, nil, client.Options{})
+	cl, err := client.NewFromStore(st, nil, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +142,7 @@ func TestStartTxCommitsWithTheCaller(t *testing.T) {
 func TestStartManyListGetCancel(t *testing.T) {
 	t.Parallel()
 	pool, _ := testdb.Pool(t)
-	cl, err := engineclient.New(store.New(pool, store.Options{}), nil, client.Options{Namespace: "shop", Queue: "orders"})
+	cl, err := client.NewFromStore(store.New(pool, store.Options{}), nil, client.Options{Namespace: "shop", Queue: "orders"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +183,7 @@ func TestStartManyListGetCancel(t *testing.T) {
 	if _, err := cl.Start(ctx, "A", func() {}, client.StartOptions{}); !errors.Is(err, store.ErrInvalidArgument) {
 		t.Fatalf("unencodable input: %v", err)
 	}
-	if _, err := engineclient.New(store.New(pool, store.Options{}), nil, client.Options{Namespace: "a.b"}); !errors.Is(err, store.ErrInvalidArgument) {
+	if _, err := client.NewFromStore(store.New(pool, store.Options{}), nil, client.Options{Namespace: "a.b"}); !errors.Is(err, store.ErrInvalidArgument) {
 		t.Fatalf("bad namespace: %v", err)
 	}
 }

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 
-	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // Connect opens a database pool for databaseURL (a PostgreSQL URL or DSN
@@ -38,7 +38,7 @@ func NewFromPool(pool *pgxpool.Pool, nc *nats.Conn, opts Options) (*Client, erro
 	if pool == nil {
 		return nil, fmt.Errorf("client: %w: nil pool", ErrInvalidArgument)
 	}
-	return newClient(store.New(pool, store.Options{}), nc, opts)
+	return NewFromStore(store.New(pool, store.Options{}), nc, opts)
 }
 
 // DrainWorker asks worker id of the client's namespace to drain: it is

@@ -18,11 +18,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/kagzi/kagzi/internal/engineclient"
-	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/retry"
+	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // The client's input validation is fuzzed through the public API, without
@@ -164,7 +163,7 @@ func fuzzClient(t *testing.T, namespace, queue string) (*client.Client, *recordD
 	var large []int
 	st := store.New(db, store.Options{OnLargePayload: func(_ string, n int) { large = append(large, n) }})
 	// A no-op provider keeps the stored trace context what the caller gave.
-	cl, err := engineclient.New(st, nil, client.Options{Namespace: namespace, Queue: queue, TracerProvider: noop.NewTracerProvider()})
+	cl, err := client.NewFromStore(st, nil, client.Options{Namespace: namespace, Queue: queue, TracerProvider: noop.NewTracerProvider()})
 	if cl != nil {
 		t.Cleanup(cl.Close)
 	}

@@ -3,8 +3,8 @@ package client_test
 import (
 	"testing"
 
-	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/pkg/client"
+	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // The client's statuses are its own types, converted from the data

@@ -28,10 +28,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 
-	"github.com/kagzi/kagzi/internal/engineclient"
-	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/store"
 )
 
 //go:embed static templates
@@ -168,7 +167,7 @@ func (c *Console) client(ns string) (*client.Client, error) {
 	if cl, ok := c.clients[ns]; ok {
 		return cl, nil
 	}
-	cl, err := engineclient.New(c.st, c.nc, client.Options{Namespace: ns})
+	cl, err := client.NewFromStore(c.st, c.nc, client.Options{Namespace: ns})
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/kagzi/kagzi/internal/store"
+	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // TestSlowBrowserGetsResync: a browser whose buffer is full is skipped

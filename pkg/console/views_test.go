@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kagzi/kagzi/internal/store"
+	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // A step's row is written after it ran; its wait on the timeline is the gap

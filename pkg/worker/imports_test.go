@@ -28,7 +28,7 @@ func TestNoDatabaseDependency(t *testing.T) {
 			t.Fatalf("go list -deps %s looks wrong: %v", pkg, deps)
 		}
 		for _, dep := range deps {
-			if strings.Contains(dep, "jackc/pgx") || strings.Contains(dep, "kagzi/internal/store") {
+			if strings.Contains(dep, "jackc/pgx") || strings.Contains(dep, "kagzi/pkg/store") {
 				t.Errorf("%s depends on %s: workers must not need a database", pkg, dep)
 			}
 		}

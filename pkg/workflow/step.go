@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/kagzi/kagzi/internal/metricattr"
-	"github.com/kagzi/kagzi/internal/sdkhook"
+	"github.com/kagzi/kagzi/internal/wfexec"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/retry"
 )
@@ -295,7 +295,7 @@ func runStep[T any](ctx context.Context, o stepOptions, fn func(context.Context)
 // and it mocks this step: then the mock's output, decoded into T, or its
 // error.
 func runOrMock[T any](ex *execution, id string, attempt int, run func() (T, error)) (T, error) {
-	m := sdkhook.StepMockFrom(ex.ctx)
+	m := wfexec.StepMockFrom(ex.ctx)
 	if m == nil {
 		return run()
 	}

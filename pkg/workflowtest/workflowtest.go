@@ -28,7 +28,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/kagzi/kagzi/internal/sdkhook"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/workflow"
 )
@@ -277,7 +276,7 @@ func Run[In, Out any](e *Env, ref workflow.Ref[In, Out], fn func(ctx workflow.Co
 func RunFunc(e *Env, typ string, fn workflow.Func, input json.RawMessage) (json.RawMessage, error) {
 	run := protocol.DeliveredRun{RunID: uuid.New(), Namespace: "default", Queue: "default", Type: typ,
 		Attempt: 1, LeaseToken: 1, Input: input}
-	ctx := sdkhook.WithStepMock(context.Background(), e.mock)
+	ctx := wfexec.WithStepMock(context.Background(), e.mock)
 	for {
 		e.mu.Lock()
 		if e.executions >= MaxExecutions {

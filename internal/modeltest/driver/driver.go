@@ -18,10 +18,10 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kagzi/kagzi/internal/modeltest"
-	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/retry"
+	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // Driver runs programs through a real engine: it starts their runs, sends

@@ -16,7 +16,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
-	"github.com/kagzi/kagzi/internal/engineclient"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/console"
 )
@@ -469,7 +468,7 @@ func browserActions(t *testing.T, e *env, ctx context.Context) {
 			t.Fatal(err)
 		}
 		defer nc.Close()
-		other, err := engineclient.New(e.srv.Store, nc, client.Options{Namespace: "other"})
+		other, err := client.NewFromStore(e.srv.Store, nc, client.Options{Namespace: "other"})
 		if err != nil {
 			t.Fatal(err)
 		}

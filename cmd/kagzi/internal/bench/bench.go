@@ -22,10 +22,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 
-	"github.com/kagzi/kagzi/internal/engineclient"
-	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // Options configure a benchmark run.
@@ -256,7 +255,7 @@ func (e *env) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	e.cl, err = engineclient.New(e.st, e.nc, client.Options{Namespace: "bench", Queue: "bench"})
+	e.cl, err = client.NewFromStore(e.st, e.nc, client.Options{Namespace: "bench", Queue: "bench"})
 	if err != nil {
 		return err
 	}

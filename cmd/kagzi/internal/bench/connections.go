@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kagzi/kagzi/internal/store"
+	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // ConnectionsResult is the figures of the connections scenario: the

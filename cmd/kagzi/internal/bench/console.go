@@ -9,8 +9,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/pkg/console"
+	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // Defaults of the console scenario.

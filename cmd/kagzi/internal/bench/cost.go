@@ -11,10 +11,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/sethvargo/go-envconfig"
 
-	kapp "github.com/kagzi/kagzi/internal/app"
 	"github.com/kagzi/kagzi/internal/config"
-	"github.com/kagzi/kagzi/internal/store"
-	"github.com/kagzi/kagzi/internal/svc"
+	"github.com/kagzi/kagzi/internal/lifecycle"
+	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/services/dispatcher"
 )
 
 // What one run costs Postgres in the throughput scenario: transactions,
@@ -158,7 +158,7 @@ func (e *env) startDispatcherHere(ctx context.Context) error {
 			}
 		}
 	}
-	var cfg config.Dispatcher
+	var cfg dispatcher.Config
 	if err := config.LoadFrom(ctx, &cfg, envconfig.MapLookuper(vars)); err != nil {
 		return err
 	}
@@ -172,13 +172,13 @@ func (e *env) startDispatcherHere(ctx context.Context) error {
 		return err
 	}
 	log := e.o.Log.With("service", "dispatcher")
-	comps, _ := kapp.Dispatcher(cfg, kapp.NewStore(pool, log), nc, log)
+	comps := dispatcher.Assemble(cfg, store.New(pool, store.Options{OnLargePayload: lifecycle.LogLargePayload(log)}), nc, log).Components
 	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if err := svc.RunAll(dctx, log, comps...); err != nil && dctx.Err() == nil {
+		if err := lifecycle.RunAll(dctx, log, comps...); err != nil && dctx.Err() == nil {
 			e.o.Log.Error("in-process dispatcher", "err", err)
 		}
 	}()

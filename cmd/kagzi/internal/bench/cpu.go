@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/kagzi/kagzi/internal/pgcluster"
-	"github.com/kagzi/kagzi/internal/store"
+	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // CPU accounting: what each process spent during a scenario's measured

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kagzi/kagzi/internal/store"
+	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // IdleTarget is the most statements per second an idle system may cost.

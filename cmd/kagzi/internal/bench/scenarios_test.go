@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/kagzi/kagzi/internal/store"
+	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // Fast tests of the bench's pure helpers; the scenarios themselves run

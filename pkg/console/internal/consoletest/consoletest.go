@@ -11,17 +11,17 @@ import (
 	"testing"
 	"time"
 
+	workersvc "github.com/kagzi/kagzi/services/worker"
+
 	"github.com/nats-io/nats.go"
 
-	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/devserver"
-	"github.com/kagzi/kagzi/internal/engineclient"
-	"github.com/kagzi/kagzi/internal/store"
 	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/console"
 	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/worker"
 )
 
@@ -58,7 +58,7 @@ func Start(t testing.TB, opts console.Options, register func(*worker.Worker) err
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	dopts := devserver.Options{DatabaseURL: url, NATSURL: ns.URL(), Workers: 1,
-		Worker: config.Worker{MaxConcurrency: 8, HeartbeatInterval: time.Second}, Register: register}
+		Worker: workersvc.Config{MaxConcurrency: 8, HeartbeatInterval: time.Second}, Register: register}
 	if auth != nil {
 		dopts.NATSOptions = func(role string) []nats.Option { return auth.Options(t, role, "default", "worker") }
 	}
@@ -91,7 +91,7 @@ func Start(t testing.TB, opts console.Options, register func(*worker.Worker) err
 		t.Fatal(err)
 	}
 	t.Cleanup(e.Con.Stop)
-	e.Cl, err = engineclient.New(srv.Store, clientNC, client.Options{})
+	e.Cl, err = client.NewFromStore(srv.Store, clientNC, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

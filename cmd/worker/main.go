@@ -1,0 +1,28 @@
+// Command worker is Kagzi's reference worker: it registers the example
+// workflows (internal/examples) and runs them. It needs NATS only —
+// no database connection and no database credentials. Configuration comes
+// from the environment (see the README).
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/internal/examples"
+	"github.com/kagzi/kagzi/internal/lifecycle"
+	"github.com/kagzi/kagzi/services/worker"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var cfg worker.Config
+	err := config.Load(ctx, &cfg)
+	if err == nil {
+		err = worker.Run(ctx, cfg, lifecycle.Logger(cfg.LogLevel).With("service", "worker"), examples.Register)
+	}
+	lifecycle.Exit("worker", err)
+}

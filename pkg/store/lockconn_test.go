@@ -1,0 +1,63 @@
+package store_test
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kagzi/kagzi/internal/testdb"
+	"github.com/kagzi/kagzi/pkg/store"
+)
+
+// TestLockConnDetectsDeadPeers checks that a leader's dedicated connection
+// asks the server to end the session of a silent client within seconds and
+// lets a URL override a server setting. (internal/app's TestFailoverNetworkCut measures the effect.)
+func TestLockConnDetectsDeadPeers(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	show := func(conn *pgx.Conn, name string) string {
+		t.Helper()
+		var v string
+		if err := conn.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return v
+	}
+
+	conn := lockConn(t, ctx, url)
+	if _, ok := conn.PgConn().Conn().(*net.TCPConn); !ok {
+		t.Skipf("the test database is not reached over TCP (%T): the settings do not apply", conn.PgConn().Conn())
+	}
+	// In their base units: seconds, seconds, probes, milliseconds.
+	want := map[string]string{"tcp_keepalives_idle": "2", "tcp_keepalives_interval": "1", "tcp_keepalives_count": "3", "tcp_user_timeout": "5000"}
+	for name, v := range want {
+		if got := show(conn, name); got != v {
+			t.Errorf("server %s = %q, want %q", name, got, v)
+		}
+	}
+	over := lockConn(t, ctx, url+"&tcp_user_timeout=7000")
+	if got := show(over, "tcp_user_timeout"); got != "7000" {
+		t.Errorf("tcp_user_timeout set in the URL: server has %q, want 7000", got)
+	}
+}
+
+// lockConn opens a leader's dedicated connection to url, closed when t
+// ends.
+func lockConn(t *testing.T, ctx context.Context, url string) *pgx.Conn {
+	t.Helper()
+	cfg, err := store.LockConnConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
+}

@@ -1,0 +1,248 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/kagzi/kagzi/internal/testdb"
+	"github.com/kagzi/kagzi/pkg/store"
+)
+
+// listen starts a Listener on url and returns a channel of its payloads
+// once it is listening.
+func listen(t *testing.T, url string, key int64) <-chan string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan string, 10000)
+	ready := make(chan struct{})
+	var once sync.Once
+	l := &store.Listener{URL: url, LockKey: key,
+		OnLeader: func(_ context.Context, leader bool) {
+			if leader {
+				once.Do(func() { close(ready) })
+			}
+		},
+		OnNotification: func(_ context.Context, p string) { ch <- p },
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = l.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-ready:
+	case <-time.After(10 * time.Second):
+		t.Fatal("listener did not start")
+	}
+	return ch
+}
+
+// listening returns a store on a fresh database and the payloads of a
+// Listener on it.
+func listening(t *testing.T) (*store.Store, <-chan string) {
+	t.Helper()
+	pool, url := testdb.Pool(t)
+	return store.New(pool, store.Options{}), listen(t, url, 1)
+}
+
+// untilMarker creates a run in queue "marker" and returns the
+// notifications that arrive before its own, which tells that every earlier
+// one arrived.
+func untilMarker(t *testing.T, s *store.Store, ch <-chan string) []store.Notification {
+	t.Helper()
+	if _, _, err := s.RunsCreate(context.Background(), store.RunsCreateParams{Namespace: "ns", Queue: "marker", Type: "T"}); err != nil {
+		t.Fatal(err)
+	}
+	var got []store.Notification
+	for {
+		select {
+		case p := <-ch:
+			n, err := store.ParseNotification(p)
+			if err != nil {
+				t.Fatalf("parse %q: %v", p, err)
+			}
+			if n.Queue == "marker" {
+				return got
+			}
+			got = append(got, n)
+		case <-time.After(10 * time.Second):
+			t.Fatal("no marker notification")
+		}
+	}
+}
+
+func TestNotifyBatchInsertSendsFewNotifications(t *testing.T) {
+	t.Parallel()
+	s, ch := listening(t)
+	ctx := context.Background()
+	ps := make([]store.RunsCreateParams, 1000)
+	for i := range ps {
+		ps[i] = store.RunsCreateParams{Namespace: "ns", Queue: fmt.Sprintf("q%d", i%3), Type: "T"}
+	}
+	if _, err := s.RunsCreateMany(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	got := untilMarker(t, s, ch)
+	if len(got) != 3 {
+		t.Fatalf("1,000 inserts over 3 queues sent %d notifications, want 3: %+v", len(got), got)
+	}
+	for _, n := range got {
+		if n.Kind != store.NotifyReady || n.Namespace != "ns" || n.At == nil {
+			t.Fatalf("unexpected notification %+v", n)
+		}
+	}
+}
+
+func TestNotifyDoneAndCancel(t *testing.T) {
+	t.Parallel()
+	s, ch := listening(t)
+	ctx := context.Background()
+	var ids []store.Lease
+	for i := 0; i < 150; i++ {
+		if _, _, err := s.RunsCreate(ctx, store.RunsCreateParams{Namespace: "ns", Queue: "q", Type: "T"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := uuid.New()
+	claimed, err := s.RunsClaim(ctx, store.RunsClaimParams{Namespace: "ns", Queue: "q", WorkerID: w,
+		Types: []store.TypeVersion{{Type: "T"}}, Limit: 150, Lease: time.Minute})
+	if err != nil || len(claimed) != 150 {
+		t.Fatalf("claim: %d %v", len(claimed), err)
+	}
+	for _, c := range claimed {
+		ids = append(ids, store.Lease{Namespace: "ns", RunID: c.ID, Token: c.LeaseToken})
+	}
+	// Terminate one running run and ask another to cancel: each holder
+	// must be told, and which it is.
+	if _, err := s.RunsTerminate(ctx, "ns", ids[0].RunID, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RunsCancel(ctx, "ns", ids[1].RunID); err != nil {
+		t.Fatal(err)
+	}
+	// Complete the other 149 (the one asked to cancel included, its lease
+	// holds) one statement each: each statement notifies on its own.
+	for _, l := range ids[1:] {
+		if err := s.RunsComplete(ctx, l, []byte(`1`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := map[string]bool{}
+	var cancelled, asked bool
+	deadline := time.After(10 * time.Second)
+	for len(done) < 150 || !cancelled || !asked {
+		select {
+		case p := <-ch:
+			n, err := store.ParseNotification(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch n.Kind {
+			case store.NotifyDone:
+				for _, f := range n.Finished {
+					done[f.RunID.String()] = true
+				}
+			case store.NotifyCancel:
+				switch {
+				case n.RunID == ids[0].RunID && n.WorkerID == w && n.Terminate:
+					cancelled = true
+				case n.RunID == ids[1].RunID && n.WorkerID == w && !n.Terminate:
+					asked = true
+				default:
+					t.Fatalf("cancel notification %+v", n)
+				}
+			}
+		case <-deadline:
+			t.Fatalf("got %d done, terminated %v, asked %v", len(done), cancelled, asked)
+		}
+	}
+}
+
+func TestListenerFailover(t *testing.T) {
+	t.Parallel()
+	pool, url := testdb.Pool(t)
+	s := store.New(pool, store.Options{})
+	ctx := context.Background()
+	const key = 42
+	var mu sync.Mutex
+	leaders := map[int]bool{}
+	became := make(chan int, 10)
+	for i := 0; i < 2; i++ {
+		i := i
+		lctx, cancel := context.WithCancel(ctx)
+		l := &store.Listener{URL: url, LockKey: key, Retry: 50 * time.Millisecond,
+			OnLeader: func(_ context.Context, leader bool) {
+				mu.Lock()
+				leaders[i] = leader
+				mu.Unlock()
+				if leader {
+					became <- i
+				}
+			}}
+		done := make(chan struct{})
+		go func() { defer close(done); _ = l.Run(lctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+	}
+	first := <-became
+	n, err := s.LockHolderTerminate(ctx, key)
+	if err != nil || n != 1 {
+		t.Fatalf("terminate: %d %v", n, err)
+	}
+	start := time.Now()
+	select {
+	case next := <-became:
+		if took := time.Since(start); took > 2*time.Second {
+			t.Fatalf("takeover took %v", took)
+		}
+		_ = next // either replica may win the lock again
+	case <-time.After(2 * time.Second):
+		t.Fatalf("no listener took over within 2 s after leader %d died", first)
+	}
+}
+
+// Raising or removing a concurrency limit announces its queue as claimable
+// (runs waiting for a slot may be claimed now); setting a new limit,
+// lowering one or setting the same value announces nothing.
+func TestNotifyLimitRaisedOrRemoved(t *testing.T) {
+	t.Parallel()
+	s, ch := listening(t)
+	ctx := context.Background()
+	next := func() []store.Notification { return untilMarker(t, s, ch) }
+	wantReady := func(what string, got []store.Notification, queues ...string) {
+		t.Helper()
+		if len(got) != len(queues) {
+			t.Fatalf("%s: notifications %+v, want ready for %v", what, got, queues)
+		}
+		for i, n := range got {
+			if n.Kind != store.NotifyReady || n.Namespace != "ns" || n.Queue != queues[i] || n.At == nil || time.Since(*n.At) > time.Minute {
+				t.Fatalf("%s: notification %+v, want ready for %s now", what, n, queues[i])
+			}
+		}
+	}
+	set := func(queue, typ string, n int) {
+		t.Helper()
+		if _, err := s.LimitsSet(ctx, "ns", queue, typ, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set("q", "A", 1)
+	set("q", "B", 1)
+	wantReady("new limits", next())
+	set("q", "A", 1)
+	set("q", "A", 0)
+	wantReady("same and lowered limit", next())
+	set("q", "A", 3)
+	wantReady("raised limit", next(), "q")
+	if err := s.LimitsDelete(ctx, "ns", "q", "B"); err != nil {
+		t.Fatal(err)
+	}
+	wantReady("removed limit", next(), "q")
+	if err := s.LimitsDelete(ctx, "ns", "q", "B"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("remove an absent limit: %v", err)
+	}
+	wantReady("absent limit", next())
+}

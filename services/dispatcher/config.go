@@ -1,0 +1,52 @@
+package dispatcher
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/pkg/protocol"
+)
+
+// Config is the dispatcher service's configuration, read from the environment
+// (config.Load); every variable is documented in the README.
+type Config struct {
+	config.Common
+	config.Database
+	// Lease is how long a claim holds without heartbeats.
+	Lease time.Duration `env:"KAGZI_LEASE, default=30s"`
+	// DeliveryTimeout bounds a worker's ack of a delivery.
+	DeliveryTimeout time.Duration `env:"KAGZI_DELIVERY_TIMEOUT, default=5s"`
+	// MaxClaim caps the runs one claim statement takes.
+	MaxClaim int `env:"KAGZI_MAX_CLAIM, default=256"`
+	// ReportWriters is the number of report transactions in flight.
+	ReportWriters int `env:"KAGZI_REPORT_WRITERS, default=4"`
+	// Relay enables the NOTIFY relay in this replica (one relays at a time).
+	Relay bool `env:"KAGZI_RELAY, default=true"`
+	// BeaconInterval is the time between the dispatcher's liveness
+	// beacons; workers renew their request when one misses three of them.
+	BeaconInterval time.Duration `env:"KAGZI_BEACON_INTERVAL, default=1s"`
+}
+
+// Validate checks the values; config.Load calls it.
+func (c *Config) Validate() error {
+	if err := c.Common.Validate(); err != nil {
+		return err
+	}
+	if err := c.Database.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case c.Lease < time.Second:
+		return fmt.Errorf("KAGZI_LEASE %v: at least 1s", c.Lease)
+	case c.DeliveryTimeout <= 0:
+		return fmt.Errorf("KAGZI_DELIVERY_TIMEOUT %v: must be positive", c.DeliveryTimeout)
+	case c.MaxClaim < 1 || c.MaxClaim > 10000:
+		return fmt.Errorf("KAGZI_MAX_CLAIM %d: 1 to 10000", c.MaxClaim)
+	case c.ReportWriters < 1 || c.ReportWriters > 64:
+		return fmt.Errorf("KAGZI_REPORT_WRITERS %d: 1 to 64", c.ReportWriters)
+	case c.BeaconInterval < 10*time.Millisecond || c.BeaconInterval > protocol.MaxBeaconInterval:
+		return fmt.Errorf("KAGZI_BEACON_INTERVAL %v: 10ms to %v", c.BeaconInterval, protocol.MaxBeaconInterval)
+	}
+	return nil
+}

@@ -1,0 +1,200 @@
+package dispatcher
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/kagzi/kagzi/internal/lifecycle"
+	"github.com/kagzi/kagzi/internal/natsutil"
+	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/store"
+)
+
+// RelayLockKey is the advisory lock that elects the one relaying replica.
+const RelayLockKey int64 = 0x6b61677a6901 // "kagzi" 01
+
+// RelayConfig configures a Relay.
+type RelayConfig struct {
+	// DatabaseURL is where the relay holds its dedicated connection.
+	DatabaseURL string
+	// Retry is the wait before reconnecting after a lost connection.
+	Retry time.Duration
+	// MeterProvider defaults to the otel global.
+	MeterProvider metric.MeterProvider
+	// Published, if set, is the dispatcher's of this process, which
+	// publishes on the same NATS connection: the run ends it announced
+	// are not announced again.
+	Published *Published
+}
+
+// RelayStats are the relay's counters.
+type RelayStats struct {
+	Relayed   int64 // notifications republished
+	Deduped   int64 // run ends not republished: the dispatcher announced them
+	Malformed int64 // notifications dropped as malformed
+	Leader    bool  // holds the relay lock now
+}
+
+// Relay republishes Postgres notifications on NATS. Every dispatcher
+// replica runs one; the advisory lock lets exactly one of them listen.
+type Relay struct {
+	cfg RelayConfig
+	nc  *nats.Conn
+	log *slog.Logger
+	id  string
+
+	relayed   atomic.Int64
+	deduped   atomic.Int64
+	tel       *instruments
+	malformed *natsutil.Malformed
+	leader    atomic.Bool
+
+	life lifecycle.Base
+	mu   sync.Mutex
+	ctx  context.Context
+	// stopReconnect ends the reconnect listener Start added.
+	stopReconnect func()
+}
+
+// NewRelay returns a relay; Start runs it.
+func NewRelay(cfg RelayConfig, nc *nats.Conn, log *slog.Logger) *Relay {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Relay{cfg: cfg, nc: nc, log: log.With("component", "relay"), id: uuid.NewString(),
+		tel: newInstruments(nil, cfg.MeterProvider), malformed: natsutil.NewMalformed("relay", log, slog.LevelError, cfg.MeterProvider)}
+}
+
+// Stats returns the relay's counters.
+func (r *Relay) Stats() RelayStats {
+	return RelayStats{Relayed: r.relayed.Load(), Deduped: r.deduped.Load(), Malformed: r.malformed.Count(), Leader: r.leader.Load()}
+}
+
+// IsLeader reports whether this replica relays now.
+func (r *Relay) IsLeader() bool { return r.leader.Load() }
+
+// LeaderID returns the relay's id (the one its relay.up carries) while it
+// relays, "" otherwise.
+func (r *Relay) LeaderID() string {
+	if r.leader.Load() {
+		return r.id
+	}
+	return ""
+}
+
+// Start begins competing for the relay lock in the background.
+func (r *Relay) Start(ctx context.Context) error {
+	ctx, err := r.life.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("relay: %w", err)
+	}
+	r.mu.Lock()
+	r.ctx = ctx
+	r.mu.Unlock()
+	stop := natsutil.OnReconnect(r.nc, r.onReconnect)
+	r.mu.Lock()
+	r.stopReconnect = stop
+	r.mu.Unlock()
+	l := &store.Listener{
+		URL:            r.cfg.DatabaseURL,
+		LockKey:        RelayLockKey,
+		Retry:          r.cfg.Retry,
+		OnLeader:       r.onLeader,
+		OnNotification: r.onNotification,
+		OnError:        func(err error) { r.log.Warn("relay connection lost", "err", err) },
+	}
+	r.life.Go(func() { _ = l.Run(ctx) })
+	return nil
+}
+
+// Stop ends the relay and waits for it; safe to call twice.
+func (r *Relay) Stop() {
+	r.life.Stop(func() {
+		r.mu.Lock()
+		stop := r.stopReconnect
+		r.mu.Unlock()
+		if stop != nil {
+			stop()
+		}
+	})
+}
+
+func (r *Relay) onLeader(ctx context.Context, leader bool) {
+	r.leader.Store(leader)
+	if !leader {
+		r.log.Warn("relay lost leadership")
+		return
+	}
+	r.log.Info("relay is leader", "relay_id", r.id)
+	// Notifications sent while no relay listened are gone: everyone reads
+	// their backlog again.
+	r.announce(ctx)
+}
+
+func (r *Relay) announce(ctx context.Context) {
+	r.publish(ctx, protocol.SubjectRelayUp, &protocol.RelayUp{RelayID: r.id, At: time.Now().UTC()})
+}
+
+// onReconnect announces the relay again after its own NATS connection came
+// back: what it published while the connection was failing unnoticed went
+// into a dead socket, and what it published while reconnecting may not
+// have fit the client's buffer. Every consumer reads its backlog again, as
+// for a new relay; no other news would tell a client waiting for a run
+// that finished meanwhile, whose own connection never broke.
+func (r *Relay) onReconnect() {
+	if !r.leader.Load() {
+		return
+	}
+	r.mu.Lock()
+	ctx := r.ctx
+	r.mu.Unlock()
+	r.log.Info("relay reconnected to NATS: announcing itself again", "relay_id", r.id)
+	r.announce(ctx)
+}
+
+func (r *Relay) onNotification(ctx context.Context, payload string) {
+	n, err := store.ParseNotification(payload)
+	if err != nil {
+		r.malformed.Drop(ctx, "", err)
+		return
+	}
+	switch n.Kind {
+	case store.NotifyReady:
+		r.publish(ctx, protocol.SubjectReady(n.Namespace, n.Queue), &protocol.Wakeup{Namespace: n.Namespace, Queue: n.Queue, AvailableAt: *n.At})
+	case store.NotifyDone:
+		for _, f := range n.Finished {
+			if r.cfg.Published.take(f.RunID, string(f.Status)) {
+				r.deduped.Add(1)
+				continue
+			}
+			r.publish(ctx, protocol.SubjectDone(n.Namespace, f.RunID), &protocol.RunFinished{Namespace: n.Namespace, RunID: f.RunID, Status: string(f.Status)})
+		}
+	case store.NotifyCancel:
+		r.publish(ctx, protocol.SubjectCancel(n.Namespace, n.WorkerID), &protocol.Cancel{Namespace: n.Namespace, RunID: n.RunID, WorkerID: n.WorkerID,
+			Terminate: n.Terminate})
+	case store.NotifySchedule:
+		r.publish(ctx, protocol.SubjectSchedule(n.Namespace), &protocol.ScheduleChanged{Namespace: n.Namespace, ScheduleID: n.RunID, NextAt: n.At})
+	}
+}
+
+func (r *Relay) publish(ctx context.Context, subject string, m protocol.Message) {
+	data, err := protocol.Encode(m)
+	if err != nil {
+		r.malformed.Drop(ctx, subject, fmt.Errorf("does not encode: %w", err))
+		return
+	}
+	if err := r.nc.Publish(subject, data); err != nil {
+		r.log.Warn("relay publish failed", "subject", subject, "err", err)
+		return
+	}
+	r.relayed.Add(1)
+	r.tel.relayed.Add(ctx, 1)
+}

@@ -1,0 +1,71 @@
+package dispatcher
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/kagzi/kagzi/internal/lifecycle"
+	"github.com/kagzi/kagzi/internal/natsutil"
+	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/store"
+)
+
+// Assemble returns the dispatcher service's parts over st and nc: the
+// lease service and, if cfg.Relay, the relay, with the readiness checks.
+func Assemble(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) lifecycle.Parts {
+	opts := Options{
+		Lease: cfg.Lease, DeliveryTimeout: cfg.DeliveryTimeout, MaxClaim: cfg.MaxClaim, ReportWriters: cfg.ReportWriters,
+		BeaconInterval: cfg.BeaconInterval,
+	}
+	var relay *Relay
+	if cfg.Relay {
+		opts.Published = NewPublished()
+		relay = NewRelay(RelayConfig{DatabaseURL: cfg.DatabaseURL, Published: opts.Published}, nc, log)
+		opts.RelayID = relay.LeaderID
+	}
+	d := New(opts, st, nc, log)
+	natsutil.OnReconnect(nc, d.Resync)
+	p := lifecycle.Parts{Components: []lifecycle.Component{d}, Checks: map[string]lifecycle.Check{
+		"postgres": st.Ping, "nats": lifecycle.NATSCheck(nc),
+	}}
+	if relay != nil {
+		p.Components = append(p.Components, relay)
+		// Readiness does not need the relay lock (a standby is ready),
+		// but /readyz says which replica relays.
+		p.Info = map[string]func() string{"relay": lifecycle.LeaderInfo(relay.IsLeader)}
+		registerRelayLeader(relay)
+	}
+	return p
+}
+
+// Run runs the dispatcher service until ctx ends.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	pool, err := store.Connect(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	st := store.New(pool, store.Options{OnLargePayload: lifecycle.LogLargePayload(log)})
+	return lifecycle.Serve(ctx, lifecycle.Process{Name: protocol.RoleDispatcher, Common: cfg.Common, Log: log,
+		NATSOptions: []nats.Option{nats.CustomInboxPrefix(protocol.ServiceInbox(protocol.RoleDispatcher))}},
+		func(nc *nats.Conn) (lifecycle.Parts, error) { return Assemble(cfg, st, nc, log), nil })
+}
+
+// registerRelayLeader exports kagzi.relay.leader: 1 on the dispatcher
+// replica that relays Postgres notifications to NATS, 0 on the others; the
+// sum over replicas is 1 when all is well.
+func registerRelayLeader(relay *Relay) {
+	m := otel.GetMeterProvider().Meter("github.com/kagzi/kagzi/dispatcher")
+	g, err := m.Int64ObservableGauge("kagzi.relay.leader", metric.WithDescription("1 while this dispatcher replica holds the relay lock."))
+	if err != nil {
+		return
+	}
+	_, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(g, lifecycle.B2I(relay.IsLeader()))
+		return nil
+	}, g)
+}

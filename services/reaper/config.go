@@ -1,0 +1,53 @@
+package reaper
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/kagzi/kagzi/internal/config"
+)
+
+// Config is the reaper service's configuration, read from the environment
+// (config.Load); every variable is documented in the README.
+type Config struct {
+	config.Common
+	config.Database
+	// WorkerTimeout: a worker not heard for this long is marked OFFLINE
+	// and its runs are recovered.
+	WorkerTimeout time.Duration `env:"KAGZI_WORKER_TIMEOUT, default=6s"`
+	// FlushInterval batches the writes of heartbeats and lease extensions.
+	FlushInterval time.Duration `env:"KAGZI_FLUSH_INTERVAL, default=2s"`
+	// Lease is what a live worker's runs' leases are extended to; it must
+	// not exceed the dispatchers' (same variable).
+	Lease time.Duration `env:"KAGZI_LEASE, default=30s"`
+	// LeaseGrace: a run locked to a live worker that does not list it is
+	// released once its lease was last set this long before.
+	LeaseGrace time.Duration `env:"KAGZI_LEASE_GRACE, default=10s"`
+	// WorkerRetention: OFFLINE workers are deleted this long after they
+	// were last heard (0 keeps them).
+	WorkerRetention time.Duration `env:"KAGZI_WORKER_RETENTION, default=24h"`
+}
+
+// Validate checks the values; config.Load calls it.
+func (c *Config) Validate() error {
+	if err := c.Common.Validate(); err != nil {
+		return err
+	}
+	if err := c.Database.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case c.WorkerTimeout < 100*time.Millisecond || c.WorkerTimeout > time.Hour:
+		return fmt.Errorf("KAGZI_WORKER_TIMEOUT %v: 100ms to 1h", c.WorkerTimeout)
+	case c.Lease < time.Second:
+		return fmt.Errorf("KAGZI_LEASE %v: at least 1s", c.Lease)
+	case c.FlushInterval <= 0 || c.FlushInterval > c.Lease/3:
+		return fmt.Errorf("KAGZI_FLUSH_INTERVAL %v: positive, at most a third of KAGZI_LEASE (%v)", c.FlushInterval, c.Lease)
+	case c.LeaseGrace < 2*c.FlushInterval || c.LeaseGrace >= c.Lease:
+		return fmt.Errorf("KAGZI_LEASE_GRACE %v: at least twice KAGZI_FLUSH_INTERVAL (%v), less than KAGZI_LEASE (%v)",
+			c.LeaseGrace, c.FlushInterval, c.Lease)
+	case c.WorkerRetention < 0:
+		return fmt.Errorf("KAGZI_WORKER_RETENTION %v: must not be negative", c.WorkerRetention)
+	}
+	return nil
+}

@@ -1,0 +1,74 @@
+package reaper
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/kagzi/kagzi/internal/lifecycle"
+	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/store"
+)
+
+// Assemble returns the reaper service's parts over st and nc (the reaper
+// watches its NATS connection itself) with the readiness checks.
+func Assemble(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) lifecycle.Parts {
+	retention := cfg.WorkerRetention
+	if retention == 0 {
+		retention = -1 // keep
+	}
+	r := New(Options{
+		DatabaseURL: cfg.DatabaseURL, WorkerTimeout: cfg.WorkerTimeout, FlushInterval: cfg.FlushInterval,
+		Lease: cfg.Lease, LeaseGrace: cfg.LeaseGrace, WorkerRetention: retention,
+	}, st, nc, log)
+	registerMetrics(r)
+	return lifecycle.Parts{Components: []lifecycle.Component{r},
+		Checks: map[string]lifecycle.Check{"postgres": st.Ping, "nats": lifecycle.NATSCheck(nc)},
+		Info:   map[string]func() string{"reaper": lifecycle.LeaderInfo(r.IsLeader)}}
+}
+
+// Run runs the reaper service until ctx ends.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	pool, err := store.Connect(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	st := store.New(pool, store.Options{OnLargePayload: lifecycle.LogLargePayload(log)})
+	return lifecycle.Serve(ctx, lifecycle.Process{Name: protocol.RoleReaper, Common: cfg.Common, Log: log,
+		NATSOptions: []nats.Option{nats.CustomInboxPrefix(protocol.ServiceInbox(protocol.RoleReaper))}},
+		func(nc *nats.Conn) (lifecycle.Parts, error) { return Assemble(cfg, st, nc, log), nil })
+}
+
+// registerMetrics exports the reaper's view as metrics:
+// kagzi.workers.online, the live workers it tracks (every replica tracks
+// them; the leader acts), and counters of what its recoveries did.
+func registerMetrics(rp *Reaper) {
+	m := otel.GetMeterProvider().Meter("github.com/kagzi/kagzi/reaper")
+	online, err := m.Int64ObservableGauge("kagzi.workers.online", metric.WithDescription("Workers heard from within the timeout, as this reaper sees them."))
+	if err != nil {
+		return
+	}
+	leader, _ := m.Int64ObservableGauge("kagzi.reaper.leader", metric.WithDescription("1 while this reaper replica holds the leader lock."))
+	recovered, _ := m.Int64ObservableCounter("kagzi.runs.recovered",
+		metric.WithDescription("Runs the reaper took back, by outcome: retried, failed (attempts exhausted) or undelivered (claimable again, no attempt counted)."))
+	expired, _ := m.Int64ObservableCounter("kagzi.leases.expired", metric.WithDescription("Runs taken back because their lease expired."))
+	lost, _ := m.Int64ObservableCounter("kagzi.workers.lost", metric.WithDescription("Workers found silent past the timeout, their runs recovered."))
+	deadlines, _ := m.Int64ObservableCounter("kagzi.deadlines.missed", metric.WithDescription("Runs failed past their deadline."))
+	_, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		st := rp.Stats()
+		o.ObserveInt64(online, int64(st.Workers))
+		o.ObserveInt64(leader, lifecycle.B2I(st.Leader))
+		o.ObserveInt64(recovered, st.RunsRetried, metric.WithAttributes(attribute.String("outcome", "retried")))
+		o.ObserveInt64(recovered, st.RunsFailed, metric.WithAttributes(attribute.String("outcome", "failed")))
+		o.ObserveInt64(recovered, st.RunsUndelivered, metric.WithAttributes(attribute.String("outcome", "undelivered")))
+		o.ObserveInt64(expired, st.LeasesExpired)
+		o.ObserveInt64(lost, st.WorkersLost)
+		o.ObserveInt64(deadlines, st.DeadlinesMissed)
+		return nil
+	}, online, leader, recovered, expired, lost, deadlines)
+}
