@@ -4,10 +4,10 @@
 # command (there is no ENTRYPOINT):
 #
 #   docker build -t kagzi .
-#   docker run kagzi dispatcher        # services/dispatcher
-#   docker run kagzi scheduler         # services/scheduler
-#   docker run kagzi reaper            # services/reaper
-#   docker run kagzi worker            # services/worker (NATS only)
+#   docker run kagzi dispatcher        # cmd/dispatcher, the service in services/dispatcher
+#   docker run kagzi scheduler         # cmd/scheduler, the service in services/scheduler
+#   docker run kagzi reaper            # cmd/reaper, the service in services/reaper
+#   docker run kagzi worker            # cmd/worker, the service in services/worker (NATS only)
 #   docker run kagzi kagzi migrate     # the CLI (cmd/kagzi)
 #   docker run kagzi healthcheck URL   # exit 0 when GET URL answers 200 (cmd/healthcheck)
 #
@@ -43,10 +43,10 @@ RUN --mount=type=cache,target=/root/.cache/go-build \
     export GOOS=${TARGETOS} GOARCH=${TARGETARCH} && \
     go build -trimpath -ldflags="-s -w" -o /out/ \
         ./cmd/healthcheck \
-        ./services/dispatcher \
-        ./services/scheduler \
-        ./services/reaper \
-        ./services/worker && \
+        ./cmd/dispatcher \
+        ./cmd/scheduler \
+        ./cmd/reaper \
+        ./cmd/worker && \
     go -C cmd/kagzi build -trimpath -ldflags="-s -w" -o /out/ .
 
 FROM gcr.io/distroless/static-debian12:nonroot

@@ -28,9 +28,9 @@ type processVar struct {
 	Default string // from the struct tag's default=, "" if none
 }
 
-// serviceConfigs maps each service binary to its configuration struct in
-// internal/config: the variables a deployment may set for it are exactly
-// that struct's env tags.
+// serviceConfigs maps each service binary to its configuration struct
+// (services/<name>/config.go): the variables a deployment may set for it
+// are exactly that struct's env tags.
 var serviceConfigs = map[string]reflect.Type{
 	"dispatcher": reflect.TypeFor[dispatcher.Config](),
 	"scheduler":  reflect.TypeFor[scheduler.Config](),
@@ -68,7 +68,10 @@ func structVars(t *testing.T, typ reflect.Type, vars map[string]processVar) {
 		f := typ.Field(i)
 		tag, ok := f.Tag.Lookup("env")
 		if !ok {
-			if f.Type.Kind() == reflect.Struct && f.Type.PkgPath() == typ.PkgPath() {
+			// Embedded groups of variables (config.Common, config.Database)
+			// are the project's own structs; a field of another module's
+			// type is not configuration.
+			if f.Type.Kind() == reflect.Struct && strings.HasPrefix(f.Type.PkgPath(), "github.com/kagzi/kagzi/") {
 				structVars(t, f.Type, vars)
 			}
 			continue

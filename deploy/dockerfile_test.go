@@ -100,7 +100,7 @@ type goBuild struct {
 	Dir      string   // the module directory it runs in (go -C), "." for the root
 	Flags    []string // every flag and value before the packages
 	Output   string   // -o
-	Packages []string // as given: ./services/dispatcher, or . in cmd/kagzi
+	Packages []string // as given: ./cmd/dispatcher, or . in cmd/kagzi
 	Env      string   // the RUN line, for CGO_ENABLED etc.
 }
 
@@ -231,7 +231,7 @@ type listedPackage struct {
 }
 
 // relPackage is p, of the module in dir, as the Dockerfile names it
-// relative to the repository root: ./services/dispatcher, ./cmd/kagzi.
+// relative to the repository root: ./cmd/dispatcher, ./cmd/kagzi.
 func relPackage(dir string, p listedPackage) string {
 	if p.Module == nil {
 		return p.ImportPath
@@ -297,7 +297,7 @@ func TestDockerfileBuildsEveryMain(t *testing.T) {
 			t.Errorf("Dockerfile builds %s, which is not a main package of any module (mains: %v)", p, mains)
 		}
 	}
-	for _, want := range []string{"./cmd/kagzi", "./cmd/healthcheck", "./services/dispatcher", "./services/scheduler", "./services/reaper", "./services/worker"} {
+	for _, want := range []string{"./cmd/kagzi", "./cmd/healthcheck", "./cmd/dispatcher", "./cmd/scheduler", "./cmd/reaper", "./cmd/worker"} {
 		if !slices.Contains(built, want) {
 			t.Errorf("Dockerfile does not build %s", want)
 		}

@@ -18,12 +18,16 @@ import (
 const module = "github.com/kagzi/kagzi"
 
 // sqlExceptions are the files outside the data layer allowed SQL text,
-// each with why it runs none.
+// each with why.
 var sqlExceptions = map[string]string{
 	// The bench names the statements it sees in pg_stat_activity by their
 	// beginnings; it executes none of them.
 	"cmd/kagzi/internal/bench/idle.go":           "patterns matched against pg_stat_activity",
 	"cmd/kagzi/internal/bench/scenarios_test.go": "pg_stat_activity rows for the classifier's test",
+	// The bench's own measurements, which no service runs: they stay out
+	// of the public data layer.
+	"cmd/kagzi/internal/bench/pgstats.go":      "server statistics (pg_stat_*), River's job count, the checks of its scenarios",
+	"cmd/kagzi/internal/bench/pgstats_test.go": "takes an advisory lock for the test of the bench's check of one",
 }
 
 // sqlText matches a string that is a SQL statement: an upper-case
@@ -181,24 +185,33 @@ func TestSubjectsOnlyInTheProtocol(t *testing.T) {
 	}
 }
 
-// Nothing but a service's own main package imports services/: libraries,
-// tools and tests use internal/ packages, which the service binaries use
-// too.
-func TestNothingImportsServices(t *testing.T) {
+// servicesImporters are the packages besides tests that may import a
+// service (services/<name>): the binaries (cmd/<name>, the CLI and its
+// bench, which runs services in process), the dev assembly that composes
+// every service from the outside, and the console's test harness, which
+// runs a worker service beside the console.
+var servicesImporters = []string{"cmd", "internal/devserver", "pkg/console/internal/consoletest"}
+
+// A service's code never imports another service, and no library imports
+// a service: a service can change without breaking another's build, and
+// what the services share lives in pkg/ and internal/. A service's
+// system tests may run the other services, as a deployment does.
+func TestServicesImportNoService(t *testing.T) {
 	for _, f := range files(t) {
 		for _, imp := range f.ast.Imports {
 			p, _ := strconv.Unquote(imp.Path.Value)
-			if !strings.HasPrefix(p, module+"/services/") {
+			svc, ok := strings.CutPrefix(p, module+"/services/")
+			if !ok {
 				continue
 			}
-			if under(f.rel, "services") {
-				// A service may hold packages of its own.
-				own := strings.SplitN(f.rel, "/", 3)[:2]
-				if strings.HasPrefix(p, module+"/"+strings.Join(own, "/")) {
-					continue
-				}
+			own, inService := strings.CutPrefix(f.rel, "services/")
+			switch {
+			case inService && strings.SplitN(own, "/", 2)[0] == strings.SplitN(svc, "/", 2)[0]:
+			case inService && !f.test:
+				t.Errorf("%s imports %s: a service never imports another", f.rel, p)
+			case !inService && !f.test && !under(f.rel, servicesImporters...):
+				t.Errorf("%s imports %s: only the binaries and the dev assembly compose services", f.rel, p)
 			}
-			t.Errorf("%s imports %s", f.rel, p)
 		}
 	}
 }
@@ -237,18 +250,16 @@ func f(nc *nats.Conn) { nc.Publish("orders.new", nil); _ = "kagzi.v1.ready" }`
 	}
 }
 
-// Each service binary links only its own service: a change to one
-// service's code does not rebuild, or risk, another's.
+// Each service binary (cmd/<name>) links only its own service: a change
+// to one service's code does not rebuild, or risk, another's. The worker
+// links no database driver and no data layer: workers talk NATS only.
 func TestServiceBinariesLinkOnlyTheirService(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")
 	}
-	services := map[string]string{
-		"dispatcher": "internal/dispatcher", "scheduler": "internal/scheduler",
-		"reaper": "internal/reaper", "worker": "internal/workerapp",
-	}
-	for name, own := range services {
-		out, err := exec.Command("go", "list", "-deps", "../../services/"+name).CombinedOutput()
+	services := []string{"dispatcher", "scheduler", "reaper", "worker"}
+	for _, name := range services {
+		out, err := exec.Command("go", "list", "-deps", "../../cmd/"+name).CombinedOutput()
 		if err != nil {
 			t.Fatalf("go list %s: %v\n%s", name, err, out)
 		}
@@ -256,17 +267,25 @@ func TestServiceBinariesLinkOnlyTheirService(t *testing.T) {
 		for _, d := range strings.Fields(string(out)) {
 			deps[d] = true
 		}
-		if !deps[module+"/"+own] {
-			t.Errorf("services/%s does not link %s: the check looks at the wrong thing", name, own)
+		if !deps[module+"/services/"+name] {
+			t.Errorf("cmd/%s does not link services/%s: the check looks at the wrong thing", name, name)
 		}
-		for other, pkg := range services {
-			if other != name && deps[module+"/"+pkg] {
-				t.Errorf("services/%s links %s", name, pkg)
+		for _, other := range services {
+			if other != name && deps[module+"/services/"+other] {
+				t.Errorf("cmd/%s links services/%s", name, other)
 			}
 		}
-		for _, pkg := range []string{"internal/app", "internal/devserver", "internal/testflows", "internal/modeltest", "internal/chaos"} {
+		for _, pkg := range []string{"internal/devserver", "internal/testflows", "internal/modeltest", "internal/chaos"} {
 			if deps[module+"/"+pkg] {
-				t.Errorf("services/%s links %s", name, pkg)
+				t.Errorf("cmd/%s links %s", name, pkg)
+			}
+		}
+		if name != "worker" {
+			continue
+		}
+		for d := range deps {
+			if strings.HasPrefix(d, "github.com/jackc/") || d == module+"/pkg/store" {
+				t.Errorf("cmd/worker links %s: workers need NATS only", d)
 			}
 		}
 	}

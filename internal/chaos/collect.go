@@ -45,7 +45,7 @@ func (h *harness) collect(ctx context.Context) (Input, error) {
 		return in, err
 	}
 	if h.sched != nil {
-		fires, err := h.st.BenchScheduleFires(ctx, Namespace, h.sched.From.Add(-time.Hour), time.Now().Add(time.Hour))
+		fires, err := h.st.SchedulesFires(ctx, Namespace, h.sched.From.Add(-time.Hour), time.Now().Add(time.Hour))
 		if err != nil {
 			return in, err
 		}

@@ -1,6 +1,10 @@
-// Package config owns the environment configuration of Kagzi's services:
-// one struct per service, loaded with go-envconfig and validated once in
-// main. Every variable is documented in the README (a test enforces it).
+// Package config owns what the environment configuration of every Kagzi
+// process shares: the variables all services read (Common, NATSAuth), the
+// database URL (Database), the console's (Console), and loading and
+// validating a configuration struct with go-envconfig (Load). Each
+// service's own struct is in its package (services/<name>/config.go) and
+// embeds these. Every variable is documented in the README (a test
+// enforces it).
 package config
 
 import (

@@ -1,6 +1,8 @@
-// Package lifecycle is the start and stop every long-running component of
-// a Kagzi service shares (dispatcher, relay, scheduler, reaper, health
-// endpoint), so each one stops the same way: drain, then hard stop.
+// Package lifecycle is how every long-running component of Kagzi starts
+// and stops (dispatcher, relay, scheduler, reaper, health endpoint,
+// worker, console), and how a service process runs them: connect to NATS,
+// set up telemetry and the health endpoints, start the components in
+// order, stop them in reverse (Serve, RunAll).
 //
 // A component holds a Base, calls Begin in its Start, runs each of its
 // goroutines with Go, and calls Stop with its drain in its own Stop:

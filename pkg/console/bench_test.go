@@ -17,7 +17,7 @@ import (
 
 // BenchmarkRunsPage renders the runs view (HTML, counts included) of a
 // namespace holding KAGZI_BENCH_CONSOLE_RUNS finished runs (default
-// 5,000,000; each with its payload and a step, as BenchInsertFinished makes
+// 5,000,000; each with its payload and a step, as RunsInsertFinished makes
 // them) through the console's handler against Postgres. The first view
 // starts reading the counts' baseline in the background and does not wait
 // for it (first-view-ms); baseline-ms is how long that read took, once per
@@ -39,12 +39,12 @@ func BenchmarkRunsPage(b *testing.B) {
 	const chunk = 250_000
 	before := time.Now()
 	for from := int64(0); from < n; from += chunk {
-		if _, err := st.BenchInsertFinished(ctx, store.BenchFinishedParams{Namespace: "default", Queue: "default",
+		if _, err := st.RunsInsertFinished(ctx, store.RunsInsertFinishedParams{Namespace: "default", Queue: "default",
 			Type: "Order", From: from, Count: min(chunk, n-from), Before: before}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	if err := st.BenchAnalyze(ctx); err != nil {
+	if err := st.Analyze(ctx); err != nil {
 		b.Fatal(err)
 	}
 	con, err := console.New(console.Options{Pool: pool})

@@ -1,9 +1,18 @@
-// Package store owns Kagzi's persistence: every SQL statement and every pgx
-// import of the project lives here. It exposes noun-first repository methods
-// (RunsClaim, StepsRecord, WorkersHeartbeat, SchedulesDue …) over one Store
-// value that wraps either a pool or a transaction, returns domain types, and
-// maps database failures onto typed errors (ErrNotFound, ErrConflict,
-// ErrInvalidArgument, ErrLeaseLost, ErrPayloadTooLarge).
+// Package store is Kagzi's data layer: every SQL statement of the engine
+// lives here. It exposes noun-first repository methods (RunsClaim,
+// StepsRecord, WorkersHeartbeat, SchedulesDue …) over one Store value that
+// wraps either a pool or a transaction, returns domain types, and maps
+// database failures onto typed errors (ErrNotFound, ErrConflict,
+// ErrInvalidArgument, ErrLeaseLost, ErrPayloadTooLarge). It also owns the
+// schema's migrations (Migrate), the databases and roles an operator
+// creates (DatabaseCreate, RolesEnsure …) and the dedicated sessions that
+// hold a leader lock (Leader, LockedConnect).
+//
+// Who it is for: Kagzi's services, its CLI and operators' tools.
+// Applications use pkg/client, which is built on it and keeps its own
+// types. The package is public and documented, but it promises no
+// compatibility beyond the schema version: a method's signature may change
+// in any release, as River's riverdriver does.
 //
 // The store does not log: it returns errors, and reports large payloads
 // through the OnLargePayload hook for the caller to log or count.

@@ -196,7 +196,10 @@ func TestWaitForFinishedChildrenIsReadyAtOnce(t *testing.T) {
 		t.Fatalf("due %v, want %v", p.AvailableAt, until)
 	}
 	// A stale lease cannot wait.
-	if _, err := e.s.RunsWait(e.ctx, store.RunsWaitParams{Lease: store.Lease{Namespace: "ns", RunID: parent.ID, Token: 1}}); !errors.Is(err, store.ErrLeaseLost) {
+	if _, err := e.s.RunsWait(e.ctx, store.RunsWaitParams{Lease: store.Lease{Namespace: "ns", RunID: parent.ID, Token: 1}}); !errors.Is(
+		err,
+		store.ErrLeaseLost,
+	) {
 		t.Fatalf("stale wait: %v", err)
 	}
 }
@@ -333,7 +336,10 @@ func TestEventsReceive(t *testing.T) {
 	l := leaseOf(e.claimRun(run.ID, "P"))
 	recv := func(step, name string, until *time.Time, suspend bool) store.EventsReceiveResult {
 		t.Helper()
-		res, err := e.s.EventsReceive(e.ctx, store.EventsReceiveParams{Lease: l, StepID: step, Attempt: 1, Name: name, Until: until, Suspend: suspend})
+		res, err := e.s.EventsReceive(
+			e.ctx,
+			store.EventsReceiveParams{Lease: l, StepID: step, Attempt: 1, Name: name, Until: until, Suspend: suspend},
+		)
 		if err != nil {
 			t.Fatalf("receive %s: %v", step, err)
 		}
@@ -444,7 +450,8 @@ func TestStepAttemptsCarryRunAttemptAndTries(t *testing.T) {
 	e.exec(`UPDATE kagzi.workflow_runs SET available_at = now() WHERE run_id = $1`, run.ID)
 	c := e.claimRun(run.ID, "P")
 	s := stepOf(c, "s")
-	if s == nil || s.Attempt != 2 || s.Tries != 2 || s.RunAttempt != 1 || s.ErrorType != "Boom" || s.RetryAt == nil || !s.RetryAt.Equal(retryAt.Truncate(time.Microsecond)) {
+	if s == nil || s.Attempt != 2 || s.Tries != 2 || s.RunAttempt != 1 || s.ErrorType != "Boom" || s.RetryAt == nil ||
+		!s.RetryAt.Equal(retryAt.Truncate(time.Microsecond)) {
 		t.Fatalf("step %+v", s)
 	}
 	// The run fails for good; a manual retry resets its attempts and moves
@@ -510,7 +517,8 @@ FROM kagzi.workflow_runs WHERE status = 'RUNNING'`).Scan(&nl, &nu); err != nil {
 	// Finishing one frees one slot.
 	var id uuid.UUID
 	var tok int64
-	if err := e.pool.QueryRow(e.ctx, `SELECT run_id, lease_token FROM kagzi.workflow_runs WHERE workflow_type = 'L' AND status = 'RUNNING' LIMIT 1`).Scan(&id, &tok); err != nil {
+	if err := e.pool.QueryRow(e.ctx, `SELECT run_id, lease_token FROM kagzi.workflow_runs
+		WHERE workflow_type = 'L' AND status = 'RUNNING' LIMIT 1`).Scan(&id, &tok); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.s.RunsComplete(e.ctx, store.Lease{Namespace: "ns", RunID: id, Token: tok}, nil); err != nil {
@@ -524,7 +532,9 @@ FROM kagzi.workflow_runs WHERE status = 'RUNNING'`).Scan(&nl, &nu); err != nil {
 	if _, err := e.s.LimitsSet(e.ctx, "ns", "q", "L", 0); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.claim(store.RunsClaimParams{Namespace: "ns", Queue: "q", WorkerID: uuid.New(), Types: types[:1], Limit: 10, Lease: time.Minute}); len(got) != 0 {
+	if got := e.claim(store.RunsClaimParams{Namespace: "ns", Queue: "q", WorkerID: uuid.New(), Types: types[:1], Limit: 10, Lease: time.Minute}); len(
+		got,
+	) != 0 {
 		t.Fatalf("claimed %d runs of a paused type", len(got))
 	}
 	limits, err := e.s.LimitsList(e.ctx, "ns")
@@ -537,7 +547,9 @@ FROM kagzi.workflow_runs WHERE status = 'RUNNING'`).Scan(&nl, &nu); err != nil {
 	if err := e.s.LimitsDelete(e.ctx, "ns", "q", "L"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("second delete: %v", err)
 	}
-	if got := e.claim(store.RunsClaimParams{Namespace: "ns", Queue: "q", WorkerID: uuid.New(), Types: types[:1], Limit: 100, Lease: time.Minute}); len(got) != 16 {
+	if got := e.claim(store.RunsClaimParams{Namespace: "ns", Queue: "q", WorkerID: uuid.New(), Types: types[:1], Limit: 100, Lease: time.Minute}); len(
+		got,
+	) != 16 {
 		t.Fatalf("claimed %d once the limit was lifted, want the 16 left", len(got))
 	}
 }
@@ -567,7 +579,14 @@ func TestConcurrencyLimitCountsRunsAlreadyRunning(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		e.create(store.RunsCreateParams{Type: "L"})
 	}
-	p := store.RunsClaimParams{Namespace: "ns", Queue: "q", WorkerID: uuid.New(), Types: []store.TypeVersion{{Type: "L"}}, Limit: 3, Lease: time.Minute}
+	p := store.RunsClaimParams{
+		Namespace: "ns",
+		Queue:     "q",
+		WorkerID:  uuid.New(),
+		Types:     []store.TypeVersion{{Type: "L"}},
+		Limit:     3,
+		Lease:     time.Minute,
+	}
 	if got := e.claim(p); len(got) != 3 {
 		t.Fatalf("claimed %d before the limit", len(got))
 	}

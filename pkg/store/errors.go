@@ -30,7 +30,7 @@ var (
 )
 
 // sqlStateNoWorker is the SQLSTATE kagzi.require_worker raises (migration
-// 004_recovery.sql).
+// 005_recovery.sql).
 const sqlStateNoWorker = "KZ001"
 
 func invalidf(format string, args ...any) error {

@@ -135,9 +135,15 @@ func TestMigrateFreshDatabaseThenAgainIsNoop(t *testing.T) {
 // A migration that counts its runs: a re-run or a concurrent migrator
 // would count twice.
 var counted = fstest.MapFS{
-	"001_table.sql": {Data: []byte("CREATE TABLE applied (version int PRIMARY KEY);\nINSERT INTO applied VALUES (1);\n---- create above / drop below ----\nDROP TABLE applied;\n")},
-	"002_slow.sql":  {Data: []byte("SELECT pg_sleep(0.2);\nINSERT INTO applied VALUES (2);\n")},
-	"003_more.sql":  {Data: []byte("-- a comment\nINSERT INTO applied VALUES (3);\n---- create above / drop below ----\nDELETE FROM applied WHERE version = 3;\n")},
+	"001_table.sql": {
+		Data: []byte(
+			"CREATE TABLE applied (version int PRIMARY KEY);\nINSERT INTO applied VALUES (1);\n---- create above / drop below ----\nDROP TABLE applied;\n",
+		),
+	},
+	"002_slow.sql": {Data: []byte("SELECT pg_sleep(0.2);\nINSERT INTO applied VALUES (2);\n")},
+	"003_more.sql": {
+		Data: []byte("-- a comment\nINSERT INTO applied VALUES (3);\n---- create above / drop below ----\nDELETE FROM applied WHERE version = 3;\n"),
+	},
 }
 
 func appliedRows(t *testing.T, conn *pgx.Conn) []int32 {

@@ -3,8 +3,6 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -108,61 +106,14 @@ func clip(s string) string {
 	return s
 }
 
-// Listener holds one dedicated connection that takes a Postgres advisory
-// lock (so one process of many listens) and then LISTENs on NotifyChannel.
-// If the connection drops, the lock goes with the session and a standby's
-// blocked lock request succeeds at once, which is how relay leadership
-// moves. If the leader's host dies or is cut off, both ends of the
-// connection give up on the silent peer within seconds (see
-// lockConnConfig): the server ends the session, and the deposed listener's
-// OnLeader(false) follows.
-type Listener struct {
-	// URL is the database to connect to.
-	URL string
-	// LockKey is the advisory lock that elects the one listener.
-	LockKey int64
-	// OnLeader is called with true after the lock is held and LISTEN is
-	// active (consumers should read their backlog then), and with false
-	// when the connection is lost.
-	OnLeader func(ctx context.Context, leader bool)
-	// OnNotification receives each raw payload, in order, on the
-	// listener's goroutine; it must not block for long.
-	OnNotification func(ctx context.Context, payload string)
-	// OnError receives non-fatal errors (connection lost, reconnect failed).
-	OnError func(err error)
-	// Retry is the wait before reconnecting (default 200 ms).
-	Retry time.Duration
-}
-
-// Run connects, waits for the lock, listens and delivers notifications
-// until ctx ends, reconnecting after every failure. It returns ctx's error.
-func (l *Listener) Run(ctx context.Context) error {
-	return retryLoop(ctx, l.Retry, l.OnError, l.session)
-}
-
-func (l *Listener) session(ctx context.Context) error {
-	conn, err := lockedConn(ctx, l.URL, l.LockKey, "listener")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{NotifyChannel}.Sanitize()); err != nil {
-		return fmt.Errorf("listener: listen: %w", err)
-	}
-	if l.OnLeader != nil {
-		l.OnLeader(ctx, true)
-		defer l.OnLeader(ctx, false)
-	}
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			if errors.Is(err, context.Canceled) || ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("listener: wait: %w", err)
-		}
-		if l.OnNotification != nil {
-			l.OnNotification(ctx, n.Payload)
-		}
-	}
+// LockedConnect returns a connect function (pgxlisten.Listener's Connect
+// hook, for one) that opens a dedicated connection to url with dead-peer
+// detection on both ends (lockConnConfig) and returns it once its session
+// holds advisory lock key: it blocks while another session holds the
+// lock, for as long as ctx allows. The lock lives as long as the session,
+// so of many processes listening through it one listens at a time, and a
+// standby's blocked request is granted as soon as the holder's session
+// ends (it died, was cut off, or was terminated: LockHolderTerminate).
+func LockedConnect(url string, key int64) func(ctx context.Context) (*pgx.Conn, error) {
+	return func(ctx context.Context) (*pgx.Conn, error) { return lockedConn(ctx, url, key, "listener") }
 }

@@ -9,12 +9,44 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgxlisten"
 
 	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
-// listen starts a Listener on url and returns a channel of its payloads
+// handler is a pgxlisten handler that reports each new session that
+// listens (onBacklog) and each payload (onPayload).
+type handler struct {
+	onBacklog func()
+	onPayload func(string)
+}
+
+func (h handler) HandleBacklog(context.Context, string, *pgx.Conn) error {
+	if h.onBacklog != nil {
+		h.onBacklog()
+	}
+	return nil
+}
+
+func (h handler) HandleNotification(_ context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
+	if h.onPayload != nil {
+		h.onPayload(n.Payload)
+	}
+	return nil
+}
+
+// lockedListener is a pgxlisten listener on NotifyChannel whose session
+// holds advisory lock key (store.LockedConnect), as the relay's.
+func lockedListener(url string, key int64, h handler) *pgxlisten.Listener {
+	l := &pgxlisten.Listener{Connect: store.LockedConnect(url, key), ReconnectDelay: 50 * time.Millisecond}
+	l.Handle(store.NotifyChannel, h)
+	return l
+}
+
+// listen starts a listener on url and returns a channel of its payloads
 // once it is listening.
 func listen(t *testing.T, url string, key int64) <-chan string {
 	t.Helper()
@@ -22,16 +54,12 @@ func listen(t *testing.T, url string, key int64) <-chan string {
 	ch := make(chan string, 10000)
 	ready := make(chan struct{})
 	var once sync.Once
-	l := &store.Listener{URL: url, LockKey: key,
-		OnLeader: func(_ context.Context, leader bool) {
-			if leader {
-				once.Do(func() { close(ready) })
-			}
-		},
-		OnNotification: func(_ context.Context, p string) { ch <- p },
-	}
+	l := lockedListener(url, key, handler{
+		onBacklog: func() { once.Do(func() { close(ready) }) },
+		onPayload: func(p string) { ch <- p },
+	})
 	done := make(chan struct{})
-	go func() { defer close(done); _ = l.Run(ctx) }()
+	go func() { defer close(done); _ = l.Listen(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	select {
 	case <-ready:
@@ -168,23 +196,12 @@ func TestListenerFailover(t *testing.T) {
 	s := store.New(pool, store.Options{})
 	ctx := context.Background()
 	const key = 42
-	var mu sync.Mutex
-	leaders := map[int]bool{}
 	became := make(chan int, 10)
 	for i := 0; i < 2; i++ {
-		i := i
 		lctx, cancel := context.WithCancel(ctx)
-		l := &store.Listener{URL: url, LockKey: key, Retry: 50 * time.Millisecond,
-			OnLeader: func(_ context.Context, leader bool) {
-				mu.Lock()
-				leaders[i] = leader
-				mu.Unlock()
-				if leader {
-					became <- i
-				}
-			}}
+		l := lockedListener(url, key, handler{onBacklog: func() { became <- i }})
 		done := make(chan struct{})
-		go func() { defer close(done); _ = l.Run(lctx) }()
+		go func() { defer close(done); _ = l.Listen(lctx) }()
 		t.Cleanup(func() { cancel(); <-done })
 	}
 	first := <-became

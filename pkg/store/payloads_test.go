@@ -65,10 +65,16 @@ func TestPayloadsRead(t *testing.T) {
 	if !bytes.Equal(read, big) {
 		t.Fatal("read back a different output")
 	}
-	if _, err := s.PayloadsRead(ctx, store.PayloadsReadParams{Lease: stale, StepID: "big", Attempt: 1, Length: 10}); !errors.Is(err, store.ErrLeaseLost) {
+	if _, err := s.PayloadsRead(ctx, store.PayloadsReadParams{Lease: stale, StepID: "big", Attempt: 1, Length: 10}); !errors.Is(
+		err,
+		store.ErrLeaseLost,
+	) {
 		t.Fatalf("a stale lease read: %v", err)
 	}
-	if _, err := s.PayloadsRead(ctx, store.PayloadsReadParams{Lease: cur, StepID: "nope", Attempt: 1, Length: 10}); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.PayloadsRead(ctx, store.PayloadsReadParams{Lease: cur, StepID: "nope", Attempt: 1, Length: 10}); !errors.Is(
+		err,
+		store.ErrNotFound,
+	) {
 		t.Fatalf("an unknown step: %v", err)
 	}
 	if part, err := s.PayloadsRead(ctx, store.PayloadsReadParams{Lease: cur, Length: 10}); err != nil || part.Total != 0 {

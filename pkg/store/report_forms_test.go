@@ -70,7 +70,13 @@ func TestRunsCompleteAndReleaseOneOrMany(t *testing.T) {
 			return l
 		}, []byte("out"), nil, store.StatusCompleted},
 		{"lost lease", func() store.Lease { stale, _ := reclaimedRun(t, s, "ns"); return stale }, nil, store.ErrLeaseLost, store.StatusRunning},
-		{"too large", func() store.Lease { l, _ := leasedRun(t, s, "ns"); return l }, make([]byte, 1001), store.ErrPayloadTooLarge, store.StatusRunning},
+		{
+			"too large",
+			func() store.Lease { l, _ := leasedRun(t, s, "ns"); return l },
+			make([]byte, 1001),
+			store.ErrPayloadTooLarge,
+			store.StatusRunning,
+		},
 		{"failed before", func() store.Lease {
 			l, _ := leasedRun(t, s, "ns")
 			if err := s.RunsFail(ctx, l, "boom"); err != nil {
@@ -132,7 +138,17 @@ func TestStepsRecordOneOrManyEdgeCases(t *testing.T) {
 		p    store.StepsRecordParams
 		want error
 	}{
-		{store.StepsRecordParams{Lease: okLease, StepID: "big", Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted, Output: make([]byte, 1001)}, store.ErrPayloadTooLarge},
+		{
+			store.StepsRecordParams{
+				Lease:   okLease,
+				StepID:  "big",
+				Attempt: 1,
+				Kind:    store.StepFunction,
+				Status:  store.StepCompleted,
+				Output:  make([]byte, 1001),
+			},
+			store.ErrPayloadTooLarge,
+		},
 		{store.StepsRecordParams{Lease: unknown, StepID: "s", Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted}, store.ErrNotFound},
 		{store.StepsRecordParams{Lease: stale, StepID: "s", Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted}, store.ErrLeaseLost},
 	}
@@ -142,7 +158,10 @@ func TestStepsRecordOneOrManyEdgeCases(t *testing.T) {
 	}
 	// Enough valid reports for the set statement.
 	for i := 0; i < 10; i++ {
-		ps = append(ps, store.StepsRecordParams{Lease: okLease, StepID: fmt.Sprint("ok-", i), Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted})
+		ps = append(
+			ps,
+			store.StepsRecordParams{Lease: okLease, StepID: fmt.Sprint("ok-", i), Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted},
+		)
 	}
 	errs, err := s.StepsRecordMany(ctx, ps)
 	if err != nil {
@@ -183,7 +202,11 @@ func TestRunsCompleteBatchWithSteps(t *testing.T) {
 	}
 	stale, _ := reclaimedRun(t, s, "ns")
 	items := []store.RunsCompleteItem{
-		{Lease: ok, Output: []byte(`"done"`), Steps: []store.StepsRecordParams{step("a", store.StepCompleted, "1"), step("b", store.StepCompleted, "2")}},
+		{
+			Lease:  ok,
+			Output: []byte(`"done"`),
+			Steps:  []store.StepsRecordParams{step("a", store.StepCompleted, "1"), step("b", store.StepCompleted, "2")},
+		},
 		{Lease: conflict, Output: []byte(`"done"`), Steps: []store.StepsRecordParams{step("a", store.StepCompleted, "1")}},
 		{Lease: stale, Output: []byte(`"done"`), Steps: []store.StepsRecordParams{step("a", store.StepCompleted, "1")}},
 	}

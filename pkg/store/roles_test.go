@@ -28,7 +28,8 @@ func TestRuntimeRoleHasDMLOnly(t *testing.T) {
 	}
 	defer owner.Close(ctx)
 	var n, foreign int
-	if err := owner.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE tableowner <> current_user) FROM pg_tables WHERE schemaname = 'kagzi'`).Scan(&n, &foreign); err != nil {
+	if err := owner.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE tableowner <> current_user)
+		FROM pg_tables WHERE schemaname = 'kagzi'`).Scan(&n, &foreign); err != nil {
 		t.Fatal(err)
 	}
 	if n == 0 || foreign != 0 {

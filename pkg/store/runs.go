@@ -241,7 +241,8 @@ WITH v AS (
 	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, external_id, task_queue, workflow_type, version,
 		status, available_at, deadline_at, retry_policy, priority, parent_run_id, parent_step_id, trace_context,
 		schedule_id, schedule_fire_at)
-	SELECT run_id, namespace_id, external_id, task_queue, workflow_type, ` + defaultVersion("v.version", "v.namespace_id", "v.workflow_type") + `, 'PENDING',
+	SELECT run_id, namespace_id, external_id, task_queue, workflow_type,
+		` + defaultVersion("v.version", "v.namespace_id", "v.workflow_type") + `, 'PENDING',
 		coalesce(available_at, now()), deadline_at, retry_policy, priority, parent_run_id, parent_step_id, trace_context,
 		schedule_id, schedule_fire_at
 	FROM v WHERE (SELECT ok FROM chk) IS NOT FALSE
@@ -324,19 +325,43 @@ func (s *Store) runsInsert(ctx context.Context, ps []RunsCreateParams, policies 
 	n := len(rows)
 	var (
 		ids                                       = make([]uuid.UUID, n)
-		nss, exts, queues, types, versions, pstep = make([]string, n), make([]*string, n), make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
-		avail, deadlines, fireAts                 = make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
-		pols                                      = make([]*string, n)
-		prios                                     = make([]int32, n)
-		parents, schedules                        = make([]*uuid.UUID, n), make([]*uuid.UUID, n)
-		traces                                    = make([]*string, n)
-		inputs                                    = make([][]byte, n)
-		require                                   = make([]bool, n)
+		nss, exts, queues, types, versions, pstep = make(
+			[]string,
+			n,
+		), make(
+			[]*string,
+			n,
+		), make(
+			[]string,
+			n,
+		), make(
+			[]string,
+			n,
+		), make(
+			[]string,
+			n,
+		), make(
+			[]*string,
+			n,
+		)
+		avail, deadlines, fireAts = make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
+		pols                      = make([]*string, n)
+		prios                     = make([]int32, n)
+		parents, schedules        = make([]*uuid.UUID, n), make([]*uuid.UUID, n)
+		traces                    = make([]*string, n)
+		inputs                    = make([][]byte, n)
+		require                   = make([]bool, n)
 	)
 	for k, i := range rows {
 		p := &ps[i]
 		ids[k], nss[k], exts[k], queues[k], types[k], versions[k] = p.RunID, p.Namespace, nullText(p.ExternalID), p.Queue, p.Type, p.Version
-		avail[k], deadlines[k], prios[k], parents[k], pstep[k], traces[k] = p.AvailableAt, p.DeadlineAt, int32(p.Priority), p.ParentRunID, nullText(p.ParentStepID), nullText(p.TraceContext)
+		avail[k], deadlines[k], prios[k], parents[k], pstep[k], traces[k] = p.AvailableAt, p.DeadlineAt, int32(
+			p.Priority,
+		), p.ParentRunID, nullText(
+			p.ParentStepID,
+		), nullText(
+			p.TraceContext,
+		)
 		schedules[k], fireAts[k] = p.ScheduleID, p.ScheduleFireAt
 		if policies[i] != nil {
 			pol := string(policies[i])
@@ -732,7 +757,8 @@ FROM c LEFT JOIN LATERAL (
 LEFT JOIN kagzi.workflow_payloads p ON p.run_id = c.run_id
 WHERE r.run_id = c.run_id
 RETURNING ` + runCols + `, c.due_at,
-	CASE WHEN octet_length(p.input) <= @inline_bytes THEN p.input END, coalesce(CASE WHEN octet_length(p.input) > @inline_bytes THEN octet_length(p.input) END, 0),
+	CASE WHEN octet_length(p.input) <= @inline_bytes THEN p.input END,
+	coalesce(CASE WHEN octet_length(p.input) > @inline_bytes THEN octet_length(p.input) END, 0),
 	st.ids, st.statuses, st.attempts, st.outputs, st.output_sizes, st.errs, st.error_types, st.retry_ats, st.run_attempts, st.tries,
 	st.non_retryables`
 

@@ -24,7 +24,7 @@ type ConcurrencyLimit struct {
 // of the type already running count against it; it applies to the claims
 // that begin after it was set (a claim already in flight finishes under the
 // rules it started with). Raising a limit announces the queue as claimable
-// (the trigger on concurrency_limits, migration 004), so runs that waited
+// (the trigger on concurrency_limits, migration 005), so runs that waited
 // for a slot are claimed at once.
 func (s *Store) LimitsSet(ctx context.Context, namespace, queue, typ string, maxRunning int) (ConcurrencyLimit, error) {
 	if err := checkName("namespace", namespace, true); err != nil {

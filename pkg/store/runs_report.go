@@ -193,7 +193,8 @@ WITH c AS (
 	SELECT l.*, k.namespace_id, k.epoch, k.cancel_requested_at FROM l JOIN k ON k.run_id = l.run_id AND k.tok = l.tok
 ), ` + stepSetCTEs + `, so AS (` + stepSetOutcomes + `
 ), bad AS (
-	SELECT l.run_id FROM so JOIN l USING (ord) WHERE NOT (so.held AND (so.wrote OR so.before IS NULL OR so.before = l.status OR l.status NOT IN ('COMPLETED', 'FAILED')))
+	SELECT l.run_id FROM so JOIN l USING (ord)
+	WHERE NOT (so.held AND (so.wrote OR so.before IS NULL OR so.before = l.status OR l.status NOT IN ('COMPLETED', 'FAILED')))
 ), u AS (
 	UPDATE kagzi.workflow_runs w SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL FROM k
 	WHERE w.namespace_id = k.namespace_id AND w.run_id = k.run_id AND k.run_id NOT IN (SELECT run_id FROM bad)

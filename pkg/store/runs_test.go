@@ -271,7 +271,14 @@ func TestRunsCreateDefaults(t *testing.T) {
 	id := uuid.Must(uuid.NewV7())
 	at := time.Now().Add(time.Hour).Truncate(time.Microsecond)
 	dl := time.Now().Add(2 * time.Hour).Truncate(time.Microsecond)
-	pol := retry.Policy{MaxAttempts: 3, InitialInterval: 2 * time.Second, BackoffCoefficient: 3, MaxInterval: time.Minute, Jitter: 0.5, NonRetryable: []string{"Bad"}}
+	pol := retry.Policy{
+		MaxAttempts:        3,
+		InitialInterval:    2 * time.Second,
+		BackoffCoefficient: 3,
+		MaxInterval:        time.Minute,
+		Jitter:             0.5,
+		NonRetryable:       []string{"Bad"},
+	}
 	parent := r.ID
 	full, created, err := e.s.RunsCreate(e.ctx, store.RunsCreateParams{
 		RunID: id, Namespace: "ns", ExternalID: "ext-1", Queue: "q2", Type: "T2", Version: "v9",
@@ -343,11 +350,17 @@ func TestRunsCreateValidation(t *testing.T) {
 func TestRunsCreateIdempotentExternalID(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	first, created, err := e.s.RunsCreate(e.ctx, store.RunsCreateParams{Namespace: "ns", Queue: "q", Type: "T", ExternalID: "order-1", Input: []byte("first")})
+	first, created, err := e.s.RunsCreate(
+		e.ctx,
+		store.RunsCreateParams{Namespace: "ns", Queue: "q", Type: "T", ExternalID: "order-1", Input: []byte("first")},
+	)
 	if err != nil || !created {
 		t.Fatalf("first create: %v %v", created, err)
 	}
-	second, created, err := e.s.RunsCreate(e.ctx, store.RunsCreateParams{Namespace: "ns", Queue: "q", Type: "T", ExternalID: "order-1", Input: []byte("second")})
+	second, created, err := e.s.RunsCreate(
+		e.ctx,
+		store.RunsCreateParams{Namespace: "ns", Queue: "q", Type: "T", ExternalID: "order-1", Input: []byte("second")},
+	)
 	if err != nil {
 		t.Fatalf("second create: %v", err)
 	}
@@ -369,7 +382,10 @@ func TestRunsCreateIdempotentExternalID(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Once the first finished, the external id starts a new run.
-	third, created, err := e.s.RunsCreate(e.ctx, store.RunsCreateParams{Namespace: "ns", Queue: "q", Type: "T", ExternalID: "order-1", Input: []byte("third")})
+	third, created, err := e.s.RunsCreate(
+		e.ctx,
+		store.RunsCreateParams{Namespace: "ns", Queue: "q", Type: "T", ExternalID: "order-1", Input: []byte("third")},
+	)
 	if err != nil || !created || third.ID == first.ID || string(third.Input) != "third" {
 		t.Fatalf("after completion: created=%v run=%+v err=%v", created, third, err)
 	}
@@ -435,7 +451,13 @@ func TestRunsCreateMany(t *testing.T) {
 	pol := &retry.Policy{MaxAttempts: 2}
 	ps := make([]store.RunsCreateParams, n)
 	for i := range ps {
-		ps[i] = store.RunsCreateParams{Namespace: "ns", Queue: "q", Type: fmt.Sprintf("T%d", i%3), Input: []byte(fmt.Sprint("in-", i)), Priority: i % 5}
+		ps[i] = store.RunsCreateParams{
+			Namespace: "ns",
+			Queue:     "q",
+			Type:      fmt.Sprintf("T%d", i%3),
+			Input:     []byte(fmt.Sprint("in-", i)),
+			Priority:  i % 5,
+		}
 		if i%2 == 0 {
 			ps[i].ExternalID = fmt.Sprint("ext-", i)
 			ps[i].RetryPolicy = pol
@@ -661,7 +683,8 @@ func TestRunsListPaginationWithConcurrentInserts(t *testing.T) {
 		}
 		// New runs arrive between pages, also with a token round trip.
 		e.create(store.RunsCreateParams{})
-		if _, err := e.s.RunsCreateMany(e.ctx, []store.RunsCreateParams{{Namespace: "ns", Queue: "q", Type: "T"}, {Namespace: "ns", Queue: "q", Type: "T"}}); err != nil {
+		twice := []store.RunsCreateParams{{Namespace: "ns", Queue: "q", Type: "T"}, {Namespace: "ns", Queue: "q", Type: "T"}}
+		if _, err := e.s.RunsCreateMany(e.ctx, twice); err != nil {
 			t.Fatal(err)
 		}
 		c, err := store.ParseCursor(next.String())
@@ -735,7 +758,13 @@ func TestRunsCount(t *testing.T) {
 	e.insertTemplate("ns", "q", "T")
 	e.create(store.RunsCreateParams{Namespace: "other"})
 	got, err = e.s.RunsCount(e.ctx, "ns")
-	want := map[store.RunStatus]int64{store.StatusPending: 2, store.StatusRunning: 1, store.StatusFailed: 1, store.StatusCancelled: 1, store.StatusScheduled: 1}
+	want := map[store.RunStatus]int64{
+		store.StatusPending:   2,
+		store.StatusRunning:   1,
+		store.StatusFailed:    1,
+		store.StatusCancelled: 1,
+		store.StatusScheduled: 1,
+	}
 	if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("count: %v %v, want %v", got, err, want)
 	}
@@ -785,7 +814,8 @@ func TestRunsCancel(t *testing.T) {
 	if err != nil || res.Status != store.StatusCancelled {
 		t.Fatalf("fail after the request: %+v %v", res, err)
 	}
-	if got := e.get("ns", running.ID); got.Status != store.StatusCancelled || got.FinishedAt == nil || got.Error != "stopped: workflow: run cancelled" {
+	if got := e.get("ns", running.ID); got.Status != store.StatusCancelled || got.FinishedAt == nil ||
+		got.Error != "stopped: workflow: run cancelled" {
 		t.Fatalf("run that stopped after the request: %+v", got)
 	}
 	if err := e.s.RunsComplete(e.ctx, leaseOf(ch), []byte(`"cleaned up"`)); err != nil {
@@ -935,7 +965,10 @@ func TestRunsPayloadLimits(t *testing.T) {
 		t.Fatal("created a run with an oversized input")
 	}
 	wantErr(t, err, store.ErrPayloadTooLarge, "input")
-	_, err = e.s.RunsCreateMany(e.ctx, []store.RunsCreateParams{{Namespace: "ns", Queue: "q", Type: "T"}, {Namespace: "ns", Queue: "q", Type: "T", Input: big}})
+	_, err = e.s.RunsCreateMany(
+		e.ctx,
+		[]store.RunsCreateParams{{Namespace: "ns", Queue: "q", Type: "T"}, {Namespace: "ns", Queue: "q", Type: "T", Input: big}},
+	)
 	wantErr(t, err, store.ErrPayloadTooLarge, "row 1")
 	// Exactly the limit is accepted.
 	atLimit := e.create(store.RunsCreateParams{Input: big[:protocol.DefaultPayloadMaxBytes]})
@@ -1241,7 +1274,14 @@ func TestRunsClaimValidation(t *testing.T) {
 		{Namespace: "ns", Queue: "q", WorkerID: w, Types: []store.TypeVersion{{Type: "T"}}, Limit: 0, Lease: time.Minute},
 		{Namespace: "ns", Queue: "q", WorkerID: w, Limit: 1, Lease: time.Minute},
 		{Namespace: "ns", Queue: "q", WorkerID: w, Types: []store.TypeVersion{{Type: "T"}}, Limit: 1},
-		{Namespace: "ns", Queue: "q", WorkerID: w, Types: []store.TypeVersion{{Type: "T", Version: "1"}, {Type: "T", Version: "1"}}, Limit: 1, Lease: time.Minute},
+		{
+			Namespace: "ns",
+			Queue:     "q",
+			WorkerID:  w,
+			Types:     []store.TypeVersion{{Type: "T", Version: "1"}, {Type: "T", Version: "1"}},
+			Limit:     1,
+			Lease:     time.Minute,
+		},
 	}
 	for _, p := range bad {
 		if _, err := e.s.RunsClaim(e.ctx, p); !errors.Is(err, store.ErrInvalidArgument) {
@@ -1343,7 +1383,11 @@ func TestRunsNextDueAndQueuesDue(t *testing.T) {
 		t.Fatal(err)
 	}
 	sort.Slice(qs, func(i, j int) bool { return qs[i].Namespace+"/"+qs[i].Queue < qs[j].Namespace+"/"+qs[j].Queue })
-	want := []store.QueueDue{{Namespace: "ns", Queue: "q", DueAt: wake}, {Namespace: "ns", Queue: "q2", DueAt: later}, {Namespace: "ns2", Queue: "q", DueAt: past}}
+	want := []store.QueueDue{
+		{Namespace: "ns", Queue: "q", DueAt: wake},
+		{Namespace: "ns", Queue: "q2", DueAt: later},
+		{Namespace: "ns2", Queue: "q", DueAt: past},
+	}
 	if len(qs) != len(want) {
 		t.Fatalf("queues due %v, want %v", qs, want)
 	}
@@ -1909,7 +1953,8 @@ func TestRunsFailPastDeadlineAndNextDeadline(t *testing.T) {
 		t.Fatalf("failed %v, want pending, sleeping and running", ids(runs))
 	}
 	for _, r := range runs {
-		if r.Status != store.StatusFailed || r.Error != store.DeadlineError || r.FinishedAt == nil || r.AvailableAt != nil || r.LeaseExpiresAt != nil {
+		if r.Status != store.StatusFailed || r.Error != store.DeadlineError || r.FinishedAt == nil || r.AvailableAt != nil ||
+			r.LeaseExpiresAt != nil {
 			t.Fatalf("run past deadline %+v", r)
 		}
 		if g := e.get("ns", r.ID); g.Status != store.StatusFailed || g.Error != store.DeadlineError {
@@ -1969,7 +2014,11 @@ func TestRunsExtendLeases(t *testing.T) {
 	}
 
 	// A lease is never shortened.
-	ext, rel, err = e.s.RunsExtendLeases(e.ctx, []store.RunsExtendLeasesParams{{WorkerID: w, RunIDs: []uuid.UUID{a.ID, b.ID, c.ID}, Until: until.Add(-time.Hour)}}, grace)
+	ext, rel, err = e.s.RunsExtendLeases(
+		e.ctx,
+		[]store.RunsExtendLeasesParams{{WorkerID: w, RunIDs: []uuid.UUID{a.ID, b.ID, c.ID}, Until: until.Add(-time.Hour)}},
+		grace,
+	)
 	if err != nil || ext != 3 || rel != 0 {
 		t.Fatalf("earlier until: %d %d %v", ext, rel, err)
 	}

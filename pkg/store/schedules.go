@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+
 	// Schedule zones must resolve the same in a minimal container image
 	// without /usr/share/zoneinfo as on a developer's machine.
 	_ "time/tzdata"
@@ -575,7 +576,13 @@ func (s *Store) SchedulesFire(ctx context.Context, p SchedulesFireParams) (run R
 // the runs it created, and advanced=false when the schedule was not due or
 // another scheduler (or a pause, resume or delete) changed it first. A
 // schedule it cannot work out is an error.
-func (s *Store) SchedulesFireDue(ctx context.Context, sc Schedule, now time.Time, window time.Duration, traceContext string) (runs []Run, advanced bool, err error) {
+func (s *Store) SchedulesFireDue(
+	ctx context.Context,
+	sc Schedule,
+	now time.Time,
+	window time.Duration,
+	traceContext string,
+) (runs []Run, advanced bool, err error) {
 	res, err := s.SchedulesFireDueMany(ctx, []Schedule{sc}, now, window, traceContext)
 	if err != nil {
 		return nil, false, err
@@ -616,7 +623,13 @@ type SchedulesFireDueManyResult struct {
 // when the call fires a single instance), so each is a trace of its own.
 // Results are in the order of scs; listing a schedule twice is
 // ErrInvalidArgument.
-func (s *Store) SchedulesFireDueMany(ctx context.Context, scs []Schedule, now time.Time, window time.Duration, traceContext string) ([]SchedulesFireDueManyResult, error) {
+func (s *Store) SchedulesFireDueMany(
+	ctx context.Context,
+	scs []Schedule,
+	now time.Time,
+	window time.Duration,
+	traceContext string,
+) ([]SchedulesFireDueManyResult, error) {
 	out := make([]SchedulesFireDueManyResult, len(scs))
 	firings := make([]scheduleFiring, 0, len(scs))
 	at := make([]int, 0, len(scs))

@@ -98,7 +98,10 @@ func TestSchedulesInvalidCronRejected(t *testing.T) {
 			t.Errorf("%q: message %q should name the expression and %q", c.expr, err, c.problem)
 		}
 	}
-	if _, err := s.SchedulesCreate(ctx, store.SchedulesCreateParams{Namespace: "ns", Queue: "q", Type: "T", Cron: "", Now: t0}); !errors.Is(err, store.ErrInvalidArgument) {
+	if _, err := s.SchedulesCreate(ctx, store.SchedulesCreateParams{Namespace: "ns", Queue: "q", Type: "T", Cron: "", Now: t0}); !errors.Is(
+		err,
+		store.ErrInvalidArgument,
+	) {
 		t.Errorf("empty cron: %v", err)
 	}
 	if err := store.ParseCron("@hourly"); err != nil {
@@ -127,7 +130,12 @@ func TestSchedulesCreateValidation(t *testing.T) {
 		{"huge catch-up", "catch-up", store.ErrInvalidArgument, func(p *store.SchedulesCreateParams) { p.MaxCatchup = store.MaxCatchupLimit + 1 }},
 		{"no queue", "queue", store.ErrInvalidArgument, func(p *store.SchedulesCreateParams) { p.Queue = "" }},
 		{"no type", "workflow type", store.ErrInvalidArgument, func(p *store.SchedulesCreateParams) { p.Type = "" }},
-		{"bad policy", "backoff", store.ErrInvalidArgument, func(p *store.SchedulesCreateParams) { p.RetryPolicy = &retry.Policy{BackoffCoefficient: 0.5} }},
+		{
+			"bad policy",
+			"backoff",
+			store.ErrInvalidArgument,
+			func(p *store.SchedulesCreateParams) { p.RetryPolicy = &retry.Policy{BackoffCoefficient: 0.5} },
+		},
 		{"big input", "input", store.ErrPayloadTooLarge, func(p *store.SchedulesCreateParams) { p.Input = []byte("123456789") }},
 	}
 	for _, c := range cases {
@@ -237,7 +245,10 @@ func TestSchedulesFireRacingGoroutinesCreateOneInstance(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				runs[i], fired[i], errs[i] = s.SchedulesFire(ctx, store.SchedulesFireParams{Namespace: "ns", ScheduleID: sc.ID, FireAt: fireAt, Next: &next})
+				runs[i], fired[i], errs[i] = s.SchedulesFire(
+					ctx,
+					store.SchedulesFireParams{Namespace: "ns", ScheduleID: sc.ID, FireAt: fireAt, Next: &next},
+				)
 			}()
 		}
 		close(start)
@@ -448,7 +459,8 @@ func TestSchedulesPauseResumeSkipsMissed(t *testing.T) {
 		t.Fatalf("paused schedule is due: %+v", due)
 	}
 	next := oldNext.Add(5 * time.Minute)
-	if _, fired, err := s.SchedulesFire(ctx, store.SchedulesFireParams{Namespace: "ns", ScheduleID: sc.ID, FireAt: oldNext, Next: &next}); err != nil || fired {
+	if _, fired, err := s.SchedulesFire(ctx, store.SchedulesFireParams{Namespace: "ns", ScheduleID: sc.ID, FireAt: oldNext, Next: &next}); err != nil ||
+		fired {
 		t.Fatalf("fire while paused: fired=%v %v", fired, err)
 	}
 	resumeAt := t0.Add(time.Hour + 2*time.Minute)
@@ -496,7 +508,8 @@ func TestSchedulesDeleteKeepsFiredRuns(t *testing.T) {
 	}
 	// Its input goes with it (no foreign key cascades it).
 	var payloads int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM kagzi.workflow_payloads WHERE run_id = $1`, sc.ID).Scan(&payloads); err != nil || payloads != 0 {
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM kagzi.workflow_payloads WHERE run_id = $1`, sc.ID).Scan(&payloads); err != nil ||
+		payloads != 0 {
 		t.Fatalf("payload rows of the deleted schedule: %d %v", payloads, err)
 	}
 	if err := s.SchedulesDelete(ctx, "ns", sc.ID); !errors.Is(err, store.ErrNotFound) {
@@ -536,7 +549,10 @@ func TestSchedulesNamespaceIsolation(t *testing.T) {
 		t.Fatalf("history: %v", err)
 	}
 	next := sc.NextFireAt.Add(time.Hour)
-	if _, _, err := s.SchedulesFire(ctx, store.SchedulesFireParams{Namespace: "b", ScheduleID: sc.ID, FireAt: *sc.NextFireAt, Next: &next}); !errors.Is(err, store.ErrNotFound) {
+	if _, _, err := s.SchedulesFire(ctx, store.SchedulesFireParams{Namespace: "b", ScheduleID: sc.ID, FireAt: *sc.NextFireAt, Next: &next}); !errors.Is(
+		err,
+		store.ErrNotFound,
+	) {
 		t.Fatalf("fire: %v", err)
 	}
 	if err := s.SchedulesDelete(ctx, "b", sc.ID); !errors.Is(err, store.ErrNotFound) {
@@ -633,7 +649,8 @@ func TestSchedulesTrigger(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if run.ScheduleID == nil || *run.ScheduleID != sc.ID || !run.ScheduleFireAt.Equal(at.Truncate(time.Microsecond)) || run.Status != store.StatusPending {
+	if run.ScheduleID == nil || *run.ScheduleID != sc.ID || !run.ScheduleFireAt.Equal(at.Truncate(time.Microsecond)) ||
+		run.Status != store.StatusPending {
 		t.Fatalf("triggered: %+v", run)
 	}
 	if full, _ := s.RunsGet(ctx, "ns", run.ID); string(full.Input) != "x" {
@@ -665,10 +682,17 @@ func TestSchedulesFireValidation(t *testing.T) {
 	ctx := context.Background()
 	sc := createSchedule(t, s, store.SchedulesCreateParams{Cron: "@hourly"})
 	before := sc.NextFireAt.Add(-time.Hour)
-	if _, _, err := s.SchedulesFire(ctx, store.SchedulesFireParams{Namespace: "ns", ScheduleID: sc.ID, FireAt: *sc.NextFireAt, Next: &before}); !errors.Is(err, store.ErrInvalidArgument) {
+	if _, _, err := s.SchedulesFire(ctx, store.SchedulesFireParams{Namespace: "ns", ScheduleID: sc.ID, FireAt: *sc.NextFireAt,
+		Next: &before}); !errors.Is(
+		err,
+		store.ErrInvalidArgument,
+	) {
 		t.Fatalf("next before fire: %v", err)
 	}
-	if _, _, err := s.SchedulesFire(ctx, store.SchedulesFireParams{Namespace: "ns", ScheduleID: uuid.New(), FireAt: *sc.NextFireAt}); !errors.Is(err, store.ErrNotFound) {
+	if _, _, err := s.SchedulesFire(ctx, store.SchedulesFireParams{Namespace: "ns", ScheduleID: uuid.New(), FireAt: *sc.NextFireAt}); !errors.Is(
+		err,
+		store.ErrNotFound,
+	) {
 		t.Fatalf("unknown schedule: %v", err)
 	}
 	if got, _ := s.SchedulesGet(ctx, "ns", sc.ID); !got.NextFireAt.Equal(*sc.NextFireAt) || got.LastFiredAt != nil {

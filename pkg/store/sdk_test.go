@@ -28,7 +28,10 @@ func TestDefaultsPinStarts(t *testing.T) {
 	if got := e.create(store.RunsCreateParams{Version: "v1"}); got.Version != "v1" {
 		t.Fatalf("explicit v1: version %q", got.Version)
 	}
-	res, err := e.s.RunsCreateMany(e.ctx, []store.RunsCreateParams{{Namespace: "ns", Queue: "q", Type: "T"}, {Namespace: "other", Queue: "q", Type: "T"}})
+	res, err := e.s.RunsCreateMany(
+		e.ctx,
+		[]store.RunsCreateParams{{Namespace: "ns", Queue: "q", Type: "T"}, {Namespace: "other", Queue: "q", Type: "T"}},
+	)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +86,11 @@ func TestRunsContinueAsNew(t *testing.T) {
 	r := e.create(store.RunsCreateParams{ExternalID: "loop", Input: []byte(`1`), Priority: 3})
 	c := e.claimOne(claimParams(uuid.New(), 1, store.TypeVersion{Type: "T", Version: "v1"}), r.ID)
 	next := protocol.ContinuedRunID(r.ID)
-	wantErr(t, second(e.s.RunsContinueAsNew(e.ctx, store.Lease{Namespace: "ns", RunID: r.ID, Token: c.LeaseToken + 1}, next, []byte(`2`))), store.ErrLeaseLost)
+	wantErr(
+		t,
+		second(e.s.RunsContinueAsNew(e.ctx, store.Lease{Namespace: "ns", RunID: r.ID, Token: c.LeaseToken + 1}, next, []byte(`2`))),
+		store.ErrLeaseLost,
+	)
 	// The first report ends the run and names its type; a repeated one
 	// changes nothing and names none (it is not counted twice).
 	for i, want := range []string{"T", ""} {

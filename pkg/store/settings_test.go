@@ -48,7 +48,11 @@ func TestSettings(t *testing.T) {
 	if got, _ := store.New(pool, store.Options{}).Limits(ctx); got != want {
 		t.Fatalf("a new store reads %+v", got)
 	}
-	if _, _, err := s.RunsCreate(ctx, store.RunsCreateParams{Namespace: "ns", Queue: "q", Type: "T", Input: []byte(`"0123456789abcdefghij"`)}); !errors.Is(err, store.ErrPayloadTooLarge) {
+	if _, _, err := s.RunsCreate(ctx, store.RunsCreateParams{Namespace: "ns", Queue: "q", Type: "T",
+		Input: []byte(`"0123456789abcdefghij"`)}); !errors.Is(
+		err,
+		store.ErrPayloadTooLarge,
+	) {
 		t.Fatalf("a 22-byte input under a 20-byte limit: %v", err)
 	}
 }

@@ -573,7 +573,8 @@ ORDER BY run_id, step_id`, pgx.NamedArgs{"ns": namespace, "run_ids": runIDs})
 	for rows.Next() {
 		var id uuid.UUID
 		var st StepState
-		if err := rows.Scan(&id, &st.StepID, &st.Status, &st.Attempt, &st.Output, &st.Error, &st.ErrorType, &st.RetryAt, &st.RunAttempt, &st.NonRetryable); err != nil {
+		if err := rows.Scan(&id, &st.StepID, &st.Status, &st.Attempt, &st.Output, &st.Error, &st.ErrorType, &st.RetryAt,
+			&st.RunAttempt, &st.NonRetryable); err != nil {
 			return nil, mapErr("latest steps", err)
 		}
 		out[id] = append(out[id], st)

@@ -195,10 +195,12 @@ func TestStepsRecordIsLatestFlips(t *testing.T) {
 	}
 	// A report of an attempt older than the latest, never seen before, is
 	// kept for the record but does not become latest.
-	if err := s.StepsRecord(ctx, store.StepsRecordParams{Lease: l, StepID: "other", Attempt: 2, Kind: store.StepFunction, Status: store.StepCompleted}); err != nil {
+	if err := s.StepsRecord(ctx, store.StepsRecordParams{Lease: l, StepID: "other", Attempt: 2, Kind: store.StepFunction,
+		Status: store.StepCompleted}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.StepsRecord(ctx, store.StepsRecordParams{Lease: l, StepID: "other", Attempt: 1, Kind: store.StepFunction, Status: store.StepFailed}); err != nil {
+	if err := s.StepsRecord(ctx, store.StepsRecordParams{Lease: l, StepID: "other", Attempt: 1, Kind: store.StepFunction,
+		Status: store.StepFailed}); err != nil {
 		t.Fatal(err)
 	}
 	latest, _ = s.StepsLatest(ctx, "ns", []uuid.UUID{l.RunID})
@@ -222,7 +224,8 @@ func TestStepsRecordStaleLeaseWritesNothing(t *testing.T) {
 	if steps, err := s.StepsList(ctx, "ns", old.RunID); err != nil || len(steps) != 0 {
 		t.Fatalf("stale report wrote %+v (%v)", steps, err)
 	}
-	if err := s.StepsRecord(ctx, store.StepsRecordParams{Lease: cur, StepID: "s", Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted}); err != nil {
+	if err := s.StepsRecord(ctx, store.StepsRecordParams{Lease: cur, StepID: "s", Attempt: 1, Kind: store.StepFunction,
+		Status: store.StepCompleted}); err != nil {
 		t.Fatalf("current lease: %v", err)
 	}
 	// The same report under the old lease, now that the row exists, is
@@ -389,10 +392,12 @@ func TestStepsReplayedOnClaim(t *testing.T) {
 	s := testdb.Store(t)
 	ctx := context.Background()
 	l, q := leasedRun(t, s, "ns")
-	if err := s.StepsRecord(ctx, store.StepsRecordParams{Lease: l, StepID: "a", Attempt: 1, Kind: store.StepFunction, Status: store.StepFailed, Error: "e1"}); err != nil {
+	if err := s.StepsRecord(ctx, store.StepsRecordParams{Lease: l, StepID: "a", Attempt: 1, Kind: store.StepFunction,
+		Status: store.StepFailed, Error: "e1"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.StepsRecord(ctx, store.StepsRecordParams{Lease: l, StepID: "a", Attempt: 2, Kind: store.StepFunction, Status: store.StepCompleted, Output: []byte("A")}); err != nil {
+	if err := s.StepsRecord(ctx, store.StepsRecordParams{Lease: l, StepID: "a", Attempt: 2, Kind: store.StepFunction,
+		Status: store.StepCompleted, Output: []byte("A")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.RunsRelease(ctx, l); err != nil {
@@ -425,7 +430,8 @@ func TestStepsRecordMany(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if errs[0] != nil || !errors.Is(errs[1], store.ErrInvalidArgument) || !errors.Is(errs[2], store.ErrLeaseLost) || errs[3] != nil || errs[4] != nil {
+	if errs[0] != nil || !errors.Is(errs[1], store.ErrInvalidArgument) || !errors.Is(errs[2], store.ErrLeaseLost) || errs[3] != nil ||
+		errs[4] != nil {
 		t.Fatalf("errs: %v", errs)
 	}
 	latest, err := s.StepsLatest(ctx, "ns", []uuid.UUID{a.RunID, b.RunID})
@@ -585,7 +591,9 @@ func TestStepsRecordManyMixedOutcomes(t *testing.T) {
 	}
 	done := store.StepsRecordParams{Lease: c, StepID: "done", Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted, Output: []byte("1")}
 	record(done)
-	record(store.StepsRecordParams{Lease: c, StepID: "conflict", Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted, Output: []byte("c")})
+	record(
+		store.StepsRecordParams{Lease: c, StepID: "conflict", Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted, Output: []byte("c")},
+	)
 	record(store.StepsRecordParams{Lease: c, StepID: "retry", Attempt: 1, Kind: store.StepFunction, Status: store.StepFailed, Error: "e1"})
 	record(store.StepsRecordParams{Lease: c, StepID: "event:x#1", Attempt: 1, Kind: store.StepEvent, Status: store.StepPending, Input: []byte("x")})
 	doneBefore, err := s.StepsList(ctx, "ns", c.RunID)
@@ -605,7 +613,10 @@ func TestStepsRecordManyMixedOutcomes(t *testing.T) {
 	}
 	// Enough reports for one statement.
 	for i := 0; i < 4; i++ {
-		ps = append(ps, store.StepsRecordParams{Lease: a, StepID: fmt.Sprint("more-", i), Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted})
+		ps = append(
+			ps,
+			store.StepsRecordParams{Lease: a, StepID: fmt.Sprint("more-", i), Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted},
+		)
 	}
 	before := tally.Snapshot()
 	errs, err := s.StepsRecordMany(ctx, ps)
@@ -686,7 +697,10 @@ func TestStepsRecordManySameStepTwice(t *testing.T) {
 	}
 	// Enough reports for one statement, were the steps distinct.
 	for i := 0; i < 10; i++ {
-		ps = append(ps, store.StepsRecordParams{Lease: b, StepID: fmt.Sprint("other-", i), Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted})
+		ps = append(
+			ps,
+			store.StepsRecordParams{Lease: b, StepID: fmt.Sprint("other-", i), Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted},
+		)
 	}
 	before := tally.Snapshot()
 	recordAllOK(t, s, ps)

@@ -75,7 +75,10 @@ func TestWorkersReRegister(t *testing.T) {
 	}
 	time.Sleep(10 * time.Millisecond)
 	// A restart after going offline starts a new registration.
-	back, err := s.WorkersRegister(ctx, store.WorkersRegisterParams{WorkerID: w.ID, Namespace: "ns", Queue: "q", Hostname: "new-host", PID: 7, MaxConcurrency: 3})
+	back, err := s.WorkersRegister(
+		ctx,
+		store.WorkersRegisterParams{WorkerID: w.ID, Namespace: "ns", Queue: "q", Hostname: "new-host", PID: 7, MaxConcurrency: 3},
+	)
 	if err != nil {
 		t.Fatal(err)
 	}

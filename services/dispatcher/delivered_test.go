@@ -70,7 +70,8 @@ var notDelivered = map[string]string{
 	"CronExpr": "templates are never claimed", "Timezone": "templates are never claimed",
 	"MaxCatchup": "templates are never claimed", "LastFiredAt": "templates are never claimed",
 	"ScheduleID": "not used by replay", "ScheduleFireAt": "not used by replay", "Priority": "used by the claim only",
-	"Output": "a running run has none", "Attempts": "counts lost executions too: the engine's limit, not the workflow's", "ParentClosePolicy": "applied by the engine when the parent ends",
+	"Output": "a running run has none", "Attempts": "counts lost executions too: the engine's limit, not the workflow's",
+	"ParentClosePolicy": "applied by the engine when the parent ends",
 	"ContinuedAs": "set only on a run that ended",
 }
 
@@ -169,7 +170,8 @@ func TestDeliveredRunCarriesEveryField(t *testing.T) {
 	for i := range d.Steps {
 		d.Steps[i].OutputSize = 0
 	}
-	if _, err := protocol.Encode(&protocol.Delivery{WorkerID: uuid.New(), Runs: []protocol.DeliveredRun{d}, Limits: protocol.PayloadLimits{WarnBytes: 1, MaxBytes: 1}}); err != nil {
+	if _, err := protocol.Encode(&protocol.Delivery{WorkerID: uuid.New(), Runs: []protocol.DeliveredRun{d},
+		Limits: protocol.PayloadLimits{WarnBytes: 1, MaxBytes: 1}}); err != nil {
 		t.Fatalf("delivery does not encode: %v", err)
 	}
 }

@@ -6,4 +6,11 @@
 // renew a request a dispatcher that went away held. It also hosts the
 // relay that republishes Postgres notifications on NATS under a leader
 // lock.
+//
+// The service is this package whole: Config is its configuration from the
+// environment, Assemble builds its components (the Dispatcher and, where
+// enabled, the Relay) over a store and a NATS connection, and Run runs it
+// as a process until its context ends; cmd/dispatcher only loads the
+// configuration and calls Run, and `kagzi dev` composes Assemble with the
+// other services.
 package dispatcher

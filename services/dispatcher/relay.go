@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgxlisten"
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/metric"
 
@@ -103,15 +106,21 @@ func (r *Relay) Start(ctx context.Context) error {
 	r.mu.Lock()
 	r.stopReconnect = stop
 	r.mu.Unlock()
-	l := &store.Listener{
-		URL:            r.cfg.DatabaseURL,
-		LockKey:        RelayLockKey,
-		Retry:          r.cfg.Retry,
-		OnLeader:       r.onLeader,
-		OnNotification: r.onNotification,
-		OnError:        func(err error) { r.log.Warn("relay connection lost", "err", err) },
+	retry := r.cfg.Retry
+	if retry <= 0 {
+		retry = 200 * time.Millisecond
 	}
-	r.life.Go(func() { _ = l.Run(ctx) })
+	// pgxlisten owns the LISTEN loop: its Connect hook waits for the relay
+	// lock on a dedicated session, and it reconnects (campaigns again)
+	// after every lost session. Its backlog hook runs once LISTEN is
+	// active on a new session, which is when this replica leads.
+	l := &pgxlisten.Listener{
+		Connect:        store.LockedConnect(r.cfg.DatabaseURL, RelayLockKey),
+		LogError:       r.onListenError,
+		ReconnectDelay: retry,
+	}
+	l.Handle(store.NotifyChannel, relayHandler{r})
+	r.life.Go(func() { _ = l.Listen(ctx) })
 	return nil
 }
 
@@ -127,16 +136,39 @@ func (r *Relay) Stop() {
 	})
 }
 
-func (r *Relay) onLeader(ctx context.Context, leader bool) {
-	r.leader.Store(leader)
-	if !leader {
-		r.log.Warn("relay lost leadership")
-		return
+// relayHandler is the relay's pgxlisten handler of NotifyChannel.
+type relayHandler struct{ r *Relay }
+
+// HandleBacklog runs on every new session once it holds the lock and
+// LISTENs: this replica leads. Notifications sent while no relay listened
+// are gone, so the relay announces itself and every consumer reads its
+// backlog from Postgres again (the design's resync after every
+// (re)connect).
+func (h relayHandler) HandleBacklog(ctx context.Context, _ string, _ *pgx.Conn) error {
+	h.r.leader.Store(true)
+	h.r.log.Info("relay is leader", "relay_id", h.r.id)
+	h.r.announce(ctx)
+	return nil
+}
+
+// HandleNotification republishes one notification, in order, on the
+// listener's goroutine.
+func (h relayHandler) HandleNotification(ctx context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
+	h.r.onNotification(ctx, n.Payload)
+	return nil
+}
+
+// onListenError receives what ended a session or a campaign: a leader's
+// session ending is the end of its leadership.
+func (r *Relay) onListenError(ctx context.Context, err error) {
+	wasLeader := r.leader.Swap(false)
+	switch {
+	case ctx.Err() != nil:
+	case wasLeader:
+		r.log.Warn("relay lost leadership", "err", err)
+	default:
+		r.log.Warn("relay connection lost", "err", err)
 	}
-	r.log.Info("relay is leader", "relay_id", r.id)
-	// Notifications sent while no relay listened are gone: everyone reads
-	// their backlog again.
-	r.announce(ctx)
 }
 
 func (r *Relay) announce(ctx context.Context) {
@@ -175,7 +207,11 @@ func (r *Relay) onNotification(ctx context.Context, payload string) {
 				r.deduped.Add(1)
 				continue
 			}
-			r.publish(ctx, protocol.SubjectDone(n.Namespace, f.RunID), &protocol.RunFinished{Namespace: n.Namespace, RunID: f.RunID, Status: string(f.Status)})
+			r.publish(
+				ctx,
+				protocol.SubjectDone(n.Namespace, f.RunID),
+				&protocol.RunFinished{Namespace: n.Namespace, RunID: f.RunID, Status: string(f.Status)},
+			)
 		}
 	case store.NotifyCancel:
 		r.publish(ctx, protocol.SubjectCancel(n.Namespace, n.WorkerID), &protocol.Cancel{Namespace: n.Namespace, RunID: n.RunID, WorkerID: n.WorkerID,

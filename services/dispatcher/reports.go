@@ -296,7 +296,10 @@ func (d *Dispatcher) stepResult(ref itemRef, o store.StepOutcome) error {
 func (d *Dispatcher) skipRefused(ref itemRef) bool {
 	why, ok := ref.j.refused[ref.j.report.Items[ref.i].RunID]
 	if ok {
-		ref.j.results[ref.i] = protocol.ReportResult{Code: protocol.ResultInvalid, Message: "not applied: an earlier item of this run was refused: " + why}
+		ref.j.results[ref.i] = protocol.ReportResult{
+			Code:    protocol.ResultInvalid,
+			Message: "not applied: an earlier item of this run was refused: " + why,
+		}
 	}
 	return ok
 }

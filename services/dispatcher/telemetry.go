@@ -80,8 +80,14 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) *instrumen
 	_, off := tp.(noop.TracerProvider)
 	in := &instruments{tracer: tp.Tracer("github.com/kagzi/kagzi/dispatcher"), tracing: !off}
 	// Instrument creation fails only on invalid names; ours are constant.
-	in.completed, _ = m.Int64Counter("kagzi.runs.completed", metric.WithDescription("Runs completed (a continue-as-new included), per namespace and workflow type."))
-	in.failed, _ = m.Int64Counter("kagzi.runs.failed", metric.WithDescription("Runs failed for good or cancelled by their workflow, per namespace and workflow type."))
+	in.completed, _ = m.Int64Counter(
+		"kagzi.runs.completed",
+		metric.WithDescription("Runs completed (a continue-as-new included), per namespace and workflow type."),
+	)
+	in.failed, _ = m.Int64Counter(
+		"kagzi.runs.failed",
+		metric.WithDescription("Runs failed for good or cancelled by their workflow, per namespace and workflow type."),
+	)
 	in.leaseLost, _ = m.Int64Counter("kagzi.leases.lost", metric.WithDescription("Reports refused because their lease was no longer current."))
 	in.dispatch, _ = m.Float64Histogram("kagzi.dispatch.latency", metric.WithUnit("ms"),
 		metric.WithDescription("From a run becoming due to its claim."),

@@ -98,4 +98,10 @@
 // timer, reaper.go the service around it. Time comes from Options.Clock,
 // which also gives the database its "now" for leases and deadlines, so a
 // test moves a fake clock instead of waiting.
+//
+// # The service
+//
+// The service is this package whole: Config is its configuration from the
+// environment, Assemble builds the Reaper and its metrics over a store and
+// a NATS connection, and Run runs it as a process (cmd/reaper calls it).
 package reaper

@@ -25,6 +25,10 @@
 // than the window loses nothing; older ones were missed and only the most
 // recent max_catchup of them fire. A failed statement is retried after a
 // short backoff (Options.MaxRetryInterval, 5 s), well within the window.
+//
+// The service is this package whole: Config is its configuration from the
+// environment, Assemble builds the Scheduler over a store and a NATS
+// connection, and Run runs it as a process (cmd/scheduler calls it).
 package scheduler
 
 import (

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // ConnectionsResult is the figures of the connections scenario: the
@@ -49,7 +47,7 @@ func fmtByService(m map[string]int) string {
 
 // countConnections counts client connections by application name, the
 // bench's own left out.
-func countConnections(bs []store.Backend) (int, map[string]int) {
+func countConnections(bs []Backend) (int, map[string]int) {
 	by := map[string]int{}
 	n := 0
 	for _, b := range bs {
@@ -71,7 +69,7 @@ func (e *env) peakConnections(ctx context.Context, runs int) (int, map[string]in
 		by   map[string]int
 	)
 	sample := func() {
-		bs, err := e.x.admin.BenchActivity(ctx, e.dbName)
+		bs, err := activity(ctx, e.x.admin, e.dbName)
 		if err != nil {
 			return
 		}

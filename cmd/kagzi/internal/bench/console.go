@@ -72,14 +72,14 @@ func (e *env) console(ctx context.Context) (Detail, error) {
 	for loaded := int64(0); loaded < int64(o.Runs); {
 		n := min(int64(o.Runs)-loaded, historyChunk)
 		o.Log.Info("console: inserting finished runs", "from", loaded, "count", n)
-		got, err := e.st.BenchInsertFinished(ctx, store.BenchFinishedParams{Namespace: "bench", Queue: "bench", Type: "Order",
+		got, err := e.st.RunsInsertFinished(ctx, store.RunsInsertFinishedParams{Namespace: "bench", Queue: "bench", Type: "Order",
 			From: loaded, Count: n, Before: before.Add(-time.Duration(loaded) * time.Millisecond)})
 		if err != nil {
 			return nil, err
 		}
 		loaded += got
 	}
-	if err := e.st.BenchAnalyze(ctx); err != nil {
+	if err := e.st.Analyze(ctx); err != nil {
 		return nil, err
 	}
 	res.LoadSec = round2(time.Since(t0).Seconds())

@@ -71,12 +71,12 @@ func (e *env) withCost(ctx context.Context, f func(context.Context) (*Result, er
 	if err := e.openAdmin(ctx); err != nil {
 		return nil, err
 	}
-	s0, err := e.x.admin.BenchDBStats(ctx, e.dbName)
+	s0, err := dbStats(ctx, e.x.admin, e.dbName)
 	if err != nil {
 		return nil, err
 	}
 	if e.o.OwnPostgres {
-		if err := e.x.admin.BenchStatementsReset(ctx); err != nil {
+		if err := statementStatsReset(ctx, e.x.admin); err != nil {
 			return nil, err
 		}
 	}
@@ -96,7 +96,7 @@ func (e *env) withCost(ctx context.Context, f func(context.Context) (*Result, er
 	if err := sleepCtx(ctx, statsFlushWait); err != nil {
 		return nil, err
 	}
-	s1, err := e.x.admin.BenchDBStats(ctx, e.dbName)
+	s1, err := dbStats(ctx, e.x.admin, e.dbName)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +116,7 @@ func tallyDiff(a, b map[string]int64) map[string]int64 {
 }
 
 // costOf divides the deltas by the runs.
-func costOf(d store.DBStats, stmts map[string]int64, runs int, counted bool) *Cost {
+func costOf(d DBStats, stmts map[string]int64, runs int, counted bool) *Cost {
 	n := float64(runs)
 	c := &Cost{Source: "pg_stat_database, pg_stat_wal",
 		XactsPerRun: round3(float64(d.Xacts()) / n), TupInsertedPerRun: round3(float64(d.TupInserted) / n),

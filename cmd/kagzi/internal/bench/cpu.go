@@ -14,8 +14,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/kagzi/kagzi/internal/pgcluster"
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // CPU accounting: what each process spent during a scenario's measured
@@ -154,7 +155,7 @@ type labeledPID struct {
 
 // cpuMeter measures one phase.
 type cpuMeter struct {
-	admin  *store.Store
+	admin  *pgxpool.Pool
 	dbName string
 	own    bool
 	procs  []labeledPID
@@ -174,7 +175,7 @@ type cpuMeter struct {
 
 // startCPU begins measuring: procs by /proc, the database's backends by
 // sampling pg_stat_activity every 100 ms until finish.
-func startCPU(ctx context.Context, admin *store.Store, dbName string, own bool, natsMonitor string, procs []labeledPID) *cpuMeter {
+func startCPU(ctx context.Context, admin *pgxpool.Pool, dbName string, own bool, natsMonitor string, procs []labeledPID) *cpuMeter {
 	m := &cpuMeter{admin: admin, dbName: dbName, own: own, procs: procs, natsMonitor: natsMonitor, start: map[int]time.Duration{},
 		first: map[int]time.Duration{}, last: map[int]time.Duration{}, stop: make(chan struct{}), done: make(chan struct{})}
 	for _, p := range procs {
@@ -207,7 +208,7 @@ func startCPU(ctx context.Context, admin *store.Store, dbName string, own bool, 
 // sample reads every backend of the database; one seen for the first time
 // after the start began during the phase and counts from zero.
 func (m *cpuMeter) sample(ctx context.Context, initial bool) {
-	bs, err := m.admin.BenchActivity(ctx, m.dbName)
+	bs, err := activity(ctx, m.admin, m.dbName)
 	if err != nil {
 		return
 	}
@@ -315,8 +316,8 @@ func (m *cpuMeter) natsCounts(ctx context.Context) [3]int64 {
 
 // statements adds what pg_stat_statements counted in the database since
 // the phase began (--own-postgres only: its reset is server-wide).
-func (c *CPU) statements(ctx context.Context, admin *store.Store, dbName string, runs int) {
-	ss, err := admin.BenchStatements(ctx, dbName)
+func (c *CPU) statements(ctx context.Context, admin *pgxpool.Pool, dbName string, runs int) {
+	ss, err := statementStats(ctx, admin, dbName)
 	if err != nil || c == nil {
 		return
 	}

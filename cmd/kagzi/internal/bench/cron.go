@@ -107,7 +107,7 @@ func (e *env) cron(ctx context.Context) (Detail, error) {
 			return nil, err
 		}
 	}
-	fires, err := e.st.BenchScheduleFires(ctx, "bench", from, to)
+	fires, err := e.st.SchedulesFires(ctx, "bench", from, to)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
@@ -78,7 +80,7 @@ func (e *env) idle(ctx context.Context) (Detail, error) {
 		Target: IdleTarget, Source: "pg_stat_database",
 		WorkerTimeoutMS: o.workerTimeout().Milliseconds(), HeartbeatIntervalMS: o.heartbeatInterval().Milliseconds()}
 	// pg_stat_statements needs shared_preload_libraries; try it.
-	_, pssErr := e.st.BenchStatementCalls(ctx)
+	_, pssErr := statementCalls(ctx, e.pool)
 	if pssErr != nil {
 		r.PgStatStatements = "unavailable: " + pssErr.Error()
 	}
@@ -103,12 +105,12 @@ func (e *env) idle(ctx context.Context) (Detail, error) {
 	var calls0 int64
 	if pssErr == nil {
 		var err error
-		if calls0, err = e.st.BenchStatementCalls(ctx); err != nil {
+		if calls0, err = statementCalls(ctx, e.pool); err != nil {
 			return nil, err
 		}
 	}
 	own0 := tallyTotal(e.x.tally)
-	s0, err := e.x.admin.BenchDBStats(ctx, e.dbName)
+	s0, err := dbStats(ctx, e.x.admin, e.dbName)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +121,7 @@ func (e *env) idle(ctx context.Context) (Detail, error) {
 	if pssErr == nil {
 		// pg_stat_statements counts at once: no flush wait.
 		own := tallyTotal(e.x.tally) - own0
-		calls1, err := e.st.BenchStatementCalls(ctx)
+		calls1, err := statementCalls(ctx, e.pool)
 		if err != nil {
 			return nil, err
 		}
@@ -134,7 +136,7 @@ func (e *env) idle(ctx context.Context) (Detail, error) {
 			return nil, err
 		}
 		own := tallyTotal(e.x.tally) - own0
-		s1, err := e.x.admin.BenchDBStats(ctx, e.dbName)
+		s1, err := dbStats(ctx, e.x.admin, e.dbName)
 		if err != nil {
 			return nil, err
 		}
@@ -167,15 +169,17 @@ func tallyTotal(t *store.StatementTally) int64 {
 // one and counts each statement it sees start (a backend's query_start
 // moved), by application name and statement text.
 type activitySampler struct {
-	st     *store.Store
+	// pool is on another database than db, so sampling is not counted
+	// in db's statistics.
+	pool   *pgxpool.Pool
 	db     string
 	last   map[int]time.Time
 	counts map[[2]string]int
 	mu     sync.Mutex
 }
 
-func newActivitySampler(st *store.Store, db string) *activitySampler {
-	return &activitySampler{st: st, db: db, last: map[int]time.Time{}, counts: map[[2]string]int{}}
+func newActivitySampler(pool *pgxpool.Pool, db string) *activitySampler {
+	return &activitySampler{pool: pool, db: db, last: map[int]time.Time{}, counts: map[[2]string]int{}}
 }
 
 func (a *activitySampler) run(ctx context.Context, every time.Duration) {
@@ -183,7 +187,7 @@ func (a *activitySampler) run(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		bs, err := a.st.BenchActivity(ctx, a.db)
+		bs, err := activity(ctx, a.pool, a.db)
 		if err == nil {
 			a.add(bs, first)
 			first = false
@@ -198,7 +202,7 @@ func (a *activitySampler) run(ctx context.Context, every time.Duration) {
 
 // add records the backends of one sample; the first sample only sets the
 // baseline.
-func (a *activitySampler) add(bs []store.Backend, baseline bool) {
+func (a *activitySampler) add(bs []Backend, baseline bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, b := range bs {

@@ -65,7 +65,7 @@ const pollEvery = 5 * time.Millisecond
 func (e *env) waitHeld(ctx context.Context, ids []uuid.UUID, w uuid.UUID, want int, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
-		by, err := e.st.BenchLockedBy(ctx, "bench", ids)
+		by, err := runsLockedBy(ctx, e.pool, "bench", ids)
 		if err != nil {
 			return err
 		}
@@ -204,7 +204,7 @@ func (e *env) recovery(ctx context.Context) (Detail, error) {
 	limit := 10*o.workerTimeout() + 30*time.Second
 	deadline := killed.Add(limit)
 	for {
-		by, err := e.st.BenchLockedBy(ctx, "bench", ids)
+		by, err := runsLockedBy(ctx, e.pool, "bench", ids)
 		if err != nil {
 			return nil, err
 		}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
@@ -100,8 +101,6 @@ func runRiver(ctx context.Context, o *Options, jobs int, own bool) (_ *RiverResu
 		return nil, err
 	}
 	defer adminPool.Close()
-	admin := store.New(adminPool, store.Options{})
-	st := store.New(pool, store.Options{})
 
 	w := &riverNoopWorker{}
 	if o.Scenario == "latency" {
@@ -134,11 +133,11 @@ func runRiver(ctx context.Context, o *Options, jobs int, own bool) (_ *RiverResu
 		return nil, err
 	}
 	if own {
-		if err := admin.BenchStatementsReset(ctx); err != nil {
+		if err := statementStatsReset(ctx, adminPool); err != nil {
 			return nil, err
 		}
 	}
-	meter := startCPU(ctx, admin, dbName, own, "", []labeledPID{{"bench (River client)", os.Getpid()}})
+	meter := startCPU(ctx, adminPool, dbName, own, "", []labeledPID{{"bench (River client)", os.Getpid()}})
 	res := &RiverResult{Jobs: jobs}
 	begin := time.Now()
 	var inserted []time.Time
@@ -172,13 +171,13 @@ func runRiver(ctx context.Context, o *Options, jobs int, own bool) (_ *RiverResu
 			}
 		}
 	}
-	if err := riverWait(ctx, st, events, jobs); err != nil {
+	if err := riverWait(ctx, pool, events, jobs); err != nil {
 		return nil, err
 	}
 	el := time.Since(begin)
 	res.CPU = meter.finish(ctx, jobs)
 	if own {
-		res.CPU.statements(ctx, admin, dbName, jobs)
+		res.CPU.statements(ctx, adminPool, dbName, jobs)
 	}
 	res.DurationSec = round2(el.Seconds())
 	res.JobsPerSec = round2(float64(jobs) / el.Seconds())
@@ -199,7 +198,7 @@ func runRiver(ctx context.Context, o *Options, jobs int, own bool) (_ *RiverResu
 // riverWait waits for n completion events, checking river_job every
 // second as well (an event lost to a full channel must not hang the
 // bench), then until river_job counts them all completed.
-func riverWait(ctx context.Context, st *store.Store, events <-chan *river.Event, n int) error {
+func riverWait(ctx context.Context, pool *pgxpool.Pool, events <-chan *river.Event, n int) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	got := 0
@@ -208,7 +207,7 @@ func riverWait(ctx context.Context, st *store.Store, events <-chan *river.Event,
 		case <-events:
 			got++
 		case <-tick.C:
-			c, err := st.BenchRiverCompleted(ctx)
+			c, err := riverCompleted(ctx, pool)
 			if err != nil {
 				return err
 			}
@@ -222,7 +221,7 @@ func riverWait(ctx context.Context, st *store.Store, events <-chan *river.Event,
 	// The clock stops when Postgres has them all.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		c, err := st.BenchRiverCompleted(ctx)
+		c, err := riverCompleted(ctx, pool)
 		if err != nil {
 			return err
 		}

@@ -180,17 +180,17 @@ func (e *env) scale(ctx context.Context) (Detail, error) {
 			n := min(int64(size)-loaded, historyChunk)
 			o.Log.Info("scale: inserting finished runs", "from", loaded, "count", n)
 			// Older rows first: each chunk ends where the previous began.
-			got, err := e.st.BenchInsertFinished(ctx, store.BenchFinishedParams{Namespace: "bench", Queue: "bench", Type: "Noop",
+			got, err := e.st.RunsInsertFinished(ctx, store.RunsInsertFinishedParams{Namespace: "bench", Queue: "bench", Type: "Noop",
 				From: loaded, Count: n, Before: before.Add(-time.Duration(loaded) * time.Millisecond)})
 			if err != nil {
 				return nil, err
 			}
 			loaded += got
 		}
-		if err := e.st.BenchAnalyze(ctx); err != nil {
+		if err := e.st.Analyze(ctx); err != nil {
 			return nil, err
 		}
-		if err := e.st.BenchCheckpoint(ctx); err != nil {
+		if err := checkpoint(ctx, e.pool); err != nil {
 			o.Log.Warn("scale: checkpoint", "err", err)
 		}
 		s.LoadSec = round2(time.Since(t0).Seconds())

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/pkg/client"
@@ -172,8 +173,7 @@ type envExtra struct {
 	tally *store.StatementTally
 	// admin is a pool on the admin database: reading statistics there is
 	// not counted in the bench database's.
-	admin     *store.Store
-	adminPool interface{ Close() }
+	admin *pgxpool.Pool
 	// stop ends an in-process dispatcher.
 	stop func()
 }
@@ -182,8 +182,8 @@ func (x *envExtra) close() {
 	if x.stop != nil {
 		x.stop()
 	}
-	if x.adminPool != nil {
-		x.adminPool.Close()
+	if x.admin != nil {
+		x.admin.Close()
 	}
 }
 
@@ -196,7 +196,7 @@ func (e *env) openAdmin(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	e.x.adminPool, e.x.admin = pool, store.New(pool, store.Options{})
+	e.x.admin = pool
 	return nil
 }
 
@@ -211,7 +211,7 @@ func (e *env) startSupport(ctx context.Context) error {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		held, err := e.st.BenchAdvisoryLockHeld(ctx, reaper.LockKey)
+		held, err := advisoryLockHeld(ctx, e.pool, reaper.LockKey)
 		if err != nil {
 			return err
 		}

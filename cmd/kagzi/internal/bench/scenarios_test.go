@@ -64,7 +64,7 @@ func TestCronStats(t *testing.T) {
 }
 
 func TestCountConnections(t *testing.T) {
-	bs := []store.Backend{
+	bs := []Backend{
 		{ApplicationName: "kagzi-dispatcher"}, {ApplicationName: "kagzi-dispatcher"},
 		{ApplicationName: "kagzi-reaper"}, {ApplicationName: benchApp}, {ApplicationName: ""},
 	}
@@ -85,9 +85,9 @@ func TestActivitySampler(t *testing.T) {
 	}
 	// The first sample is the baseline; a statement counts when its
 	// backend's query_start moves.
-	a.add([]store.Backend{{PID: 1, ApplicationName: "kagzi-reaper", QueryStart: at(1), Query: "SELECT 1"}}, true)
-	a.add([]store.Backend{{PID: 1, ApplicationName: "kagzi-reaper", QueryStart: at(1), Query: "SELECT 1"}}, false)
-	a.add([]store.Backend{
+	a.add([]Backend{{PID: 1, ApplicationName: "kagzi-reaper", QueryStart: at(1), Query: "SELECT 1"}}, true)
+	a.add([]Backend{{PID: 1, ApplicationName: "kagzi-reaper", QueryStart: at(1), Query: "SELECT 1"}}, false)
+	a.add([]Backend{
 		{PID: 1, ApplicationName: "kagzi-reaper", QueryStart: at(5), Query: "\nSELECT min(lease_expires_at) FROM kagzi.workflow_runs WHERE status = 'RUNNING'"},
 		{PID: 2, ApplicationName: "kagzi-dispatcher", QueryStart: at(6), Query: "begin"},
 		{PID: 3, ApplicationName: benchApp, QueryStart: at(7), Query: "SELECT 2"},
@@ -123,7 +123,7 @@ func TestStatementName(t *testing.T) {
 }
 
 func TestCostOf(t *testing.T) {
-	d := store.DBStats{XactCommit: 150, XactRollback: 10, TupInserted: 300, TupUpdated: 301, WALBytes: 578500}
+	d := DBStats{XactCommit: 150, XactRollback: 10, TupInserted: 300, TupUpdated: 301, WALBytes: 578500}
 	c := costOf(d, map[string]int64{"claim (RunsClaim)": 3, "begin": 6}, 100, true)
 	if c.XactsPerRun != 1.6 || c.TupInsertedPerRun != 3 || c.TupUpdatedPerRun != 3.01 || c.WALBytesPerRun != 5785 {
 		t.Fatalf("cost %+v", c)
