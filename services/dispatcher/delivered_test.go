@@ -72,7 +72,7 @@ var notDelivered = map[string]string{
 	"ScheduleID": "not used by replay", "ScheduleFireAt": "not used by replay", "Priority": "used by the claim only",
 	"Output": "a running run has none", "Attempts": "counts lost executions too: the engine's limit, not the workflow's",
 	"ParentClosePolicy": "applied by the engine when the parent ends",
-	"ContinuedAs": "set only on a run that ended",
+	"ContinuedAs":       "set only on a run that ended",
 }
 
 // Wire names of claimed-run fields that are renamed on the wire.
