@@ -14,7 +14,7 @@ import (
 
 // TestLockConnDetectsDeadPeers checks that a leader's dedicated connection
 // asks the server to end the session of a silent client within seconds and
-// lets a URL override a server setting. (internal/app's TestFailoverNetworkCut measures the effect.)
+// lets a URL override a server setting. (internal/e2e's TestFailoverNetworkCut measures the effect.)
 func TestLockConnDetectsDeadPeers(t *testing.T) {
 	t.Parallel()
 	url := testdb.New(t)
