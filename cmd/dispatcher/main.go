@@ -10,8 +10,9 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/kagzi/kagzi/internal/lifecycle/process"
+
 	"github.com/kagzi/kagzi/internal/config"
-	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/services/dispatcher"
 )
 
@@ -21,7 +22,7 @@ func main() {
 	var cfg dispatcher.Config
 	err := config.Load(ctx, &cfg)
 	if err == nil {
-		err = dispatcher.Run(ctx, cfg, lifecycle.Logger(cfg.LogLevel).With("service", "dispatcher"))
+		err = dispatcher.Run(ctx, cfg, process.Logger(cfg.LogLevel).With("service", "dispatcher"))
 	}
-	lifecycle.Exit("dispatcher", err)
+	process.Exit("dispatcher", err)
 }

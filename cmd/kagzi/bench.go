@@ -7,10 +7,11 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/kagzi/kagzi/internal/lifecycle/process"
+
 	"github.com/spf13/cobra"
 
 	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench"
-	"github.com/kagzi/kagzi/internal/lifecycle"
 )
 
 func init() { register(newBenchCmd) }
@@ -71,9 +72,9 @@ Scenarios:
 			} else {
 				o.NATSURL = a.NATSURL
 			}
-			o.Log = lifecycle.Logger("warn")
+			o.Log = process.Logger("warn")
 			if verbose {
-				o.Log = lifecycle.Logger("info")
+				o.Log = process.Logger("info")
 				o.ServiceLog = os.Stderr
 			}
 			res, err := bench.Run(cmd.Context(), o)

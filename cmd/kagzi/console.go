@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kagzi/kagzi/internal/lifecycle/process"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
@@ -66,7 +68,7 @@ KAGZI_CONSOLE_PREFIX configure it (see the README).`,
 				return fmt.Errorf("connect to NATS at %s as the console: %w", redactURL(a.NATSURL), err)
 			}
 			defer nc.Close()
-			log := lifecycle.Logger(cfg.LogLevel).With("service", "console")
+			log := process.Logger(cfg.LogLevel).With("service", "console")
 			srv, url, err := startConsole(ctx, cfg, a.Namespace, a.pool, nc, log)
 			if err != nil {
 				return err
@@ -76,7 +78,7 @@ KAGZI_CONSOLE_PREFIX configure it (see the README).`,
 			// service.
 			h := &lifecycle.Health{Addr: cfg.HTTPAddr, Log: log, Checks: map[string]lifecycle.Check{
 				"postgres": st.Ping, "nats": lifecycle.NATSCheck(nc)}}
-			shutdown, err := lifecycle.Telemetry(ctx, "kagzi-console", h, log)
+			shutdown, err := process.Telemetry(ctx, "kagzi-console", h, log)
 			if err != nil {
 				return err
 			}

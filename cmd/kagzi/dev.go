@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kagzi/kagzi/internal/lifecycle/process"
+
 	"github.com/kagzi/kagzi/services/dispatcher"
 	"github.com/kagzi/kagzi/services/reaper"
 	"github.com/kagzi/kagzi/services/scheduler"
@@ -85,7 +87,7 @@ results, then keeps serving until interrupted (or exits with --exit).`,
 				defer ns.Stop()
 				natsURL = ns.URL()
 			}
-			log := lifecycle.Logger(dcfg.LogLevel).With("service", "dev")
+			log := process.Logger(dcfg.LogLevel).With("service", "dev")
 			srv, err := devserver.Start(ctx, devserver.Options{
 				DatabaseURL: a.DatabaseURL, NATSURL: natsURL, Workers: workers,
 				Worker: wcfg, Register: registerAll, Dispatcher: dcfg, Scheduler: scfg, Reaper: rcfg, Log: log,

@@ -11,12 +11,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kagzi/kagzi/internal/lifecycle/process"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/kagzi/kagzi/internal/config"
-	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/internal/telemetry"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
@@ -296,7 +297,7 @@ func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	// it does with the same setup as the services: a run started here has
 	// its kagzi.start span as its trace's root.
 	if service := cliService(args); service != "" {
-		p, err := telemetry.Setup(ctx, telemetry.Options{Service: service, Log: lifecycle.Logger("warn").With("service", service)})
+		p, err := telemetry.Setup(ctx, telemetry.Options{Service: service, Log: process.Logger("warn").With("service", service)})
 		if err != nil {
 			fmt.Fprintf(stderr, "Error: telemetry: %v\n", err)
 			return exitFailed

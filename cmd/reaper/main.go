@@ -12,8 +12,9 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/kagzi/kagzi/internal/lifecycle/process"
+
 	"github.com/kagzi/kagzi/internal/config"
-	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/services/reaper"
 )
 
@@ -23,7 +24,7 @@ func main() {
 	var cfg reaper.Config
 	err := config.Load(ctx, &cfg)
 	if err == nil {
-		err = reaper.Run(ctx, cfg, lifecycle.Logger(cfg.LogLevel).With("service", "reaper"))
+		err = reaper.Run(ctx, cfg, process.Logger(cfg.LogLevel).With("service", "reaper"))
 	}
-	lifecycle.Exit("reaper", err)
+	process.Exit("reaper", err)
 }

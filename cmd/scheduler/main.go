@@ -12,8 +12,9 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/kagzi/kagzi/internal/lifecycle/process"
+
 	"github.com/kagzi/kagzi/internal/config"
-	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/services/scheduler"
 )
 
@@ -23,7 +24,7 @@ func main() {
 	var cfg scheduler.Config
 	err := config.Load(ctx, &cfg)
 	if err == nil {
-		err = scheduler.Run(ctx, cfg, lifecycle.Logger(cfg.LogLevel).With("service", "scheduler"))
+		err = scheduler.Run(ctx, cfg, process.Logger(cfg.LogLevel).With("service", "scheduler"))
 	}
-	lifecycle.Exit("scheduler", err)
+	process.Exit("scheduler", err)
 }

@@ -10,9 +10,10 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/kagzi/kagzi/internal/lifecycle/process"
+
 	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/examples"
-	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/services/worker"
 )
 
@@ -22,7 +23,7 @@ func main() {
 	var cfg worker.Config
 	err := config.Load(ctx, &cfg)
 	if err == nil {
-		err = worker.Run(ctx, cfg, lifecycle.Logger(cfg.LogLevel).With("service", "worker"), examples.Register)
+		err = worker.Run(ctx, cfg, process.Logger(cfg.LogLevel).With("service", "worker"), examples.Register)
 	}
-	lifecycle.Exit("worker", err)
+	process.Exit("worker", err)
 }

@@ -14,6 +14,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/kagzi/kagzi/internal/lifecycle/process"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 
@@ -138,7 +140,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	s.close = append(s.close, pool.Close)
 	s.Pool = pool
-	s.Store = store.New(pool, store.Options{OnLargePayload: lifecycle.LogLargePayload(o.Log)})
+	s.Store = store.New(pool, store.Options{OnLargePayload: process.LogLargePayload(o.Log)})
 
 	dcfg := o.Dispatcher
 	dcfg.DatabaseURL = o.DatabaseURL

@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/kagzi/kagzi/internal/lifecycle/process"
+
 	"github.com/kagzi/kagzi/internal/config"
-	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/pkg/worker"
 	"github.com/kagzi/kagzi/services/dispatcher"
 	"github.com/kagzi/kagzi/services/reaper"
@@ -52,5 +53,5 @@ func serve[C any, P service[C]](ctx context.Context, name string, run func(conte
 	if err := config.Load(ctx, P(&cfg)); err != nil {
 		return err
 	}
-	return run(ctx, cfg, lifecycle.Logger(P(&cfg).Shared().LogLevel).With("service", name))
+	return run(ctx, cfg, process.Logger(P(&cfg).Shared().LogLevel).With("service", name))
 }

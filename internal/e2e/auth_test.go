@@ -7,11 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kagzi/kagzi/internal/lifecycle/process"
+
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/internal/devserver"
-	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/client"
@@ -72,7 +73,7 @@ func TestEngineRunsWithTLS(t *testing.T) {
 	cfg.NATSUser, cfg.NATSPassword = "worker-default-worker", s.auth.Password("worker-default-worker")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- workersvc.Run(ctx, cfg, lifecycle.Logger("error"), threeSteps(newCounter())) }()
+	go func() { done <- workersvc.Run(ctx, cfg, process.Logger("error"), threeSteps(newCounter())) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -228,7 +229,7 @@ func TestServiceWithBadCredentialsFailsAtStart(t *testing.T) {
 	cfg.NATSUser, cfg.NATSPassword = "dispatcher", "not-"+auth.Password("dispatcher")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := dispatcher.Run(ctx, cfg, lifecycle.Logger("error"))
+	err := dispatcher.Run(ctx, cfg, process.Logger("error"))
 	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
 		t.Fatalf("dispatcher with a wrong password: %v, want an authorization violation", err)
 	}

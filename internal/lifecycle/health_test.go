@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kagzi/kagzi/internal/lifecycle/process"
+
 	"github.com/kagzi/kagzi/internal/lifecycle"
 )
 
@@ -41,7 +43,7 @@ func TestHealthReadinessAndMetrics(t *testing.T) {
 	h := &lifecycle.Health{Addr: freeAddr(t), Log: slog.New(slog.DiscardHandler), Checks: map[string]lifecycle.Check{
 		"postgres": func(context.Context) error { return ready },
 	}}
-	stop, err := lifecycle.Telemetry(ctx, "kagzi-test", h, nil)
+	stop, err := process.Telemetry(ctx, "kagzi-test", h, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
@@ -77,10 +78,10 @@ type Console struct {
 	mux   *http.ServeMux
 	csrfK string
 
-	mu       sync.Mutex
-	clients  map[string]*client.Client
-	cancel   context.CancelFunc
-	stopOnce sync.Once
+	// life owns the hub's background reads (baselines, flushes).
+	life    lifecycle.Base
+	mu      sync.Mutex
+	clients map[string]*client.Client
 }
 
 // New returns a console; Start subscribes it to live updates.
@@ -118,28 +119,30 @@ func New(opts Options) (*Console, error) {
 	return c, nil
 }
 
-// Start subscribes to the engine's subjects for live updates.
+// Start subscribes to the engine's subjects for live updates. A console
+// starts once; one whose Start failed serves as one never started.
 func (c *Console) Start(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	c.mu.Lock()
-	c.cancel = cancel
-	c.mu.Unlock()
-	return c.hub.start(ctx)
+	ctx, err := c.life.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("console: %w", err)
+	}
+	if err := c.hub.start(ctx, c.life.Go); err != nil {
+		c.life.Stop(nil)
+		return err
+	}
+	return nil
 }
 
-// Stop ends the subscriptions and the clients; safe to call twice.
+// Stop ends the subscriptions, then the event streams and background
+// reads, and closes the clients; safe to call twice, and before Start.
 func (c *Console) Stop() {
-	c.stopOnce.Do(func() {
-		c.hub.stop()
-		c.mu.Lock()
-		if c.cancel != nil {
-			c.cancel()
-		}
-		for _, cl := range c.clients {
-			cl.Close()
-		}
-		c.mu.Unlock()
-	})
+	c.life.Stop(c.hub.stop)
+	// Handlers make clients whether or not the console was started.
+	c.mu.Lock()
+	for _, cl := range c.clients {
+		cl.Close()
+	}
+	c.mu.Unlock()
 }
 
 // Handler returns the console's handler (auth, read-only and CSRF checks

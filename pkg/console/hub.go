@@ -89,7 +89,11 @@ type hub struct {
 	subs []*nats.Subscription
 	// unlisten ends the reconnect listener (nil until started).
 	unlisten func()
-	ctx      context.Context
+	// ctx is the started console's, nil before; spawn runs the hub's
+	// background reads as the console's goroutines and reports false once
+	// the console stops.
+	ctx   context.Context
+	spawn func(func()) bool
 	// flushes counts the hub's reads of Postgres (tests check idleness).
 	flushes int64
 }
@@ -98,9 +102,9 @@ func newHub(st *store.Store, nc *nats.Conn, coalesce time.Duration) *hub {
 	return &hub{st: st, nc: nc, coalesce: coalesce, ns: map[string]*nsState{}}
 }
 
-func (h *hub) start(ctx context.Context) error {
+func (h *hub) start(ctx context.Context, spawn func(func()) bool) error {
 	h.mu.Lock()
-	h.ctx = ctx
+	h.ctx, h.spawn = ctx, spawn
 	h.mu.Unlock()
 	if h.nc == nil {
 		return nil
@@ -116,6 +120,11 @@ func (h *hub) start(ctx context.Context) error {
 		sub, err := h.nc.Subscribe(subj, fn)
 		if err != nil {
 			h.stop()
+			// Pages read their baselines themselves again, as before
+			// Start.
+			h.mu.Lock()
+			h.ctx, h.spawn = nil, nil
+			h.mu.Unlock()
 			return fmt.Errorf("console: subscribe %s: %w", subj, err)
 		}
 		// Never drop live updates silently: a browser falls back to resync.
@@ -159,12 +168,15 @@ func (h *hub) ensure(ctx context.Context, ns string) *nsState {
 	st = &nsState{ns: ns, loaded: make(chan struct{}), pending: map[uuid.UUID]struct{}{},
 		recent: map[uuid.UUID]recentRun{}, clients: map[*sseClient]struct{}{}}
 	h.ns[ns] = st
-	hctx := h.ctx
+	hctx, spawn := h.ctx, h.spawn
 	h.mu.Unlock()
-	if hctx != nil {
-		go h.load(hctx, st)
-	} else {
+	if hctx == nil {
 		h.load(ctx, st)
+	} else if !spawn(func() { h.load(hctx, st) }) {
+		// Stopped: hctx is cancelled, which is what the read would
+		// have failed with; settled forgets the namespace.
+		st.err = hctx.Err()
+		close(st.loaded)
 	}
 	return st
 }
@@ -282,7 +294,15 @@ func (h *hub) armLocked(st *nsState) {
 		return
 	}
 	st.armed = true
-	time.AfterFunc(h.coalesce, func() { h.flush(st) })
+	ctx, spawn := h.ctx, h.spawn
+	time.AfterFunc(h.coalesce, func() {
+		if !spawn(func() { h.flush(ctx, st) }) {
+			// Stopped: no more reads; disarmed as a failed flush is.
+			h.mu.Lock()
+			st.armed = false
+			h.mu.Unlock()
+		}
+	})
 }
 
 func (h *hub) onChanged(m *nats.Msg) {
@@ -345,10 +365,10 @@ func (h *hub) resyncAll() {
 	}
 }
 
-// flush reads what changed in a namespace and broadcasts it.
-func (h *hub) flush(st *nsState) {
+// flush reads what changed in a namespace and broadcasts it; ctx is the
+// started console's.
+func (h *hub) flush(ctx context.Context, st *nsState) {
 	h.mu.Lock()
-	ctx := h.ctx
 	ids := make([]uuid.UUID, 0, len(st.pending))
 	for id := range st.pending {
 		ids = append(ids, id)

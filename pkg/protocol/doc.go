@@ -21,6 +21,7 @@
 //	worker.deregister.<ns>      worker → reapers      (WorkerDeregister)
 //	dispatcher.beacon           dispatcher → workers  alive, or leaving (DispatcherBeacon)
 //	dispatcher.probe            worker → dispatchers  answer with your beacon (DispatcherProbe → DispatcherBeacon)
+//	leader.<role>               leader → standbys     the relay's or reaper's leader makes progress (LeaderBeacon)
 //
 // This package is the contract between Kagzi's processes and any other
 // implementation of a worker or client: an incompatible change to a subject

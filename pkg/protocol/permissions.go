@@ -49,12 +49,13 @@ func Permissions(role, namespace, identity string) (Permission, error) {
 			Publish: []string{
 				SubjectReadyAll, SubjectDoneAll, SubjectCancelAll, SubjectScheduleAll, // the relay
 				SubjectRelayUp, SubjectDispatcherBeacon,
-				SubjectChangedAll, // runs changed, for the console
-				SubjectInboxAll,   // deliveries, report and payload replies, probe answers
+				SubjectLeaderBeacon(LeaderRelay), // the relay leader's progress
+				SubjectChangedAll,                // runs changed, for the console
+				SubjectInboxAll,                  // deliveries, report and payload replies, probe answers
 			},
 			Subscribe: []string{
 				SubjectReadyAll, SubjectRelayUp, SubjectWorkAll, SubjectReportAll, SubjectPayloadAll,
-				SubjectDispatcherProbe, ServiceInbox(RoleDispatcher) + ".>",
+				SubjectDispatcherProbe, SubjectLeaderBeacon(LeaderRelay), ServiceInbox(RoleDispatcher) + ".>",
 			},
 		}, nil
 	case RoleScheduler:
@@ -64,10 +65,10 @@ func Permissions(role, namespace, identity string) (Permission, error) {
 		}, nil
 	case RoleReaper:
 		return Permission{
-			Publish: []string{},
+			Publish: []string{SubjectLeaderBeacon(LeaderReaper)},
 			Subscribe: []string{
 				SubjectWorkerRegisterAll, SubjectWorkerHeartbeatAll, SubjectWorkerDeregisterAll,
-				SubjectReadyAll, SubjectRelayUp, SubjectWorkAll, ServiceInbox(RoleReaper) + ".>",
+				SubjectReadyAll, SubjectRelayUp, SubjectWorkAll, SubjectLeaderBeacon(LeaderReaper), ServiceInbox(RoleReaper) + ".>",
 			},
 		}, nil
 	case RoleWorker:

@@ -188,3 +188,21 @@ WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_datab
   AND ((classid::bigint << 32) | objid::bigint) = @key`, pgx.NamedArgs{"key": key}).Scan(&n)
 	return n, mapErr("terminate lock holder", err)
 }
+
+// LockHolderTerminateIdle ends the session holding advisory lock key if
+// it has been idle for longer than idle (its last statement ended that
+// long ago), and returns how many it ended (0 or 1). A standby calls it
+// once the leader fell silent: a leader's dedicated session is idle from
+// its election on, so a leader elected within idle is spared (it has not
+// had time to prove progress yet), and one that runs a statement is not
+// silent.
+func (s *Store) LockHolderTerminateIdle(ctx context.Context, key int64, idle time.Duration) (int, error) {
+	var n int
+	err := s.db.QueryRow(ctx, `
+SELECT count(pg_terminate_backend(l.pid)) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND ((l.classid::bigint << 32) | l.objid::bigint) = @key
+  AND a.state = 'idle' AND a.state_change < clock_timestamp() - make_interval(secs => @idle_ms::float8 / 1000)`,
+		pgx.NamedArgs{"key": key, "idle_ms": idle.Milliseconds()}).Scan(&n)
+	return n, mapErr("terminate idle lock holder", err)
+}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Leader elects one process of many with a Postgres advisory lock held on a
@@ -26,11 +28,15 @@ type Leader struct {
 	URL string
 	// LockKey is the advisory lock that elects the leader.
 	LockKey int64
-	// Lead runs while the lock is held. Its context ends when the session
-	// is lost or Run's context ends; Lead must then return promptly. When
-	// Lead returns, the lock is released (the connection closed) and, unless
-	// Run's context ended, the campaign starts again after Retry.
-	Lead func(ctx context.Context) error
+	// Role, if set, opens a term of role (LeadersElect) on the session once
+	// the lock is granted; Lead is given it for its fenced writes (Fenced).
+	Role string
+	// Lead runs while the lock is held, with the term (0 without Role). Its
+	// context ends when the session is lost or Run's context ends; Lead
+	// must then return promptly. When Lead returns, the lock is released
+	// (the connection closed) and, unless Run's context ended, the
+	// campaign starts again after Retry.
+	Lead func(ctx context.Context, term int64) error
 	// OnError receives non-fatal errors (connect failed, session lost, Lead
 	// failed).
 	OnError func(err error)
@@ -52,6 +58,12 @@ func (l *Leader) term(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	var term int64
+	if l.Role != "" {
+		if term, err = LeadersElect(ctx, conn, l.Role); err != nil {
+			return fmt.Errorf("leader: %w", err)
+		}
+	}
 	leadCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	// The connection is idle while we lead; reading from it is how a lost
@@ -77,7 +89,7 @@ func (l *Leader) term(ctx context.Context) error {
 	}()
 	leadErr := errors.New("leader: no Lead function")
 	if l.Lead != nil {
-		leadErr = l.Lead(leadCtx)
+		leadErr = l.Lead(leadCtx, term)
 		if leadErr != nil {
 			leadErr = fmt.Errorf("leader: lead: %w", leadErr)
 		}
@@ -91,4 +103,38 @@ func (l *Leader) term(ctx context.Context) error {
 		return nil
 	}
 	return leadErr
+}
+
+// LeadersElect opens the next term of role and returns it: the first
+// statement of a leader, on the session that holds its lock (see Leader).
+// It waits for the fenced writes of the previous term still in flight
+// (they hold the row FOR SHARE), so none of them commits after it.
+func LeadersElect(ctx context.Context, db DBTX, role string) (int64, error) {
+	var term int64
+	err := db.QueryRow(ctx, `
+INSERT INTO kagzi.leaders (role, term) VALUES (@role, 1)
+ON CONFLICT (role) DO UPDATE SET term = kagzi.leaders.term + 1, elected_at = now()
+RETURNING term`, pgx.NamedArgs{"role": role}).Scan(&term)
+	return term, mapErr("elect "+role, err)
+}
+
+// Fenced runs fn in a transaction in which term is role's current term,
+// and fails with ErrLeaseLost, writing nothing, if it is not: the writes
+// of a leader that was replaced while it stalled do not happen. The term
+// row stays locked FOR SHARE until the transaction ends, so a new
+// election waits for fn's writes instead of overtaking them.
+func (s *Store) Fenced(ctx context.Context, role string, term int64, fn func(tx *Store) error) error {
+	return s.InTx(ctx, func(tx *Store) error {
+		// Waits for an election in progress, then reads the term it set.
+		var current int64
+		err := tx.db.QueryRow(ctx, `SELECT term FROM kagzi.leaders WHERE role = @role FOR SHARE`,
+			pgx.NamedArgs{"role": role}).Scan(&current)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return mapErr("fence "+role, err)
+		}
+		if current != term {
+			return fmt.Errorf("%s term %d is over: %w", role, term, ErrLeaseLost)
+		}
+		return fn(tx)
+	})
 }

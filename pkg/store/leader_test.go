@@ -22,7 +22,7 @@ func campaign(t *testing.T, url string, key int64, id int, terms chan<- term) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &store.Leader{URL: url, LockKey: key, Retry: 20 * time.Millisecond,
-		Lead: func(ctx context.Context) error {
+		Lead: func(ctx context.Context, _ int64) error {
 			tm := term{id: id, start: time.Now(), ended: make(chan error, 1)}
 			terms <- tm
 			<-ctx.Done()
@@ -114,7 +114,7 @@ func TestLeaderStepsDownWhenLeadReturns(t *testing.T) {
 	calls := make(chan struct{}, 10)
 	errs := make(chan error, 10)
 	l := &store.Leader{URL: url, LockKey: 0x5eed02, Retry: 10 * time.Millisecond,
-		Lead: func(context.Context) error {
+		Lead: func(context.Context, int64) error {
 			calls <- struct{}{}
 			return errors.New("boom")
 		},
@@ -142,5 +142,78 @@ func TestLeaderStepsDownWhenLeadReturns(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not return after its context ended")
+	}
+}
+
+// A leader's writes run under its term: once a new term is open, a write
+// of the old one is refused and writes nothing, and an election waits for
+// the old term's write in flight instead of overtaking it.
+func TestFencedWritesEndWithTheTerm(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.Pool(t)
+	s := store.New(pool, store.Options{})
+	ctx := context.Background()
+	first, err := store.LeadersElect(ctx, pool, "reaper")
+	if err != nil || first != 1 {
+		t.Fatalf("first term %d, %v", first, err)
+	}
+	write := func(term int64, typ string) error {
+		return s.Fenced(ctx, "reaper", term, func(tx *store.Store) error {
+			_, _, err := tx.RunsCreate(ctx, store.RunsCreateParams{Namespace: "ns", Queue: "q", Type: typ})
+			return err
+		})
+	}
+	if err := write(first, "A"); err != nil {
+		t.Fatalf("write of the current term: %v", err)
+	}
+	if err := write(first+1, "B"); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("write of a term not yet open: %v, want ErrLeaseLost", err)
+	}
+
+	// A write of the first term holds its fence while a new election runs.
+	inFence := make(chan struct{})
+	release := make(chan struct{})
+	writeDone := make(chan error, 1)
+	go func() {
+		writeDone <- s.Fenced(ctx, "reaper", first, func(tx *store.Store) error {
+			close(inFence)
+			<-release
+			_, _, err := tx.RunsCreate(ctx, store.RunsCreateParams{Namespace: "ns", Queue: "q", Type: "C"})
+			return err
+		})
+	}()
+	<-inFence
+	elected := make(chan int64, 1)
+	go func() {
+		term, err := store.LeadersElect(ctx, pool, "reaper")
+		if err != nil {
+			t.Error(err)
+		}
+		elected <- term
+	}()
+	select {
+	case term := <-elected:
+		t.Fatalf("election to term %d overtook a write of the term before it", term)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(release)
+	if err := <-writeDone; err != nil {
+		t.Fatalf("write begun under its term: %v", err)
+	}
+	second := <-elected
+	if second != first+1 {
+		t.Fatalf("second term %d, want %d", second, first+1)
+	}
+	if err := write(first, "D"); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("write of the old term: %v, want ErrLeaseLost", err)
+	}
+	for typ, want := range map[string]int{"A": 1, "B": 0, "C": 1, "D": 0} {
+		runs, _, err := s.RunsList(ctx, store.RunsListParams{Namespace: "ns", Type: typ, Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(runs) != want {
+			t.Errorf("runs of type %s: %d, want %d", typ, len(runs), want)
+		}
 	}
 }

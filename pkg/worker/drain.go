@@ -14,23 +14,14 @@ import (
 // before it releases them anyway.
 const drainGrace = 2 * time.Second
 
-// supervise waits for Stop or the cancellation of Start's ctx, then drains.
-// It owns the drain; w.done tells when it is over.
-func (w *Worker) supervise(ctx, base context.Context, stopRequests, stopLoops func()) {
-	defer close(w.done)
-	select {
-	case <-ctx.Done():
-	case <-w.stop:
-	}
-	w.drain(base, stopRequests, stopLoops)
-}
-
-// drain stops asking for work, waits for in-flight runs up to the drain
-// timeout, releases those still held, stops the loops and deregisters.
-// Start's ctx may be gone: every wait here is bounded by a context derived
-// from base (Start's ctx without its cancellation).
-func (w *Worker) drain(base context.Context, stopRequests, stopLoops func()) {
+// drain is Stop's graceful part, run while the loops go on: it stops
+// asking for work and waits for in-flight runs up to the drain timeout,
+// then releases those still held. Start's ctx may be gone: every wait
+// here is bounded by a context derived from base (Start's ctx without its
+// cancellation).
+func (w *Worker) drain() {
 	w.mu.Lock()
+	s, base := w.sess, w.base
 	w.draining = true
 	w.out = nil
 	idle := make(chan struct{})
@@ -41,7 +32,11 @@ func (w *Worker) drain(base context.Context, stopRequests, stopLoops func()) {
 	}
 	held := w.active
 	w.mu.Unlock()
-	stopRequests()
+	// Stopping already: a later cancellation of Start's ctx or drain
+	// request has nothing left to trigger.
+	s.unwatch()
+	s.forget()
+	s.stopRequests()
 	w.log.Info("draining", "runs", held, "timeout", w.cfg.DrainTimeout)
 	w.sendHeartbeat()
 
@@ -52,8 +47,18 @@ func (w *Worker) drain(base context.Context, stopRequests, stopLoops func()) {
 		w.releaseHeld(base)
 	}
 	cancelWait()
+}
 
-	stopLoops()
+// leave follows the hard stop: with the loops over, nothing can speak for
+// the worker after its deregistration (a heartbeat or a register after a
+// reconnect would bring it back). It unsubscribes, deregisters and closes
+// done.
+func (w *Worker) leave() {
+	w.mu.Lock()
+	s, base := w.sess, w.base
+	w.mu.Unlock()
+	s.unsubscribe()
+	w.nc.RemoveStatusListener(s.status)
 
 	ctx, cancel := context.WithTimeout(base, w.cfg.ReportTimeout)
 	defer cancel()
@@ -71,6 +76,7 @@ func (w *Worker) drain(base context.Context, stopRequests, stopLoops func()) {
 	w.state = stateStopped
 	w.mu.Unlock()
 	w.log.Info("worker stopped")
+	close(w.done)
 }
 
 // releaseHeld cancels the runs still held after the drain timeout and

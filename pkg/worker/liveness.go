@@ -89,7 +89,6 @@ func (w *Worker) probe() {
 // livenessLoop follows beacons and relay announcements and renews the
 // outstanding request when the dispatcher holding it may be gone.
 func (w *Worker) livenessLoop(ctx context.Context, ch chan *nats.Msg) {
-	defer w.loops.Done()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {

@@ -20,7 +20,6 @@ const publishRetry = time.Second
 // requestLoop keeps at most one work request outstanding while the worker
 // has free slots, renewing it when it was not answered in time.
 func (w *Worker) requestLoop(ctx context.Context) {
-	defer w.loops.Done()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -159,7 +158,6 @@ func (w *Worker) requestSoon() {
 // once, not at the next tick. Deliveries that arrived together share one
 // heartbeat.
 func (w *Worker) deliveryLoop(ctx context.Context, sub *nats.Subscription) {
-	defer w.loops.Done()
 	var started []*runState
 	for {
 		msg, ok := w.nextMsg(ctx, sub)
@@ -179,7 +177,10 @@ func (w *Worker) deliveryLoop(ctx context.Context, sub *nats.Subscription) {
 	}
 }
 
-// startRuns starts the executions of accepted runs.
+// startRuns starts the executions of accepted runs. A run's goroutine is
+// the run's own (rs.done), not the Base's: the drain waits for it only up
+// to its timeout and grace, and Stop must not wait for a workflow that
+// ignores its cancellation.
 func (w *Worker) startRuns(runs []*runState) {
 	for _, rs := range runs {
 		go w.execute(rs)
@@ -258,7 +259,6 @@ func (w *Worker) accept(d *protocol.Delivery) (runs []*runState, why string) {
 		w.active++
 		runs[i] = rs
 	}
-	w.runWG.Add(len(runs))
 	w.stats.started.Add(uint64(len(runs)))
 	return runs, ""
 }
@@ -276,9 +276,9 @@ func (w *Worker) ack(msg *nats.Msg, accepted bool) {
 	}
 }
 
-// cancelLoop cancels held runs on request.
-func (w *Worker) cancelLoop(ctx context.Context, sub *nats.Subscription) {
-	defer w.loops.Done()
+// cancelLoop cancels held runs on request; requestDrain stops the worker
+// as Stop does (which waits for this loop, so it cannot call Stop).
+func (w *Worker) cancelLoop(ctx context.Context, sub *nats.Subscription, requestDrain func()) {
 	for {
 		msg, ok := w.nextMsg(ctx, sub)
 		if !ok {
@@ -294,9 +294,10 @@ func (w *Worker) cancelLoop(ctx context.Context, sub *nats.Subscription) {
 			continue
 		}
 		if c.Drain {
-			// Stop's signal: supervise owns the drain.
+			// The engine's Stop (client.DrainWorker): the same drain as
+			// the worker's own. Asked again, it is under way already.
 			w.log.Info("drain requested")
-			w.stopOnce.Do(func() { close(w.stop) })
+			requestDrain()
 			continue
 		}
 		if c.Terminate {
@@ -338,7 +339,6 @@ func (w *Worker) abandonRun(id uuid.UUID, cause error) *runState {
 
 // heartbeatLoop publishes liveness and held runs.
 func (w *Worker) heartbeatLoop(ctx context.Context) {
-	defer w.loops.Done()
 	t := time.NewTicker(w.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {
@@ -376,7 +376,6 @@ func (w *Worker) sendHeartbeat() {
 
 // statusLoop re-registers and renews the work request after a reconnect.
 func (w *Worker) statusLoop(ctx context.Context, ch chan nats.Status) {
-	defer w.loops.Done()
 	for {
 		select {
 		case <-ctx.Done():

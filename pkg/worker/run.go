@@ -100,7 +100,6 @@ func (w *Worker) newRunState(r *protocol.DeliveredRun) *runState {
 
 // execute runs one delivered run in its own goroutine.
 func (w *Worker) execute(rs *runState) {
-	defer w.runWG.Done()
 	defer w.finish(rs)
 	rep := &runReporter{w: w, rs: rs}
 	if rs.reg == nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/internal/metricattr"
 	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/pkg/protocol"
@@ -25,18 +26,20 @@ import (
 
 // Errors of the Worker's lifecycle.
 var (
-	// ErrStarted: Start was called before, or Register after Start.
-	ErrStarted = errors.New("worker: already started")
+	// ErrStarted: Start was called before, or Register after Start. It
+	// wraps lifecycle.ErrStarted, as every component's second Start does.
+	ErrStarted = fmt.Errorf("worker: %w", lifecycle.ErrStarted)
 	// ErrStopped: the worker was stopped (or its Start failed).
 	ErrStopped = errors.New("worker: stopped")
 	// ErrNoTypes: Start without any registered workflow type.
 	ErrNoTypes = errors.New("worker: no workflow types registered")
 )
 
-type lifecycle int
+// phase is where a Worker is between New and its stop.
+type phase int
 
 const (
-	stateNew lifecycle = iota
+	stateNew phase = iota
 	stateRunning
 	stateStopped
 )
@@ -53,7 +56,7 @@ type Worker struct {
 	margin time.Duration
 
 	mu       sync.Mutex
-	state    lifecycle
+	state    phase
 	types    map[string]*registration
 	typeList []protocol.TypeVersion
 	base     context.Context // Start's ctx without its cancellation: parent of runs
@@ -64,12 +67,16 @@ type Worker struct {
 	out      *outstanding  // the outstanding work request, if any
 	idle     chan struct{} // closed when draining and active reaches 0
 
-	kick     chan struct{} // wakes the request loop
-	stop     chan struct{} // closed by Stop
-	stopOnce sync.Once
-	done     chan struct{} // closed when stopped
-	loops    sync.WaitGroup
-	runWG    sync.WaitGroup
+	kick chan struct{} // wakes the request loop
+	// life owns the worker's loops; a run's goroutine is the run's own
+	// (see startRuns).
+	life lifecycle.Base
+	// ready is closed once Start is over (it set the worker up, or
+	// failed) or can no longer run (Stop came first): Stop waits for it,
+	// so a drain never meets a worker half started.
+	ready chan struct{}
+	sess  *session      // what Start set up for Stop; guarded by mu
+	done  chan struct{} // closed when stopped
 
 	stats    counters
 	combiner combiner
@@ -82,6 +89,19 @@ type Worker struct {
 	// outcome.
 	executions metric.Int64Counter
 	execAttrs  metricattr.Cache[execKey]
+}
+
+// session is what a Start set up that its Stop takes down.
+type session struct {
+	// stopRequests ends the request loop: a draining worker asks for no
+	// more work while its other loops go on.
+	stopRequests context.CancelFunc
+	// unwatch and forget end the drain triggers (Start's ctx, a drain the
+	// engine asked for) once a Stop is under way.
+	unwatch     func() bool
+	forget      context.CancelFunc
+	unsubscribe func()
+	status      chan nats.Status
 }
 
 // outstanding is the work request the worker waits an answer for.
@@ -129,7 +149,7 @@ func New(cfg Config, nc *nats.Conn) (*Worker, error) {
 		types:  make(map[string]*registration),
 		runs:   make(map[uuid.UUID]*runState),
 		kick:   make(chan struct{}, 1),
-		stop:   make(chan struct{}),
+		ready:  make(chan struct{}),
 		done:   make(chan struct{}),
 	}
 	if !strings.HasPrefix(nc.Opts.InboxPrefix, protocol.WorkerInbox(cfg.Namespace, "")) {
@@ -162,9 +182,6 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	w.mu.Lock()
 	switch {
-	case w.state == stateRunning:
-		w.mu.Unlock()
-		return ErrStarted
 	case w.state == stateStopped:
 		w.mu.Unlock()
 		return ErrStopped
@@ -172,6 +189,17 @@ func (w *Worker) Start(ctx context.Context) error {
 		w.mu.Unlock()
 		return ErrNoTypes
 	}
+	// Runs outlive Start's ctx by up to the drain timeout: they need its
+	// values (trace, logging) but their cancellation is the Worker's. The
+	// loops too: a cancelled ctx drains with them still going, and only
+	// the hard stop ends them.
+	base := context.WithoutCancel(ctx)
+	loopCtx, err := w.life.Begin(base)
+	if err != nil {
+		w.mu.Unlock()
+		return ErrStarted
+	}
+	defer close(w.ready)
 	w.state = stateRunning
 	w.typeList = make([]protocol.TypeVersion, 0, len(w.types))
 	for _, r := range w.types {
@@ -186,13 +214,11 @@ func (w *Worker) Start(ctx context.Context) error {
 		}
 		return w.types[typeKey(a.Type, a.Version)].seq < w.types[typeKey(b.Type, b.Version)].seq
 	})
-	// Runs outlive Start's ctx by up to the drain timeout: they need its
-	// values (trace, logging) but their cancellation is the Worker's.
-	w.base = context.WithoutCancel(ctx)
-	base := w.base
+	w.base = base
 	w.mu.Unlock()
 
 	fail := func(err error) error {
+		w.life.Stop(nil)
 		w.mu.Lock()
 		w.state = stateStopped
 		w.mu.Unlock()
@@ -231,24 +257,25 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	status := w.nc.StatusChanged(nats.CONNECTED)
 
-	loopCtx, cancelLoops := context.WithCancel(base)
-	reqCtx, cancelRequests := context.WithCancel(loopCtx)
-	w.loops.Add(6)
-	go w.deliveryLoop(loopCtx, deliveries)
-	go w.cancelLoop(loopCtx, cancels)
-	go w.statusLoop(loopCtx, status)
-	go w.heartbeatLoop(loopCtx)
-	go w.livenessLoop(loopCtx, liveCh)
-	go w.requestLoop(reqCtx)
-
-	go w.supervise(ctx, base, func() {
-		cancelRequests()
-	}, func() {
-		cancelLoops()
-		w.loops.Wait()
-		unsubscribe()
-		w.nc.RemoveStatusListener(status)
-	})
+	reqCtx, stopRequests := context.WithCancel(loopCtx)
+	// The cancellation of ctx and a drain the engine asks for (cancelLoop
+	// calls requestDrain) both stop the worker as Stop does. Stop runs in
+	// the goroutine AfterFunc starts, none of the loops': it waits for
+	// them.
+	trigger, requestDrain := context.WithCancel(ctx)
+	unwatch := context.AfterFunc(trigger, w.Stop)
+	w.mu.Lock()
+	w.sess = &session{stopRequests: stopRequests, unwatch: unwatch, forget: requestDrain,
+		unsubscribe: unsubscribe, status: status}
+	w.mu.Unlock()
+	// Go cannot refuse here: only Stop ends the Base, after ready. Were it
+	// to refuse, leave would still unsubscribe what the loop was to read.
+	w.life.Go(func() { w.deliveryLoop(loopCtx, deliveries) })
+	w.life.Go(func() { w.cancelLoop(loopCtx, cancels, requestDrain) })
+	w.life.Go(func() { w.statusLoop(loopCtx, status) })
+	w.life.Go(func() { w.heartbeatLoop(loopCtx) })
+	w.life.Go(func() { w.livenessLoop(loopCtx, liveCh) })
+	w.life.Go(func() { w.requestLoop(reqCtx) })
 	w.log.Info("worker started", "types", len(w.typeList), "max_concurrency", w.cfg.MaxConcurrency)
 	return nil
 }
@@ -260,13 +287,24 @@ func (w *Worker) Start(ctx context.Context) error {
 // ctx given to Start drains the same way. Stop before Start just marks
 // the worker stopped.
 func (w *Worker) Stop() {
-	w.stopOnce.Do(func() { close(w.stop) })
 	w.mu.Lock()
 	if w.state == stateNew {
 		w.state = stateStopped
+		close(w.ready)
 		close(w.done)
 	}
 	w.mu.Unlock()
+	<-w.ready
+	// Base.Stop runs the drain in the first call only: that call leaves,
+	// once the loops are over; the others wait for it on done.
+	first := false
+	w.life.Stop(func() {
+		first = true
+		w.drain()
+	})
+	if first {
+		w.leave()
+	}
 	<-w.done
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/kagzi/kagzi/internal/leadership"
 	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/pkg/protocol"
@@ -36,6 +37,14 @@ type RelayConfig struct {
 	// publishes on the same NATS connection: the run ends it announced
 	// are not announced again.
 	Published *Published
+	// Store, if set, lets this replica end the session of a relay leader
+	// that stopped making progress (see package leadership); without it
+	// the relay lock alone elects, and a frozen leader keeps it.
+	Store *store.Store
+	// BeaconInterval is the time between the leader's beacons (default
+	// protocol.DefaultBeaconInterval); a standby takes over from a leader
+	// silent for three of them.
+	BeaconInterval time.Duration
 }
 
 // RelayStats are the relay's counters.
@@ -60,6 +69,10 @@ type Relay struct {
 	malformed *natsutil.Malformed
 	leader    atomic.Bool
 
+	// watch beacons while this replica relays and watches the leader
+	// while it does not (nil without RelayConfig.Store).
+	watch *leadership.Watch
+
 	life lifecycle.Base
 	mu   sync.Mutex
 	ctx  context.Context
@@ -72,8 +85,13 @@ func NewRelay(cfg RelayConfig, nc *nats.Conn, log *slog.Logger) *Relay {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Relay{cfg: cfg, nc: nc, log: log.With("component", "relay"), id: uuid.NewString(),
+	r := &Relay{cfg: cfg, nc: nc, log: log.With("component", "relay"), id: uuid.NewString(),
 		tel: newInstruments(nil, cfg.MeterProvider), malformed: natsutil.NewMalformed("relay", log, slog.LevelError, cfg.MeterProvider)}
+	if cfg.Store != nil {
+		r.watch = leadership.New(leadership.Options{Role: protocol.LeaderRelay, LockKey: RelayLockKey, Interval: cfg.BeaconInterval},
+			cfg.Store, nc, log)
+	}
+	return r
 }
 
 // Stats returns the relay's counters.
@@ -102,6 +120,9 @@ func (r *Relay) Start(ctx context.Context) error {
 	r.mu.Lock()
 	r.ctx = ctx
 	r.mu.Unlock()
+	if err := r.watch.Start(ctx); err != nil {
+		return fmt.Errorf("relay: %w", err)
+	}
 	stop := natsutil.OnReconnect(r.nc, r.onReconnect)
 	r.mu.Lock()
 	r.stopReconnect = stop
@@ -134,6 +155,7 @@ func (r *Relay) Stop() {
 			stop()
 		}
 	})
+	r.watch.Stop()
 }
 
 // relayHandler is the relay's pgxlisten handler of NotifyChannel.
@@ -145,6 +167,7 @@ type relayHandler struct{ r *Relay }
 // backlog from Postgres again (the design's resync after every
 // (re)connect).
 func (h relayHandler) HandleBacklog(ctx context.Context, _ string, _ *pgx.Conn) error {
+	h.r.watch.Lead()
 	h.r.leader.Store(true)
 	h.r.log.Info("relay is leader", "relay_id", h.r.id)
 	h.r.announce(ctx)
@@ -152,8 +175,16 @@ func (h relayHandler) HandleBacklog(ctx context.Context, _ string, _ *pgx.Conn) 
 }
 
 // HandleNotification republishes one notification, in order, on the
-// listener's goroutine.
-func (h relayHandler) HandleNotification(ctx context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
+// listener's goroutine. A relay that stalled long enough to have been
+// replaced (its standby may have ended its session and be relaying)
+// relays nothing more: it closes the session, which ends its term, and
+// campaigns again; if it wins, its relay.up makes every consumer read the
+// backlog, so the notification it dropped is not lost.
+func (h relayHandler) HandleNotification(ctx context.Context, n *pgconn.Notification, conn *pgx.Conn) error {
+	if h.r.watch.Deposed() {
+		h.r.log.Warn("relay stalled past its leader silence: stepping down")
+		return conn.Close(ctx)
+	}
 	h.r.onNotification(ctx, n.Payload)
 	return nil
 }
@@ -161,6 +192,7 @@ func (h relayHandler) HandleNotification(ctx context.Context, n *pgconn.Notifica
 // onListenError receives what ended a session or a campaign: a leader's
 // session ending is the end of its leadership.
 func (r *Relay) onListenError(ctx context.Context, err error) {
+	r.watch.Follow()
 	wasLeader := r.leader.Swap(false)
 	switch {
 	case ctx.Err() != nil:

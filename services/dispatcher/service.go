@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/kagzi/kagzi/internal/lifecycle/process"
+
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
@@ -16,7 +18,7 @@ import (
 
 // Assemble returns the dispatcher service's parts over st and nc: the
 // lease service and, if cfg.Relay, the relay, with the readiness checks.
-func Assemble(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) lifecycle.Parts {
+func Assemble(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) process.Parts {
 	opts := Options{
 		Lease: cfg.Lease, DeliveryTimeout: cfg.DeliveryTimeout, MaxClaim: cfg.MaxClaim, ReportWriters: cfg.ReportWriters,
 		BeaconInterval: cfg.BeaconInterval,
@@ -24,12 +26,13 @@ func Assemble(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) life
 	var relay *Relay
 	if cfg.Relay {
 		opts.Published = NewPublished()
-		relay = NewRelay(RelayConfig{DatabaseURL: cfg.DatabaseURL, Published: opts.Published}, nc, log)
+		relay = NewRelay(RelayConfig{DatabaseURL: cfg.DatabaseURL, Published: opts.Published, Store: st,
+			BeaconInterval: cfg.BeaconInterval}, nc, log)
 		opts.RelayID = relay.LeaderID
 	}
 	d := New(opts, st, nc, log)
 	natsutil.OnReconnect(nc, d.Resync)
-	p := lifecycle.Parts{Components: []lifecycle.Component{d}, Checks: map[string]lifecycle.Check{
+	p := process.Parts{Components: []lifecycle.Component{d}, Checks: map[string]lifecycle.Check{
 		"postgres": st.Ping, "nats": lifecycle.NATSCheck(nc),
 	}}
 	if relay != nil {
@@ -49,10 +52,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer pool.Close()
-	st := store.New(pool, store.Options{OnLargePayload: lifecycle.LogLargePayload(log)})
-	return lifecycle.Serve(ctx, lifecycle.Process{Name: protocol.RoleDispatcher, Common: cfg.Common, Log: log,
+	st := store.New(pool, store.Options{OnLargePayload: process.LogLargePayload(log)})
+	return process.Serve(ctx, process.Options{Name: protocol.RoleDispatcher, Common: cfg.Common, Log: log,
 		NATSOptions: []nats.Option{nats.CustomInboxPrefix(protocol.ServiceInbox(protocol.RoleDispatcher))}},
-		func(nc *nats.Conn) (lifecycle.Parts, error) { return Assemble(cfg, st, nc, log), nil })
+		func(nc *nats.Conn) (process.Parts, error) { return Assemble(cfg, st, nc, log), nil })
 }
 
 // registerRelayLeader exports kagzi.relay.leader: 1 on the dispatcher
@@ -65,7 +68,7 @@ func registerRelayLeader(relay *Relay) {
 		return
 	}
 	_, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		o.ObserveInt64(g, lifecycle.B2I(relay.IsLeader()))
+		o.ObserveInt64(g, process.B2I(relay.IsLeader()))
 		return nil
 	}, g)
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/pkg/protocol"
 )
 
 // Config is the reaper service's configuration, read from the environment
@@ -23,6 +24,9 @@ type Config struct {
 	// LeaseGrace: a run locked to a live worker that does not list it is
 	// released once its lease was last set this long before.
 	LeaseGrace time.Duration `env:"KAGZI_LEASE_GRACE, default=10s"`
+	// BeaconInterval is the time between the leader's beacons; a standby
+	// takes over from a leader silent for three of them.
+	BeaconInterval time.Duration `env:"KAGZI_BEACON_INTERVAL, default=1s"`
 	// WorkerRetention: OFFLINE workers are deleted this long after they
 	// were last heard (0 keeps them).
 	WorkerRetention time.Duration `env:"KAGZI_WORKER_RETENTION, default=24h"`
@@ -46,6 +50,8 @@ func (c *Config) Validate() error {
 	case c.LeaseGrace < 2*c.FlushInterval || c.LeaseGrace >= c.Lease:
 		return fmt.Errorf("KAGZI_LEASE_GRACE %v: at least twice KAGZI_FLUSH_INTERVAL (%v), less than KAGZI_LEASE (%v)",
 			c.LeaseGrace, c.FlushInterval, c.Lease)
+	case c.BeaconInterval < 10*time.Millisecond || c.BeaconInterval > protocol.MaxBeaconInterval:
+		return fmt.Errorf("KAGZI_BEACON_INTERVAL %v: 10ms to %v", c.BeaconInterval, protocol.MaxBeaconInterval)
 	case c.WorkerRetention < 0:
 		return fmt.Errorf("KAGZI_WORKER_RETENTION %v: must not be negative", c.WorkerRetention)
 	}

@@ -3,6 +3,8 @@ package reaper
 import (
 	"context"
 	"time"
+
+	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // Deadlines: runs past their deadline are failed, at the earliest
@@ -20,7 +22,7 @@ func (r *Reaper) deadlines(ctx context.Context, t *term) {
 	r.mu.Unlock()
 	acted := false
 	if !t.deadlineAt.IsZero() && !t.deadlineAt.After(now) {
-		runs, err := r.st.RunsFailPastDeadline(ctx, now)
+		runs, err := fenced(ctx, r, func(st *store.Store) ([]store.Run, error) { return st.RunsFailPastDeadline(ctx, now) })
 		if err != nil {
 			if ctx.Err() == nil {
 				r.failed("fail runs past their deadline", err)

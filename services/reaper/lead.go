@@ -2,11 +2,13 @@ package reaper
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/kagzi/kagzi/internal/clock"
+	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
@@ -17,6 +19,22 @@ const (
 	retryAfter = time.Second
 	recheck    = 250 * time.Millisecond
 )
+
+// fenced runs fn, a write of the leader, in a transaction in which this
+// replica's term is current (store.Fenced): a leader replaced while it
+// stalled writes nothing, even a statement it prepared before the stall.
+func fenced[T any](ctx context.Context, r *Reaper, fn func(st *store.Store) (T, error)) (T, error) {
+	var out T
+	err := r.st.Fenced(ctx, protocol.LeaderReaper, r.term.Load(), func(tx *store.Store) error {
+		var err error
+		out, err = fn(tx)
+		return err
+	})
+	return out, err
+}
+
+// errStalled ends a term whose leader stalled (see lead).
+var errStalled = errors.New("reaper stalled: stepping down")
 
 // term is the leader's own state for one term of leadership; only the
 // leader goroutine touches it.
@@ -42,9 +60,12 @@ type term struct {
 
 // lead is the leader's loop: one timer armed at the earliest due time, and
 // the kick channel for news from NATS.
-func (r *Reaper) lead(ctx context.Context) error {
+func (r *Reaper) lead(ctx context.Context, termID int64) error {
+	r.term.Store(termID)
 	t := &term{recover: map[uuid.UUID][]uuid.UUID{}}
 	r.c.terms.Add(1)
+	r.watch.Lead()
+	defer r.watch.Follow()
 	r.leader.Store(true)
 	defer r.leader.Store(false)
 	if err := r.gain(ctx, t); err != nil {
@@ -64,6 +85,15 @@ func (r *Reaper) lead(ctx context.Context) error {
 	}
 	defer disarm()
 	for {
+		// A leader that stalled long enough for a standby to have ended
+		// its session acts on nothing more: what it knows (when each
+		// worker was last heard, the timers it armed) is as old as the
+		// stall. It steps down; whoever leads next, itself included,
+		// takes over afresh (gain).
+		if r.watch.Deposed() {
+			r.log.Warn("reaper stalled past its leader silence: stepping down")
+			return errStalled
+		}
 		at := r.cfg.Clock.Now()
 		next := r.step(ctx, t)
 		if r.onStep != nil {

@@ -62,7 +62,7 @@ func (r *Reaper) leases(ctx context.Context, t *term) {
 	r.mu.Unlock()
 	acted := false
 	if !t.leaseAt.IsZero() && !t.leaseAt.After(now) {
-		runs, err := r.st.RunsExpireLeases(ctx, now)
+		runs, err := fenced(ctx, r, func(st *store.Store) ([]store.RecoveredRun, error) { return st.RunsExpireLeases(ctx, now) })
 		if err != nil {
 			if ctx.Err() == nil {
 				r.failed("expire leases", err)

@@ -247,7 +247,7 @@ func (r *Reaper) writeDeregistrations(ctx context.Context, t *term) {
 			again(id, d)
 			continue
 		}
-		_, err := r.st.WorkersDeregister(ctx, d.ns, id)
+		_, err := fenced(ctx, r, func(st *store.Store) (store.Worker, error) { return st.WorkersDeregister(ctx, d.ns, id) })
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			if ctx.Err() == nil {
 				r.failed("deregister worker", err)
@@ -336,7 +336,7 @@ func (r *Reaper) register(ctx context.Context, j regJob) {
 			return
 		}
 	}
-	_, err := r.st.WorkersRegister(ctx, *p)
+	_, err := fenced(ctx, r, func(st *store.Store) (store.Worker, error) { return st.WorkersRegister(ctx, *p) })
 	switch {
 	case err == nil:
 		r.c.registered.Add(1)
@@ -418,7 +418,9 @@ func (r *Reaper) reapDead(ctx context.Context, t *term) {
 		t.staleRetryAt = now.Add(retryAfter)
 		return
 	}
-	ids, err := r.st.WorkersMarkStaleOffline(ctx, now.Add(-r.cfg.WorkerTimeout))
+	ids, err := fenced(ctx, r, func(st *store.Store) ([]uuid.UUID, error) {
+		return st.WorkersMarkStaleOffline(ctx, now.Add(-r.cfg.WorkerTimeout))
+	})
 	if err != nil {
 		if ctx.Err() == nil {
 			r.failed("mark stale workers offline", err)
@@ -505,7 +507,7 @@ func (r *Reaper) recoverRuns(ctx context.Context, t *term) {
 		if ctx.Err() != nil {
 			return
 		}
-		runs, err := r.st.RunsRecoverWorker(ctx, id, listed...)
+		runs, err := fenced(ctx, r, func(st *store.Store) ([]store.RecoveredRun, error) { return st.RunsRecoverWorker(ctx, id, listed...) })
 		if err != nil {
 			r.failed("recover runs of a lost worker", err)
 			t.recoverAt = now.Add(retryAfter)
@@ -541,7 +543,8 @@ type snap struct {
 }
 
 // flush writes the heartbeats heard since the last flush in one statement
-// and the leases of the runs they list in another. Unless force, it writes
+// and the leases of the runs they list in another, in one transaction
+// fenced by the leader's term. Unless force, it writes
 // nothing when no worker is due (see dueLocked).
 func (r *Reaper) flush(ctx context.Context, t *term, force bool) error {
 	r.mu.Lock()
@@ -562,17 +565,21 @@ func (r *Reaper) flush(ctx context.Context, t *term, force bool) error {
 	if len(beats) == 0 || !force && !due {
 		return nil
 	}
-	n, err := r.st.WorkersHeartbeat(ctx, beats)
-	if err != nil {
-		if ctx.Err() == nil {
-			r.failed("persist heartbeats", err)
+	// Both writes in one fenced transaction: the fence costs one read a
+	// flush, not one a write.
+	var n, ext, rel int64
+	err := r.st.Fenced(ctx, protocol.LeaderReaper, r.term.Load(), func(st *store.Store) (err error) {
+		if n, err = st.WorkersHeartbeat(ctx, beats); err != nil {
+			return fmt.Errorf("persist heartbeats: %w", err)
 		}
-		return err
-	}
-	ext, rel, err := r.st.RunsExtendLeases(ctx, leases, r.cfg.LeaseGrace)
+		if ext, rel, err = st.RunsExtendLeases(ctx, leases, r.cfg.LeaseGrace); err != nil {
+			return fmt.Errorf("extend leases: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
 		if ctx.Err() == nil {
-			r.failed("extend leases", err)
+			r.failed("flush liveness", err)
 		}
 		return err
 	}
@@ -616,7 +623,9 @@ func (r *Reaper) purge(ctx context.Context, t *term, now time.Time) {
 		return
 	}
 	t.lastPurge = now
-	n, err := r.st.WorkersDeleteOffline(ctx, now.Add(-r.cfg.WorkerRetention))
+	n, err := fenced(ctx, r, func(st *store.Store) (int64, error) {
+		return st.WorkersDeleteOffline(ctx, now.Add(-r.cfg.WorkerRetention))
+	})
 	if err != nil {
 		if ctx.Err() == nil {
 			r.failed("delete offline workers", err)

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/internal/clock"
+	"github.com/kagzi/kagzi/internal/leadership"
 	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/pkg/protocol"
@@ -64,6 +65,11 @@ type Options struct {
 	// drops the next ones (default 65536), and as many of each other
 	// subject (default 1<<20); see drops.go.
 	PendingLimit int
+	// BeaconInterval is the time between the leader's beacons (default
+	// protocol.DefaultBeaconInterval): a standby ends the session of a
+	// leader silent for three of them, and takes over (see package
+	// leadership).
+	BeaconInterval time.Duration
 	// Clock is the source of time (default the wall clock): when a worker
 	// was last heard, when a lease or a deadline is due. Leases and
 	// deadlines are compared with its time in the database too, so a test
@@ -219,7 +225,13 @@ type Reaper struct {
 	kick         chan struct{}
 
 	leader atomic.Bool
-	c      counters
+	// watch beacons while this replica leads and ends the session of a
+	// leader that fell silent while it does not.
+	watch *leadership.Watch
+	// term is the leader's current term (store.LeadersElect), which
+	// fences its writes.
+	term atomic.Int64
+	c    counters
 	// onFlush, if set (tests), is called by the leader after each flush.
 	onFlush func(workers int)
 	// onStep, if set (tests), is called by the leader after each step of
@@ -251,8 +263,9 @@ func New(cfg Options, st *store.Store, nc *nats.Conn, log *slog.Logger) *Reaper 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	cfg = cfg.withDefaults()
 	return &Reaper{
-		cfg:         cfg.withDefaults(),
+		cfg:         cfg,
 		st:          st,
 		nc:          nc,
 		log:         log.With("component", "reaper"),
@@ -262,6 +275,8 @@ func New(cfg Options, st *store.Store, nc *nats.Conn, log *slog.Logger) *Reaper 
 		kick:        make(chan struct{}, 1),
 		drops:       natsutil.WatchDrops(nc),
 		c:           counters{malformed: natsutil.NewMalformed("reaper", log, slog.LevelWarn, nil)},
+		watch: leadership.New(leadership.Options{Role: protocol.LeaderReaper, LockKey: cfg.LockKey, Interval: cfg.BeaconInterval},
+			st, nc, log),
 	}
 }
 
@@ -347,8 +362,11 @@ func (r *Reaper) Start(ctx context.Context) error {
 	r.amnesty = now
 	r.mu.Unlock()
 	r.life.Go(func() { r.ingest(ctx, live) })
+	if err := r.watch.Start(ctx); err != nil {
+		return fail(fmt.Errorf("reaper: %w", err))
+	}
 	l := &store.Leader{
-		URL: r.cfg.DatabaseURL, LockKey: r.cfg.LockKey, Retry: r.cfg.Retry,
+		URL: r.cfg.DatabaseURL, LockKey: r.cfg.LockKey, Role: protocol.LeaderReaper, Retry: r.cfg.Retry,
 		Lead:    r.lead,
 		OnError: func(err error) { r.log.Warn("leadership", "err", err) },
 	}
@@ -369,6 +387,7 @@ func (r *Reaper) Stop() {
 			stopStatus()
 		}
 	})
+	r.watch.Stop()
 }
 
 // wakeLeader nudges the leader loop (a no-op on a standby).

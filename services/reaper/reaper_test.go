@@ -16,8 +16,13 @@ import (
 	"github.com/kagzi/kagzi/services/reaper"
 )
 
+// flushStatements is what a flush costs: one transaction of BEGIN, the
+// leader's fence (store.Fenced), the heartbeats, the leases and COMMIT.
+const flushStatements = 5
+
 // The heartbeats of many workers, and the leases of the runs they hold,
-// cost two statements per flush, not one per worker.
+// cost two statements per flush (in one fenced transaction), not one per
+// worker.
 func TestHeartbeatsOfManyWorkersTakeTwoStatementsPerFlush(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -77,8 +82,10 @@ func TestHeartbeatsOfManyWorkersTakeTwoStatementsPerFlush(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("flushes stopped")
 		}
-		if d := f.stmts - prev.stmts; d != 2 {
-			t.Fatalf("flush %d wrote %d workers with %d statements, want 2", i, f.workers, d)
+		// One transaction: BEGIN, the leader's fence, the heartbeats, the
+		// leases, COMMIT.
+		if d := f.stmts - prev.stmts; d != flushStatements {
+			t.Fatalf("flush %d wrote %d workers with %d statements, want %d", i, f.workers, d, flushStatements)
 		}
 		if f.workers < 2 {
 			t.Fatalf("flush %d wrote %d workers: nothing is batched", i, f.workers)
@@ -86,7 +93,7 @@ func TestHeartbeatsOfManyWorkersTakeTwoStatementsPerFlush(t *testing.T) {
 		total += f.workers
 		prev = f
 	}
-	t.Logf("10 flushes wrote %d heartbeats of %d workers with 20 statements", total, n)
+	t.Logf("10 flushes wrote %d heartbeats of %d workers with %d statements", total, n, 10*flushStatements)
 	// What the flushes wrote: every heartbeat and every lease moved on.
 	ctx := context.Background()
 	for i, f := range fakes {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/kagzi/kagzi/internal/lifecycle/process"
+
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -16,17 +18,17 @@ import (
 
 // Assemble returns the reaper service's parts over st and nc (the reaper
 // watches its NATS connection itself) with the readiness checks.
-func Assemble(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) lifecycle.Parts {
+func Assemble(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) process.Parts {
 	retention := cfg.WorkerRetention
 	if retention == 0 {
 		retention = -1 // keep
 	}
 	r := New(Options{
 		DatabaseURL: cfg.DatabaseURL, WorkerTimeout: cfg.WorkerTimeout, FlushInterval: cfg.FlushInterval,
-		Lease: cfg.Lease, LeaseGrace: cfg.LeaseGrace, WorkerRetention: retention,
+		Lease: cfg.Lease, LeaseGrace: cfg.LeaseGrace, WorkerRetention: retention, BeaconInterval: cfg.BeaconInterval,
 	}, st, nc, log)
 	registerMetrics(r)
-	return lifecycle.Parts{Components: []lifecycle.Component{r},
+	return process.Parts{Components: []lifecycle.Component{r},
 		Checks: map[string]lifecycle.Check{"postgres": st.Ping, "nats": lifecycle.NATSCheck(nc)},
 		Info:   map[string]func() string{"reaper": lifecycle.LeaderInfo(r.IsLeader)}}
 }
@@ -38,10 +40,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer pool.Close()
-	st := store.New(pool, store.Options{OnLargePayload: lifecycle.LogLargePayload(log)})
-	return lifecycle.Serve(ctx, lifecycle.Process{Name: protocol.RoleReaper, Common: cfg.Common, Log: log,
+	st := store.New(pool, store.Options{OnLargePayload: process.LogLargePayload(log)})
+	return process.Serve(ctx, process.Options{Name: protocol.RoleReaper, Common: cfg.Common, Log: log,
 		NATSOptions: []nats.Option{nats.CustomInboxPrefix(protocol.ServiceInbox(protocol.RoleReaper))}},
-		func(nc *nats.Conn) (lifecycle.Parts, error) { return Assemble(cfg, st, nc, log), nil })
+		func(nc *nats.Conn) (process.Parts, error) { return Assemble(cfg, st, nc, log), nil })
 }
 
 // registerMetrics exports the reaper's view as metrics:
@@ -62,7 +64,7 @@ func registerMetrics(rp *Reaper) {
 	_, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		st := rp.Stats()
 		o.ObserveInt64(online, int64(st.Workers))
-		o.ObserveInt64(leader, lifecycle.B2I(st.Leader))
+		o.ObserveInt64(leader, process.B2I(st.Leader))
 		o.ObserveInt64(recovered, st.RunsRetried, metric.WithAttributes(attribute.String("outcome", "retried")))
 		o.ObserveInt64(recovered, st.RunsFailed, metric.WithAttributes(attribute.String("outcome", "failed")))
 		o.ObserveInt64(recovered, st.RunsUndelivered, metric.WithAttributes(attribute.String("outcome", "undelivered")))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/kagzi/kagzi/internal/lifecycle/process"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/internal/lifecycle"
@@ -13,9 +15,9 @@ import (
 
 // Assemble returns the scheduler service's parts over st and nc (the
 // scheduler resyncs on NATS reconnect by itself) with the readiness checks.
-func Assemble(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) lifecycle.Parts {
+func Assemble(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) process.Parts {
 	s := New(Options{Batch: cfg.SchedulerBatch, CatchUpWindow: cfg.SchedulerCatchUpWindow}, st, nc, log)
-	return lifecycle.Parts{Components: []lifecycle.Component{s}, Checks: map[string]lifecycle.Check{
+	return process.Parts{Components: []lifecycle.Component{s}, Checks: map[string]lifecycle.Check{
 		"postgres": st.Ping, "nats": lifecycle.NATSCheck(nc),
 	}}
 }
@@ -27,8 +29,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer pool.Close()
-	st := store.New(pool, store.Options{OnLargePayload: lifecycle.LogLargePayload(log)})
-	return lifecycle.Serve(ctx, lifecycle.Process{Name: protocol.RoleScheduler, Common: cfg.Common, Log: log,
+	st := store.New(pool, store.Options{OnLargePayload: process.LogLargePayload(log)})
+	return process.Serve(ctx, process.Options{Name: protocol.RoleScheduler, Common: cfg.Common, Log: log,
 		NATSOptions: []nats.Option{nats.CustomInboxPrefix(protocol.ServiceInbox(protocol.RoleScheduler))}},
-		func(nc *nats.Conn) (lifecycle.Parts, error) { return Assemble(cfg, st, nc, log), nil })
+		func(nc *nats.Conn) (process.Parts, error) { return Assemble(cfg, st, nc, log), nil })
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/kagzi/kagzi/internal/lifecycle/process"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/internal/lifecycle"
@@ -29,14 +31,14 @@ func New(cfg Config, nc *nats.Conn, log *slog.Logger, register func(*worker.Work
 
 // Run runs a worker service until ctx ends.
 func Run(ctx context.Context, cfg Config, log *slog.Logger, register func(*worker.Worker) error) error {
-	return lifecycle.Serve(ctx, lifecycle.Process{Name: protocol.RoleWorker, Common: cfg.Common, Log: log,
+	return process.Serve(ctx, process.Options{Name: protocol.RoleWorker, Common: cfg.Common, Log: log,
 		NATSOptions: []nats.Option{worker.Inbox(cfg.Namespace, cfg.Identity)}},
-		func(nc *nats.Conn) (lifecycle.Parts, error) {
+		func(nc *nats.Conn) (process.Parts, error) {
 			w, err := New(cfg, nc, log, register)
 			if err != nil {
-				return lifecycle.Parts{}, err
+				return process.Parts{}, err
 			}
-			return lifecycle.Parts{Components: []lifecycle.Component{w},
+			return process.Parts{Components: []lifecycle.Component{w},
 				Checks: map[string]lifecycle.Check{"nats": lifecycle.NATSCheck(nc)}}, nil
 		})
 }

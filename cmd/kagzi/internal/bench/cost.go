@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kagzi/kagzi/internal/lifecycle/process"
+
 	"github.com/nats-io/nats.go"
 	"github.com/sethvargo/go-envconfig"
 
@@ -172,7 +174,7 @@ func (e *env) startDispatcherHere(ctx context.Context) error {
 		return err
 	}
 	log := e.o.Log.With("service", "dispatcher")
-	comps := dispatcher.Assemble(cfg, store.New(pool, store.Options{OnLargePayload: lifecycle.LogLargePayload(log)}), nc, log).Components
+	comps := dispatcher.Assemble(cfg, store.New(pool, store.Options{OnLargePayload: process.LogLargePayload(log)}), nc, log).Components
 	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Add(1)

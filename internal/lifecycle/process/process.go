@@ -1,4 +1,10 @@
-package lifecycle
+// Package process runs a Kagzi service as a process: its logger, its NATS
+// connection, its telemetry and health endpoints, and its components
+// (package lifecycle) from start until its context ends, then its exit
+// code. It is apart from package lifecycle so that the SDK's worker,
+// which embeds a lifecycle.Base, does not link the telemetry exporters a
+// service process sets up.
+package process
 
 import (
 	"context"
@@ -12,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/internal/telemetry"
 )
@@ -40,7 +47,7 @@ func Logger(level string) *slog.Logger {
 // Telemetry sets up the process's OpenTelemetry providers for service (see
 // package telemetry), serves its metrics on h's /metrics, and returns the
 // function that flushes and stops them.
-func Telemetry(ctx context.Context, service string, h *Health, log *slog.Logger) (shutdown func(), err error) {
+func Telemetry(ctx context.Context, service string, h *lifecycle.Health, log *slog.Logger) (shutdown func(), err error) {
 	p, err := telemetry.Setup(ctx, telemetry.Options{Service: service, Log: log})
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: %w", err)
@@ -59,15 +66,15 @@ func Telemetry(ctx context.Context, service string, h *Health, log *slog.Logger)
 // Parts is what a service builds over its connections.
 type Parts struct {
 	// Components run in order after the health endpoint.
-	Components []Component
+	Components []lifecycle.Component
 	// Checks decide readiness.
-	Checks map[string]Check
+	Checks map[string]lifecycle.Check
 	// Info adds lines to /readyz that do not decide readiness.
 	Info map[string]func() string
 }
 
-// Process describes one service process for Serve.
-type Process struct {
+// Options describe one service process for Serve.
+type Options struct {
 	// Name is the service's name ("dispatcher", "worker" …): the NATS
 	// connection's name and the telemetry's service are "kagzi-" + Name.
 	Name string
@@ -81,9 +88,9 @@ type Process struct {
 
 // Serve runs a service process until ctx ends: it connects to NATS, sets
 // up telemetry and the health endpoint, builds the service's parts over
-// the connection, and runs them (RunAll). A service that uses Postgres
+// the connection, and runs them (lifecycle.RunAll). A service that uses Postgres
 // opens its pool before and closes it after.
-func Serve(ctx context.Context, p Process, build func(nc *nats.Conn) (Parts, error)) error {
+func Serve(ctx context.Context, p Options, build func(nc *nats.Conn) (Parts, error)) error {
 	opts, err := p.Common.NATSAuth.Options()
 	if err != nil {
 		return err
@@ -94,7 +101,7 @@ func Serve(ctx context.Context, p Process, build func(nc *nats.Conn) (Parts, err
 	}
 	defer nc.Close()
 	// Telemetry first, so the components' instruments bind to its providers.
-	health := &Health{Addr: p.Common.HTTPAddr, Log: p.Log}
+	health := &lifecycle.Health{Addr: p.Common.HTTPAddr, Log: p.Log}
 	stop, err := Telemetry(ctx, "kagzi-"+p.Name, health, p.Log)
 	if err != nil {
 		return err
@@ -105,7 +112,7 @@ func Serve(ctx context.Context, p Process, build func(nc *nats.Conn) (Parts, err
 		return err
 	}
 	health.Checks, health.Info = parts.Checks, parts.Info
-	return RunAll(ctx, p.Log, append([]Component{health}, parts.Components...)...)
+	return lifecycle.RunAll(ctx, p.Log, append([]lifecycle.Component{health}, parts.Components...)...)
 }
 
 // LogLargePayload is a store's OnLargePayload hook that logs the payload's
