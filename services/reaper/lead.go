@@ -91,7 +91,7 @@ func (r *Reaper) lead(ctx context.Context, termID int64) error {
 		// stall. It steps down; whoever leads next, itself included,
 		// takes over afresh (gain).
 		if r.watch.Deposed() {
-			r.log.Warn("reaper stalled past its leader silence: stepping down")
+			r.log.Warn("reaper stepped down", "reason", "stalled past its leader silence")
 			return errStalled
 		}
 		at := r.cfg.Clock.Now()

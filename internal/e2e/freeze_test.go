@@ -1,0 +1,285 @@
+package e2e_test
+
+import (
+	"context"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+
+	"github.com/kagzi/kagzi/internal/testdb"
+	"github.com/kagzi/kagzi/internal/testnats"
+	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/services/dispatcher"
+	"github.com/kagzi/kagzi/services/reaper"
+)
+
+// leaderSilence is how long a leader may be silent before a standby ends
+// its session (three beacons at the default 1 s), and leaderBound how soon
+// after a leader froze a standby must lead: the silence counted from the
+// last beacon before the freeze (at most an interval before it), the
+// standby's next check (an interval), and a second for the takeover under
+// a loaded test machine.
+const (
+	leaderSilence = 3 * time.Second
+	leaderBound   = leaderSilence + 2*time.Second + time.Second
+)
+
+// frozenLeaderEnv is a service environment on dbURL and natsURL without
+// health endpoints.
+func frozenLeaderEnv(dbURL, natsURL string) []string {
+	return []string{"KAGZI_DATABASE_URL=" + dbURL, "KAGZI_NATS_URL=" + natsURL, "KAGZI_HTTP_ADDR=", "KAGZI_LOG_LEVEL=info",
+		"KAGZI_WORKER_TIMEOUT=3s"}
+}
+
+// signal sends sig to the child process.
+func (c *child) signal(t *testing.T, sig syscall.Signal) time.Time {
+	t.Helper()
+	if err := c.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("%s: %v: %v", c.name, sig, err)
+	}
+	return time.Now()
+}
+
+// awaitQueued waits until one session holds lock key and one waits for it:
+// the standby is queued, so what is measured is the end of the leader's
+// session.
+func awaitQueued(t *testing.T, ctx context.Context, st *store.Store, key int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		held, waiting, err := st.LockSessions(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if held == 1 && waiting == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sessions hold lock %x and %d wait for it, want 1 and 1", held, key, waiting)
+		}
+		// Nothing signals that a session waits for a lock: pg_locks is
+		// read until it shows.
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestFrozenLeaderIsReplaced freezes (SIGSTOP) the relay's and the
+// reaper's leaders, each a process of its own with a standby beside it:
+// each standby must lead within leaderBound of the freeze, the relay's
+// standby must relay, and each resumed leader must step down without
+// acting — the resumed reaper declares no worker dead that heartbeated
+// throughout.
+func TestFrozenLeaderIsReplaced(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pool, dbURL := testdb.Pool(t)
+	st := store.New(pool, store.Options{})
+	ns := testnats.Start(t)
+	env := frozenLeaderEnv(dbURL, ns.URL())
+
+	// A worker that heartbeats every 300 ms throughout, as far as the
+	// reapers can tell.
+	nc := ns.Connect(t)
+	workerID := uuid.New()
+	publish := func(subject string, m protocol.Message) {
+		data, err := protocol.Encode(m)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		_ = nc.Publish(subject, data)
+	}
+	publish(protocol.SubjectWorkerRegister("default"), &protocol.WorkerRegister{WorkerID: workerID, Namespace: "default", Queue: "default",
+		Types: []protocol.TypeVersion{{Type: "T"}}, MaxConcurrency: 1})
+	beatCtx, stopBeats := context.WithCancel(ctx)
+	defer stopBeats()
+	go func() {
+		tick := time.NewTicker(300 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-beatCtx.Done():
+				return
+			case <-tick.C:
+				publish(protocol.SubjectWorkerHeartbeat("default"), &protocol.Heartbeat{WorkerID: workerID, Namespace: "default",
+					Queue: "default", SentAt: time.Now().UTC()})
+			}
+		}
+	}()
+
+	type election struct {
+		service, leads, stepsDown string
+		key                       int64
+		leader, standby           *child
+	}
+	elections := []*election{
+		{service: "dispatcher", leads: "relay is leader", stepsDown: "relay lost leadership", key: dispatcher.RelayLockKey},
+		{service: "reaper", leads: "reaper is leader", stepsDown: "reaper stepped down", key: reaper.LockKey},
+	}
+	for _, e := range elections {
+		e.leader = startChild(t, e.service+" (frozen)", env, e.service)
+		if _, err := e.leader.await(ctx, e.leads, time.Time{}, 30*time.Second); err != nil {
+			t.Fatalf("%s: %v", e.service, err)
+		}
+		e.standby = startChild(t, e.service+" (standby)", env, e.service)
+		awaitQueued(t, ctx, st, e.key)
+	}
+	// The worker is live in the database before anything freezes.
+	waitUntil(t, 10*time.Second, "worker registered", func() bool {
+		w, err := st.WorkersGet(ctx, "default", workerID)
+		return err == nil && w.Status == store.WorkerOnline
+	})
+
+	frozen := map[string]time.Time{}
+	for _, e := range elections {
+		frozen[e.service] = e.leader.signal(t, syscall.SIGSTOP)
+	}
+	for _, e := range elections {
+		led, err := e.standby.await(ctx, e.leads, frozen[e.service], leaderBound+10*time.Second)
+		if err != nil {
+			t.Fatalf("%s standby: %v", e.service, err)
+		}
+		took := led.Sub(frozen[e.service])
+		t.Logf("%s: the standby leads %.2f s after its leader froze", e.service, took.Seconds())
+		if took > leaderBound {
+			t.Errorf("%s: the standby took %v to lead after its leader froze, want at most %v", e.service, took, leaderBound)
+		}
+	}
+
+	// The new relay relays: a run created now wakes the dispatchers.
+	ready := make(chan *nats.Msg, 16)
+	sub, err := nc.ChanSubscribe(protocol.SubjectReady("default", "frozen"), ready)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.RunsCreate(ctx, store.RunsCreateParams{Namespace: "default", Queue: "frozen", Type: "T"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ready:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no wakeup relayed while the old relay is frozen")
+	}
+
+	// Frozen past the worker timeout (3 s): the old reaper holds liveness
+	// times older than that for every worker.
+	time.Sleep(time.Until(frozen["reaper"].Add(8 * time.Second)))
+	for _, e := range elections {
+		resumed := e.leader.signal(t, syscall.SIGCONT)
+		if _, err := e.leader.await(ctx, e.stepsDown, resumed, 10*time.Second); err != nil {
+			t.Errorf("%s resumed: %v", e.service, err)
+		}
+	}
+	// Give the resumed reaper time to act, if it would: a flush interval
+	// and then some.
+	time.Sleep(4 * time.Second)
+	w, err := st.WorkersGet(ctx, "default", workerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Status != store.WorkerOnline {
+		t.Errorf("worker that heartbeated throughout is %s after the old reaper resumed", w.Status)
+	}
+	for _, e := range elections {
+		for _, c := range []*child{e.leader, e.standby} {
+			if c.logged("workers lost") {
+				t.Errorf("%s logged workers lost: a worker that heartbeated throughout was declared dead", c.name)
+			}
+		}
+	}
+	// The old leaders are standbys now: each lock has one holder.
+	for _, e := range elections {
+		if held, _, err := st.LockSessions(ctx, e.key); err != nil || held != 1 {
+			t.Errorf("%s: %d holders of its lock (%v), want 1", e.service, held, err)
+		}
+	}
+}
+
+// TestFrozenLoneReaperDeclaresNoOneDead freezes the only reaper for longer
+// than the worker timeout while a worker heartbeats throughout: when it
+// resumes it must not take the heartbeats it missed for silence.
+func TestFrozenLoneReaperDeclaresNoOneDead(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, dbURL := testdb.Pool(t)
+	st := store.New(pool, store.Options{})
+	ns := testnats.Start(t)
+	nc := ns.Connect(t)
+	workerID := uuid.New()
+	publish := func(subject string, m protocol.Message) {
+		data, err := protocol.Encode(m)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		_ = nc.Publish(subject, data)
+	}
+	r := startChild(t, "reaper", frozenLeaderEnv(dbURL, ns.URL()), "reaper")
+	if _, err := r.await(ctx, "reaper is leader", time.Time{}, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	publish(protocol.SubjectWorkerRegister("default"), &protocol.WorkerRegister{WorkerID: workerID, Namespace: "default", Queue: "default",
+		Types: []protocol.TypeVersion{{Type: "T"}}, MaxConcurrency: 1})
+	beatCtx, stopBeats := context.WithCancel(ctx)
+	defer stopBeats()
+	go func() {
+		tick := time.NewTicker(300 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-beatCtx.Done():
+				return
+			case <-tick.C:
+				publish(protocol.SubjectWorkerHeartbeat("default"), &protocol.Heartbeat{WorkerID: workerID, Namespace: "default",
+					Queue: "default", SentAt: time.Now().UTC()})
+			}
+		}
+	}()
+	waitUntil(t, 10*time.Second, "worker registered", func() bool {
+		w, err := st.WorkersGet(ctx, "default", workerID)
+		return err == nil && w.Status == store.WorkerOnline
+	})
+	r.signal(t, syscall.SIGSTOP)
+	time.Sleep(8 * time.Second)
+	resumed := r.signal(t, syscall.SIGCONT)
+	// Its view is as old as the freeze: it ends its term and takes over
+	// afresh, from the database's liveness and its own new amnesty.
+	if _, err := r.await(ctx, "reaper stepped down", resumed, 10*time.Second); err != nil {
+		t.Fatalf("resumed reaper: %v", err)
+	}
+	waitUntil(t, 10*time.Second, "resumed reaper leads again", func() bool { return r.count("reaper is leader") == 2 })
+	time.Sleep(4 * time.Second)
+	w, err := st.WorkersGet(ctx, "default", workerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Status != store.WorkerOnline || r.logged("workers lost") {
+		t.Errorf("worker that heartbeated throughout is %s after the reaper resumed (workers lost logged: %v)", w.Status, r.logged("workers lost"))
+	}
+}
+
+// logged reports whether the child logged msg.
+func (c *child) logged(msg string) bool { return c.count(msg) > 0 }
+
+// count returns how many times the child logged msg.
+func (c *child) count(msg string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, l := range c.lines {
+		if l.msg == msg {
+			n++
+		}
+	}
+	return n
+}
