@@ -283,3 +283,62 @@ func (c *child) count(msg string) int {
 	}
 	return n
 }
+
+// TestFrozenSchedulerDelaysNoFire runs two schedulers, each a process, on
+// a schedule that fires every second, and freezes one for five seconds:
+// every second of the freeze fires exactly once, and no later than a
+// second after its time.
+func TestFrozenSchedulerDelaysNoFire(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, dbURL := testdb.Pool(t)
+	st := store.New(pool, store.Options{})
+	ns := testnats.Start(t)
+	env := frozenLeaderEnv(dbURL, ns.URL())
+	relay := startChild(t, "dispatcher", env, "dispatcher")
+	if _, err := relay.await(ctx, "relay is leader", time.Time{}, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	var schedulers []*child
+	for _, name := range []string{"scheduler (frozen)", "scheduler"} {
+		s := startChild(t, name, env, "scheduler")
+		if _, err := s.await(ctx, "running", time.Time{}, 30*time.Second); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		schedulers = append(schedulers, s)
+	}
+	sc, err := st.SchedulesCreate(ctx, store.SchedulesCreateParams{Namespace: "default", Queue: "default", Type: "T", Cron: "* * * * * *"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	from := schedulers[0].signal(t, syscall.SIGSTOP).Truncate(time.Second).Add(time.Second)
+	time.Sleep(5 * time.Second)
+	schedulers[0].signal(t, syscall.SIGCONT)
+	to := from.Add(5 * time.Second)
+	// Every fire time up to `to` is due a second after it at the latest.
+	time.Sleep(time.Until(to.Add(2 * time.Second)))
+	fires, err := st.SchedulesFires(ctx, "default", from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byTime := map[time.Time]int{}
+	var worst float64
+	for _, f := range fires {
+		if f.ScheduleID != sc.ID {
+			continue
+		}
+		byTime[f.FireAt.UTC()]++
+		worst = max(worst, f.LateMS)
+	}
+	for at := from; at.Before(to); at = at.Add(time.Second) {
+		if n := byTime[at.UTC()]; n != 1 {
+			t.Errorf("fire time %s fired %d times during the freeze, want once", at.Format(time.TimeOnly), n)
+		}
+	}
+	t.Logf("%d fires during a scheduler's 5 s freeze, the latest %.0f ms after its time", len(fires), worst)
+	if worst > 1000 {
+		t.Errorf("a fire %.0f ms late during a scheduler's freeze, want at most 1 s", worst)
+	}
+}

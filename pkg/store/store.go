@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -50,10 +52,26 @@ func Connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
 
 // connect opens a pool for url, with its configuration adjusted by setup
 // (if given), and checks it answers.
+// IdleInTransactionTimeout is how long the pools Connect opens let a
+// session sit idle inside a transaction before the server ends it: the
+// bound on how long a frozen process holds the rows its transaction
+// locked.
+const IdleInTransactionTimeout = 5 * time.Second
+
 func connect(ctx context.Context, url string, setup func(*pgxpool.Config)) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	// A process that freezes inside a transaction (SIGSTOP, a paused VM)
+	// keeps its session, and with it every row lock the transaction took:
+	// claims, sweeps and fires of the other replicas skip those rows (SKIP
+	// LOCKED) or wait for them for as long as it is frozen. Kagzi's own
+	// transactions last milliseconds, so the server ends a session idle
+	// inside one for IdleInTransactionTimeout, which releases its locks.
+	// A URL that sets the parameter keeps its own value.
+	if _, set := cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"]; !set {
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.Itoa(int(IdleInTransactionTimeout / time.Millisecond))
 	}
 	if setup != nil {
 		setup(cfg)
