@@ -133,6 +133,8 @@ to stderr. See docs/BENCHMARKS.md.`,
 	f.IntVar(&o.Dispatchers, "dispatchers", chaos.DefaultDispatchers, "dispatcher processes")
 	f.IntVar(&o.Schedulers, "schedulers", chaos.DefaultSchedulers, "scheduler processes")
 	f.DurationVar(&o.KillEvery, "kill-every", chaos.DefaultKillEvery, "interval between worker SIGKILLs")
+	f.DurationVar(&o.FreezeFor, "freeze-for", chaos.DefaultFreezeFor,
+		"how long the relay leader, the reaper, a worker, a scheduler and a dispatcher are each frozen (SIGSTOP); negative: none")
 	f.Float64Var(&o.SleepFraction, "sleep-fraction", chaos.DefaultSleepFraction, "fraction of runs that sleep 100-500 ms")
 	f.Float64Var(&o.EventFraction, "event-fraction", chaos.DefaultEventFraction, "fraction of runs that wait for an event")
 	f.IntVar(&o.Concurrency, "concurrency", chaos.DefaultConcurrency, "max concurrency of each worker")

@@ -35,6 +35,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -72,6 +73,7 @@ const (
 	DefaultHeartbeat     = 500 * time.Millisecond
 	DefaultWorkerTimeout = 2 * time.Second
 	DefaultLease         = 10 * time.Second
+	DefaultFreezeFor     = 6 * time.Second
 )
 
 // Options configure a chaos run; zero values take the defaults.
@@ -86,6 +88,10 @@ type Options struct {
 	Schedulers  int
 	// KillEvery is the interval between worker SIGKILLs.
 	KillEvery time.Duration
+	// FreezeFor is how long each frozen process stays frozen (SIGSTOP,
+	// then SIGCONT): the relay leader, the reaper, a worker, a scheduler
+	// and a dispatcher that does not relay, once each. Negative: none.
+	FreezeFor time.Duration
 	// SleepFraction of the runs sleep 100–500 ms after step 2;
 	// EventFraction of them wait for an event after step 3.
 	SleepFraction, EventFraction float64
@@ -167,6 +173,7 @@ func (o *Options) defaults() error {
 	}
 	defD(&o.Duration, DefaultDuration)
 	defD(&o.KillEvery, DefaultKillEvery)
+	defD(&o.FreezeFor, DefaultFreezeFor)
 	defD(&o.Timeout, DefaultTimeout)
 	defD(&o.HeartbeatInterval, DefaultHeartbeat)
 	defD(&o.WorkerTimeout, DefaultWorkerTimeout)
@@ -657,6 +664,42 @@ func (h *harness) killAndRestart(ctx context.Context, slot, why string, pause ti
 	h.event("restarted %s (pid %d)", slot, np.pid)
 }
 
+// freeze stops the process in slot (SIGSTOP) for FreezeFor and lets it
+// go on (SIGCONT): alive to the kernel, which keeps its sessions, locks and
+// subscriptions, but making no progress.
+func (h *harness) freeze(ctx context.Context, slot, why string) {
+	if h.o.FreezeFor < 0 {
+		return
+	}
+	p := h.slot(slot)
+	if p == nil || !p.alive() {
+		h.problem("freeze %s: not running", slot)
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGSTOP)
+	h.event("SIGSTOP %s%s (pid %d) for %v", slot, why, p.pid, h.o.FreezeFor)
+	// Resumed even when the run ends meanwhile, so it can be stopped.
+	_ = sleepCtx(ctx, h.o.FreezeFor)
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
+	h.event("SIGCONT %s (pid %d)", slot, p.pid)
+}
+
+// relayLeader returns the slot of the dispatcher whose /readyz says it
+// relays ("" if none says so within ten seconds).
+func (h *harness) relayLeader(ctx context.Context) string {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		for _, s := range h.slotsOf("dispatcher") {
+			if p := h.slot(s); p != nil && strings.Contains(p.readyz(ctx), "relay: leader") {
+				return s
+			}
+		}
+		if sleepCtx(ctx, 100*time.Millisecond) != nil {
+			return ""
+		}
+	}
+	return ""
+}
+
 // scenario drives the runs and the faults, then waits for every run to
 // finish (or ctx to end).
 func (h *harness) scenario(ctx context.Context) {
@@ -846,22 +889,18 @@ func (h *harness) faults(ctx context.Context) {
 	if at(0.15) != nil {
 		return
 	}
-	leader := ""
-	for deadline := time.Now().Add(10 * time.Second); leader == "" && time.Now().Before(deadline); {
-		for _, s := range h.slotsOf("dispatcher") {
-			if p := h.slot(s); p != nil && strings.Contains(p.readyz(ctx), "relay: leader") {
-				leader = s
-				break
-			}
-		}
-		if leader == "" && sleepCtx(ctx, 100*time.Millisecond) != nil {
-			return
-		}
-	}
+	leader := h.relayLeader(ctx)
 	if leader == "" {
 		h.problem("no dispatcher's /readyz says relay: leader")
 	} else {
 		h.killAndRestart(ctx, leader, " (relay leader)", time.Second)
+	}
+
+	if at(0.22) != nil {
+		return
+	}
+	if leader := h.relayLeader(ctx); leader != "" {
+		h.freeze(ctx, leader, " (relay leader)")
 	}
 
 	if at(0.30) != nil {
@@ -871,10 +910,25 @@ func (h *harness) faults(ctx context.Context) {
 		h.killAndRestart(ctx, "scheduler-0", "", time.Second)
 	}
 
+	if at(0.38) != nil {
+		return
+	}
+	h.freeze(ctx, "reaper-0", " (leader)")
+
 	if at(0.45) != nil {
 		return
 	}
 	h.killAndRestart(ctx, "reaper-0", " (leader)", time.Second)
+
+	if at(0.52) != nil {
+		return
+	}
+	if ws := h.slotsOf("worker"); len(ws) > 0 {
+		h.freeze(ctx, ws[0], "")
+	}
+	if ss := h.slotsOf("scheduler"); len(ss) > 1 {
+		h.freeze(ctx, ss[1], "")
+	}
 
 	if at(0.60) != nil {
 		return
@@ -891,6 +945,18 @@ func (h *harness) faults(ctx context.Context) {
 			h.problem("restart NATS: %v", err)
 		} else {
 			h.event("restarted nats server (pid %d)", h.ns.p.pid)
+		}
+	}
+
+	if at(0.68) != nil {
+		return
+	}
+	if leader := h.relayLeader(ctx); leader != "" {
+		for _, d := range h.slotsOf("dispatcher") {
+			if d != leader {
+				h.freeze(ctx, d, " (not relaying)")
+				break
+			}
 		}
 	}
 
