@@ -168,11 +168,12 @@ func startCluster(t *testing.T, relays bool, stmts *store.StatementCounter) *clu
 }
 
 // failover measures, over several rounds, how long after a dispatcher
-// holding an idle worker's request is SIGKILLed a run started right then
-// begins, and the same after a graceful stop. With relays, every
-// dispatcher takes part in the relay election and the killed one relays;
-// without, a relay of its own relays and the killed one does not.
-func failover(t *testing.T, relays bool) (killed, stopped []time.Duration) {
+// holding an idle worker's request is SIGKILLed (or, with frozen,
+// SIGSTOPped) a run started right then begins, and the same after a
+// graceful stop. With relays, every dispatcher takes part in the relay
+// election and the killed one relays; without, a relay of its own relays
+// and the killed one does not.
+func failover(t *testing.T, relays, frozen bool) (killed, stopped []time.Duration) {
 	c := startCluster(t, relays, nil)
 	url, ns, st, obs, a := c.url, c.ns, c.st, c.obs, c.a
 	ctx := context.Background()
@@ -222,8 +223,15 @@ func failover(t *testing.T, relays bool) (killed, stopped []time.Duration) {
 		// The rounds would otherwise kill right after a beacon of A's:
 		// let the kills land anywhere between two.
 		time.Sleep(rand.N(time.Second))
-		at := a.kill()
-		killed = append(killed, runAfter(at, fmt.Sprintf("round %d, kill", round)))
+		var at time.Time
+		if frozen {
+			at = a.freeze()
+			killed = append(killed, runAfter(at, fmt.Sprintf("round %d, freeze", round)))
+			a.kill()
+		} else {
+			at = a.kill()
+			killed = append(killed, runAfter(at, fmt.Sprintf("round %d, kill", round)))
+		}
 		// The request is in B now; a new A comes up, B stops gracefully
 		// and the request moves to A.
 		a = spawnDispatcher(t, url, ns.URL(), relays)
@@ -245,8 +253,28 @@ func failover(t *testing.T, relays bool) (killed, stopped []time.Duration) {
 // 6 s), not after its 30 s wait timeout.
 func TestKilledDispatcherStrandsNoWorker(t *testing.T) {
 	t.Parallel()
-	checkFailover(t, false)
+	checkFailover(t, false, false)
 }
+
+// A dispatcher that does not relay is frozen (SIGSTOP) while it holds an
+// idle worker's request: it stays a member of the dispatchers' queue group
+// until NATS closes its connection for unanswered PINGs, so the worker's
+// first renewal may land on it again; its second, after that eviction
+// bound, reaches a live dispatcher. The next run starts within frozenBound.
+func TestFrozenDispatcherStrandsNoWorker(t *testing.T) {
+	t.Parallel()
+	killed, stopped := failover(t, false, true)
+	t.Logf("SIGSTOP → next run starts: %v; graceful stop → next run starts: %v", killed, stopped)
+	for i, d := range killed {
+		if d > frozenDispatcherBound {
+			t.Errorf("round %d: the run started %v after the freeze, want within %v", i, d, frozenDispatcherBound)
+		}
+	}
+}
+
+// frozenDispatcherBound: the beacons' silence (3 s) and the eviction of a
+// client that answers no PING (about 3 s), plus a second of slack.
+const frozenDispatcherBound = 7 * time.Second
 
 // The dispatcher SIGKILLed relays: the relay usually moves to another
 // dispatcher within milliseconds (the dead session's advisory lock goes
@@ -255,14 +283,14 @@ func TestKilledDispatcherStrandsNoWorker(t *testing.T) {
 // the wait as for any dispatcher.
 func TestKilledRelayDispatcherStrandsNoWorker(t *testing.T) {
 	t.Parallel()
-	checkFailover(t, true)
+	checkFailover(t, true, false)
 }
 
 // checkFailover runs failover and checks the next run starts within 6 s of
 // a SIGKILL and within 2 s of a graceful stop.
-func checkFailover(t *testing.T, relays bool) {
+func checkFailover(t *testing.T, relays, frozen bool) {
 	t.Helper()
-	killed, stopped := failover(t, relays)
+	killed, stopped := failover(t, relays, frozen)
 	t.Logf("SIGKILL → next run starts: %v; graceful stop → next run starts: %v", killed, stopped)
 	for i, d := range killed {
 		if d > 6*time.Second {

@@ -73,3 +73,13 @@ func (p *proc) kill() time.Time {
 	<-p.done
 	return at
 }
+
+// freeze sends SIGSTOP: the process stays alive to the kernel, which keeps
+// its TCP sessions (NATS subscriptions, queue-group membership, Postgres
+// sessions), but it makes no progress. It returns the time of the signal;
+// kill ends it as any other.
+func (p *proc) freeze() time.Time {
+	at := time.Now()
+	_ = p.cmd.Process.Signal(syscall.SIGSTOP)
+	return at
+}
