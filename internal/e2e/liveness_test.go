@@ -253,7 +253,7 @@ func failover(t *testing.T, relays, frozen bool) (killed, stopped []time.Duratio
 // 6 s), not after its 30 s wait timeout.
 func TestKilledDispatcherStrandsNoWorker(t *testing.T) {
 	t.Parallel()
-	checkFailover(t, false, false)
+	checkFailover(t, false)
 }
 
 // A dispatcher that does not relay is frozen (SIGSTOP) while it holds an
@@ -283,14 +283,14 @@ const frozenDispatcherBound = 7 * time.Second
 // the wait as for any dispatcher.
 func TestKilledRelayDispatcherStrandsNoWorker(t *testing.T) {
 	t.Parallel()
-	checkFailover(t, true, false)
+	checkFailover(t, true)
 }
 
 // checkFailover runs failover and checks the next run starts within 6 s of
 // a SIGKILL and within 2 s of a graceful stop.
-func checkFailover(t *testing.T, relays, frozen bool) {
+func checkFailover(t *testing.T, relays bool) {
 	t.Helper()
-	killed, stopped := failover(t, relays, frozen)
+	killed, stopped := failover(t, relays, false)
 	t.Logf("SIGKILL → next run starts: %v; graceful stop → next run starts: %v", killed, stopped)
 	for i, d := range killed {
 		if d > 6*time.Second {

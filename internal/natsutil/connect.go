@@ -12,8 +12,49 @@ import (
 	"github.com/kagzi/kagzi/internal/config"
 )
 
+// A process that freezes (SIGSTOP, a paused VM, a host swapping hard)
+// keeps its TCP sessions open: its kernel still acknowledges what it is
+// sent. Neither NATS nor the process's peers see it go, so the server keeps
+// its subscriptions and its place in queue groups (a frozen dispatcher goes
+// on taking its share of work requests, which then wait for their
+// renewal), and a client of a frozen server keeps talking to it. Only
+// PINGs, which a frozen process cannot answer, tell: both ends ping often
+// and give up after a few seconds of silence.
+const (
+	// ServerPingInterval and ServerMaxPingsOut are the ping_interval and
+	// ping_max of every NATS server Kagzi runs or ships: the embedded one
+	// (cmd/kagzi/internal/natsserver), the tests' (internal/testnats),
+	// deploy/nats/nats.conf and its copy in the dev overlay.
+	ServerPingInterval = time.Second
+	ServerMaxPingsOut  = 2
+	// StaleClientBound is how soon after a client froze such a server has
+	// closed its connection ("Stale Connection") and with it its
+	// subscriptions and queue-group places. The server pings a client
+	// that sent nothing for an interval (checked every interval, so up to
+	// two after its last message) and closes it at the first check that
+	// finds ServerMaxPingsOut pings unanswered: 3 to 4 s after the last
+	// message it sent before it froze.
+	StaleClientBound = (ServerMaxPingsOut + 2) * ServerPingInterval
+
+	// ClientPingInterval and ClientMaxPingsOut are the pings of Connect's
+	// connections: a client gives up on a server that has not answered for
+	// ClientMaxPingsOut+1 intervals (2 to 3 s after it froze) and
+	// reconnects, to another server of a cluster if it has one. Its pings
+	// also count as the client's traffic, so the server pings a live
+	// Kagzi process only when the pings cross.
+	ClientPingInterval = time.Second
+	ClientMaxPingsOut  = 2
+)
+
+// ServerConfig is the ping settings above in nats-server's configuration
+// syntax, for configuration files written at run time.
+func ServerConfig() string {
+	return fmt.Sprintf("ping_interval: %q\nping_max: %d\n", ServerPingInterval.String(), ServerMaxPingsOut)
+}
+
 // Connect connects to url with opts (credentials, TLS, inbox prefix)
-// and keeps reconnecting forever. A server that cannot be reached yet is
+// and keeps reconnecting forever; it pings the server every
+// ClientPingInterval (see there). A server that cannot be reached yet is
 // retried in the background, so a service may start before NATS; a server
 // that answers and refuses the connection (bad credentials, a TLS
 // mismatch) fails the start, since retrying cannot fix it. The URL in the
@@ -23,6 +64,8 @@ func Connect(url, name string, log *slog.Logger, opts ...nats.Option) (*nats.Con
 		nats.Name(name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
+		nats.PingInterval(ClientPingInterval),
+		nats.MaxPingsOutstanding(ClientMaxPingsOut),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				log.Warn("nats disconnected", "err", err)

@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/kagzi/kagzi/internal/natsutil"
 )
 
 // MaxPayload is the message size limit of the test servers, the one Kagzi
@@ -87,11 +89,13 @@ func StartConfig(t testing.TB, conf string) *Server {
 }
 
 // start writes conf to a file of t's and starts a server from it on host,
-// stopped when t ends.
+// stopped when t ends. The file begins with the pings of every server
+// Kagzi runs (natsutil.ServerConfig), so tests see a frozen process
+// evicted as production does; conf may override them.
 func start(t testing.TB, host, conf string) *Server {
 	t.Helper()
 	s := &Server{conf: filepath.Join(t.TempDir(), "nats.conf"), host: host}
-	if err := os.WriteFile(s.conf, []byte(conf), 0o600); err != nil {
+	if err := os.WriteFile(s.conf, []byte(natsutil.ServerConfig()+conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.launch(); err != nil {
@@ -136,6 +140,19 @@ func (s *Server) Stop() {
 	<-p.exited
 }
 
+// Signal sends sig to the server's process: syscall.SIGSTOP freezes it
+// as a paused VM would (its kernel keeps its connections open, so clients
+// notice only by their pings), syscall.SIGCONT resumes it.
+func (s *Server) Signal(sig os.Signal) error {
+	s.mu.Lock()
+	p := s.proc
+	s.mu.Unlock()
+	if p == nil {
+		return errors.New("nats server not running")
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
 // Restart stops the server if it runs and starts it again with the same
 // configuration on the same port, so that clients reconnect to it.
 func (s *Server) Restart(t testing.TB) {
@@ -166,13 +183,26 @@ type Connz struct {
 
 // ConnInfo is a client connection in Connz.
 type ConnInfo struct {
+	CID  uint64 `json:"cid"`
 	Name string `json:"name"`
+	// Stop and Reason tell when and why a closed connection closed
+	// (ClosedConnz): "Stale Connection" for a client that stopped
+	// answering the server's pings.
+	Stop   *time.Time `json:"stop,omitempty"`
+	Reason string     `json:"reason,omitempty"`
 }
 
 // Connz lists the server's client connections.
 func (s *Server) Connz() (*Connz, error) {
 	var cz Connz
 	return &cz, s.get("/connz", &cz)
+}
+
+// ClosedConnz lists the client connections the server closed lately (it
+// remembers the last ones), with when and why.
+func (s *Server) ClosedConnz() (*Connz, error) {
+	var cz Connz
+	return &cz, s.get("/connz?state=closed", &cz)
 }
 
 // routez is the part of /routez that tells a cluster's peers.
