@@ -4,14 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/kagzi/kagzi/internal/lifecycle/process"
 
 	"github.com/kagzi/kagzi/services/dispatcher"
 	"github.com/kagzi/kagzi/services/reaper"
@@ -34,7 +33,7 @@ func init() { register(newDevCmd) }
 
 func newDevCmd(a *app) *cobra.Command {
 	var demo, exitAfter bool
-	var consoleAddr string
+	var consoleAddr, logLevel, logFormat string
 	var workers int
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -45,13 +44,23 @@ with the example workflows and the web console, all in this process. Unless --na
 an embedded NATS server (on 127.0.0.1:4222 when that port is free).
 
 With --demo it starts a few ProcessOrder runs and prints their progress and
-results, then keeps serving until interrupted (or exits with --exit).`,
+results, then keeps serving until interrupted (or exits with --exit).
+
+The services' logs go to stderr as text, warnings and errors only unless
+--log-level says otherwise; --log-format json logs as the services do
+when run on their own.`,
 		Example: `  kagzi dev --demo
-  kagzi dev --workers 3 --nats-url nats://127.0.0.1:4222`,
+  kagzi dev --workers 3 --nats-url nats://127.0.0.1:4222
+  kagzi dev --log-level info`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			out := cmd.OutOrStdout()
+			log, err := devLogger(cmd.ErrOrStderr(), logLevel, logFormat)
+			if err != nil {
+				return usagef("%v", err)
+			}
+			log = log.With("service", "dev")
 			if err := migrateDatabase(cmd, a.DatabaseURL); err != nil {
 				return err
 			}
@@ -87,7 +96,6 @@ results, then keeps serving until interrupted (or exits with --exit).`,
 				defer ns.Stop()
 				natsURL = ns.URL()
 			}
-			log := process.Logger(dcfg.LogLevel).With("service", "dev")
 			srv, err := devserver.Start(ctx, devserver.Options{
 				DatabaseURL: a.DatabaseURL, NATSURL: natsURL, Workers: workers,
 				Worker: wcfg, Register: registerAll, Dispatcher: dcfg, Scheduler: scfg, Reaper: rcfg, Log: log,
@@ -144,7 +152,28 @@ results, then keeps serving until interrupted (or exits with --exit).`,
 	cmd.Flags().IntVar(&workers, "workers", 2, "number of workers")
 	cmd.Flags().StringVar(&consoleAddr, "console-addr", envOr("KAGZI_CONSOLE_ADDR", "127.0.0.1:8088"),
 		"serve the web console here (a free port if taken; empty: no console)")
+	cmd.Flags().StringVar(&logLevel, "log-level", envOr("KAGZI_LOG_LEVEL", "warn"), "the services' log level: debug, info, warn or error (env KAGZI_LOG_LEVEL)")
+	cmd.Flags().StringVar(&logFormat, "log-format", "text", "the services' log format: text, or json as the services log on their own")
 	return cmd
+}
+
+// devLogger is the services' logger in dev. dev shares its terminal with a
+// person reading its own lines, so it logs text and, by default, only
+// warnings and errors, where a service on its own logs JSON at info for a
+// log collector.
+func devLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }
 
 // startEmbeddedNATS starts dev's embedded NATS server on the default port

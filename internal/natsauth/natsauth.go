@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/kagzi/kagzi/pkg/protocol"
 )
@@ -37,7 +38,8 @@ type Options struct {
 	Workers []string
 	// Passwords are literal passwords by user name; every other user's
 	// password is read by nats-server from its environment variable
-	// (User.PasswordVar), so the configuration holds no secret.
+	// (User.PasswordVar), so the configuration holds no secret. The
+	// variable's value is read as configuration, not as text: see Quote.
 	Passwords map[string]string
 	// TLS, if its CertFile is set, adds a tls block: the server presents
 	// CertFile/KeyFile and, with CAFile and Verify, requires client
@@ -152,7 +154,7 @@ func Render(users []User, passwords map[string]string, tls TLS) string {
 	for _, u := range users {
 		pw := "$" + u.PasswordVar
 		if p, ok := passwords[u.Name]; ok {
-			pw = strconv.Quote(p)
+			pw = Quote(p)
 		}
 		what := u.Role
 		if u.Namespace != "" {
@@ -175,6 +177,49 @@ func Render(users []User, passwords map[string]string, tls TLS) string {
 		b.WriteString("      }\n    }\n")
 	}
 	b.WriteString("  ]\n}\n")
+	return b.String()
+}
+
+// Quote writes s as a double-quoted string of nats-server's
+// configuration, which reads back as s whatever s holds.
+//
+// It is also the value to give nats-server's KAGZI_NATS_PASSWORD_<USER>
+// for a password that is not a plain word. nats-server parses a variable's
+// value as a configuration value of its own (conf.lookupVariable passes
+// "pk=<value>" to the parser), so unquoted, 123456 is a number, 1-2 a
+// malformed date, true a boolean, "a b" or "x}y" a syntax error, $HOME
+// another variable, and leading or trailing blanks vanish. No way of
+// writing the reference in the file changes that ("$VAR" in quotes is the
+// literal text $VAR), so the quotes have to be in the value.
+//
+// strconv.Quote will not do: nats-server knows only the escapes \t \n
+// \r \" \\ and \xXX, and refuses \a, \u00e9 and the like.
+func Quote(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == '"':
+			b.WriteString(`\"`)
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == utf8.RuneError && n == 1, r < 0x20, r == 0x7f:
+			// Not UTF-8, or a control character: byte by byte, so that
+			// the file stays text and the server gets the same bytes.
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	b.WriteByte('"')
 	return b.String()
 }
 

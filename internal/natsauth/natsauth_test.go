@@ -239,3 +239,78 @@ func TestConfigFailsOnCollidingUsers(t *testing.T) {
 		}
 	}
 }
+
+// hardPasswords are passwords nats-server misreads when it parses them as
+// configuration values, unquoted: numbers, sizes, dates, booleans,
+// another variable, syntax, blanks, escapes, control characters. "1abc"
+// is what the pinned server does read unquoted; it is here all the same.
+var hardPasswords = []string{
+	"123456", "1abc", "1-2", "1.5", "1k", "3mb", "1e", "0123", "12345678-90ab-cdef-0123-456789abcdef",
+	"true", "no", "$HOME", "a b", " lead", "trail ", "x}y", "[x", "a,b", "a;b", `q"uo\te`, `'single`,
+	"line\nbreak", "tab\there", "bell\a", "é-ünï", "(x\n)",
+}
+
+// TestAnyPasswordFromTheEnvironment: the generated configuration reads
+// each user's password from KAGZI_NATS_PASSWORD_<USER>, and a real
+// nats-server takes any password there, quoted by Quote: each user gets
+// in with its own and not with another's.
+func TestAnyPasswordFromTheEnvironment(t *testing.T) {
+	// Namespaces enough for a user per password.
+	o := natsauth.Options{Namespaces: []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"}}
+	users, err := natsauth.Users(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(users) < len(hardPasswords) {
+		t.Fatalf("%d users for %d passwords", len(users), len(hardPasswords))
+	}
+	conf, err := natsauth.Config(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw := map[string]string{}
+	for i, u := range users {
+		p := hardPasswords[i%len(hardPasswords)]
+		pw[u.Name] = p
+		// nats-server inherits the test's environment.
+		t.Setenv(u.PasswordVar, natsauth.Quote(p))
+	}
+	s := testnats.StartConfig(t, conf)
+	for i, u := range users {
+		nc, err := nats.Connect(s.URL(), nats.UserInfo(u.Name, pw[u.Name]), nats.NoReconnect())
+		if err != nil {
+			t.Errorf("user %s with password %q: %v", u.Name, pw[u.Name], err)
+			continue
+		}
+		nc.Close()
+		other := hardPasswords[(i+1)%len(hardPasswords)]
+		if nc, err := nats.Connect(s.URL(), nats.UserInfo(u.Name, other), nats.NoReconnect()); err == nil {
+			nc.Close()
+			t.Errorf("user %s got in with another's password %q", u.Name, other)
+		}
+	}
+}
+
+// TestAnyLiteralPassword: a password written into the configuration
+// (Options.Passwords, what the test servers use) reaches nats-server as
+// it is, whatever its characters.
+func TestAnyLiteralPassword(t *testing.T) {
+	t.Parallel()
+	users, err := natsauth.Users(natsauth.Options{Namespaces: []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw := map[string]string{}
+	for i, u := range users {
+		pw[u.Name] = hardPasswords[i%len(hardPasswords)] + "\x01\x7f"
+	}
+	s := testnats.StartConfig(t, natsauth.Render(users, pw, natsauth.TLS{}))
+	for _, u := range users {
+		nc, err := nats.Connect(s.URL(), nats.UserInfo(u.Name, pw[u.Name]), nats.NoReconnect())
+		if err != nil {
+			t.Errorf("user %s with password %q: %v", u.Name, pw[u.Name], err)
+			continue
+		}
+		nc.Close()
+	}
+}

@@ -114,7 +114,19 @@ func (c *Console) funcs() template.FuncMap {
 			}
 			return ""
 		},
-		"short": func(s fmt.Stringer) string { return s.String()[:8] },
+		// short abbreviates an id to its last 8 hex digits. Kagzi's ids are
+		// UUID v7, whose first 12 digits are the creation time in
+		// milliseconds: the first 8 are the same for every run created in
+		// the same ~65 s, while the last ones are random. The leading
+		// ellipsis says which end was cut; console.js's live rows do the
+		// same.
+		"short": func(s fmt.Stringer) string {
+			id := s.String()
+			if len(id) <= 8 {
+				return id
+			}
+			return "…" + id[len(id)-8:]
+		},
 		"clip": func(n int, s string) string {
 			if len([]rune(s)) > n {
 				return string([]rune(s)[:n]) + "…"

@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
@@ -196,6 +198,7 @@ func TestBrowser(t *testing.T) {
 	}
 	row := `#runs-body tr[data-run-id="` + live.RunID.String() + `"]`
 	run(t, ctx, "see the new run", chromedp.WaitVisible(row, chromedp.ByQuery))
+	checkShownIDs(t, ctx, base, live.RunID)
 	if _, err := e.cl.SendEvent(bg, live.RunID, "go", "now"); err != nil {
 		t.Fatal(err)
 	}
@@ -508,4 +511,43 @@ func browserActions(t *testing.T, e *env, ctx context.Context) {
 			t.Fatalf("drained from the browser: %+v, %v", ws, err)
 		}
 	})
+}
+
+// checkShownIDs: on the runs page, every run (those started together,
+// and live, which console.js added) is shown by the
+// end of its id, which differs between them where the start (a UUID v7's
+// creation time) does not, with the full id in the link's title and on
+// its copy button; the button copies the whole id of live.
+func checkShownIDs(t *testing.T, ctx context.Context, base string, live uuid.UUID) {
+	t.Helper()
+	var rows [][]string
+	run(t, ctx, "read the shown ids", chromedp.Evaluate(`[...document.querySelectorAll("#runs-body tr[data-run-id]")].map(r => {
+		const a = r.querySelector("[data-field=link]"), b = r.querySelector("button.copy");
+		return [r.dataset.runId, a.textContent, a.title, b ? (b.dataset.copy || "") : ""];
+	})`, &rows))
+	seen := map[string]string{}
+	for _, r := range rows {
+		id, text, title, cp := r[0], r[1], r[2], r[3]
+		if text != "…"+id[len(id)-8:] || title != id || cp != id {
+			t.Errorf("run %s shown as %q, title %q, copy button %q", id, text, title, cp)
+		}
+		if other, dup := seen[text]; dup {
+			t.Errorf("runs %s and %s both shown as %q", other, id, text)
+		}
+		seen[text] = id
+	}
+	if _, ok := seen["…"+live.String()[28:]]; !ok || len(rows) < 2 {
+		t.Fatalf("shown ids %v: want the live run's among several", seen)
+	}
+	var toast, copied string
+	row := `#runs-body tr[data-run-id="` + live.String() + `"]`
+	run(t, ctx, "copy the live run's id",
+		cdpbrowser.GrantPermissions([]cdpbrowser.PermissionType{cdpbrowser.PermissionTypeClipboardReadWrite, cdpbrowser.PermissionTypeClipboardSanitizedWrite}).WithOrigin(base),
+		chromedp.Click(row+` button.copy`, chromedp.ByQuery),
+		until(`document.getElementById("toast").textContent.indexOf("Copied") === 0`),
+		chromedp.Text(`#toast`, &toast, chromedp.ByQuery),
+		chromedp.Evaluate(`navigator.clipboard.readText()`, &copied, func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }))
+	if toast != "Copied "+live.String() || copied != live.String() {
+		t.Fatalf("copy button: toast %q, clipboard %q, want %s", toast, copied, live)
+	}
 }

@@ -69,6 +69,29 @@
     if (form.getAttribute("data-refresh") || el.getAttribute("data-refresh") || page === "run") refresh();
   }
 
+  // Copy buttons: ids are shown abbreviated, and copied whole. The
+  // Clipboard API exists only in secure contexts (https, localhost), so
+  // elsewhere a hidden textarea is copied, and if even that is refused a
+  // prompt holds the id, selected, for the person to copy.
+  document.body.addEventListener("click", function (e) {
+    var b = e.target.closest ? e.target.closest("button.copy[data-copy]") : null;
+    if (!b) return;
+    var id = b.getAttribute("data-copy");
+    var ok = function () { toast("Copied " + id); };
+    var fallback = function () { if (copyByTextarea(id)) ok(); else window.prompt("Copy the id:", id); };
+    if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(id).then(ok, fallback);
+    else fallback();
+  });
+  function copyByTextarea(text) {
+    var ta = document.createElement("textarea");
+    ta.value = text; ta.setAttribute("readonly", ""); ta.style.position = "fixed"; ta.style.opacity = "0";
+    document.body.appendChild(ta); ta.select();
+    var done = false;
+    try { done = document.execCommand("copy"); } catch (err) { done = false; }
+    ta.remove();
+    return done;
+  }
+
   // Live updates.
   if (!window.EventSource) return;
   var live = document.getElementById("live");
@@ -108,8 +131,12 @@
       row.classList.add("fresh");
     }
     function set(f, v) { var el = row.querySelector('[data-field="' + f + '"]'); if (el) el.textContent = v; return el; }
-    var link = set("link", r.id.slice(0, 8));
+    // As the server's "short": the last digits, the random ones of a UUID v7.
+    var link = set("link", "\u2026" + r.id.slice(-8));
     link.setAttribute("href", prefix + "/runs/" + encodeURIComponent(r.id) + "?ns=" + encodeURIComponent(ns));
+    link.setAttribute("title", r.id);
+    var cp = row.querySelector("button.copy");
+    if (cp) { cp.setAttribute("data-copy", r.id); cp.setAttribute("title", "copy " + r.id); cp.setAttribute("aria-label", "copy " + r.id); }
     set("type", r.type); set("queue", r.queue); set("attempts", r.attempts);
     set("external_id", r.external_id || ""); set("error", (r.error || "").slice(0, 80));
     if (!row.querySelector('[data-field="created"]').textContent) set("created", "just now");
