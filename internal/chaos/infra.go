@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/pkg/protocol"
 )
 
@@ -45,9 +46,10 @@ func (n *natsServer) start(ctx context.Context) error {
 		err error
 	)
 	if n.bin != "" {
-		// 8 MiB payloads, as Kagzi's embedded server and compose run it.
+		// 8 MiB payloads, and a frozen client closed within seconds, as
+		// Kagzi's embedded server and compose run it.
 		conf := filepath.Join(filepath.Dir(n.log), "nats.conf")
-		body := fmt.Sprintf("listen: \"127.0.0.1:%d\"\nmax_payload: %d\n", n.port, protocol.NATSMaxPayload)
+		body := fmt.Sprintf("listen: \"127.0.0.1:%d\"\nmax_payload: %d\n", n.port, protocol.NATSMaxPayload) + natsutil.ServerConfig()
 		if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
 			return err
 		}

@@ -35,13 +35,15 @@ func frozenLeaderEnv(dbURL, natsURL string) []string {
 		"KAGZI_WORKER_TIMEOUT=3s"}
 }
 
-// signal sends sig to the child process.
+// signal sends sig to the child process and returns the time just before
+// it did: whatever the child logs in answer is read after that.
 func (c *child) signal(t *testing.T, sig syscall.Signal) time.Time {
 	t.Helper()
+	at := time.Now()
 	if err := c.cmd.Process.Signal(sig); err != nil {
 		t.Fatalf("%s: %v: %v", c.name, sig, err)
 	}
-	return time.Now()
+	return at
 }
 
 // awaitQueued waits until one session holds lock key and one waits for it:

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -104,5 +106,27 @@ func TestMalformedCountsLogsAndMeasures(t *testing.T) {
 	}
 	if got != 2 {
 		t.Fatalf("kagzi.messages.malformed{component=scheduler} = %d, want 2", got)
+	}
+}
+
+// The NATS configuration Kagzi ships (compose; the dev overlay's copy is
+// kept identical by the deploy tests, which load it with nats-server's own
+// parser) pings as ServerConfig says: workers time their second renewal
+// after a dispatcher's silence by StaleClientBound.
+func TestShippedServerConfigPings(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "nats", "nats.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "ping_") {
+			got = append(got, line)
+		}
+	}
+	want := strings.Split(strings.TrimSpace(natsutil.ServerConfig()), "\n")
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("deploy/nats/nats.conf pings with %q, want %q", got, want)
 	}
 }

@@ -25,6 +25,9 @@ var MetricNames = []string{
 	"kagzi_leases_expired_total",
 	"kagzi_workers_lost_total",
 	"kagzi_deadlines_missed_total",
+	"kagzi_runs_deleted_total",
+	"kagzi_retention_oldest_finished_age_seconds",
+	"kagzi_retention_overdue_seconds",
 	// scheduler
 	"kagzi_schedule_fires_total",
 	"kagzi_schedule_lateness_milliseconds",

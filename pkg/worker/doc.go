@@ -27,6 +27,11 @@
 // cancellation abandons the run (its context is cancelled, nothing more is
 // reported). Malformed messages are counted (Stats), logged and dropped.
 //
+// A worker that was frozen (SIGSTOP, a paused VM) for longer than a second
+// since it sent its request refuses the delivery for it, which its
+// dispatcher may have released and given to another worker meanwhile, and
+// renews the request.
+//
 // # Ownership
 //
 // Every goroutine the worker starts belongs to the Worker and ends by

@@ -59,6 +59,7 @@ func (w *Worker) leave() {
 	w.mu.Unlock()
 	s.unsubscribe()
 	w.nc.RemoveStatusListener(s.status)
+	w.pulse.Stop()
 
 	ctx, cancel := context.WithTimeout(base, w.cfg.ReportTimeout)
 	defer cancel()

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/pkg/protocol"
 )
 
@@ -26,6 +27,14 @@ import (
 // one that took its first request and died before its next beacon would
 // go unnoticed. So before that request, the worker probes: every
 // dispatcher answers with its beacon.
+//
+// A dispatcher that falls silent may be frozen rather than dead (SIGSTOP,
+// a paused VM): its kernel keeps its NATS session, so it stays in the
+// dispatchers' queue group, and the renewal may land on it again, until
+// NATS closes it for unanswered PINGs (natsutil.StaleClientBound after it
+// froze, which was before its next beacon was due). If it is still silent
+// then, the worker renews once more, and that renewal reaches a live
+// dispatcher.
 
 // liveness is what the worker knows of the dispatchers.
 type liveness struct {
@@ -33,6 +42,10 @@ type liveness struct {
 	inbox string
 	mu    sync.Mutex
 	heard map[uuid.UUID]heardDispatcher
+	// suspects are the dispatchers that fell silent, with when to renew
+	// again if they are still silent: NATS has evicted them by then, had
+	// they frozen.
+	suspects map[uuid.UUID]time.Time
 	// relay is the last relay heard of ("": none yet).
 	relay string
 }
@@ -66,10 +79,15 @@ func (w *Worker) subscribeLiveness() (chan *nats.Msg, []*nats.Subscription, erro
 
 // relisten forgets the dispatchers heard: after a reconnect, beacons were
 // missed, not absent; the probe that follows hears the live ones again.
+// Suspects stay: a frozen dispatcher stays in the queue group whatever
+// this worker's connection did.
 func (w *Worker) relisten() {
 	l := &w.live
 	l.mu.Lock()
 	l.heard = map[uuid.UUID]heardDispatcher{}
+	if l.suspects == nil {
+		l.suspects = map[uuid.UUID]time.Time{}
+	}
 	l.mu.Unlock()
 }
 
@@ -92,7 +110,7 @@ func (w *Worker) livenessLoop(ctx context.Context, ch chan *nats.Msg) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		if next := w.nextSilence(); next.IsZero() {
+		if next := w.nextCheck(); next.IsZero() {
 			timer.Stop()
 		} else {
 			timer.Reset(time.Until(next))
@@ -103,8 +121,14 @@ func (w *Worker) livenessLoop(ctx context.Context, ch chan *nats.Msg) {
 		case m := <-ch:
 			w.onLiveness(m)
 		case <-timer.C:
-			if n := w.forgetSilent(time.Now()); n > 0 {
-				w.renewRequest("dispatcher fell silent", "dispatchers", n)
+			// One renewal for both: a second would only supersede the first.
+			now := time.Now()
+			silent, still := w.forgetSilent(now), w.stillSilent(now)
+			switch {
+			case silent > 0:
+				w.renewRequest("dispatcher fell silent", "dispatchers", silent)
+			case still > 0:
+				w.renewRequest("dispatcher still silent after NATS would have evicted it", "dispatchers", still)
 			}
 		}
 	}
@@ -136,6 +160,9 @@ func (w *Worker) onLiveness(m *nats.Msg) {
 	} else {
 		l.heard[b.DispatcherID] = heardDispatcher{at: time.Now(), interval: b.Interval()}
 	}
+	// Alive after all (it was slow, or resumed), or gone for good after
+	// leaving its queue group: either way no request is stuck in it.
+	delete(l.suspects, b.DispatcherID)
 	l.mu.Unlock()
 	switch {
 	case b.Leaving:
@@ -165,8 +192,9 @@ func (w *Worker) sawRelay(id string) {
 	}
 }
 
-// nextSilence is when the first dispatcher heard would count as silent.
-func (w *Worker) nextSilence() time.Time {
+// nextCheck is when the first dispatcher heard would count as silent, or
+// the first suspect is due, whichever comes first (zero: none).
+func (w *Worker) nextCheck() time.Time {
 	l := &w.live
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -176,10 +204,19 @@ func (w *Worker) nextSilence() time.Time {
 			next = at
 		}
 	}
+	for _, at := range l.suspects {
+		if next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
 	return next
 }
 
-// forgetSilent forgets the dispatchers silent at now and returns how many.
+// forgetSilent forgets the dispatchers silent at now, suspects them, and
+// returns how many. A dispatcher is suspected until NATS has evicted it,
+// had it frozen: StaleClientBound after its next beacon was due, by which
+// time it had frozen; a suspect due already (long beacon intervals) was
+// evicted before this renewal.
 func (w *Worker) forgetSilent(now time.Time) int {
 	l := &w.live
 	l.mu.Lock()
@@ -188,6 +225,24 @@ func (w *Worker) forgetSilent(now time.Time) int {
 	for id, h := range l.heard {
 		if !now.Before(h.at.Add(protocol.BeaconSilence(h.interval))) {
 			delete(l.heard, id)
+			if again := h.at.Add(h.interval + natsutil.StaleClientBound); again.After(now) {
+				l.suspects[id] = again
+			}
+			n++
+		}
+	}
+	return n
+}
+
+// stillSilent forgets the suspects due at now and returns how many.
+func (w *Worker) stillSilent(now time.Time) int {
+	l := &w.live
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for id, at := range l.suspects {
+		if !now.Before(at) {
+			delete(l.suspects, id)
 			n++
 		}
 	}
@@ -197,9 +252,13 @@ func (w *Worker) forgetSilent(now time.Time) int {
 // renewRequest drops the outstanding work request, which a dispatcher that
 // went away may have held, so the request loop sends a new one now. A
 // delivery still on its way for the old one is refused and released.
-func (w *Worker) renewRequest(why string, args ...any) {
+func (w *Worker) renewRequest(why string, args ...any) { w.renewRequestIf(nil, why, args...) }
+
+// renewRequestIf is renewRequest for an outstanding request that stale
+// (nil: any) says must go: a request sent since is left alone.
+func (w *Worker) renewRequestIf(stale func(*outstanding) bool, why string, args ...any) {
 	w.mu.Lock()
-	renew := w.out != nil && !w.draining
+	renew := w.out != nil && !w.draining && (stale == nil || stale(w.out))
 	if renew {
 		w.out = nil
 	}

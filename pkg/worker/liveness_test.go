@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/worker"
 	"github.com/kagzi/kagzi/pkg/workflow"
@@ -115,5 +116,55 @@ func TestRelayUpAloneRenewsNothing(t *testing.T) {
 	req2 := d.nextRequest(t)
 	if req2.Seq != req.Seq+1 || w.Stats().Renewals != 1 {
 		t.Fatalf("request seq %d after %d, %d renewals: want one renewal, for the dispatcher that left", req2.Seq, req.Seq, w.Stats().Renewals)
+	}
+}
+
+// A dispatcher that falls silent may be frozen rather than gone: it stays
+// in the dispatchers' queue group until NATS closes its connection for
+// unanswered PINGs (natsutil.StaleClientBound after it froze), so the
+// request renewed at its silence may have landed in it. The worker renews
+// once more after that bound if the dispatcher is still silent, and not if
+// it was heard again.
+func TestSilentDispatcherRenewedAgainAfterEviction(t *testing.T) {
+	t.Parallel()
+	for name, heardAgain := range map[string]bool{"still silent": false, "heard again": true} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			d, w := start(t, worker.Config{WaitTimeout: 10 * time.Minute}, func(w *worker.Worker) {
+				must(t, worker.Register(w, "X", func(ctx workflow.Context, _ struct{}) (int, error) { return 1, nil }))
+			})
+			req1 := d.nextRequest(t)
+			id := uuid.New()
+			heard := time.Now()
+			d.publish(t, protocol.SubjectDispatcherBeacon, &protocol.DispatcherBeacon{DispatcherID: id, IntervalMS: 20})
+			req2 := d.nextRequest(t)
+			if req2.Seq != req1.Seq+1 {
+				t.Fatalf("renewal at the silence: seq %d after %d", req2.Seq, req1.Seq)
+			}
+			if heardAgain {
+				d.publish(t, protocol.SubjectDispatcherBeacon, &protocol.DispatcherBeacon{DispatcherID: id, IntervalMS: 60000})
+			}
+			select {
+			case req3 := <-d.requests:
+				if heardAgain {
+					t.Fatalf("renewed again (seq %d) for a dispatcher heard again", req3.Seq)
+				}
+				if since := time.Since(heard); req3.Seq != req2.Seq+1 || since < natsutil.StaleClientBound {
+					t.Fatalf("second renewal seq %d after %d, %v after the last beacon: want the next, after %v",
+						req3.Seq, req2.Seq, since, natsutil.StaleClientBound)
+				}
+			case <-time.After(natsutil.StaleClientBound + 2*time.Second):
+				if !heardAgain {
+					t.Fatal("not renewed again for a dispatcher still silent")
+				}
+			}
+			want := uint64(2)
+			if heardAgain {
+				want = 1
+			}
+			if n := w.Stats().Renewals; n != want {
+				t.Fatalf("%d renewals, want %d", n, want)
+			}
+		})
 	}
 }

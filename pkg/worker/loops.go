@@ -17,6 +17,22 @@ import (
 // tried again.
 const publishRetry = time.Second
 
+// stallLimit is the longest the worker may have stalled (frozen by
+// SIGSTOP, a paused VM, a long pause) since it sent a work request and
+// still accept a delivery for it. A dispatcher waits for the ack
+// (KAGZI_DELIVERY_TIMEOUT, 5 s by default) and then releases the runs,
+// which another worker may be running already; a worker that resumes
+// finds such deliveries in its socket and would run their steps a second
+// time. A delivery does not say how long it waited, so the worker refuses
+// every delivery for a request older than such a stall: one that was
+// still valid is released at once and claimed again, which costs a round
+// trip. A second is well under the delivery timeout and well above the
+// scheduling noise of a loaded machine.
+const stallLimit = time.Second
+
+// whyStalled is the reason of a delivery refused for a stall.
+const whyStalled = "the worker stalled since it asked for work: the dispatcher may have released the runs"
+
 // requestLoop keeps at most one work request outstanding while the worker
 // has free slots, renewing it when it was not answered in time.
 func (w *Worker) requestLoop(ctx context.Context) {
@@ -68,7 +84,7 @@ func (w *Worker) maybeRequest() time.Duration {
 		Seq:       w.seq,
 		WaitMS:    w.cfg.WaitTimeout.Milliseconds(),
 	}
-	out := &outstanding{seq: w.seq, credits: free, deadline: now.Add(w.cfg.WaitTimeout + w.margin)}
+	out := &outstanding{seq: w.seq, credits: free, sent: now, deadline: now.Add(w.cfg.WaitTimeout + w.margin)}
 	w.out = out
 	w.mu.Unlock()
 
@@ -208,6 +224,11 @@ func (w *Worker) handleDelivery(msg *nats.Msg) []*runState {
 		w.stats.refused.Add(1)
 		w.ack(msg, false)
 		w.log.Info("delivery refused", "seq", d.Seq, "runs", len(d.Runs), "reason", why)
+		if why == whyStalled {
+			w.stats.refusedStalled.Add(1)
+			// The delivery consumed the request at its dispatcher.
+			w.renewRequestIf(w.stalledSinceSent, "worker stalled")
+		}
 		return nil
 	}
 	w.stats.accepted.Add(1)
@@ -243,6 +264,11 @@ func (w *Worker) accept(d *protocol.Delivery) (runs []*runState, why string) {
 			return nil, fmt.Sprintf("run %s delivered twice", r.RunID)
 		}
 		seen[r.RunID] = true
+	}
+	// Last, so that only a delivery the worker would have run counts as
+	// refused for a stall.
+	if w.stalledSinceSent(w.out) {
+		return nil, whyStalled
 	}
 	w.out = nil
 	runs = make([]*runState, len(d.Runs))
@@ -337,7 +363,15 @@ func (w *Worker) abandonRun(id uuid.UUID, cause error) *runState {
 	return rs
 }
 
-// heartbeatLoop publishes liveness and held runs.
+// stalledSinceSent reports whether the worker stalled for longer than
+// stallLimit since it sent the request o.
+func (w *Worker) stalledSinceSent(o *outstanding) bool { return w.stalled(o.sent, stallLimit) }
+
+// heartbeatLoop publishes liveness and held runs. Its ticks also notice
+// that the worker stalled (the first tick after a resume comes at once):
+// a request sent before the stall may be gone, consumed by a delivery that
+// its dispatcher released for want of an ack, so it is renewed rather
+// than waited on until its renewal time.
 func (w *Worker) heartbeatLoop(ctx context.Context) {
 	t := time.NewTicker(w.cfg.HeartbeatInterval)
 	defer t.Stop()
@@ -346,6 +380,7 @@ func (w *Worker) heartbeatLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			w.renewRequestIf(w.stalledSinceSent, "worker stalled")
 			w.sendHeartbeat()
 		}
 	}

@@ -83,6 +83,12 @@ type Worker struct {
 	live     liveness
 	drops    *natsutil.Drops
 
+	// pulse tells whether the worker froze (SIGSTOP, a paused VM): see
+	// stallLimit. stalled is its StalledSince, which tests replace to
+	// simulate a freeze.
+	pulse   *lifecycle.Pulse
+	stalled func(since time.Time, max time.Duration) bool
+
 	tracer trace.Tracer
 	stepMS metric.Float64Histogram
 	// executions counts the executions that ended here, per type and
@@ -108,6 +114,7 @@ type session struct {
 type outstanding struct {
 	seq      uint64
 	credits  int
+	sent     time.Time
 	deadline time.Time
 }
 
@@ -135,7 +142,10 @@ func New(cfg Config, nc *nats.Conn) (*Worker, error) {
 		metric.WithExplicitBucketBoundaries(1, 5, 10, 25, 50, 100, 250, 1000, 5000, 30000))
 	executions, _ := mp.Meter("github.com/kagzi/kagzi/worker").Int64Counter("kagzi.executions",
 		metric.WithDescription("Executions of runs that ended on this worker, by workflow type and outcome (completed, failed, suspended, abandoned)."))
+	pulse := lifecycle.NewPulse(0)
 	w := &Worker{
+		pulse:      pulse,
+		stalled:    pulse.StalledSince,
 		tracer:     tp.Tracer("github.com/kagzi/kagzi/worker"),
 		stepMS:     stepMS,
 		executions: executions,
@@ -255,6 +265,12 @@ func (w *Worker) Start(ctx context.Context) error {
 		unsubscribe()
 		return fail(err)
 	}
+	// Before the first work request: a pulse not started never stalls. It
+	// ticks until the hard stop; leave waits for it.
+	if err := w.pulse.Start(loopCtx); err != nil {
+		unsubscribe()
+		return fail(err)
+	}
 	status := w.nc.StatusChanged(nats.CONNECTED)
 
 	reqCtx, stopRequests := context.WithCancel(loopCtx)
@@ -329,6 +345,10 @@ type Stats struct {
 	Requests uint64
 	// Accepted and Refused count deliveries.
 	Accepted, Refused uint64
+	// RefusedStalled counts the deliveries of Refused that were refused
+	// only because the worker had stalled (frozen, paused) since it asked
+	// for them: their dispatcher may have released them meanwhile.
+	RefusedStalled uint64
 	// RunsStarted counts runs accepted for execution; the others count how
 	// executions ended.
 	RunsStarted, RunsCompleted, RunsFailed, RunsSuspended, RunsAbandoned uint64
@@ -338,7 +358,8 @@ type Stats struct {
 	ReportRetries uint64
 	// Renewals counts work requests renewed before their time because the
 	// dispatcher holding them may have gone away (it fell silent, left or
-	// lost requests, or the relay moved) or a delivery was dropped.
+	// lost requests, or the relay moved), a delivery was dropped, or the
+	// worker stalled (see RefusedStalled).
 	Renewals uint64
 	// Drops counts the times NATS dropped messages of the worker's
 	// subscriptions before it read them (see drops.go).
@@ -350,7 +371,7 @@ type Stats struct {
 type counters struct {
 	requests, accepted, refused                                         atomic.Uint64
 	started, completed, failed, suspended, abandoned, released, retries atomic.Uint64
-	malformed, renewals                                                 atomic.Uint64
+	malformed, renewals, refusedStalled                                 atomic.Uint64
 }
 
 // Stats returns the worker's counters.
@@ -360,20 +381,21 @@ func (w *Worker) Stats() Stats {
 	w.mu.Unlock()
 	s := &w.stats
 	return Stats{
-		Running:       running,
-		Requests:      s.requests.Load(),
-		Accepted:      s.accepted.Load(),
-		Refused:       s.refused.Load(),
-		RunsStarted:   s.started.Load(),
-		RunsCompleted: s.completed.Load(),
-		RunsFailed:    s.failed.Load(),
-		RunsSuspended: s.suspended.Load(),
-		RunsAbandoned: s.abandoned.Load(),
-		RunsReleased:  s.released.Load(),
-		ReportRetries: s.retries.Load(),
-		Renewals:      s.renewals.Load(),
-		Drops:         w.drops.Count(),
-		Malformed:     s.malformed.Load(),
+		Running:        running,
+		Requests:       s.requests.Load(),
+		Accepted:       s.accepted.Load(),
+		Refused:        s.refused.Load(),
+		RefusedStalled: s.refusedStalled.Load(),
+		RunsStarted:    s.started.Load(),
+		RunsCompleted:  s.completed.Load(),
+		RunsFailed:     s.failed.Load(),
+		RunsSuspended:  s.suspended.Load(),
+		RunsAbandoned:  s.abandoned.Load(),
+		RunsReleased:   s.released.Load(),
+		ReportRetries:  s.retries.Load(),
+		Renewals:       s.renewals.Load(),
+		Drops:          w.drops.Count(),
+		Malformed:      s.malformed.Load(),
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/pkg/protocol"
 )
 
@@ -32,9 +33,11 @@ func StartMonitored(port, httpPort int) (*Server, error) {
 }
 
 // start starts a server with opts on 127.0.0.1, Kagzi's message size limit
+// and pings (a frozen client is closed within natsutil.StaleClientBound)
 // and no logs or signal handling, and waits until it accepts clients.
 func start(opts *server.Options) (*Server, error) {
 	opts.Host, opts.NoLog, opts.NoSigs, opts.MaxPayload = "127.0.0.1", true, true, protocol.NATSMaxPayload
+	opts.PingInterval, opts.MaxPingsOut = natsutil.ServerPingInterval, natsutil.ServerMaxPingsOut
 	if opts.Port == 0 {
 		opts.Port = server.RANDOM_PORT
 	}

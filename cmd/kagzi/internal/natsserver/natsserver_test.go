@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/cmd/kagzi/internal/natsserver"
+	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/pkg/protocol"
 )
 
@@ -30,6 +31,13 @@ func TestStart(t *testing.T) {
 	defer nc.Close()
 	if got := nc.MaxPayload(); got != protocol.NATSMaxPayload {
 		t.Errorf("max payload %d, want %d", got, protocol.NATSMaxPayload)
+	}
+	// Pings as every server Kagzi runs: a frozen client is dropped within
+	// seconds (internal/testnats's TestFrozenClientIsEvicted shows it).
+	if v, err := s.Varz(nil); err != nil {
+		t.Error(err)
+	} else if v.PingInterval != natsutil.ServerPingInterval || v.MaxPingsOut != natsutil.ServerMaxPingsOut {
+		t.Errorf("ping interval %v, max %d: want %v, %d", v.PingInterval, v.MaxPingsOut, natsutil.ServerPingInterval, natsutil.ServerMaxPingsOut)
 	}
 	sub, err := nc.Subscribe("echo", func(m *nats.Msg) { _ = m.Respond(m.Data) })
 	if err != nil {
