@@ -105,14 +105,40 @@ func (r *Reaper) onRegister(m *nats.Msg, ns string) {
 		r.dropMalformed(m, fmt.Errorf("worker %s registers in namespace %q, it is known in %q", reg.WorkerID, reg.Namespace, w.ns))
 		return
 	}
+	p := registerParams(&reg)
+	if w.db == dbLive && !w.rejected && w.reg != nil && sameRegistration(w.reg, p) {
+		// The worker repeats its registration (it does so periodically, so
+		// that one lost, or heard by no reaper, is made good): nothing
+		// changed, it only says it is alive.
+		w.lastBeat, w.checkAt = now, time.Time{}
+		r.pruneLocked(now)
+		r.mu.Unlock()
+		return
+	}
 	w.ns, w.queue = reg.Namespace, reg.Queue
-	w.reg = registerParams(&reg)
+	w.reg = p
 	w.regGen++
 	w.lastBeat = now
 	w.db, w.rejected, w.regRetryAt, w.checkAt = dbStale, false, time.Time{}, time.Time{}
 	r.pruneLocked(now)
 	r.mu.Unlock()
 	r.wakeLeader()
+}
+
+// sameRegistration reports whether two registrations of a worker say the
+// same: a repeated one is not written again.
+func sameRegistration(a, b *store.WorkersRegisterParams) bool {
+	if a.WorkerID != b.WorkerID || a.Namespace != b.Namespace || a.Queue != b.Queue || a.Hostname != b.Hostname ||
+		a.PID != b.PID || a.Version != b.Version || a.MaxConcurrency != b.MaxConcurrency ||
+		!slices.Equal(a.Types, b.Types) || len(a.Labels) != len(b.Labels) {
+		return false
+	}
+	for k, v := range a.Labels {
+		if bv, ok := b.Labels[k]; !ok || bv != v {
+			return false
+		}
+	}
+	return true
 }
 
 func (r *Reaper) onHeartbeat(m *nats.Msg, ns string) {
