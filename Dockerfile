@@ -1,5 +1,3 @@
-# syntax=docker/dockerfile:1
-#
 # One image holding every Kagzi binary in /usr/local/bin, chosen by the
 # command (there is no ENTRYPOINT):
 #
@@ -23,6 +21,12 @@
 # selects. deploy/dockerfile_test.go checks that the build lines name every
 # main package of every module (each in its module's directory) and that
 # GO_VERSION matches go.mod.
+#
+# There is no "# syntax=" line: BuildKit's built-in Dockerfile frontend
+# (Docker 20.10 or newer) has everything used here, RUN --mount=type=cache
+# included, while a syntax line makes every build first fetch the frontend
+# image from Docker Hub, which fails where no registry is reachable.
+# `make test-compose` builds this file unchanged through a real engine.
 
 ARG GO_VERSION=1.26.8
 

@@ -97,3 +97,13 @@ fuzz:
 ## build never does). HTMX_VERSION picks another version.
 vendor-js:
 	scripts/vendor-htmx.sh
+
+## test-compose: deploy/compose.yaml through a real Docker engine (as root;
+## not part of `make test`): installs Docker, Compose v2 and local stand-ins
+## for the images no registry serves here, builds the image from the
+## Dockerfile, brings the stack up and checks it through its containers,
+## then takes it down (scripts/compose-test.sh; see README.md, "Run with
+## Docker Compose").
+.PHONY: test-compose
+test-compose:
+	bash scripts/compose-test.sh

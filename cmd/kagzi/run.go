@@ -24,13 +24,15 @@ func init() { register(newRunCmd) }
 func newRunCmd(a *app) *cobra.Command {
 	c := groupCmd(&cobra.Command{
 		Use:   "run",
-		Short: "Start, list, show, cancel and retry workflow runs",
+		Short: "Start, list, show, cancel, retry and export workflow runs",
 		Example: `  kagzi run start ProcessOrder --input '{"order_id": 42}'
   kagzi run list --status FAILED
   kagzi run show 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e
-  kagzi run retry 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e`,
+  kagzi run retry 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e
+  kagzi run export --finished-before 6d --output archive.jsonl`,
 	})
-	c.AddCommand(newRunStartCmd(a), newRunListCmd(a), newRunShowCmd(a), newRunCancelCmd(a), newRunTerminateCmd(a), newRunRetryCmd(a))
+	c.AddCommand(newRunStartCmd(a), newRunListCmd(a), newRunShowCmd(a), newRunCancelCmd(a), newRunTerminateCmd(a), newRunRetryCmd(a),
+		newRunExportCmd(a))
 	return c
 }
 

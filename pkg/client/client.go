@@ -12,7 +12,8 @@
 // so no result is missed and nothing polls), SendEvent for runs waiting in
 // WaitForEvent, Retry for failed runs (dead letters), global
 // concurrency limits per workflow type, the operator's default version per
-// type (SetDefaultVersion), and remote drain of a worker (DrainWorker).
+// type (SetDefaultVersion), how long finished runs are kept
+// (SetRetention), and remote drain of a worker (DrainWorker).
 package client
 
 import (

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // Config is the reaper service's configuration, read from the environment
@@ -30,6 +31,12 @@ type Config struct {
 	// WorkerRetention: OFFLINE workers are deleted this long after they
 	// were last heard (0 keeps them).
 	WorkerRetention time.Duration `env:"KAGZI_WORKER_RETENTION, default=24h"`
+	// RetentionBatch is the most expired runs one transaction of the
+	// retention cleanup deletes.
+	RetentionBatch int `env:"KAGZI_RETENTION_BATCH, default=1000"`
+	// RetentionPause is the least time between two batches of a backlog
+	// of expired runs.
+	RetentionPause time.Duration `env:"KAGZI_RETENTION_PAUSE, default=100ms"`
 }
 
 // Validate checks the values; config.Load calls it.
@@ -54,6 +61,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("KAGZI_BEACON_INTERVAL %v: 10ms to %v", c.BeaconInterval, protocol.MaxBeaconInterval)
 	case c.WorkerRetention < 0:
 		return fmt.Errorf("KAGZI_WORKER_RETENTION %v: must not be negative", c.WorkerRetention)
+	case c.RetentionBatch < 1 || c.RetentionBatch > store.MaxDeleteBatch:
+		return fmt.Errorf("KAGZI_RETENTION_BATCH %d: 1 to %d", c.RetentionBatch, store.MaxDeleteBatch)
+	case c.RetentionPause < time.Millisecond || c.RetentionPause > time.Minute:
+		return fmt.Errorf("KAGZI_RETENTION_PAUSE %v: 1ms to 1m", c.RetentionPause)
 	}
 	return nil
 }

@@ -56,6 +56,16 @@ type term struct {
 	deregAt   time.Time
 	lastFlush time.Time
 	lastPurge time.Time
+	// retainAt is when retention acts next (zero: at the first step):
+	// deletes a batch if retainDue, else reads the next expiry.
+	retainAt  time.Time
+	retainDue bool
+	// retainReadAt is when the next expiry was last read; retainBusy the
+	// backoff after batches that left due runs others held; retainPass the
+	// runs deleted since the last pass ended.
+	retainReadAt time.Time
+	retainBusy   time.Duration
+	retainPass   int64
 }
 
 // lead is the leader's loop: one timer armed at the earliest due time, and
@@ -68,6 +78,7 @@ func (r *Reaper) lead(ctx context.Context, termID int64) error {
 	defer r.watch.Follow()
 	r.leader.Store(true)
 	defer r.leader.Store(false)
+	defer r.forgetExpiry()
 	if err := r.gain(ctx, t); err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -224,6 +235,7 @@ func (r *Reaper) step(ctx context.Context, t *term) time.Time {
 	}
 	r.leases(ctx, t)
 	r.deadlines(ctx, t)
+	r.retention(ctx, t)
 	return r.nextWake(t)
 }
 
@@ -252,6 +264,7 @@ func (r *Reaper) nextWake(t *term) time.Time {
 	at(t.deadlineAt)
 	at(t.leaseQueryAt)
 	at(t.deadlineQueryAt)
+	at(t.retainAt)
 	if len(t.recover) > 0 {
 		at(later(t.recoverAt, now))
 	}

@@ -56,6 +56,15 @@ type Options struct {
 	// WorkerRetention: OFFLINE workers last heard of longer ago are
 	// deleted (default 24 h; negative keeps them).
 	WorkerRetention time.Duration
+	// RetentionBatch is the most finished runs one transaction of the
+	// retention cleanup deletes (default DefaultRetentionBatch, at most
+	// store.MaxDeleteBatch). How long runs are kept is the database's
+	// (store.RetentionSet).
+	RetentionBatch int
+	// RetentionPause is the least time between two batches of a backlog
+	// of expired runs (default DefaultRetentionPause); a batch that took
+	// longer is followed by a pause as long as it took.
+	RetentionPause time.Duration
 	// LockKey overrides the advisory lock key (tests; default LockKey).
 	LockKey int64
 	// Retry is the wait before campaigning again after losing the
@@ -95,6 +104,13 @@ func (c Options) withDefaults() Options {
 	}
 	if c.WorkerRetention == 0 {
 		c.WorkerRetention = DefaultWorkerRetention
+	}
+	if c.RetentionBatch <= 0 {
+		c.RetentionBatch = DefaultRetentionBatch
+	}
+	c.RetentionBatch = min(c.RetentionBatch, store.MaxDeleteBatch)
+	if c.RetentionPause <= 0 {
+		c.RetentionPause = DefaultRetentionPause
 	}
 	if c.LockKey == 0 {
 		c.LockKey = LockKey
@@ -144,6 +160,14 @@ type Stats struct {
 	LeaseChecksPending            int
 	// WorkersDeleted counts OFFLINE workers deleted after the retention.
 	WorkersDeleted int64
+	// RunsDeleted counts finished runs deleted after their retention
+	// period, in RetentionBatches transactions; RetentionQueries counts
+	// the reads of the next expiry.
+	RunsDeleted, RetentionBatches, RetentionQueries int64
+	// NextExpiry and OldestFinished are what the leader last read
+	// (store.RunsExpiry): when the next finished run expires, and when the
+	// oldest one stored finished (nil: none, or not the leader).
+	NextExpiry, OldestFinished *time.Time
 	// Errors counts failed statements (each is retried).
 	Errors int64
 	// Drops counts the times NATS dropped messages before they were read
@@ -237,6 +261,12 @@ type Reaper struct {
 	// onStep, if set (tests), is called by the leader after each step of
 	// its loop, with the clock's time before the step.
 	onStep func(at time.Time)
+	// onRetention, if set (tests), is called in each retention batch's
+	// transaction, after its deletion and before its commit.
+	onRetention func(ctx context.Context, tx *store.Store)
+	// expiry is what the leader last read of the next expiry (nil on a
+	// standby); guarded by mu.
+	expiry *store.RunsExpiry
 
 	life   lifecycle.Base
 	lifeMu sync.Mutex
@@ -256,6 +286,7 @@ type counters struct {
 	lost, retried, failed, expired, deadlines, leaseQ, deadlineQ atomic.Int64
 	undelivered                                                  atomic.Int64
 	deleted, errors                                              atomic.Int64
+	runsDeleted, retainBatches, retainQ                          atomic.Int64
 }
 
 // New returns a reaper over st and nc; Start runs it.
@@ -287,9 +318,15 @@ func (r *Reaper) IsLeader() bool { return r.leader.Load() }
 func (r *Reaper) Stats() Stats {
 	r.mu.Lock()
 	n, checks, up := len(r.workers), len(r.leaseChecks), r.natsUp
+	var next, oldest *time.Time
+	if r.expiry != nil {
+		next, oldest = r.expiry.Next, r.expiry.OldestFinished
+	}
 	r.mu.Unlock()
 	c := &r.c
 	return Stats{
+		RunsDeleted: c.runsDeleted.Load(), RetentionBatches: c.retainBatches.Load(), RetentionQueries: c.retainQ.Load(),
+		NextExpiry: next, OldestFinished: oldest,
 		Leader: r.leader.Load(), Terms: c.terms.Load(), Workers: n, NATSUp: up,
 		Registers: c.registers.Load(), Heartbeats: c.heartbeats.Load(), Deregisters: c.deregisters.Load(),
 		Wakeups: c.wakeups.Load(), Malformed: c.malformed.Count(),

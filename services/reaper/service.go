@@ -26,6 +26,7 @@ func Assemble(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) proc
 	r := New(Options{
 		DatabaseURL: cfg.DatabaseURL, WorkerTimeout: cfg.WorkerTimeout, FlushInterval: cfg.FlushInterval,
 		Lease: cfg.Lease, LeaseGrace: cfg.LeaseGrace, WorkerRetention: retention, BeaconInterval: cfg.BeaconInterval,
+		RetentionBatch: cfg.RetentionBatch, RetentionPause: cfg.RetentionPause,
 	}, st, nc, log)
 	registerMetrics(r)
 	return process.Parts{Components: []lifecycle.Component{r},
@@ -48,7 +49,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 // registerMetrics exports the reaper's view as metrics:
 // kagzi.workers.online, the live workers it tracks (every replica tracks
-// them; the leader acts), and counters of what its recoveries did.
+// them; the leader acts), counters of what its recoveries and its
+// retention cleanup did, and the retention gauges, which only the leader
+// exports (from its last read of the next expiry, aged to the scrape).
 func registerMetrics(rp *Reaper) {
 	m := otel.GetMeterProvider().Meter("github.com/kagzi/kagzi/reaper")
 	online, err := m.Int64ObservableGauge("kagzi.workers.online", metric.WithDescription("Workers heard from within the timeout, as this reaper sees them."))
@@ -61,6 +64,12 @@ func registerMetrics(rp *Reaper) {
 	expired, _ := m.Int64ObservableCounter("kagzi.leases.expired", metric.WithDescription("Runs taken back because their lease expired."))
 	lost, _ := m.Int64ObservableCounter("kagzi.workers.lost", metric.WithDescription("Workers found silent past the timeout, their runs recovered."))
 	deadlines, _ := m.Int64ObservableCounter("kagzi.deadlines.missed", metric.WithDescription("Runs failed past their deadline."))
+	deleted, _ := m.Int64ObservableCounter("kagzi.runs.deleted",
+		metric.WithDescription("Finished runs deleted, with their steps, payloads and events, after their retention period."))
+	oldest, _ := m.Float64ObservableGauge("kagzi.retention.oldest_finished_age", metric.WithUnit("s"),
+		metric.WithDescription("How long ago the oldest finished run still stored finished (0: none is stored); leader only."))
+	overdue, _ := m.Float64ObservableGauge("kagzi.retention.overdue", metric.WithUnit("s"),
+		metric.WithDescription("How long the most overdue expired run has waited for the cleanup (0: none is due); leader only."))
 	_, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		st := rp.Stats()
 		o.ObserveInt64(online, int64(st.Workers))
@@ -71,6 +80,11 @@ func registerMetrics(rp *Reaper) {
 		o.ObserveInt64(expired, st.LeasesExpired)
 		o.ObserveInt64(lost, st.WorkersLost)
 		o.ObserveInt64(deadlines, st.DeadlinesMissed)
+		o.ObserveInt64(deleted, st.RunsDeleted)
+		if age, late, ok := rp.retentionAges(rp.cfg.Clock.Now()); ok {
+			o.ObserveFloat64(oldest, age.Seconds())
+			o.ObserveFloat64(overdue, late.Seconds())
+		}
 		return nil
-	}, online, leader, recovered, expired, lost, deadlines)
+	}, online, leader, recovered, expired, lost, deadlines, deleted, oldest, overdue)
 }
