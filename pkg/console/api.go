@@ -55,6 +55,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /api/v1/schedules", c.api(c.schedulesData))
 	m.HandleFunc("GET /api/v1/workers", c.api(c.workersData))
 	m.HandleFunc("GET /api/v1/queues", c.api(c.queuesData))
+	m.HandleFunc("GET /api/v1/retention", c.api(c.retentionData))
 	m.HandleFunc("GET /api/v1/stream", func(w http.ResponseWriter, r *http.Request) {
 		ns, err := c.namespace(r)
 		if err != nil {
@@ -76,6 +77,7 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /api/v1/workers/{id}/drain", c.api(c.drainWorker))
 	m.HandleFunc("POST /api/v1/limits", c.api(c.setLimit))
 	m.HandleFunc("DELETE /api/v1/limits", c.api(c.deleteLimit))
+	m.HandleFunc("POST /api/v1/retention", c.api(c.setRetention))
 	c.mux = m
 }
 
@@ -621,7 +623,11 @@ func (c *Console) queuesData(r *http.Request, ns string) (any, error) {
 			qs[i].Limit = &m
 		}
 	}
-	return map[string]any{"queues": qs, "limits": lv}, nil
+	ret, err := cl.Retention(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"queues": qs, "limits": lv, "retention": retentionView(ret)}, nil
 }
 
 func (c *Console) setLimit(r *http.Request, ns string) (any, error) {

@@ -1,6 +1,7 @@
 // Package reaper owns recovery: worker registration and liveness, marking
 // silent workers OFFLINE and taking back the runs they held, expiring leases
-// nobody extends, and failing runs past their deadline.
+// nobody extends, and failing runs past their deadline. It also owns
+// retention: deleting finished runs older than their retention period.
 //
 // # Liveness in memory, one writer
 //
@@ -88,14 +89,31 @@
 //     leases are extended while they live and recovered when they die. The
 //     reaper's Lease must not exceed the dispatchers'.
 //
-// An idle system costs nothing beyond the flushes of live workers.
+// An idle system costs nothing beyond the flushes of live workers (and
+// retention's hourly read, below).
+//
+// # Retention
+//
+// A third timer deletes finished runs past their retention period
+// (store.RunsDeleteExpired: up to Options.RetentionBatch runs with their
+// steps, payloads and events in one statement, in a fenced transaction, so
+// a run goes whole or not at all). It is armed at the next expiry, which
+// store.RunsNextExpiry reads with one probe of an index over finished runs
+// per (namespace, type, status); nothing is read in between, except once an
+// hour (and once per shortest period), because nothing announces a changed
+// policy or the end of a parent whose finished children were spared. A
+// backlog goes one batch per step of the leader's loop, each followed by a
+// pause at least as long as the batch took (and Options.RetentionPause), so
+// the cleanup holds a connection at most half the time and liveness work
+// waits for one batch at most.
 //
 // # Layout
 //
 // One file per concern: liveness.go (following workers, flushing, dead
 // workers and their runs), leases.go (lease expiry), deadlines.go
-// (deadlines); lead.go is the leader's loop that serves them from one
-// timer, reaper.go the service around it. Time comes from Options.Clock,
+// (deadlines), retention.go (expired finished runs); lead.go is the
+// leader's loop that serves them from one timer, reaper.go the service
+// around it. Time comes from Options.Clock,
 // which also gives the database its "now" for leases and deadlines, so a
 // test moves a fake clock instead of waiting.
 //

@@ -1,0 +1,213 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Export: every row that belongs to a run (those RunsDeleteExpired
+// deletes with it), so an operator can archive what retention will
+// delete (`kagzi run export`).
+
+// RunRecord is a run with everything that belongs to it.
+type RunRecord struct {
+	// Run carries its Input and Output.
+	Run Run
+	// Steps are every attempt of every step, in the order recorded.
+	Steps []Step
+	// Events are the events sent to the run, oldest first.
+	Events []Event
+}
+
+// RunsExportParams filter and page an export, as RunsListParams a
+// listing.
+type RunsExportParams struct {
+	Namespace string
+	// Statuses filter; empty means every status but the template ones.
+	Statuses []RunStatus
+	Type     string
+	Queue    string
+	// FinishedBefore, if set, takes only runs that finished before it:
+	// with the retention period, what retention deletes by then.
+	FinishedBefore *time.Time
+	// Limit is the page size in runs (default 100, at most 1000).
+	Limit int
+	// After continues a previous page.
+	After *Cursor
+}
+
+// RunsExport returns a page of the namespace's runs, newest first, each
+// with its payloads, steps and events, in one round trip after the page's
+// listing. next is nil on the last page. The page is read from one
+// snapshot (a repeatable-read transaction, unless the Store is bound to a
+// caller's transaction, whose isolation then applies): a run that
+// retention deletes meanwhile is in it whole or not at all.
+func (s *Store) RunsExport(ctx context.Context, p RunsExportParams) (records []RunRecord, next *Cursor, err error) {
+	if p.Limit <= 0 {
+		p.Limit = 100
+	}
+	if err := checkTime("finished before", p.FinishedBefore); err != nil {
+		return nil, nil, err
+	}
+	_, bound := s.db.(pgx.Tx)
+	err = s.InTx(ctx, func(tx *Store) error {
+		if !bound {
+			if _, err := tx.db.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY`); err != nil {
+				return mapErr("export runs", err)
+			}
+		}
+		records, next, err = tx.runsExport(ctx, p)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return records, next, nil
+}
+
+func (s *Store) runsExport(ctx context.Context, p RunsExportParams) (records []RunRecord, next *Cursor, err error) {
+	var runs []Run
+	if p.FinishedBefore == nil {
+		runs, next, err = s.RunsSearch(ctx, RunsSearchParams{Namespace: p.Namespace, Statuses: p.Statuses, Type: p.Type,
+			Queue: p.Queue, Limit: p.Limit, After: p.After})
+	} else {
+		runs, next, err = s.runsFinishedBefore(ctx, p)
+	}
+	if err != nil || len(runs) == 0 {
+		return nil, next, err
+	}
+	ids := make([]uuid.UUID, len(runs))
+	for i, r := range runs {
+		ids[i] = r.ID
+	}
+	args := pgx.NamedArgs{"namespace": p.Namespace, "run_ids": ids}
+	b := &pgx.Batch{}
+	b.Queue(`SELECT run_id, input, output FROM kagzi.workflow_payloads WHERE run_id = ANY(@run_ids::uuid[])`,
+		pgx.NamedArgs{"run_ids": ids})
+	b.Queue(`SELECT `+stepCols+` FROM kagzi.step_runs s
+WHERE s.run_id = ANY(@run_ids::uuid[]) AND s.namespace_id = @namespace
+ORDER BY s.run_id, s.created_at, s.step_id, s.attempt_number`, args)
+	b.Queue(`SELECT `+eventCols+` FROM kagzi.workflow_events e
+WHERE e.run_id = ANY(@run_ids::uuid[]) AND e.namespace_id = @namespace
+ORDER BY e.run_id, e.created_at, e.event_id`, args)
+	br := s.db.SendBatch(ctx, b)
+	defer br.Close()
+
+	type payload struct{ in, out []byte }
+	payloads := map[uuid.UUID]payload{}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, nil, mapErr("export payloads", err)
+	}
+	for rows.Next() {
+		var id uuid.UUID
+		var pl payload
+		if err := rows.Scan(&id, &pl.in, &pl.out); err != nil {
+			rows.Close()
+			return nil, nil, mapErr("export payloads", err)
+		}
+		payloads[id] = pl
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, mapErr("export payloads", err)
+	}
+
+	steps := map[uuid.UUID][]Step{}
+	if rows, err = br.Query(); err != nil {
+		return nil, nil, mapErr("export steps", err)
+	}
+	for rows.Next() {
+		var st Step
+		if err := rows.Scan(&st.RunID, &st.StepID, &st.Attempt, &st.Namespace, &st.Kind, &st.Status, &st.IsLatest,
+			&st.Input, &st.Output, &st.Error, &st.CreatedAt, &st.StartedAt, &st.FinishedAt, &st.RetryAt, &st.ChildRunID,
+			&st.RunAttempt, &st.ErrorType, &st.NonRetryable); err != nil {
+			rows.Close()
+			return nil, nil, mapErr("export steps", err)
+		}
+		steps[st.RunID] = append(steps[st.RunID], st)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, mapErr("export steps", err)
+	}
+
+	events := map[uuid.UUID][]Event{}
+	if rows, err = br.Query(); err != nil {
+		return nil, nil, mapErr("export events", err)
+	}
+	for rows.Next() {
+		var ev Event
+		if err := rows.Scan(&ev.ID, &ev.Namespace, &ev.RunID, &ev.Name, &ev.Payload, &ev.CreatedAt, &ev.ConsumedAt,
+			&ev.ConsumedBy); err != nil {
+			rows.Close()
+			return nil, nil, mapErr("export events", err)
+		}
+		events[ev.RunID] = append(events[ev.RunID], ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, mapErr("export events", err)
+	}
+
+	records = make([]RunRecord, 0, len(runs))
+	for _, r := range runs {
+		pl := payloads[r.ID]
+		r.Input, r.Output = pl.in, pl.out
+		st, ev := steps[r.ID], events[r.ID]
+		if st == nil {
+			st = []Step{}
+		}
+		if ev == nil {
+			ev = []Event{}
+		}
+		records = append(records, RunRecord{Run: r, Steps: st, Events: ev})
+	}
+	return records, next, nil
+}
+
+// runsFinishedBefore lists the runs of an export that finished before
+// p.FinishedBefore, newest first, through the listing index.
+func (s *Store) runsFinishedBefore(ctx context.Context, p RunsExportParams) (runs []Run, next *Cursor, err error) {
+	if err := checkName("namespace", p.Namespace, true); err != nil {
+		return nil, nil, err
+	}
+	if p.Limit, err = pageLimit(p.Limit); err != nil {
+		return nil, nil, err
+	}
+	statuses := make([]string, 0, len(p.Statuses))
+	for _, st := range p.Statuses {
+		if !st.Valid() {
+			return nil, nil, invalidf("unknown status %q", st)
+		}
+		statuses = append(statuses, string(st))
+	}
+	var afterTS *time.Time
+	var afterID *uuid.UUID
+	if p.After != nil {
+		afterTS, afterID = &p.After.CreatedAt, &p.After.ID
+	}
+	rows, err := s.db.Query(ctx, `
+SELECT `+runCols+` FROM kagzi.workflow_runs r
+WHERE r.namespace_id = @namespace AND r.finished_at < @finished_before
+  AND (cardinality(@statuses::text[]) = 0 AND r.status NOT IN ('SCHEDULED', 'PAUSED') OR r.status = ANY(@statuses))
+  AND (@type = '' OR r.workflow_type = @type)
+  AND (@queue = '' OR r.task_queue = @queue)
+  AND (@after_created_at::timestamptz IS NULL OR (r.created_at, r.run_id) < (@after_created_at, @after_run_id::uuid))
+ORDER BY r.created_at DESC, r.run_id DESC
+LIMIT @limit`, pgx.NamedArgs{"namespace": p.Namespace, "finished_before": p.FinishedBefore, "statuses": statuses,
+		"type": p.Type, "queue": p.Queue, "after_created_at": afterTS, "after_run_id": afterID, "limit": p.Limit + 1})
+	if err != nil {
+		return nil, nil, mapErr("export runs", err)
+	}
+	runs, err = collectRuns(rows)
+	if err != nil {
+		return nil, nil, mapErr("export runs", err)
+	}
+	if len(runs) > p.Limit {
+		runs = runs[:p.Limit]
+		last := runs[len(runs)-1]
+		next = &Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	return runs, next, nil
+}

@@ -1,0 +1,30 @@
+package store
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Sessions: what a crash does to a database session, on demand. Operators'
+// tools end a stuck session; tests end one in the middle of a transaction
+// to check that what it wrote goes whole or not at all.
+
+// SessionPID returns the server process id of the session s's statements
+// run on: for a Store bound to a transaction (WithTx, InTx, Fenced), that
+// transaction's session.
+func (s *Store) SessionPID(ctx context.Context) (int, error) {
+	var pid int
+	err := s.db.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid)
+	return pid, mapErr("session pid", err)
+}
+
+// SessionTerminate ends the session with server process id pid, as the
+// death of its client would: its transaction, if any, rolls back, and its
+// locks are released. It reports whether there was such a session.
+func (s *Store) SessionTerminate(ctx context.Context, pid int) (bool, error) {
+	var ok bool
+	err := s.db.QueryRow(ctx, `SELECT coalesce(bool_or(pg_terminate_backend(pid)), false) FROM pg_stat_activity WHERE pid = @pid`,
+		pgx.NamedArgs{"pid": pid}).Scan(&ok)
+	return ok, mapErr("terminate session", err)
+}
