@@ -272,7 +272,8 @@ func TestRetentionPolicies(t *testing.T) {
 	if got := store.RetentionFor(pols, "ns", "Report"); got != (store.Retention{KeepCompleted: 2 * time.Hour}) {
 		t.Fatalf("ns/Report: %+v", got)
 	}
-	if got := store.RetentionFor(pols, "ns", "Other"); got != (store.Retention{KeepCompleted: store.DefaultKeepCompleted, KeepFailed: store.DefaultKeepFailed}) {
+	defaults := store.Retention{KeepCompleted: store.DefaultKeepCompleted, KeepFailed: store.DefaultKeepFailed}
+	if got := store.RetentionFor(pols, "ns", "Other"); got != defaults {
 		t.Fatalf("ns/Other: %+v", got)
 	}
 	pols2, _ := e.s.RetentionList(ctx, "ns2")
@@ -382,7 +383,8 @@ func TestRetentionBatchesAreBounded(t *testing.T) {
 			}
 		}
 	}
-	if _, err := e.s.RunsDeleteExpired(e.ctx, store.RunsDeleteExpiredParams{Now: at, Limit: store.MaxDeleteBatch + 1}); !errors.Is(err, store.ErrInvalidArgument) {
+	tooMany := store.RunsDeleteExpiredParams{Now: at, Limit: store.MaxDeleteBatch + 1}
+	if _, err := e.s.RunsDeleteExpired(e.ctx, tooMany); !errors.Is(err, store.ErrInvalidArgument) {
 		t.Fatalf("batch above the maximum: %v", err)
 	}
 	e.noOrphans()

@@ -324,44 +324,22 @@ func rowWhat(n, i int) string {
 func (s *Store) runsInsert(ctx context.Context, ps []RunsCreateParams, policies [][]byte, rows []int) (map[uuid.UUID]Run, error) {
 	n := len(rows)
 	var (
-		ids                                       = make([]uuid.UUID, n)
-		nss, exts, queues, types, versions, pstep = make(
-			[]string,
-			n,
-		), make(
-			[]*string,
-			n,
-		), make(
-			[]string,
-			n,
-		), make(
-			[]string,
-			n,
-		), make(
-			[]string,
-			n,
-		), make(
-			[]*string,
-			n,
-		)
-		avail, deadlines, fireAts = make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
-		pols                      = make([]*string, n)
-		prios                     = make([]int32, n)
-		parents, schedules        = make([]*uuid.UUID, n), make([]*uuid.UUID, n)
-		traces                    = make([]*string, n)
-		inputs                    = make([][]byte, n)
-		require                   = make([]bool, n)
+		ids                          = make([]uuid.UUID, n)
+		nss, queues, types, versions = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		exts, pstep                  = make([]*string, n), make([]*string, n)
+		avail, deadlines, fireAts    = make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
+		pols                         = make([]*string, n)
+		prios                        = make([]int32, n)
+		parents, schedules           = make([]*uuid.UUID, n), make([]*uuid.UUID, n)
+		traces                       = make([]*string, n)
+		inputs                       = make([][]byte, n)
+		require                      = make([]bool, n)
 	)
 	for k, i := range rows {
 		p := &ps[i]
 		ids[k], nss[k], exts[k], queues[k], types[k], versions[k] = p.RunID, p.Namespace, nullText(p.ExternalID), p.Queue, p.Type, p.Version
-		avail[k], deadlines[k], prios[k], parents[k], pstep[k], traces[k] = p.AvailableAt, p.DeadlineAt, int32(
-			p.Priority,
-		), p.ParentRunID, nullText(
-			p.ParentStepID,
-		), nullText(
-			p.TraceContext,
-		)
+		avail[k], deadlines[k], prios[k] = p.AvailableAt, p.DeadlineAt, int32(p.Priority)
+		parents[k], pstep[k], traces[k] = p.ParentRunID, nullText(p.ParentStepID), nullText(p.TraceContext)
 		schedules[k], fireAts[k] = p.ScheduleID, p.ScheduleFireAt
 		if policies[i] != nil {
 			pol := string(policies[i])
