@@ -33,15 +33,12 @@ CREATE TABLE kagzi.retention (
 INSERT INTO kagzi.retention (namespace_id, workflow_type, keep_completed, keep_failed)
 VALUES ('', '', interval '7 days', interval '30 days');
 
--- Finished runs by namespace, type and status, oldest first: the next
--- run to outlive its period is one probe per (namespace, type, status),
--- and a batch reads the expired runs of each in order. Templates
--- (SCHEDULED, PAUSED) and live runs are in no entry: retention never
--- sees them.
-CREATE INDEX workflow_runs_finished_idx ON kagzi.workflow_runs (namespace_id, workflow_type, status, finished_at)
-    WHERE status IN ('COMPLETED', 'FAILED', 'CANCELLED');
+-- No index of finished runs yet: one on (namespace, type, status,
+-- finished_at) changed the plans of the hot path's statements enough for
+-- the model test to find runs stuck until their deadline; until that is
+-- understood, the retention statements (an hourly read and paced batches)
+-- read the table without one.
 
 ---- create above / drop below ----
 
-DROP INDEX kagzi.workflow_runs_finished_idx;
 DROP TABLE kagzi.retention;

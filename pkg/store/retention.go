@@ -208,13 +208,13 @@ func scanRetention(row pgx.Row) (RetentionPolicy, error) {
 	return p, err
 }
 
-// finishedStatuses are the statuses retention deletes: those of
-// workflow_runs_finished_idx.
+// finishedStatuses are the statuses retention deletes.
 const finishedStatuses = `('COMPLETED', 'FAILED', 'CANCELLED')`
 
 // retentionGroups are the CTEs grp, every (namespace, type, status) of
-// finished runs, found by a loose scan of workflow_runs_finished_idx (one
-// probe per group, however many runs each holds), and pol, the period of
+// finished runs, found by a loose scan (one probe per group with an index
+// on (namespace_id, workflow_type, status, finished_at) over finished runs,
+// which migration 009 does not create yet: see there), and pol, the period of
 // each group: the type's policy, else the namespace's, else the default,
 // column by column (a NULL inherits). A group without a period (the
 // default row removed by hand) keeps its runs.
@@ -241,7 +241,7 @@ grp(namespace_id, workflow_type, status) AS (
 )`
 
 // inGroup is the condition that run r belongs to pol's group, in the
-// form workflow_runs_finished_idx serves.
+// form an index of finished runs would serve.
 const inGroup = `r.namespace_id = pol.namespace_id AND r.workflow_type = pol.workflow_type AND r.status = pol.status
 		  AND r.status IN ` + finishedStatuses + ` AND r.finished_at IS NOT NULL`
 
@@ -283,9 +283,9 @@ LEFT JOIN LATERAL (
 	ORDER BY r.finished_at LIMIT 1) e ON true`
 
 // RunsNextExpiry reads when the next finished run outlives its retention
-// period: one probe of workflow_runs_finished_idx per (namespace, type,
-// status) of finished runs (a loose index scan), so it costs the same with
-// millions of finished runs. A child whose parent has not finished is not
+// period: a loose scan of the finished runs per (namespace, type, status),
+// which costs the same with millions of finished runs once an index of
+// finished runs serves it (not yet: see migration 009). A child whose parent has not finished is not
 // due (RunsDeleteExpired spares it); the first one after it is looked at
 // instead.
 func (s *Store) RunsNextExpiry(ctx context.Context) (RunsExpiry, error) {
