@@ -114,6 +114,10 @@ func TestComposeKagziImage(t *testing.T) {
 			if s.Build != nil {
 				t.Errorf("%s: a build section of its own: only migrate builds the Kagzi image (compose would build it once more)", name)
 			}
+			// Else `up --build` tries to pull the image migrate builds.
+			if s.PullPolicy != types.PullPolicyNever {
+				t.Errorf("%s: pull_policy %q, want never: migrate builds (or pulls) the image it runs", name, s.PullPolicy)
+			}
 		} else if s.Build == nil {
 			t.Errorf("migrate: no build section: it builds the image every Kagzi service runs, from the repository's Dockerfile")
 		} else {

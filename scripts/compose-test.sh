@@ -170,7 +170,7 @@ start_docker() {
 # go_module_dir MODULE@VERSION: downloads it through the module proxy and
 # prints its directory in the module cache.
 go_module_dir() {
-	(cd / && GOFLAGS= GOWORK=off go mod download -json "$1") | jq -r '.Dir // empty'
+	(cd / && GOFLAGS='' GOWORK=off go mod download -json "$1") | jq -r '.Dir // empty'
 }
 
 # go_build_module MODULE@VERSION PACKAGE OUT [LDFLAGS]: builds a main
