@@ -87,32 +87,7 @@ func TestFrozenLeaderIsReplaced(t *testing.T) {
 	// A worker that heartbeats every 300 ms throughout, as far as the
 	// reapers can tell.
 	nc := ns.Connect(t)
-	workerID := uuid.New()
-	publish := func(subject string, m protocol.Message) {
-		data, err := protocol.Encode(m)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		_ = nc.Publish(subject, data)
-	}
-	publish(protocol.SubjectWorkerRegister("default"), &protocol.WorkerRegister{WorkerID: workerID, Namespace: "default", Queue: "default",
-		Types: []protocol.TypeVersion{{Type: "T"}}, MaxConcurrency: 1})
-	beatCtx, stopBeats := context.WithCancel(ctx)
-	defer stopBeats()
-	go func() {
-		tick := time.NewTicker(300 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-beatCtx.Done():
-				return
-			case <-tick.C:
-				publish(protocol.SubjectWorkerHeartbeat("default"), &protocol.Heartbeat{WorkerID: workerID, Namespace: "default",
-					Queue: "default", SentAt: time.Now().UTC()})
-			}
-		}
-	}()
+	workerID := heartbeatingWorker(t, ctx, nc)
 
 	type election struct {
 		service, leads, stepsDown string
@@ -216,37 +191,11 @@ func TestFrozenLoneReaperDeclaresNoOneDead(t *testing.T) {
 	pool, dbURL := testdb.Pool(t)
 	st := store.New(pool, store.Options{})
 	ns := testnats.Start(t)
-	nc := ns.Connect(t)
-	workerID := uuid.New()
-	publish := func(subject string, m protocol.Message) {
-		data, err := protocol.Encode(m)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		_ = nc.Publish(subject, data)
-	}
 	r := startChild(t, "reaper", frozenLeaderEnv(dbURL, ns.URL()), "reaper")
 	if _, err := r.await(ctx, "reaper is leader", time.Time{}, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	publish(protocol.SubjectWorkerRegister("default"), &protocol.WorkerRegister{WorkerID: workerID, Namespace: "default", Queue: "default",
-		Types: []protocol.TypeVersion{{Type: "T"}}, MaxConcurrency: 1})
-	beatCtx, stopBeats := context.WithCancel(ctx)
-	defer stopBeats()
-	go func() {
-		tick := time.NewTicker(300 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-beatCtx.Done():
-				return
-			case <-tick.C:
-				publish(protocol.SubjectWorkerHeartbeat("default"), &protocol.Heartbeat{WorkerID: workerID, Namespace: "default",
-					Queue: "default", SentAt: time.Now().UTC()})
-			}
-		}
-	}()
+	workerID := heartbeatingWorker(t, ctx, ns.Connect(t))
 	waitUntil(t, 10*time.Second, "worker registered", func() bool {
 		w, err := st.WorkersGet(ctx, "default", workerID)
 		return err == nil && w.Status == store.WorkerOnline
@@ -343,4 +292,36 @@ func TestFrozenSchedulerDelaysNoFire(t *testing.T) {
 	if worst > 1000 {
 		t.Errorf("a fire %.0f ms late during a scheduler's freeze, want at most 1 s", worst)
 	}
+}
+
+// heartbeatingWorker registers a worker over nc and heartbeats for it every
+// 300 ms until ctx ends: a worker that is alive throughout, as far as the
+// reapers can tell.
+func heartbeatingWorker(t *testing.T, ctx context.Context, nc *nats.Conn) uuid.UUID {
+	t.Helper()
+	id := uuid.New()
+	publish := func(subject string, m protocol.Message) {
+		data, err := protocol.Encode(m)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		_ = nc.Publish(subject, data)
+	}
+	publish(protocol.SubjectWorkerRegister("default"), &protocol.WorkerRegister{WorkerID: id, Namespace: "default", Queue: "default",
+		Types: []protocol.TypeVersion{{Type: "T"}}, MaxConcurrency: 1})
+	go func() {
+		tick := time.NewTicker(300 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				publish(protocol.SubjectWorkerHeartbeat("default"), &protocol.Heartbeat{WorkerID: id, Namespace: "default",
+					Queue: "default", SentAt: time.Now().UTC()})
+			}
+		}
+	}()
+	return id
 }
