@@ -90,7 +90,7 @@ func TestFrozenWorkerRunsNoReleasedDelivery(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	url := testdb.New(t)
-	ns := testnats.Start(t)
+	ns := testnats.StartPinging(t)
 	st := openStore(t, url, nil)
 	// Beacons a minute apart: on resume, the worker's liveness timer would
 	// otherwise find the dispatcher silent (its beacons wait unread in the

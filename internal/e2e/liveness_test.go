@@ -156,7 +156,7 @@ type cluster struct {
 func startCluster(t *testing.T, relays bool, stmts *store.StatementCounter) *cluster {
 	t.Helper()
 	url := testdb.New(t)
-	ns := testnats.Start(t)
+	ns := testnats.StartPinging(t)
 	c := &cluster{url: url, ns: ns, st: openStore(t, url, stmts), obs: observe(t, ns.Connect(t))}
 	if !relays {
 		startRelay(t, url, ns.Connect(t))

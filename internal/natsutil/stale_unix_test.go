@@ -20,7 +20,7 @@ import (
 // the server answers again.
 func TestConnectNoticesAFrozenServer(t *testing.T) {
 	t.Parallel()
-	s := testnats.Start(t)
+	s := testnats.StartPinging(t)
 	nc, err := natsutil.Connect(s.URL(), "frozen-server", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

@@ -46,7 +46,7 @@ func TestFrozenClientProcess(t *testing.T) {
 // server's pings; one is a Kagzi client that pings the server too).
 func TestFrozenClientIsEvicted(t *testing.T) {
 	t.Parallel()
-	s := testnats.Start(t)
+	s := testnats.StartPinging(t)
 	s.Connect(t, nats.Name("idle"))
 	kagzi, err := natsutil.Connect(s.URL(), "kagzi", slog.New(slog.DiscardHandler))
 	if err != nil {

@@ -88,14 +88,23 @@ func StartConfig(t testing.TB, conf string) *Server {
 	return start(t, "127.0.0.1", fmt.Sprintf("max_payload: %d\n", MaxPayload)+conf)
 }
 
+// StartPinging is Start with the pings of every server Kagzi ships and
+// runs (natsutil.ServerConfig): a frozen client is closed within
+// natsutil.StaleClientBound, as in production. The tests of frozen
+// processes use it; the others keep the server's default pings, so that a
+// test process slowed by the race detector while it moves megabytes of
+// payloads is not taken for a frozen one.
+func StartPinging(t testing.TB) *Server {
+	t.Helper()
+	return start(t, "127.0.0.1", fmt.Sprintf("max_payload: %d\n", MaxPayload)+natsutil.ServerConfig())
+}
+
 // start writes conf to a file of t's and starts a server from it on host,
-// stopped when t ends. The file begins with the pings of every server
-// Kagzi runs (natsutil.ServerConfig), so tests see a frozen process
-// evicted as production does; conf may override them.
+// stopped when t ends.
 func start(t testing.TB, host, conf string) *Server {
 	t.Helper()
 	s := &Server{conf: filepath.Join(t.TempDir(), "nats.conf"), host: host}
-	if err := os.WriteFile(s.conf, []byte(natsutil.ServerConfig()+conf), 0o600); err != nil {
+	if err := os.WriteFile(s.conf, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.launch(); err != nil {
