@@ -412,7 +412,25 @@ func TestComposeNATS(t *testing.T) {
 		t.Fatalf("nats: %s is mounted from %q, want %s", confPath, source, want)
 	}
 	checkNATSConf(t, source)
+	// The server starts through start.sh, which quotes the passwords
+	// (internal/natsauth's TestStartScriptTakesAnyPassword runs it).
+	if len(n.Command) < 2 || n.Command[0] != "sh" {
+		t.Fatalf("nats: command %q, want sh %s", n.Command, natsStartScript)
+	}
+	script, _ := filepath.Abs(filepath.Join("nats", "start.sh"))
+	mounted := false
+	for _, v := range n.Volumes {
+		if v.Type == types.VolumeTypeBind && v.Target == n.Command[1] && v.Source == script && v.ReadOnly {
+			mounted = true
+		}
+	}
+	if !mounted {
+		t.Errorf("nats: %s is not deploy/nats/start.sh mounted read-only", n.Command[1])
+	}
 }
+
+// natsStartScript is where compose and the dev overlay put start.sh.
+const natsStartScript = "/etc/nats/start.sh"
 
 // checkNATSConf parses a NATS config file with nats-server's own loader
 // and checks what Kagzi needs of it: with authorization, a user per role.
@@ -482,7 +500,9 @@ func TestComposeNATSAuth(t *testing.T) {
 	}
 	wantUser := map[string]string{"migrate": "client-default", "dispatcher": "dispatcher", "scheduler": "scheduler",
 		"reaper": "reaper", "worker": "worker-default-worker"}
-	for _, env := range []map[string]string{nil, {"KAGZI_NATS_PASSWORD_WORKER_DEFAULT_WORKER": "w-env-31", "KAGZI_NATS_PASSWORD_DISPATCHER": "d-env-12"}} {
+	// Passwords nats-server would misread unquoted: start.sh quotes them
+	// (as natsauth.Quote does, here) before the server reads them.
+	for _, env := range []map[string]string{nil, {"KAGZI_NATS_PASSWORD_WORKER_DEFAULT_WORKER": `31 w"env\`, "KAGZI_NATS_PASSWORD_DISPATCHER": "123456"}} {
 		p := loadCompose(t, env)
 		n := service(t, p, "nats")
 		for _, u := range users {
@@ -490,7 +510,7 @@ func TestComposeNATSAuth(t *testing.T) {
 			if !ok || v == "" {
 				t.Fatalf("nats: %s is not set: the server cannot read %s's password", u.PasswordVar, u.Name)
 			}
-			t.Setenv(u.PasswordVar, v)
+			t.Setenv(u.PasswordVar, natsauth.Quote(v))
 		}
 		o, err := server.ProcessConfigFile(filepath.Join("nats", "nats.conf"))
 		if err != nil {

@@ -945,6 +945,17 @@ func TestK8sDevOverlay(t *testing.T) {
 	if natsCM.Data["auth.conf"] != string(authConf) {
 		t.Errorf("dev: ConfigMap %s's auth.conf differs from deploy/nats/auth.conf; keep the two the same", confMap)
 	}
+	// The server starts through start.sh, which quotes the passwords.
+	startSh, err := os.ReadFile(filepath.Join("nats", "start.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if natsCM.Data[path.Base(natsStartScript)] != string(startSh) {
+		t.Errorf("dev: ConfigMap %s's start.sh differs from deploy/nats/start.sh; keep the two the same", confMap)
+	}
+	if !slices.Equal(c.Command, []string{"sh", natsStartScript}) || path.Dir(natsStartScript) != path.Dir(confPath) {
+		t.Errorf("dev: nats command %q, want sh %s from the ConfigMap", c.Command, natsStartScript)
+	}
 	checkNATSConf(t, filepath.Join(dir, "nats.conf"))
 	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
 		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || !hasPort(&nats.Spec.Template.Spec, p.HTTPGet.Port) {

@@ -2,6 +2,9 @@ package natsauth_test
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -312,5 +315,72 @@ func TestAnyLiteralPassword(t *testing.T) {
 			continue
 		}
 		nc.Close()
+	}
+}
+
+// startScript is the script compose and the Kubernetes dev overlay start
+// nats-server with.
+const startScript = "../../deploy/nats/start.sh"
+
+// TestStartScriptTakesAnyPassword: deploy/nats/start.sh quotes each
+// KAGZI_NATS_PASSWORD_<USER> before nats-server reads it, so the operator
+// sets a password once, bare, for nats-server and for the service alike:
+// every hard password (but control characters other than tab, newline and
+// carriage return) gets its user in, and only its user. It runs with the
+// machine's sh and awk and, where busybox is installed, with busybox's,
+// which nats:2-alpine has.
+func TestStartScriptTakesAnyPassword(t *testing.T) {
+	shells := map[string][]string{"sh": {"sh", startScript}}
+	if bb, err := exec.LookPath("busybox"); err == nil {
+		dir := t.TempDir()
+		for _, applet := range []string{"sh", "awk"} {
+			if err := os.Symlink(bb, filepath.Join(dir, applet)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		shells["busybox"] = []string{filepath.Join(dir, "sh"), startScript}
+		// The script's awk is busybox's too.
+		t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	} else {
+		t.Log("busybox not installed: the script runs with sh only")
+	}
+	var passwords []string
+	for _, p := range hardPasswords {
+		if !strings.ContainsFunc(p, func(r rune) bool { return r < 0x20 && !strings.ContainsRune("\t\n\r", r) }) {
+			passwords = append(passwords, p)
+		}
+	}
+	o := natsauth.Options{Namespaces: []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"}}
+	users, err := natsauth.Users(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, err := natsauth.Config(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw := map[string]string{}
+	for i, u := range users {
+		pw[u.Name] = passwords[i%len(passwords)]
+		// Bare, as the services read it; the server inherits it.
+		t.Setenv(u.PasswordVar, pw[u.Name])
+	}
+	for name, via := range shells {
+		t.Run(name, func(t *testing.T) {
+			s := testnats.StartVia(t, conf, via...)
+			for i, u := range users {
+				nc, err := nats.Connect(s.URL(), nats.UserInfo(u.Name, pw[u.Name]), nats.NoReconnect())
+				if err != nil {
+					t.Errorf("user %s with password %q: %v", u.Name, pw[u.Name], err)
+					continue
+				}
+				nc.Close()
+				other := passwords[(i+1)%len(passwords)]
+				if nc, err := nats.Connect(s.URL(), nats.UserInfo(u.Name, other), nats.NoReconnect()); err == nil {
+					nc.Close()
+					t.Errorf("user %s got in with another's password %q", u.Name, other)
+				}
+			}
+		})
 	}
 }

@@ -41,6 +41,10 @@ var monitor = &http.Client{Timeout: 5 * time.Second}
 type Server struct {
 	conf string // configuration file
 	host string // where it listens
+	// via, if set, is the command that starts the server (StartVia), with
+	// binDir, holding the pinned binary as nats-server, first on its PATH.
+	via    []string
+	binDir string
 
 	mu   sync.Mutex
 	port int // client port: random at the first start, kept by Restart
@@ -99,11 +103,34 @@ func StartPinging(t testing.TB) *Server {
 	return start(t, "127.0.0.1", fmt.Sprintf("max_payload: %d\n", MaxPayload)+natsutil.ServerConfig())
 }
 
+// StartVia is StartConfig through a command of the deployment's, such as
+// a script that prepares nats-server's environment and then runs it:
+// prefix (e.g. "sh", "start.sh") is run with nats-server's arguments
+// appended and must run "nats-server" with them, found first on its PATH
+// as the pinned binary.
+func StartVia(t testing.TB, conf string, prefix ...string) *Server {
+	t.Helper()
+	bin, err := binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.Symlink(bin, filepath.Join(dir, "nats-server")); err != nil {
+		t.Fatal(err)
+	}
+	return start(t, "127.0.0.1", fmt.Sprintf("max_payload: %d\n", MaxPayload)+conf, func(s *Server) {
+		s.via, s.binDir = prefix, dir
+	})
+}
+
 // start writes conf to a file of t's and starts a server from it on host,
 // stopped when t ends.
-func start(t testing.TB, host, conf string) *Server {
+func start(t testing.TB, host, conf string, opts ...func(*Server)) *Server {
 	t.Helper()
 	s := &Server{conf: filepath.Join(t.TempDir(), "nats.conf"), host: host}
+	for _, o := range opts {
+		o(s)
+	}
 	if err := os.WriteFile(s.conf, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +290,12 @@ func (s *Server) launch() error {
 	}
 	// Flags override the file: whatever it says, the server listens
 	// where the test wants it.
-	cmd := exec.Command(bin, "-c", s.conf, "-a", s.host, "-p", strconv.Itoa(port), "-m", "-1")
+	args := []string{"-c", s.conf, "-a", s.host, "-p", strconv.Itoa(port), "-m", "-1"}
+	cmd := exec.Command(bin, args...)
+	if len(s.via) > 0 {
+		cmd = exec.Command(s.via[0], append(s.via[1:len(s.via):len(s.via)], args...)...)
+		cmd.Env = append(os.Environ(), "PATH="+s.binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	}
 	orphanProof(cmd)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
