@@ -33,11 +33,7 @@ CREATE TABLE kagzi.retention (
 INSERT INTO kagzi.retention (namespace_id, workflow_type, keep_completed, keep_failed)
 VALUES ('', '', interval '7 days', interval '30 days');
 
--- No index of finished runs yet: one on (namespace, type, status,
--- finished_at) changed the plans of the hot path's statements enough for
--- the model test to find runs stuck until their deadline; until that is
--- understood, the retention statements (an hourly read and paced batches)
--- read the table without one.
+-- The index of finished runs that retention reads is migration 010's.
 
 ---- create above / drop below ----
 

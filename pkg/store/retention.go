@@ -212,9 +212,8 @@ func scanRetention(row pgx.Row) (RetentionPolicy, error) {
 const finishedStatuses = `('COMPLETED', 'FAILED', 'CANCELLED')`
 
 // retentionGroups are the CTEs grp, every (namespace, type, status) of
-// finished runs, found by a loose scan (one probe per group with an index
-// on (namespace_id, workflow_type, status, finished_at) over finished runs,
-// which migration 009 does not create yet: see there), and pol, the period of
+// finished runs, found by a loose scan (one probe per group of the index
+// workflow_runs_finished_idx, migration 010), and pol, the period of
 // each group: the type's policy, else the namespace's, else the default,
 // column by column (a NULL inherits). A group without a period (the
 // default row removed by hand) keeps its runs.
@@ -283,9 +282,9 @@ LEFT JOIN LATERAL (
 	ORDER BY r.finished_at LIMIT 1) e ON true`
 
 // RunsNextExpiry reads when the next finished run outlives its retention
-// period: a loose scan of the finished runs per (namespace, type, status),
-// which costs the same with millions of finished runs once an index of
-// finished runs serves it (not yet: see migration 009). A child whose parent has not finished is not
+// period: a loose scan of the finished runs per (namespace, type, status)
+// on workflow_runs_finished_idx, which costs the same with millions of
+// finished runs. A child whose parent has not finished is not
 // due (RunsDeleteExpired spares it); the first one after it is looked at
 // instead.
 func (s *Store) RunsNextExpiry(ctx context.Context) (RunsExpiry, error) {
