@@ -27,6 +27,8 @@ type RunsSearchParams struct {
 	// CreatedFrom and CreatedTo bound created_at (from inclusive, to
 	// exclusive).
 	CreatedFrom, CreatedTo *time.Time
+	// FinishedBefore, if set, takes only runs that finished before it.
+	FinishedBefore *time.Time
 	// InputMatch and OutputMatch are SQL/JSON path predicates evaluated
 	// against the payload (e.g. `$.customer == "ada"`); a payload that is
 	// not JSON, or for which the predicate is not a boolean, does not match.
@@ -91,12 +93,14 @@ WHERE r.namespace_id = @namespace
   AND (@external_id = '' OR r.external_id = @external_id)
   AND (@created_from::timestamptz IS NULL OR r.created_at >= @created_from)
   AND (@created_to::timestamptz IS NULL OR r.created_at < @created_to)
+  AND (@finished_before::timestamptz IS NULL OR r.finished_at < @finished_before)
   AND (@after_created_at::timestamptz IS NULL OR (r.created_at, r.run_id) < (@after_created_at, @after_run_id::uuid))
   AND (@input_match = '' OR jsonb_path_match(convert_from(pl.input, 'UTF8')::jsonb, @input_match::jsonpath, '{}', true) IS TRUE)
   AND (@output_match = '' OR jsonb_path_match(convert_from(pl.output, 'UTF8')::jsonb, @output_match::jsonpath, '{}', true) IS TRUE)
 ORDER BY r.created_at DESC, r.run_id DESC
 LIMIT @limit`, pgx.NamedArgs{"namespace": p.Namespace, "statuses": statuses, "type": p.Type, "queue": p.Queue,
 		"schedule_id": p.ScheduleID, "external_id": p.ExternalID, "created_from": p.CreatedFrom, "created_to": p.CreatedTo,
+		"finished_before":  p.FinishedBefore,
 		"after_created_at": afterTS, "after_run_id": afterID, "input_match": p.InputMatch, "output_match": p.OutputMatch,
 		"limit": p.Limit + 1, "parent_run_id": p.ParentID})
 	if err != nil {

@@ -69,13 +69,8 @@ func (s *Store) RunsExport(ctx context.Context, p RunsExportParams) (records []R
 }
 
 func (s *Store) runsExport(ctx context.Context, p RunsExportParams) (records []RunRecord, next *Cursor, err error) {
-	var runs []Run
-	if p.FinishedBefore == nil {
-		runs, next, err = s.RunsSearch(ctx, RunsSearchParams{Namespace: p.Namespace, Statuses: p.Statuses, Type: p.Type,
-			Queue: p.Queue, Limit: p.Limit, After: p.After})
-	} else {
-		runs, next, err = s.runsFinishedBefore(ctx, p)
-	}
+	runs, next, err := s.RunsSearch(ctx, RunsSearchParams{Namespace: p.Namespace, Statuses: p.Statuses, Type: p.Type,
+		Queue: p.Queue, FinishedBefore: p.FinishedBefore, Limit: p.Limit, After: p.After})
 	if err != nil || len(runs) == 0 {
 		return nil, next, err
 	}
@@ -164,50 +159,4 @@ ORDER BY e.run_id, e.created_at, e.event_id`, args)
 		records = append(records, RunRecord{Run: r, Steps: st, Events: ev})
 	}
 	return records, next, nil
-}
-
-// runsFinishedBefore lists the runs of an export that finished before
-// p.FinishedBefore, newest first, through the listing index.
-func (s *Store) runsFinishedBefore(ctx context.Context, p RunsExportParams) (runs []Run, next *Cursor, err error) {
-	if err := checkName("namespace", p.Namespace, true); err != nil {
-		return nil, nil, err
-	}
-	if p.Limit, err = pageLimit(p.Limit); err != nil {
-		return nil, nil, err
-	}
-	statuses := make([]string, 0, len(p.Statuses))
-	for _, st := range p.Statuses {
-		if !st.Valid() {
-			return nil, nil, invalidf("unknown status %q", st)
-		}
-		statuses = append(statuses, string(st))
-	}
-	var afterTS *time.Time
-	var afterID *uuid.UUID
-	if p.After != nil {
-		afterTS, afterID = &p.After.CreatedAt, &p.After.ID
-	}
-	rows, err := s.db.Query(ctx, `
-SELECT `+runCols+` FROM kagzi.workflow_runs r
-WHERE r.namespace_id = @namespace AND r.finished_at < @finished_before
-  AND (cardinality(@statuses::text[]) = 0 AND r.status NOT IN ('SCHEDULED', 'PAUSED') OR r.status = ANY(@statuses))
-  AND (@type = '' OR r.workflow_type = @type)
-  AND (@queue = '' OR r.task_queue = @queue)
-  AND (@after_created_at::timestamptz IS NULL OR (r.created_at, r.run_id) < (@after_created_at, @after_run_id::uuid))
-ORDER BY r.created_at DESC, r.run_id DESC
-LIMIT @limit`, pgx.NamedArgs{"namespace": p.Namespace, "finished_before": p.FinishedBefore, "statuses": statuses,
-		"type": p.Type, "queue": p.Queue, "after_created_at": afterTS, "after_run_id": afterID, "limit": p.Limit + 1})
-	if err != nil {
-		return nil, nil, mapErr("export runs", err)
-	}
-	runs, err = collectRuns(rows)
-	if err != nil {
-		return nil, nil, mapErr("export runs", err)
-	}
-	if len(runs) > p.Limit {
-		runs = runs[:p.Limit]
-		last := runs[len(runs)-1]
-		next = &Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
-	}
-	return runs, next, nil
 }
