@@ -364,8 +364,8 @@ func TestRetries(t *testing.T) {
 	}
 }
 
-// Cancelling a run blocked in a step cancels the step's context within
-// 100 ms; its late reports are refused; a sleeping run asked to cancel ends
+// Cancelling a run blocked in a step cancels the step's context at once
+// (pushed, within 500 ms under load); its late reports are refused; a sleeping run asked to cancel ends
 // CANCELLED, and a terminated one at once.
 func TestCancel(t *testing.T) {
 	t.Parallel()
@@ -403,8 +403,11 @@ func TestCancel(t *testing.T) {
 	}
 	select {
 	case at := <-stepDone:
-		if took := at.Sub(cancelled); took > 100*time.Millisecond {
-			t.Fatalf("the step's context ended %v after the cancel, want within 100 ms", took)
+		// Pushed, not polled: tens of milliseconds on an idle machine. The
+		// bound leaves room for the race detector beside every other
+		// package's tests on two cores; a poll would take seconds.
+		if took := at.Sub(cancelled); took > 500*time.Millisecond {
+			t.Fatalf("the step's context ended %v after the cancel, want within 500 ms", took)
 		} else {
 			t.Logf("step context cancelled %v after the cancel", took)
 		}
