@@ -28,6 +28,14 @@ import (
 // go unnoticed. So before that request, the worker probes: every
 // dispatcher answers with its beacon.
 //
+// A worker that starts before every dispatcher (compose starts it once
+// NATS is up; a whole cluster restarts) sends its first request to no
+// one, and NATS does not answer "no responders", since the reaper
+// listens to work requests too: the request would wait for its renewal
+// time (30 s by default) while runs are due. So a request sent while the
+// worker knew no dispatcher is sent again when it first hears one: a
+// dispatcher beacons only once it takes work requests.
+//
 // A dispatcher that falls silent may be frozen rather than dead (SIGSTOP,
 // a paused VM): its kernel keeps its NATS session, so it stays in the
 // dispatchers' queue group, and the renewal may land on it again, until
@@ -155,9 +163,11 @@ func (w *Worker) onLiveness(m *nats.Msg) {
 	}
 	l := &w.live
 	l.mu.Lock()
+	first := false
 	if b.Leaving {
 		delete(l.heard, b.DispatcherID)
 	} else {
+		first = len(l.heard) == 0
 		l.heard[b.DispatcherID] = heardDispatcher{at: time.Now(), interval: b.Interval()}
 	}
 	// Alive after all (it was slow, or resumed), or gone for good after
@@ -169,8 +179,17 @@ func (w *Worker) onLiveness(m *nats.Msg) {
 		w.renewRequest("dispatcher left", "dispatcher_id", b.DispatcherID)
 	case b.Renew:
 		w.renewRequest("dispatcher lost work requests", "dispatcher_id", b.DispatcherID)
+	case first:
+		w.renewRequestIf(func(o *outstanding) bool { return o.blind }, "first dispatcher heard", "dispatcher_id", b.DispatcherID)
 	}
 	w.sawRelay(b.RelayID)
+}
+
+// none reports whether the worker knows no live dispatcher.
+func (l *liveness) none() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.heard) == 0
 }
 
 // sawRelay notes the relay id a beacon or relay.up named, and renews the

@@ -58,6 +58,7 @@ func (w *Worker) requestLoop(ctx context.Context) {
 // again, or 0 to wait for a poke.
 func (w *Worker) maybeRequest() time.Duration {
 	now := time.Now()
+	blind := w.live.none()
 	w.mu.Lock()
 	if w.draining {
 		w.mu.Unlock()
@@ -84,7 +85,7 @@ func (w *Worker) maybeRequest() time.Duration {
 		Seq:       w.seq,
 		WaitMS:    w.cfg.WaitTimeout.Milliseconds(),
 	}
-	out := &outstanding{seq: w.seq, credits: free, sent: now, deadline: now.Add(w.cfg.WaitTimeout + w.margin)}
+	out := &outstanding{seq: w.seq, credits: free, sent: now, deadline: now.Add(w.cfg.WaitTimeout + w.margin), blind: blind}
 	w.out = out
 	w.mu.Unlock()
 

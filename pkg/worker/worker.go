@@ -116,6 +116,9 @@ type outstanding struct {
 	credits  int
 	sent     time.Time
 	deadline time.Time
+	// blind: sent while the worker knew no dispatcher, so it may have
+	// reached none (see liveness.go).
+	blind bool
 }
 
 // New makes a Worker that talks over nc with the given configuration

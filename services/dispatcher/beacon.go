@@ -21,11 +21,17 @@ import (
 // names the relay the dispatcher runs, if it relays: workers renew when
 // the relay changes, since the dispatcher that relayed may have died.
 //
-// Order at start: probes are answered first, then the first beacon goes
-// out, then work requests are taken. A worker that probed before the
+// Order at start: work requests are taken first (the server has the
+// subscriptions: Start flushes), then probes are answered and the first
+// beacon goes out. A worker that started before any dispatcher sent its
+// first request to no one — and NATS does not say so, since the reaper
+// listens to work requests too — so when it first hears a dispatcher it
+// sends that request again (pkg/worker, liveness.go), and the dispatcher
+// it heard is ready to take it. A worker that probed before the
 // dispatcher listened to probes had subscribed to beacons before it, and
-// hears the first one; either way it knows the dispatcher before any of
-// its requests can be parked there.
+// hears the first one. A request parked in the moment between the
+// subscription and the first beacon is the one a worker cannot watch: it
+// waits for its renewal time if the dispatcher dies in that moment.
 
 // beacons is the dispatcher's beacon loop.
 type beacons struct {

@@ -208,10 +208,6 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		return fmt.Errorf("dispatcher: %w", err)
 	}
 	d.ctx = ctx
-	if err := d.announce(); err != nil {
-		d.life.Stop(nil)
-		return err
-	}
 	subs := []struct {
 		subject, group string
 		h              nats.MsgHandler
@@ -243,6 +239,13 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		d.unsubscribe()
 		d.life.Stop(nil)
 		return fmt.Errorf("dispatcher: flush subscriptions: %w", err)
+	}
+	// Known to the server as a taker of work requests: now say so (see
+	// beacon.go, "Order at start").
+	if err := d.announce(); err != nil {
+		d.unsubscribe()
+		d.life.Stop(nil)
+		return err
 	}
 	d.checkPayloadLimits()
 	if err := registerQueueDepth(d.cfg.MeterProvider, d.st, func() context.Context { return d.ctx }); err != nil {
