@@ -98,6 +98,31 @@ fuzz:
 vendor-js:
 	scripts/vendor-htmx.sh
 
+## soak: `kagzi bench --scenario soak`: SOAK_RATE starts/s (default 150, about half of what 2 cores sustain of this mix) of
+## mixed runs (steps, sleeps, children, retries, failures) for SOAK_DURATION
+## (default 30m) with a 1-minute retention, on a throwaway Postgres cluster
+## with autovacuum on (--own-postgres); a line per minute, then the last 5
+## minutes against minutes 2-7. SOAK_FLAGS adds flags (e.g. --json).
+## Not part of `make test`.
+SOAK_RATE ?= 150
+SOAK_DURATION ?= 30m
+.PHONY: soak
+soak:
+	$(GO) -C cmd/kagzi mod download
+	@tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
+	$(GO) -C cmd/kagzi build -o "$$tmp/kagzi" . || exit 1; \
+	"$$tmp/kagzi" bench --database-url "$(PG_URL)" --own-postgres --scenario soak --rate $(SOAK_RATE) --duration $(SOAK_DURATION) $(SOAK_FLAGS)
+
+## test-upgrade: a rolling upgrade with runs in flight, from the commit
+## before the newest migration (UPGRADE_FROM=<commit> for another;
+## UPGRADE_ORDER, UPGRADE_RUNS) to this work tree: new migrations applied
+## while the old services run, then each service replaced in turn; fails if
+## a run does not complete or a step runs twice. Logs in
+## artifacts/upgrade-test/ (scripts/upgrade-test.sh; not part of `make test`).
+.PHONY: test-upgrade
+test-upgrade:
+	UPGRADE_DATABASE_URL="$(PG_URL)" bash scripts/upgrade-test.sh
+
 ## test-compose: deploy/compose.yaml through a real Docker engine (as root;
 ## not part of `make test`): installs Docker, Compose v2 and local stand-ins
 ## for the images no registry serves here, builds the image from the

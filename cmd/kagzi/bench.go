@@ -21,7 +21,7 @@ func newBenchCmd(a *app) *cobra.Command {
 	var verbose bool
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure throughput, latency, sleep lateness, idle cost, scale, connections, cron and recovery with every service as its own process",
+		Short: "Measure throughput, latency, sleep lateness, idle cost, scale, connections, cron, recovery and soak with every service as its own process",
 		Long: `bench creates its own database next to --database-url, runs the dispatcher,
 scheduler, reaper and workers as separate processes over real TCP hops to
 Postgres and NATS (an embedded NATS server unless --nats-url is given
@@ -52,7 +52,14 @@ Scenarios:
               they all run on another worker (--worker-timeout)
   console     --runs (default 5,000,000) finished runs in a namespace, then the
               web console over HTTP: the runs page's first render, and p50/p99
-              of --repeat (default 200) runs pages and JSON API first pages`,
+              of --repeat (default 200) runs pages and JSON API first pages
+  soak        --rate (default 200) starts per second for --duration (default
+              30m) of a mix of steps, sleeps, child runs, step retries and
+              failing runs, with a retention of 1 minute: a line every
+              --interval (default 1m) with runs/s, dispatch p50/p99, CPU per
+              run, the run tables' size and dead tuples (on stderr with
+              --json), then the last 5 minutes against minutes 2-7 (the last
+              interval against the first when shorter than 8 minutes)`,
 		Example: `  kagzi bench --scenario throughput --steps 1 --runs 20000
   kagzi bench --scenario throughput --steps 1 --own-postgres --compare river
   kagzi bench --scenario latency --rate 200 --json
@@ -60,12 +67,23 @@ Scenarios:
   kagzi bench --scenario idle --duration 30s
   kagzi bench --scenario scale --sizes 0,1000000,5000000
   kagzi bench --scenario recovery --worker-timeout 2s --json
-  kagzi bench --scenario console --runs 5000000 --repeat 200`,
+  kagzi bench --scenario console --runs 5000000 --repeat 200
+  kagzi bench --scenario soak --rate 200 --duration 30m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.AdminURL = a.DatabaseURL
 			if o.Scenario == "sleep" && !cmd.Flags().Changed("rate") {
 				o.Rate = bench.DefaultSleepRate
+			}
+			if o.Scenario == "soak" {
+				if !cmd.Flags().Changed("rate") {
+					o.Rate = bench.DefaultSoakRate
+				}
+				// With --json, stdout holds the JSON document alone.
+				o.Progress = cmd.OutOrStdout()
+				if a.JSON {
+					o.Progress = cmd.ErrOrStderr()
+				}
 			}
 			if !cmd.Flags().Changed("nats-url") {
 				o.NATSURL = ""
@@ -116,13 +134,14 @@ Scenarios:
 	f.StringVar(&o.Scenario, "scenario", "throughput", strings.Join(bench.Scenarios, ", "))
 	f.IntVar(&o.Runs, "runs", 0, "number of runs (default 20000 for throughput, 2000 for latency and sleep, 10000 for scale, 2000 for connections, 100 for recovery, 5000000 finished runs for console)")
 	f.IntVar(&o.Steps, "steps", 1, "steps per run (throughput)")
-	f.Float64Var(&o.Rate, "rate", 200, "starts per second (latency; sleep: default 500, 0 starts all at once)")
+	f.Float64Var(&o.Rate, "rate", 200, "starts per second (latency, soak; sleep: default 500, 0 starts all at once)")
 	f.IntVar(&o.Workers, "workers", 0, "worker processes (default 2; idle 10; recovery and connections start with 1)")
 	f.IntVar(&o.Dispatchers, "dispatchers", 1, "dispatcher processes")
 	f.IntVar(&o.Concurrency, "concurrency", 200, "max concurrency of each worker")
 	f.BoolVar(&o.Keep, "keep", false, "keep the bench database afterwards")
 	f.StringVar(&o.ProfileDir, "profile", "", "directory for CPU profiles of each service process")
-	f.DurationVar(&o.Duration, "duration", 0, "how long to measure (idle, cron; default 30s)")
+	f.DurationVar(&o.Duration, "duration", 0, "how long to measure (idle, cron; default 30s; soak: default 30m)")
+	f.DurationVar(&o.Interval, "interval", 0, "time between the soak's report lines (default 1m)")
 	f.IntSliceVar(&o.Sizes, "sizes", nil, "finished runs in the table at each step of scale (default 0,1000000,5000000)")
 	f.IntVar(&o.Repeat, "repeat", 0, "workloads per size in scale; the median counts (default 3); requests per page in console (default 200)")
 	f.IntVar(&o.Schedules, "schedules", 0, "schedules firing every second (cron; default 50)")

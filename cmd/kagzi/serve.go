@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench"
 	"github.com/kagzi/kagzi/internal/devserver"
 	"github.com/kagzi/kagzi/internal/examples"
 	"github.com/kagzi/kagzi/internal/testflows"
@@ -54,6 +55,9 @@ func newServeCmd(a *app) *cobra.Command {
 // run.
 func registerAll(w *worker.Worker) error {
 	if err := examples.Register(w); err != nil {
+		return err
+	}
+	if err := bench.RegisterWorkflows(w); err != nil {
 		return err
 	}
 	return testflows.Register(w)

@@ -32,7 +32,7 @@ type Options struct {
 	Scenario string
 	Runs     int
 	Steps    int
-	// Rate is starts per second (latency scenario).
+	// Rate is starts per second (latency, sleep and soak scenarios).
 	Rate float64
 	// AdminURL is a Postgres URL on the server to create the bench database on.
 	AdminURL string
@@ -52,13 +52,17 @@ type Options struct {
 	// Log receives progress; the services' own logs go to ServiceLog.
 	Log        *slog.Logger
 	ServiceLog io.Writer
+	// Progress receives the report lines of the soak scenario as they
+	// come (nil: none).
+	Progress io.Writer
 
 	// Options of the scenarios of scenarios.go (idle, scale, connections,
-	// cron, recovery); zero values take their defaults.
-	Duration      time.Duration // idle and cron: how long to measure
+	// cron, recovery, soak); zero values take their defaults.
+	Duration      time.Duration // idle, cron and soak: how long to measure
 	Sizes         []int         // scale: finished runs in the table
 	Repeat        int           // scale: workloads per size (the median counts)
 	Schedules     int           // cron: schedules firing every second
+	Interval      time.Duration // soak: time between report lines
 	WorkerTimeout time.Duration // every process: KAGZI_WORKER_TIMEOUT (heartbeats at a quarter)
 	// CountStatements runs the dispatcher in the bench process so that
 	// every statement of the client and the dispatcher is counted
@@ -262,6 +266,14 @@ func (e *env) setup(ctx context.Context) error {
 	e.done, err = newDoneTracker(e.nc)
 	if err != nil {
 		return err
+	}
+	if e.o.Scenario == "soak" {
+		// The reaper reads retention policies when it starts and then
+		// only once per hour or shortest period: set before it starts,
+		// the short periods apply from the first finished run.
+		if err := e.soakRetention(ctx); err != nil {
+			return err
+		}
 	}
 	// Subscribe before the services start, then wait for them to say so.
 	relayUp := make(chan struct{}, 16)

@@ -225,3 +225,47 @@ func riverCompleted(ctx context.Context, db *pgxpool.Pool) (int64, error) {
 	}
 	return n, nil
 }
+
+// soakTables are the tables whose size and dead tuples the soak scenario
+// follows: every row a run leaves behind lives in one of them.
+var soakTables = []string{"workflow_runs", "step_runs", "workflow_payloads", "workflow_events"}
+
+// TableStats is the size and tuple counts of a set of kagzi tables.
+type TableStats struct {
+	// Bytes is pg_total_relation_size summed: heap, TOAST and indexes.
+	Bytes int64
+	// Dead and Live are n_dead_tup and n_live_tup summed (estimates the
+	// statistics collector keeps; they lag by its flush interval).
+	Dead, Live int64
+	// Vacuums counts the vacuums (manual and automatic) of the tables so
+	// far.
+	Vacuums int64
+}
+
+// tableStats reads the size and tuple counts of tables of the kagzi
+// schema over db, a pool on the database that holds them (sizes and
+// pg_stat_user_tables are per database).
+func tableStats(ctx context.Context, db *pgxpool.Pool, tables []string) (TableStats, error) {
+	var s TableStats
+	if err := db.QueryRow(ctx, `
+SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint, coalesce(sum(s.n_dead_tup), 0)::bigint,
+	coalesce(sum(s.n_live_tup), 0)::bigint, coalesce(sum(s.vacuum_count + s.autovacuum_count), 0)::bigint
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
+WHERE n.nspname = 'kagzi' AND c.relkind = 'r' AND c.relname = ANY(@tables::text[])`,
+		pgx.NamedArgs{"tables": tables}).Scan(&s.Bytes, &s.Dead, &s.Live, &s.Vacuums); err != nil {
+		return TableStats{}, fmt.Errorf("bench: table statistics: %w", err)
+	}
+	return s, nil
+}
+
+// autovacuumOn reports the server's autovacuum setting: off, nothing
+// reclaims the dead tuples of deleted runs, and a soak's tables cannot
+// stop growing.
+func autovacuumOn(ctx context.Context, db *pgxpool.Pool) (bool, error) {
+	var on bool
+	if err := db.QueryRow(ctx, `SELECT current_setting('autovacuum')::bool`).Scan(&on); err != nil {
+		return false, fmt.Errorf("bench: autovacuum setting: %w", err)
+	}
+	return on, nil
+}

@@ -24,7 +24,7 @@ import (
 )
 
 // The scenarios beyond throughput and latency: idle, scale, connections,
-// cron and recovery (one file each), and what they share with the others:
+// cron, recovery and soak (one file each), and what they share with the others:
 // the reaper and scheduler processes, worker processes known by id, an
 // admin connection that reads server statistics without being counted in
 // them, and the scenario-specific results (Detail).
@@ -52,7 +52,7 @@ const (
 var DefaultSizes = []int{0, 1_000_000, 5_000_000}
 
 // Scenarios lists every scenario, in the order the docs describe them.
-var Scenarios = []string{"throughput", "latency", "sleep", "idle", "scale", "connections", "cron", "recovery", "console"}
+var Scenarios = []string{"throughput", "latency", "sleep", "idle", "scale", "connections", "cron", "recovery", "console", "soak"}
 
 // defaultWorkers is the number of worker processes of a scenario when
 // --workers is not given.
@@ -108,6 +108,8 @@ func (o *Options) scenarioDefaults() error {
 		if o.Repeat <= 0 {
 			o.Repeat = DefaultConsoleRequests
 		}
+	case "soak":
+		o.soakDefaults()
 	case "recovery":
 		if o.Runs <= 0 {
 			o.Runs = DefaultRecoveryRuns
@@ -349,6 +351,8 @@ func (e *env) runExtra(ctx context.Context) (*Result, error) {
 		d, err = e.recovery(ctx)
 	case "console":
 		d, err = e.console(ctx)
+	case "soak":
+		d, err = e.soak(ctx)
 	default:
 		err = fmt.Errorf("%w: unknown scenario %q", store.ErrInvalidArgument, e.o.Scenario)
 	}
