@@ -468,50 +468,75 @@ func wait(ctx context.Context, all <-chan struct{}, n int, d *doneTracker) error
 
 func (e *env) latency(ctx context.Context) (*Result, error) {
 	o := e.o
-	all := e.done.expect(o.Runs)
-	ids := make([]uuid.UUID, o.Runs)
-	starts := make([]time.Time, o.Runs)
-	interval := time.Duration(float64(time.Second) / o.Rate)
+	m, err := e.measureLatency(ctx, o.Runs, o.Rate)
+	if err != nil {
+		return nil, err
+	}
+	return &Result{Scenario: o.Scenario, Runs: o.Runs, Steps: 1, Workers: o.Workers, Dispatchers: o.Dispatchers,
+		DurationSec: m.elapsed, RunsPerSec: float64(o.Runs) / m.elapsed,
+		DispatchP50ms: pct(m.dispatch, 50), DispatchP99ms: pct(m.dispatch, 99),
+		ResultP50ms: pct(m.result, 50), ResultP99ms: pct(m.result, 99), Failed: m.failed}, nil
+}
+
+// latencies are what measureLatency saw: each run's dispatch (start
+// commit to its code running) and result (start to result received), in
+// milliseconds.
+type latencies struct {
+	dispatch, result []float64
+	elapsed          float64 // seconds, first start to last result
+	failed           int
+}
+
+// measureLatency starts runs Probe runs at rate per second and waits for
+// them all.
+func (e *env) measureLatency(ctx context.Context, runs int, rate float64) (latencies, error) {
+	var m latencies
+	d, err := newDoneTracker(e.nc)
+	if err != nil {
+		return m, err
+	}
+	defer d.close()
+	all := d.expect(runs)
+	ids := make([]uuid.UUID, runs)
+	starts := make([]time.Time, runs)
+	interval := time.Duration(float64(time.Second) / rate)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	begin := time.Now()
-	for i := 0; i < o.Runs; i++ {
+	for i := 0; i < runs; i++ {
 		if i > 0 {
 			select {
 			case <-tick.C:
 			case <-ctx.Done():
-				return nil, ctx.Err()
+				return m, ctx.Err()
 			}
 		}
 		h, err := e.cl.Start(ctx, "Probe", struct{}{}, client.StartOptions{})
 		if err != nil {
-			return nil, err
+			return m, err
 		}
 		starts[i], ids[i] = time.Now(), h.RunID
 	}
-	if err := wait(ctx, all, o.Runs, e.done); err != nil {
-		return nil, err
+	if err := wait(ctx, all, runs, d); err != nil {
+		return m, err
 	}
-	el := time.Since(begin).Seconds()
-	var dispatch, result []float64
+	m.elapsed = time.Since(begin).Seconds()
 	for i, id := range ids {
 		r, err := e.cl.Get(ctx, id)
 		if err != nil {
-			return nil, err
+			return m, err
 		}
 		var ran int64
 		if _, err := fmt.Sscan(string(r.Output), &ran); err == nil && ran > 0 {
-			dispatch = append(dispatch, float64(time.Unix(0, ran).Sub(starts[i]))/1e6)
+			m.dispatch = append(m.dispatch, float64(time.Unix(0, ran).Sub(starts[i]))/1e6)
 		}
-		e.done.mu.Lock()
-		at := e.done.at[id]
-		e.done.mu.Unlock()
-		result = append(result, float64(at.Sub(starts[i]))/1e6)
+		d.mu.Lock()
+		at := d.at[id]
+		d.mu.Unlock()
+		m.result = append(m.result, float64(at.Sub(starts[i]))/1e6)
 	}
-	return &Result{Scenario: o.Scenario, Runs: o.Runs, Steps: 1, Workers: o.Workers, Dispatchers: o.Dispatchers,
-		DurationSec: el, RunsPerSec: float64(o.Runs) / el,
-		DispatchP50ms: pct(dispatch, 50), DispatchP99ms: pct(dispatch, 99),
-		ResultP50ms: pct(result, 50), ResultP99ms: pct(result, 99), Failed: e.done.failed()}, nil
+	m.failed = d.failed()
+	return m, nil
 }
 
 // pct is the p-th percentile (nearest rank) of xs.

@@ -45,7 +45,22 @@ type ScaleSize struct {
 	Failed  int     `json:"failed"`
 	// ClaimPlan is EXPLAIN ANALYZE of the claim statement at this size.
 	ClaimPlan ClaimPlan `json:"claim_plan"`
+	// DispatchP50ms and DispatchP99ms are the dispatch latency (start
+	// commit to the run's code running) of scaleLatencyRuns one-step runs
+	// started at scaleLatencyRate per second, after the throughput rounds.
+	DispatchP50ms float64 `json:"dispatch_p50_ms"`
+	DispatchP99ms float64 `json:"dispatch_p99_ms"`
+	// DispatchP99VsEmptyPct is the change of DispatchP99ms from the first
+	// size.
+	DispatchP99VsEmptyPct float64 `json:"dispatch_p99_vs_empty_pct"`
 }
+
+// The latency workload of every size: the latency scenario's default
+// rate, for 10 s.
+const (
+	scaleLatencyRuns = 2000
+	scaleLatencyRate = 200
+)
 
 // ClaimPlan is what EXPLAIN (ANALYZE, BUFFERS) says of one claim of
 // claimPlanRuns due runs (rolled back): unlike throughput, which shares two
@@ -120,8 +135,10 @@ func (r *ScaleResult) Rows() [][2]string {
 			idx = "NOT the claim index"
 		}
 		rows = append(rows, [2]string{"  claim of 256 (explain)", fmt.Sprintf("%.2f ms, %d buffers, %s", s.ClaimPlan.ExecMS, s.ClaimPlan.Buffers, idx)})
+		rows = append(rows, [2]string{fmt.Sprintf("  dispatch at %d/s", scaleLatencyRate),
+			fmt.Sprintf("p50 %.2f ms, p99 %.2f ms (%+.1f %% vs empty)", s.DispatchP50ms, s.DispatchP99ms, s.DispatchP99VsEmptyPct)})
 	}
-	rows = append(rows, [2]string{"target", fmt.Sprintf("within %.0f %% of the empty table: %s", r.TargetPct, verdict(r.Met))})
+	rows = append(rows, [2]string{"target", fmt.Sprintf("throughput and dispatch p99 within %.0f %% of the empty table: %s", r.TargetPct, verdict(r.Met))})
 	return rows
 }
 
@@ -208,6 +225,13 @@ func (e *env) scale(ctx context.Context) (Detail, error) {
 			o.Log.Info("scale: round", "finished_rows", size, "runs_per_sec", s.Samples[len(s.Samples)-1])
 		}
 		s.RunsPerSec = round2(median(s.Samples))
+		lat, err := e.measureLatency(ctx, scaleLatencyRuns, scaleLatencyRate)
+		if err != nil {
+			return nil, err
+		}
+		s.DispatchP50ms, s.DispatchP99ms = round2(pct(lat.dispatch, 50)), round2(pct(lat.dispatch, 99))
+		s.Failed += lat.failed
+		o.Log.Info("scale: latency", "finished_rows", size, "dispatch_p50_ms", s.DispatchP50ms, "dispatch_p99_ms", s.DispatchP99ms)
 		r.Results = append(r.Results, s)
 	}
 	if len(r.Results) > 0 && r.Results[0].RunsPerSec > 0 {
@@ -216,6 +240,12 @@ func (e *env) scale(ctx context.Context) (Detail, error) {
 			r.Results[i].VsEmptyPct = round2((r.Results[i].RunsPerSec - base) / base * 100)
 			if r.Results[i].VsEmptyPct < -r.TargetPct {
 				r.Met = false
+			}
+			if p99 := r.Results[0].DispatchP99ms; p99 > 0 {
+				r.Results[i].DispatchP99VsEmptyPct = round2((r.Results[i].DispatchP99ms - p99) / p99 * 100)
+				if r.Results[i].DispatchP99VsEmptyPct > r.TargetPct {
+					r.Met = false
+				}
 			}
 		}
 	}
