@@ -37,6 +37,11 @@ cd "$ROOT" || exit 1
 COMPOSE_VERSION=v2.40.3
 PROJECT=kagzi-compose-test
 export KAGZI_IMAGE=kagzi:compose-test
+# A worker password nats-server would misread unquoted (a leading digit,
+# blanks, quotes, a backslash, a dollar): deploy/nats/start.sh quotes it
+# for the server, the workers send it bare, and they connect only if both
+# read the same password.
+export KAGZI_NATS_PASSWORD_WORKER_DEFAULT_WORKER='1st "worker" pa\ss $HOME word'
 # Services whose images have no stand-in: not started.
 SKIP_SERVICES=(prometheus grafana)
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/kagzi/compose-test
