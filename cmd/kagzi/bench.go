@@ -54,7 +54,7 @@ Scenarios:
   console     --runs (default 5,000,000) finished runs in a namespace, then the
               web console over HTTP: the runs page's first render, and p50/p99
               of --repeat (default 200) runs pages and JSON API first pages
-  soak        --rate (default 200) starts per second for --duration (default
+  soak        --rate (default 150) starts per second for --duration (default
               30m) of a mix of steps, sleeps, child runs, step retries and
               failing runs, with a retention of 1 minute: a line every
               --interval (default 1m) with runs/s, dispatch p50/p99, CPU per
@@ -69,7 +69,7 @@ Scenarios:
   kagzi bench --scenario scale --sizes 0,1000000,5000000
   kagzi bench --scenario recovery --worker-timeout 2s --json
   kagzi bench --scenario console --runs 5000000 --repeat 200
-  kagzi bench --scenario soak --rate 200 --duration 30m`,
+  kagzi bench --scenario soak --own-postgres --duration 30m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.AdminURL = a.DatabaseURL
@@ -135,7 +135,7 @@ Scenarios:
 	f.StringVar(&o.Scenario, "scenario", "throughput", strings.Join(bench.Scenarios, ", "))
 	f.IntVar(&o.Runs, "runs", 0, "number of runs (default 20000 for throughput, 2000 for latency and sleep, 10000 for scale, 2000 for connections, 100 for recovery, 5000000 finished runs for console)")
 	f.IntVar(&o.Steps, "steps", 1, "steps per run (throughput)")
-	f.Float64Var(&o.Rate, "rate", 200, "starts per second (latency, soak; sleep: default 500, 0 starts all at once)")
+	f.Float64Var(&o.Rate, "rate", 200, "starts per second (latency; soak: default 150; sleep: default 500, 0 starts all at once)")
 	f.IntVar(&o.Workers, "workers", 0, "worker processes (default 2; idle 10; recovery and connections start with 1)")
 	f.IntVar(&o.Dispatchers, "dispatchers", 1, "dispatcher processes")
 	f.IntVar(&o.Concurrency, "concurrency", 200, "max concurrency of each worker")

@@ -29,16 +29,14 @@ import (
 
 // Defaults of the soak scenario.
 const (
-	// DefaultSoakRate is the soak's default start rate: about half of a
-	// 2-core machine. A soak run is three steps on average, a second
-	// execution after a sleep or for a parent its children wake, 0.3 child
-	// runs and its deletion: some five one-step runs, so 200/s is about
-	// 1,000 one-step runs/s, half of the low end of the machine's
-	// 2,000-4,000/s. Measured there (shared with other work), a run cost
-	// 1.4-3 ms of CPU in the services and 4-5.5 ms in Postgres, 1.1-1.7
-	// of the 2 cores: headroom for autovacuum and bursts, not for another
-	// doubling.
-	DefaultSoakRate     = 200
+	// DefaultSoakRate is the soak's default start rate: about half of what
+	// a 2-core machine sustains of this mix. Measured there, a soak run
+	// (three steps on average, a second execution after a sleep or for a
+	// parent its children wake, 0.3 child runs, and its deletion) cost
+	// 3.4-3.5 ms of CPU in the services and 6.5-7 ms in Postgres: some
+	// 10 ms, so 2 cores sustain about 200 runs/s with nothing to spare,
+	// and 150/s leaves room for autovacuum, bursts and a backlog to clear.
+	DefaultSoakRate     = 150
 	DefaultSoakDuration = 30 * time.Minute
 	DefaultSoakInterval = time.Minute
 	// SoakRetention is the retention period of completed and failed runs
