@@ -37,6 +37,13 @@ const (
 	// retentionBusyMax bounds the backoff after batches that left due runs
 	// other transactions held.
 	retentionBusyMax = time.Minute
+	// retentionCoalesce is the least time between two batches when runs
+	// expire one after the other: runs finish all the time, so their
+	// expiries are milliseconds apart, and a timer at each would delete
+	// them one per statement (three statements and a transaction each).
+	// A run goes up to this much after it expired, together with the
+	// others of that second.
+	retentionCoalesce = time.Second
 )
 
 // retention serves the retention timer: it deletes a batch when runs are
@@ -91,7 +98,11 @@ func (r *Reaper) retention(ctx context.Context, t *term) {
 	case exp.Next == nil || exp.Next.After(bound):
 		t.retainAt, t.retainDue, t.retainBusy = bound, false, 0
 	case exp.Next.After(now):
-		t.retainAt, t.retainDue, t.retainBusy = *exp.Next, true, 0
+		at := *exp.Next
+		if acted {
+			at = laterOf(at, now.Add(retentionCoalesce))
+		}
+		t.retainAt, t.retainDue, t.retainBusy = at, true, 0
 	case acted:
 		// Due runs the batch could not take: another transaction held
 		// them or their parent (a retry, a child's end). Look again after
@@ -165,4 +176,12 @@ func (r *Reaper) retentionAges(now time.Time) (oldest, overdue time.Duration, ok
 		overdue = max(now.Sub(*exp.Next), 0)
 	}
 	return oldest, overdue, true
+}
+
+// laterOf returns the later of a and b.
+func laterOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

@@ -362,3 +362,46 @@ func (h *harness) clockedWith(cfg reaper.Options, setup func(*reaper.Reaper)) *c
 	waitLeader(h.t, k.r)
 	return k
 }
+
+// Runs expiring one after the other (they finished a few milliseconds
+// apart, as runs do all the time) go together: after a batch, the next
+// waits a second, not for the next expiry a millisecond on, and then takes
+// every run expired by then.
+func TestRetentionCoalescesExpiries(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	var runs []store.Run
+	for range 3 {
+		runs = append(runs, h.finish(store.RunsCreateParams{}, store.StatusCompleted, 0))
+	}
+	last := runs[len(runs)-1].FinishedAt
+	if !last.After(*runs[0].FinishedAt) {
+		t.Fatalf("runs finished at the same instant: %v", last)
+	}
+	k := h.clocked(reaper.Options{})
+	r, c := k.r, k.c
+	k.settle()
+	// The first run's expiry: one batch, that run.
+	c.Set(runs[0].FinishedAt.Add(store.DefaultKeepCompleted + time.Microsecond))
+	settled(t, r, "the first run deleted", func(s reaper.Stats) bool { return s.RunsDeleted == 1 })
+	batchAt := c.Now()
+	// The others expire within the next second: nothing before it is over.
+	c.Set(laterOf(last.Add(store.DefaultKeepCompleted), batchAt.Add(500*time.Millisecond)))
+	k.settle()
+	if st := r.Stats(); st.RunsDeleted != 1 || st.RetentionBatches != 1 {
+		t.Fatalf("within a second of the first batch: %d deleted in %d batches, want 1 in 1", st.RunsDeleted, st.RetentionBatches)
+	}
+	c.Set(laterOf(c.Now(), batchAt.Add(time.Second)))
+	settled(t, r, "the other two deleted in one batch", func(s reaper.Stats) bool { return s.RunsDeleted == 3 })
+	if st := r.Stats(); st.RetentionBatches != 2 {
+		t.Fatalf("%d batches, want 2", st.RetentionBatches)
+	}
+	h.noOrphans()
+}
+
+func laterOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
