@@ -206,3 +206,13 @@ WHERE l.locktype = 'advisory' AND l.granted AND l.database = (SELECT oid FROM pg
 		pgx.NamedArgs{"key": key, "idle_ms": idle.Milliseconds()}).Scan(&n)
 	return n, mapErr("terminate idle lock holder", err)
 }
+
+// ServerAutovacuum reports whether the server runs autovacuum. Without
+// it nothing reclaims the rows that retention deletes and that claims and
+// completions update: the tables and their indexes grow for ever (the
+// per-table settings of migration 010 only tune it).
+func (s *Store) ServerAutovacuum(ctx context.Context) (bool, error) {
+	var on bool
+	err := s.db.QueryRow(ctx, `SELECT current_setting('autovacuum')::bool`).Scan(&on)
+	return on, mapErr("read autovacuum setting", err)
+}

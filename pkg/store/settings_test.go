@@ -56,3 +56,21 @@ func TestSettings(t *testing.T) {
 		t.Fatalf("a 22-byte input under a 20-byte limit: %v", err)
 	}
 }
+
+// ServerAutovacuum reads the server's autovacuum switch as SHOW does.
+func TestServerAutovacuum(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.Pool(t)
+	ctx := context.Background()
+	var shown string
+	if err := pool.QueryRow(ctx, `SHOW autovacuum`).Scan(&shown); err != nil {
+		t.Fatal(err)
+	}
+	on, err := store.New(pool, store.Options{}).ServerAutovacuum(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if on != (shown == "on") {
+		t.Fatalf("ServerAutovacuum %v, SHOW autovacuum %q", on, shown)
+	}
+}

@@ -210,6 +210,10 @@ func (r *Reaper) gain(ctx context.Context, t *term) error {
 	t.leaseQueryAt, t.deadlineQueryAt = now, now
 	r.purge(ctx, t, now)
 	r.log.Info("reaper is leader", "workers", n)
+	// The leader deletes rows; only autovacuum gives their space back.
+	if on, err := r.st.ServerAutovacuum(ctx); err == nil && !on {
+		r.log.Warn("autovacuum is off on the database server: the space of deleted and updated runs is never reclaimed, and the tables grow for ever")
+	}
 	return nil
 }
 
