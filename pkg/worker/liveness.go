@@ -32,9 +32,14 @@ import (
 // NATS is up; a whole cluster restarts) sends its first request to no
 // one, and NATS does not answer "no responders", since the reaper
 // listens to work requests too: the request would wait for its renewal
-// time (30 s by default) while runs are due. So a request sent while the
-// worker knew no dispatcher is sent again when it first hears one: a
-// dispatcher beacons only once it takes work requests.
+// time (30 s by default) while runs are due. Only dispatchers listen to
+// probes, so the probe does get "no responders" then: the requests sent
+// from then until the worker hears a dispatcher are blind, and the one
+// outstanding is sent again when it first hears one (a dispatcher beacons
+// only once it takes work requests). Only the probe's answer makes a
+// request blind: when dispatchers are up their beacons answer instead,
+// and renewing the request would only have its dispatcher refuse a
+// delivery already on its way.
 //
 // A dispatcher that falls silent may be frozen rather than dead (SIGSTOP,
 // a paused VM): its kernel keeps its NATS session, so it stays in the
@@ -56,6 +61,9 @@ type liveness struct {
 	suspects map[uuid.UUID]time.Time
 	// relay is the last relay heard of ("": none yet).
 	relay string
+	// unanswered: the last probe reached no dispatcher, and none was
+	// heard since.
+	unanswered bool
 }
 
 type heardDispatcher struct {
@@ -144,7 +152,18 @@ func (w *Worker) livenessLoop(ctx context.Context, ch chan *nats.Msg) {
 
 func (w *Worker) onLiveness(m *nats.Msg) {
 	if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
-		// The probe reached no dispatcher: none to hear.
+		// The probe reached no dispatcher: nor did the request sent
+		// with it, unless a dispatcher came up in between.
+		l := &w.live
+		l.mu.Lock()
+		none := len(l.heard) == 0
+		l.unanswered = none
+		l.mu.Unlock()
+		if none {
+			w.markBlind()
+		} else {
+			w.renewRequest("probe reached no dispatcher before one came up")
+		}
 		return
 	}
 	if m.Subject == protocol.SubjectRelayUp {
@@ -169,6 +188,7 @@ func (w *Worker) onLiveness(m *nats.Msg) {
 	} else {
 		first = len(l.heard) == 0
 		l.heard[b.DispatcherID] = heardDispatcher{at: time.Now(), interval: b.Interval()}
+		l.unanswered = false
 	}
 	// Alive after all (it was slow, or resumed), or gone for good after
 	// leaving its queue group: either way no request is stuck in it.
@@ -185,11 +205,22 @@ func (w *Worker) onLiveness(m *nats.Msg) {
 	w.sawRelay(b.RelayID)
 }
 
-// none reports whether the worker knows no live dispatcher.
-func (l *liveness) none() bool {
+// blind reports whether a request sent now may reach no dispatcher
+// without the worker learning of it: the last probe reached none, and
+// none was heard since.
+func (l *liveness) blind() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.heard) == 0
+	return l.unanswered
+}
+
+// markBlind marks the outstanding request blind.
+func (w *Worker) markBlind() {
+	w.mu.Lock()
+	if w.out != nil {
+		w.out.blind = true
+	}
+	w.mu.Unlock()
 }
 
 // sawRelay notes the relay id a beacon or relay.up named, and renews the

@@ -75,14 +75,8 @@ func TestRequestRenewedWhenADispatcherGoes(t *testing.T) {
 			d, w := start(t, worker.Config{WaitTimeout: 10 * time.Minute, MaxConcurrency: 2}, func(w *worker.Worker) {
 				must(t, worker.Register(w, "X", func(ctx workflow.Context, _ struct{}) (int, error) { return 1, nil }))
 			})
-			req0 := d.nextRequest(t)
-			d.publish(t, protocol.SubjectDispatcherBeacon, c.before)
-			// The first dispatcher heard: the request sent before it is
-			// sent again (TestFirstDispatcherHeardRenewsABlindRequest).
 			req1 := d.nextRequest(t)
-			if req1.Seq != req0.Seq+1 {
-				t.Fatalf("request seq %d after %d: want the blind request sent again", req1.Seq, req0.Seq)
-			}
+			d.publish(t, protocol.SubjectDispatcherBeacon, c.before)
 			if c.gone != nil {
 				subject := c.subject
 				if subject == "" {
@@ -94,8 +88,8 @@ func TestRequestRenewedWhenADispatcherGoes(t *testing.T) {
 			if req2.Seq != req1.Seq+1 || req2.Credits != 2 {
 				t.Fatalf("renewal %+v after %+v", req2.WorkRequest, req1.WorkRequest)
 			}
-			if n := w.Stats().Renewals; n != 2 {
-				t.Fatalf("%d renewals, want 2", n)
+			if n := w.Stats().Renewals; n != 1 {
+				t.Fatalf("%d renewals, want 1", n)
 			}
 			// The old request is superseded.
 			if d.deliver(t, req1, req1.Seq, newRun(t, "X", nil)) {
@@ -112,14 +106,7 @@ func TestRelayUpAloneRenewsNothing(t *testing.T) {
 	d, w := start(t, worker.Config{WaitTimeout: 10 * time.Minute}, func(w *worker.Worker) {
 		must(t, worker.Register(w, "X", func(ctx workflow.Context, _ struct{}) (int, error) { return 1, nil }))
 	})
-	blind := d.nextRequest(t)
-	// The first dispatcher heard renews the request sent before it
-	// (TestFirstDispatcherHeardRenewsABlindRequest); it names no relay.
-	d.publish(t, protocol.SubjectDispatcherBeacon, &protocol.DispatcherBeacon{DispatcherID: uuid.New(), IntervalMS: 60000})
 	req := d.nextRequest(t)
-	if req.Seq != blind.Seq+1 {
-		t.Fatalf("request seq %d after %d: want the blind request sent again", req.Seq, blind.Seq)
-	}
 	d.publish(t, protocol.SubjectRelayUp, &protocol.RelayUp{RelayID: "r1", At: time.Now()})
 	d.publish(t, protocol.SubjectDispatcherBeacon, &protocol.DispatcherBeacon{DispatcherID: uuid.New(), IntervalMS: 60000, RelayID: "r1"})
 	d.publish(t, protocol.SubjectRelayUp, &protocol.RelayUp{RelayID: "r1", At: time.Now()})
@@ -127,8 +114,8 @@ func TestRelayUpAloneRenewsNothing(t *testing.T) {
 	// before it were handled.
 	d.publish(t, protocol.SubjectDispatcherBeacon, &protocol.DispatcherBeacon{DispatcherID: uuid.New(), IntervalMS: 60000, Leaving: true})
 	req2 := d.nextRequest(t)
-	if req2.Seq != req.Seq+1 || w.Stats().Renewals != 2 {
-		t.Fatalf("request seq %d after %d, %d renewals: want one renewal more, for the dispatcher that left", req2.Seq, req.Seq, w.Stats().Renewals)
+	if req2.Seq != req.Seq+1 || w.Stats().Renewals != 1 {
+		t.Fatalf("request seq %d after %d, %d renewals: want one renewal, for the dispatcher that left", req2.Seq, req.Seq, w.Stats().Renewals)
 	}
 }
 
@@ -146,14 +133,7 @@ func TestSilentDispatcherRenewedAgainAfterEviction(t *testing.T) {
 			d, w := start(t, worker.Config{WaitTimeout: 10 * time.Minute}, func(w *worker.Worker) {
 				must(t, worker.Register(w, "X", func(ctx workflow.Context, _ struct{}) (int, error) { return 1, nil }))
 			})
-			req0 := d.nextRequest(t)
-			// A dispatcher that stays, heard first: the worker asks again,
-			// its first request sent while it knew none (counted below).
-			d.publish(t, protocol.SubjectDispatcherBeacon, &protocol.DispatcherBeacon{DispatcherID: uuid.New(), IntervalMS: 60000})
 			req1 := d.nextRequest(t)
-			if req1.Seq != req0.Seq+1 {
-				t.Fatalf("renewal on the first dispatcher heard: seq %d after %d", req1.Seq, req0.Seq)
-			}
 			id := uuid.New()
 			heard := time.Now()
 			d.publish(t, protocol.SubjectDispatcherBeacon, &protocol.DispatcherBeacon{DispatcherID: id, IntervalMS: 20})
@@ -178,40 +158,13 @@ func TestSilentDispatcherRenewedAgainAfterEviction(t *testing.T) {
 					t.Fatal("not renewed again for a dispatcher still silent")
 				}
 			}
-			want := uint64(3)
+			want := uint64(2)
 			if heardAgain {
-				want = 2
+				want = 1
 			}
 			if n := w.Stats().Renewals; n != want {
 				t.Fatalf("%d renewals, want %d", n, want)
 			}
 		})
-	}
-}
-
-// A request sent while the worker knew no dispatcher may have reached
-// none (NATS says "no responders" only if nothing at all listens, and the
-// reaper listens to work requests): the worker sends it again on hearing
-// its first dispatcher, and not on hearing a second one.
-func TestFirstDispatcherHeardRenewsABlindRequest(t *testing.T) {
-	t.Parallel()
-	d, w := start(t, worker.Config{WaitTimeout: 10 * time.Minute}, func(w *worker.Worker) {
-		must(t, worker.Register(w, "X", func(ctx workflow.Context, _ struct{}) (int, error) { return 1, nil }))
-	})
-	req0 := d.nextRequest(t)
-	d.publish(t, protocol.SubjectDispatcherBeacon, &protocol.DispatcherBeacon{DispatcherID: uuid.New(), IntervalMS: 60000})
-	req1 := d.nextRequest(t)
-	if req1.Seq != req0.Seq+1 {
-		t.Fatalf("request seq %d after %d: want the blind request sent again", req1.Seq, req0.Seq)
-	}
-	// A second dispatcher: the request was sent while one was known.
-	d.publish(t, protocol.SubjectDispatcherBeacon, &protocol.DispatcherBeacon{DispatcherID: uuid.New(), IntervalMS: 60000})
-	// A leaving dispatcher is a renewal: once it is seen, the beacon
-	// before it was handled.
-	d.publish(t, protocol.SubjectDispatcherBeacon, &protocol.DispatcherBeacon{DispatcherID: uuid.New(), IntervalMS: 60000, Leaving: true})
-	req2 := d.nextRequest(t)
-	if req2.Seq != req1.Seq+1 || w.Stats().Renewals != 2 {
-		t.Fatalf("request seq %d after %d, %d renewals: want one renewal for the first dispatcher and one for the one that left",
-			req2.Seq, req1.Seq, w.Stats().Renewals)
 	}
 }

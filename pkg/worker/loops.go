@@ -58,7 +58,7 @@ func (w *Worker) requestLoop(ctx context.Context) {
 // again, or 0 to wait for a poke.
 func (w *Worker) maybeRequest() time.Duration {
 	now := time.Now()
-	blind := w.live.none()
+	blind := w.live.blind()
 	w.mu.Lock()
 	if w.draining {
 		w.mu.Unlock()
