@@ -11,13 +11,15 @@ import (
 // lost) are forgotten after two generations.
 const publishedCap = 1 << 16
 
-// Published remembers the run ends a dispatcher announced itself, right
-// after its commit, so that the relay of the same process — publishing on
-// the same NATS connection, hence with the same fate — does not announce
-// them a second time when their notification comes back from Postgres.
-// The relay of another replica, or one in a process whose dispatcher did
-// not announce the end (the reaper's deadlines, a cancellation, a parent's
-// close), announces as before. A nil *Published remembers nothing.
+// Published remembers the run ends that a process's dispatcher or relay
+// announced, so that the other one — publishing on the same NATS
+// connection, hence with the same fate — does not announce them a second
+// time. Either may come first: the dispatcher announces right after its
+// commit, and the relay when the commit's notification comes back from
+// Postgres, which is often sooner than the dispatcher's reply (about half
+// of all ends went out twice when only the dispatcher's were
+// remembered). The relay of another replica announces as before. A nil
+// *Published remembers nothing.
 type Published struct {
 	mu        sync.Mutex
 	cur, prev map[publishedKey]struct{}
@@ -62,6 +64,19 @@ func (p *Published) take(run uuid.UUID, status string) bool {
 	if _, ok := p.prev[k]; ok {
 		delete(p.prev, k)
 		return true
+	}
+	return false
+}
+
+// once announces run's end with publish, unless the other side of the
+// process announced it already: then it forgets it and reports skipped.
+// An end that publish sent is remembered for the other side.
+func (p *Published) once(run uuid.UUID, status string, publish func() bool) (skipped bool) {
+	if p.take(run, status) {
+		return true
+	}
+	if publish() {
+		p.add(run, status)
 	}
 	return false
 }

@@ -235,15 +235,11 @@ func (r *Relay) onNotification(ctx context.Context, payload string) {
 		r.publish(ctx, protocol.SubjectReady(n.Namespace, n.Queue), &protocol.Wakeup{Namespace: n.Namespace, Queue: n.Queue, AvailableAt: *n.At})
 	case store.NotifyDone:
 		for _, f := range n.Finished {
-			if r.cfg.Published.take(f.RunID, string(f.Status)) {
+			subject := protocol.SubjectDone(n.Namespace, f.RunID)
+			msg := &protocol.RunFinished{Namespace: n.Namespace, RunID: f.RunID, Status: string(f.Status)}
+			if r.cfg.Published.once(f.RunID, string(f.Status), func() bool { return r.publish(ctx, subject, msg) }) {
 				r.deduped.Add(1)
-				continue
 			}
-			r.publish(
-				ctx,
-				protocol.SubjectDone(n.Namespace, f.RunID),
-				&protocol.RunFinished{Namespace: n.Namespace, RunID: f.RunID, Status: string(f.Status)},
-			)
 		}
 	case store.NotifyCancel:
 		r.publish(ctx, protocol.SubjectCancel(n.Namespace, n.WorkerID), &protocol.Cancel{Namespace: n.Namespace, RunID: n.RunID, WorkerID: n.WorkerID,
@@ -253,16 +249,17 @@ func (r *Relay) onNotification(ctx context.Context, payload string) {
 	}
 }
 
-func (r *Relay) publish(ctx context.Context, subject string, m protocol.Message) {
+func (r *Relay) publish(ctx context.Context, subject string, m protocol.Message) bool {
 	data, err := protocol.Encode(m)
 	if err != nil {
 		r.malformed.Drop(ctx, subject, fmt.Errorf("does not encode: %w", err))
-		return
+		return false
 	}
 	if err := r.nc.Publish(subject, data); err != nil {
 		r.log.Warn("relay publish failed", "subject", subject, "err", err)
-		return
+		return false
 	}
 	r.relayed.Add(1)
 	r.tel.relayed.Add(ctx, 1)
+	return true
 }

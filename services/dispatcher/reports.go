@@ -469,20 +469,19 @@ func stepParams(l store.Lease, it *protocol.ReportItem) store.StepsRecordParams 
 }
 
 // reply answers the worker and, after the commit, announces finished runs
-// directly. The relay announces them too, a little later, unless it runs in
-// this process (Options.Published): then the one message is enough, since
-// both would go out on the same connection.
+// directly. The relay announces them too, unless it runs in this process
+// (Options.Published): then whichever of the two comes first announces,
+// since both would go out on the same connection.
 func (d *Dispatcher) reply(j *reportJob) {
 	for _, f := range j.finished {
 		d.tel.finished(d.ctx, f.Namespace, f.typ, f.Status)
 	}
 	for i := range j.finished {
 		f := &j.finished[i].RunFinished
-		if data, err := protocol.Encode(f); err == nil {
-			if d.nc.Publish(protocol.SubjectDone(f.Namespace, f.RunID), data) == nil {
-				d.cfg.Published.add(f.RunID, f.Status)
-			}
-		}
+		d.cfg.Published.once(f.RunID, f.Status, func() bool {
+			data, err := protocol.Encode(f)
+			return err == nil && d.nc.Publish(protocol.SubjectDone(f.Namespace, f.RunID), data) == nil
+		})
 	}
 	d.tel.reportLatency.Record(d.ctx, float64(time.Since(j.received))/float64(time.Millisecond), d.tel.ns(j.report.Namespace))
 	if j.msg.Reply == "" {
