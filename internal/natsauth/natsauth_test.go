@@ -278,16 +278,22 @@ func TestAnyPasswordFromTheEnvironment(t *testing.T) {
 		// nats-server inherits the test's environment.
 		t.Setenv(u.PasswordVar, natsauth.Quote(p))
 	}
-	s := testnats.StartConfig(t, conf)
+	checkPasswords(t, testnats.StartConfig(t, conf).URL(), users, pw, hardPasswords)
+}
+
+// checkPasswords checks that each user gets into the server at url with
+// its password pw[name], and not with the next one of passwords.
+func checkPasswords(t *testing.T, url string, users []natsauth.User, pw map[string]string, passwords []string) {
+	t.Helper()
 	for i, u := range users {
-		nc, err := nats.Connect(s.URL(), nats.UserInfo(u.Name, pw[u.Name]), nats.NoReconnect())
+		nc, err := nats.Connect(url, nats.UserInfo(u.Name, pw[u.Name]), nats.NoReconnect())
 		if err != nil {
 			t.Errorf("user %s with password %q: %v", u.Name, pw[u.Name], err)
 			continue
 		}
 		nc.Close()
-		other := hardPasswords[(i+1)%len(hardPasswords)]
-		if nc, err := nats.Connect(s.URL(), nats.UserInfo(u.Name, other), nats.NoReconnect()); err == nil {
+		other := passwords[(i+1)%len(passwords)]
+		if nc, err := nats.Connect(url, nats.UserInfo(u.Name, other), nats.NoReconnect()); err == nil {
 			nc.Close()
 			t.Errorf("user %s got in with another's password %q", u.Name, other)
 		}
@@ -367,20 +373,7 @@ func TestStartScriptTakesAnyPassword(t *testing.T) {
 	}
 	for name, via := range shells {
 		t.Run(name, func(t *testing.T) {
-			s := testnats.StartVia(t, conf, via...)
-			for i, u := range users {
-				nc, err := nats.Connect(s.URL(), nats.UserInfo(u.Name, pw[u.Name]), nats.NoReconnect())
-				if err != nil {
-					t.Errorf("user %s with password %q: %v", u.Name, pw[u.Name], err)
-					continue
-				}
-				nc.Close()
-				other := passwords[(i+1)%len(passwords)]
-				if nc, err := nats.Connect(s.URL(), nats.UserInfo(u.Name, other), nats.NoReconnect()); err == nil {
-					nc.Close()
-					t.Errorf("user %s got in with another's password %q", u.Name, other)
-				}
-			}
+			checkPasswords(t, testnats.StartVia(t, conf, via...).URL(), users, pw, passwords)
 		})
 	}
 }
