@@ -85,7 +85,11 @@ func TestOneTracePerRun(t *testing.T) {
 				dispatches = append(dispatches, s)
 			}
 		}
-		if start == nil || len(attempts) != 1 || len(steps) != 3 || len(dispatches) != 1 {
+		// A delivery the worker refused (its request was renewed, or it
+		// stalled under a loaded machine) is released and dispatched
+		// again: another dispatch span of the same trace, which delivered
+		// nothing.
+		if start == nil || len(attempts) != 1 || len(steps) != 3 || len(dispatches) == 0 {
 			t.Fatalf("run %s: start %v, %d attempts, %d steps, %d dispatches", id, start != nil, len(attempts), len(steps), len(dispatches))
 		}
 		trace := start.SpanContext().TraceID()
@@ -94,11 +98,18 @@ func TestOneTracePerRun(t *testing.T) {
 				t.Fatalf("run %s: span %s in trace %s, want %s", id, s.Name(), s.SpanContext().TraceID(), trace)
 			}
 		}
-		if attempts[0].Parent().SpanID() != dispatches[0].SpanContext().SpanID() {
-			t.Fatalf("run %s: attempt's parent is not the dispatch span that delivered it", id)
+		delivered := false
+		for _, d := range dispatches {
+			if d.Parent().SpanID() != start.SpanContext().SpanID() {
+				t.Fatalf("run %s: dispatch's parent is not the start span", id)
+			}
+			delivered = delivered || attempts[0].Parent().SpanID() == d.SpanContext().SpanID()
 		}
-		if dispatches[0].Parent().SpanID() != start.SpanContext().SpanID() {
-			t.Fatalf("run %s: dispatch's parent is not the start span", id)
+		if !delivered {
+			t.Fatalf("run %s: attempt's parent is not a dispatch span of the run", id)
+		}
+		if len(dispatches) > 1 {
+			t.Logf("run %s: dispatched %d times (a delivery refused and released)", id, len(dispatches))
 		}
 		for _, s := range steps {
 			if s.Parent().SpanID() != attempts[0].SpanContext().SpanID() {
