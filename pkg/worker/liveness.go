@@ -182,13 +182,13 @@ func (w *Worker) onLiveness(m *nats.Msg) {
 	}
 	l := &w.live
 	l.mu.Lock()
-	first := false
+	// The first dispatcher heard since a probe reached none.
+	firstSinceUnanswered := false
 	if b.Leaving {
 		delete(l.heard, b.DispatcherID)
 	} else {
-		first = len(l.heard) == 0
 		l.heard[b.DispatcherID] = heardDispatcher{at: time.Now(), interval: b.Interval()}
-		l.unanswered = false
+		firstSinceUnanswered, l.unanswered = l.unanswered, false
 	}
 	// Alive after all (it was slow, or resumed), or gone for good after
 	// leaving its queue group: either way no request is stuck in it.
@@ -199,7 +199,7 @@ func (w *Worker) onLiveness(m *nats.Msg) {
 		w.renewRequest("dispatcher left", "dispatcher_id", b.DispatcherID)
 	case b.Renew:
 		w.renewRequest("dispatcher lost work requests", "dispatcher_id", b.DispatcherID)
-	case first:
+	case firstSinceUnanswered:
 		w.renewRequestIf(func(o *outstanding) bool { return o.blind }, "first dispatcher heard", "dispatcher_id", b.DispatcherID)
 	}
 	w.sawRelay(b.RelayID)

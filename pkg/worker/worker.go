@@ -116,8 +116,8 @@ type outstanding struct {
 	credits  int
 	sent     time.Time
 	deadline time.Time
-	// blind: sent while the worker knew no dispatcher, so it may have
-	// reached none (see liveness.go).
+	// blind: sent after a probe reached no dispatcher and before one was
+	// heard, so it may have reached none (see liveness.go).
 	blind bool
 }
 

@@ -13,3 +13,6 @@ func SetStepHook(r *Reaper, fn func(at time.Time)) { r.onStep = fn }
 
 // Kick wakes r's leader for a step.
 func Kick(r *Reaper) { r.wakeLeader() }
+
+// Later returns the later of a and b.
+func Later(a, b time.Time) time.Time { return later(a, b) }

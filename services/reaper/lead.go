@@ -248,6 +248,7 @@ func (r *Reaper) failed(what string, err error) {
 	r.log.Error(what, "err", err)
 }
 
+// later returns the later of a and b.
 func later(a, b time.Time) time.Time {
 	if a.After(b) {
 		return a

@@ -100,7 +100,7 @@ func (r *Reaper) retention(ctx context.Context, t *term) {
 	case exp.Next.After(now):
 		at := *exp.Next
 		if acted {
-			at = laterOf(at, now.Add(retentionCoalesce))
+			at = later(at, now.Add(retentionCoalesce))
 		}
 		t.retainAt, t.retainDue, t.retainBusy = at, true, 0
 	case acted:
@@ -176,12 +176,4 @@ func (r *Reaper) retentionAges(now time.Time) (oldest, overdue time.Duration, ok
 		overdue = max(now.Sub(*exp.Next), 0)
 	}
 	return oldest, overdue, true
-}
-
-// laterOf returns the later of a and b.
-func laterOf(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }

@@ -386,22 +386,15 @@ func TestRetentionCoalescesExpiries(t *testing.T) {
 	settled(t, r, "the first run deleted", func(s reaper.Stats) bool { return s.RunsDeleted == 1 })
 	batchAt := c.Now()
 	// The others expire within the next second: nothing before it is over.
-	c.Set(laterOf(last.Add(store.DefaultKeepCompleted), batchAt.Add(500*time.Millisecond)))
+	c.Set(reaper.Later(last.Add(store.DefaultKeepCompleted), batchAt.Add(500*time.Millisecond)))
 	k.settle()
 	if st := r.Stats(); st.RunsDeleted != 1 || st.RetentionBatches != 1 {
 		t.Fatalf("within a second of the first batch: %d deleted in %d batches, want 1 in 1", st.RunsDeleted, st.RetentionBatches)
 	}
-	c.Set(laterOf(c.Now(), batchAt.Add(time.Second)))
+	c.Set(reaper.Later(c.Now(), batchAt.Add(time.Second)))
 	settled(t, r, "the other two deleted in one batch", func(s reaper.Stats) bool { return s.RunsDeleted == 3 })
 	if st := r.Stats(); st.RetentionBatches != 2 {
 		t.Fatalf("%d batches, want 2", st.RetentionBatches)
 	}
 	h.noOrphans()
-}
-
-func laterOf(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }

@@ -258,14 +258,3 @@ WHERE n.nspname = 'kagzi' AND c.relkind = 'r' AND c.relname = ANY(@tables::text[
 	}
 	return s, nil
 }
-
-// autovacuumOn reports the server's autovacuum setting: off, nothing
-// reclaims the dead tuples of deleted runs, and a soak's tables cannot
-// stop growing.
-func autovacuumOn(ctx context.Context, db *pgxpool.Pool) (bool, error) {
-	var on bool
-	if err := db.QueryRow(ctx, `SELECT current_setting('autovacuum')::bool`).Scan(&on); err != nil {
-		return false, fmt.Errorf("bench: autovacuum setting: %w", err)
-	}
-	return on, nil
-}

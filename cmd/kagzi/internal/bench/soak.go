@@ -256,7 +256,7 @@ func (e *env) soak(ctx context.Context) (Detail, error) {
 		return nil, err
 	}
 	r.StartBytes = st0.Bytes
-	if r.Autovacuum, err = autovacuumOn(ctx, e.pool); err != nil {
+	if r.Autovacuum, err = e.st.ServerAutovacuum(ctx); err != nil {
 		return nil, err
 	}
 
