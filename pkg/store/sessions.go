@@ -2,9 +2,14 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
+
+// sessionTerminateWait bounds how long SessionTerminate waits for the
+// session to end.
+const sessionTerminateWait = 5 * time.Second
 
 // Sessions: what a crash does to a database session, on demand. Operators'
 // tools end a stuck session; tests end one in the middle of a transaction
@@ -21,10 +26,13 @@ func (s *Store) SessionPID(ctx context.Context) (int, error) {
 
 // SessionTerminate ends the session with server process id pid, as the
 // death of its client would: its transaction, if any, rolls back, and its
-// locks are released. It reports whether there was such a session.
+// locks are released. It returns once the session is gone (within
+// sessionTerminateWait): only signalled, a session may still hold its row
+// locks for a moment, and a statement right after would skip or wait for
+// them. It reports whether there was such a session and it ended.
 func (s *Store) SessionTerminate(ctx context.Context, pid int) (bool, error) {
 	var ok bool
-	err := s.db.QueryRow(ctx, `SELECT coalesce(bool_or(pg_terminate_backend(pid)), false) FROM pg_stat_activity WHERE pid = @pid`,
-		pgx.NamedArgs{"pid": pid}).Scan(&ok)
+	err := s.db.QueryRow(ctx, `SELECT coalesce(bool_or(pg_terminate_backend(pid, @wait_ms)), false) FROM pg_stat_activity WHERE pid = @pid`,
+		pgx.NamedArgs{"pid": pid, "wait_ms": sessionTerminateWait.Milliseconds()}).Scan(&ok)
 	return ok, mapErr("terminate session", err)
 }
