@@ -462,29 +462,11 @@ func (c *Client) Wait(ctx context.Context, id uuid.UUID) (*Run, error) {
 	if c.nc == nil {
 		return nil, errors.New("wait: client has no NATS connection")
 	}
-	ch := make(chan *nats.Msg, 8)
-	sub, err := c.nc.ChanSubscribe(protocol.SubjectDone(c.ns, id), ch)
+	f, err := c.follow(ctx, id, false)
 	if err != nil {
-		return nil, fmt.Errorf("wait %s: subscribe: %w", id, err)
+		return nil, fmt.Errorf("wait: %w", err)
 	}
-	dropped := make(chan struct{}, 1)
-	c.drops.AddChan(sub, ch, func() {
-		select {
-		case dropped <- struct{}{}:
-		default:
-		}
-	})
-	defer func() {
-		c.drops.Remove(sub)
-		_ = sub.Unsubscribe()
-	}()
-	// The subscription must be live at the server before Postgres is read.
-	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	err = c.nc.FlushWithContext(fctx)
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("wait %s: subscribe: %w", id, err)
-	}
+	defer f.close()
 	if afterSubscribe != nil {
 		afterSubscribe(id)
 	}
@@ -497,12 +479,8 @@ func (c *Client) Wait(ctx context.Context, id uuid.UUID) (*Run, error) {
 		if r.Status.Terminal() {
 			return r, nil
 		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-ch:
-		case <-resync:
-		case <-dropped:
+		if err := f.wait(ctx, resync); err != nil {
+			return nil, err
 		}
 	}
 }

@@ -11,6 +11,7 @@
 //	cancel.<ns>.<worker>        relay, clients → worker   cancel/terminate a run it holds, or drain (Cancel)
 //	schedule.<ns>               relay → schedulers    a schedule template changed (ScheduleChanged)
 //	changed.<ns>                dispatcher → consoles  runs it changed, after commit (RunsChanged)
+//	progress.<ns>.<run>         relay → clients, consoles  a run recorded state, a stream entry or an update's answer (RunProgress)
 //	relay.up                    relay → everyone      a relay (re)started: read the backlog (RelayUp)
 //	work.<ns>.<queue>           worker → dispatchers  credits: N free slots (WorkRequest), queue group
 //	report.<ns>                 worker → dispatchers  step/run outcomes (Report → ReportReply), queue group

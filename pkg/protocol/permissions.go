@@ -47,7 +47,7 @@ func Permissions(role, namespace, identity string) (Permission, error) {
 	case RoleDispatcher:
 		return Permission{
 			Publish: []string{
-				SubjectReadyAll, SubjectDoneAll, SubjectCancelAll, SubjectScheduleAll, // the relay
+				SubjectReadyAll, SubjectDoneAll, SubjectCancelAll, SubjectScheduleAll, SubjectProgressAll, // the relay
 				SubjectRelayUp, SubjectDispatcherBeacon,
 				SubjectLeaderBeacon(LeaderRelay), // the relay leader's progress
 				SubjectChangedAll,                // runs changed, for the console
@@ -99,14 +99,14 @@ func Permissions(role, namespace, identity string) (Permission, error) {
 		return Permission{
 			// Cancel: asking a worker of the namespace to drain.
 			Publish:   []string{SubjectCancelNamespace(namespace)},
-			Subscribe: []string{SubjectDoneNamespace(namespace), SubjectRelayUp, ClientInbox(namespace) + ".>"},
+			Subscribe: []string{SubjectDoneNamespace(namespace), SubjectProgressNamespace(namespace), SubjectRelayUp, ClientInbox(namespace) + ".>"},
 		}, nil
 	case RoleConsole:
 		return Permission{
 			Publish: []string{SubjectCancelAll},
 			Subscribe: []string{
 				SubjectReadyAll, SubjectDoneAll, SubjectScheduleAll, SubjectRelayUp, SubjectDispatcherBeacon,
-				SubjectChangedAll,
+				SubjectChangedAll, SubjectProgressAll,
 				SubjectWorkerRegisterAll, SubjectWorkerHeartbeatAll, SubjectWorkerDeregisterAll,
 				ServiceInbox(RoleConsole) + ".>",
 			},

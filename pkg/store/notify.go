@@ -23,6 +23,7 @@ const (
 	NotifyDone     NotificationKind = "d" // runs reached a terminal status
 	NotifyCancel   NotificationKind = "c" // a running run was terminated or asked to cancel
 	NotifySchedule NotificationKind = "s" // a schedule template changed
+	NotifyProgress NotificationKind = "p" // a run recorded a progress step (protocol.ProgressPrefixes)
 )
 
 // FinishedRun is one entry of a NotifyDone notification.
@@ -43,6 +44,7 @@ type Notification struct {
 	// void; otherwise it was asked to cancel and its lease holds.
 	Terminate bool
 	Finished  []FinishedRun // NotifyDone
+	StepID    string        // NotifyProgress: the step recorded
 }
 
 type rawNotification struct {
@@ -54,6 +56,7 @@ type rawNotification struct {
 	W    uuid.UUID        `json:"w"`
 	R    bool             `json:"r"`
 	Runs [][2]string      `json:"runs"`
+	St   string           `json:"st"`
 }
 
 // ParseNotification decodes a trigger payload, rejecting malformed ones with
@@ -63,7 +66,7 @@ func ParseNotification(payload string) (Notification, error) {
 	if err := json.Unmarshal([]byte(payload), &r); err != nil {
 		return Notification{}, invalidf("notification %q: %v", clip(payload), err)
 	}
-	n := Notification{Kind: r.K, Namespace: r.NS, Queue: r.Q, At: r.At, RunID: r.ID, WorkerID: r.W, Terminate: !r.R}
+	n := Notification{Kind: r.K, Namespace: r.NS, Queue: r.Q, At: r.At, RunID: r.ID, WorkerID: r.W, Terminate: !r.R, StepID: r.St}
 	if n.Namespace == "" {
 		return Notification{}, invalidf("notification %q: no namespace", clip(payload))
 	}
@@ -92,6 +95,10 @@ func ParseNotification(payload string) (Notification, error) {
 	case NotifySchedule:
 		if n.RunID == uuid.Nil {
 			return Notification{}, invalidf("schedule notification %q: needs schedule id", clip(payload))
+		}
+	case NotifyProgress:
+		if n.RunID == uuid.Nil || n.StepID == "" {
+			return Notification{}, invalidf("progress notification %q: needs run and step", clip(payload))
 		}
 	default:
 		return Notification{}, invalidf("notification %q: unknown kind %q", clip(payload), r.K)

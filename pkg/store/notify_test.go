@@ -263,3 +263,45 @@ func TestNotifyLimitRaisedOrRemoved(t *testing.T) {
 	}
 	wantReady("absent limit", next())
 }
+
+func TestNotifyProgressSteps(t *testing.T) {
+	t.Parallel()
+	s, ch := listening(t)
+	ctx := context.Background()
+	run, _, err := s.RunsCreate(ctx, store.RunsCreateParams{Namespace: "ns", Queue: "q", Type: "T"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := s.RunsClaim(ctx, store.RunsClaimParams{Namespace: "ns", Queue: "q", WorkerID: uuid.New(),
+		Types: []store.TypeVersion{{Type: "T"}}, Limit: 1, Lease: time.Minute})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim: %d %v", len(claimed), err)
+	}
+	l := store.Lease{Namespace: "ns", RunID: run.ID, Token: claimed[0].LeaseToken}
+	record := func(id string, st store.StepStatus) {
+		t.Helper()
+		if err := s.StepsRecord(ctx, store.StepsRecordParams{Lease: l, StepID: id, Attempt: 1, Kind: store.StepFunction,
+			Status: st, Output: []byte(`1`)}); err != nil {
+			t.Fatalf("record %s: %v", id, err)
+		}
+	}
+	// Only completed progress steps notify: a plain step does not, nor
+	// does an attempt that failed.
+	record("charge", store.StepCompleted)
+	record("state:total", store.StepFailed)
+	record("state:total#2", store.StepCompleted)
+	record("stream:tokens#1", store.StepCompleted)
+	record("update:add#1", store.StepCompleted)
+	var got []string
+	for _, n := range untilMarker(t, s, ch) {
+		if n.Kind == store.NotifyProgress {
+			if n.RunID != run.ID || n.Namespace != "ns" {
+				t.Fatalf("progress notification %+v", n)
+			}
+			got = append(got, n.StepID)
+		}
+	}
+	if fmt.Sprint(got) != "[state:total#2 stream:tokens#1 update:add#1]" {
+		t.Fatalf("progress notifications %v", got)
+	}
+}

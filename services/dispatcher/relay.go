@@ -246,6 +246,8 @@ func (r *Relay) onNotification(ctx context.Context, payload string) {
 			Terminate: n.Terminate})
 	case store.NotifySchedule:
 		r.publish(ctx, protocol.SubjectSchedule(n.Namespace), &protocol.ScheduleChanged{Namespace: n.Namespace, ScheduleID: n.RunID, NextAt: n.At})
+	case store.NotifyProgress:
+		r.publish(ctx, protocol.SubjectProgress(n.Namespace, n.RunID), &protocol.RunProgress{Namespace: n.Namespace, RunID: n.RunID, StepID: n.StepID})
 	}
 }
 
