@@ -46,6 +46,10 @@ type ModelReport struct {
 	Kills int
 	// RunPhase is the time from the first start to the last run's end.
 	RunPhase time.Duration
+	// Forks counts the runs forked once they ended (fault-free runs only:
+	// driver.Forks), ForkDivergences the forks whose end differs from the
+	// model's (each one a violation).
+	Forks, ForkDivergences int
 }
 
 // inlineRetry is the KAGZI_MAX_INLINE_RETRY of a worker slot in a model
@@ -158,6 +162,9 @@ func (h *harness) modelScenario(ctx, cleanup context.Context) *Report {
 				Model: v.Model, Engine: v.Engine})
 		}
 	}
+	if o.NoFaults {
+		h.forks(ctx, d, ps, ids, mr, rep)
+	}
 	for i := range divs {
 		if i < o.ShrinkMax {
 			mr.ShrinkRuns += h.shrink(ctx, d, &divs[i])
@@ -214,6 +221,32 @@ func (h *harness) shrink(ctx context.Context, d *driver.Driver, dv *modeltest.Di
 	}
 	h.logf("model: shrank %s to %d ops in %d runs", dv.Program.Key, countOps(dv.Minimal.Ops), n)
 	return n + 2
+}
+
+// forks forks the ended runs of the forkable programs and checks each
+// fork against the model (driver.Forks).
+func (h *harness) forks(ctx context.Context, d *driver.Driver, ps []modeltest.Program, ids []uuid.UUID, mr *ModelReport, rep *Report) {
+	began := time.Now()
+	fvs, err := d.Forks(ctx, ps, ids, h.o.Seed)
+	if err != nil {
+		rep.add(VHarness, "model: forks: %v", err)
+		return
+	}
+	mr.Forks = len(fvs)
+	for _, fv := range fvs {
+		if !fv.Verdict.Diverges() {
+			continue
+		}
+		mr.ForkDivergences++
+		var b strings.Builder
+		fmt.Fprintf(&b, "fork of %s from %q: model %s; engine %s", ps[fv.Index].Key, fv.Step, fv.Verdict.Model, fv.Verdict.Engine)
+		for _, x := range fv.Verdict.Diffs {
+			fmt.Fprintf(&b, "\n  - %s", x)
+		}
+		fmt.Fprintf(&b, "\n  program: %s", ps[fv.Index])
+		rep.add(VModel, "%s", b.String())
+	}
+	h.logf("model: %d forks checked in %.1f s, %d diverge", len(fvs), time.Since(began).Seconds(), mr.ForkDivergences)
 }
 
 // countOpKinds adds the ops of ops (and of their children's programs) to

@@ -38,6 +38,9 @@ type Observed struct {
 	// Broken says how a run of the chain but the last did not end as a
 	// continued run must (COMPLETED, naming the next run); empty if none.
 	Broken string
+	// State is the durable state of the chain's first run as a client
+	// reads it after the run ended (KindState names only; nil: not read).
+	State map[string]int
 }
 
 // Check predicts how p ends and lists how obs differs (nothing: no
@@ -78,6 +81,13 @@ func Compare(p Program, pred Prediction, obs Observed, crashes bool) []Diff {
 	}
 	if pred.Status == StatusCompleted && obs.Status == StatusCompleted {
 		d = append(d, compareOutput(pred, obs.Output)...)
+	}
+	// A run lost to a crash or cut short by its deadline set what it got
+	// to: its state is not predicted.
+	if pred.State != nil && obs.State != nil && len(pred.Lost) == 0 && !pred.Deadline && !pred.PastDeadline {
+		if got, want := fmt.Sprint(obs.State), fmt.Sprint(pred.State); got != want {
+			add("state %s, model %s", got, want)
+		}
 	}
 	unchecked := map[string]bool{}
 	for _, id := range pred.Unchecked {

@@ -47,6 +47,7 @@ func Generate(seed uint64, i int) Program {
 		p.DeadlineMS = 10 * 60 * 1000
 	}
 	setChildKeys(&p)
+	addStateOps(&p, rand.New(rand.NewPCG(seed, uint64(i)+0x57a7e)))
 	// Continues as new, up to twice, if nothing in it cancels, terminates
 	// or detaches (a cancelled run does not continue; a detached child's
 	// end is its parent's).
@@ -62,6 +63,25 @@ func Generate(seed uint64, i int) Program {
 		}
 	}
 	return p
+}
+
+// StateNames are the names of the durable state KindState ops set.
+var StateNames = []string{"a", "b"}
+
+// addStateOps inserts, in a third of the programs, one to three KindState
+// ops at random places of the top-level sequence. They draw from an rng of
+// their own, so the rest of each generated program is what it was before
+// state ops existed (and the regression cases still mean what they did).
+func addStateOps(p *Program, rng *rand.Rand) {
+	if rng.Float64() >= 1.0/3 {
+		return
+	}
+	for k, n := 1, 1+rng.IntN(3); k <= n; k++ {
+		op := Op{Kind: KindState, ID: "k" + strconv.Itoa(k), OnErr: OnErrHandle,
+			Name: StateNames[rng.IntN(len(StateNames))], Outcomes: []Outcome{{Kind: OutOK, Value: rng.IntN(1000)}}}
+		at := rng.IntN(len(p.Ops) + 1)
+		p.Ops = append(p.Ops[:at], append([]Op{op}, p.Ops[at:]...)...)
+	}
 }
 
 // continuable reports whether p may continue as new: no op of it cancels,

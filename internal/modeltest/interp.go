@@ -132,6 +132,10 @@ func (x *exec) ops(ctx workflow.Context, ops []Op) error {
 			var v int
 			v, err = workflow.Version(ctx, op.ID, workflow.DefaultVersion, 1)
 			x.observe(op, v, err)
+		case KindState:
+			v := op.outcome(1).Value
+			err = workflow.NewState[int](op.Name).Set(ctx, v)
+			x.observe(op, v, err)
 		default:
 			return workflow.NonRetryable(fmt.Errorf("modeltest: unknown op kind %q", op.Kind))
 		}

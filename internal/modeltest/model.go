@@ -103,6 +103,10 @@ type Prediction struct {
 	// (Program.Continue): every run of the chain but the last ends
 	// COMPLETED, continued as the next.
 	Continued int
+	// State is the durable state of the chain's first run when it ended
+	// (KindState: per name, the value of the last op that ran; nil if the
+	// program sets none).
+	State map[string]int
 }
 
 // End is how a run ends.
@@ -259,8 +263,16 @@ func Predict(p Program) Prediction { return PredictWith(p, nil) }
 // PredictWith returns how p ends, given the ends of the runs that crashes
 // decided (facts; nil: none).
 func PredictWith(p Program, facts CrashFacts) Prediction {
+	pred, _ := predict(p, facts, nil)
+	return pred
+}
+
+// predict returns how p ends, given the crash facts and the steps its
+// first run starts with recorded (seed), and the steps that run ended
+// with.
+func predict(p Program, facts CrashFacts, seed map[string]*mstep) (Prediction, map[string]*mstep) {
 	pred := Prediction{Invocations: map[string]int{}, Children: map[string]int{}, Ends: map[string][]End{}, AtMost: map[string]bool{}}
-	pr := &predictor{pred: &pred, facts: facts}
+	pr := &predictor{pred: &pred, facts: facts, seed: seed, top: p.Key}
 	maxAttempts := 1
 	if p.RunRetry != nil {
 		maxAttempts = p.RunRetry.MaxAttempts
@@ -270,6 +282,7 @@ func PredictWith(p Program, facts CrashFacts) Prediction {
 	// policy; the chain ends as its last run does.
 	q := &p
 	e := pr.run(q, q.Key, maxAttempts, "")
+	pred.State = e.state
 	for e.status == StatusCompleted && q.Continue != nil {
 		q = q.Continue
 		pred.Continued++
@@ -287,12 +300,18 @@ func PredictWith(p Program, facts CrashFacts) Prediction {
 		pred.PastDeadline = e.status != StatusFailed || e.err != DeadlineError
 	}
 	sort.Strings(pred.Unchecked)
-	return pred
+	return pred, pr.steps
 }
 
 type predictor struct {
 	pred  *Prediction
 	facts CrashFacts
+	// seed, if set, are the steps the top-level run starts with recorded
+	// (a fork's copied history); steps, after run, are the top-level
+	// run's steps when it ended.
+	seed, steps map[string]*mstep
+	// top is the instance of the chain's first run.
+	top string
 	// cut counts the runs being simulated that the facts say ended by
 	// their deadline: faults may have delayed their tree so far that the
 	// deadline closed it before a descendant's detached child started.
@@ -304,6 +323,7 @@ type runEnd struct {
 	out         Record
 	epochs      int
 	deadline    bool
+	state       map[string]int
 }
 
 // run simulates the run inst of p under at most maxAttempts run attempts
@@ -324,6 +344,13 @@ func (pr *predictor) run(p *Program, inst string, maxAttempts int, hold string) 
 	}
 	r := &mrun{pr: pr, p: p, inst: inst, steps: map[string]*mstep{}, waits: map[string]*mwait{}, children: map[string]*mchild{},
 		events: map[string][]string{}, signalled: map[string]bool{}, hold: hold, started: map[string]bool{}}
+	top := inst == pr.top
+	if top {
+		for id, st := range pr.seed {
+			c := *st
+			r.steps[id] = &c
+		}
+	}
 	var runNR []string
 	if p.RunRetry != nil {
 		runNR = p.RunRetry.NonRetryable
@@ -353,7 +380,30 @@ func (pr *predictor) run(p *Program, inst string, maxAttempts int, hold string) 
 	for _, d := range r.detached {
 		pr.detachedEnd(d, r.requested, p.DeadlineMS > 0)
 	}
+	end.state = r.state()
+	if top {
+		pr.steps = r.steps
+	}
 	return end
+}
+
+// state is the run's durable state: per name, the value of the last
+// KindState op (top level, in program order) that was recorded.
+func (r *mrun) state() map[string]int {
+	var st map[string]int
+	for i := range r.p.Ops {
+		op := &r.p.Ops[i]
+		if op.Kind != KindState {
+			continue
+		}
+		if st == nil {
+			st = map[string]int{}
+		}
+		if s := r.steps[op.ID]; s != nil && s.done {
+			st[op.Name] = s.value
+		}
+	}
+	return st
 }
 
 // childMaxAttempts is the max attempts of a child run under policy rp.
@@ -467,6 +517,8 @@ func (r *mrun) ops(ops []Op, rec Record) *merr {
 			err = r.recorded(op, rec, op.outcome(1).Value, true)
 		case KindVersion:
 			err = r.recorded(op, rec, 1, false)
+		case KindState:
+			err = r.recorded(op, rec, op.outcome(1).Value, false)
 		default:
 			panic(fmt.Sprintf("modeltest: op kind %q has no model", op.Kind))
 		}

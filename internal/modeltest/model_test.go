@@ -2,6 +2,7 @@ package modeltest
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -261,6 +262,29 @@ func TestPredict(t *testing.T) {
 					"k/d1-1#1": {{Status: StatusCompleted, Output: Record{"h4": obsV(`"r4"`)}}},
 				}},
 		},
+		{
+			name: "durable state keeps the last value set per name, across a run retry",
+			p: Program{Key: "k", RunRetry: &Retry{MaxAttempts: 2, IntervalMS: 5}, Ops: []Op{
+				{Kind: KindState, ID: "k1", Name: "a", OnErr: OnErrHandle, Outcomes: []Outcome{ok(1)}},
+				{Kind: KindState, ID: "k2", Name: "b", OnErr: OnErrHandle, Outcomes: []Outcome{ok(2)}},
+				step("s1", OnErrReturn, 1, nil, out(OutFail), ok(4)),
+				{Kind: KindState, ID: "k3", Name: "a", OnErr: OnErrHandle, Outcomes: []Outcome{ok(3)}},
+			}},
+			want: Prediction{Status: StatusCompleted, Attempts: 2,
+				Output:      Record{"k1": obsV("1"), "k2": obsV("2"), "s1": obsV("4"), "k3": obsV("3")},
+				Invocations: map[string]int{"k/s1": 2}, State: map[string]int{"a": 3, "b": 2}},
+		},
+		{
+			name: "durable state set after a cancel request is not recorded",
+			p: Program{Key: "k", Ops: []Op{
+				{Kind: KindState, ID: "k1", Name: "a", OnErr: OnErrHandle, Outcomes: []Outcome{ok(1)}},
+				{Kind: KindCancel, ID: "x2", Name: "x2", OnErr: OnErrHandle},
+				{Kind: KindState, ID: "k3", Name: "a", OnErr: OnErrHandle, Outcomes: []Outcome{ok(3)}},
+			}},
+			want: Prediction{Status: StatusCompleted, Attempts: 1,
+				Output: Record{"k1": obsV("1"), "x2": {Err: CancelledError, Type: TypeCancelled}, "k3": {Err: CancelledError, Type: TypeCancelled}},
+				Invocations: map[string]int{}, State: map[string]int{"a": 1}},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Predict(tc.p)
@@ -466,8 +490,8 @@ func TestGenerate(t *testing.T) {
 	kinds := map[string]int{}
 	defer func() {
 		// The determinism helpers are exercised, through every path.
-		if kinds[KindSide] == 0 || kinds[KindVersion] == 0 {
-			t.Errorf("500 programs with %d side effects and %d version calls", kinds[KindSide], kinds[KindVersion])
+		if kinds[KindSide] == 0 || kinds[KindVersion] == 0 || kinds[KindState] == 0 {
+			t.Errorf("500 programs with %d side effects, %d version calls and %d state sets", kinds[KindSide], kinds[KindVersion], kinds[KindState])
 		}
 	}()
 	for i := 0; i < 500; i++ {
@@ -549,5 +573,40 @@ func TestPredictContinueAsNew(t *testing.T) {
 	failing.Ops[0].Outcomes = []Outcome{{Kind: OutFatal}}
 	if pred := Predict(failing); pred.Status != StatusFailed || pred.Continued != 0 || pred.Invocations["k+1/s2"] != 0 {
 		t.Fatalf("a failed run continued: %+v", pred)
+	}
+}
+
+func TestPredictFork(t *testing.T) {
+	p := Program{Key: "k", Ops: []Op{
+		step("s1", OnErrReturn, 2, nil, out(OutFail), ok(1)),
+		{Kind: KindState, ID: "k1", Name: "a", OnErr: OnErrHandle, Outcomes: []Outcome{ok(5)}},
+		step("s2", OnErrHandle, 1, nil, out(OutFail)),
+		{Kind: KindParallel, ID: "g3", Mode: ModeCollectAll, OnErr: OnErrHandle, Branches: [][]Op{
+			{step("s4", OnErrReturn, 1, nil, ok(4))}, {step("s5", OnErrReturn, 1, nil, ok(5))}}},
+		step("s6", OnErrReturn, 1, nil, out(OutFatal)),
+	}}
+	if !Forkable(p) {
+		t.Fatal("not forkable")
+	}
+	orig := Predict(p)
+	// From s6: everything before it that completed replays; s2 failed, so
+	// it is not in the history and runs again.
+	f := PredictFork(p, "s6")
+	if f.Status != orig.Status || f.Error != orig.Error || f.Status != StatusFailed {
+		t.Fatalf("fork ends %s %q, run %s %q", f.Status, f.Error, orig.Status, orig.Error)
+	}
+	want := map[string]int{"k/s2": 1, "k/s6": 1}
+	if fmt.Sprint(f.Invocations) != fmt.Sprint(want) {
+		t.Fatalf("fork invocations %v, want %v", f.Invocations, want)
+	}
+	if fmt.Sprint(f.State) != "map[a:5]" {
+		t.Fatalf("fork state %v", f.State)
+	}
+	// From the start: everything runs again, as the run did.
+	if f := PredictFork(p, ""); fmt.Sprint(f.Invocations) != fmt.Sprint(orig.Invocations) {
+		t.Fatalf("fork from the start invokes %v, the run %v", f.Invocations, orig.Invocations)
+	}
+	if Forkable(Program{Key: "k", RunRetry: &Retry{MaxAttempts: 2}, Ops: p.Ops}) {
+		t.Fatal("a program with run retries is forkable")
 	}
 }

@@ -71,6 +71,13 @@ const (
 	// reaches it records 1, and replays return it. Generated only in a
 	// program's top-level sequence (see workflow.Version on Parallel).
 	KindVersion = "version"
+	// KindState sets the run's durable state Name to Outcomes[0].Value
+	// (workflow.State.Set, recorded as a step "state:<Name>#<n>"): a
+	// client reading the state of the run after it ended gets, per name,
+	// the value of the last such op that ran (the driver reads it; the
+	// model predicts it). Generated only in a program's top-level
+	// sequence, so their order is the program's.
+	KindState = "state"
 )
 
 // Parent-close policies of detached children (workflow.ParentClosePolicy).

@@ -22,6 +22,7 @@ import (
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/retry"
 	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/pkg/workflow"
 )
 
 // Driver runs programs through a real engine: it starts their runs, sends
@@ -501,6 +502,9 @@ func (d *Driver) observe(ctx context.Context, p modeltest.Program, id uuid.UUID,
 		return modeltest.Observed{}, fmt.Errorf("run %s: %w", id, err)
 	}
 	o := modeltest.Observed{Completed: map[string]int{}, ChildRuns: map[string]int{}, Runs: map[string]modeltest.RunEnd{}, Executions: map[string]int{}}
+	if o.State, err = d.state(ctx, p, id); err != nil {
+		return o, err
+	}
 	visit := func(run store.Run, inst string, steps []store.Step) {
 		for _, s := range steps {
 			if s.Status == store.StepCompleted {
@@ -544,6 +548,31 @@ func (d *Driver) observe(ctx context.Context, p modeltest.Program, id uuid.UUID,
 			return o, fmt.Errorf("run %s: %w", id, err)
 		}
 	}
+}
+
+// state reads, as a client does, the durable state the run id (of p) has
+// under the names p's top-level KindState ops set (nil if none).
+func (d *Driver) state(ctx context.Context, p modeltest.Program, id uuid.UUID) (map[string]int, error) {
+	var st map[string]int
+	for _, op := range p.Ops {
+		if op.Kind != modeltest.KindState {
+			continue
+		}
+		if st == nil {
+			st = map[string]int{}
+		}
+		if _, read := st[op.Name]; read {
+			continue
+		}
+		v, ok, err := client.GetState(ctx, d.Client, id, workflow.NewState[int](op.Name))
+		if err != nil {
+			return nil, fmt.Errorf("state %q of run %s: %w", op.Name, id, err)
+		}
+		if ok {
+			st[op.Name] = v
+		}
+	}
+	return st, nil
 }
 
 // walkRuns calls fn for the run id, named inst (modeltest.RunInstance),
