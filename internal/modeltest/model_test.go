@@ -282,7 +282,7 @@ func TestPredict(t *testing.T) {
 				{Kind: KindState, ID: "k3", Name: "a", OnErr: OnErrHandle, Outcomes: []Outcome{ok(3)}},
 			}},
 			want: Prediction{Status: StatusCompleted, Attempts: 1,
-				Output: Record{"k1": obsV("1"), "x2": {Err: CancelledError, Type: TypeCancelled}, "k3": {Err: CancelledError, Type: TypeCancelled}},
+				Output:      Record{"k1": obsV("1"), "x2": {Err: CancelledError, Type: TypeCancelled}, "k3": {Err: CancelledError, Type: TypeCancelled}},
 				Invocations: map[string]int{}, State: map[string]int{"a": 1}},
 		},
 	} {
