@@ -41,6 +41,9 @@ type Observed struct {
 	// State is the durable state of the chain's first run as a client
 	// reads it after the run ended (KindState names only; nil: not read).
 	State map[string]int
+	// Updates are the answers the driver's update calls got (KindUpdate),
+	// by op ID of the chain's first run.
+	Updates map[string]Obs
 }
 
 // Check predicts how p ends and lists how obs differs (nothing: no
@@ -81,6 +84,27 @@ func Compare(p Program, pred Prediction, obs Observed, crashes bool) []Diff {
 	}
 	if pred.Status == StatusCompleted && obs.Status == StatusCompleted {
 		d = append(d, compareOutput(pred, obs.Output)...)
+	}
+	if len(pred.Lost) == 0 && !pred.Deadline && !pred.PastDeadline && !crashes {
+		ids := map[string]bool{}
+		for id := range pred.Updates {
+			ids[id] = true
+		}
+		for id := range obs.Updates {
+			ids[id] = true
+		}
+		for _, id := range sortedKeys(ids) {
+			want, wok := pred.Updates[id]
+			got, gok := obs.Updates[id]
+			switch {
+			case !wok:
+				add("update %s answered %s, model sent none", id, obsString(got))
+			case !gok:
+				add("update %s: no answer, model %s", id, obsString(want))
+			case !obsEqual(got, want):
+				add("update %s answered %s, model %s", id, obsString(got), obsString(want))
+			}
+		}
 	}
 	// A run lost to a crash or cut short by its deadline set what it got
 	// to: its state is not predicted.

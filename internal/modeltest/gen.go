@@ -48,6 +48,7 @@ func Generate(seed uint64, i int) Program {
 	}
 	setChildKeys(&p)
 	addStateOps(&p, rand.New(rand.NewPCG(seed, uint64(i)+0x57a7e)))
+	addUpdateOps(&p, rand.New(rand.NewPCG(seed, uint64(i)+0x0bda7e)))
 	// Continues as new, up to twice, if nothing in it cancels, terminates
 	// or detaches (a cancelled run does not continue; a detached child's
 	// end is its parent's).
@@ -81,6 +82,34 @@ func addStateOps(p *Program, rng *rand.Rand) {
 			Name: StateNames[rng.IntN(len(StateNames))], Outcomes: []Outcome{{Kind: OutOK, Value: rng.IntN(1000)}}}
 		at := rng.IntN(len(p.Ops) + 1)
 		p.Ops = append(p.Ops[:at], append([]Op{op}, p.Ops[at:]...)...)
+	}
+}
+
+// addUpdateOps inserts, in a fifth of the programs, one or two KindUpdate
+// ops into the top-level sequence before anything that would keep them
+// from being answered (a cancellation, a termination, a sleep past the
+// deadline), from an rng of their own as addStateOps.
+func addUpdateOps(p *Program, rng *rand.Rand) {
+	if rng.Float64() >= 0.2 {
+		return
+	}
+	stop := len(p.Ops)
+	for i, op := range p.Ops {
+		if op.Kind == KindCancel || op.Kind == KindTerminate || (op.Kind == KindSleep && op.MS >= LongSleepMS) {
+			stop = i
+			break
+		}
+	}
+	for k, n := 1, 1+rng.IntN(2); k <= n; k++ {
+		op := Op{Kind: KindUpdate, ID: "u" + strconv.Itoa(k), OnErr: OnErrHandle, Payload: "req" + strconv.Itoa(rng.IntN(1000)),
+			Outcomes: []Outcome{{Kind: OutOK, Value: rng.IntN(1000)}}}
+		op.Name = "upd-" + op.ID
+		if rng.IntN(4) == 0 {
+			op.Outcomes[0].Kind = OutDeclined
+		}
+		at := rng.IntN(stop + 1)
+		p.Ops = append(p.Ops[:at], append([]Op{op}, p.Ops[at:]...)...)
+		stop++
 	}
 }
 

@@ -132,6 +132,8 @@ func (x *exec) ops(ctx workflow.Context, ops []Op) error {
 			var v int
 			v, err = workflow.Version(ctx, op.ID, workflow.DefaultVersion, 1)
 			x.observe(op, v, err)
+		case KindUpdate:
+			err = x.update(ctx, op)
 		case KindState:
 			v := op.outcome(1).Value
 			err = workflow.NewState[int](op.Name).Set(ctx, v)
@@ -221,6 +223,26 @@ func (x *exec) wait(ctx workflow.Context, op *Op) error {
 	}
 	x.record(op.ID, Obs{V: stringJSON(v)})
 	return nil
+}
+
+// update has the driver send the op's update, then serves it.
+func (x *exec) update(ctx workflow.Context, op *Op) error {
+	if err := x.signal(ctx, op, Signal{Name: op.Name, Payload: op.Payload, Send: SendUpdate}); err != nil {
+		x.record(op.ID, errObs(err))
+		return err
+	}
+	u := workflow.NewUpdate[string, string](op.Name, nil)
+	err := u.Handle(ctx, HoldTimeoutMS*time.Millisecond, func(_ workflow.Context, req string) (string, error) {
+		x.record(op.ID, Obs{V: stringJSON(req)})
+		if o := op.outcome(1); o.Kind == OutDeclined {
+			return "", &Failure{Type: TypeDeclined, Msg: updateFailure(op.ID)}
+		}
+		return UpdateAnswer(req, op.outcome(1).Value), nil
+	})
+	if err != nil {
+		x.record(op.ID, errObs(err))
+	}
+	return err
 }
 
 func (x *exec) children(ctx workflow.Context, op *Op) error {

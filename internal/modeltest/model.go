@@ -107,6 +107,9 @@ type Prediction struct {
 	// (KindState: per name, the value of the last op that ran; nil if the
 	// program sets none).
 	State map[string]int
+	// Updates are the answers the callers of the first run's updates get
+	// (KindUpdate), by op ID: the result, or the handler's error.
+	Updates map[string]Obs
 }
 
 // End is how a run ends.
@@ -519,6 +522,8 @@ func (r *mrun) ops(ops []Op, rec Record) *merr {
 			err = r.recorded(op, rec, 1, false)
 		case KindState:
 			err = r.recorded(op, rec, op.outcome(1).Value, false)
+		case KindUpdate:
+			err = r.update(op, rec)
 		default:
 			panic(fmt.Sprintf("modeltest: op kind %q has no model", op.Kind))
 		}
@@ -553,6 +558,37 @@ func (r *mrun) recorded(op *Op, rec Record, value int, invoked bool) *merr {
 		}
 	}
 	rec[op.ID] = Obs{V: intJSON(s.value)}
+	return nil
+}
+
+// update serves the op's update: its request arrives (the driver sends
+// it when the op's signal step runs) and is answered once; replays answer
+// nothing new. A cancelled run records no new signal step: the op fails.
+func (r *mrun) update(op *Op, rec Record) *merr {
+	s := r.steps[op.ID]
+	if s == nil {
+		s = &mstep{}
+		r.steps[op.ID] = s
+	}
+	if !s.done {
+		if r.cancelled {
+			err := errCancelled()
+			rec[op.ID] = err.obs()
+			return err
+		}
+		s.done = true
+		if r.inst == r.pr.top {
+			a := Obs{V: stringJSON(UpdateAnswer(op.Payload, op.outcome(1).Value))}
+			if op.outcome(1).Kind == OutDeclined {
+				a = Obs{Err: updateFailure(op.ID), Type: TypeDeclined}
+			}
+			if r.pr.pred.Updates == nil {
+				r.pr.pred.Updates = map[string]Obs{}
+			}
+			r.pr.pred.Updates[op.ID] = a
+		}
+	}
+	rec[op.ID] = Obs{V: stringJSON(op.Payload)}
 	return nil
 }
 

@@ -285,6 +285,18 @@ func TestPredict(t *testing.T) {
 				Output:      Record{"k1": obsV("1"), "x2": {Err: CancelledError, Type: TypeCancelled}, "k3": {Err: CancelledError, Type: TypeCancelled}},
 				Invocations: map[string]int{}, State: map[string]int{"a": 1}},
 		},
+		{
+			name: "updates are answered once, across a run retry",
+			p: Program{Key: "k", RunRetry: &Retry{MaxAttempts: 2, IntervalMS: 5}, Ops: []Op{
+				{Kind: KindUpdate, ID: "u1", Name: "upd-u1", Payload: "r1", OnErr: OnErrHandle, Outcomes: []Outcome{ok(7)}},
+				{Kind: KindUpdate, ID: "u2", Name: "upd-u2", Payload: "r2", OnErr: OnErrHandle, Outcomes: []Outcome{out(OutDeclined)}},
+				step("s1", OnErrReturn, 1, nil, out(OutFail), ok(4)),
+			}},
+			want: Prediction{Status: StatusCompleted, Attempts: 2,
+				Output:      Record{"u1": obsV(`"r1"`), "u2": obsV(`"r2"`), "s1": obsV("4")},
+				Invocations: map[string]int{"k/s1": 2},
+				Updates:     map[string]Obs{"u1": obsV(`"r1/7"`), "u2": {Err: "update u2: declined", Type: TypeDeclined}}},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Predict(tc.p)
@@ -490,8 +502,9 @@ func TestGenerate(t *testing.T) {
 	kinds := map[string]int{}
 	defer func() {
 		// The determinism helpers are exercised, through every path.
-		if kinds[KindSide] == 0 || kinds[KindVersion] == 0 || kinds[KindState] == 0 {
-			t.Errorf("500 programs with %d side effects, %d version calls and %d state sets", kinds[KindSide], kinds[KindVersion], kinds[KindState])
+		if kinds[KindSide] == 0 || kinds[KindVersion] == 0 || kinds[KindState] == 0 || kinds[KindUpdate] == 0 {
+			t.Errorf("500 programs with %d side effects, %d version calls, %d state sets and %d updates",
+				kinds[KindSide], kinds[KindVersion], kinds[KindState], kinds[KindUpdate])
 		}
 	}()
 	for i := 0; i < 500; i++ {

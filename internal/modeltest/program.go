@@ -78,7 +78,23 @@ const (
 	// model predicts it). Generated only in a program's top-level
 	// sequence, so their order is the program's.
 	KindState = "state"
+	// KindUpdate serves one update (workflow.Update.Handle) named Name: a
+	// signal step first has the driver send it, with the request Payload
+	// (client.Update, which waits for the answer); the handler answers
+	// UpdateAnswer(Payload, Outcomes[0].Value), or fails with an error of
+	// type TypeDeclined if Outcomes[0] is OutDeclined. The op observes the
+	// request; the driver keeps the answer its caller got, which the
+	// model predicts. Generated only in a program's top-level sequence,
+	// before any cancellation, termination or missed deadline.
+	KindUpdate = "update"
 )
+
+// UpdateAnswer is the answer of a KindUpdate op's handler to request req.
+func UpdateAnswer(req string, v int) string { return req + "/" + strconv.Itoa(v) }
+
+// updateFailure is the message of the error a KindUpdate op's handler
+// fails with.
+func updateFailure(id string) string { return "update " + id + ": declined" }
 
 // Parent-close policies of detached children (workflow.ParentClosePolicy).
 const (
@@ -189,6 +205,9 @@ const (
 	// SendHeld (KindDetach): the driver sends the event to the run once
 	// every child in Signal.Holds has its hold wait in progress.
 	SendHeld = "held"
+	// SendUpdate (KindUpdate): the driver sends the update Name with the
+	// request Payload and keeps the answer.
+	SendUpdate = "update"
 )
 
 // Parallel modes.

@@ -53,6 +53,10 @@ type Driver struct {
 	sent     map[string]bool
 	problems []string
 	launched map[string]uuid.UUID
+	// answers are the answers of the updates sent (KindUpdate), by
+	// "<program key>/<op id>"; updating counts the calls still waiting.
+	answers  map[string]modeltest.Obs
+	updating sync.WaitGroup
 }
 
 func (d *Driver) logf(format string, args ...any) {
@@ -152,6 +156,11 @@ func (d *Driver) onSignal(m *nats.Msg) {
 		if first() {
 			d.release(runID, s)
 		}
+	case modeltest.SendUpdate:
+		_ = m.Respond([]byte("ok"))
+		if first() {
+			d.update(runID, s)
+		}
 	case modeltest.SendHeld:
 		_ = m.Respond([]byte("ok"))
 		if first() && d.held(runID, s) {
@@ -180,6 +189,62 @@ func (d *Driver) send(id uuid.UUID, s modeltest.Signal) {
 		_, err := d.Client.SendEvent(d.ctx, id, s.Name, s.Payload)
 		return err
 	})
+}
+
+// update sends the update of signal s to run id and keeps the answer its
+// call gets (or its error) for Observe. The call waits for the answer,
+// by push, while the run goes on.
+func (d *Driver) update(id uuid.UUID, s modeltest.Signal) {
+	d.updating.Add(1)
+	go func() {
+		defer d.updating.Done()
+		u := workflow.NewUpdate[string, string](s.Name, nil)
+		resp, err := client.Update(d.ctx, d.Client, id, u, s.Payload)
+		o := modeltest.Obs{V: json.RawMessage(fmt.Sprintf("%q", resp))}
+		var failed *client.UpdateFailedError
+		switch {
+		case errors.As(err, &failed):
+			o = modeltest.Obs{Err: failed.Message, Type: failed.Type}
+		case err != nil:
+			o = modeltest.Obs{Err: "no answer: " + err.Error()}
+		}
+		d.mu.Lock()
+		if d.answers == nil {
+			d.answers = map[string]modeltest.Obs{}
+		}
+		d.answers[s.Key+"/"+s.OpID] = o
+		d.mu.Unlock()
+	}()
+}
+
+// updates returns the answers the updates of p's first run got, by op
+// ID (nil if p sends none), once every call sent has returned.
+func (d *Driver) updates(ctx context.Context, p modeltest.Program) (map[string]modeltest.Obs, error) {
+	var ids []string
+	for _, op := range p.Ops {
+		if op.Kind == modeltest.KindUpdate {
+			ids = append(ids, op.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	done := make(chan struct{})
+	go func() { d.updating.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[string]modeltest.Obs{}
+	for _, id := range ids {
+		if o, ok := d.answers[p.Key+"/"+id]; ok {
+			out[id] = o
+		}
+	}
+	return out, nil
 }
 
 // act calls do (attempt counts from 0) until it succeeds, retrying what
@@ -503,6 +568,9 @@ func (d *Driver) observe(ctx context.Context, p modeltest.Program, id uuid.UUID,
 	}
 	o := modeltest.Observed{Completed: map[string]int{}, ChildRuns: map[string]int{}, Runs: map[string]modeltest.RunEnd{}, Executions: map[string]int{}}
 	if o.State, err = d.state(ctx, p, id); err != nil {
+		return o, err
+	}
+	if o.Updates, err = d.updates(ctx, p); err != nil {
 		return o, err
 	}
 	visit := func(run store.Run, inst string, steps []store.Step) {
