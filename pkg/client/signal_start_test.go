@@ -3,8 +3,11 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/store"
@@ -64,4 +67,33 @@ func TestSignalWithStart(t *testing.T) {
 	if _, err := f.cl.GetByExternalID(ctx, "x"); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("an invalid request started a run: %v", err)
 	}
+}
+
+type Item struct{ SKU string }
+
+// Cart loops on workflow.WaitForEvent[Item](ctx, "add", 0).
+var Cart = workflow.New[string, []Item]("Cart")
+
+// Signal-with-start, as the README shows it: an item for the live cart
+// cart-7, which is started first if there is none.
+func ExampleSignalWithStartWorkflow() {
+	ctx := context.Background()
+	nc, err := nats.Connect(nats.DefaultURL)
+	if err != nil {
+		return
+	}
+	cl, err := client.Connect(ctx, databaseURL, nc, client.Options{})
+	if err != nil {
+		return
+	}
+	defer cl.Close()
+	h, started, err := client.SignalWithStartWorkflow(ctx, cl, Cart, "cart-7", "user-7",
+		"add", Item{SKU: "A1"}, client.StartOptions{Queue: "carts"})
+	if err != nil {
+		return
+	}
+	fmt.Println(h.RunID, started)
+	// Untyped, the same call:
+	_, _ = cl.SignalWithStart(ctx, client.SignalWithStartRequest{Type: "Cart",
+		ExternalID: "cart-7", Input: "user-7", Event: "add", Payload: Item{SKU: "A1"}})
 }
