@@ -10,7 +10,7 @@
 // transaction), StartMany, Get, List, Cancel, Result, which waits for a
 // run's end by push (a NATS subscription made before Postgres is checked,
 // so no result is missed and nothing polls), SendEvent for runs waiting in
-// WaitForEvent, Retry for failed runs (dead letters), global
+// WaitForEvent (SignalWithStart starting the run if none is live), Retry for failed runs (dead letters), global
 // concurrency limits per workflow type, the operator's default version per
 // type (SetDefaultVersion), how long finished runs are kept
 // (SetRetention), and remote drain of a worker (DrainWorker).
