@@ -60,7 +60,7 @@ type RunsForkParams struct {
 
 // Fork is a fork of a run, as RunsFork and RunsForkMany return it.
 type Fork struct {
-	// Run is the fork (without input and output).
+	// Run is the fork, with its input.
 	Run Run
 	// From and Step are the run it was forked from and the step it
 	// executes again from ("" from the start).
@@ -144,8 +144,9 @@ ORDER BY v.ord`
 
 // forksOfSQL reads the forks of the (run, step) pairs given.
 const forksOfSQL = `
-SELECT ` + runCols + `, r.forked_from, r.forked_at_step FROM kagzi.workflow_runs r
+SELECT ` + runCols + `, r.forked_from, r.forked_at_step, pl.input FROM kagzi.workflow_runs r
 JOIN unnest(@from_ids::uuid[], @steps::text[]) AS v(from_id, step) ON r.forked_from = v.from_id AND r.forked_at_step = v.step
+LEFT JOIN kagzi.workflow_payloads pl ON pl.run_id = r.run_id
 WHERE r.namespace_id = @namespace`
 
 func checkForkStep(step string) error {
@@ -286,11 +287,13 @@ func (s *Store) runsForkTx(ctx context.Context, namespace string, pairs []forkPa
 	found := make(map[key]Run)
 	for rows.Next() {
 		var k key
-		r, err := scanRun(rows, &k.from, &k.step)
+		var input []byte
+		r, err := scanRun(rows, &k.from, &k.step, &input)
 		if err != nil {
 			rows.Close()
 			return err
 		}
+		r.Input = input
 		found[k] = r
 	}
 	rows.Close()

@@ -61,7 +61,7 @@ func TestRunsFork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !f.Created || f.From != old.ID || f.Step != "c" || f.Run.ID == old.ID {
+	if !f.Created || f.From != old.ID || f.Step != "c" || f.Run.ID == old.ID || string(f.Run.Input) != `{"x":1}` {
 		t.Fatalf("fork %+v", f)
 	}
 	fr := e.get("ns", f.Run.ID)
