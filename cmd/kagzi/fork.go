@@ -160,8 +160,8 @@ existing fork. --version pins the fork to another version of the workflow
 func newRunForkManyCmd(a *app) *cobra.Command {
 	var (
 		typ, status, group, errType, since, until, step, version string
-		fromFailed                                                bool
-		limit                                                     int
+		fromFailed                                               bool
+		limit                                                    int
 	)
 	c := &cobra.Command{
 		Use:   "fork-many",
