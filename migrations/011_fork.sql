@@ -6,17 +6,23 @@
 -- nothing). Both are set together, on the fork only; the run it was made
 -- from is not changed. No foreign key, like continued_as: retention
 -- deletes finished runs one by one and a fork outlives its origin.
-ALTER TABLE kagzi.workflow_runs ADD COLUMN forked_from uuid;
-ALTER TABLE kagzi.workflow_runs ADD COLUMN forked_at_step text;
+--
+-- The columns may exist already (README "Upgrading": added by hand to
+-- build the index below concurrently first). The check holds for every
+-- row made before it (both NULL), so it is NOT VALID: no scan of the table
+-- under its lock, and new and updated rows are checked all the same.
+ALTER TABLE kagzi.workflow_runs ADD COLUMN IF NOT EXISTS forked_from uuid;
+ALTER TABLE kagzi.workflow_runs ADD COLUMN IF NOT EXISTS forked_at_step text;
 ALTER TABLE kagzi.workflow_runs ADD CONSTRAINT workflow_runs_fork_check
-    CHECK ((forked_from IS NULL) = (forked_at_step IS NULL));
+    CHECK ((forked_from IS NULL) = (forked_at_step IS NULL)) NOT VALID;
 
 -- One fork per (run, step): a repeated or concurrent request for the same
 -- pair meets this index and returns the fork that exists (store.RunsFork).
 -- It also lists a run's forks. Only forks are in it, so its build reads
 -- the table once and holds nothing on the hot path; on a large table,
--- create it first with CREATE UNIQUE INDEX CONCURRENTLY (same name and
--- definition, README "Upgrading"), and this statement does nothing.
+-- add the two columns and create it with CREATE UNIQUE INDEX CONCURRENTLY
+-- first (same names and definitions, README "Upgrading"), and these
+-- statements do nothing.
 CREATE UNIQUE INDEX IF NOT EXISTS workflow_runs_fork_idx ON kagzi.workflow_runs (forked_from, forked_at_step)
     WHERE forked_from IS NOT NULL;
 
