@@ -21,7 +21,7 @@ func newEventCmd(a *app) *cobra.Command {
 		Short:   "Send events to runs waiting for them",
 		Example: `  kagzi event send order-42 payment-received --data '{"amount": 1999}'`,
 	})
-	c.AddCommand(newEventSendCmd(a))
+	c.AddCommand(newEventSendCmd(a), newEventSendWithStartCmd(a))
 	return c
 }
 

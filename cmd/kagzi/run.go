@@ -24,15 +24,16 @@ func init() { register(newRunCmd) }
 func newRunCmd(a *app) *cobra.Command {
 	c := groupCmd(&cobra.Command{
 		Use:   "run",
-		Short: "Start, list, show, cancel, retry and export workflow runs",
+		Short: "Start, list, show, cancel, retry, fork and export workflow runs",
 		Example: `  kagzi run start ProcessOrder --input '{"order_id": 42}'
   kagzi run list --status FAILED
   kagzi run show 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e
   kagzi run retry 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e
+  kagzi run fork 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e --step charge
   kagzi run export --finished-before 6d --output archive.jsonl`,
 	})
 	c.AddCommand(newRunStartCmd(a), newRunListCmd(a), newRunShowCmd(a), newRunCancelCmd(a), newRunTerminateCmd(a), newRunRetryCmd(a),
-		newRunExportCmd(a))
+		newRunExportCmd(a), newRunForkCmd(a), newRunForkManyCmd(a))
 	return c
 }
 
@@ -252,6 +253,7 @@ func runsTable(w io.Writer, runs []store.Run, fired bool) {
 // runShowJSON is what `run show` prints with --json.
 type runShowJSON struct {
 	runJSON
+	forkLinksJSON
 	// WorkersServing counts the live workers that serve a PENDING or
 	// SLEEPING run's type@version on its queue (absent for other runs).
 	WorkersServing *int       `json:"workers_serving,omitempty"`
@@ -287,7 +289,11 @@ warns when none does: the run waits until one registers.`,
 			if err != nil {
 				return err
 			}
-			v := runShowJSON{runJSON: toRunJSON(run), Steps: make([]stepJSON, len(steps))}
+			links, linksJSON, err := forkLinks(cmd.Context(), st, a.Namespace, id)
+			if err != nil {
+				return err
+			}
+			v := runShowJSON{runJSON: toRunJSON(run), forkLinksJSON: linksJSON, Steps: make([]stepJSON, len(steps))}
 			for i, s := range steps {
 				v.Steps[i] = toStepJSON(s)
 			}
@@ -300,6 +306,7 @@ warns when none does: the run waits until one registers.`,
 			}
 			return a.print(cmd, v, func(w io.Writer) {
 				runFields(w, run)
+				forkFields(w, links)
 				if v.WorkersServing != nil {
 					fmt.Fprintf(w, "Workers:\t%s\n", servingLine(*v.WorkersServing, run))
 				}

@@ -10,7 +10,9 @@
 // transaction), StartMany, Get, List, Cancel, Result, which waits for a
 // run's end by push (a NATS subscription made before Postgres is checked,
 // so no result is missed and nothing polls), SendEvent for runs waiting in
-// WaitForEvent, Retry for failed runs (dead letters), global
+// WaitForEvent (SignalWithStart starting the run if none is live), Retry
+// for failed runs (dead letters), Fork and ForkMany to rerun runs from a
+// step after a fix, global
 // concurrency limits per workflow type, the operator's default version per
 // type (SetDefaultVersion), how long finished runs are kept
 // (SetRetention), and remote drain of a worker (DrainWorker).
@@ -373,13 +375,16 @@ func (c *Client) WorkersServing(ctx context.Context, queue, typ, version string)
 // Handle returns a handle for an existing run id.
 func (c *Client) Handle(id uuid.UUID) *Handle { return &Handle{c: c, RunID: id} }
 
-// Get returns a run with its input and output.
+// Get returns a run with its input and output, and its fork links.
 func (c *Client) Get(ctx context.Context, id uuid.UUID) (*Run, error) {
 	r, err := c.st.RunsGet(ctx, c.ns, id)
 	if err != nil {
 		return nil, err
 	}
 	out := runFrom(r)
+	if err := c.forkLinks(ctx, &out); err != nil {
+		return nil, err
+	}
 	return &out, nil
 }
 

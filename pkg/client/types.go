@@ -95,6 +95,12 @@ type Run struct {
 	// ContinuedAs is the run this one continued as (workflow.ContinueAsNew):
 	// it ended COMPLETED without output and its work goes on there.
 	ContinuedAs *uuid.UUID
+	// ForkedFrom is the run this one was forked from (Client.Fork), at
+	// step ForkedAtStep ("" from the start); Forks are the forks made
+	// from this run, oldest first. Filled by Get only.
+	ForkedFrom   *uuid.UUID
+	ForkedAtStep string
+	Forks        []ForkRef
 	// Input and Output (JSON) are filled by Get and Wait; List leaves them
 	// nil.
 	Input  []byte

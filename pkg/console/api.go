@@ -71,6 +71,8 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /api/v1/runs/{id}/retry", c.api(c.runAction("retry")))
 	m.HandleFunc("POST /api/v1/runs/{id}/events", c.api(c.runAction("event")))
 	m.HandleFunc("POST /api/v1/dead-letters/retry", c.api(c.bulkRetry))
+	m.HandleFunc("POST /api/v1/runs/{id}/fork", c.api(c.forkRun))
+	m.HandleFunc("POST /api/v1/dead-letters/fork", c.api(c.bulkFork))
 	m.HandleFunc("POST /api/v1/schedules", c.api(c.createSchedule))
 	m.HandleFunc("POST /api/v1/schedules/{id}/{action}", c.api(c.scheduleAction))
 	m.HandleFunc("DELETE /api/v1/schedules/{id}", c.api(c.deleteSchedule))
@@ -316,6 +318,9 @@ func (c *Console) runData(r *http.Request, ns string) (any, error) {
 	}
 	if d.TraceID != "" && c.opts.TraceURL != "" {
 		d.TraceURL = strings.ReplaceAll(c.opts.TraceURL, "{trace_id}", d.TraceID)
+	}
+	if err := c.forkLinks(r.Context(), ns, id, &d); err != nil {
+		return nil, err
 	}
 	d.Children, err = c.children(r.Context(), ns, id, 0)
 	return d, err

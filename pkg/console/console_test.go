@@ -213,6 +213,7 @@ func TestReadOnly(t *testing.T) {
 		{"POST", "/api/v1/schedules"}, {"POST", "/api/v1/schedules/" + id + "/pause"}, {"POST", "/api/v1/schedules/" + id + "/trigger"},
 		{"DELETE", "/api/v1/schedules/" + id}, {"POST", "/api/v1/workers/" + id + "/drain"}, {"POST", "/api/v1/limits"},
 		{"DELETE", "/api/v1/limits"}, {"PUT", "/api/v1/runs"},
+		{"POST", "/api/v1/runs/" + id + "/fork"}, {"POST", "/api/v1/dead-letters/fork"},
 	}
 	for _, w := range writes {
 		if code, body := e.do(w.method, w.path+"?ns=default", map[string]any{"type": "Echo"}); code != http.StatusForbidden {
@@ -225,7 +226,7 @@ func TestReadOnly(t *testing.T) {
 		t.Fatalf("read-only list: %d runs", len(page.Runs))
 	}
 	_, body := e.do(http.MethodGet, "/runs/"+id, nil)
-	if strings.Contains(string(body), "btn-cancel") {
+	if strings.Contains(string(body), "btn-cancel") || strings.Contains(string(body), "btn-fork") {
 		t.Fatal("read-only page shows actions")
 	}
 }
@@ -467,4 +468,95 @@ func TestLiveWithNATSAuth(t *testing.T) {
 		t.Fatalf("the console broke a NATS permission: %v", err)
 	default:
 	}
+}
+
+// TestForks: forking a run from a step and from the start, its links on
+// both pages, and forking a dead-letter group, each once.
+func TestForks(t *testing.T) {
+	e := start(t, console.Options{})
+	var failed []uuid.UUID
+	for range 3 {
+		failed = append(failed, e.start("Fail", `{}`))
+	}
+	for _, id := range failed {
+		if r := e.wait(id); r.Status != "FAILED" {
+			t.Fatalf("fail run: %s", r.Status)
+		}
+	}
+	until := time.Now().UTC().Format(time.RFC3339Nano)
+	old := failed[0]
+
+	var f, again console.ForkAnswer
+	e.post("/api/v1/runs/"+old.String()+"/fork?ns=default", map[string]any{"step": "boom"}, http.StatusOK, &f)
+	if !f.Created || f.ForkedFrom != old || f.Step != "boom" || f.RunID == old {
+		t.Fatalf("fork: %+v", f)
+	}
+	e.post("/api/v1/runs/"+old.String()+"/fork?ns=default", map[string]any{"step": "boom"}, http.StatusOK, &again)
+	if again.Created || again.RunID != f.RunID {
+		t.Fatalf("fork again: %+v", again)
+	}
+	var start console.ForkAnswer
+	e.post("/api/v1/runs/"+old.String()+"/fork?ns=default", nil, http.StatusOK, &start)
+	if !start.Created || start.Step != "" {
+		t.Fatalf("fork from start: %+v", start)
+	}
+	e.post("/api/v1/runs/"+old.String()+"/fork?ns=default", map[string]any{"step": "nope"}, http.StatusBadRequest, nil)
+	e.post("/api/v1/runs/"+uuid.NewString()+"/fork?ns=default", nil, http.StatusNotFound, nil)
+
+	var d console.RunDetail
+	e.getJSON("/api/v1/runs/"+f.RunID.String()+"?ns=default", &d)
+	if d.ForkedFrom == nil || *d.ForkedFrom != old || d.ForkedAtStep != "boom" {
+		t.Fatalf("fork detail: %+v", d)
+	}
+	d = console.RunDetail{}
+	e.getJSON("/api/v1/runs/"+old.String()+"?ns=default", &d)
+	if d.ForkedFrom != nil || len(d.Forks) != 2 || d.Forks[0].RunID != f.RunID || d.Forks[1].Step != "" || d.Run.Status != "FAILED" {
+		t.Fatalf("old detail: %+v", d)
+	}
+	_, page := e.do(http.MethodGet, "/runs/"+old.String()+"?ns=default", nil)
+	for _, want := range []string{`class="btn-fork"`, `name="step" value="boom"`, "btn-fork-start", `id="forks"`, f.RunID.String()} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("old run page lacks %q", want)
+		}
+	}
+	_, page = e.do(http.MethodGet, "/runs/"+f.RunID.String()+"?ns=default", nil)
+	if !strings.Contains(string(page), `id="forked-from"`) || !strings.Contains(string(page), "at step boom") {
+		t.Errorf("fork page lacks its origin:\n%s", page)
+	}
+	_, page = e.do(http.MethodGet, "/dead-letters?ns=default", nil)
+	if !strings.Contains(string(page), "/api/v1/dead-letters/fork") {
+		t.Error("dead-letters page has no fork action")
+	}
+
+	// The group, twice: the runs that finished before until are forked
+	// once each (the first was forked from its failed step above).
+	var dl struct {
+		Groups []console.DeadLetterView `json:"groups"`
+	}
+	e.getJSON("/api/v1/dead-letters?ns=default", &dl)
+	if len(dl.Groups) == 0 {
+		t.Fatal("no dead-letter group")
+	}
+	type bulk struct {
+		Matched       int                  `json:"matched"`
+		Forked        int                  `json:"forked"`
+		AlreadyForked int                  `json:"already_forked"`
+		Forks         []console.ForkAnswer `json:"forks"`
+	}
+	body := map[string]any{"type": "Fail", "fingerprint": dl.Groups[0].Fingerprint, "until": until}
+	var b bulk
+	e.post("/api/v1/dead-letters/fork?ns=default", body, http.StatusOK, &b)
+	if b.Matched != 3 || b.Forked != 2 || b.AlreadyForked != 1 || len(b.Forks) != 3 {
+		t.Fatalf("bulk fork: %+v", b)
+	}
+	for _, fk := range b.Forks {
+		if fk.Step != "boom" {
+			t.Fatalf("bulk fork %+v", fk)
+		}
+	}
+	e.post("/api/v1/dead-letters/fork?ns=default", body, http.StatusOK, &b)
+	if b.Matched != 3 || b.Forked != 0 || b.AlreadyForked != 3 {
+		t.Fatalf("bulk fork again: %+v", b)
+	}
+	e.post("/api/v1/dead-letters/fork?ns=default", map[string]any{"limit": "0"}, http.StatusBadRequest, nil)
 }

@@ -121,6 +121,11 @@ type RunDetail struct {
 	Children []ChildView   `json:"children"`
 	TraceID  string        `json:"trace_id,omitempty"`
 	TraceURL string        `json:"trace_url,omitempty"`
+	// ForkedFrom is the run this one was forked from, at ForkedAtStep (""
+	// from the start); Forks are the forks made from it.
+	ForkedFrom   *uuid.UUID `json:"forked_from,omitempty"`
+	ForkedAtStep string     `json:"forked_at_step,omitempty"`
+	Forks        []ForkView `json:"forks"`
 }
 
 // pretty indents a JSON payload for display; other bytes are shown as is.
