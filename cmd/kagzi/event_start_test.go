@@ -30,7 +30,7 @@ func TestEventSendWithStart(t *testing.T) {
 	var v sendWithStartJSON
 	c.okJSON(&v, "event", "send-with-start", "--type", "Cart", "--id", "cart-9", "--event", "add", "--payload", `{"sku": "B2"}`)
 	if v.Started || v.RunID != run.ID || v.EventID == uuid.Nil || v.Name != "add" || v.RunStatus != "PENDING" ||
-		compactJSON(t, v.Payload) != `{"sku":"B2"}` {
+		compactJSONT(t, v.Payload) != `{"sku":"B2"}` {
 		t.Fatalf("second send-with-start --json: %+v", v)
 	}
 	evs, err := c.store().EventsList(context.Background(), "default", run.ID)
@@ -51,7 +51,7 @@ func TestEventSendWithStart(t *testing.T) {
 }
 
 // compactJSON is b without insignificant space (--json output is indented).
-func compactJSON(t *testing.T, b []byte) string {
+func compactJSONT(t *testing.T, b []byte) string {
 	t.Helper()
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, b); err != nil {

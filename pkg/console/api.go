@@ -51,6 +51,7 @@ func (c *Console) routes() {
 		return c.hub.counts(r.Context(), ns)
 	}))
 	m.HandleFunc("GET /api/v1/runs/{id}", c.api(c.runData))
+	m.HandleFunc("GET /api/v1/runs/{id}/progress", c.serveProgress)
 	m.HandleFunc("GET /api/v1/dead-letters", c.api(c.deadLettersData))
 	m.HandleFunc("GET /api/v1/schedules", c.api(c.schedulesData))
 	m.HandleFunc("GET /api/v1/workers", c.api(c.workersData))

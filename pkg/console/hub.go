@@ -96,6 +96,9 @@ type hub struct {
 	spawn func(func()) bool
 	// flushes counts the hub's reads of Postgres (tests check idleness).
 	flushes int64
+	// runs are the run pages' event streams of state and stream entries
+	// (progress.go).
+	runs runWaiters
 }
 
 func newHub(st *store.Store, nc *nats.Conn, coalesce time.Duration) *hub {
@@ -115,6 +118,7 @@ func (h *hub) start(ctx context.Context, spawn func(func()) bool) error {
 		protocol.SubjectReadyAll:    h.onReady,
 		protocol.SubjectScheduleAll: h.onSchedule,
 		protocol.SubjectRelayUp:     func(*nats.Msg) { h.resyncAll() },
+		protocol.SubjectProgressAll: h.onProgress,
 	}
 	for subj, fn := range subjects {
 		sub, err := h.nc.Subscribe(subj, fn)
@@ -316,6 +320,7 @@ func (h *hub) onDone(m *nats.Msg) {
 	var f protocol.RunFinished
 	if protocol.Decode(m.Data, &f) == nil {
 		h.note(f.Namespace, []uuid.UUID{f.RunID}, false)
+		h.runs.wake(runKey{f.Namespace, f.RunID})
 	}
 }
 
@@ -342,6 +347,7 @@ func (h *hub) onSchedule(m *nats.Msg) {
 // resyncAll re-reads every namespace's baseline (NATS reconnected or a
 // relay restarted: events may be lost) and tells browsers to reload.
 func (h *hub) resyncAll() {
+	h.runs.wakeAll()
 	h.mu.Lock()
 	ctx := h.ctx
 	var states []*nsState

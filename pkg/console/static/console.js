@@ -94,6 +94,49 @@
 
   // Live updates.
   if (!window.EventSource) return;
+  // A run page follows the run's state and streams on an event stream of
+  // its own; the section is kept across refreshes (hx-preserve), entries
+  // are appended as they are recorded.
+  var prog = page === "run" ? document.getElementById("run-progress") : null;
+  if (prog) {
+    var pes = new EventSource(prog.getAttribute("data-progress-url"));
+    var streamBox = function (name) {
+      var box = document.getElementById("streams");
+      var found = null;
+      box.querySelectorAll("div.stream").forEach(function (d) { if (d.getAttribute("data-stream") === name) found = d; });
+      if (found) return found;
+      var empty = box.querySelector(".empty"); if (empty) empty.remove();
+      var d = document.createElement("div"); d.className = "stream"; d.setAttribute("data-stream", name);
+      var h = document.createElement("h3"); h.textContent = name; d.appendChild(h);
+      var list = document.createElement("ol"); list.className = "entries"; d.appendChild(list);
+      box.appendChild(d);
+      return d;
+    };
+    pes.addEventListener("state", function (e) {
+      var vals = JSON.parse(e.data), body = document.getElementById("state-body");
+      if (!vals.length) return;
+      body.textContent = "";
+      vals.forEach(function (v) {
+        var tr = document.createElement("tr"); tr.setAttribute("data-key", v.key);
+        [v.key, String(v.version), JSON.stringify(v.value)].forEach(function (t) {
+          var td = document.createElement("td"); td.textContent = t; tr.appendChild(td);
+        });
+        body.appendChild(tr);
+      });
+    });
+    pes.addEventListener("entry", function (e) {
+      var en = JSON.parse(e.data), list = streamBox(en.stream).querySelector("ol.entries");
+      if (list.querySelector('li[data-index="' + en.index + '"]')) return;
+      var li = document.createElement("li"); li.setAttribute("data-index", String(en.index)); li.value = en.index;
+      li.textContent = JSON.stringify(en.value);
+      list.appendChild(li);
+    });
+    pes.addEventListener("end", function (e) {
+      var d = streamBox(JSON.parse(e.data).stream);
+      if (!d.querySelector(".badge")) { var b = document.createElement("span"); b.className = "badge"; b.textContent = "closed"; d.querySelector("h3").appendChild(b); }
+    });
+    pes.addEventListener("done", function () { pes.close(); });
+  }
   var live = document.getElementById("live");
   var es = new EventSource(prefix + "/api/v1/stream?ns=" + encodeURIComponent(ns));
   es.onopen = function () { live.textContent = "● live"; live.className = "live on"; };
