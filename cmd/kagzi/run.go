@@ -32,7 +32,7 @@ func newRunCmd(a *app) *cobra.Command {
   kagzi run export --finished-before 6d --output archive.jsonl`,
 	})
 	c.AddCommand(newRunStartCmd(a), newRunListCmd(a), newRunShowCmd(a), newRunCancelCmd(a), newRunTerminateCmd(a), newRunRetryCmd(a),
-		newRunExportCmd(a))
+		newRunExportCmd(a), newRunUpdateCmd(a))
 	return c
 }
 
