@@ -10,7 +10,8 @@
 // transaction), StartMany, Get, List, Cancel, Result, which waits for a
 // run's end by push (a NATS subscription made before Postgres is checked,
 // so no result is missed and nothing polls), SendEvent for runs waiting in
-// WaitForEvent, Retry for failed runs (dead letters), global
+// WaitForEvent, Update for requests a workflow answers while the caller
+// waits (workflow.NewUpdate), Retry for failed runs (dead letters), global
 // concurrency limits per workflow type, the operator's default version per
 // type (SetDefaultVersion), how long finished runs are kept
 // (SetRetention), and remote drain of a worker (DrainWorker).
