@@ -33,7 +33,8 @@ func newRunCmd(a *app) *cobra.Command {
   kagzi run export --finished-before 6d --output archive.jsonl`,
 	})
 	c.AddCommand(newRunStartCmd(a), newRunListCmd(a), newRunShowCmd(a), newRunCancelCmd(a), newRunTerminateCmd(a), newRunRetryCmd(a),
-		newRunExportCmd(a), newRunForkCmd(a), newRunForkManyCmd(a), newRunStateCmd(a), newRunStreamCmd(a))
+		newRunExportCmd(a), newRunForkCmd(a), newRunForkManyCmd(a), newRunStateCmd(a), newRunStreamCmd(a),
+		newRunUpdateCmd(a))
 	return c
 }
 

@@ -76,5 +76,6 @@ func Register(w *worker.Worker) error {
 		worker.Register(w, "PriceQuote", PriceQuote),
 		worker.Register(w, "ChargeCard", ChargeCard),
 		worker.Register(w, "Export", Export),
+		worker.Register(w, "Cart", Cart),
 	)
 }

@@ -10,9 +10,10 @@
 // transaction), StartMany, Get, List, Cancel, Result, which waits for a
 // run's end by push (a NATS subscription made before Postgres is checked,
 // so no result is missed and nothing polls), SendEvent for runs waiting in
-// WaitForEvent (SignalWithStart starting the run if none is live), Retry
-// for failed runs (dead letters), Fork and ForkMany to rerun runs from a
-// step after a fix, global
+// WaitForEvent (SignalWithStart starting the run if none is live), Update
+// for requests a workflow answers while the caller waits
+// (workflow.NewUpdate), Retry for failed runs (dead letters), Fork and
+// ForkMany to rerun runs from a step after a fix, global
 // concurrency limits per workflow type, the operator's default version per
 // type (SetDefaultVersion), how long finished runs are kept
 // (SetRetention), and remote drain of a worker (DrainWorker).

@@ -69,8 +69,6 @@ func TestSignalWithStart(t *testing.T) {
 	}
 }
 
-type Item struct{ SKU string }
-
 // Cart loops on workflow.WaitForEvent[Item](ctx, "add", 0).
 var Cart = workflow.New[string, []Item]("Cart")
 

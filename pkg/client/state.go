@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -12,11 +11,6 @@ import (
 	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/workflow"
 )
-
-// ErrRunFinished is wrapped by the error of WaitState (and
-// Client.StateWait) when the run ended before it recorded what was waited
-// for; errors.As to *RunFinishedError for the run's status.
-var ErrRunFinished = errors.New("run finished")
 
 // RunFinishedError says that a run ended while a reader waited for more
 // of its state.

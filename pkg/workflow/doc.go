@@ -2,7 +2,8 @@
 // workflows ([New], [Ref]), the Context a run executes in, durable steps
 // ([Step]) memoized across executions and retried under a policy
 // ([WithRetry], [WithStepTimeout]), durable sleep ([Sleep], [SleepUntil]),
-// events ([WaitForEvent]), child workflows ([Ref.Child], [StartChild],
+// events ([WaitForEvent]), updates the caller waits for ([NewUpdate],
+// [Update.Handle]), child workflows ([Ref.Child], [StartChild],
 // [Child], [ChildAll]), parallel branches ([Parallel]), recorded values
 // ([Now], [SideEffect]), patching of running workflows ([Version]),
 // [ContinueAsNew], and the error helpers that steer retries

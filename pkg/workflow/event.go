@@ -47,10 +47,22 @@ func EventStepID(name string, n int) string {
 // doc). In a Parallel branch, the run is suspended once no branch can go on,
 // and woken by an event any branch waits for.
 func WaitForEvent[T any](ctx Context, name string, timeout time.Duration) (T, error) {
-	var zero T
+	raw, _, err := waitEvent(ctx, name, timeout)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return decodeEvent[T](name, raw)
+}
+
+// waitEvent is WaitForEvent before decoding: the received payload and the
+// id of the EVENT step that received it (an update's answer is named after
+// it).
+func waitEvent(ctx Context, name string, timeout time.Duration) (json.RawMessage, string, error) {
+	var zero json.RawMessage
 	ex := ctx.execution()
 	if err := protocol.ValidEventName(name); err != nil {
-		return zero, fmt.Errorf("workflow: %w", err)
+		return zero, "", fmt.Errorf("workflow: %w", err)
 	}
 	ex.mu.Lock()
 	ex.events[name]++
@@ -58,17 +70,17 @@ func WaitForEvent[T any](ctx Context, name string, timeout time.Duration) (T, er
 	ex.mu.Unlock()
 	prev, err := ex.enter(ctx, id)
 	if err != nil {
-		return zero, err
+		return zero, "", err
 	}
-	timedOut := func() (T, error) {
-		return zero, fmt.Errorf("%w %q (step %q)", ErrEventTimeout, name, id)
+	timedOut := func() (json.RawMessage, string, error) {
+		return zero, "", fmt.Errorf("%w %q (step %q)", ErrEventTimeout, name, id)
 	}
 	attempt := 1
 	if prev != nil {
 		attempt = prev.Attempt
 		switch prev.Status {
 		case stepCompleted:
-			return decodeEvent[T](name, ex.output(prev))
+			return ex.output(prev), id, nil
 		case stepFailed:
 			if ex.sameEpoch(prev) {
 				return timedOut()
@@ -78,7 +90,7 @@ func WaitForEvent[T any](ctx Context, name string, timeout time.Duration) (T, er
 		}
 	}
 	if err := cancelled(ctx); err != nil {
-		return zero, err
+		return zero, "", err
 	}
 	now := ex.now()
 	it := ex.item(protocol.ReportEventWait)
@@ -100,15 +112,15 @@ func WaitForEvent[T any](ctx Context, name string, timeout time.Duration) (T, er
 	switch {
 	case res.OutputSize > 0:
 		// Too large to come back inline: it is the EVENT step's output.
-		return decodeEvent[T](name, ex.output(&protocol.StepState{StepID: id, Attempt: attempt, OutputSize: res.OutputSize}))
+		return ex.output(&protocol.StepState{StepID: id, Attempt: attempt, OutputSize: res.OutputSize}), id, nil
 	case len(res.Output) > 0:
-		return decodeEvent[T](name, res.Output)
+		return res.Output, id, nil
 	case !res.Waiting:
 		return timedOut()
 	case alone:
 		ex.suspended()
 	}
-	return zero, ex.park(ctx, &waiter{events: true})
+	return zero, "", ex.park(ctx, &waiter{events: true})
 }
 
 func decodeEvent[T any](name string, payload json.RawMessage) (T, error) {
