@@ -175,10 +175,12 @@ func TestFrozenWorkerRunsNoReleasedDelivery(t *testing.T) {
 
 	// Frozen past the delivery timeout and past NATS's eviction of A.
 	time.Sleep(time.Until(frozen.Add(8 * time.Second)))
+	// Taken before the signal: the resumed process may log before this
+	// goroutine runs again.
+	at := time.Now()
 	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	at := time.Now()
 	resumed = true
 	// NATS closed A's connection while it was frozen: it reconnects first
 	// thing, and anything it would run it has begun a moment later.
