@@ -219,12 +219,20 @@ func TestRunsDebounceValidation(t *testing.T) {
 	e := newEnv(t)
 	at := time.Now()
 	for name, p := range map[string]store.RunsCreateParams{
-		"no key":        debounced("", time.Second, "", 0, "1"),
-		"no window":     debounced("k", 0, "", 0, "1"),
-		"short cap":     debounced("k", time.Minute, "", time.Second, "1"),
-		"bad keep":      debounced("k", time.Second, "MIDDLE", 0, "1"),
-		"external id":   func() store.RunsCreateParams { p := debounced("k", time.Second, "", 0, "1"); p.ExternalID = "x"; return p }(),
-		"start time":    func() store.RunsCreateParams { p := debounced("k", time.Second, "", 0, "1"); p.AvailableAt = &at; return p }(),
+		"no key":    debounced("", time.Second, "", 0, "1"),
+		"no window": debounced("k", 0, "", 0, "1"),
+		"short cap": debounced("k", time.Minute, "", time.Second, "1"),
+		"bad keep":  debounced("k", time.Second, "MIDDLE", 0, "1"),
+		"external id": func() store.RunsCreateParams {
+			p := debounced("k", time.Second, "", 0, "1")
+			p.ExternalID = "x"
+			return p
+		}(),
+		"start time": func() store.RunsCreateParams {
+			p := debounced("k", time.Second, "", 0, "1")
+			p.AvailableAt = &at
+			return p
+		}(),
 		"key too long":  debounced(strings.Repeat("k", 300), time.Second, "", 0, "1"),
 		"key with nul":  debounced("a\x00b", time.Second, "", 0, "1"),
 		"negative wait": debounced("k", time.Second, "", -time.Second, "1"),
