@@ -52,6 +52,7 @@ func newRunStartCmd(a *app) *cobra.Command {
 		priority                          int
 		deadline, timeout                 time.Duration
 		wait, requireWorker               bool
+		flow                              flowFlags
 	)
 	c := &cobra.Command{
 		Use:   "start TYPE",
@@ -67,10 +68,21 @@ cancelled. --input takes inline JSON, @FILE to read a file, or - for stdin.
 
 A run of a type no live worker serves is accepted and waits, PENDING, until
 one registers (kagzi run show says so); with --require-worker the start is
-refused instead, and nothing is started.`,
+refused instead, and nothing is started.
+
+With --debounce-key K --debounce D, starts of TYPE with key K merge into one
+run that executes once no start came for D (--debounce-max-wait caps the
+delay after the first start; --debounce-keep first keeps the first input).
+
+With --id, --id-reuse says whether the id may name a new run after a run with
+it ended: allow (default), failed-only (not after a COMPLETED one), reject
+(not after any, within --id-reuse-window if given), or terminate (a live run
+with the id is terminated and the new one started). A refused start exits 1.`,
 		Example: `  kagzi run start ProcessOrder --input '{"order_id": 42}'
   kagzi run start ProcessOrder --id order-42 --queue orders --priority 10
-  kagzi run start Report --input @report.json --deadline 1h --wait --timeout 5m`,
+  kagzi run start Report --input @report.json --deadline 1h --wait --timeout 5m
+  kagzi run start Reindex --debounce-key catalog --debounce 5s --debounce-max-wait 1m
+  kagzi run start Import --id import-7 --id-reuse failed-only`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -86,6 +98,9 @@ refused instead, and nothing is started.`,
 			}
 			opts := client.StartOptions{Queue: queue, Version: version, ExternalID: externalID, Priority: priority,
 				RequireWorker: requireWorker}
+			if err := flow.apply(cmd.Flags(), &opts); err != nil {
+				return err
+			}
 			if cmd.Flags().Changed("deadline") {
 				if deadline <= 0 {
 					return usagef("--deadline %v must be positive, e.g. --deadline 30m", deadline)
@@ -107,9 +122,12 @@ refused instead, and nothing is started.`,
 			res := startJSON{RunID: h.RunID.String(), Created: h.Created}
 			out := cmd.OutOrStdout()
 			if !a.JSON {
-				if h.Created {
+				switch {
+				case h.Created:
 					fmt.Fprintf(out, "Started run %s (%s)\n", h.RunID, args[0])
-				} else {
+				case opts.Debounce != nil:
+					fmt.Fprintf(out, "Merged into debounced run %s (key %q); not started again\n", h.RunID, opts.Debounce.Key)
+				default:
 					fmt.Fprintf(out, "Run %s already exists with external id %q; not started again\n", h.RunID, externalID)
 				}
 			}
@@ -165,6 +183,7 @@ refused instead, and nothing is started.`,
 	f.BoolVar(&wait, "wait", false, "wait for the run to end and print its result (needs NATS)")
 	f.DurationVar(&timeout, "timeout", 0, "with --wait, give up waiting after this duration (the run goes on)")
 	f.BoolVar(&requireWorker, "require-worker", false, "refuse the start if no live worker serves the type (and version) on the queue")
+	flow.register(f)
 	return c
 }
 

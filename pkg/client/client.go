@@ -98,8 +98,9 @@ type Client struct {
 	// dropped finish event or relay announcement is a lost one.
 	drops *natsutil.Drops
 
-	tracer  trace.Tracer
-	started metric.Int64Counter
+	tracer    trace.Tracer
+	started   metric.Int64Counter
+	debounced metric.Int64Counter
 }
 
 // NewFromStore returns a client over a store the caller already holds (the
@@ -134,6 +135,8 @@ func NewFromStore(st *store.Store, nc *nats.Conn, opts Options) (*Client, error)
 	c.tracer = tp.Tracer("github.com/kagzi/kagzi/client")
 	c.started, _ = mp.Meter("github.com/kagzi/kagzi/client").Int64Counter("kagzi.runs.started",
 		metric.WithDescription("Runs started (new runs, not idempotent repeats)."))
+	c.debounced, _ = mp.Meter("github.com/kagzi/kagzi/client").Int64Counter("kagzi.runs.debounced",
+		metric.WithDescription("Debounced starts merged into an open run instead of starting one."))
 	if nc != nil {
 		sub, err := nc.Subscribe(protocol.SubjectRelayUp, func(*nats.Msg) { c.kick() })
 		if err != nil {
@@ -202,6 +205,16 @@ type StartOptions struct {
 	// in the start's own statement; in StartMany, one such run refuses the
 	// whole batch.
 	RequireWorker bool
+	// Debounce merges this start into the open run of its debounce key
+	// (see Debounce); nil: no debounce.
+	Debounce *Debounce
+	// IDReusePolicy says whether ExternalID may name a new run given the
+	// runs that held it and ended (see IDReusePolicy; default
+	// AllowDuplicate). IDReuseWindow bounds, for AllowDuplicateFailedOnly
+	// and RejectDuplicate, how long ago such a run ended to count (0: as
+	// long as retention keeps it).
+	IDReusePolicy IDReusePolicy
+	IDReuseWindow time.Duration
 }
 
 // Handle refers to a started run.
@@ -209,8 +222,9 @@ type Handle struct {
 	c *Client
 	// RunID identifies the run.
 	RunID uuid.UUID
-	// Created is false when the start returned an existing run with the
-	// same external id.
+	// Created is false when the start returned an existing run: the live
+	// run with the same external id, or the open debounced run the start
+	// merged into (StartOptions.Debounce).
 	Created bool
 }
 
@@ -232,6 +246,9 @@ func (c *Client) params(typ string, input any, o StartOptions) (store.RunsCreate
 	p := store.RunsCreateParams{Namespace: c.ns, Queue: q, Type: typ, Version: o.Version,
 		ExternalID: o.ExternalID, Input: raw, RetryPolicy: o.RetryPolicy, Priority: o.Priority, TraceContext: o.TraceParent,
 		RequireWorker: o.RequireWorker}
+	if err := flowParams(&p, o); err != nil {
+		return store.RunsCreateParams{}, err
+	}
 	if !o.Deadline.IsZero() {
 		d := o.Deadline
 		p.DeadlineAt = &d
@@ -282,12 +299,14 @@ func (c *Client) start(ctx context.Context, st *store.Store, typ string, input a
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
-		return nil, fmt.Errorf("start %s: %w", typ, err)
+		return nil, fmt.Errorf("start %s: %w", typ, flowError(err))
 	}
 	span.SetAttributes(attribute.String("kagzi.run_id", run.ID.String()), attribute.Bool("kagzi.created", created))
 	if created {
 		c.started.Add(ctx, 1, metric.WithAttributes(attribute.String("namespace", c.ns), attribute.String("queue", p.Queue),
 			attribute.String("workflow_type", p.Type)))
+	} else if p.Debounce != nil {
+		c.countDebounced(ctx, 1, p.Queue, p.Type)
 	}
 	return &Handle{c: c, RunID: run.ID, Created: created}, nil
 }
@@ -344,16 +363,21 @@ func (c *Client) StartMany(ctx context.Context, reqs []StartRequest) ([]*Handle,
 		sp.End()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("start many: %w", err)
+		return nil, fmt.Errorf("start many: %w", flowError(err))
 	}
 	out := make([]*Handle, len(res))
 	type key struct{ queue, typ string }
-	created := map[key]int64{}
+	created, debounced := map[key]int64{}, map[key]int64{}
 	for i, r := range res {
 		out[i] = &Handle{c: c, RunID: r.RunID, Created: r.Created}
 		if r.Created {
 			created[key{ps[i].Queue, ps[i].Type}]++
+		} else if ps[i].Debounce != nil {
+			debounced[key{ps[i].Queue, ps[i].Type}]++
 		}
+	}
+	for k, n := range debounced {
+		c.countDebounced(ctx, n, k.queue, k.typ)
 	}
 	for k, n := range created {
 		c.started.Add(ctx, n, metric.WithAttributes(attribute.String("namespace", c.ns), attribute.String("queue", k.queue),

@@ -136,3 +136,39 @@ func ExampleClient_DrainWorker() {
 	// Runs started without a version from now on run as v2.
 	_ = cl.SetDefaultVersion(ctx, ProcessOrder.Name(), "v2")
 }
+
+// Starts of one debounce key within the window make one run; starts with
+// an id reuse policy decide what an ended run of their id means.
+func ExampleDebounce() {
+	ctx := context.Background()
+	nc, err := nats.Connect(nats.DefaultURL)
+	if err != nil {
+		return
+	}
+	cl, err := client.Connect(ctx, databaseURL, nc, client.Options{})
+	if err != nil {
+		return
+	}
+	defer cl.Close()
+	order := Order{ID: "o-1", Customer: "c-1", Amount: 42}
+	// README: debounce
+	h, err := client.StartWorkflow(ctx, cl, ProcessOrder, order, client.StartOptions{
+		Debounce: &client.Debounce{Key: "customer-" + order.Customer, Window: 5 * time.Second, MaxWait: time.Minute},
+	})
+	if err != nil {
+		return
+	}
+	fmt.Println(h.RunID, h.Created) // Created is false for a start merged into the open run
+	// README: end
+	// README: idreuse
+	h, err = client.StartWorkflow(ctx, cl, ProcessOrder, order, client.StartOptions{
+		ExternalID: "order-" + order.ID, IDReusePolicy: client.AllowDuplicateFailedOnly,
+	})
+	var reused *client.IDReuseError
+	if errors.As(err, &reused) { // the order's last run COMPLETED: not again
+		fmt.Println("already done by run", reused.ExistingRunID)
+		return
+	}
+	// README: end
+	_ = h
+}

@@ -101,6 +101,11 @@ type Run struct {
 	ForkedFrom   *uuid.UUID
 	ForkedAtStep string
 	Forks        []ForkRef
+	// DebounceKey is a debounced run's key (StartOptions.Debounce) and
+	// DebounceStarts the number of starts it took in, its first included.
+	// Filled by Get only.
+	DebounceKey    string
+	DebounceStarts int
 	// Input and Output (JSON) are filled by Get and Wait; List leaves them
 	// nil.
 	Input  []byte
@@ -112,7 +117,8 @@ func runFrom(r store.Run) Run {
 		Version: r.Version, Status: RunStatus(r.Status), Attempts: r.Attempts, AvailableAt: r.AvailableAt, Error: r.Error, CreatedAt: r.CreatedAt,
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, DeadlineAt: r.DeadlineAt, RetryPolicy: r.RetryPolicy,
 		Priority: r.Priority, ParentRunID: r.ParentRunID, ParentStepID: r.ParentStepID, ScheduleID: r.ScheduleID, ScheduleFireAt: r.ScheduleFireAt,
-		CancelRequestedAt: r.CancelRequestedAt, ContinuedAs: r.ContinuedAs, Input: r.Input, Output: r.Output}
+		CancelRequestedAt: r.CancelRequestedAt, ContinuedAs: r.ContinuedAs, Input: r.Input, Output: r.Output,
+		DebounceKey: r.DebounceKey, DebounceStarts: r.DebounceStarts}
 }
 
 // SentEvent is an event stored for a run, and what it did to the run.

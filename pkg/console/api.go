@@ -312,7 +312,8 @@ func (c *Console) runData(r *http.Request, ns string) (any, error) {
 		return nil, err
 	}
 	d := RunDetail{Run: runRow(run), Input: pretty(run.Input), Output: pretty(run.Output),
-		Attempts: timeline(run, steps, time.Now()), Events: []EventView{}, TraceID: traceID(run.TraceContext)}
+		Attempts: timeline(run, steps, time.Now()), Events: []EventView{}, TraceID: traceID(run.TraceContext),
+		DebounceKey: run.DebounceKey, DebounceStarts: run.DebounceStarts}
 	for _, e := range events {
 		d.Events = append(d.Events, EventView{ID: e.ID, Name: e.Name, Payload: pretty(e.Payload), CreatedAt: e.CreatedAt,
 			ConsumedAt: e.ConsumedAt, ConsumedBy: e.ConsumedBy})

@@ -126,6 +126,10 @@ type RunDetail struct {
 	ForkedFrom   *uuid.UUID `json:"forked_from,omitempty"`
 	ForkedAtStep string     `json:"forked_at_step,omitempty"`
 	Forks        []ForkView `json:"forks"`
+	// DebounceKey is a debounced run's key and DebounceStarts the number
+	// of starts it took in, its first included (client.Debounce).
+	DebounceKey    string `json:"debounce_key,omitempty"`
+	DebounceStarts int    `json:"debounce_starts,omitempty"`
 }
 
 // pretty indents a JSON payload for display; other bytes are shown as is.

@@ -63,6 +63,9 @@ func (s *Store) EventsSendWithStart(ctx context.Context, p EventsSendWithStartPa
 	if p.Run.ScheduleID != nil || p.Run.ParentRunID != nil {
 		return SentWithStart{}, invalidf("signal-with-start starts top-level runs only")
 	}
+	if p.Run.flow() {
+		return SentWithStart{}, invalidf("signal-with-start takes no debounce or id reuse policy")
+	}
 	if err := checkEventName(p.Name); err != nil {
 		return SentWithStart{}, err
 	}

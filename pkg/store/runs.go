@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -151,6 +152,15 @@ type RunsCreateParams struct {
 	// checked in the insert's own statement. The check comes before the
 	// external id's: a repeated start is refused too.
 	RequireWorker bool
+	// Debounce merges this start into the open debounced run of its type
+	// and key, if any (runs_debounce.go); nil: no debounce.
+	Debounce *Debounce
+	// IDReuse says whether ExternalID may name a new run, given the runs
+	// that held it and ended (runs_reuse.go); "" is IDReuseAllowDuplicate.
+	// IDReuseWindow bounds how long ago such a run ended to count (0:
+	// every run retention keeps).
+	IDReuse       IDReusePolicy
+	IDReuseWindow time.Duration
 }
 
 func (s *Store) validateCreate(ctx context.Context, p *RunsCreateParams) ([]byte, error) {
@@ -167,6 +177,9 @@ func (s *Store) validateCreate(ctx context.Context, p *RunsCreateParams) ([]byte
 		return nil, err
 	}
 	if err := checkExternalID(p.ExternalID); err != nil {
+		return nil, err
+	}
+	if err := checkFlow(p); err != nil {
 		return nil, err
 	}
 	// The priority column is a 32-bit integer: pgx refuses a larger int
@@ -260,6 +273,9 @@ func (s *Store) RunsCreate(ctx context.Context, p RunsCreateParams) (run Run, cr
 	policy, err := s.validateCreate(ctx, &p)
 	if err != nil {
 		return Run{}, false, err
+	}
+	if p.flow() {
+		return s.runsCreateFlow(ctx, p, policy)
 	}
 	runs, made, err := s.runsCreate(ctx, []RunsCreateParams{p}, [][]byte{policy})
 	if err != nil {
@@ -414,7 +430,11 @@ func (s *Store) RunsCreateMany(ctx context.Context, ps []RunsCreateParams) ([]Ru
 		}
 		policies[i] = pol
 	}
-	runs, created, err := s.runsCreate(ctx, ps, policies)
+	create := s.runsCreate
+	if slices.ContainsFunc(ps, RunsCreateParams.flow) {
+		create = s.runsCreateMixed
+	}
+	runs, created, err := create(ctx, ps, policies)
 	if err != nil {
 		return nil, err
 	}
@@ -428,15 +448,19 @@ func (s *Store) RunsCreateMany(ctx context.Context, ps []RunsCreateParams) ([]Ru
 // RunsGet returns a run of the namespace with its input and output.
 func (s *Store) RunsGet(ctx context.Context, namespace string, id uuid.UUID) (Run, error) {
 	row := s.db.QueryRow(ctx, `
-SELECT `+runCols+`, p.input, p.output, r.continued_as FROM kagzi.workflow_runs r LEFT JOIN kagzi.workflow_payloads p USING (run_id)
+SELECT `+runCols+`, p.input, p.output, r.continued_as, coalesce(r.debounce_key, ''), coalesce(r.debounce_starts, 0)
+FROM kagzi.workflow_runs r LEFT JOIN kagzi.workflow_payloads p USING (run_id)
 WHERE r.namespace_id = @namespace AND r.run_id = @run_id`, pgx.NamedArgs{"namespace": namespace, "run_id": id})
 	var in, out []byte
 	var cont *uuid.UUID
-	run, err := scanRun(row, &in, &out, &cont)
+	var dkey string
+	var dstarts int
+	run, err := scanRun(row, &in, &out, &cont, &dkey, &dstarts)
 	if err != nil {
 		return Run{}, mapErr(fmt.Sprintf("get run %s", id), err)
 	}
 	run.Input, run.Output, run.ContinuedAs = in, out, cont
+	run.DebounceKey, run.DebounceStarts = dkey, dstarts
 	return run, nil
 }
 

@@ -93,6 +93,11 @@ type Run struct {
 	// ContinuedAs is the run this one continued as (RunsContinueAsNew);
 	// filled by RunsGet only.
 	ContinuedAs *uuid.UUID
+	// DebounceKey is the key of a debounced run and DebounceStarts the
+	// number of starts it took in (RunsCreateParams.Debounce); filled by
+	// RunsGet only.
+	DebounceKey    string
+	DebounceStarts int
 
 	// Input and Output are filled by the methods that say so (RunsGet,
 	// RunsClaim); list methods leave them nil to keep rows narrow.

@@ -1,0 +1,35 @@
+package console_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kagzi/kagzi/pkg/client"
+	"github.com/kagzi/kagzi/pkg/console"
+)
+
+// TestRunPageDebounce: a debounced run's page names its key and how many
+// starts it took in.
+func TestRunPageDebounce(t *testing.T) {
+	e := start(t, console.Options{})
+	d := &client.Debounce{Key: "catalog", Window: time.Hour}
+	var id string
+	for i := range 3 {
+		h, err := e.cl.Start(t.Context(), "Unserved", i, client.StartOptions{Debounce: d})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id = h.RunID.String()
+	}
+	var got console.RunDetail
+	e.getJSON("/api/v1/runs/"+id+"?ns=default", &got)
+	if got.DebounceKey != "catalog" || got.DebounceStarts != 3 {
+		t.Fatalf("detail: key %q starts %d, want catalog and 3", got.DebounceKey, got.DebounceStarts)
+	}
+	_, page := e.do(http.MethodGet, "/runs/"+id+"?ns=default", nil)
+	if !strings.Contains(string(page), `id="debounce"`) || !strings.Contains(string(page), "catalog (3 starts merged)") {
+		t.Errorf("run page lacks the debounce key:\n%s", page)
+	}
+}

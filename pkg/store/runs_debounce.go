@@ -1,0 +1,137 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// DebounceKeep says which start's input a debounced run keeps.
+type DebounceKeep string
+
+const (
+	// DebounceLast keeps the input of the latest start (the default).
+	DebounceLast DebounceKeep = ""
+	// DebounceFirst keeps the input of the start that opened the run.
+	DebounceFirst DebounceKeep = "FIRST"
+)
+
+// Debounce makes many starts one run. Starts of one workflow type with one
+// Key in one namespace merge into the open debounced run of that key: a
+// PENDING run no worker has claimed yet. Each start pushes the run's first
+// claim to Window after itself (a trailing edge: the run executes once the
+// starts have paused for Window), but never to later than MaxWait after
+// the start that opened it, so a steady stream of starts still runs; a
+// start never moves the run earlier. Keep chooses the input the run gets;
+// the window moves the same way for either. A start with no open run
+// opens one, claimable Window from now. Once the run is claimed, the next
+// start opens a new run. The run's other options (queue, version,
+// deadline, retry policy, priority, trace) are those of the start that
+// opened it.
+type Debounce struct {
+	Key     string
+	Window  time.Duration
+	Keep    DebounceKeep
+	MaxWait time.Duration // 0: no cap
+}
+
+// checkDebounce checks p's debounce options and what they exclude.
+func checkDebounce(p *RunsCreateParams) error {
+	d := p.Debounce
+	if d == nil {
+		return nil
+	}
+	switch {
+	case d.Key == "":
+		return invalidf("debounce key is required")
+	case len(d.Key) > maxNameLen:
+		return invalidf("debounce key is %d bytes, at most %d", len(d.Key), maxNameLen)
+	case !pgText(d.Key):
+		return invalidf("debounce key %q is not UTF-8 text without NUL bytes", d.Key)
+	case d.Window <= 0:
+		return invalidf("debounce window %s must be positive", d.Window)
+	case d.MaxWait < 0 || (d.MaxWait > 0 && d.MaxWait < d.Window):
+		return invalidf("debounce max wait %s must be 0 (no cap) or at least the window %s", d.MaxWait, d.Window)
+	case d.Keep != DebounceLast && d.Keep != DebounceFirst:
+		return invalidf("debounce keep %q is not \"\" (last) or %q", d.Keep, DebounceFirst)
+	case p.ExternalID != "":
+		return invalidf("a debounced start takes no external id: its debounce key names its run")
+	case p.IDReuse != "":
+		return invalidf("a debounced start takes no id reuse policy")
+	case p.AvailableAt != nil:
+		return invalidf("a debounced start takes no start time: its window sets it")
+	case p.ScheduleID != nil || p.ParentRunID != nil:
+		return invalidf("only top-level starts are debounced")
+	}
+	return nil
+}
+
+// runsDebounceSQL opens a debounced run or merges a start into the open
+// one. The open run of a key is the one row of workflow_runs_debounce_idx
+// (migration 014_flow_create.sql): the insert meets it and updates it
+// instead, under its row lock, so concurrent starts serialise on it; a
+// claim that committed first has taken it out of the index (RUNNING,
+// started_at set), and the insert then opens a new run. A claim that
+// comes while the row is locked skips it (SKIP LOCKED) and finds it on
+// its next look, at the due time this statement sets. The payload's
+// insert meets the run's payload row when the start merged, and replaces
+// its input only when @keep_last.
+var runsDebounceSQL = prepareNamed(`
+WITH chk AS (
+	SELECT kagzi.require_worker(EXISTS (SELECT 1 FROM kagzi.workers w WHERE ` +
+	workerServes("w", "@namespace::text", "@queue::text", "@type::text", "@version::text") + `),
+		@namespace::text, @queue::text, @type::text, @version::text) AS ok
+	WHERE @require_worker::boolean
+), r AS (
+	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, task_queue, workflow_type, version, status,
+		available_at, deadline_at, retry_policy, priority, trace_context, debounce_key, debounce_starts)
+	SELECT @run_id::uuid, @namespace::text, @queue::text, @type::text,
+		` + defaultVersion("@version::text", "@namespace::text", "@type::text") + `, 'PENDING', now() + @window::interval,
+		@deadline::timestamptz, @retry_policy::jsonb, @priority::int, @trace_context::text, @key::text, 1
+	WHERE (SELECT ok FROM chk) IS NOT FALSE
+	ON CONFLICT (namespace_id, workflow_type, debounce_key)
+		WHERE debounce_key IS NOT NULL AND status = 'PENDING' AND started_at IS NULL
+	DO UPDATE SET
+		available_at = least(greatest(r.available_at, now() + @window::interval), r.created_at + @max_wait::interval),
+		debounce_starts = r.debounce_starts + 1
+	RETURNING ` + runCols + `
+), p AS (
+	INSERT INTO kagzi.workflow_payloads AS p (run_id, input) SELECT r.run_id, @input::bytea FROM r
+	ON CONFLICT (run_id) DO UPDATE SET input = excluded.input WHERE @keep_last::boolean
+)
+SELECT * FROM r`)
+
+// runsDebounce starts the validated, debounced run p: it opens a run
+// (created) or merges into the open one of its key, and returns that run
+// as the start left it.
+func (s *Store) runsDebounce(ctx context.Context, p RunsCreateParams, policy []byte) (Run, bool, error) {
+	d := p.Debounce
+	var pol, trace *string
+	if policy != nil {
+		v := string(policy)
+		pol = &v
+	}
+	trace = nullText(p.TraceContext)
+	var maxWait *time.Duration
+	if d.MaxWait > 0 {
+		maxWait = &d.MaxWait
+	}
+	what := fmt.Sprintf("debounced start of %s with key %q", p.Type, d.Key)
+	run, err := scanRun(runsDebounceSQL.queryRow(ctx, s.db, pgx.NamedArgs{
+		"run_id": p.RunID, "namespace": p.Namespace, "queue": p.Queue, "type": p.Type, "version": p.Version,
+		"window": d.Window, "max_wait": maxWait, "deadline": p.DeadlineAt, "retry_policy": pol, "priority": int32(p.Priority),
+		"trace_context": trace, "key": d.Key, "input": p.Input, "keep_last": d.Keep == DebounceLast,
+		"require_worker": p.RequireWorker,
+	}))
+	if err != nil {
+		return Run{}, false, mapErr(what, err)
+	}
+	created := run.ID == p.RunID
+	if created || d.Keep == DebounceLast {
+		run.Input = p.Input
+	}
+	run.DebounceKey = d.Key
+	return run, created, nil
+}
