@@ -232,13 +232,18 @@ type scheduleJSON struct {
 	CreatedAt   time.Time       `json:"created_at"`
 	RetryPolicy *retry.Policy   `json:"retry_policy,omitempty"`
 	Input       json.RawMessage `json:"input,omitempty"`
+	Overlap     string          `json:"overlap"`
+	// JitterMS is the jitter in milliseconds (0: none).
+	JitterMS       int64      `json:"jitter_ms,omitempty"`
+	BufferedFireAt *time.Time `json:"buffered_fire_at,omitempty"`
 }
 
 func toScheduleJSON(s store.Schedule) scheduleJSON {
 	return scheduleJSON{ScheduleID: s.ID, Namespace: s.Namespace, Queue: s.Queue, Type: s.Type, Version: s.Version,
 		Cron: s.Cron, Timezone: s.Timezone, Status: s.Status, MaxCatchup: s.MaxCatchup,
 		NextFireAt: utc(s.NextFireAt), LastFiredAt: utc(s.LastFiredAt), CreatedAt: s.CreatedAt.UTC(),
-		RetryPolicy: s.RetryPolicy, Input: payload(s.Input)}
+		RetryPolicy: s.RetryPolicy, Input: payload(s.Input), Overlap: string(s.Overlap), JitterMS: s.Jitter.Milliseconds(),
+		BufferedFireAt: utc(s.BufferedFireAt)}
 }
 
 // workerJSON is a worker as printed with --json.

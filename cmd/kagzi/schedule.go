@@ -26,15 +26,15 @@ func newScheduleCmd(a *app) *cobra.Command {
 		Short:   "Create and manage cron schedules",
 		Long: `A schedule starts a run of a workflow type at every time of its cron
 expression, exactly once per fire time, with bounded catch-up after downtime.
-Pause, resume (missed times are skipped), trigger now, delete (the runs it
-fired stay), and list the runs it fired.`,
+Pause, resume (missed times are skipped), trigger now, backfill a past
+range, delete (the runs it fired stay), and list the runs it fired.`,
 		Example: `  kagzi schedule create Report --cron '0 9 * * MON-FRI' --tz Europe/Paris
   kagzi schedule list
   kagzi schedule history ` + exampleScheduleID,
 	})
 	c.AddCommand(newScheduleCreateCmd(a), newScheduleListCmd(a), newScheduleShowCmd(a),
 		newScheduleSetCmd(a, "pause"), newScheduleSetCmd(a, "resume"), newScheduleTriggerCmd(a),
-		newScheduleDeleteCmd(a), newScheduleHistoryCmd(a))
+		newScheduleDeleteCmd(a), newScheduleHistoryCmd(a), newScheduleBackfillCmd(a))
 	return c
 }
 
@@ -42,6 +42,8 @@ func newScheduleCreateCmd(a *app) *cobra.Command {
 	var (
 		cron, tz, input, queue, version string
 		maxCatchup                      int
+		overlap                         string
+		jitter                          time.Duration
 	)
 	c := &cobra.Command{
 		Use:   "create TYPE --cron EXPR",
@@ -55,10 +57,18 @@ A fire time less than KAGZI_SCHEDULER_CATCHUP_WINDOW (5m) late is not
 missed: it fires when the scheduler comes back. --max-catchup bounds how
 many older fire times, missed during a longer downtime, are fired then:
 the most recent N of them (0 skips them all).
+
+--overlap says what a fire does while a run the schedule started is still
+live: allow-all (the default) starts every fire; skip starts nothing;
+buffer-one holds one fire and starts it when the run ends, dropping the
+fires after it; cancel-other asks the live run to cancel and starts the new
+one; terminate-other terminates it and starts the new one. --jitter delays
+each fire's run by a delay in [0, D), the same for the same fire time.
 --input takes inline JSON, @FILE to read a file, or - for stdin.`,
 		Example: `  kagzi schedule create Report --cron '0 9 * * MON-FRI' --tz Europe/Paris
   kagzi schedule create Cleanup --cron '*/15 * * * *' --queue maintenance --input '{"days": 30}'
-  kagzi schedule create Billing --cron @daily --max-catchup 3 --version v2`,
+  kagzi schedule create Billing --cron @daily --max-catchup 3 --version v2
+  kagzi schedule create Sync --cron '*/5 * * * *' --overlap buffer-one --jitter 30s`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in, err := readJSON(cmd, "input", input)
@@ -77,13 +87,20 @@ the most recent N of them (0 skips them all).
 			if maxCatchup < 0 || maxCatchup > store.MaxCatchupLimit {
 				return usagef("--max-catchup %d: use 0 to %d", maxCatchup, store.MaxCatchupLimit)
 			}
+			policy, err := parseOverlapFlag(overlap)
+			if err != nil {
+				return err
+			}
+			if jitter < 0 || jitter > store.MaxJitter || jitter%time.Millisecond != 0 {
+				return usagef("--jitter %v: use whole milliseconds from 0 to %v", jitter, store.MaxJitter)
+			}
 			st, err := a.Store(cmd.Context())
 			if err != nil {
 				return err
 			}
 			sc, err := st.SchedulesCreate(cmd.Context(), store.SchedulesCreateParams{
 				Namespace: a.Namespace, Queue: queue, Type: args[0], Version: version,
-				Cron: cron, Timezone: tz, Input: in, MaxCatchup: maxCatchup,
+				Cron: cron, Timezone: tz, Input: in, MaxCatchup: maxCatchup, Overlap: policy, Jitter: jitter,
 			})
 			if err != nil {
 				return err
@@ -101,6 +118,8 @@ the most recent N of them (0 skips them all).
 	f.StringVar(&queue, "queue", "default", "task queue of the fired runs")
 	f.IntVar(&maxCatchup, "max-catchup", 0, fmt.Sprintf("missed fire times to fire after downtime, 0 to %d", store.MaxCatchupLimit))
 	f.StringVar(&version, "version", "", "workflow version of the fired runs")
+	f.StringVar(&overlap, "overlap", "allow-all", overlapFlagHelp)
+	f.DurationVar(&jitter, "jitter", 0, "delay each fire's run by up to this, e.g. 30s (0: none)")
 	_ = c.MarkFlagRequired("cron")
 	return c
 }
@@ -183,6 +202,13 @@ func scheduleFields(w io.Writer, sc store.Schedule) {
 	row("Time zone", sc.Timezone)
 	row("Status", string(sc.Status))
 	row("Max catch-up", fmt.Sprint(sc.MaxCatchup))
+	row("Overlap", string(sc.Overlap))
+	if sc.Jitter > 0 {
+		row("Jitter", sc.Jitter.String())
+	}
+	if sc.BufferedFireAt != nil {
+		row("Buffered fire", fmtTimeP(sc.BufferedFireAt))
+	}
 	row("Next fire", fmtTimeP(sc.NextFireAt))
 	row("Last fired", fmtTimeP(sc.LastFiredAt))
 	row("Created", fmtTime(sc.CreatedAt))

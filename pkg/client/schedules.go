@@ -37,6 +37,13 @@ type Schedule struct {
 	LastFiredAt *time.Time
 	CreatedAt   time.Time
 	RetryPolicy *retry.Policy
+	// Overlap is what a fire does while a run of the schedule is live.
+	Overlap OverlapPolicy
+	// Jitter delays each fire's run by up to this.
+	Jitter time.Duration
+	// BufferedFireAt is the fire time a buffer-one schedule holds until
+	// its live run ends; nil when none.
+	BufferedFireAt *time.Time
 }
 
 // Schedule statuses.
@@ -48,7 +55,8 @@ const (
 func scheduleFrom(sc store.Schedule) *Schedule {
 	return &Schedule{ID: sc.ID, Namespace: sc.Namespace, Queue: sc.Queue, Type: sc.Type, Version: sc.Version, Cron: sc.Cron, Timezone: sc.Timezone,
 		Input: sc.Input, MaxCatchup: sc.MaxCatchup, Status: RunStatus(sc.Status), NextFireAt: sc.NextFireAt, LastFiredAt: sc.LastFiredAt,
-		CreatedAt: sc.CreatedAt, RetryPolicy: sc.RetryPolicy}
+		CreatedAt: sc.CreatedAt, RetryPolicy: sc.RetryPolicy, Overlap: OverlapPolicy(sc.Overlap), Jitter: sc.Jitter,
+		BufferedFireAt: sc.BufferedFireAt}
 }
 
 // MaxCatchupLimit bounds ScheduleOptions.MaxCatchup.
@@ -78,12 +86,20 @@ type ScheduleOptions struct {
 	MaxCatchup int
 	// RetryPolicy of the fired runs (nil: defaults).
 	RetryPolicy *retry.Policy
+	// Overlap is what a fire does while a run the schedule started is
+	// still live ("": OverlapAllowAll, every fire starts a run).
+	Overlap OverlapPolicy
+	// Jitter makes each fire's run available at its fire time plus a
+	// delay in [0, Jitter), the same for the same fire time (derived from
+	// the schedule id and the fire time); whole milliseconds, at most
+	// MaxJitter. The run's ScheduleFireAt stays the nominal fire time.
+	Jitter time.Duration
 }
 
 // CreateSchedule creates a schedule that starts a run of workflow type typ
 // with input (encoded as JSON) at every time of o.Cron, from the first one
-// after now. An invalid type, queue, input, expression, zone or catch-up
-// is ErrInvalidArgument and stores nothing.
+// after now. An invalid type, queue, input, expression, zone, catch-up,
+// overlap policy or jitter is ErrInvalidArgument and stores nothing.
 func (c *Client) CreateSchedule(ctx context.Context, typ string, input any, o ScheduleOptions) (*Schedule, error) {
 	if err := protocol.ValidToken("workflow type", typ); err != nil {
 		return nil, fmt.Errorf("create schedule %s: %w: %v", typ, store.ErrInvalidArgument, err)
@@ -95,6 +111,10 @@ func (c *Client) CreateSchedule(ctx context.Context, typ string, input any, o Sc
 	if err := protocol.ValidToken("queue", q); err != nil {
 		return nil, fmt.Errorf("create schedule %s: %w: %v", typ, store.ErrInvalidArgument, err)
 	}
+	overlap, err := scheduleOverlapParams(o)
+	if err != nil {
+		return nil, fmt.Errorf("create schedule %s: %w", typ, err)
+	}
 	raw, err := encodeInput(input)
 	if err != nil {
 		return nil, fmt.Errorf("create schedule %s: %w", typ, err)
@@ -102,6 +122,7 @@ func (c *Client) CreateSchedule(ctx context.Context, typ string, input any, o Sc
 	sc, err := c.st.SchedulesCreate(ctx, store.SchedulesCreateParams{
 		ScheduleID: o.ID, Namespace: c.ns, Queue: q, Type: typ, Version: o.Version,
 		Cron: o.Cron, Timezone: o.Timezone, Input: raw, MaxCatchup: o.MaxCatchup, RetryPolicy: o.RetryPolicy,
+		Overlap: overlap, Jitter: o.Jitter,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create schedule %s: %w", typ, err)

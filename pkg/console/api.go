@@ -479,7 +479,11 @@ func (c *Console) schedulesData(r *http.Request, ns string) (any, error) {
 	for _, sc := range scs {
 		v := ScheduleView{ID: sc.ID, Type: sc.Type, Queue: sc.Queue, Cron: sc.Cron, Timezone: sc.Timezone,
 			Status: string(sc.Status), MaxCatchup: sc.MaxCatchup, LastFiredAt: sc.LastFiredAt, CreatedAt: sc.CreatedAt,
-			NextFireAt: sc.NextFireAt, NextFires: []string{}, LastRuns: []RunView{}}
+			NextFireAt: sc.NextFireAt, NextFires: []string{}, LastRuns: []RunView{},
+			Overlap: string(sc.Overlap), BufferedFireAt: sc.BufferedFireAt}
+		if sc.Jitter > 0 {
+			v.Jitter = sc.Jitter.String()
+		}
 		loc, lerr := time.LoadLocation(sc.Timezone)
 		if lerr != nil {
 			loc = time.UTC
@@ -499,6 +503,9 @@ func (c *Console) schedulesData(r *http.Request, ns string) (any, error) {
 		}
 		for i := range hist {
 			v.LastRuns = append(v.LastRuns, runRow(&hist[i]))
+			if s := hist[i].Status; s == store.StatusPending || s == store.StatusRunning || s == store.StatusSleeping {
+				v.Live++
+			}
 		}
 		out = append(out, v)
 	}
@@ -514,6 +521,14 @@ func (c *Console) createSchedule(r *http.Request, ns string) (any, error) {
 	if m := p["max_catchup"]; m != "" {
 		if o.MaxCatchup, err = strconv.Atoi(m); err != nil {
 			return nil, fmt.Errorf("%w: max_catchup %q", store.ErrInvalidArgument, m)
+		}
+	}
+	if o.Overlap, err = client.ParseOverlapPolicy(p["overlap"]); err != nil {
+		return nil, err
+	}
+	if j := p["jitter"]; j != "" {
+		if o.Jitter, err = time.ParseDuration(j); err != nil {
+			return nil, fmt.Errorf("%w: jitter %q: give a duration such as 30s", store.ErrInvalidArgument, j)
 		}
 	}
 	sc, err := cl.CreateSchedule(r.Context(), p["type"], jsonParam(p, "input"), o)

@@ -138,12 +138,14 @@ func TestEndpoints(t *testing.T) {
 
 	// Schedules.
 	var sc struct{ ID uuid.UUID }
-	e.post("/api/v1/schedules?ns=default", map[string]any{"type": "Echo", "cron": "0 9 * * *", "timezone": "Asia/Kolkata", "input": `{}`}, http.StatusOK, &sc)
+	e.post("/api/v1/schedules?ns=default", map[string]any{"type": "Echo", "cron": "0 9 * * *", "timezone": "Asia/Kolkata", "input": `{}`,
+		"overlap": "buffer-one", "jitter": "90s"}, http.StatusOK, &sc)
 	var scs struct {
 		Schedules []console.ScheduleView `json:"schedules"`
 	}
 	e.getJSON("/api/v1/schedules?ns=default", &scs)
-	if len(scs.Schedules) != 1 || len(scs.Schedules[0].NextFires) != 5 || !strings.Contains(scs.Schedules[0].NextFires[0], "09:00:00 IST") {
+	if len(scs.Schedules) != 1 || len(scs.Schedules[0].NextFires) != 5 || !strings.Contains(scs.Schedules[0].NextFires[0], "09:00:00 IST") ||
+		scs.Schedules[0].Overlap != "buffer-one" || scs.Schedules[0].Jitter != "1m30s" {
 		t.Fatalf("schedules: %+v", scs.Schedules)
 	}
 	e.post("/api/v1/schedules/"+sc.ID.String()+"/pause?ns=default", nil, http.StatusOK, nil)

@@ -257,6 +257,15 @@ type ScheduleView struct {
 	LastRuns    []RunView  `json:"last_runs"`
 	CreatedAt   time.Time  `json:"created_at"`
 	NextFireAt  *time.Time `json:"next_fire_at,omitempty"`
+	// Overlap is the schedule's overlap policy (allow-all, skip,
+	// buffer-one, cancel-other, terminate-other).
+	Overlap string `json:"overlap"`
+	// Jitter is the schedule's jitter ("" when none).
+	Jitter string `json:"jitter,omitempty"`
+	// BufferedFireAt is the fire a buffer-one schedule holds.
+	BufferedFireAt *time.Time `json:"buffered_fire_at,omitempty"`
+	// Live counts the live runs among LastRuns (the newest five).
+	Live int `json:"live"`
 }
 
 // WorkerView is a registered worker.

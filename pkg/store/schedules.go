@@ -40,6 +40,49 @@ type Schedule struct {
 	LastFiredAt *time.Time
 	CreatedAt   time.Time
 	RetryPolicy *retry.Policy
+	// Overlap is what a fire does while an instance is live (never "").
+	Overlap OverlapPolicy
+	// Jitter delays each fire's run by up to this (JitterDelay).
+	Jitter time.Duration
+	// BufferedFireAt is the fire time an OverlapBufferOne schedule holds
+	// until its live instance ends; nil when none.
+	BufferedFireAt *time.Time
+	// heldNextAt is the next fire time while the end of an instance made
+	// the schedule due early (migration 015): the catch-up goes on from it.
+	heldNextAt *time.Time
+}
+
+// scheduleCols is runCols and the template columns of migration 015, in
+// scanSchedule's order.
+const scheduleCols = runCols + `, coalesce(r.overlap_policy, 'allow-all'), coalesce(r.jitter_ms, 0), r.buffered_fire_at,
+	r.held_next_at`
+
+// scanSchedule reads a row of scheduleCols and then extra.
+func scanSchedule(row pgx.Row, extra ...any) (Schedule, error) {
+	var overlap string
+	var jitterMS int64
+	var buffered, held *time.Time
+	run, err := scanRun(row, append([]any{&overlap, &jitterMS, &buffered, &held}, extra...)...)
+	if err != nil {
+		return Schedule{}, err
+	}
+	sc := scheduleFromRun(run)
+	sc.Overlap, sc.Jitter, sc.BufferedFireAt = OverlapPolicy(overlap), time.Duration(jitterMS)*time.Millisecond, buffered
+	sc.heldNextAt = held
+	return sc, nil
+}
+
+func collectSchedules(rows pgx.Rows) ([]Schedule, error) {
+	defer rows.Close()
+	var out []Schedule
+	for rows.Next() {
+		sc, err := scanSchedule(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sc)
+	}
+	return out, rows.Err()
 }
 
 func scheduleFromRun(r Run) Schedule {
@@ -232,6 +275,13 @@ type SchedulesCreateParams struct {
 	// 0 skips them. At most MaxCatchupLimit.
 	MaxCatchup  int
 	RetryPolicy *retry.Policy
+	// Overlap is what a fire does while an instance is live; "" means
+	// OverlapAllowAll.
+	Overlap OverlapPolicy
+	// Jitter delays each fire's run by a delay in [0, Jitter) derived from
+	// the schedule and the fire time (JitterDelay); whole milliseconds, at
+	// most MaxJitter. The run's fire time stays the nominal one.
+	Jitter time.Duration
 	// Now is when the schedule starts; zero means time.Now().
 	Now time.Time
 }
@@ -259,6 +309,18 @@ func (s *Store) SchedulesCreate(ctx context.Context, p SchedulesCreateParams) (S
 	if p.MaxCatchup < 0 || p.MaxCatchup > MaxCatchupLimit {
 		return Schedule{}, invalidf("max catch-up %d must be between 0 and %d", p.MaxCatchup, MaxCatchupLimit)
 	}
+	overlap, err := ParseOverlap(string(p.Overlap))
+	if err != nil {
+		return Schedule{}, err
+	}
+	if p.Jitter < 0 || p.Jitter > MaxJitter || p.Jitter%time.Millisecond != 0 {
+		return Schedule{}, invalidf("jitter %v must be whole milliseconds between 0 and %v", p.Jitter, MaxJitter)
+	}
+	var jitterMS *int64
+	if p.Jitter > 0 {
+		ms := p.Jitter.Milliseconds()
+		jitterMS = &ms
+	}
 	if err := s.checkPayload(ctx, "input", p.Input); err != nil {
 		return Schedule{}, err
 	}
@@ -282,21 +344,22 @@ func (s *Store) SchedulesCreate(ctx context.Context, p SchedulesCreateParams) (S
 	row := s.db.QueryRow(ctx, `
 WITH r AS (
 	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, task_queue, workflow_type, version, status,
-		available_at, retry_policy, cron_expr, timezone, max_catchup)
-	VALUES (@run_id, @namespace, @queue, @type, @version, 'SCHEDULED', @available_at, @retry_policy, @cron, @timezone, @max_catchup)
-	RETURNING `+runCols+`
+		available_at, retry_policy, cron_expr, timezone, max_catchup, overlap_policy, jitter_ms)
+	VALUES (@run_id, @namespace, @queue, @type, @version, 'SCHEDULED', @available_at, @retry_policy, @cron, @timezone, @max_catchup,
+		@overlap, @jitter_ms)
+	RETURNING `+scheduleCols+`
 ), p AS (
 	INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT run_id, @input::bytea FROM r
 )
 SELECT * FROM r`, pgx.NamedArgs{"run_id": p.ScheduleID, "namespace": p.Namespace, "queue": p.Queue, "type": p.Type,
 		"version": p.Version, "available_at": first, "retry_policy": policy, "cron": cron, "timezone": tz,
-		"max_catchup": p.MaxCatchup, "input": p.Input})
-	run, err := scanRun(row)
+		"max_catchup": p.MaxCatchup, "input": p.Input, "overlap": overlap.column(), "jitter_ms": jitterMS})
+	sc, err := scanSchedule(row)
 	if err != nil {
 		return Schedule{}, mapErr(fmt.Sprintf("create schedule %s", p.ScheduleID), err)
 	}
-	run.Input = p.Input
-	return scheduleFromRun(run), nil
+	sc.Input = p.Input
+	return sc, nil
 }
 
 // isTemplate restricts a query on workflow_runs r to schedule templates.
@@ -306,15 +369,15 @@ const isTemplate = `r.status IN ('SCHEDULED', 'PAUSED')`
 // that is not a schedule is ErrNotFound.
 func (s *Store) SchedulesGet(ctx context.Context, namespace string, id uuid.UUID) (Schedule, error) {
 	row := s.db.QueryRow(ctx, `
-SELECT `+runCols+`, p.input FROM kagzi.workflow_runs r LEFT JOIN kagzi.workflow_payloads p USING (run_id)
+SELECT `+scheduleCols+`, p.input FROM kagzi.workflow_runs r LEFT JOIN kagzi.workflow_payloads p USING (run_id)
 WHERE r.namespace_id = @namespace AND r.run_id = @run_id AND `+isTemplate, pgx.NamedArgs{"namespace": namespace, "run_id": id})
 	var in []byte
-	run, err := scanRun(row, &in)
+	sc, err := scanSchedule(row, &in)
 	if err != nil {
 		return Schedule{}, mapErr(fmt.Sprintf("get schedule %s", id), err)
 	}
-	run.Input = in
-	return scheduleFromRun(run), nil
+	sc.Input = in
+	return sc, nil
 }
 
 // SchedulesListParams page a listing of schedules.
@@ -341,7 +404,7 @@ func (s *Store) SchedulesList(ctx context.Context, p SchedulesListParams) (sched
 		afterTS, afterID = &p.After.CreatedAt, &p.After.ID
 	}
 	rows, err := s.db.Query(ctx, `
-SELECT `+runCols+` FROM kagzi.workflow_runs r
+SELECT `+scheduleCols+` FROM kagzi.workflow_runs r
 WHERE r.namespace_id = @namespace AND `+isTemplate+`
   AND (@after_created_at::timestamptz IS NULL OR (r.created_at, r.run_id) < (@after_created_at, @after_run_id::uuid))
 ORDER BY r.created_at DESC, r.run_id DESC
@@ -349,37 +412,37 @@ LIMIT @limit`, pgx.NamedArgs{"namespace": p.Namespace, "after_created_at": after
 	if err != nil {
 		return nil, nil, mapErr("list schedules", err)
 	}
-	runs, err := collectRuns(rows)
+	schedules, err = collectSchedules(rows)
 	if err != nil {
 		return nil, nil, mapErr("list schedules", err)
 	}
-	if len(runs) > p.Limit {
-		runs = runs[:p.Limit]
-		last := runs[len(runs)-1]
+	if len(schedules) > p.Limit {
+		schedules = schedules[:p.Limit]
+		last := schedules[len(schedules)-1]
 		next = &Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
 	}
-	schedules = make([]Schedule, len(runs))
-	for i, r := range runs {
-		schedules[i] = scheduleFromRun(r)
+	if schedules == nil {
+		schedules = []Schedule{}
 	}
 	return schedules, next, nil
 }
 
-// SchedulesPause pauses a schedule: it fires nothing until resumed.
-// Pausing a paused schedule is a no-op.
+// SchedulesPause pauses a schedule: it fires nothing until resumed, and a
+// fire an OverlapBufferOne schedule held is dropped (resuming skips what
+// was missed). Pausing a paused schedule is a no-op.
 func (s *Store) SchedulesPause(ctx context.Context, namespace string, id uuid.UUID) (Schedule, error) {
 	row := s.db.QueryRow(ctx, `
-UPDATE kagzi.workflow_runs r SET status = 'PAUSED', available_at = NULL
+UPDATE kagzi.workflow_runs r SET status = 'PAUSED', available_at = NULL, buffered_fire_at = NULL, held_next_at = NULL
 WHERE r.namespace_id = @namespace AND r.run_id = @run_id AND r.status = 'SCHEDULED'
-RETURNING `+runCols, pgx.NamedArgs{"namespace": namespace, "run_id": id})
-	run, err := scanRun(row)
+RETURNING `+scheduleCols, pgx.NamedArgs{"namespace": namespace, "run_id": id})
+	sc, err := scanSchedule(row)
 	if err == nil {
-		return scheduleFromRun(run), nil
+		return sc, nil
 	}
 	if !isNoRows(err) {
 		return Schedule{}, mapErr(fmt.Sprintf("pause schedule %s", id), err)
 	}
-	sc, err := s.SchedulesGet(ctx, namespace, id)
+	sc, err = s.SchedulesGet(ctx, namespace, id)
 	if err != nil {
 		return Schedule{}, fmt.Errorf("pause schedule: %w", err)
 	}
@@ -416,10 +479,10 @@ func (s *Store) SchedulesResume(ctx context.Context, namespace string, id uuid.U
 	row := s.db.QueryRow(ctx, `
 UPDATE kagzi.workflow_runs r SET status = 'SCHEDULED', available_at = @available_at
 WHERE r.namespace_id = @namespace AND r.run_id = @run_id AND r.status = 'PAUSED'
-RETURNING `+runCols, pgx.NamedArgs{"namespace": namespace, "run_id": id, "available_at": next})
-	run, err := scanRun(row)
+RETURNING `+scheduleCols, pgx.NamedArgs{"namespace": namespace, "run_id": id, "available_at": next})
+	resumed, err := scanSchedule(row)
 	if err == nil {
-		return scheduleFromRun(run), nil
+		return resumed, nil
 	}
 	if !isNoRows(err) {
 		return Schedule{}, mapErr(fmt.Sprintf("resume schedule %s", id), err)
@@ -492,20 +555,16 @@ func (s *Store) SchedulesDue(ctx context.Context, now time.Time, limit int) ([]S
 		return nil, invalidf("limit %d must be positive", limit)
 	}
 	rows, err := s.db.Query(ctx, `
-SELECT `+runCols+` FROM kagzi.workflow_runs r
+SELECT `+scheduleCols+` FROM kagzi.workflow_runs r
 WHERE r.status = 'SCHEDULED' AND r.available_at <= @now
 ORDER BY r.available_at
 LIMIT @limit`, pgx.NamedArgs{"now": now, "limit": limit})
 	if err != nil {
 		return nil, mapErr("due schedules", err)
 	}
-	runs, err := collectRuns(rows)
+	out, err := collectSchedules(rows)
 	if err != nil {
 		return nil, mapErr("due schedules", err)
-	}
-	out := make([]Schedule, len(runs))
-	for i, r := range runs {
-		out[i] = scheduleFromRun(r)
 	}
 	return out, nil
 }
@@ -608,8 +667,19 @@ type SchedulesFireDueManyResult struct {
 	// for the same instant).
 	Runs []Run
 	// Err is why the schedule was left untouched: its cron, zone or
-	// catch-up could not be worked out. The other schedules fire anyway.
+	// catch-up could not be worked out, or (a schedule with an overlap
+	// policy, fired in a transaction of its own) its transaction failed.
+	// The other schedules fire anyway.
 	Err error
+	// Dropped are the due times its overlap policy started nothing for
+	// (an instance was live, or a later fire superseded them).
+	Dropped []time.Time
+	// Buffered is the fire time an OverlapBufferOne schedule holds after
+	// the fire, if any.
+	Buffered *time.Time
+	// Stopped are the live instances cancelled or terminated by
+	// OverlapCancelOther or OverlapTerminateOther.
+	Stopped []uuid.UUID
 }
 
 // SchedulesFireDueMany does a scheduler's whole work for the due schedules
@@ -638,7 +708,13 @@ func (s *Store) SchedulesFireDueMany(
 		if sc.NextFireAt == nil || sc.Status != StatusScheduled {
 			continue
 		}
-		fires, next, err := CatchUp(sc.Cron, sc.Timezone, *sc.NextFireAt, now, sc.MaxCatchup, window)
+		from := *sc.NextFireAt
+		if sc.heldNextAt != nil && sc.heldNextAt.After(from) {
+			// Due early to start a held fire: the times before the held
+			// next fire time were planned already.
+			from = *sc.heldNextAt
+		}
+		fires, next, err := CatchUp(sc.Cron, sc.Timezone, from, now, sc.MaxCatchup, window)
 		if err != nil {
 			out[i].Err = fmt.Errorf("fire schedule %s: %w", sc.ID, err)
 			continue
@@ -646,7 +722,17 @@ func (s *Store) SchedulesFireDueMany(
 		if len(fires) == 0 && next != nil && next.Equal(*sc.NextFireAt) {
 			continue
 		}
-		firings = append(firings, scheduleFiring{namespace: sc.Namespace, id: sc.ID, due: *sc.NextFireAt, fires: fires, next: next})
+		if sc.Overlap != "" && sc.Overlap != OverlapAllowAll {
+			// Its live instances decide: a transaction of its own.
+			r, err := s.schedulesFireOverlap(ctx, sc, *sc.NextFireAt, fires, next)
+			if err != nil {
+				out[i].Err = err
+				continue
+			}
+			out[i] = r
+			continue
+		}
+		firings = append(firings, scheduleFiring{namespace: sc.Namespace, id: sc.ID, due: *sc.NextFireAt, fires: fires, next: next, jitter: sc.Jitter})
 		at = append(at, i)
 	}
 	if len(firings) == 0 {
@@ -671,6 +757,8 @@ type scheduleFiring struct {
 	due       time.Time
 	fires     []time.Time
 	next      *time.Time
+	// jitter delays each instance (JitterDelay).
+	jitter time.Duration
 }
 
 type scheduleFired struct {
@@ -698,9 +786,9 @@ WITH v AS (
 	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, task_queue, workflow_type, version, status,
 		available_at, retry_policy, priority, trace_context, schedule_id, schedule_fire_at)
 	SELECT f.run_id, u.namespace_id, u.task_queue, u.workflow_type, ` + defaultVersion("u.version", "u.namespace_id", "u.workflow_type") + `, 'PENDING',
-		now(), u.retry_policy, u.priority, f.trace_context, u.run_id, f.fire_at
-	FROM unnest(@run_ids::uuid[], @run_schedule_ids::uuid[], @fire_ats::timestamptz[], @trace_contexts::text[])
-		AS f(run_id, schedule_id, fire_at, trace_context)
+		greatest(now(), f.available_at), u.retry_policy, u.priority, f.trace_context, u.run_id, f.fire_at
+	FROM unnest(@run_ids::uuid[], @run_schedule_ids::uuid[], @fire_ats::timestamptz[], @available_ats::timestamptz[], @trace_contexts::text[])
+		AS f(run_id, schedule_id, fire_at, available_at, trace_context)
 	JOIN u ON u.run_id = f.schedule_id
 	ON CONFLICT DO NOTHING
 	RETURNING r.*
@@ -728,6 +816,7 @@ func (s *Store) schedulesFire(ctx context.Context, fs []scheduleFiring, trace st
 		nexts, lastFires     = make([]*time.Time, n), make([]*time.Time, n)
 		runIDs, runSchedules = []uuid.UUID{}, []uuid.UUID{}
 		fireAts              = []time.Time{}
+		availableAts         = []*time.Time{}
 		traces               = []string{}
 	)
 	for i, f := range fs {
@@ -758,6 +847,7 @@ func (s *Store) schedulesFire(ctx context.Context, fs []scheduleFiring, trace st
 				}
 			}
 			runIDs, runSchedules, fireAts = append(runIDs, id), append(runSchedules, f.id), append(fireAts, at)
+			availableAts = append(availableAts, jitteredAt(f.id, at, f.jitter))
 			traces = append(traces, tc)
 		}
 	}
@@ -769,7 +859,8 @@ func (s *Store) schedulesFire(ctx context.Context, fs []scheduleFiring, trace st
 	// schedule was created).
 	rows, err := schedulesFireSQL.query(ctx, s.db,
 		pgx.NamedArgs{"namespaces": nss, "schedule_ids": ids, "dues": dues, "nexts": nexts, "last_fires": lastFires,
-			"run_ids": runIDs, "run_schedule_ids": runSchedules, "fire_ats": fireAts, "trace_contexts": traces})
+			"run_ids": runIDs, "run_schedule_ids": runSchedules, "fire_ats": fireAts, "available_ats": availableAts,
+			"trace_contexts": traces})
 	if err != nil {
 		return nil, mapErr("fire schedules", err)
 	}

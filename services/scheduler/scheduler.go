@@ -19,6 +19,12 @@
 // one succeed. The others change nothing; they are counted as lost, not as
 // errors.
 //
+// A schedule with an overlap policy other than allow-all fires in a
+// transaction of its own that reads its live instances first
+// (store.SchedulesFireDueMany); a BufferOne schedule whose live instance
+// ends is made due at once by the run-end trigger of migration 015, and the
+// template change reaches this scheduler as any other does.
+//
 // Which due times fire after downtime is store.CatchUp's decision: the due
 // times at most Options.CatchUpWindow old fire (at most
 // store.MaxWindowFires per schedule, the most recent), so an outage shorter
@@ -110,6 +116,10 @@ type Stats struct {
 	Changes   int64 // ScheduleChanged messages received
 	Malformed int64 // messages dropped as malformed
 	Errors    int64 // failed statements (retried)
+	// Dropped counts the due times an overlap policy started nothing for
+	// (skipped while an instance was live, or superseded); a held
+	// (buffered) fire is not dropped.
+	Dropped int64
 	// Drops counts the times NATS dropped messages before they were read;
 	// each one is answered with a backlog read, as a reconnect is.
 	Drops int64
@@ -154,7 +164,7 @@ type Scheduler struct {
 	life lifecycle.Base
 
 	passes, rearms, resyncs, fired, advanced, lost atomic.Int64
-	changes, errs                                  atomic.Int64
+	changes, errs, dropped                         atomic.Int64
 	malformed                                      *natsutil.Malformed
 }
 
@@ -178,7 +188,7 @@ func (s *Scheduler) Stats() Stats {
 	st := Stats{
 		Passes: s.passes.Load(), Rearms: s.rearms.Load(), Resyncs: s.resyncs.Load(), Fired: s.fired.Load(),
 		Advanced: s.advanced.Load(), Lost: s.lost.Load(), Changes: s.changes.Load(),
-		Malformed: s.malformed.Count(), Errors: s.errs.Load(),
+		Malformed: s.malformed.Count(), Errors: s.errs.Load(), Dropped: s.dropped.Load(),
 	}
 	st.Drops = s.drops.Count()
 	s.mu.Lock()
@@ -345,6 +355,10 @@ func (s *Scheduler) pass() {
 			}
 			s.advanced.Add(1)
 			s.fired.Add(int64(len(r.Runs)))
+			s.logOverlap(sc, r)
+			if overlapOnly(r) {
+				continue
+			}
 			s.logFired(sc, r.Runs, now)
 			s.in.fired(s.ctx, sc, r.Runs, started, s.clock.Now())
 		}
