@@ -49,6 +49,7 @@ type startJSON struct {
 func newRunStartCmd(a *app) *cobra.Command {
 	var (
 		input, queue, externalID, version string
+		concurrencyKey, rateKey           string
 		priority                          int
 		deadline, timeout                 time.Duration
 		wait, requireWorker               bool
@@ -70,6 +71,7 @@ one registers (kagzi run show says so); with --require-worker the start is
 refused instead, and nothing is started.`,
 		Example: `  kagzi run start ProcessOrder --input '{"order_id": 42}'
   kagzi run start ProcessOrder --id order-42 --queue orders --priority 10
+  kagzi run start SyncCustomer --concurrency-key customer-7 --rate-limit-key crm-api
   kagzi run start Report --input @report.json --deadline 1h --wait --timeout 5m`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -85,7 +87,7 @@ refused instead, and nothing is started.`,
 				return usagef("--timeout %v must not be negative", timeout)
 			}
 			opts := client.StartOptions{Queue: queue, Version: version, ExternalID: externalID, Priority: priority,
-				RequireWorker: requireWorker}
+				RequireWorker: requireWorker, ConcurrencyKey: concurrencyKey, RateLimitKey: rateKey}
 			if cmd.Flags().Changed("deadline") {
 				if deadline <= 0 {
 					return usagef("--deadline %v must be positive, e.g. --deadline 30m", deadline)
@@ -165,6 +167,8 @@ refused instead, and nothing is started.`,
 	f.BoolVar(&wait, "wait", false, "wait for the run to end and print its result (needs NATS)")
 	f.DurationVar(&timeout, "timeout", 0, "with --wait, give up waiting after this duration (the run goes on)")
 	f.BoolVar(&requireWorker, "require-worker", false, "refuse the start if no live worker serves the type (and version) on the queue")
+	f.StringVar(&concurrencyKey, "concurrency-key", "", "key the type's per-key limit counts the run under (kagzi limit set --per-key)")
+	f.StringVar(&rateKey, "rate-limit-key", "", "key whose rate limit counts each claim of the run (kagzi rate-limit set)")
 	return c
 }
 
