@@ -73,8 +73,9 @@ CREATE TABLE kagzi.rate_limits (
 --     and picks candidates: for each key of a per-key type with claimable
 --     runs (a loose index scan over the distinct keys), up to its free
 --     slots; for the rest of each type (runs without a key, types without a
---     per-key limit), up to lim. Each candidate is ranked within its key (or
---     type); candidates go in round-robin order — rank, then priority, then
+--     per-key limit), up to lim (runs without a key of a per-key type are
+--     looked for among the queue's first 256 due runs). Each candidate is
+--     ranked within its key (or type); candidates go in round-robin order — rank, then priority, then
 --     age — and each type keeps only as many as its own free slots.
 --  3. It locks the rate_limits rows of the candidates' rate keys (by key)
 --     and keeps, per key, only what the current window has left; the rate
@@ -86,6 +87,10 @@ CREATE TABLE kagzi.rate_limits (
 --     order — so they are not due until then: the dispatcher's timer wakes
 --     for them, nothing polls.
 --
+-- ROWS 10 keeps the claim statement's plan on the primary key (the
+-- default estimate, 1000 rows, makes it scan the whole table).
+-- Its queries are planned once per session (force_generic_plan): planning
+-- the candidate query afresh for each claim would cost more than running it.
 -- Row locks wait at most lock_timeout (2 s): a claim stuck behind a frozen
 -- session fails and is retried, instead of waiting as long as the freeze.
 -- Two settings local to the transaction report what the claim held back:
@@ -99,7 +104,7 @@ CREATE FUNCTION kagzi.rate_window(t timestamptz, period_ms bigint) RETURNS times
 
 CREATE FUNCTION kagzi.claim_flow(ns text, queue text, types text[], type_versions text[], lim integer)
     RETURNS TABLE (run_id uuid, due_at timestamptz, limited boolean)
-    LANGUAGE plpgsql VOLATILE SET lock_timeout = '2s' AS $$
+    LANGUAGE plpgsql VOLATILE ROWS 10 SET lock_timeout = '2s' SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     l_types   text[] := '{}';
     l_max     integer[] := '{}';
@@ -176,21 +181,39 @@ BEGIN
     ),
     uc AS (
         SELECT x.run_id, t.typ, x.rate_key, x.priority, x.available_at, x.rk
-        FROM (SELECT DISTINCT u AS typ FROM unnest(types) AS u) t CROSS JOIN LATERAL (
+        FROM (SELECT DISTINCT u AS typ FROM unnest(types) AS u
+              WHERE NOT EXISTS (SELECT 1 FROM lt WHERE lt.typ = u AND lt.per IS NOT NULL)) t CROSS JOIN LATERAL (
             SELECT y.*, row_number() OVER (ORDER BY y.priority DESC, y.available_at) AS rk FROM (
                 SELECT r.run_id, r.rate_key, r.priority, r.available_at FROM kagzi.workflow_runs r
                 WHERE r.namespace_id = ns AND r.task_queue = queue AND r.workflow_type = t.typ
                   AND r.status IN ('PENDING', 'SLEEPING') AND r.available_at <= now()
                   AND (r.version = '' OR r.workflow_type || '@' || r.version = ANY(type_versions))
-                  AND (r.concurrency_key IS NULL OR NOT EXISTS (SELECT 1 FROM lt WHERE lt.typ = t.typ AND lt.per IS NOT NULL))
                 ORDER BY r.priority DESC, r.available_at
                 LIMIT lim
             ) y
         ) x
     ),
+    -- Runs without a key of a per-key type: one group, looked for among
+    -- the first 256 due runs of the queue (no index holds them apart from
+    -- the keyed ones, and a scan of the whole queue per claim would cost
+    -- as much as the queue is long).
+    nc AS (
+        SELECT y.run_id, y.workflow_type AS typ, y.rate_key, y.priority, y.available_at,
+            row_number() OVER (PARTITION BY y.workflow_type ORDER BY y.priority DESC, y.available_at) AS rk
+        FROM (
+            SELECT r.run_id, r.workflow_type, r.rate_key, r.priority, r.available_at, r.concurrency_key, r.version
+            FROM kagzi.workflow_runs r
+            WHERE r.namespace_id = ns AND r.task_queue = queue
+              AND r.status IN ('PENDING', 'SLEEPING') AND r.available_at <= now()
+            ORDER BY r.priority DESC, r.available_at
+            LIMIT 256
+        ) y
+        WHERE y.concurrency_key IS NULL AND y.workflow_type IN (SELECT lt.typ FROM lt WHERE lt.per IS NOT NULL)
+          AND (y.version = '' OR y.workflow_type || '@' || y.version = ANY(type_versions))
+    ),
     cand AS (
         SELECT u.*, row_number() OVER (PARTITION BY u.typ ORDER BY u.rk, u.priority DESC, u.available_at) AS tn
-        FROM (SELECT * FROM kc UNION ALL SELECT * FROM uc) u
+        FROM (SELECT * FROM kc UNION ALL SELECT * FROM uc UNION ALL SELECT * FROM nc WHERE nc.rk <= lim) u
     ),
     kept AS (
         SELECT cand.* FROM cand LEFT JOIN lt USING (typ) LEFT JOIN run_type rt USING (typ)

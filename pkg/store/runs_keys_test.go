@@ -106,6 +106,14 @@ func TestPerKeyLimitHoldsUnderConcurrentClaims(t *testing.T) {
 			t.Fatalf("completed %d", n)
 		}
 	}
+	// Runs without a key are not limited per key.
+	for i := 0; i < 3; i++ {
+		e.create(store.RunsCreateParams{Type: "K"})
+	}
+	if got := e.claim(store.RunsClaimParams{Namespace: "ns", Queue: "q", WorkerID: uuid.New(),
+		Types: types, Limit: 10, Lease: time.Minute}); len(got) != 3 {
+		t.Fatalf("claimed %d of 3 runs without a key", len(got))
+	}
 	// Removing the per-key limit removes the row (no total limit left).
 	if _, err := e.s.LimitsSetPerKey(e.ctx, "ns", "q", "K", 0); err != nil {
 		t.Fatal(err)
