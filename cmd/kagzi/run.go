@@ -49,6 +49,7 @@ type startJSON struct {
 func newRunStartCmd(a *app) *cobra.Command {
 	var (
 		input, queue, externalID, version string
+		concurrencyKey, rateKey           string
 		priority                          int
 		deadline, timeout                 time.Duration
 		wait, requireWorker               bool
@@ -81,6 +82,7 @@ with the id is terminated and the new one started). A refused start exits 1.`,
 		Example: `  kagzi run start ProcessOrder --input '{"order_id": 42}'
   kagzi run start ProcessOrder --id order-42 --queue orders --priority 10
   kagzi run start Report --input @report.json --deadline 1h --wait --timeout 5m
+  kagzi run start SyncCustomer --concurrency-key customer-7 --rate-limit-key crm-api
   kagzi run start Reindex --debounce-key catalog --debounce 5s --debounce-max-wait 1m
   kagzi run start Import --id import-7 --id-reuse failed-only`,
 		Args: cobra.ExactArgs(1),
@@ -97,7 +99,7 @@ with the id is terminated and the new one started). A refused start exits 1.`,
 				return usagef("--timeout %v must not be negative", timeout)
 			}
 			opts := client.StartOptions{Queue: queue, Version: version, ExternalID: externalID, Priority: priority,
-				RequireWorker: requireWorker}
+				RequireWorker: requireWorker, ConcurrencyKey: concurrencyKey, RateLimitKey: rateKey}
 			if err := flow.apply(cmd.Flags(), &opts); err != nil {
 				return err
 			}
@@ -184,6 +186,8 @@ with the id is terminated and the new one started). A refused start exits 1.`,
 	f.DurationVar(&timeout, "timeout", 0, "with --wait, give up waiting after this duration (the run goes on)")
 	f.BoolVar(&requireWorker, "require-worker", false, "refuse the start if no live worker serves the type (and version) on the queue")
 	flow.register(f)
+	f.StringVar(&concurrencyKey, "concurrency-key", "", "key the type's per-key limit counts the run under (kagzi limit set --per-key)")
+	f.StringVar(&rateKey, "rate-limit-key", "", "key whose rate limit counts each claim of the run (kagzi rate-limit set)")
 	return c
 }
 

@@ -199,6 +199,13 @@ type StartOptions struct {
 	// TraceParent is a W3C traceparent to join the run to; a malformed one
 	// is ignored.
 	TraceParent string
+	// ConcurrencyKey counts the run against its type's per-key limit
+	// (SetKeyConcurrencyLimit) under this key, e.g. a customer id: at most
+	// that many runs with the key run at once, and keys take turns.
+	ConcurrencyKey string
+	// RateLimitKey counts each claim of the run against the rate limit of
+	// this key (SetRateLimit); without a limit set for the key it is free.
+	RateLimitKey string
 	// RequireWorker refuses the start with ErrNoWorker when no live worker
 	// serves the type (at Version, if set) on the queue, instead of
 	// starting a run that waits PENDING until one registers. It is checked
@@ -245,7 +252,7 @@ func (c *Client) params(typ string, input any, o StartOptions) (store.RunsCreate
 	}
 	p := store.RunsCreateParams{Namespace: c.ns, Queue: q, Type: typ, Version: o.Version,
 		ExternalID: o.ExternalID, Input: raw, RetryPolicy: o.RetryPolicy, Priority: o.Priority, TraceContext: o.TraceParent,
-		RequireWorker: o.RequireWorker}
+		RequireWorker: o.RequireWorker, ConcurrencyKey: o.ConcurrencyKey, RateLimitKey: o.RateLimitKey}
 	if err := flowParams(&p, o); err != nil {
 		return store.RunsCreateParams{}, err
 	}

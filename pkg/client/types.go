@@ -138,14 +138,19 @@ type SentEvent struct {
 
 // ConcurrencyLimit caps the RUNNING runs of a workflow type in a queue.
 type ConcurrencyLimit struct {
-	Queue      string
-	Type       string
+	Queue string
+	Type  string
+	// MaxRunning caps the type's RUNNING runs; NoLimit when the type has
+	// only a per-key limit.
 	MaxRunning int
-	UpdatedAt  time.Time
+	// MaxPerKey caps the RUNNING runs per concurrency key
+	// (SetKeyConcurrencyLimit); 0 when there is none.
+	MaxPerKey int
+	UpdatedAt time.Time
 }
 
 func limitFrom(l store.ConcurrencyLimit) ConcurrencyLimit {
-	return ConcurrencyLimit{Queue: l.Queue, Type: l.Type, MaxRunning: l.MaxRunning, UpdatedAt: l.UpdatedAt}
+	return ConcurrencyLimit{Queue: l.Queue, Type: l.Type, MaxRunning: l.MaxRunning, MaxPerKey: l.MaxPerKey, UpdatedAt: l.UpdatedAt}
 }
 
 // WorkerStatus is a worker's liveness status.

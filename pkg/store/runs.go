@@ -147,6 +147,11 @@ type RunsCreateParams struct {
 	// ScheduleID and ScheduleFireAt mark a run fired by a schedule.
 	ScheduleID     *uuid.UUID
 	ScheduleFireAt *time.Time
+	// ConcurrencyKey counts the run against its type's per-key limit under
+	// this key; RateLimitKey counts each of its claims against the key's
+	// rate limit (see runs_keys.go). Both are optional.
+	ConcurrencyKey string
+	RateLimitKey   string
 	// RequireWorker refuses the start with ErrNoWorker, creating nothing,
 	// when no live worker serves Type@Version on Queue (WorkersServing),
 	// checked in the insert's own statement. The check comes before the
@@ -180,6 +185,9 @@ func (s *Store) validateCreate(ctx context.Context, p *RunsCreateParams) ([]byte
 		return nil, err
 	}
 	if err := checkFlow(p); err != nil {
+		return nil, err
+	}
+	if err := checkFlowKeys(p.ConcurrencyKey, p.RateLimitKey); err != nil {
 		return nil, err
 	}
 	// The priority column is a 32-bit integer: pgx refuses a larger int
@@ -242,9 +250,11 @@ WITH v AS (
 	SELECT * FROM unnest(@run_ids::uuid[], @namespaces::text[], @external_ids::text[], @queues::text[], @types::text[],
 		@versions::text[], @available_ats::timestamptz[], @deadlines::timestamptz[], @retry_policies::jsonb[], @priorities::int[],
 		@parent_run_ids::uuid[], @parent_step_ids::text[], @trace_contexts::text[], @schedule_ids::uuid[],
-		@schedule_fire_ats::timestamptz[], @require_workers::boolean[], @inputs::bytea[])
+		@schedule_fire_ats::timestamptz[], @require_workers::boolean[], @inputs::bytea[],
+		@concurrency_keys::text[], @rate_keys::text[])
 		AS v(run_id, namespace_id, external_id, task_queue, workflow_type, version, available_at, deadline_at,
-		retry_policy, priority, parent_run_id, parent_step_id, trace_context, schedule_id, schedule_fire_at, require_worker, input)
+		retry_policy, priority, parent_run_id, parent_step_id, trace_context, schedule_id, schedule_fire_at, require_worker, input,
+		concurrency_key, rate_key)
 ), chk AS (
 	SELECT bool_and(kagzi.require_worker(EXISTS (SELECT 1 FROM kagzi.workers w WHERE ` +
 	workerServes("w", "g.namespace_id", "g.task_queue", "g.workflow_type", "g.version") + `),
@@ -253,11 +263,11 @@ WITH v AS (
 ), r AS (
 	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, external_id, task_queue, workflow_type, version,
 		status, available_at, deadline_at, retry_policy, priority, parent_run_id, parent_step_id, trace_context,
-		schedule_id, schedule_fire_at)
+		schedule_id, schedule_fire_at, concurrency_key, rate_key)
 	SELECT run_id, namespace_id, external_id, task_queue, workflow_type,
 		` + defaultVersion("v.version", "v.namespace_id", "v.workflow_type") + `, 'PENDING',
 		coalesce(available_at, now()), deadline_at, retry_policy, priority, parent_run_id, parent_step_id, trace_context,
-		schedule_id, schedule_fire_at
+		schedule_id, schedule_fire_at, concurrency_key, rate_key
 	FROM v WHERE (SELECT ok FROM chk) IS NOT FALSE
 	ON CONFLICT DO NOTHING
 	RETURNING ` + runCols + `
@@ -350,6 +360,7 @@ func (s *Store) runsInsert(ctx context.Context, ps []RunsCreateParams, policies 
 		traces                       = make([]*string, n)
 		inputs                       = make([][]byte, n)
 		require                      = make([]bool, n)
+		ckeys, rkeys                 = make([]*string, n), make([]*string, n)
 	)
 	for k, i := range rows {
 		p := &ps[i]
@@ -363,6 +374,7 @@ func (s *Store) runsInsert(ctx context.Context, ps []RunsCreateParams, policies 
 		}
 		inputs[k] = p.Input
 		require[k] = p.RequireWorker
+		ckeys[k], rkeys[k] = nullText(p.ConcurrencyKey), nullText(p.RateLimitKey)
 	}
 	what := "create runs"
 	if len(ps) == 1 {
@@ -373,6 +385,7 @@ func (s *Store) runsInsert(ctx context.Context, ps []RunsCreateParams, policies 
 		"available_ats": avail, "deadlines": deadlines, "retry_policies": pols, "priorities": prios,
 		"parent_run_ids": parents, "parent_step_ids": pstep, "trace_contexts": traces, "schedule_ids": schedules,
 		"schedule_fire_ats": fireAts, "require_workers": require, "inputs": inputs,
+		"concurrency_keys": ckeys, "rate_keys": rkeys,
 	})
 	if err != nil {
 		return nil, mapErr(what, err)
@@ -770,6 +783,9 @@ RETURNING ` + runCols + `, c.due_at,
 // NOT EXISTS is uncorrelated: a one-time filter, evaluated once, that makes
 // the statement claim nothing when a requested type has a limit (RunsClaim
 // then runs runsClaimLimitedSQL); it leaves the plan on the claim index.
+// The second, rateDueProbe, makes it claim nothing when a run with a rate
+// key is due (RunsClaim then runs runsClaimFlowSQL): one probe of an index
+// that holds only rate-keyed runs, empty when no run has a rate key.
 var runsClaimSQL = prepareNamed(`
 WITH c AS (
 	SELECT run_id, available_at AS due_at, false AS limited FROM kagzi.workflow_runs
@@ -778,6 +794,7 @@ WITH c AS (
 	  AND (version = '' OR workflow_type || '@' || version = ANY(@type_versions::text[]))
 	  AND NOT EXISTS (SELECT 1 FROM kagzi.concurrency_limits l
 		WHERE l.namespace_id = @namespace AND l.task_queue = @queue AND l.workflow_type = ANY(@types::text[]))
+	  AND NOT EXISTS (` + rateDueProbe + `)
 	ORDER BY priority DESC, available_at
 	LIMIT @limit
 	FOR UPDATE SKIP LOCKED
@@ -797,7 +814,7 @@ WITH lim AS (
 	SELECT run_id, priority, available_at, false AS limited FROM kagzi.workflow_runs
 	WHERE namespace_id = @namespace AND task_queue = @queue AND status IN ('PENDING', 'SLEEPING') AND available_at <= now()
 	  AND workflow_type = ANY(@types::text[]) AND workflow_type <> ALL (@limited_types::text[])
-	  AND (version = '' OR workflow_type || '@' || version = ANY(@type_versions::text[]))
+	  AND (version = '' OR workflow_type || '@' || version = ANY(@type_versions::text[])) AND rate_key IS NULL
 	ORDER BY priority DESC, available_at
 	LIMIT @limit
 	FOR UPDATE SKIP LOCKED
@@ -806,7 +823,7 @@ WITH lim AS (
 		SELECT run_id, priority, available_at FROM kagzi.workflow_runs
 		WHERE namespace_id = @namespace AND task_queue = @queue AND status IN ('PENDING', 'SLEEPING') AND available_at <= now()
 		  AND workflow_type = lim.workflow_type
-		  AND (version = '' OR workflow_type || '@' || version = ANY(@type_versions::text[]))
+		  AND (version = '' OR workflow_type || '@' || version = ANY(@type_versions::text[])) AND rate_key IS NULL
 		ORDER BY priority DESC, available_at
 		LIMIT least(coalesce(lim.free, @limit), @limit)
 		FOR UPDATE SKIP LOCKED
@@ -818,21 +835,22 @@ WITH lim AS (
 )` + claimUpdate)
 
 // limitedTypesSQL lists which of the requested types (@types) have a
-// concurrency limit in the namespace and queue.
+// concurrency limit in the namespace and queue, whether one of those has a
+// per-key limit, and whether a run with a rate key is due (claimRoute).
 var limitedTypesSQL = prepareNamed(`
-SELECT coalesce(array_agg(workflow_type), '{}') FROM kagzi.concurrency_limits
+SELECT coalesce(array_agg(workflow_type), '{}'), coalesce(bool_or(max_per_key IS NOT NULL), false),
+	EXISTS (` + rateDueProbe + `)
+FROM kagzi.concurrency_limits
 WHERE namespace_id = @namespace AND task_queue = @queue AND workflow_type = ANY(@types::text[])`)
 
 // claimStatement picks the claim statement RunsClaim would run for args.
 func (s *Store) claimStatement(ctx context.Context, db DBTX, args pgx.NamedArgs) (*namedSQL, pgx.NamedArgs, error) {
-	var limited []string
-	if err := limitedTypesSQL.queryRow(ctx, db, limitedTypesArgs(args)).Scan(&limited); err != nil {
+	var r claimRoute
+	if err := limitedTypesSQL.queryRow(ctx, db, limitedTypesArgs(args)).Scan(&r.limited, &r.keyed, &r.rateDue); err != nil {
 		return nil, nil, mapErr("claim runs: read limits", err)
 	}
-	if len(limited) == 0 {
-		return runsClaimSQL, args, nil
-	}
-	return runsClaimLimitedSQL, claimLimitedArgs(args, limited), nil
+	q, qargs := r.statement(args)
+	return q, qargs, nil
 }
 
 // limitedTypesArgs are the arguments of limitedTypesSQL for a claim with
@@ -891,6 +909,12 @@ func claimArgs(p RunsClaimParams) (pgx.NamedArgs, error) {
 // worker, a new lease token and the lease expiry, and returns the run's
 // input and the latest attempt of each of its steps.
 func (s *Store) RunsClaim(ctx context.Context, p RunsClaimParams) ([]ClaimedRun, error) {
+	return s.runsClaim(ctx, p, nil)
+}
+
+// runsClaim is RunsClaim, recording in stats (if not nil) what a flow
+// claim held back.
+func (s *Store) runsClaim(ctx context.Context, p RunsClaimParams, stats *ClaimStats) ([]ClaimedRun, error) {
 	args, err := claimArgs(p)
 	if err != nil {
 		return nil, err
@@ -911,18 +935,22 @@ func (s *Store) RunsClaim(ctx context.Context, p RunsClaimParams) ([]ClaimedRun,
 		_ = br.Close()
 		return nil, err
 	}
-	var limited []string
-	if err := br.QueryRow().Scan(&limited); err != nil {
+	var r claimRoute
+	if err := br.QueryRow().Scan(&r.limited, &r.keyed, &r.rateDue); err != nil {
 		_ = br.Close()
 		return nil, mapErr("claim runs: read limits", err)
 	}
 	if err := br.Close(); err != nil {
 		return nil, mapErr("claim runs", err)
 	}
-	if len(limited) == 0 {
+	if len(r.limited) == 0 && !r.rateDue {
 		return out, nil
 	}
-	rows, err = runsClaimLimitedSQL.query(ctx, s.db, claimLimitedArgs(args, limited))
+	q, qargs := r.statement(args)
+	if q == runsClaimFlowSQL {
+		return s.runsClaimFlow(ctx, qargs, stats)
+	}
+	rows, err = q.query(ctx, s.db, qargs)
 	if err != nil {
 		return nil, mapErr("claim runs", err)
 	}

@@ -12,12 +12,21 @@ import (
 // ConcurrencyLimit caps the RUNNING runs of one workflow type in one
 // namespace and queue, across every worker (RunsClaim enforces it).
 type ConcurrencyLimit struct {
-	Namespace  string
-	Queue      string
-	Type       string
+	Namespace string
+	Queue     string
+	Type      string
+	// MaxRunning caps the type's RUNNING runs; NoLimit when only a
+	// per-key limit is set.
 	MaxRunning int
-	UpdatedAt  time.Time
+	// MaxPerKey caps the RUNNING runs per concurrency key (LimitsSetPerKey);
+	// 0 when there is no per-key limit.
+	MaxPerKey int
+	UpdatedAt time.Time
 }
+
+// NoLimit is ConcurrencyLimit.MaxRunning of a type with a per-key limit
+// and no total one.
+const NoLimit = -1
 
 // LimitsSet sets (or replaces) the concurrency limit of a workflow type in
 // a queue. A limit of 0 pauses the type: no run of it is claimed. The runs
@@ -46,12 +55,12 @@ func (s *Store) LimitsSet(ctx context.Context, namespace, queue, typ string, max
 WITH l AS (
 	INSERT INTO kagzi.concurrency_limits (namespace_id, task_queue, workflow_type, max_running) VALUES (@namespace, @queue, @type, @max_running)
 	ON CONFLICT (namespace_id, task_queue, workflow_type) DO UPDATE SET max_running = excluded.max_running, updated_at = now()
-	RETURNING updated_at
+	RETURNING updated_at, coalesce(max_per_key, 0) AS max_per_key
 ), running AS (
 	UPDATE kagzi.workflow_runs SET limited = true
 	WHERE namespace_id = @namespace AND task_queue = @queue AND workflow_type = @type AND status = 'RUNNING' AND NOT limited
 )
-SELECT updated_at FROM l`, pgx.NamedArgs{"namespace": namespace, "queue": queue, "type": typ, "max_running": maxRunning}).Scan(&l.UpdatedAt)
+SELECT updated_at, max_per_key FROM l`, pgx.NamedArgs{"namespace": namespace, "queue": queue, "type": typ, "max_running": maxRunning}).Scan(&l.UpdatedAt, &l.MaxPerKey)
 	if err != nil {
 		return ConcurrencyLimit{}, mapErr("set concurrency limit", err)
 	}
@@ -77,7 +86,7 @@ DELETE FROM kagzi.concurrency_limits WHERE namespace_id = @namespace AND task_qu
 // LimitsList lists the namespace's concurrency limits by queue and type.
 func (s *Store) LimitsList(ctx context.Context, namespace string) ([]ConcurrencyLimit, error) {
 	rows, err := s.db.Query(ctx, `
-SELECT namespace_id, task_queue, workflow_type, max_running, updated_at FROM kagzi.concurrency_limits
+SELECT namespace_id, task_queue, workflow_type, coalesce(max_running, -1), coalesce(max_per_key, 0), updated_at FROM kagzi.concurrency_limits
 WHERE namespace_id = @namespace ORDER BY task_queue, workflow_type`, pgx.NamedArgs{"namespace": namespace})
 	if err != nil {
 		return nil, mapErr("list concurrency limits", err)
@@ -86,7 +95,7 @@ WHERE namespace_id = @namespace ORDER BY task_queue, workflow_type`, pgx.NamedAr
 	out := []ConcurrencyLimit{}
 	for rows.Next() {
 		var l ConcurrencyLimit
-		if err := rows.Scan(&l.Namespace, &l.Queue, &l.Type, &l.MaxRunning, &l.UpdatedAt); err != nil {
+		if err := rows.Scan(&l.Namespace, &l.Queue, &l.Type, &l.MaxRunning, &l.MaxPerKey, &l.UpdatedAt); err != nil {
 			return nil, mapErr("list concurrency limits", err)
 		}
 		out = append(out, l)

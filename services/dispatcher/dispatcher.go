@@ -484,7 +484,7 @@ func (d *Dispatcher) serve(q *queue) {
 		limit := min(p.req.Credits, d.cfg.MaxClaim)
 		d.claims.Add(1)
 		claimStart := time.Now()
-		runs, err := d.st.RunsClaim(d.ctx, store.RunsClaimParams{
+		runs, flow, err := d.st.RunsClaimStats(d.ctx, store.RunsClaimParams{
 			Namespace: q.key.ns, Queue: q.key.queue, WorkerID: p.req.WorkerID,
 			Types: p.types, Limit: limit, Lease: d.cfg.Lease, InlineBytes: protocol.InlinePayloadBytes,
 		})
@@ -500,6 +500,7 @@ func (d *Dispatcher) serve(q *queue) {
 			return
 		}
 		d.claimed.Add(int64(len(runs)))
+		d.tel.flow(d.ctx, q.key.ns, q.key.queue, flow)
 		now := time.Now()
 		d.tel.claimed(d.ctx, q.key.ns, q.key.queue, runs, p.req.WorkerID.String(), claimStart, now)
 		for _, r := range runs {

@@ -67,6 +67,11 @@ type instruments struct {
 	// report's, from its arrival to the reply.
 	claimLatency  metric.Float64Histogram
 	reportLatency metric.Float64Histogram
+	// keyLimited counts claims that left runs queued behind a full
+	// per-key limit; rateHeld counts the runs claims held back for a rate
+	// limit (moved to a later window). Keys are never attributes.
+	keyLimited metric.Int64Counter
+	rateHeld   metric.Int64Counter
 }
 
 func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) *instruments {
@@ -99,7 +104,21 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) *instrumen
 		metric.WithDescription("From a worker's report arriving to its reply (queued, applied in a transaction, committed)."),
 		metric.WithExplicitBucketBoundaries(0.5, 1, 2, 5, 10, 25, 50, 100, 250, 1000, 5000))
 	in.relayed, _ = m.Int64Counter("kagzi.notifications.relayed", metric.WithDescription("Postgres notifications republished on NATS."))
+	in.keyLimited, _ = m.Int64Counter("kagzi.claims.key_limited",
+		metric.WithDescription("Claims that left runs queued behind a concurrency key at its per-key limit, per namespace and queue."))
+	in.rateHeld, _ = m.Int64Counter("kagzi.claims.rate_limited",
+		metric.WithDescription("Runs a claim held back for a full rate limit window (moved to a later window), per namespace and queue."))
 	return in
+}
+
+// flow records what flow control held back in a claim.
+func (in *instruments) flow(ctx context.Context, ns, queue string, st store.ClaimStats) {
+	if st.KeysFull > 0 {
+		in.keyLimited.Add(ctx, 1, in.queue(ns, queue))
+	}
+	if st.RateHeld > 0 {
+		in.rateHeld.Add(ctx, int64(st.RateHeld), in.queue(ns, queue))
+	}
 }
 
 // registerQueueDepth adds the queue gauges, read from Postgres in one

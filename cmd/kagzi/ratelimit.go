@@ -1,0 +1,137 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kagzi/kagzi/pkg/store"
+)
+
+func init() { register(newRateLimitCmd) }
+
+func newRateLimitCmd(a *app) *cobra.Command {
+	c := groupCmd(&cobra.Command{
+		Use:     "rate-limit",
+		Aliases: []string{"rate-limits"},
+		Short:   "Cap how many runs with a rate limit key start per period",
+		Example: `  kagzi rate-limit set crm-api 10 --per 1s
+  kagzi rate-limit list
+  kagzi rate-limit remove crm-api`,
+	})
+	c.AddCommand(newRateLimitSetCmd(a), newRateLimitListCmd(a), newRateLimitRemoveCmd(a))
+	return c
+}
+
+// rateLimitJSON is a rate limit as the rate-limit commands print it.
+type rateLimitJSON struct {
+	Key         string    `json:"key"`
+	Limit       int       `json:"limit"`
+	Period      string    `json:"period"`
+	Claims      int       `json:"claims"`
+	WindowStart time.Time `json:"window_start"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+func toRateLimitJSON(r store.RateLimit) rateLimitJSON {
+	return rateLimitJSON{Key: r.Key, Limit: r.Limit, Period: r.Period.String(), Claims: r.Claims,
+		WindowStart: r.WindowStart.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
+}
+
+func newRateLimitSetCmd(a *app) *cobra.Command {
+	var per time.Duration
+	c := &cobra.Command{
+		Use:   "set KEY N --per PERIOD",
+		Short: "Allow at most N claims of runs with rate limit key KEY per period",
+		Long: `Allow at most N claims (starts of execution, resumptions included) of runs
+started with rate limit key KEY (kagzi run start --rate-limit-key,
+client.StartOptions.RateLimitKey) per PERIOD, across every dispatcher and
+queue of the namespace. Windows are fixed and aligned to the Unix epoch: no
+window holds more than N claims (any interval of one period at most 2N).
+Runs the limit holds back wait for the window that has room, without
+polling. Setting a limit again replaces it.`,
+		Example: `  kagzi rate-limit set crm-api 10 --per 1s
+  kagzi rate-limit set mailer 1000 --per 1h`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := strconv.Atoi(args[1])
+			if err != nil || n < 1 {
+				return usagef("limit %q must be a whole number, 1 or more", args[1])
+			}
+			if per < time.Millisecond {
+				return usagef("--per %v must be at least 1ms, e.g. --per 1s", per)
+			}
+			st, err := a.Store(cmd.Context())
+			if err != nil {
+				return err
+			}
+			r, err := st.RateLimitsSet(cmd.Context(), a.Namespace, args[0], n, per)
+			if err != nil {
+				return err
+			}
+			return a.print(cmd, toRateLimitJSON(r), func(w io.Writer) {
+				fmt.Fprintf(w, "At most %d claim(s) of runs with rate limit key %s per %v\n", r.Limit, r.Key, r.Period)
+			})
+		},
+	}
+	c.Flags().DurationVar(&per, "per", time.Second, "the period, e.g. 1s, 1m")
+	return c
+}
+
+func newRateLimitListCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:     "list",
+		Short:   "List the namespace's rate limits and their use in the current window",
+		Example: `  kagzi rate-limit list --json`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := a.Store(cmd.Context())
+			if err != nil {
+				return err
+			}
+			rs, err := st.RateLimitsList(cmd.Context(), a.Namespace)
+			if err != nil {
+				return err
+			}
+			out := make([]rateLimitJSON, len(rs))
+			for i, r := range rs {
+				out[i] = toRateLimitJSON(r)
+			}
+			return a.print(cmd, out, func(w io.Writer) {
+				if len(rs) == 0 {
+					fmt.Fprintln(w, "No rate limits.")
+					return
+				}
+				fmt.Fprintln(w, "KEY\tLIMIT\tPER\tCLAIMS NOW\tUPDATED")
+				for _, r := range rs {
+					fmt.Fprintf(w, "%s\t%d\t%v\t%d\t%s\n", r.Key, r.Limit, r.Period, r.Claims, fmtTime(r.UpdatedAt))
+				}
+			})
+		},
+	}
+}
+
+func newRateLimitRemoveCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:     "remove KEY",
+		Aliases: []string{"rm"},
+		Short:   "Lift the rate limit of a key",
+		Example: `  kagzi rate-limit remove crm-api`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := a.Store(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if err := st.RateLimitsDelete(cmd.Context(), a.Namespace, args[0]); err != nil {
+				return err
+			}
+			return a.print(cmd, map[string]any{"key": args[0], "removed": true}, func(w io.Writer) {
+				fmt.Fprintf(w, "Removed the rate limit of %s\n", args[0])
+			})
+		},
+	}
+}
