@@ -73,6 +73,8 @@ var notDelivered = map[string]string{
 	"Output": "a running run has none", "Attempts": "counts lost executions too: the engine's limit, not the workflow's",
 	"ParentClosePolicy": "applied by the engine when the parent ends",
 	"ContinuedAs":       "set only on a run that ended",
+	"DebounceKey":       "how the run was started, not used by replay",
+	"DebounceStarts":    "how the run was started, not used by replay",
 }
 
 // Wire names of claimed-run fields that are renamed on the wire.
