@@ -60,7 +60,7 @@ are checked against a reference model, and each divergence is shrunk to a
 minimal program (re-run through the engine, faults over) and printed with
 its seed. It then prints
 
-  chaos --model: N programs (seed S, R regression cases), N completed, N failed, N cancelled, 0 divergences, F forks (0 diverge), K worker kills
+  chaos --model: N programs (seed S, R regression cases), N completed, N failed, N cancelled, 0 divergences, F forks (0 diverge), R id reuse starts (0 diverge), K worker kills
 
 followed by one line per violation, and exits 1 on any violation (the
 working directory, with every process's log, is then kept). Progress goes

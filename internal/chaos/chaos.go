@@ -134,6 +134,11 @@ type Options struct {
 	ShrinkTries, ShrinkMax int
 	// NoFaults kills and restarts nothing (the model test of `make test`).
 	NoFaults bool
+	// Keys, if positive, starts each model program's run with one of Keys
+	// concurrency keys under a per-key limit of PerKey runs of the model's
+	// workflow type (default 4), and checks that no key ever had more
+	// executions at once than that.
+	Keys, PerKey int
 	// DatabaseURL and NATSURL, if set, are a migrated database and a NATS
 	// server to use instead of starting a cluster and a server of the
 	// run's own; nothing restarts them.
@@ -158,6 +163,9 @@ func (o *Options) defaults() error {
 	def(&o.Steps, DefaultSteps)
 	def(&o.Workers, DefaultWorkers)
 	def(&o.Dispatchers, DefaultDispatchers)
+	if o.Keys > 0 {
+		def(&o.PerKey, 4)
+	}
 	if o.Model && o.Schedulers == 0 {
 		// The model's programs need no schedule.
 		o.Schedulers = -1

@@ -154,8 +154,8 @@ func (r *Report) Failed() bool { return len(r.Violations) > 0 }
 // Summary is the report's first line.
 func (r *Report) Summary() string {
 	if m := r.Model; m != nil {
-		return fmt.Sprintf("chaos --model: %d programs (seed %d, %d regression cases), %d completed, %d failed, %d cancelled, %d divergences, %d forks (%d diverge), %d worker kills",
-			m.Programs, m.Seed, m.Regressions, m.Completed, m.Failed, m.Cancelled, len(m.Divergences), m.Forks, m.ForkDivergences, m.Kills)
+		return fmt.Sprintf("chaos --model: %d programs (seed %d, %d regression cases), %d completed, %d failed, %d cancelled, %d divergences, %d forks (%d diverge), %d id reuse starts (%d diverge), %d worker kills",
+			m.Programs, m.Seed, m.Regressions, m.Completed, m.Failed, m.Cancelled, len(m.Divergences), m.Forks, m.ForkDivergences, m.Reuses, m.ReuseDivergences, m.Kills)
 	}
 	return fmt.Sprintf("chaos: %d runs, %d completed, %d lost, %d duplicate results, max recovery %d ms",
 		r.Runs, r.Completed, r.Lost, r.DuplicateResults, r.MaxRecovery.Milliseconds())
@@ -206,6 +206,9 @@ func (r *Report) Details() []string {
 		}
 		if len(m.Ops) > 0 {
 			out = append(out, "model ops: "+countsString(m.Ops)+"; detached children: "+countsString(m.Policies))
+		}
+		if len(m.KeyPeaks) > 0 {
+			out = append(out, "model: most executions at once per concurrency key: "+countsString(m.KeyPeaks))
 		}
 		return out
 	}

@@ -50,6 +50,13 @@ type ModelReport struct {
 	// driver.Forks), ForkDivergences the forks whose end differs from the
 	// model's (each one a violation).
 	Forks, ForkDivergences int
+	// Reuses counts the second starts under an id reuse policy
+	// (fault-free runs only: driver.Reuses), ReuseStarted those that
+	// started a run, ReuseDivergences those that differ from the model.
+	Reuses, ReuseStarted, ReuseDivergences int
+	// KeyPeaks is the most executions of one concurrency key at once, by
+	// key (Options.Keys).
+	KeyPeaks map[string]int
 }
 
 // inlineRetry is the KAGZI_MAX_INLINE_RETRY of a worker slot in a model
@@ -75,7 +82,13 @@ func (h *harness) modelScenario(ctx, cleanup context.Context) *Report {
 	rep := &Report{Model: mr}
 	d := &driver.Driver{Client: h.cl, Store: h.st, NC: h.nc, Namespace: Namespace, NATSURL: h.natsURL,
 		Invocations: func() ([]modeltest.Invocation, error) { return modeltest.ReadLogs(h.dir) },
-		Logf:        h.logf}
+		Logf:        h.logf, Keys: o.Keys}
+	if o.Keys > 0 {
+		if _, err := h.cl.SetKeyConcurrencyLimit(ctx, "", modeltest.WorkflowType, o.PerKey); err != nil {
+			rep.add(VHarness, "model: per-key limit: %v", err)
+			return rep
+		}
+	}
 	if err := d.Start(ctx); err != nil {
 		rep.add(VHarness, "model driver: %v", err)
 		return rep
@@ -124,6 +137,19 @@ func (h *harness) modelScenario(ctx, cleanup context.Context) *Report {
 	mr.Kills = len(h.kills)
 	h.mu.Unlock()
 	h.logf("model: every run ended after %.1f s; checking", mr.RunPhase.Seconds())
+	if o.Keys > 0 {
+		execs, err := modeltest.ReadExecutions(h.dir)
+		if err != nil {
+			rep.add(VHarness, "model: executions: %v", err)
+			return rep
+		}
+		mr.KeyPeaks = modeltest.KeyPeaks(execs, ps, o.Keys)
+		for k, n := range mr.KeyPeaks {
+			if n > o.PerKey {
+				rep.add(VModel, "concurrency key %s: %d runs executing at once, limit %d", k, n, o.PerKey)
+			}
+		}
+	}
 
 	obs, err := d.Observe(ctx, ps, ids)
 	if err != nil {
@@ -164,6 +190,7 @@ func (h *harness) modelScenario(ctx, cleanup context.Context) *Report {
 	}
 	if o.NoFaults {
 		h.forks(ctx, d, ps, ids, mr, rep)
+		h.reuses(ctx, d, ps, ids, mr, rep)
 	}
 	for i := range divs {
 		if i < o.ShrinkMax {
@@ -247,6 +274,36 @@ func (h *harness) forks(ctx context.Context, d *driver.Driver, ps []modeltest.Pr
 		rep.add(VModel, "%s", b.String())
 	}
 	h.logf("model: %d forks checked in %.1f s, %d diverge", len(fvs), time.Since(began).Seconds(), mr.ForkDivergences)
+}
+
+// reuses starts programs again under id reuse policies and checks each
+// outcome against the model (driver.Reuses).
+func (h *harness) reuses(ctx context.Context, d *driver.Driver, ps []modeltest.Program, ids []uuid.UUID, mr *ModelReport, rep *Report) {
+	began := time.Now()
+	rvs, err := d.Reuses(ctx, ps, ids, h.o.Seed)
+	if err != nil {
+		rep.add(VHarness, "model: id reuse: %v", err)
+		return
+	}
+	mr.Reuses = len(rvs)
+	for _, rv := range rvs {
+		if rv.Started {
+			mr.ReuseStarted++
+		}
+		if !rv.Verdict.Diverges() {
+			continue
+		}
+		mr.ReuseDivergences++
+		var b strings.Builder
+		fmt.Fprintf(&b, "start of %s again under id reuse policy %s: model %s; engine %s", ps[rv.Index].Key, rv.Policy, rv.Verdict.Model, rv.Verdict.Engine)
+		for _, x := range rv.Verdict.Diffs {
+			fmt.Fprintf(&b, "\n  - %s", x)
+		}
+		fmt.Fprintf(&b, "\n  program: %s", ps[rv.Index])
+		rep.add(VModel, "%s", b.String())
+	}
+	h.logf("model: %d starts under id reuse policies checked in %.1f s (%d started a run), %d diverge",
+		len(rvs), time.Since(began).Seconds(), mr.ReuseStarted, mr.ReuseDivergences)
 }
 
 // countOpKinds adds the ops of ops (and of their children's programs) to

@@ -75,6 +75,10 @@ func TestEngineMatchesModel(t *testing.T) {
 	}
 	o := chaos.Options{
 		Model: true, NoFaults: true, Runs: programs, Seed: seed,
+		// Every run takes one of 10 concurrency keys, at most 6 running
+		// at once per key: the programs must still end as the model says,
+		// and no key may ever run more.
+		Keys: 10, PerKey: 6,
 		Workers: 3, Dispatchers: 1, Concurrency: 200,
 		DatabaseURL: testdb.New(t), NATSURL: testnats.Start(t).URL(),
 		Timeout: 4 * time.Minute, LogLevel: "warn", Log: testLog{t},

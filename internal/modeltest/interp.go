@@ -64,6 +64,9 @@ func (in *interpreter) run(ctx workflow.Context, p Program) (Record, error) {
 	x := &exec{in: in, p: &p, runID: ctx.RunID().String(), rec: Record{}, waitN: map[string]int{}}
 	// The attempt each execution saw: a crash must not make it grow.
 	in.log.Invoked(p.Key, x.runID, ExecutionID, ctx.Attempt())
+	// Deferred, so a suspension (which unwinds the function) ends it too.
+	begin := time.Now()
+	defer func() { in.log.Executed(p.Key, x.runID, begin, time.Now()) }()
 	if err := x.ops(ctx, p.Ops); err != nil {
 		return nil, err
 	}

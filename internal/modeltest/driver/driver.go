@@ -42,6 +42,9 @@ type Driver struct {
 	Invocations func() ([]modeltest.Invocation, error)
 	// Logf, if set, receives progress and problems.
 	Logf func(format string, args ...any)
+	// Keys, if positive, gives each program's run the concurrency key
+	// KeyOf(program key) (StartOptions.ConcurrencyKey).
+	Keys int
 
 	subject string
 	sub     *nats.Subscription
@@ -421,6 +424,9 @@ func (d *Driver) StartRequest(p modeltest.Program) client.StartRequest {
 			BackoffCoefficient: 1, Jitter: -1, NonRetryable: p.RunRetry.NonRetryable}
 	}
 	o := client.StartOptions{Queue: d.Queue, ExternalID: p.Key, RetryPolicy: pol}
+	if d.Keys > 0 {
+		o.ConcurrencyKey = modeltest.KeyOf(p.Key, d.Keys)
+	}
 	if p.DeadlineMS > 0 {
 		o.Deadline = time.Now().Add(time.Duration(p.DeadlineMS) * time.Millisecond)
 	}
