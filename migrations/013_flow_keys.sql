@@ -81,7 +81,9 @@ CREATE TABLE kagzi.rate_limits (
 --     and keeps, per key, only what the current window has left; the rate
 --     window is the epoch-aligned one of the claim's transaction time.
 --  4. It takes the first lim and locks them (SKIP LOCKED, rechecking that
---     each is still claimable), adds them to their keys' windows, and moves
+--     each is still claimable), names them in the transaction-local setting
+--     kagzi.flow_taken (the claim statement, run next, claims those), adds
+--     them to their keys' windows, and moves
 --     the due runs of each key whose window is full (at most 1000 per key
 --     and claim) to the windows ahead — max_claims per window, in claim
 --     order — so they are not due until then: the dispatcher's timer wakes
@@ -227,6 +229,7 @@ BEGIN
     IF c_ids IS NULL THEN
         PERFORM set_config('kagzi.flow_key_full', k_full::text, true);
         PERFORM set_config('kagzi.flow_rate_held', '0', true);
+        PERFORM set_config('kagzi.flow_taken', '[]', true);
         RETURN;
     END IF;
 
@@ -293,6 +296,15 @@ BEGIN
 
     PERFORM set_config('kagzi.flow_key_full', k_full::text, true);
     PERFORM set_config('kagzi.flow_rate_held', held::text, true);
+    -- The runs taken, for the claim statement that follows in the same
+    -- transaction (store runsClaimFlowSQL): it must read their steps with
+    -- a snapshot taken after these locks. A statement that called this
+    -- function would read them with its own, older snapshot, from before a
+    -- report that suspended a run this function then found claimable, and
+    -- deliver the run without the steps that report recorded.
+    PERFORM set_config('kagzi.flow_taken', (
+        SELECT coalesce(json_agg(json_build_array(r.run_id, r.available_at, r.workflow_type = ANY(l_types))), '[]')::text
+        FROM kagzi.workflow_runs r WHERE r.run_id = ANY(taken)), true);
 
     RETURN QUERY
         SELECT r.run_id, r.available_at, r.workflow_type = ANY(l_types)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -58,15 +59,31 @@ type exec struct {
 	mu    sync.Mutex
 	rec   Record
 	waitN map[string]int
+	// lastOp is when an op last began (unix ns): a suspension is reported
+	// (and the run's slot freed) during an op, before the unwinding that
+	// ends the execution, so an execution that suspends is taken to end
+	// at its last op's beginning.
+	lastOp atomic.Int64
 }
 
 func (in *interpreter) run(ctx workflow.Context, p Program) (Record, error) {
 	x := &exec{in: in, p: &p, runID: ctx.RunID().String(), rec: Record{}, waitN: map[string]int{}}
 	// The attempt each execution saw: a crash must not make it grow.
 	in.log.Invoked(p.Key, x.runID, ExecutionID, ctx.Attempt())
-	// Deferred, so a suspension (which unwinds the function) ends it too.
+	// Deferred, so a suspension (which unwinds the function) ends it too;
+	// it is recovered only to tell it apart from a return, and passed on.
 	begin := time.Now()
-	defer func() { in.log.Executed(p.Key, x.runID, begin, time.Now()) }()
+	defer func() {
+		if r := recover(); r != nil {
+			end := begin
+			if t := x.lastOp.Load(); t != 0 {
+				end = time.Unix(0, t)
+			}
+			in.log.Executed(p.Key, x.runID, begin, end)
+			panic(r)
+		}
+		in.log.Executed(p.Key, x.runID, begin, time.Now())
+	}()
 	if err := x.ops(ctx, p.Ops); err != nil {
 		return nil, err
 	}
@@ -100,6 +117,7 @@ func errObs(err error) Obs {
 func (x *exec) ops(ctx workflow.Context, ops []Op) error {
 	for i := range ops {
 		op := &ops[i]
+		x.lastOp.Store(time.Now().UnixNano())
 		var err error
 		switch op.Kind {
 		case KindStep:

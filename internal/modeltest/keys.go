@@ -58,11 +58,13 @@ func KeyPeaks(execs []Execution, programs []Program, n int) map[string]int {
 
 // ReusePolicy picks, for the i-th program of a seed, the id reuse policy of
 // a second start with its run's external id once that run ended (one
-// program in six; none for a chain of runs, whose later runs hold no id):
+// program in six; none for a chain of runs, whose later runs hold no id,
+// nor for a program with a deadline, which most such programs sleep past: the
+// second run would wait for it):
 // "allow", "failed-only", "reject" or "terminate", as
 // client.ParseIDReusePolicy reads them.
 func ReusePolicy(p Program, seed uint64, i int) (string, bool) {
-	if p.Continue != nil {
+	if p.Continue != nil || p.DeadlineMS > 0 {
 		return "", false
 	}
 	h := fnv.New64a()

@@ -94,6 +94,18 @@ func (q *namedSQL) exec(ctx context.Context, db DBTX, args pgx.NamedArgs) (pgcon
 	return db.Exec(ctx, q.text, boundArgs{q, args})
 }
 
+// only returns the arguments of args that q names: for statements that
+// share one set of arguments (each statement is given exactly its own).
+func (q *namedSQL) only(args pgx.NamedArgs) pgx.NamedArgs {
+	out := make(pgx.NamedArgs, len(q.names))
+	for _, n := range q.names {
+		if v, ok := args[n]; ok {
+			out[n] = v
+		}
+	}
+	return out
+}
+
 func (q *namedSQL) queue(b *pgx.Batch, args pgx.NamedArgs) {
 	b.Queue(q.text, boundArgs{q, args})
 }

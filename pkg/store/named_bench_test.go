@@ -61,7 +61,8 @@ func TestPrepareNamed(t *testing.T) {
 	for _, c := range []struct {
 		q    *namedSQL
 		args pgx.NamedArgs
-	}{{runsClaimSQL, args}, {runsClaimLimitedSQL, claimLimitedArgs(args, []string{"T"})}, {limitedTypesSQL, limitedTypesArgs(args)}, {runsClaimFlowSQL, args}} {
+	}{{runsClaimSQL, args}, {runsClaimLimitedSQL, claimLimitedArgs(args, []string{"T"})}, {limitedTypesSQL, limitedTypesArgs(args)},
+		{runsClaimFlowPickSQL, runsClaimFlowPickSQL.only(args)}, {runsClaimFlowSQL, runsClaimFlowSQL.only(args)}} {
 		wantSQL, wantArgs, err := pgx.StrictNamedArgs(c.args).RewriteQuery(ctx, nil, c.q.text, nil)
 		if err != nil {
 			t.Fatalf("%v\n%s", err, c.q.text)

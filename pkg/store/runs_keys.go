@@ -47,9 +47,23 @@ const rateDueProbe = `SELECT 1 FROM kagzi.workflow_runs k
 // locked first, so claims of a limited type serialise across dispatchers
 // and its per-key and per-type counts are exact — and claimUpdate claims
 // them. It claims every requested type, limited or not.
+//
+// They are two statements of one transaction: runsClaimFlowPickSQL picks
+// and locks, then runsClaimFlowSQL claims what it picked (the setting
+// kagzi.flow_taken). The claim reads the runs' steps, and a statement
+// reads with the snapshot it began with: one statement that called
+// claim_flow would read them as they were before claim_flow's locks, and
+// a run whose suspending report committed in between would be delivered
+// without the steps that report recorded, which its worker would then run
+// again.
+var runsClaimFlowPickSQL = prepareNamed(`
+SELECT count(*) FROM kagzi.claim_flow(@namespace, @queue, @types::text[], @type_versions::text[], @limit::int)`)
+
+// runsClaimFlowSQL claims the runs runsClaimFlowPickSQL picked.
 var runsClaimFlowSQL = prepareNamed(`
 WITH c AS (
-	SELECT f.run_id, f.due_at, f.limited FROM kagzi.claim_flow(@namespace, @queue, @types::text[], @type_versions::text[], @limit::int) f
+	SELECT (e->>0)::uuid AS run_id, (e->>1)::timestamptz AS due_at, (e->>2)::boolean AS limited
+	FROM json_array_elements(coalesce(nullif(current_setting('kagzi.flow_taken', true), ''), '[]')::json) e
 )` + claimUpdate)
 
 // flowStatsSQL reads what the flow claim before it, in the same
@@ -104,9 +118,14 @@ func (s *Store) RunsClaimStats(ctx context.Context, p RunsClaimParams) ([]Claime
 // through.
 func (s *Store) runsClaimFlow(ctx context.Context, args pgx.NamedArgs, stats *ClaimStats) ([]ClaimedRun, error) {
 	b := &pgx.Batch{}
-	runsClaimFlowSQL.queue(b, args)
+	runsClaimFlowPickSQL.queue(b, runsClaimFlowPickSQL.only(args))
+	runsClaimFlowSQL.queue(b, runsClaimFlowSQL.only(args))
 	b.Queue(flowStatsSQL)
 	br := s.db.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return nil, s.flowClaimErr(ctx, err)
+	}
 	rows, err := br.Query()
 	if err != nil {
 		_ = br.Close()
@@ -159,7 +178,7 @@ func (s *Store) ClaimsStuckTerminate(ctx context.Context, after time.Duration) (
 SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'active'
   AND wait_event_type = 'Client' AND wait_event = 'ClientWrite'
-  AND (query LIKE '%kagzi.claim_flow(%' OR query LIKE '%kagzi.claim_slots(%')
+  AND (query LIKE '%kagzi.claim_flow(%' OR query LIKE '%kagzi.flow_taken%' OR query LIKE '%kagzi.claim_slots(%')
   AND query_start < clock_timestamp() - make_interval(secs => @after_ms::float8 / 1000)`,
 		pgx.NamedArgs{"after_ms": after.Milliseconds()}).Scan(&n)
 	return n, mapErr("terminate stuck claims", err)
