@@ -312,7 +312,54 @@ BEGIN
 END
 $$;
 
+
+-- A per-key limit raised or removed frees slots as a raised total does
+-- (migration 005): announce the queue; so does a total cap removed from a
+-- type that keeps its per-key limit (max_running now NULL).
+CREATE OR REPLACE FUNCTION kagzi.notify_limits() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    rec record;
+BEGIN
+    IF TG_OP = 'UPDATE' THEN
+        FOR rec IN
+            SELECT DISTINCT n.namespace_id, n.task_queue
+            FROM new_rows n JOIN old_rows o USING (namespace_id, task_queue, workflow_type)
+            WHERE n.max_running > o.max_running OR (n.max_running IS NULL AND o.max_running IS NOT NULL)
+               OR n.max_per_key > o.max_per_key OR (n.max_per_key IS NULL AND o.max_per_key IS NOT NULL)
+        LOOP
+            PERFORM pg_notify('kagzi', json_build_object('k', 'r', 'ns', rec.namespace_id, 'q', rec.task_queue, 'at', now())::text);
+        END LOOP;
+    ELSIF TG_OP = 'DELETE' THEN
+        FOR rec IN SELECT DISTINCT namespace_id, task_queue FROM old_rows LOOP
+            PERFORM pg_notify('kagzi', json_build_object('k', 'r', 'ns', rec.namespace_id, 'q', rec.task_queue, 'at', now())::text);
+        END LOOP;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
 ---- create above / drop below ----
+
+CREATE OR REPLACE FUNCTION kagzi.notify_limits() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    rec record;
+BEGIN
+    IF TG_OP = 'UPDATE' THEN
+        FOR rec IN
+            SELECT DISTINCT n.namespace_id, n.task_queue
+            FROM new_rows n JOIN old_rows o USING (namespace_id, task_queue, workflow_type)
+            WHERE n.max_running > o.max_running
+        LOOP
+            PERFORM pg_notify('kagzi', json_build_object('k', 'r', 'ns', rec.namespace_id, 'q', rec.task_queue, 'at', now())::text);
+        END LOOP;
+    ELSIF TG_OP = 'DELETE' THEN
+        FOR rec IN SELECT DISTINCT namespace_id, task_queue FROM old_rows LOOP
+            PERFORM pg_notify('kagzi', json_build_object('k', 'r', 'ns', rec.namespace_id, 'q', rec.task_queue, 'at', now())::text);
+        END LOOP;
+    END IF;
+    RETURN NULL;
+END
+$$;
 
 DROP FUNCTION kagzi.claim_flow(text, text, text[], text[], integer);
 DROP FUNCTION kagzi.rate_window(timestamptz, bigint);

@@ -262,6 +262,20 @@ func TestNotifyLimitRaisedOrRemoved(t *testing.T) {
 		t.Fatalf("remove an absent limit: %v", err)
 	}
 	wantReady("absent limit", next())
+	perKey := func(typ string, n int) {
+		t.Helper()
+		if _, err := s.LimitsSetPerKey(ctx, "ns", "q", typ, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	perKey("C", 2)
+	perKey("C", 1)
+	wantReady("new and lowered per-key limit", next())
+	perKey("C", 4)
+	wantReady("raised per-key limit", next(), "q")
+	set("q", "C", 5)
+	perKey("C", 0)
+	wantReady("per-key limit removed, total kept", next(), "q")
 }
 
 func TestNotifyProgressSteps(t *testing.T) {
