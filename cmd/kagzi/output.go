@@ -236,6 +236,8 @@ type scheduleJSON struct {
 	// JitterMS is the jitter in milliseconds (0: none).
 	JitterMS       int64      `json:"jitter_ms,omitempty"`
 	BufferedFireAt *time.Time `json:"buffered_fire_at,omitempty"`
+	ConcurrencyKey string     `json:"concurrency_key,omitempty"`
+	RateLimitKey   string     `json:"rate_limit_key,omitempty"`
 }
 
 func toScheduleJSON(s store.Schedule) scheduleJSON {
@@ -243,7 +245,7 @@ func toScheduleJSON(s store.Schedule) scheduleJSON {
 		Cron: s.Cron, Timezone: s.Timezone, Status: s.Status, MaxCatchup: s.MaxCatchup,
 		NextFireAt: utc(s.NextFireAt), LastFiredAt: utc(s.LastFiredAt), CreatedAt: s.CreatedAt.UTC(),
 		RetryPolicy: s.RetryPolicy, Input: payload(s.Input), Overlap: string(s.Overlap), JitterMS: s.Jitter.Milliseconds(),
-		BufferedFireAt: utc(s.BufferedFireAt)}
+		BufferedFireAt: utc(s.BufferedFireAt), ConcurrencyKey: s.ConcurrencyKey, RateLimitKey: s.RateLimitKey}
 }
 
 // workerJSON is a worker as printed with --json.

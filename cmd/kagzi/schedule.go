@@ -44,6 +44,7 @@ func newScheduleCreateCmd(a *app) *cobra.Command {
 		maxCatchup                      int
 		overlap                         string
 		jitter                          time.Duration
+		concurrencyKey, rateKey         string
 	)
 	c := &cobra.Command{
 		Use:   "create TYPE --cron EXPR",
@@ -68,7 +69,8 @@ each fire's run by a delay in [0, D), the same for the same fire time.
 		Example: `  kagzi schedule create Report --cron '0 9 * * MON-FRI' --tz Europe/Paris
   kagzi schedule create Cleanup --cron '*/15 * * * *' --queue maintenance --input '{"days": 30}'
   kagzi schedule create Billing --cron @daily --max-catchup 3 --version v2
-  kagzi schedule create Sync --cron '*/5 * * * *' --overlap buffer-one --jitter 30s`,
+  kagzi schedule create Sync --cron '*/5 * * * *' --overlap buffer-one --jitter 30s
+  kagzi schedule create SyncCustomer --cron '@hourly' --concurrency-key customer-7 --rate-limit-key crm-api`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in, err := readJSON(cmd, "input", input)
@@ -101,6 +103,7 @@ each fire's run by a delay in [0, D), the same for the same fire time.
 			sc, err := st.SchedulesCreate(cmd.Context(), store.SchedulesCreateParams{
 				Namespace: a.Namespace, Queue: queue, Type: args[0], Version: version,
 				Cron: cron, Timezone: tz, Input: in, MaxCatchup: maxCatchup, Overlap: policy, Jitter: jitter,
+				ConcurrencyKey: concurrencyKey, RateLimitKey: rateKey,
 			})
 			if err != nil {
 				return err
@@ -120,6 +123,8 @@ each fire's run by a delay in [0, D), the same for the same fire time.
 	f.StringVar(&version, "version", "", "workflow version of the fired runs")
 	f.StringVar(&overlap, "overlap", "allow-all", overlapFlagHelp)
 	f.DurationVar(&jitter, "jitter", 0, "delay each fire's run by up to this, e.g. 30s (0: none)")
+	f.StringVar(&concurrencyKey, "concurrency-key", "", "concurrency key of every fired run (kagzi limit set --per-key)")
+	f.StringVar(&rateKey, "rate-limit-key", "", "rate limit key of every fired run (kagzi rate-limit set)")
 	_ = c.MarkFlagRequired("cron")
 	return c
 }
@@ -208,6 +213,12 @@ func scheduleFields(w io.Writer, sc store.Schedule) {
 	}
 	if sc.BufferedFireAt != nil {
 		row("Buffered fire", fmtTimeP(sc.BufferedFireAt))
+	}
+	if sc.ConcurrencyKey != "" {
+		row("Concurrency key", sc.ConcurrencyKey)
+	}
+	if sc.RateLimitKey != "" {
+		row("Rate limit key", sc.RateLimitKey)
 	}
 	row("Next fire", fmtTimeP(sc.NextFireAt))
 	row("Last fired", fmtTimeP(sc.LastFiredAt))

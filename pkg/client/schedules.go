@@ -44,6 +44,9 @@ type Schedule struct {
 	// BufferedFireAt is the fire time a buffer-one schedule holds until
 	// its live run ends; nil when none.
 	BufferedFireAt *time.Time
+	// ConcurrencyKey and RateLimitKey are given to every run the schedule
+	// starts (ScheduleOptions).
+	ConcurrencyKey, RateLimitKey string
 }
 
 // Schedule statuses.
@@ -56,7 +59,7 @@ func scheduleFrom(sc store.Schedule) *Schedule {
 	return &Schedule{ID: sc.ID, Namespace: sc.Namespace, Queue: sc.Queue, Type: sc.Type, Version: sc.Version, Cron: sc.Cron, Timezone: sc.Timezone,
 		Input: sc.Input, MaxCatchup: sc.MaxCatchup, Status: RunStatus(sc.Status), NextFireAt: sc.NextFireAt, LastFiredAt: sc.LastFiredAt,
 		CreatedAt: sc.CreatedAt, RetryPolicy: sc.RetryPolicy, Overlap: OverlapPolicy(sc.Overlap), Jitter: sc.Jitter,
-		BufferedFireAt: sc.BufferedFireAt}
+		BufferedFireAt: sc.BufferedFireAt, ConcurrencyKey: sc.ConcurrencyKey, RateLimitKey: sc.RateLimitKey}
 }
 
 // MaxCatchupLimit bounds ScheduleOptions.MaxCatchup.
@@ -94,6 +97,11 @@ type ScheduleOptions struct {
 	// the schedule id and the fire time); whole milliseconds, at most
 	// MaxJitter. The run's ScheduleFireAt stays the nominal fire time.
 	Jitter time.Duration
+	// ConcurrencyKey and RateLimitKey are given to every run the schedule
+	// starts, as StartOptions's: the runs count against the type's
+	// per-key limit under ConcurrencyKey, and each claim of one against
+	// the rate limit of RateLimitKey (README, "Flow control").
+	ConcurrencyKey, RateLimitKey string
 }
 
 // CreateSchedule creates a schedule that starts a run of workflow type typ
@@ -122,7 +130,7 @@ func (c *Client) CreateSchedule(ctx context.Context, typ string, input any, o Sc
 	sc, err := c.st.SchedulesCreate(ctx, store.SchedulesCreateParams{
 		ScheduleID: o.ID, Namespace: c.ns, Queue: q, Type: typ, Version: o.Version,
 		Cron: o.Cron, Timezone: o.Timezone, Input: raw, MaxCatchup: o.MaxCatchup, RetryPolicy: o.RetryPolicy,
-		Overlap: overlap, Jitter: o.Jitter,
+		Overlap: overlap, Jitter: o.Jitter, ConcurrencyKey: o.ConcurrencyKey, RateLimitKey: o.RateLimitKey,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create schedule %s: %w", typ, err)

@@ -24,13 +24,13 @@ WITH o AS (
 	UPDATE kagzi.workflow_runs SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL,
 		continued_as = @new_run_id
 	` + leaseWhere + ` AND parent_run_id IS NULL
-	RETURNING namespace_id, external_id, task_queue, workflow_type, retry_policy, priority, trace_context
+	RETURNING namespace_id, external_id, task_queue, workflow_type, retry_policy, priority, trace_context, concurrency_key, rate_key
 ), n AS (
 	INSERT INTO kagzi.workflow_runs (run_id, namespace_id, external_id, task_queue, workflow_type, version,
-		status, available_at, retry_policy, priority, trace_context)
+		status, available_at, retry_policy, priority, trace_context, concurrency_key, rate_key)
 	SELECT @new_run_id, o.namespace_id, o.external_id, o.task_queue, o.workflow_type,
 		` + defaultVersion("''", "o.namespace_id", "o.workflow_type") + `, 'PENDING', now(), o.retry_policy, o.priority,
-		` + continuedTrace("o.trace_context") + `
+		` + continuedTrace("o.trace_context") + `, o.concurrency_key, o.rate_key
 	FROM o
 	RETURNING run_id
 ), p AS (

@@ -86,10 +86,11 @@ WITH chk AS (
 	WHERE @require_worker::boolean
 ), r AS (
 	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, task_queue, workflow_type, version, status,
-		available_at, deadline_at, retry_policy, priority, trace_context, debounce_key, debounce_starts)
+		available_at, deadline_at, retry_policy, priority, trace_context, debounce_key, debounce_starts, concurrency_key, rate_key)
 	SELECT @run_id::uuid, @namespace::text, @queue::text, @type::text,
 		` + defaultVersion("@version::text", "@namespace::text", "@type::text") + `, 'PENDING', now() + @window::interval,
-		@deadline::timestamptz, @retry_policy::jsonb, @priority::int, @trace_context::text, @key::text, 1
+		@deadline::timestamptz, @retry_policy::jsonb, @priority::int, @trace_context::text, @key::text, 1,
+		@concurrency_key::text, @rate_key::text
 	WHERE (SELECT ok FROM chk) IS NOT FALSE
 	ON CONFLICT (namespace_id, workflow_type, debounce_key)
 		WHERE debounce_key IS NOT NULL AND status = 'PENDING' AND started_at IS NULL
@@ -123,7 +124,7 @@ func (s *Store) runsDebounce(ctx context.Context, p RunsCreateParams, policy []b
 		"run_id": p.RunID, "namespace": p.Namespace, "queue": p.Queue, "type": p.Type, "version": p.Version,
 		"window": d.Window, "max_wait": maxWait, "deadline": p.DeadlineAt, "retry_policy": pol, "priority": int32(p.Priority),
 		"trace_context": trace, "key": d.Key, "input": p.Input, "keep_last": d.Keep == DebounceLast,
-		"require_worker": p.RequireWorker,
+		"require_worker": p.RequireWorker, "concurrency_key": nullText(p.ConcurrencyKey), "rate_key": nullText(p.RateLimitKey),
 	}))
 	if err != nil {
 		return Run{}, false, mapErr(what, err)

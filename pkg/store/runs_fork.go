@@ -113,14 +113,15 @@ WITH v AS (
 		WITH ORDINALITY AS v(from_id, step, new_id, version, trace_context, ord)
 ), o AS (
 	SELECT v.*, r.namespace_id, r.task_queue, r.workflow_type, r.version AS from_version, r.retry_policy, r.priority,
+		r.concurrency_key, r.rate_key,
 		(SELECT min(s.created_at) FROM kagzi.step_runs s WHERE s.run_id = v.from_id AND s.step_id = v.step) AS cut
 	FROM v JOIN kagzi.workflow_runs r ON r.run_id = v.from_id AND r.namespace_id = @namespace AND r.cron_expr IS NULL
 ), ins AS (
 	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, task_queue, workflow_type, version, status, available_at,
-		retry_policy, priority, trace_context, forked_from, forked_at_step)
+		retry_policy, priority, trace_context, forked_from, forked_at_step, concurrency_key, rate_key)
 	SELECT o.new_id, o.namespace_id, o.task_queue, o.workflow_type,
 		coalesce(nullif(o.version, ''), ` + defaultVersion("o.from_version", "o.namespace_id", "o.workflow_type") + `),
-		'PENDING', now(), o.retry_policy, o.priority, o.trace_context, o.from_id, o.step
+		'PENDING', now(), o.retry_policy, o.priority, o.trace_context, o.from_id, o.step, o.concurrency_key, o.rate_key
 	FROM o WHERE o.step = '' OR o.cut IS NOT NULL
 	ORDER BY o.from_id, o.step
 	ON CONFLICT (forked_from, forked_at_step) WHERE forked_from IS NOT NULL DO NOTHING

@@ -47,6 +47,9 @@ type Schedule struct {
 	// BufferedFireAt is the fire time an OverlapBufferOne schedule holds
 	// until its live instance ends; nil when none.
 	BufferedFireAt *time.Time
+	// ConcurrencyKey and RateLimitKey are given to every run the schedule
+	// starts (RunsCreateParams); "" none.
+	ConcurrencyKey, RateLimitKey string
 	// heldNextAt is the next fire time while the end of an instance made
 	// the schedule due early (migration 015): the catch-up goes on from it.
 	heldNextAt *time.Time
@@ -55,18 +58,20 @@ type Schedule struct {
 // scheduleCols is runCols and the template columns of migration 015, in
 // scanSchedule's order.
 const scheduleCols = runCols + `, coalesce(r.overlap_policy, 'allow-all'), coalesce(r.jitter_ms, 0), r.buffered_fire_at,
-	r.held_next_at`
+	r.held_next_at, coalesce(r.concurrency_key, ''), coalesce(r.rate_key, '')`
 
 // scanSchedule reads a row of scheduleCols and then extra.
 func scanSchedule(row pgx.Row, extra ...any) (Schedule, error) {
 	var overlap string
 	var jitterMS int64
 	var buffered, held *time.Time
-	run, err := scanRun(row, append([]any{&overlap, &jitterMS, &buffered, &held}, extra...)...)
+	var ckey, rkey string
+	run, err := scanRun(row, append([]any{&overlap, &jitterMS, &buffered, &held, &ckey, &rkey}, extra...)...)
 	if err != nil {
 		return Schedule{}, err
 	}
 	sc := scheduleFromRun(run)
+	sc.ConcurrencyKey, sc.RateLimitKey = ckey, rkey
 	sc.Overlap, sc.Jitter, sc.BufferedFireAt = OverlapPolicy(overlap), time.Duration(jitterMS)*time.Millisecond, buffered
 	sc.heldNextAt = held
 	return sc, nil
@@ -282,6 +287,9 @@ type SchedulesCreateParams struct {
 	// the schedule and the fire time (JitterDelay); whole milliseconds, at
 	// most MaxJitter. The run's fire time stays the nominal one.
 	Jitter time.Duration
+	// ConcurrencyKey and RateLimitKey are given to every run the schedule
+	// starts, as RunsCreateParams's.
+	ConcurrencyKey, RateLimitKey string
 	// Now is when the schedule starts; zero means time.Now().
 	Now time.Time
 }
@@ -321,6 +329,9 @@ func (s *Store) SchedulesCreate(ctx context.Context, p SchedulesCreateParams) (S
 		ms := p.Jitter.Milliseconds()
 		jitterMS = &ms
 	}
+	if err := checkFlowKeys(p.ConcurrencyKey, p.RateLimitKey); err != nil {
+		return Schedule{}, err
+	}
 	if err := s.checkPayload(ctx, "input", p.Input); err != nil {
 		return Schedule{}, err
 	}
@@ -344,16 +355,17 @@ func (s *Store) SchedulesCreate(ctx context.Context, p SchedulesCreateParams) (S
 	row := s.db.QueryRow(ctx, `
 WITH r AS (
 	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, task_queue, workflow_type, version, status,
-		available_at, retry_policy, cron_expr, timezone, max_catchup, overlap_policy, jitter_ms)
+		available_at, retry_policy, cron_expr, timezone, max_catchup, overlap_policy, jitter_ms, concurrency_key, rate_key)
 	VALUES (@run_id, @namespace, @queue, @type, @version, 'SCHEDULED', @available_at, @retry_policy, @cron, @timezone, @max_catchup,
-		@overlap, @jitter_ms)
+		@overlap, @jitter_ms, @concurrency_key, @rate_key)
 	RETURNING `+scheduleCols+`
 ), p AS (
 	INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT run_id, @input::bytea FROM r
 )
 SELECT * FROM r`, pgx.NamedArgs{"run_id": p.ScheduleID, "namespace": p.Namespace, "queue": p.Queue, "type": p.Type,
 		"version": p.Version, "available_at": first, "retry_policy": policy, "cron": cron, "timezone": tz,
-		"max_catchup": p.MaxCatchup, "input": p.Input, "overlap": overlap.column(), "jitter_ms": jitterMS})
+		"max_catchup": p.MaxCatchup, "input": p.Input, "overlap": overlap.column(), "jitter_ms": jitterMS,
+		"concurrency_key": nullText(p.ConcurrencyKey), "rate_key": nullText(p.RateLimitKey)})
 	sc, err := scanSchedule(row)
 	if err != nil {
 		return Schedule{}, mapErr(fmt.Sprintf("create schedule %s", p.ScheduleID), err)
@@ -784,9 +796,9 @@ WITH v AS (
 	RETURNING r.*
 ), i AS (
 	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, task_queue, workflow_type, version, status,
-		available_at, retry_policy, priority, trace_context, schedule_id, schedule_fire_at)
+		available_at, retry_policy, priority, trace_context, schedule_id, schedule_fire_at, concurrency_key, rate_key)
 	SELECT f.run_id, u.namespace_id, u.task_queue, u.workflow_type, ` + defaultVersion("u.version", "u.namespace_id", "u.workflow_type") + `, 'PENDING',
-		greatest(now(), f.available_at), u.retry_policy, u.priority, f.trace_context, u.run_id, f.fire_at
+		greatest(now(), f.available_at), u.retry_policy, u.priority, f.trace_context, u.run_id, f.fire_at, u.concurrency_key, u.rate_key
 	FROM unnest(@run_ids::uuid[], @run_schedule_ids::uuid[], @fire_ats::timestamptz[], @available_ats::timestamptz[], @trace_contexts::text[])
 		AS f(run_id, schedule_id, fire_at, available_at, trace_context)
 	JOIN u ON u.run_id = f.schedule_id

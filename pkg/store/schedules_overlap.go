@@ -304,9 +304,9 @@ WITH t AS (
 	WHERE r.run_id = @schedule_id AND r.namespace_id = @namespace AND ` + isTemplate + `
 ), i AS (
 	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, task_queue, workflow_type, version, status,
-		available_at, retry_policy, priority, trace_context, schedule_id, schedule_fire_at)
+		available_at, retry_policy, priority, trace_context, schedule_id, schedule_fire_at, concurrency_key, rate_key)
 	SELECT f.run_id, t.namespace_id, t.task_queue, t.workflow_type, ` + defaultVersion("t.version", "t.namespace_id", "t.workflow_type") + `, 'PENDING',
-		greatest(now(), f.available_at), t.retry_policy, t.priority, f.trace_context, t.run_id, f.fire_at
+		greatest(now(), f.available_at), t.retry_policy, t.priority, f.trace_context, t.run_id, f.fire_at, t.concurrency_key, t.rate_key
 	FROM unnest(@run_ids::uuid[], @fire_ats::timestamptz[], @available_ats::timestamptz[], @trace_contexts::text[])
 		AS f(run_id, fire_at, available_at, trace_context)
 	CROSS JOIN t

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -351,5 +352,46 @@ func TestSchedulesOverlapRacingSchedulers(t *testing.T) {
 		if len(hist) != want[0] || live != want[1] {
 			t.Fatalf("%s: %d runs, %d live; want %d, %d", policies[i%len(policies)], len(hist), live, want[0], want[1])
 		}
+	}
+}
+
+// A schedule's concurrency and rate limit keys go with every run it
+// starts, fired or backfilled: under a per-key limit of 1, only one of
+// them is claimed.
+func TestSchedulesCarryFlowKeys(t *testing.T) {
+	t.Parallel()
+	s := testdb.Store(t)
+	ctx := context.Background()
+	start := time.Now().UTC().Truncate(time.Minute).Add(-5 * time.Minute)
+	queue := "q-" + uuid.NewString()[:8]
+	sc := createSchedule(t, s, store.SchedulesCreateParams{Cron: "* * * * *", Type: "T", Queue: queue, Now: start,
+		ConcurrencyKey: "customer-7", RateLimitKey: "crm-api"})
+	if sc.ConcurrencyKey != "customer-7" || sc.RateLimitKey != "crm-api" {
+		t.Fatalf("schedule keys %q %q", sc.ConcurrencyKey, sc.RateLimitKey)
+	}
+	if got, err := s.SchedulesGet(ctx, "ns", sc.ID); err != nil || got.ConcurrencyKey != "customer-7" || got.RateLimitKey != "crm-api" {
+		t.Fatalf("schedule read back: %+v %v", got, err)
+	}
+	if _, err := s.LimitsSetPerKey(ctx, "ns", queue, "T", 1); err != nil {
+		t.Fatal(err)
+	}
+	fireAt(t, s, sc.ID, start.Add(time.Minute))
+	fireAt(t, s, sc.ID, start.Add(2*time.Minute))
+	if _, err := s.SchedulesBackfill(ctx, store.SchedulesBackfillParams{Namespace: "ns", ScheduleID: sc.ID,
+		From: start.Add(-2 * time.Minute), To: start.Add(-time.Minute), Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := s.RunsClaim(ctx, store.RunsClaimParams{Namespace: "ns", Queue: queue, WorkerID: uuid.New(),
+		Types: []store.TypeVersion{{Type: "T"}}, Limit: 10, Lease: time.Minute})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claimed %d runs of one key under a per-key limit of 1: %v", len(claimed), err)
+	}
+	usage, err := s.LimitsKeyUsage(ctx, "ns", queue, "T", 10)
+	if err != nil || len(usage) != 1 || usage[0].Key != "customer-7" || usage[0].Running != 1 {
+		t.Fatalf("key usage %+v %v", usage, err)
+	}
+	if _, err := s.SchedulesCreate(ctx, store.SchedulesCreateParams{Namespace: "ns", Queue: queue, Type: "T", Cron: "@daily",
+		ConcurrencyKey: strings.Repeat("k", 1000)}); !errors.Is(err, store.ErrInvalidArgument) {
+		t.Fatalf("an over-long key: %v", err)
 	}
 }
