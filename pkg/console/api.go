@@ -57,6 +57,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /api/v1/workers", c.api(c.workersData))
 	m.HandleFunc("GET /api/v1/queues", c.api(c.queuesData))
 	m.HandleFunc("GET /api/v1/retention", c.api(c.retentionData))
+	m.HandleFunc("GET /api/v1/limits", c.api(c.limitsData))
 	m.HandleFunc("GET /api/v1/stream", func(w http.ResponseWriter, r *http.Request) {
 		ns, err := c.namespace(r)
 		if err != nil {
@@ -624,15 +625,15 @@ func (c *Console) queuesData(r *http.Request, ns string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	limits, err := cl.ConcurrencyLimits(r.Context())
+	lv, err := limitsView(r.Context(), cl, stats)
 	if err != nil {
 		return nil, err
 	}
 	lim := map[[2]string]int{}
-	lv := make([]LimitView, len(limits))
-	for i, l := range limits {
-		lim[[2]string{l.Queue, l.Type}] = l.MaxRunning
-		lv[i] = LimitView{Queue: l.Queue, Type: l.Type, Max: l.MaxRunning}
+	for _, l := range lv.Concurrency {
+		if l.Max >= 0 {
+			lim[[2]string{l.Queue, l.Type}] = l.Max
+		}
 	}
 	now := time.Now()
 	qs := make([]QueueView, len(stats))
@@ -649,7 +650,8 @@ func (c *Console) queuesData(r *http.Request, ns string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"queues": qs, "limits": lv, "retention": retentionView(ret)}, nil
+	return map[string]any{"queues": qs, "limits": lv.Concurrency, "rate_limits": lv.Rate, "top_keys": lv.TopKeys,
+		"retention": retentionView(ret)}, nil
 }
 
 func (c *Console) setLimit(r *http.Request, ns string) (any, error) {
@@ -665,7 +667,7 @@ func (c *Console) setLimit(r *http.Request, ns string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return LimitView{Queue: l.Queue, Type: l.Type, Max: l.MaxRunning}, nil
+	return limitView(*l), nil
 }
 
 func (c *Console) deleteLimit(r *http.Request, ns string) (any, error) {

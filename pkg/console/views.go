@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
@@ -296,9 +297,52 @@ type QueueView struct {
 	Limit       *int       `json:"limit,omitempty"`
 }
 
-// LimitView is a concurrency limit.
+// LimitView is a concurrency limit: Max caps the type's RUNNING runs
+// (-1, store.NoLimit, when the type has only a per-key limit), MaxPerKey
+// the RUNNING runs per concurrency key (0 when none).
 type LimitView struct {
-	Queue string `json:"queue"`
-	Type  string `json:"type"`
-	Max   int    `json:"max"`
+	Queue     string `json:"queue"`
+	Type      string `json:"type"`
+	Max       int    `json:"max"`
+	MaxPerKey int    `json:"max_per_key"`
+}
+
+func limitView(l client.ConcurrencyLimit) LimitView {
+	return LimitView{Queue: l.Queue, Type: l.Type, Max: l.MaxRunning, MaxPerKey: l.MaxPerKey}
+}
+
+// LimitUseView is a concurrency limit with its use now: the type's RUNNING
+// runs and, under a per-key limit, the busiest keys (at most
+// LimitsView.TopKeys) with theirs.
+type LimitUseView struct {
+	LimitView
+	Running int64          `json:"running"`
+	Keys    []KeyUsageView `json:"keys"`
+}
+
+// KeyUsageView is one concurrency key and its RUNNING runs.
+type KeyUsageView struct {
+	Key     string `json:"key"`
+	Running int    `json:"running"`
+}
+
+// RateLimitView is a rate limit with the claims counted in the current
+// window, which runs from WindowStart to WindowEnd.
+type RateLimitView struct {
+	Key         string    `json:"key"`
+	Limit       int       `json:"limit"`
+	Period      string    `json:"period"`
+	PeriodMS    int64     `json:"period_ms"`
+	Claims      int       `json:"claims"`
+	WindowStart time.Time `json:"window_start"`
+	WindowEnd   time.Time `json:"window_end"`
+}
+
+// LimitsView is the Limits panel: the namespace's concurrency limits with
+// their use now, and its rate limits with their current windows.
+type LimitsView struct {
+	Concurrency []LimitUseView  `json:"concurrency"`
+	Rate        []RateLimitView `json:"rate"`
+	// TopKeys is how many of a per-key limit's busiest keys are listed.
+	TopKeys int `json:"top_keys"`
 }

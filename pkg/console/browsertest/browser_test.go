@@ -465,6 +465,47 @@ func browserActions(t *testing.T, e *env, ctx context.Context) {
 		}
 	})
 
+	// The Limits panel follows the runs without a reload: the claims of
+	// a rate key's window move as runs with the key are claimed, and the
+	// form outside the panel keeps what was typed into it.
+	t.Run("limits panel", func(t *testing.T) {
+		if _, err := e.cl.SetKeyConcurrencyLimit(bg, "default", "Echo", 1); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = e.cl.RemoveConcurrencyLimit(bg, "default", "Echo") }()
+		// A window of 1,000 hours: every claim below falls in one.
+		if _, err := e.cl.SetRateLimit(bg, "crm", 100, 1000*time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = e.cl.RemoveRateLimit(bg, "crm") }()
+		claims := `table.rate-limits tr[data-rate-key="crm"] td.claims`
+		var before, after, typed string
+		run(t, ctx, "open queues",
+			chromedp.Navigate(base+"/queues?ns=default"),
+			chromedp.WaitVisible(`#live.on`, chromedp.ByQuery),
+			chromedp.WaitVisible(`#limits-panel `+claims, chromedp.ByQuery),
+			chromedp.Text(claims, &before, chromedp.ByQuery),
+			chromedp.SetValue(`#limit-form input[name=type]`, "Typed", chromedp.ByQuery))
+		if before != "0 / 100" {
+			t.Fatalf("claims before any run: %q", before)
+		}
+		for i := range 2 {
+			h, err := e.cl.Start(bg, "Echo", i, client.StartOptions{ConcurrencyKey: "tenant-1", RateLimitKey: "crm"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.wait(h.RunID)
+		}
+		run(t, ctx, "claims shown live",
+			until(`document.querySelector('`+claims+`').textContent === "2 / 100"`),
+			chromedp.Text(claims, &after, chromedp.ByQuery),
+			chromedp.Value(`#limit-form input[name=type]`, &typed, chromedp.ByQuery))
+		if after != "2 / 100" || typed != "Typed" {
+			t.Fatalf("after two claims: %q, the form's type %q", after, typed)
+		}
+		shoot(t, ctx, artifactsDir(t), "limits")
+	})
+
 	t.Run("namespace", func(t *testing.T) {
 		nc, err := nats.Connect(e.nc.ConnectedUrl())
 		if err != nil {

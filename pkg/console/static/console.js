@@ -143,11 +143,28 @@
   es.onerror = function () { live.textContent = "○ reconnecting"; live.className = "live off"; };
   function refreshSoon() { if (!pending) { pending = setTimeout(function () { pending = null; refresh(); }, 150); mark(); } }
 
+  // The queues view's tables and Limits panel (#queues-live, not its
+  // forms, whose input a swap would lose) follow the counts events: a
+  // changed count means a run was claimed or left RUNNING, so the RUNNING
+  // runs per type and key and a rate key's claims may have moved. At most
+  // one read every 2 s, none while nothing changes; the first counts event
+  // of a stream is its opening state, which the page was rendered from.
+  var liveTimer = null, countsSeen = false;
+  function refreshQueues() {
+    if (liveTimer || !window.htmx || !document.getElementById("queues-live")) return;
+    liveTimer = setTimeout(function () {
+      liveTimer = null;
+      if (busy > 0 || !document.getElementById("queues-live")) return;
+      htmx.ajax("GET", location.href, { target: "#queues-live", select: "#queues-live", swap: "outerHTML" });
+    }, 2000);
+  }
   es.addEventListener("counts", function (e) {
     var c = JSON.parse(e.data);
     document.querySelectorAll("[data-count]").forEach(function (el) {
       var k = el.getAttribute("data-count"); if (k in c) el.textContent = c[k];
     });
+    if (page === "queues" && countsSeen) refreshQueues();
+    countsSeen = true;
   });
   es.addEventListener("resync", function () { refreshSoon(); });
   es.addEventListener("schedule", function () { if (page === "schedules") refreshSoon(); });
