@@ -265,15 +265,21 @@ func (h *harness) forks(ctx context.Context, d *driver.Driver, ps []modeltest.Pr
 			continue
 		}
 		mr.ForkDivergences++
-		var b strings.Builder
-		fmt.Fprintf(&b, "fork of %s from %q: model %s; engine %s", ps[fv.Index].Key, fv.Step, fv.Verdict.Model, fv.Verdict.Engine)
-		for _, x := range fv.Verdict.Diffs {
-			fmt.Fprintf(&b, "\n  - %s", x)
-		}
-		fmt.Fprintf(&b, "\n  program: %s", ps[fv.Index])
-		rep.add(VModel, "%s", b.String())
+		rep.add(VModel, "%s", describeAfter(fmt.Sprintf("fork of %s from %q", ps[fv.Index].Key, fv.Step), ps[fv.Index], fv.Verdict))
 	}
 	h.logf("model: %d forks checked in %.1f s, %d diverge", len(fvs), time.Since(began).Seconds(), mr.ForkDivergences)
+}
+
+// describeAfter describes a divergence of what the harness did with a
+// program's run once it ended (what), as a violation's message.
+func describeAfter(what string, p modeltest.Program, v modeltest.Verdict) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: model %s; engine %s", what, v.Model, v.Engine)
+	for _, x := range v.Diffs {
+		fmt.Fprintf(&b, "\n  - %s", x)
+	}
+	fmt.Fprintf(&b, "\n  program: %s", p)
+	return b.String()
 }
 
 // reuses starts programs again under id reuse policies and checks each
@@ -294,13 +300,7 @@ func (h *harness) reuses(ctx context.Context, d *driver.Driver, ps []modeltest.P
 			continue
 		}
 		mr.ReuseDivergences++
-		var b strings.Builder
-		fmt.Fprintf(&b, "start of %s again under id reuse policy %s: model %s; engine %s", ps[rv.Index].Key, rv.Policy, rv.Verdict.Model, rv.Verdict.Engine)
-		for _, x := range rv.Verdict.Diffs {
-			fmt.Fprintf(&b, "\n  - %s", x)
-		}
-		fmt.Fprintf(&b, "\n  program: %s", ps[rv.Index])
-		rep.add(VModel, "%s", b.String())
+		rep.add(VModel, "%s", describeAfter(fmt.Sprintf("start of %s again under id reuse policy %s", ps[rv.Index].Key, rv.Policy), ps[rv.Index], rv.Verdict))
 	}
 	h.logf("model: %d starts under id reuse policies checked in %.1f s (%d started a run), %d diverge",
 		len(rvs), time.Since(began).Seconds(), mr.ReuseStarted, mr.ReuseDivergences)

@@ -64,23 +64,9 @@ func (d *Driver) Forks(ctx context.Context, ps []modeltest.Program, ids []uuid.U
 	if err := d.WaitAll(ctx, fids); err != nil {
 		return nil, err
 	}
-	invs, err := d.Invocations()
+	byRun, execs, err := d.invocationsByRun()
 	if err != nil {
 		return nil, err
-	}
-	byRun := map[string]map[string]int{}
-	execs := map[string]int{}
-	for _, in := range invs {
-		if in.StepID == modeltest.ExecutionID {
-			execs[in.RunID] = max(execs[in.RunID], in.Attempt)
-			continue
-		}
-		m := byRun[in.RunID]
-		if m == nil {
-			m = map[string]int{}
-			byRun[in.RunID] = m
-		}
-		m[in.Key+"/"+in.StepID]++
 	}
 	out := make([]ForkVerdict, 0, len(forks))
 	for _, f := range forks {
@@ -109,4 +95,28 @@ func (d *Driver) Forks(ctx context.Context, ps []modeltest.Program, ids []uuid.U
 		d.problem("%s", pr)
 	}
 	return out, nil
+}
+
+// invocationsByRun reads the invocation logs: the step invocations by run
+// id and "<program key>/<step id>", and the highest execution attempt of
+// each run.
+func (d *Driver) invocationsByRun() (byRun map[string]map[string]int, execs map[string]int, err error) {
+	invs, err := d.Invocations()
+	if err != nil {
+		return nil, nil, err
+	}
+	byRun, execs = map[string]map[string]int{}, map[string]int{}
+	for _, in := range invs {
+		if in.StepID == modeltest.ExecutionID {
+			execs[in.RunID] = max(execs[in.RunID], in.Attempt)
+			continue
+		}
+		m := byRun[in.RunID]
+		if m == nil {
+			m = map[string]int{}
+			byRun[in.RunID] = m
+		}
+		m[in.Key+"/"+in.StepID]++
+	}
+	return byRun, execs, nil
 }

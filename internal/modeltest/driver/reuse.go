@@ -81,23 +81,9 @@ func (d *Driver) Reuses(ctx context.Context, ps []modeltest.Program, ids []uuid.
 	if err := d.WaitAll(ctx, started); err != nil {
 		return nil, err
 	}
-	invs, err := d.Invocations()
+	byRun, execs, err := d.invocationsByRun()
 	if err != nil {
 		return nil, err
-	}
-	execs := map[string]int{}
-	byRun := map[string]map[string]int{}
-	for _, in := range invs {
-		if in.StepID == modeltest.ExecutionID {
-			execs[in.RunID] = max(execs[in.RunID], in.Attempt)
-			continue
-		}
-		m := byRun[in.RunID]
-		if m == nil {
-			m = map[string]int{}
-			byRun[in.RunID] = m
-		}
-		m[in.Key+"/"+in.StepID]++
 	}
 	out := make([]ReuseVerdict, 0, len(rs))
 	for _, r := range rs {
