@@ -1022,6 +1022,13 @@ func (s *Store) RunsClaimExplain(ctx context.Context, p RunsClaimParams) (string
 	if err != nil {
 		return "", err
 	}
+	if q == runsClaimFlowSQL {
+		// The flow claim claims what its pick, run first, locked.
+		if _, err := runsClaimFlowPickSQL.exec(ctx, tx, runsClaimFlowPickSQL.only(args)); err != nil {
+			return "", mapErr("explain claim: pick", err)
+		}
+		args = runsClaimFlowSQL.only(args)
+	}
 	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT TEXT) "+q.text, args)
 	if err != nil {
 		return "", mapErr("explain claim", err)

@@ -311,3 +311,25 @@ func TestFlowClaimWithoutLimitsClaimsEverything(t *testing.T) {
 		t.Fatalf("plain claim plan:\n%s\n%v", plan, err)
 	}
 }
+
+// The flow claim's plan is its claim statement's, run after its pick in
+// the explain's transaction (rolled back: the run stays claimable).
+func TestFlowClaimExplain(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s, ctx := e.s, e.ctx
+	if _, err := s.LimitsSetPerKey(ctx, "ns", "q", "T", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.RunsCreate(ctx, store.RunsCreateParams{Namespace: "ns", Queue: "q", Type: "T", ConcurrencyKey: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	p := store.RunsClaimParams{Namespace: "ns", Queue: "q", WorkerID: uuid.New(), Types: []store.TypeVersion{{Type: "T"}}, Limit: 5, Lease: time.Minute}
+	plan, err := s.RunsClaimExplain(ctx, p)
+	if err != nil || !strings.Contains(plan, "json_array_elements") || !strings.Contains(plan, "rows=1") {
+		t.Fatalf("flow claim plan:\n%s\n%v", plan, err)
+	}
+	if got, err := s.RunsClaim(ctx, p); err != nil || len(got) != 1 {
+		t.Fatalf("claim after the explain: %d %v", len(got), err)
+	}
+}
