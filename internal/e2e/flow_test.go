@@ -294,11 +294,14 @@ func TestRateLimitAcrossDispatchers(t *testing.T) {
 	t.Logf("100 runs in %v over %d windows: %v", took.Round(time.Millisecond), len(perWindow), perWindow)
 	// 100 at 10 a window: 10 windows, the first one begun when the first
 	// run was claimed, so 8 to 10 s from the first claim to the last (the
-	// held runs are claimed as their window opens), and the last run's
-	// end follows its claim by a delivery and a report (5 s on a loaded
-	// machine).
+	// held runs are claimed as their window opens; started_at is a run's
+	// first claim). The last run's end follows its claim by a delivery and
+	// a report, except for a run whose delivery a loaded worker did not
+	// take in time: it is claimed again, and that claim counts too, so it
+	// waits for a window with room, behind the runs held before it (up to
+	// 10 windows more).
 	t.Logf("claims over %v, last end %v after the first claim", starts.Round(time.Millisecond), took.Round(time.Millisecond))
-	if len(perWindow) != 10 || starts < 8*time.Second || starts > 10*time.Second || took > starts+5*time.Second {
+	if len(perWindow) != 10 || starts < 8*time.Second || starts > 10*time.Second || took > starts+15*time.Second {
 		t.Fatalf("100 runs at 10/s: claims over %v in %d windows, done %v after the first; want about 10 s", starts, len(perWindow), took)
 	}
 	rl, err := c.cl.RateLimits(ctx)
