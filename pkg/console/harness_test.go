@@ -163,10 +163,21 @@ type sseEvent struct {
 
 func (e *env) stream(lastID string) *sse {
 	e.t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.http.URL+"/api/v1/stream?ns=default", nil)
+	h := http.Header{}
 	if lastID != "" {
-		req.Header.Set("Last-Event-ID", lastID)
+		h.Set("Last-Event-ID", lastID)
+	}
+	return e.openSSE("/api/v1/stream?ns=default", h)
+}
+
+// openSSE opens the event stream at path with the header h and reads its
+// events until the test ends.
+func (e *env) openSSE(path string, h http.Header) *sse {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.http.URL+path, nil)
+	for k, v := range h {
+		req.Header[k] = v
 	}
 	resp, err := (&http.Client{Jar: e.web.Jar}).Do(req)
 	if err != nil {
@@ -175,7 +186,7 @@ func (e *env) stream(lastID string) *sse {
 	}
 	if resp.StatusCode != http.StatusOK {
 		cancel()
-		e.t.Fatalf("stream: %d", resp.StatusCode)
+		e.t.Fatalf("stream %s: %d", path, resp.StatusCode)
 	}
 	s := &sse{events: make(chan sseEvent, 1024), cancel: cancel}
 	e.t.Cleanup(cancel)

@@ -1,7 +1,6 @@
 package console_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -19,41 +18,7 @@ import (
 // progressStream opens a run's progress event stream.
 func (e *env) progressStream(id uuid.UUID) *sse {
 	e.t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.http.URL+"/api/v1/runs/"+id.String()+"/progress?ns=default", nil)
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := (&http.Client{Jar: e.web.Jar}).Do(req)
-	if err != nil {
-		cancel()
-		e.t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		cancel()
-		e.t.Fatalf("progress stream: %d", resp.StatusCode)
-	}
-	s := &sse{events: make(chan sseEvent, 1024), cancel: cancel}
-	e.t.Cleanup(cancel)
-	go func() {
-		defer resp.Body.Close()
-		defer close(s.events)
-		sc := bufio.NewScanner(resp.Body)
-		var ev sseEvent
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "":
-				if ev.name != "" {
-					s.events <- ev
-				}
-				ev = sseEvent{}
-			case strings.HasPrefix(line, "event: "):
-				ev.name = line[7:]
-			case strings.HasPrefix(line, "data: "):
-				ev.data = []byte(line[6:])
-			}
-		}
-	}()
-	return s
+	return e.openSSE("/api/v1/runs/"+id.String()+"/progress?ns=default", http.Header{"Accept": {"text/event-stream"}})
 }
 
 func TestRunProgress(t *testing.T) {

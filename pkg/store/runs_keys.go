@@ -192,13 +192,7 @@ WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'acti
 // no total limit is left). As LimitsSet, it marks the type's running runs
 // so the counts see them, and applies to claims that begin after it.
 func (s *Store) LimitsSetPerKey(ctx context.Context, namespace, queue, typ string, maxPerKey int) (ConcurrencyLimit, error) {
-	if err := checkName("namespace", namespace, true); err != nil {
-		return ConcurrencyLimit{}, err
-	}
-	if err := checkName("queue", queue, true); err != nil {
-		return ConcurrencyLimit{}, err
-	}
-	if err := checkName("workflow type", typ, true); err != nil {
+	if err := checkLimitOf(namespace, queue, typ); err != nil {
 		return ConcurrencyLimit{}, err
 	}
 	if maxPerKey < 0 || maxPerKey > math.MaxInt32 {

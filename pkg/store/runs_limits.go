@@ -36,13 +36,7 @@ const NoLimit = -1
 // (the trigger on concurrency_limits, migration 005), so runs that waited
 // for a slot are claimed at once.
 func (s *Store) LimitsSet(ctx context.Context, namespace, queue, typ string, maxRunning int) (ConcurrencyLimit, error) {
-	if err := checkName("namespace", namespace, true); err != nil {
-		return ConcurrencyLimit{}, err
-	}
-	if err := checkName("queue", queue, true); err != nil {
-		return ConcurrencyLimit{}, err
-	}
-	if err := checkName("workflow type", typ, true); err != nil {
+	if err := checkLimitOf(namespace, queue, typ); err != nil {
 		return ConcurrencyLimit{}, err
 	}
 	if maxRunning < 0 || maxRunning > math.MaxInt32 {
@@ -65,6 +59,18 @@ SELECT updated_at, max_per_key FROM l`, pgx.NamedArgs{"namespace": namespace, "q
 		return ConcurrencyLimit{}, mapErr("set concurrency limit", err)
 	}
 	return l, nil
+}
+
+// checkLimitOf validates the namespace, queue and workflow type a limit
+// belongs to.
+func checkLimitOf(namespace, queue, typ string) error {
+	if err := checkName("namespace", namespace, true); err != nil {
+		return err
+	}
+	if err := checkName("queue", queue, true); err != nil {
+		return err
+	}
+	return checkName("workflow type", typ, true)
 }
 
 // LimitsDelete removes the concurrency limit of a workflow type in a queue,
