@@ -69,6 +69,25 @@ type liveness struct {
 type heardDispatcher struct {
 	at       time.Time
 	interval time.Duration
+	// binary: its beacon said it reads binary messages.
+	binary bool
+}
+
+// encoding is the encoding of the worker's work requests and reports:
+// binary once every dispatcher heard reads it, JSON while one does not
+// (an older version, during an upgrade) or none was heard.
+func (l *liveness) encoding() protocol.Encoding {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.heard) == 0 {
+		return protocol.JSON
+	}
+	for _, h := range l.heard {
+		if !h.binary {
+			return protocol.JSON
+		}
+	}
+	return protocol.Binary
 }
 
 // subscribeLiveness subscribes to dispatcher beacons, the answers to its
@@ -187,7 +206,8 @@ func (w *Worker) onLiveness(m *nats.Msg) {
 	if b.Leaving {
 		delete(l.heard, b.DispatcherID)
 	} else {
-		l.heard[b.DispatcherID] = heardDispatcher{at: time.Now(), interval: b.Interval()}
+		l.heard[b.DispatcherID] = heardDispatcher{at: time.Now(), interval: b.Interval(),
+			binary: m.Header.Get(protocol.HeaderEncodings) == protocol.EncodingsBinary}
 		firstSinceUnanswered, l.unanswered = l.unanswered, false
 	}
 	// Alive after all (it was slow, or resumed), or gone for good after
