@@ -63,7 +63,8 @@ type binaryMessage interface {
 	Message
 	binaryType() byte
 	appendBinary(b []byte) []byte
-	decodeBinary(r *reader)
+	// decodeBinary reads the fields after the header.
+	decodeBinary(data []byte) error
 }
 
 // EncodingOf tells the encoding of an encoded message, so that an answer
@@ -101,16 +102,15 @@ func decodeBinary(data []byte, m Message) error {
 	if len(data) < 2 || data[1] != bm.binaryType() {
 		return invalid(m, "not a binary %T", m)
 	}
-	r := reader{b: data[2:]}
-	v := r.uvarint()
-	if r.err == nil && v != Version {
+	v, n := binary.Uvarint(data[2:])
+	if n <= 0 {
+		return invalid(m, "binary: bad version")
+	}
+	if v != Version {
 		return invalid(m, "protocol version %d, want %d", v, Version)
 	}
-	if r.err == nil {
-		bm.decodeBinary(&r)
-	}
-	if r.err != nil {
-		return invalid(m, "binary: %v", r.err)
+	if err := bm.decodeBinary(data[2+n:]); err != nil {
+		return invalid(m, "binary: %v", err)
 	}
 	m.setVersion()
 	return m.Validate()
@@ -422,13 +422,12 @@ func (r *reader) time(wire int) *time.Time {
 	return &t
 }
 
-// nested reads a nested message's fields with fn.
-func (r *reader) nested(wire int, fn func(*reader)) {
-	sub := reader{b: r.raw(wire)}
-	if r.err != nil {
-		return
-	}
-	fn(&sub)
+// sub returns a reader of a nested message's fields; join takes its
+// error back. (A nested reader passed to a function value would escape to
+// the heap, one allocation per nested message.)
+func (r *reader) sub(wire int) reader { return reader{b: r.raw(wire)} }
+
+func (r *reader) join(sub *reader) {
 	if sub.err != nil {
 		r.fail("%v", sub.err)
 	}
@@ -461,18 +460,18 @@ func appendTypes(b []byte, field int, tvs []TypeVersion) []byte {
 
 func (r *reader) typeVersion(wire int) TypeVersion {
 	var tv TypeVersion
-	r.nested(wire, func(r *reader) {
-		r.fields(func(f, w int) {
-			switch f {
-			case 1:
-				tv.Type = r.string(w)
-			case 2:
-				tv.Version = r.string(w)
-			default:
-				r.skip(w)
-			}
-		})
+	sub := r.sub(wire)
+	sub.fields(func(f, w int) {
+		switch f {
+		case 1:
+			tv.Type = sub.string(w)
+		case 2:
+			tv.Version = sub.string(w)
+		default:
+			sub.skip(w)
+		}
 	})
+	r.join(&sub)
 	return tv
 }
 
@@ -494,26 +493,26 @@ func appendPolicy(b []byte, field int, p *retry.Policy) []byte {
 
 func (r *reader) policy(wire int) *retry.Policy {
 	p := &retry.Policy{}
-	r.nested(wire, func(r *reader) {
-		r.fields(func(f, w int) {
-			switch f {
-			case 1:
-				p.MaxAttempts = r.integer(w)
-			case 2:
-				p.BackoffCoefficient = r.float(w)
-			case 3:
-				p.Jitter = r.float(w)
-			case 4:
-				p.NonRetryable = append(p.NonRetryable, r.string(w))
-			case 5:
-				p.InitialIntervalMS = r.int(w)
-			case 6:
-				p.MaxIntervalMS = r.int(w)
-			default:
-				r.skip(w)
-			}
-		})
+	sub := r.sub(wire)
+	sub.fields(func(f, w int) {
+		switch f {
+		case 1:
+			p.MaxAttempts = sub.integer(w)
+		case 2:
+			p.BackoffCoefficient = sub.float(w)
+		case 3:
+			p.Jitter = sub.float(w)
+		case 4:
+			p.NonRetryable = append(p.NonRetryable, sub.string(w))
+		case 5:
+			p.InitialIntervalMS = sub.int(w)
+		case 6:
+			p.MaxIntervalMS = sub.int(w)
+		default:
+			sub.skip(w)
+		}
 	})
+	r.join(&sub)
 	return p
 }
 
@@ -529,8 +528,9 @@ func (m *WorkRequest) appendBinary(b []byte) []byte {
 	return appendInt(b, 7, m.WaitMS)
 }
 
-func (m *WorkRequest) decodeBinary(r *reader) {
+func (m *WorkRequest) decodeBinary(data []byte) error {
 	*m = WorkRequest{}
+	r := &reader{b: data}
 	r.fields(func(f, w int) {
 		switch f {
 		case 1:
@@ -551,6 +551,7 @@ func (m *WorkRequest) decodeBinary(r *reader) {
 			r.skip(w)
 		}
 	})
+	return r.err
 }
 
 func (m *Delivery) binaryType() byte { return binDelivery }
@@ -567,8 +568,9 @@ func (m *Delivery) appendBinary(b []byte) []byte {
 	})
 }
 
-func (m *Delivery) decodeBinary(r *reader) {
+func (m *Delivery) decodeBinary(data []byte) error {
 	*m = Delivery{}
+	r := &reader{b: data}
 	r.fields(func(f, w int) {
 		switch f {
 		case 1:
@@ -577,25 +579,27 @@ func (m *Delivery) decodeBinary(r *reader) {
 			m.Seq = r.uint(w)
 		case 3:
 			m.Runs = append(m.Runs, DeliveredRun{})
-			run := &m.Runs[len(m.Runs)-1]
-			r.nested(w, run.decodeBinary)
+			sub := r.sub(w)
+			m.Runs[len(m.Runs)-1].decodeBinary(&sub)
+			r.join(&sub)
 		case 4:
-			r.nested(w, func(r *reader) {
-				r.fields(func(f, w int) {
-					switch f {
-					case 1:
-						m.Limits.WarnBytes = r.integer(w)
-					case 2:
-						m.Limits.MaxBytes = r.integer(w)
-					default:
-						r.skip(w)
-					}
-				})
+			sub := r.sub(w)
+			sub.fields(func(f, w int) {
+				switch f {
+				case 1:
+					m.Limits.WarnBytes = sub.integer(w)
+				case 2:
+					m.Limits.MaxBytes = sub.integer(w)
+				default:
+					sub.skip(w)
+				}
 			})
+			r.join(&sub)
 		default:
 			r.skip(w)
 		}
 	})
+	return r.err
 }
 
 func (d *DeliveredRun) appendBinary(b []byte) []byte {
@@ -639,7 +643,9 @@ func (d *DeliveredRun) decodeBinary(r *reader) {
 			d.Input = r.bytes(w)
 		case 9:
 			d.Steps = append(d.Steps, StepState{})
-			r.nested(w, d.Steps[len(d.Steps)-1].decodeBinary)
+			sub := r.sub(w)
+			d.Steps[len(d.Steps)-1].decodeBinary(&sub)
+			r.join(&sub)
 		case 10:
 			d.TraceParent = r.string(w)
 		case 11:
@@ -707,8 +713,9 @@ func (m *DeliveryAck) binaryType() byte { return binDeliveryAck }
 
 func (m *DeliveryAck) appendBinary(b []byte) []byte { return appendBool(b, 1, m.Accepted) }
 
-func (m *DeliveryAck) decodeBinary(r *reader) {
+func (m *DeliveryAck) decodeBinary(data []byte) error {
 	*m = DeliveryAck{}
+	r := &reader{b: data}
 	r.fields(func(f, w int) {
 		if f == 1 {
 			m.Accepted = r.bool(w)
@@ -716,6 +723,7 @@ func (m *DeliveryAck) decodeBinary(r *reader) {
 			r.skip(w)
 		}
 	})
+	return r.err
 }
 
 func (m *Report) binaryType() byte { return binReport }
@@ -729,8 +737,9 @@ func (m *Report) appendBinary(b []byte) []byte {
 	return b
 }
 
-func (m *Report) decodeBinary(r *reader) {
+func (m *Report) decodeBinary(data []byte) error {
 	*m = Report{}
+	r := &reader{b: data}
 	r.fields(func(f, w int) {
 		switch f {
 		case 1:
@@ -739,11 +748,14 @@ func (m *Report) decodeBinary(r *reader) {
 			m.Namespace = r.string(w)
 		case 3:
 			m.Items = append(m.Items, ReportItem{})
-			r.nested(w, m.Items[len(m.Items)-1].decodeBinary)
+			sub := r.sub(w)
+			m.Items[len(m.Items)-1].decodeBinary(&sub)
+			r.join(&sub)
 		default:
 			r.skip(w)
 		}
 	})
+	return r.err
 }
 
 func (it *ReportItem) appendBinary(b []byte) []byte {
@@ -820,28 +832,28 @@ func (it *ReportItem) decodeBinary(r *reader) {
 		case 18:
 			c := &ChildSpec{}
 			it.Child = c
-			r.nested(w, func(r *reader) {
-				r.fields(func(f, w int) {
-					switch f {
-					case 1:
-						c.Type = r.string(w)
-					case 2:
-						c.Version = r.string(w)
-					case 3:
-						c.Queue = r.string(w)
-					case 4:
-						c.Input = r.bytes(w)
-					case 5:
-						c.RetryPolicy = r.policy(w)
-					case 6:
-						c.Priority = r.integer(w)
-					case 7:
-						c.ParentClosePolicy = r.string(w)
-					default:
-						r.skip(w)
-					}
-				})
+			sub := r.sub(w)
+			sub.fields(func(f, w int) {
+				switch f {
+				case 1:
+					c.Type = sub.string(w)
+				case 2:
+					c.Version = sub.string(w)
+				case 3:
+					c.Queue = sub.string(w)
+				case 4:
+					c.Input = sub.bytes(w)
+				case 5:
+					c.RetryPolicy = sub.policy(w)
+				case 6:
+					c.Priority = sub.integer(w)
+				case 7:
+					c.ParentClosePolicy = sub.string(w)
+				default:
+					sub.skip(w)
+				}
 			})
+			r.join(&sub)
 		default:
 			r.skip(w)
 		}
@@ -865,8 +877,9 @@ func (m *ReportReply) appendBinary(b []byte) []byte {
 	return b
 }
 
-func (m *ReportReply) decodeBinary(r *reader) {
+func (m *ReportReply) decodeBinary(data []byte) error {
 	*m = ReportReply{}
+	r := &reader{b: data}
 	r.fields(func(f, w int) {
 		if f != 1 {
 			r.skip(w)
@@ -874,25 +887,26 @@ func (m *ReportReply) decodeBinary(r *reader) {
 		}
 		m.Results = append(m.Results, ReportResult{})
 		res := &m.Results[len(m.Results)-1]
-		r.nested(w, func(r *reader) {
-			r.fields(func(f, w int) {
-				switch f {
-				case 1:
-					res.Code = ResultCode(r.string(w))
-				case 2:
-					res.Message = r.string(w)
-				case 3:
-					res.Output = r.bytes(w)
-				case 4:
-					res.Waiting = r.bool(w)
-				case 5:
-					res.OutputSize = r.integer(w)
-				case 6:
-					res.CancelRequested = r.bool(w)
-				default:
-					r.skip(w)
-				}
-			})
+		sub := r.sub(w)
+		sub.fields(func(f, w int) {
+			switch f {
+			case 1:
+				res.Code = ResultCode(sub.string(w))
+			case 2:
+				res.Message = sub.string(w)
+			case 3:
+				res.Output = sub.bytes(w)
+			case 4:
+				res.Waiting = sub.bool(w)
+			case 5:
+				res.OutputSize = sub.integer(w)
+			case 6:
+				res.CancelRequested = sub.bool(w)
+			default:
+				sub.skip(w)
+			}
 		})
+		r.join(&sub)
 	})
+	return r.err
 }

@@ -125,3 +125,50 @@ func TestBinaryInvalidUTF8(t *testing.T) {
 		t.Fatalf("error %q", got.Items[0].Error)
 	}
 }
+
+// BenchmarkWire encodes and decodes the messages of one one-step run in
+// each encoding: its delivery, its report (the step and the run's end)
+// and the reply.
+func BenchmarkWire(b *testing.B) {
+	delivery := &protocol.Delivery{WorkerID: id1, Seq: 42, Limits: protocol.PayloadLimits{WarnBytes: 1 << 20, MaxBytes: 2 << 20},
+		Runs: []protocol.DeliveredRun{{RunID: id2, Namespace: "bench", Queue: "bench", Type: "noop", Attempt: 1, LeaseToken: 7,
+			Input: json.RawMessage(`{"n":1}`), RetryPolicy: &retry.Policy{MaxAttempts: 5, InitialIntervalMS: 1000, MaxIntervalMS: 60000},
+			TraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", AvailableAt: tp(t0)}}}
+	report := &protocol.Report{WorkerID: id1, Namespace: "bench", Items: []protocol.ReportItem{
+		{Kind: protocol.ReportStepCompleted, RunID: id2, LeaseToken: 7, StepID: "s0", StepKind: "FUNCTION", Attempt: 1,
+			Output: json.RawMessage(`1`), StartedAt: tp(t0), FinishedAt: tp(t1)},
+		{Kind: protocol.ReportRunCompleted, RunID: id2, LeaseToken: 7, Output: json.RawMessage(`{"n":1}`)}}}
+	reply := &protocol.ReportReply{Results: []protocol.ReportResult{{Code: protocol.ResultOK}, {Code: protocol.ResultOK}}}
+	for _, enc := range []struct {
+		name string
+		enc  protocol.Encoding
+	}{{"json", protocol.JSON}, {"binary", protocol.Binary}} {
+		b.Run(enc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			size := 0
+			for b.Loop() {
+				size = 0
+				for _, m := range []protocol.Message{delivery, report, reply} {
+					data, err := protocol.EncodeAs(m, enc.enc)
+					if err != nil {
+						b.Fatal(err)
+					}
+					size += len(data)
+					var into protocol.Message
+					switch m.(type) {
+					case *protocol.Delivery:
+						into = &protocol.Delivery{}
+					case *protocol.Report:
+						into = &protocol.Report{}
+					default:
+						into = &protocol.ReportReply{}
+					}
+					if err := protocol.Decode(data, into); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(size), "bytes/run")
+		})
+	}
+}
