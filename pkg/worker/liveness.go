@@ -79,6 +79,10 @@ type heardDispatcher struct {
 func (l *liveness) encoding() protocol.Encoding {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.encodingLocked()
+}
+
+func (l *liveness) encodingLocked() protocol.Encoding {
 	if len(l.heard) == 0 {
 		return protocol.JSON
 	}
@@ -203,6 +207,7 @@ func (w *Worker) onLiveness(m *nats.Msg) {
 	l.mu.Lock()
 	// The first dispatcher heard since a probe reached none.
 	firstSinceUnanswered := false
+	wasBinary := l.encodingLocked() == protocol.Binary
 	if b.Leaving {
 		delete(l.heard, b.DispatcherID)
 	} else {
@@ -213,6 +218,9 @@ func (w *Worker) onLiveness(m *nats.Msg) {
 	// Alive after all (it was slow, or resumed), or gone for good after
 	// leaving its queue group: either way no request is stuck in it.
 	delete(l.suspects, b.DispatcherID)
+	// A dispatcher that reads JSON only joined: the binary request may
+	// have reached it, and been dropped there, before its beacon came.
+	toJSON := wasBinary && l.encodingLocked() == protocol.JSON
 	l.mu.Unlock()
 	switch {
 	case b.Leaving:
@@ -221,6 +229,8 @@ func (w *Worker) onLiveness(m *nats.Msg) {
 		w.renewRequest("dispatcher lost work requests", "dispatcher_id", b.DispatcherID)
 	case firstSinceUnanswered:
 		w.renewRequestIf(func(o *outstanding) bool { return o.blind }, "first dispatcher heard", "dispatcher_id", b.DispatcherID)
+	case toJSON:
+		w.renewRequest("dispatcher reads JSON only", "dispatcher_id", b.DispatcherID)
 	}
 	w.sawRelay(b.RelayID)
 }

@@ -102,14 +102,17 @@ func TestRequestRenewedWhenADispatcherGoes(t *testing.T) {
 
 // A worker writes its work requests in binary only while every dispatcher
 // it hears says in its beacons that it reads binary: JSON before it heard
-// one, and while an older dispatcher (no header) is among them.
+// one, and while an older dispatcher (no header) is among them. A request
+// in binary is renewed when such a dispatcher joins, since it may have
+// reached it first.
 func TestBinaryWhileEveryDispatcherReadsIt(t *testing.T) {
 	t.Parallel()
 	d, _ := start(t, worker.Config{WaitTimeout: 10 * time.Minute}, func(w *worker.Worker) {
 		must(t, worker.Register(w, "X", func(ctx workflow.Context, _ struct{}) (int, error) { return 1, nil }))
 	})
 	beacon := func(id uuid.UUID, binary bool) {
-		data, err := protocol.Encode(&protocol.DispatcherBeacon{DispatcherID: id, IntervalMS: 60000, Renew: true})
+		// Renew (as after lost requests) makes the worker send its next.
+		data, err := protocol.Encode(&protocol.DispatcherBeacon{DispatcherID: id, IntervalMS: 60000, Renew: binary})
 		must(t, err)
 		m := &nats.Msg{Subject: protocol.SubjectDispatcherBeacon, Data: data, Header: nats.Header{}}
 		if binary {
