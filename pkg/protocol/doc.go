@@ -1,6 +1,7 @@
 // Package protocol owns Kagzi's wire contract on NATS: every subject (as
 // documented constants and builder functions), every message type, their
-// JSON encoding, strict validation on decode, and the protocol version.
+// JSON encoding (and the binary form of the messages on every run's path,
+// see EncodeAs), strict validation on decode, and the protocol version.
 // No other package names a subject.
 //
 // Subjects (all under the "kagzi.v1." prefix; namespace and queue names are

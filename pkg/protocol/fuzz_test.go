@@ -15,8 +15,10 @@ import (
 
 // Every decoder is fuzzed with the same properties (checkDecode): Decode
 // never panics and fails only with ErrInvalid; what it accepts is valid
-// JSON, passes Validate, encodes, and decodes again to an equal value whose
-// encoding is a fixed point. Plain `go test` runs the seeds below.
+// JSON or a binary message, passes Validate, encodes, and decodes again to
+// an equal value whose encoding is a fixed point — in JSON and, for the
+// messages that have one, in the binary form too. Plain `go test` runs the
+// seeds below.
 
 // commonSeeds are tricky inputs for every decoder.
 var commonSeeds = []string{
@@ -25,6 +27,28 @@ var commonSeeds = []string{
 	`{"v":1.0}`, `{"v":1e0}`, `{"v":"1"}`, `{"v":null}`, `{"V":1}`, `{"v":1,"v":1}`,
 	`{"v":1,"x":1}`, `{"v":1,"Versioned":{"v":1}}`, `{"v":99999999999999999999}`,
 	`[{"v":1}]`, `{"v":1}{"v":1}`, `{"v":1}null`, "\ufeff{\"v\":1}",
+	"\xc1", "\xc1\x00", "\xc1\x01", "\xc1\x01\x01", "\xc1\x02\x01", "\xc1\x04\x01", "\xc1\x05\x01",
+	"\xc1\x01\x02", "\xc1\x01\x80", "\xc1\x05\x01\x0a\x00", "\xc1\x05\x01\x0b", "\xc1\x03\x01\x08\x02",
+}
+
+// binarySeedsFrom derives tricky variants of a valid binary encoding b.
+func binarySeedsFrom(b []byte) [][]byte {
+	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	flip := func(i int) []byte {
+		c := bytes.Clone(b)
+		c[i%len(c)] ^= 0x80
+		return c
+	}
+	return [][]byte{
+		b,
+		cat(b, []byte{0xf8, 0x07, 0x05}),       // unknown varint field 127
+		cat(b, []byte{0xfa, 0x07, 0x02, 1, 2}), // unknown bytes field 127
+		cat(b, []byte{0xfb, 0x07}),             // unknown wire type
+		cat(b, []byte{0x00}),                   // field 0
+		cat(b, []byte{0x0a}),                   // truncated
+		cat(b[:2], []byte{2}, b[3:]),           // wrong version
+		b[:len(b)/2], b[:len(b)-1], flip(3), flip(len(b) / 2), flip(len(b) - 2),
+	}
 }
 
 // seedsFrom derives tricky variants of a valid encoding b.
@@ -71,6 +95,13 @@ func fuzzDecode[T any, PT msgPtr[T]](f *testing.F, valid []PT, extra ...string) 
 		for _, s := range seedsFrom(f, mustEncode(f, v)) {
 			f.Add(s)
 		}
+		if b, err := protocol.EncodeAs(v, protocol.Binary); err != nil {
+			f.Fatal(err)
+		} else if protocol.EncodingOf(b) == protocol.Binary {
+			for _, s := range binarySeedsFrom(b) {
+				f.Add(s)
+			}
+		}
 	}
 	for _, s := range commonSeeds {
 		f.Add([]byte(s))
@@ -89,7 +120,7 @@ func checkDecode[T any, PT msgPtr[T]](t *testing.T, data []byte) {
 		}
 		return
 	}
-	if !json.Valid(data) {
+	if protocol.EncodingOf(data) == protocol.JSON && !json.Valid(data) {
 		t.Fatalf("Decode accepted invalid JSON %q", data)
 	}
 	if err := m1.Validate(); err != nil {
@@ -110,10 +141,29 @@ func checkDecode[T any, PT msgPtr[T]](t *testing.T, data []byte) {
 	if !bytes.Equal(e1, e2) {
 		t.Fatalf("encoding is not a fixed point:\n%s\n%s", e1, e2)
 	}
+	b1, err := protocol.EncodeAs(m1, protocol.Binary)
+	if err != nil {
+		t.Fatalf("binary Encode of a decoded message: %v\n%q", err, data)
+	}
+	m3 := PT(new(T))
+	if err := protocol.Decode(b1, m3); err != nil {
+		t.Fatalf("Decode of a binary re-encoding: %v\n%q", err, b1)
+	}
+	b2, err := protocol.EncodeAs(m3, protocol.Binary)
+	if err != nil {
+		t.Fatalf("second binary Encode: %v", err)
+	}
+	if !bytes.Equal(b1, b2) {
+		t.Fatalf("binary encoding is not a fixed point:\n%q\n%q", b1, b2)
+	}
 	normalize(m1)
 	normalize(m2)
+	normalize(m3)
 	if !reflect.DeepEqual(m1, m2) {
 		t.Fatalf("round trip changed the message:\n%#v\n%#v\ninput %q", m1, m2, data)
+	}
+	if !reflect.DeepEqual(m1, m3) {
+		t.Fatalf("binary round trip changed the message:\n%#v\n%#v\ninput %q", m1, m3, data)
 	}
 }
 

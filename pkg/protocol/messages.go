@@ -46,8 +46,13 @@ func Encode(m Message) ([]byte, error) {
 }
 
 // Decode parses data into m strictly: unknown fields, trailing data, a
-// wrong version or an invalid field are errors wrapping ErrInvalid.
+// wrong version or an invalid field are errors wrapping ErrInvalid. data
+// is JSON or, for the messages that have one, the binary form (see
+// EncodeAs); the binary form skips fields it does not know.
 func Decode(data []byte, m Message) error {
+	if EncodingOf(data) == Binary {
+		return decodeBinary(data, m)
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(m); err != nil {

@@ -176,7 +176,7 @@ func oneRun(items []protocol.ReportItem) bool {
 // reportOnce makes one report round trip, with ctx's span, if any, as the
 // message's W3C traceparent header; an error means try again.
 func (w *Worker) reportOnce(ctx context.Context, items []protocol.ReportItem) ([]protocol.ReportResult, error) {
-	data, err := protocol.Encode(&protocol.Report{WorkerID: w.cfg.WorkerID, Namespace: w.cfg.Namespace, Items: items})
+	data, err := protocol.EncodeAs(&protocol.Report{WorkerID: w.cfg.WorkerID, Namespace: w.cfg.Namespace, Items: items}, w.live.encoding())
 	if err != nil {
 		return nil, err
 	}

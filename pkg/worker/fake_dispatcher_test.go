@@ -25,6 +25,7 @@ const waitLimit = 10 * time.Second
 type workReq struct {
 	protocol.WorkRequest
 	reply string
+	enc   protocol.Encoding
 }
 
 // event is one message the fake dispatcher saw, in arrival order.
@@ -110,7 +111,7 @@ func (d *fakeDispatcher) handle(msg *nats.Msg) {
 			t.Errorf("work request without a reply inbox")
 		}
 		d.record(event{kind: "request"})
-		push(t, d.requests, workReq{WorkRequest: r, reply: msg.Reply})
+		push(t, d.requests, workReq{WorkRequest: r, reply: msg.Reply, enc: protocol.EncodingOf(msg.Data)})
 	case strings.HasPrefix(msg.Subject, strings.TrimSuffix(protocol.SubjectReportAll, ">")):
 		var r protocol.Report
 		if err := protocol.Decode(msg.Data, &r); err != nil {

@@ -69,6 +69,29 @@ type liveness struct {
 type heardDispatcher struct {
 	at       time.Time
 	interval time.Duration
+	// binary: its beacon said it reads binary messages.
+	binary bool
+}
+
+// encoding is the encoding of the worker's work requests and reports:
+// binary once every dispatcher heard reads it, JSON while one does not
+// (an older version, during an upgrade) or none was heard.
+func (l *liveness) encoding() protocol.Encoding {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.encodingLocked()
+}
+
+func (l *liveness) encodingLocked() protocol.Encoding {
+	if len(l.heard) == 0 {
+		return protocol.JSON
+	}
+	for _, h := range l.heard {
+		if !h.binary {
+			return protocol.JSON
+		}
+	}
+	return protocol.Binary
 }
 
 // subscribeLiveness subscribes to dispatcher beacons, the answers to its
@@ -184,15 +207,20 @@ func (w *Worker) onLiveness(m *nats.Msg) {
 	l.mu.Lock()
 	// The first dispatcher heard since a probe reached none.
 	firstSinceUnanswered := false
+	wasBinary := l.encodingLocked() == protocol.Binary
 	if b.Leaving {
 		delete(l.heard, b.DispatcherID)
 	} else {
-		l.heard[b.DispatcherID] = heardDispatcher{at: time.Now(), interval: b.Interval()}
+		l.heard[b.DispatcherID] = heardDispatcher{at: time.Now(), interval: b.Interval(),
+			binary: m.Header.Get(protocol.HeaderEncodings) == protocol.EncodingsBinary}
 		firstSinceUnanswered, l.unanswered = l.unanswered, false
 	}
 	// Alive after all (it was slow, or resumed), or gone for good after
 	// leaving its queue group: either way no request is stuck in it.
 	delete(l.suspects, b.DispatcherID)
+	// A dispatcher that reads JSON only joined: the binary request may
+	// have reached it, and been dropped there, before its beacon came.
+	toJSON := wasBinary && l.encodingLocked() == protocol.JSON
 	l.mu.Unlock()
 	switch {
 	case b.Leaving:
@@ -201,6 +229,8 @@ func (w *Worker) onLiveness(m *nats.Msg) {
 		w.renewRequest("dispatcher lost work requests", "dispatcher_id", b.DispatcherID)
 	case firstSinceUnanswered:
 		w.renewRequestIf(func(o *outstanding) bool { return o.blind }, "first dispatcher heard", "dispatcher_id", b.DispatcherID)
+	case toJSON:
+		w.renewRequest("dispatcher reads JSON only", "dispatcher_id", b.DispatcherID)
 	}
 	w.sawRelay(b.RelayID)
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/pkg/protocol"
@@ -96,6 +97,40 @@ func TestRequestRenewedWhenADispatcherGoes(t *testing.T) {
 				t.Fatal("accepted a delivery for the renewed request")
 			}
 		})
+	}
+}
+
+// A worker writes its work requests in binary only while every dispatcher
+// it hears says in its beacons that it reads binary: JSON before it heard
+// one, and while an older dispatcher (no header) is among them. A request
+// in binary is renewed when such a dispatcher joins, since it may have
+// reached it first.
+func TestBinaryWhileEveryDispatcherReadsIt(t *testing.T) {
+	t.Parallel()
+	d, _ := start(t, worker.Config{WaitTimeout: 10 * time.Minute}, func(w *worker.Worker) {
+		must(t, worker.Register(w, "X", func(ctx workflow.Context, _ struct{}) (int, error) { return 1, nil }))
+	})
+	beacon := func(id uuid.UUID, binary bool) {
+		// Renew (as after lost requests) makes the worker send its next.
+		data, err := protocol.Encode(&protocol.DispatcherBeacon{DispatcherID: id, IntervalMS: 60000, Renew: binary})
+		must(t, err)
+		m := &nats.Msg{Subject: protocol.SubjectDispatcherBeacon, Data: data, Header: nats.Header{}}
+		if binary {
+			m.Header.Set(protocol.HeaderEncodings, protocol.EncodingsBinary)
+		}
+		must(t, d.nc.PublishMsg(m))
+	}
+	if r := d.nextRequest(t); r.enc != protocol.JSON {
+		t.Fatal("binary before any dispatcher was heard")
+	}
+	newer, older := uuid.New(), uuid.New()
+	beacon(newer, true)
+	if r := d.nextRequest(t); r.enc != protocol.Binary {
+		t.Fatal("JSON although every dispatcher reads binary")
+	}
+	beacon(older, false)
+	if r := d.nextRequest(t); r.enc != protocol.JSON {
+		t.Fatal("binary although a dispatcher reads JSON only")
 	}
 }
 

@@ -89,7 +89,7 @@ func (w *Worker) maybeRequest() time.Duration {
 	w.out = out
 	w.mu.Unlock()
 
-	data, err := protocol.Encode(&req)
+	data, err := protocol.EncodeAs(&req, w.live.encoding())
 	if err == nil {
 		err = w.nc.PublishRequest(protocol.SubjectWork(w.cfg.Namespace, w.cfg.Queue), w.inbox, data)
 	}
@@ -294,7 +294,8 @@ func (w *Worker) ack(msg *nats.Msg, accepted bool) {
 	if msg.Reply == "" {
 		return
 	}
-	data, err := protocol.Encode(&protocol.DeliveryAck{Accepted: accepted})
+	// In the delivery's encoding: the dispatcher reads what it writes.
+	data, err := protocol.EncodeAs(&protocol.DeliveryAck{Accepted: accepted}, protocol.EncodingOf(msg.Data))
 	if err == nil {
 		err = msg.Respond(data)
 	}

@@ -117,7 +117,10 @@ func (d *Dispatcher) beacon(reply string, leaving, renew bool) {
 		if reply != "" {
 			subject = reply
 		}
-		err = d.nc.Publish(subject, data)
+		// The header tells workers this dispatcher reads binary work
+		// requests and reports (protocol.HeaderEncodings).
+		err = d.nc.PublishMsg(&nats.Msg{Subject: subject, Data: data,
+			Header: nats.Header{protocol.HeaderEncodings: []string{protocol.EncodingsBinary}}})
 	}
 	if err != nil && d.ctx.Err() == nil {
 		d.log.Warn("beacon not sent", "leaving", leaving, "err", err)

@@ -131,8 +131,11 @@ type queue struct {
 }
 
 type parked struct {
-	req     protocol.WorkRequest
-	reply   string
+	req   protocol.WorkRequest
+	reply string
+	// enc is the request's encoding, which its delivery takes: a worker
+	// reads what it writes.
+	enc     protocol.Encoding
 	expires time.Time
 	sig     string
 	types   []store.TypeVersion
@@ -404,7 +407,7 @@ func (d *Dispatcher) onWorkRequest(m *nats.Msg) {
 		return
 	}
 	sig, types := typeSig(req.Types)
-	p := &parked{req: req, reply: m.Reply, sig: sig, types: types,
+	p := &parked{req: req, reply: m.Reply, enc: protocol.EncodingOf(m.Data), sig: sig, types: types,
 		expires: time.Now().Add(time.Duration(req.WaitMS) * time.Millisecond)}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -577,7 +580,7 @@ func (d *Dispatcher) deliver(p *parked, runs []store.ClaimedRun) {
 			msg.Runs[i].TraceParent = tp
 		}
 	}
-	data, release, err := d.fit(&msg, &runs)
+	data, release, err := d.fit(&msg, p.enc, &runs)
 	d.tel.endDispatch(spans[len(runs):], errReleased)
 	spans = spans[:len(runs)]
 	d.release(release)
@@ -626,20 +629,20 @@ func (d *Dispatcher) deliver(p *parked, runs []store.ClaimedRun) {
 // worker fetches them); a single run whose history does not fit even so is
 // failed with a clear error, and fit returns no data. msg.Runs and *runs
 // are cut to what is sent.
-func (d *Dispatcher) fit(msg *protocol.Delivery, runs *[]store.ClaimedRun) (data []byte, release []store.ClaimedRun, err error) {
+func (d *Dispatcher) fit(msg *protocol.Delivery, enc protocol.Encoding, runs *[]store.ClaimedRun) (data []byte, release []store.ClaimedRun, err error) {
 	limit := d.nc.MaxPayload()
-	data, err = protocol.Encode(msg)
+	data, err = protocol.EncodeAs(msg, enc)
 	for err == nil && int64(len(data)) > limit && len(msg.Runs) > 1 {
 		half := len(msg.Runs) / 2
 		release = append(release, (*runs)[half:]...)
 		*runs, msg.Runs = (*runs)[:half], msg.Runs[:half]
-		data, err = protocol.Encode(msg)
+		data, err = protocol.EncodeAs(msg, enc)
 	}
 	if err != nil || int64(len(data)) <= limit {
 		return data, release, err
 	}
 	byReference(&msg.Runs[0])
-	if data, err = protocol.Encode(msg); err != nil || int64(len(data)) <= limit {
+	if data, err = protocol.EncodeAs(msg, enc); err != nil || int64(len(data)) <= limit {
 		return data, release, err
 	}
 	c := &(*runs)[0]

@@ -66,7 +66,12 @@ func (e *env) wakeup() {
 
 func (e *env) publish(subject, reply string, m protocol.Message) {
 	e.t.Helper()
-	data, err := protocol.Encode(m)
+	e.publishAs(subject, reply, m, protocol.JSON)
+}
+
+func (e *env) publishAs(subject, reply string, m protocol.Message, enc protocol.Encoding) {
+	e.t.Helper()
+	data, err := protocol.EncodeAs(m, enc)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -121,8 +126,9 @@ func (e *env) waitStats(what string, cond func(Stats) bool) Stats {
 }
 
 type received struct {
-	d  protocol.Delivery
-	at time.Time
+	d   protocol.Delivery
+	at  time.Time
+	enc protocol.Encoding
 }
 
 type worker struct {
@@ -131,6 +137,8 @@ type worker struct {
 	inbox      string
 	seq        uint64
 	deliveries chan received
+	// enc is the encoding of its requests.
+	enc protocol.Encoding
 }
 
 // ackMode is how a test worker answers a delivery.
@@ -151,7 +159,7 @@ func (e *env) worker(mode ackMode) *worker {
 			e.t.Errorf("delivery does not decode: %v", err)
 			return
 		}
-		w.deliveries <- received{d: d, at: time.Now()}
+		w.deliveries <- received{d: d, at: time.Now(), enc: protocol.EncodingOf(m.Data)}
 		if mode == silent {
 			return
 		}
@@ -169,8 +177,8 @@ func (e *env) worker(mode ackMode) *worker {
 func (w *worker) request(credits int) {
 	w.e.t.Helper()
 	w.seq++
-	w.e.publish(protocol.SubjectWork(tns, tqueue), w.inbox, &protocol.WorkRequest{WorkerID: w.id, Namespace: tns, Queue: tqueue,
-		Credits: credits, Types: []protocol.TypeVersion{{Type: ttype}}, Seq: w.seq, WaitMS: 60_000})
+	w.e.publishAs(protocol.SubjectWork(tns, tqueue), w.inbox, &protocol.WorkRequest{WorkerID: w.id, Namespace: tns, Queue: tqueue,
+		Credits: credits, Types: []protocol.TypeVersion{{Type: ttype}}, Seq: w.seq, WaitMS: 60_000}, w.enc)
 }
 
 func (w *worker) next() received {
@@ -254,6 +262,55 @@ func TestEmptyMemoryIsPerTypeSetAndQueue(t *testing.T) {
 
 // A run due later arms the queue's timer: the parked request is served
 // when it is due, with no wakeup, and not before.
+// A dispatcher answers in the encoding of the question, so a worker that
+// reads JSON only (an older version) is never sent binary: a delivery in
+// its work request's, a report reply in its report's. Its beacons say it
+// reads binary.
+func TestAnswersInTheQuestionsEncoding(t *testing.T) {
+	e := newEnv(t, Options{}, testnats.MaxPayload)
+	beacon, err := e.nc.Request(protocol.SubjectDispatcherProbe, mustEncode(t, &protocol.DispatcherProbe{WorkerID: uuid.New()}), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := beacon.Header.Get(protocol.HeaderEncodings); h != protocol.EncodingsBinary {
+		t.Fatalf("beacon header %s: %q", protocol.HeaderEncodings, h)
+	}
+	for _, enc := range []protocol.Encoding{protocol.JSON, protocol.Binary} {
+		w := e.worker(accept)
+		w.enc = enc
+		id := e.run(nil, `{"a":1}`)
+		w.request(1)
+		got := w.next()
+		if ids := runIDs(got.d); len(ids) != 1 || ids[0] != id || got.enc != enc {
+			t.Fatalf("encoding %d: delivered %v in encoding %d", enc, ids, got.enc)
+		}
+		r := got.d.Runs[0]
+		report, err := protocol.EncodeAs(&protocol.Report{WorkerID: w.id, Namespace: tns, Items: []protocol.ReportItem{
+			{Kind: protocol.ReportRunCompleted, RunID: r.RunID, LeaseToken: r.LeaseToken, Output: []byte(`2`)}}}, enc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := e.nc.Request(protocol.SubjectReport(tns), report, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var reply protocol.ReportReply
+		if err := protocol.Decode(msg.Data, &reply); err != nil || protocol.EncodingOf(msg.Data) != enc ||
+			len(reply.Results) != 1 || reply.Results[0].Code != protocol.ResultOK {
+			t.Fatalf("encoding %d: reply %+v in encoding %d, %v", enc, reply, protocol.EncodingOf(msg.Data), err)
+		}
+	}
+}
+
+func mustEncode(t *testing.T, m protocol.Message) []byte {
+	t.Helper()
+	data, err := protocol.Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
 func TestTimerServesARunWhenDue(t *testing.T) {
 	e := newEnv(t, Options{}, testnats.MaxPayload)
 	w := e.worker(accept)

@@ -487,7 +487,8 @@ func (d *Dispatcher) reply(j *reportJob) {
 	if j.msg.Reply == "" {
 		return
 	}
-	data, err := protocol.Encode(&protocol.ReportReply{Results: j.results})
+	// In the report's encoding: a worker reads what it writes.
+	data, err := protocol.EncodeAs(&protocol.ReportReply{Results: j.results}, protocol.EncodingOf(j.msg.Data))
 	if err != nil {
 		d.log.Error("encode report reply", "err", err)
 		return
