@@ -83,7 +83,6 @@ func (s *Store) RunsSearch(ctx context.Context, p RunsSearchParams) (runs []Run,
 	}
 	rows, err := s.db.Query(ctx, `
 SELECT `+runCols+` FROM kagzi.workflow_runs r
-LEFT JOIN kagzi.workflow_payloads pl ON (@input_match <> '' OR @output_match <> '') AND pl.run_id = r.run_id
 WHERE r.namespace_id = @namespace
   AND (cardinality(@statuses::text[]) = 0 AND r.status NOT IN ('SCHEDULED', 'PAUSED') OR r.status = ANY(@statuses))
   AND (@type = '' OR r.workflow_type = @type)
@@ -95,8 +94,8 @@ WHERE r.namespace_id = @namespace
   AND (@created_to::timestamptz IS NULL OR r.created_at < @created_to)
   AND (@finished_before::timestamptz IS NULL OR r.finished_at < @finished_before)
   AND (@after_created_at::timestamptz IS NULL OR (r.created_at, r.run_id) < (@after_created_at, @after_run_id::uuid))
-  AND (@input_match = '' OR jsonb_path_match(convert_from(pl.input, 'UTF8')::jsonb, @input_match::jsonpath, '{}', true) IS TRUE)
-  AND (@output_match = '' OR jsonb_path_match(convert_from(pl.output, 'UTF8')::jsonb, @output_match::jsonpath, '{}', true) IS TRUE)
+  AND (@input_match = '' OR jsonb_path_match(convert_from(r.input, 'UTF8')::jsonb, @input_match::jsonpath, '{}', true) IS TRUE)
+  AND (@output_match = '' OR jsonb_path_match(convert_from(r.output, 'UTF8')::jsonb, @output_match::jsonpath, '{}', true) IS TRUE)
 ORDER BY r.created_at DESC, r.run_id DESC
 LIMIT @limit`, pgx.NamedArgs{"namespace": p.Namespace, "statuses": statuses, "type": p.Type, "queue": p.Queue,
 		"schedule_id": p.ScheduleID, "external_id": p.ExternalID, "created_from": p.CreatedFrom, "created_to": p.CreatedTo,

@@ -41,13 +41,12 @@ WITH g AS (
 	FROM generate_series(@from::bigint, @from::bigint + @count::bigint - 1) AS i
 ), r AS (
 	INSERT INTO kagzi.workflow_runs (run_id, namespace_id, task_queue, workflow_type, status, attempts, lease_token,
-		created_at, started_at, finished_at)
+		created_at, started_at, finished_at, input, output)
 	SELECT (lpad(to_hex((extract(epoch FROM t) * 1000)::bigint), 12, '0') || '7000' || '8' || lpad(to_hex(i), 15, '0'))::uuid,
-		@namespace, @queue, @type, 'COMPLETED', 1, 1, t, t + interval '1 millisecond', t + interval '3 millisecond'
+		@namespace, @queue, @type, 'COMPLETED', 1, 1, t, t + interval '1 millisecond', t + interval '3 millisecond',
+		'{"steps":1}', '1'
 	FROM g
 	RETURNING run_id, started_at
-), p AS (
-	INSERT INTO kagzi.workflow_payloads (run_id, input, output) SELECT run_id, '{"steps":1}', '1' FROM r
 ), st AS (
 	INSERT INTO kagzi.step_runs (run_id, step_id, attempt_number, namespace_id, kind, status, output, created_at,
 		started_at, finished_at, run_attempt)
@@ -62,7 +61,7 @@ SELECT count(*) FROM r`, pgx.NamedArgs{"namespace": p.Namespace, "queue": p.Queu
 // bulk load (RunsInsertFinished) the plans measured next must be those of
 // a table that size, not of the empty one autovacuum last saw.
 func (s *Store) Analyze(ctx context.Context) error {
-	_, err := s.db.Exec(ctx, `ANALYZE kagzi.workflow_runs, kagzi.workflow_payloads, kagzi.step_runs`)
+	_, err := s.db.Exec(ctx, `ANALYZE kagzi.workflow_runs, kagzi.step_runs`)
 	return mapErr("analyze", err)
 }
 

@@ -335,8 +335,6 @@ cand AS MATERIALIZED (
 	RETURNING r.run_id
 ), steps AS (
 	DELETE FROM kagzi.step_runs s USING victims v WHERE s.run_id = v.run_id
-), payloads AS (
-	DELETE FROM kagzi.workflow_payloads p USING victims v WHERE p.run_id = v.run_id
 ), events AS (
 	DELETE FROM kagzi.workflow_events e USING victims v WHERE e.run_id = v.run_id
 )
@@ -385,11 +383,11 @@ func (s *Store) RunsDeleteExpired(ctx context.Context, p RunsDeleteExpiredParams
 }
 
 // Orphans counts the rows of the tables that belong to runs (step_runs,
-// workflow_payloads, workflow_events) whose run does not exist. A run goes
+// workflow_events) whose run does not exist. A run goes
 // whole or not at all, so every count is zero; operators' checks and the
 // tests read it after a cleanup was killed. It reads every such row.
 type Orphans struct {
-	Steps, Payloads, Events int64
+	Steps, Events int64
 }
 
 // RunsOrphans counts the rows whose run is gone (see Orphans).
@@ -397,8 +395,7 @@ func (s *Store) RunsOrphans(ctx context.Context) (Orphans, error) {
 	var o Orphans
 	err := s.db.QueryRow(ctx, `
 SELECT (SELECT count(*) FROM kagzi.step_runs s WHERE NOT EXISTS (SELECT 1 FROM kagzi.workflow_runs r WHERE r.run_id = s.run_id)),
-	(SELECT count(*) FROM kagzi.workflow_payloads p WHERE NOT EXISTS (SELECT 1 FROM kagzi.workflow_runs r WHERE r.run_id = p.run_id)),
 	(SELECT count(*) FROM kagzi.workflow_events e WHERE NOT EXISTS (SELECT 1 FROM kagzi.workflow_runs r WHERE r.run_id = e.run_id))`).
-		Scan(&o.Steps, &o.Payloads, &o.Events)
+		Scan(&o.Steps, &o.Events)
 	return o, mapErr("count orphans", err)
 }

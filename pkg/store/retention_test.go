@@ -79,16 +79,15 @@ func (e *env) finished(p store.RunsCreateParams, status store.RunStatus, n int) 
 	return got
 }
 
-// rows counts what is stored of run id: its run row, step rows, payload
-// row and events.
-func (e *env) rows(id uuid.UUID) [4]int {
+// rows counts what is stored of run id: its run row (which holds its
+// payloads), step rows and events.
+func (e *env) rows(id uuid.UUID) [3]int {
 	e.t.Helper()
-	var n [4]int
+	var n [3]int
 	err := e.pool.QueryRow(e.ctx, `
 SELECT (SELECT count(*) FROM kagzi.workflow_runs WHERE run_id = $1),
 	(SELECT count(*) FROM kagzi.step_runs WHERE run_id = $1),
-	(SELECT count(*) FROM kagzi.workflow_payloads WHERE run_id = $1),
-	(SELECT count(*) FROM kagzi.workflow_events WHERE run_id = $1)`, id).Scan(&n[0], &n[1], &n[2], &n[3])
+	(SELECT count(*) FROM kagzi.workflow_events WHERE run_id = $1)`, id).Scan(&n[0], &n[1], &n[2])
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -98,17 +97,16 @@ SELECT (SELECT count(*) FROM kagzi.workflow_runs WHERE run_id = $1),
 // gone fails unless nothing of run id is stored.
 func (e *env) gone(id uuid.UUID) {
 	e.t.Helper()
-	if n := e.rows(id); n != [4]int{} {
-		e.t.Fatalf("run %s: %d run, %d step, %d payload, %d event rows left; want none", id, n[0], n[1], n[2], n[3])
+	if n := e.rows(id); n != [3]int{} {
+		e.t.Fatalf("run %s: %d run, %d step, %d event rows left; want none", id, n[0], n[1], n[2])
 	}
 }
 
-// whole fails unless run id is stored with steps steps, its payload and
-// one event.
+// whole fails unless run id is stored with steps steps and one event.
 func (e *env) whole(id uuid.UUID, steps int) {
 	e.t.Helper()
-	if n, want := e.rows(id), [4]int{1, steps, 1, 1}; n != want {
-		e.t.Fatalf("run %s: %d run, %d step, %d payload, %d event rows; want %v", id, n[0], n[1], n[2], n[3], want)
+	if n, want := e.rows(id), [3]int{1, steps, 1}; n != want {
+		e.t.Fatalf("run %s: %d run, %d step, %d event rows; want %v", id, n[0], n[1], n[2], want)
 	}
 }
 
@@ -176,11 +174,11 @@ func TestRetentionDeletesExpiredRunsWhole(t *testing.T) {
 		t.Fatalf("live runs and templates: deleted %d", n)
 	}
 	for _, id := range []uuid.UUID{pending.ID, running.ID, sleeping.ID, tpl} {
-		if n := e.rows(id); n[0] != 1 || n[2] != 1 && id != tpl {
+		if n := e.rows(id); n[0] != 1 {
 			t.Fatalf("run %s: rows %v, want it kept", id, n)
 		}
 	}
-	if n := e.rows(running.ID); n[1] != 1 || n[3] != 1 {
+	if n := e.rows(running.ID); n[1] != 1 || n[2] != 1 {
 		t.Fatalf("running run: rows %v, want its step and event kept", n)
 	}
 	e.noOrphans()
@@ -366,9 +364,9 @@ func TestRetentionBatchesAreBounded(t *testing.T) {
 		deleted := 0
 		for _, id := range runs {
 			switch e.rows(id) {
-			case [4]int{}:
+			case [3]int{}:
 				deleted++
-			case [4]int{1, 2, 1, 1}:
+			case [3]int{1, 2, 1}:
 			default:
 				t.Fatalf("after batch %d: run %s is partly there: %v", i, id, e.rows(id))
 			}
@@ -411,7 +409,7 @@ func TestRetentionKilledMidBatchLeavesNoPartialRun(t *testing.T) {
 	intact := func(when string) {
 		t.Helper()
 		for _, r := range runs {
-			if got := e.rows(r.ID); got != [4]int{1, 3, 1, 1} {
+			if got := e.rows(r.ID); got != [3]int{1, 3, 1} {
 				t.Fatalf("%s: run %s has rows %v, want it whole", when, r.ID, got)
 			}
 		}
@@ -536,7 +534,7 @@ func TestRetentionRacesRetry(t *testing.T) {
 	if n := e.expire(at, 100); n != 0 {
 		t.Fatalf("deleted %d retried (live) runs", n)
 	}
-	if got := e.rows(r.ID); got != [4]int{1, 1, 1, 1} {
+	if got := e.rows(r.ID); got != [3]int{1, 1, 1} {
 		t.Fatalf("retried run: rows %v", got)
 	}
 }

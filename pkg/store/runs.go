@@ -263,16 +263,14 @@ WITH v AS (
 ), r AS (
 	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, external_id, task_queue, workflow_type, version,
 		status, available_at, deadline_at, retry_policy, priority, parent_run_id, parent_step_id, trace_context,
-		schedule_id, schedule_fire_at, concurrency_key, rate_key)
+		schedule_id, schedule_fire_at, concurrency_key, rate_key, input)
 	SELECT run_id, namespace_id, external_id, task_queue, workflow_type,
 		` + defaultVersion("v.version", "v.namespace_id", "v.workflow_type") + `, 'PENDING',
 		coalesce(available_at, now()), deadline_at, retry_policy, priority, parent_run_id, parent_step_id, trace_context,
-		schedule_id, schedule_fire_at, concurrency_key, rate_key
+		schedule_id, schedule_fire_at, concurrency_key, rate_key, input
 	FROM v WHERE (SELECT ok FROM chk) IS NOT FALSE
 	ON CONFLICT DO NOTHING
 	RETURNING ` + runCols + `
-), p AS (
-	INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT v.run_id, v.input FROM v JOIN r USING (run_id)
 )
 SELECT * FROM r`)
 
@@ -404,7 +402,7 @@ func (s *Store) runsInsert(ctx context.Context, ps []RunsCreateParams, policies 
 // runsFindConflict finds the run that made an insert of p conflict.
 func (s *Store) runsFindConflict(ctx context.Context, p RunsCreateParams) (Run, error) {
 	row := s.db.QueryRow(ctx, `
-SELECT `+runCols+`, pl.input FROM kagzi.workflow_runs r LEFT JOIN kagzi.workflow_payloads pl USING (run_id)
+SELECT `+runCols+`, r.input FROM kagzi.workflow_runs r
 WHERE r.namespace_id = @namespace AND (
 	(@external_id::text IS NOT NULL AND r.external_id = @external_id AND r.status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED'))
 	OR (@schedule_id::uuid IS NOT NULL AND r.schedule_id = @schedule_id AND r.schedule_fire_at = @schedule_fire_at)
@@ -461,8 +459,8 @@ func (s *Store) RunsCreateMany(ctx context.Context, ps []RunsCreateParams) ([]Ru
 // RunsGet returns a run of the namespace with its input and output.
 func (s *Store) RunsGet(ctx context.Context, namespace string, id uuid.UUID) (Run, error) {
 	row := s.db.QueryRow(ctx, `
-SELECT `+runCols+`, p.input, p.output, r.continued_as, coalesce(r.debounce_key, ''), coalesce(r.debounce_starts, 0)
-FROM kagzi.workflow_runs r LEFT JOIN kagzi.workflow_payloads p USING (run_id)
+SELECT `+runCols+`, r.input, r.output, r.continued_as, coalesce(r.debounce_key, ''), coalesce(r.debounce_starts, 0)
+FROM kagzi.workflow_runs r
 WHERE r.namespace_id = @namespace AND r.run_id = @run_id`, pgx.NamedArgs{"namespace": namespace, "run_id": id})
 	var in, out []byte
 	var cont *uuid.UUID
@@ -769,11 +767,10 @@ FROM c LEFT JOIN LATERAL (
 			WHERE x.run_id = s.run_id AND x.step_id = s.step_id AND x.run_attempt = s.run_attempt) ELSE 0 END) AS tries
 	FROM (SELECT * FROM kagzi.step_runs s WHERE s.run_id = c.run_id AND s.is_latest ORDER BY s.step_id) s
 ) st ON true
-LEFT JOIN kagzi.workflow_payloads p ON p.run_id = c.run_id
 WHERE r.run_id = c.run_id
 RETURNING ` + runCols + `, c.due_at,
-	CASE WHEN octet_length(p.input) <= @inline_bytes THEN p.input END,
-	coalesce(CASE WHEN octet_length(p.input) > @inline_bytes THEN octet_length(p.input) END, 0),
+	CASE WHEN octet_length(r.input) <= @inline_bytes THEN r.input END,
+	coalesce(CASE WHEN octet_length(r.input) > @inline_bytes THEN octet_length(r.input) END, 0),
 	st.ids, st.statuses, st.attempts, st.outputs, st.output_sizes, st.errs, st.error_types, st.retry_ats, st.run_attempts, st.tries,
 	st.non_retryables`
 

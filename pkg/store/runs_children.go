@@ -250,13 +250,12 @@ func (s *Store) RunsWait(ctx context.Context, p RunsWaitParams) (ready bool, err
 var runsStartChildSQL = prepareNamed(`
 WITH ` + stepWriteCTEs + `, c AS (
 	INSERT INTO kagzi.workflow_runs (run_id, namespace_id, task_queue, workflow_type, version, status, available_at,
-		retry_policy, priority, parent_run_id, parent_step_id, trace_context, parent_close_policy)
+		retry_policy, priority, parent_run_id, parent_step_id, trace_context, parent_close_policy, input)
 	SELECT @child_run_id::uuid, r.namespace_id, coalesce(nullif(@child_queue::text, ''), r.task_queue), @child_type::text,
 		` + defaultVersion("@child_version::text", "r.namespace_id", "@child_type::text") + `, 'PENDING', now(),
-		@child_policy::jsonb, @child_priority::int, r.run_id, @step_id::text, coalesce(r.trace_context, @child_trace::text), nullif(@child_close::text, '')
+		@child_policy::jsonb, @child_priority::int, r.run_id, @step_id::text, coalesce(r.trace_context, @child_trace::text), nullif(@child_close::text, ''),
+		@child_input::bytea
 	FROM r
 	ON CONFLICT DO NOTHING
 	RETURNING run_id
-), cp AS (
-	INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT run_id, @child_input::bytea FROM c
 )` + stepOutcomeSelect)

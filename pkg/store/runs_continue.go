@@ -22,22 +22,17 @@ func continuedTrace(col string) string {
 var runsContinueAsNewSQL = prepareNamed(`
 WITH o AS (
 	UPDATE kagzi.workflow_runs SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL,
-		continued_as = @new_run_id
+		continued_as = @new_run_id, output = 'null'::bytea
 	` + leaseWhere + ` AND parent_run_id IS NULL
 	RETURNING namespace_id, external_id, task_queue, workflow_type, retry_policy, priority, trace_context, concurrency_key, rate_key
 ), n AS (
 	INSERT INTO kagzi.workflow_runs (run_id, namespace_id, external_id, task_queue, workflow_type, version,
-		status, available_at, retry_policy, priority, trace_context, concurrency_key, rate_key)
+		status, available_at, retry_policy, priority, trace_context, concurrency_key, rate_key, input)
 	SELECT @new_run_id, o.namespace_id, o.external_id, o.task_queue, o.workflow_type,
 		` + defaultVersion("''", "o.namespace_id", "o.workflow_type") + `, 'PENDING', now(), o.retry_policy, o.priority,
-		` + continuedTrace("o.trace_context") + `, o.concurrency_key, o.rate_key
+		` + continuedTrace("o.trace_context") + `, o.concurrency_key, o.rate_key, @input::bytea
 	FROM o
 	RETURNING run_id
-), p AS (
-	INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT run_id, @input::bytea FROM n
-), e AS (
-	INSERT INTO kagzi.workflow_payloads (run_id, output) SELECT @run_id, 'null'::bytea FROM o
-	ON CONFLICT (run_id) DO UPDATE SET output = excluded.output
 )
 SELECT o.workflow_type FROM n, o`)
 

@@ -75,9 +75,8 @@ func checkDebounce(p *RunsCreateParams) error {
 // claim that committed first has taken it out of the index (RUNNING,
 // started_at set), and the insert then opens a new run. A claim that
 // comes while the row is locked skips it (SKIP LOCKED) and finds it on
-// its next look, at the due time this statement sets. The payload's
-// insert meets the run's payload row when the start merged, and replaces
-// its input only when @keep_last.
+// its next look, at the due time this statement sets. A merged start
+// replaces the open run's input only when @keep_last.
 var runsDebounceSQL = prepareNamed(`
 WITH chk AS (
 	SELECT kagzi.require_worker(EXISTS (SELECT 1 FROM kagzi.workers w WHERE ` +
@@ -86,21 +85,19 @@ WITH chk AS (
 	WHERE @require_worker::boolean
 ), r AS (
 	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, task_queue, workflow_type, version, status,
-		available_at, deadline_at, retry_policy, priority, trace_context, debounce_key, debounce_starts, concurrency_key, rate_key)
+		available_at, deadline_at, retry_policy, priority, trace_context, debounce_key, debounce_starts, concurrency_key, rate_key, input)
 	SELECT @run_id::uuid, @namespace::text, @queue::text, @type::text,
 		` + defaultVersion("@version::text", "@namespace::text", "@type::text") + `, 'PENDING', now() + @window::interval,
 		@deadline::timestamptz, @retry_policy::jsonb, @priority::int, @trace_context::text, @key::text, 1,
-		@concurrency_key::text, @rate_key::text
+		@concurrency_key::text, @rate_key::text, @input::bytea
 	WHERE (SELECT ok FROM chk) IS NOT FALSE
 	ON CONFLICT (namespace_id, workflow_type, debounce_key)
 		WHERE debounce_key IS NOT NULL AND status = 'PENDING' AND started_at IS NULL
 	DO UPDATE SET
 		available_at = least(greatest(r.available_at, now() + @window::interval), r.created_at + @max_wait::interval),
-		debounce_starts = r.debounce_starts + 1
+		debounce_starts = r.debounce_starts + 1,
+		input = CASE WHEN @keep_last::boolean THEN excluded.input ELSE r.input END
 	RETURNING ` + runCols + `
-), p AS (
-	INSERT INTO kagzi.workflow_payloads AS p (run_id, input) SELECT r.run_id, @input::bytea FROM r
-	ON CONFLICT (run_id) DO UPDATE SET input = excluded.input WHERE @keep_last::boolean
 )
 SELECT * FROM r`)
 

@@ -80,8 +80,8 @@ func (s *Store) runsExport(ctx context.Context, p RunsExportParams) (records []R
 	}
 	args := pgx.NamedArgs{"namespace": p.Namespace, "run_ids": ids}
 	b := &pgx.Batch{}
-	b.Queue(`SELECT run_id, input, output FROM kagzi.workflow_payloads WHERE run_id = ANY(@run_ids::uuid[])`,
-		pgx.NamedArgs{"run_ids": ids})
+	b.Queue(`SELECT run_id, input, output FROM kagzi.workflow_runs WHERE run_id = ANY(@run_ids::uuid[]) AND namespace_id = @namespace`,
+		args)
 	b.Queue(`SELECT `+stepCols+` FROM kagzi.step_runs s
 WHERE s.run_id = ANY(@run_ids::uuid[]) AND s.namespace_id = @namespace
 ORDER BY s.run_id, s.created_at, s.step_id, s.attempt_number`, args)

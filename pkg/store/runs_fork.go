@@ -100,10 +100,10 @@ type forkPair struct {
 // runsForkSQL forks every (run, step) of v that names a run of the
 // namespace (not a schedule template) and, for a step, one the run
 // recorded: it inserts the fork PENDING and due now (the insert's NOTIFY
-// wakes the dispatchers, as any start does), its payload row with the
-// run's input, and the copied steps. A pair whose fork exists meets the
-// unique index and inserts nothing (DO NOTHING, so the steps and payload,
-// which join the inserted rows, are not written either). Rows are
+// wakes the dispatchers, as any start does) with the run's input, and the
+// copied steps. A pair whose fork exists meets the unique index and
+// inserts nothing (DO NOTHING, so the steps, which join the inserted rows,
+// are not written either). Rows are
 // inserted in (run, step) order, so concurrent batches wait for each other
 // instead of deadlocking. It returns, per row of v, whether its run was
 // found, whether its step was, and the fork it inserted (NULL if none).
@@ -113,22 +113,19 @@ WITH v AS (
 		WITH ORDINALITY AS v(from_id, step, new_id, version, trace_context, ord)
 ), o AS (
 	SELECT v.*, r.namespace_id, r.task_queue, r.workflow_type, r.version AS from_version, r.retry_policy, r.priority,
-		r.concurrency_key, r.rate_key,
+		r.concurrency_key, r.rate_key, r.input,
 		(SELECT min(s.created_at) FROM kagzi.step_runs s WHERE s.run_id = v.from_id AND s.step_id = v.step) AS cut
 	FROM v JOIN kagzi.workflow_runs r ON r.run_id = v.from_id AND r.namespace_id = @namespace AND r.cron_expr IS NULL
 ), ins AS (
 	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, task_queue, workflow_type, version, status, available_at,
-		retry_policy, priority, trace_context, forked_from, forked_at_step, concurrency_key, rate_key)
+		retry_policy, priority, trace_context, forked_from, forked_at_step, concurrency_key, rate_key, input)
 	SELECT o.new_id, o.namespace_id, o.task_queue, o.workflow_type,
 		coalesce(nullif(o.version, ''), ` + defaultVersion("o.from_version", "o.namespace_id", "o.workflow_type") + `),
-		'PENDING', now(), o.retry_policy, o.priority, o.trace_context, o.from_id, o.step, o.concurrency_key, o.rate_key
+		'PENDING', now(), o.retry_policy, o.priority, o.trace_context, o.from_id, o.step, o.concurrency_key, o.rate_key, o.input
 	FROM o WHERE o.step = '' OR o.cut IS NOT NULL
 	ORDER BY o.from_id, o.step
 	ON CONFLICT (forked_from, forked_at_step) WHERE forked_from IS NOT NULL DO NOTHING
 	RETURNING r.run_id, r.forked_from, r.forked_at_step
-), p AS (
-	INSERT INTO kagzi.workflow_payloads (run_id, input)
-	SELECT ins.run_id, pl.input FROM ins LEFT JOIN kagzi.workflow_payloads pl ON pl.run_id = ins.forked_from
 ), st AS (
 	INSERT INTO kagzi.step_runs (run_id, step_id, attempt_number, namespace_id, kind, status, is_latest, input, output,
 		created_at, started_at, finished_at, child_run_id, run_attempt)
@@ -145,9 +142,8 @@ ORDER BY v.ord`
 
 // forksOfSQL reads the forks of the (run, step) pairs given.
 const forksOfSQL = `
-SELECT ` + runCols + `, r.forked_from, r.forked_at_step, pl.input FROM kagzi.workflow_runs r
+SELECT ` + runCols + `, r.forked_from, r.forked_at_step, r.input FROM kagzi.workflow_runs r
 JOIN unnest(@from_ids::uuid[], @steps::text[]) AS v(from_id, step) ON r.forked_from = v.from_id AND r.forked_at_step = v.step
-LEFT JOIN kagzi.workflow_payloads pl ON pl.run_id = r.run_id
 WHERE r.namespace_id = @namespace`
 
 func checkForkStep(step string) error {

@@ -156,18 +156,15 @@ func (s *Store) RunsCompleteMany(ctx context.Context, items []RunsCompleteItem) 
 	return errs, types, nil
 }
 
-// completeTail ends a completion statement whose u completed runs of c:
-// the parents' wake-up, the output rows, and a row per completed run ('c',
-// its id and type).
+// completeTail ends a completion statement whose u completed runs of c
+// (writing their outputs into their rows): the parents' wake-up and a row
+// per completed run ('c', its id and type).
 const completeTail = `
 ), done AS (
 	SELECT u.run_id, u.parent_run_id, u.parent_step_id, u.status, u.error, c.output FROM u JOIN c USING (run_id)
 ), touched AS (
 	SELECT run_id FROM u
-), ` + parentWakeCTEs + `, p AS (
-	INSERT INTO kagzi.workflow_payloads (run_id, output) SELECT c.run_id, c.output FROM c JOIN u USING (run_id)
-	ON CONFLICT (run_id) DO UPDATE SET output = excluded.output
-)
+), ` + parentWakeCTEs + `
 SELECT 'c', 0::bigint, run_id::text, workflow_type, false, false, NULL::text, false FROM u`
 
 // runsCompleteSQL completes the runs of c (and records the step reports of
@@ -184,7 +181,7 @@ var runsCompleteSQL = prepareNamed(`
 WITH c AS (
 	SELECT * FROM unnest(@c_ns::text[], @c_run_id::uuid[], @c_tok::bigint[], @c_output::bytea[]) AS c(ns, run_id, tok, output)
 ), k AS (
-	SELECT w.run_id, w.namespace_id, w.epoch, w.cancel_requested_at, c.tok FROM c JOIN kagzi.workflow_runs w
+	SELECT w.run_id, w.namespace_id, w.epoch, w.cancel_requested_at, c.tok, c.output FROM c JOIN kagzi.workflow_runs w
 		ON w.namespace_id = c.ns AND w.run_id = c.run_id AND w.lease_token = c.tok AND w.status = 'RUNNING'
 	ORDER BY w.run_id
 	FOR NO KEY UPDATE OF w
@@ -196,7 +193,8 @@ WITH c AS (
 	SELECT l.run_id FROM so JOIN l USING (ord)
 	WHERE NOT (so.held AND (so.wrote OR so.before IS NULL OR so.before = l.status OR l.status NOT IN ('COMPLETED', 'FAILED')))
 ), u AS (
-	UPDATE kagzi.workflow_runs w SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL FROM k
+	UPDATE kagzi.workflow_runs w SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL,
+		output = k.output FROM k
 	WHERE w.namespace_id = k.namespace_id AND w.run_id = k.run_id AND k.run_id NOT IN (SELECT run_id FROM bad)
 	RETURNING w.run_id, w.parent_run_id, w.parent_step_id, w.status, w.error, w.workflow_type
 ` + completeTail + `
@@ -210,7 +208,8 @@ var runsCompleteOnlySQL = prepareNamed(`
 WITH c AS (
 	SELECT * FROM unnest(@c_ns::text[], @c_run_id::uuid[], @c_tok::bigint[], @c_output::bytea[]) AS c(ns, run_id, tok, output)
 ), u AS (
-	UPDATE kagzi.workflow_runs w SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL FROM c
+	UPDATE kagzi.workflow_runs w SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL,
+		output = c.output FROM c
 	WHERE w.namespace_id = c.ns AND w.run_id = c.run_id AND w.lease_token = c.tok AND w.status = 'RUNNING'
 	RETURNING w.run_id, w.parent_run_id, w.parent_step_id, w.status, w.error, w.workflow_type
 ` + completeTail)

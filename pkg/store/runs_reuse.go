@@ -98,7 +98,7 @@ const reuseLockClass = 0x6b676972
 // reuseLiveSQL finds the live run holding an external id, as
 // runsFindConflict does.
 const reuseLiveSQL = `
-SELECT ` + runCols + `, pl.input FROM kagzi.workflow_runs r LEFT JOIN kagzi.workflow_payloads pl USING (run_id)
+SELECT ` + runCols + `, r.input FROM kagzi.workflow_runs r
 WHERE r.namespace_id = @namespace AND r.external_id = @external_id AND r.status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED')`
 
 // reuseLastEndedSQL finds the run that held an external id and ended last,

@@ -123,14 +123,12 @@ func leaseOf(c store.ClaimedRun) store.Lease {
 	return store.Lease{Namespace: c.Namespace, RunID: c.ID, Token: c.LeaseToken}
 }
 
-// rawRow is the whole stored state of a run (its row and its payloads), for
-// "nothing changed" comparisons.
+// rawRow is the whole stored state of a run (its row, payloads included),
+// for "nothing changed" comparisons.
 func (e *env) rawRow(id uuid.UUID) string {
 	e.t.Helper()
 	var s string
-	err := e.pool.QueryRow(e.ctx, `
-SELECT row_to_json(r)::text || ' ' || coalesce((SELECT row_to_json(p)::text FROM kagzi.workflow_payloads p WHERE p.run_id = r.run_id), '-')
-FROM kagzi.workflow_runs r WHERE r.run_id = $1`, id).Scan(&s)
+	err := e.pool.QueryRow(e.ctx, `SELECT row_to_json(r)::text FROM kagzi.workflow_runs r WHERE r.run_id = $1`, id).Scan(&s)
 	if err != nil {
 		e.t.Fatalf("raw row %s: %v", id, err)
 	}

@@ -355,12 +355,10 @@ func (s *Store) SchedulesCreate(ctx context.Context, p SchedulesCreateParams) (S
 	row := s.db.QueryRow(ctx, `
 WITH r AS (
 	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, task_queue, workflow_type, version, status,
-		available_at, retry_policy, cron_expr, timezone, max_catchup, overlap_policy, jitter_ms, concurrency_key, rate_key)
+		available_at, retry_policy, cron_expr, timezone, max_catchup, overlap_policy, jitter_ms, concurrency_key, rate_key, input)
 	VALUES (@run_id, @namespace, @queue, @type, @version, 'SCHEDULED', @available_at, @retry_policy, @cron, @timezone, @max_catchup,
-		@overlap, @jitter_ms, @concurrency_key, @rate_key)
+		@overlap, @jitter_ms, @concurrency_key, @rate_key, @input::bytea)
 	RETURNING `+scheduleCols+`
-), p AS (
-	INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT run_id, @input::bytea FROM r
 )
 SELECT * FROM r`, pgx.NamedArgs{"run_id": p.ScheduleID, "namespace": p.Namespace, "queue": p.Queue, "type": p.Type,
 		"version": p.Version, "available_at": first, "retry_policy": policy, "cron": cron, "timezone": tz,
@@ -381,7 +379,7 @@ const isTemplate = `r.status IN ('SCHEDULED', 'PAUSED')`
 // that is not a schedule is ErrNotFound.
 func (s *Store) SchedulesGet(ctx context.Context, namespace string, id uuid.UUID) (Schedule, error) {
 	row := s.db.QueryRow(ctx, `
-SELECT `+scheduleCols+`, p.input FROM kagzi.workflow_runs r LEFT JOIN kagzi.workflow_payloads p USING (run_id)
+SELECT `+scheduleCols+`, r.input FROM kagzi.workflow_runs r
 WHERE r.namespace_id = @namespace AND r.run_id = @run_id AND `+isTemplate, pgx.NamedArgs{"namespace": namespace, "run_id": id})
 	var in []byte
 	sc, err := scanSchedule(row, &in)
@@ -515,8 +513,6 @@ func (s *Store) SchedulesDelete(ctx context.Context, namespace string, id uuid.U
 WITH d AS (
 	DELETE FROM kagzi.workflow_runs r WHERE r.namespace_id = @namespace AND r.run_id = @run_id AND `+isTemplate+`
 	RETURNING r.run_id
-), p AS (
-	DELETE FROM kagzi.workflow_payloads p USING d WHERE p.run_id = d.run_id
 )
 SELECT 1 FROM d`, pgx.NamedArgs{"namespace": namespace, "run_id": id})
 	if err != nil {
@@ -796,17 +792,15 @@ WITH v AS (
 	RETURNING r.*
 ), i AS (
 	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, task_queue, workflow_type, version, status,
-		available_at, retry_policy, priority, trace_context, schedule_id, schedule_fire_at, concurrency_key, rate_key)
+		available_at, retry_policy, priority, trace_context, schedule_id, schedule_fire_at, concurrency_key, rate_key, input)
 	SELECT f.run_id, u.namespace_id, u.task_queue, u.workflow_type, ` + defaultVersion("u.version", "u.namespace_id", "u.workflow_type") + `, 'PENDING',
-		greatest(now(), f.available_at), u.retry_policy, u.priority, f.trace_context, u.run_id, f.fire_at, u.concurrency_key, u.rate_key
+		greatest(now(), f.available_at), u.retry_policy, u.priority, f.trace_context, u.run_id, f.fire_at, u.concurrency_key, u.rate_key,
+		u.input
 	FROM unnest(@run_ids::uuid[], @run_schedule_ids::uuid[], @fire_ats::timestamptz[], @available_ats::timestamptz[], @trace_contexts::text[])
 		AS f(run_id, schedule_id, fire_at, available_at, trace_context)
 	JOIN u ON u.run_id = f.schedule_id
 	ON CONFLICT DO NOTHING
 	RETURNING r.*
-), p AS (
-	INSERT INTO kagzi.workflow_payloads (run_id, input)
-	SELECT i.run_id, tp.input FROM i LEFT JOIN kagzi.workflow_payloads tp ON tp.run_id = i.schedule_id
 )
 SELECT ` + runCols + `, false FROM u r
 UNION ALL
@@ -866,9 +860,8 @@ func (s *Store) schedulesFire(ctx context.Context, fs []scheduleFiring, trace st
 	// l locks the schedules in id order, so two schedulers advancing
 	// overlapping sets wait for each other instead of deadlocking; a row a
 	// winner committed meanwhile is re-read and, no longer due, dropped.
-	// The instances copy the template as the update left it, and their
-	// input from its payload row (checked against the limits when the
-	// schedule was created).
+	// The instances copy the template as the update left it, its input
+	// included (checked against the limits when the schedule was created).
 	rows, err := schedulesFireSQL.query(ctx, s.db,
 		pgx.NamedArgs{"namespaces": nss, "schedule_ids": ids, "dues": dues, "nexts": nexts, "last_fires": lastFires,
 			"run_ids": runIDs, "run_schedule_ids": runSchedules, "fire_ats": fireAts, "available_ats": availableAts,

@@ -304,17 +304,15 @@ WITH t AS (
 	WHERE r.run_id = @schedule_id AND r.namespace_id = @namespace AND ` + isTemplate + `
 ), i AS (
 	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, task_queue, workflow_type, version, status,
-		available_at, retry_policy, priority, trace_context, schedule_id, schedule_fire_at, concurrency_key, rate_key)
+		available_at, retry_policy, priority, trace_context, schedule_id, schedule_fire_at, concurrency_key, rate_key, input)
 	SELECT f.run_id, t.namespace_id, t.task_queue, t.workflow_type, ` + defaultVersion("t.version", "t.namespace_id", "t.workflow_type") + `, 'PENDING',
-		greatest(now(), f.available_at), t.retry_policy, t.priority, f.trace_context, t.run_id, f.fire_at, t.concurrency_key, t.rate_key
+		greatest(now(), f.available_at), t.retry_policy, t.priority, f.trace_context, t.run_id, f.fire_at, t.concurrency_key, t.rate_key,
+		t.input
 	FROM unnest(@run_ids::uuid[], @fire_ats::timestamptz[], @available_ats::timestamptz[], @trace_contexts::text[])
 		AS f(run_id, fire_at, available_at, trace_context)
 	CROSS JOIN t
 	ON CONFLICT DO NOTHING
 	RETURNING r.*
-), p AS (
-	INSERT INTO kagzi.workflow_payloads (run_id, input)
-	SELECT i.run_id, tp.input FROM i LEFT JOIN kagzi.workflow_payloads tp ON tp.run_id = i.schedule_id
 )
 SELECT ` + runCols + ` FROM i r ORDER BY r.schedule_fire_at`
 

@@ -506,11 +506,11 @@ func TestSchedulesDeleteKeepsFiredRuns(t *testing.T) {
 	if _, err := s.SchedulesGet(ctx, "ns", sc.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("get deleted: %v", err)
 	}
-	// Its input goes with it (no foreign key cascades it).
-	var payloads int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM kagzi.workflow_payloads WHERE run_id = $1`, sc.ID).Scan(&payloads); err != nil ||
-		payloads != 0 {
-		t.Fatalf("payload rows of the deleted schedule: %d %v", payloads, err)
+	// Its row, input included, is gone.
+	var left int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM kagzi.workflow_runs WHERE run_id = $1`, sc.ID).Scan(&left); err != nil ||
+		left != 0 {
+		t.Fatalf("rows of the deleted schedule: %d %v", left, err)
 	}
 	if err := s.SchedulesDelete(ctx, "ns", sc.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("delete twice: %v", err)

@@ -228,7 +228,7 @@ func riverCompleted(ctx context.Context, db *pgxpool.Pool) (int64, error) {
 
 // soakTables are the tables whose size and dead tuples the soak scenario
 // follows: every row a run leaves behind lives in one of them.
-var soakTables = []string{"workflow_runs", "step_runs", "workflow_payloads", "workflow_events"}
+var soakTables = []string{"workflow_runs", "step_runs", "workflow_events"}
 
 // TableStats is the size and tuple counts of a set of kagzi tables.
 type TableStats struct {
