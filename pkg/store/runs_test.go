@@ -1148,6 +1148,72 @@ func TestRunsClaimOrderAndFilters(t *testing.T) {
 	}
 }
 
+// A run that has begun and is due again (after a sleep, a retry) is
+// claimed before every run not yet started, however long those have
+// waited; priority still comes first. The same with a concurrency limit
+// on the type (the limited claim statement).
+func TestRunsClaimBegunBeforeBacklog(t *testing.T) {
+	t.Parallel()
+	for _, limited := range []bool{false, true} {
+		t.Run(fmt.Sprintf("limited=%v", limited), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t).with(t)
+			queue := "begun"
+			if limited {
+				queue = "begun-limited"
+				if _, err := e.s.LimitsSet(e.ctx, "ns", queue, "T", 100); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p := claimParams(uuid.New(), 1)
+			p.Queue = queue
+			base := time.Now().Add(-time.Hour)
+			at := func(d time.Duration) *time.Time { x := base.Add(d); return &x }
+			// Two runs begin first, and sleep or retry until now: due after
+			// the whole backlog below.
+			sleeper := e.create(store.RunsCreateParams{Queue: queue, AvailableAt: at(-2 * time.Minute)})
+			retried := e.create(store.RunsCreateParams{Queue: queue, AvailableAt: at(-time.Minute)})
+			cs := e.claimOne(p, sleeper.ID)
+			cr := e.claimOne(p, retried.ID)
+			var backlog []store.Run
+			for i := range 20 {
+				backlog = append(backlog, e.create(store.RunsCreateParams{Queue: queue, AvailableAt: at(time.Duration(i) * time.Second)}))
+			}
+			now := e.dbNow()
+			wake := now.Add(-2 * time.Millisecond)
+			if err := e.s.RunsSleep(e.ctx, store.Lease{Namespace: "ns", RunID: sleeper.ID, Token: cs.LeaseToken}, &wake); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.s.RunsRetryAt(e.ctx, store.Lease{Namespace: "ns", RunID: retried.ID, Token: cr.LeaseToken}, now.Add(-time.Millisecond), "boom"); err != nil {
+				t.Fatal(err)
+			}
+			urgent := e.create(store.RunsCreateParams{Queue: queue, AvailableAt: &now, Priority: 1})
+			want := append([]store.Run{urgent, sleeper, retried}, backlog...)
+			for _, w := range want {
+				e.claimOne(p, w.ID)
+			}
+			// In one claim, too: the claim's whole batch is in that order.
+			for _, w := range want[1:] {
+				if err := e.s.RunsRelease(e.ctx, store.Lease{Namespace: "ns", RunID: w.ID, Token: e.get("ns", w.ID).LeaseToken}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The backlog, not started and due an hour before the others.
+			ids := make([]uuid.UUID, len(backlog))
+			for i, r := range backlog {
+				ids[i] = r.ID
+			}
+			e.exec(`UPDATE kagzi.workflow_runs SET started_at = NULL, available_at = available_at - interval '1 hour'
+				WHERE run_id = ANY($1)`, ids)
+			p.Limit = 3
+			got := e.claim(p)
+			if len(got) != 3 || got[0].ID != sleeper.ID || got[1].ID != retried.ID || got[2].ID != backlog[0].ID {
+				t.Fatalf("claim of 3 after release: %v", claimedIDs(got))
+			}
+		})
+	}
+}
+
 func TestRunsClaimVersions(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -1330,8 +1396,8 @@ var seqScanRuns = regexp.MustCompile(`Seq Scan on workflow_runs\b`)
 
 func checkClaimPlan(tb testing.TB, plan string) {
 	tb.Helper()
-	if !strings.Contains(plan, "workflow_runs_claim_idx") {
-		tb.Errorf("claim plan does not use workflow_runs_claim_idx:\n%s", plan)
+	if !strings.Contains(plan, "workflow_runs_claim_started_idx") {
+		tb.Errorf("claim plan does not use workflow_runs_claim_started_idx:\n%s", plan)
 	}
 	if seqScanRuns.MatchString(plan) {
 		tb.Errorf("claim plan scans workflow_runs sequentially:\n%s", plan)

@@ -1,0 +1,27 @@
+-- The claim's order: within a priority, runs that have begun (started_at
+-- set: resumed after a sleep, an event, a child or a retry, or released
+-- by a worker) before runs not yet started, then by due time. A run that
+-- wakes at T is claimed at T however many starts are queued before T:
+-- finishing started work comes first, and new starts only add load.
+--
+-- One ordered scan still serves the claim: the index's order is the
+-- claim's ORDER BY (priority DESC, started_at IS NULL, available_at). It
+-- replaces workflow_runs_claim_idx, which had no started_at IS NULL, so
+-- every run's transitions keep one claim index to maintain. The
+-- next-due-time queries read workflow_runs_due_idx, unchanged.
+--
+-- README "Upgrading": on a large table, create the index CONCURRENTLY
+-- first (this statement then does nothing); the drop is instant. Replace
+-- the dispatchers soon after: an older dispatcher's claim, ordered without
+-- started_at, no longer has an index in its order and sorts the due runs.
+CREATE INDEX IF NOT EXISTS workflow_runs_claim_started_idx ON kagzi.workflow_runs
+    (namespace_id, task_queue, priority DESC, (started_at IS NULL), available_at)
+    WHERE status IN ('PENDING', 'SLEEPING') AND available_at IS NOT NULL;
+DROP INDEX IF EXISTS kagzi.workflow_runs_claim_idx;
+
+---- create above / drop below ----
+
+CREATE INDEX workflow_runs_claim_idx ON kagzi.workflow_runs
+    (namespace_id, task_queue, priority DESC, available_at)
+    WHERE status IN ('PENDING', 'SLEEPING') AND available_at IS NOT NULL;
+DROP INDEX kagzi.workflow_runs_claim_started_idx;
