@@ -478,12 +478,18 @@ func (e *env) throughput(ctx context.Context) (*Result, error) {
 	res := &Result{Scenario: o.Scenario, Runs: o.Runs, Steps: o.Steps, Workers: o.Workers, Dispatchers: o.Dispatchers,
 		DurationSec: el, RunsPerSec: float64(o.Runs) / el, StepsPerSec: float64(o.Runs*o.Steps) / el, Failed: e.done.failed()}
 	if o.Sleepers > 0 {
-		late, early, err := e.lateness(ctx, sleepers)
+		l, err := e.latenessParts(ctx, sleepers)
 		if err != nil {
 			return nil, err
 		}
 		res.Sleepers = &SleepLoad{Runs: o.Sleepers, SleepMinMS: sleepMinMS, SleepMaxMS: sleepMaxMS,
-			LateP50ms: pct(late, 50), LateP99ms: pct(late, 99), LateMaxMS: pct(late, 100), Early: early}
+			LateP50ms: pct(l.late, 50), LateP99ms: pct(l.late, 99), LateMaxMS: pct(l.late, 100), Early: l.early,
+			RecordedP99ms: pct(l.recorded, 99), ClaimedP50ms: pct(l.claimed, 50), ClaimedP99ms: pct(l.claimed, 99)}
+		for _, r := range l.recorded {
+			if r > 0 {
+				res.Sleepers.RecordedLate++
+			}
+		}
 	}
 	return res, nil
 }
