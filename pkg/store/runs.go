@@ -904,8 +904,8 @@ func claimArgs(p RunsClaimParams) (pgx.NamedArgs, error) {
 // starts; then oldest available_at. It skips rows other claimers hold,
 // claims only runs of the registered types, and no more runs of a type with
 // a concurrency limit (LimitsSet) than the limit leaves free. Types with
-// per-key or rate limits are claimed by kagzi.claim_flow, whose order has
-// no begun-first rule (see runsClaimFlowSQL). (The plain
+// per-key or rate limits are claimed by kagzi.claim_flow, which ranks runs
+// round-robin across keys first (see runsClaimFlowSQL). (The plain
 // claim statement goes in one round trip with a read of the requested
 // types' limits; only when some have one does a second statement claim
 // them: see runsClaimSQL and runsClaimLimitedSQL.) A run of a registered type started
