@@ -1151,19 +1151,24 @@ func TestRunsClaimOrderAndFilters(t *testing.T) {
 // A run that has begun and is due again (after a sleep, a retry) is
 // claimed before every run not yet started, however long those have
 // waited; priority still comes first. The same with a concurrency limit
-// on the type (the limited claim statement).
+// on the type (the limited claim statement) and with a per-key limit
+// (kagzi.claim_flow, for runs without a key).
 func TestRunsClaimBegunBeforeBacklog(t *testing.T) {
 	t.Parallel()
-	for _, limited := range []bool{false, true} {
-		t.Run(fmt.Sprintf("limited=%v", limited), func(t *testing.T) {
+	for _, mode := range []string{"plain", "limited", "per-key"} {
+		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t).with(t)
-			queue := "begun"
-			if limited {
-				queue = "begun-limited"
-				if _, err := e.s.LimitsSet(e.ctx, "ns", queue, "T", 100); err != nil {
-					t.Fatal(err)
-				}
+			queue := "begun-" + mode
+			var err error
+			switch mode {
+			case "limited":
+				_, err = e.s.LimitsSet(e.ctx, "ns", queue, "T", 100)
+			case "per-key":
+				_, err = e.s.LimitsSetPerKey(e.ctx, "ns", queue, "T", 100)
+			}
+			if err != nil {
+				t.Fatal(err)
 			}
 			p := claimParams(uuid.New(), 1)
 			p.Queue = queue
