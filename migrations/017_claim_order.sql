@@ -2,20 +2,23 @@
 -- set: resumed after a sleep, an event, a child or a retry, or released
 -- by a worker) before runs not yet started, then by due time. A run that
 -- wakes at T is claimed at T however many starts are queued before T:
--- finishing started work comes first, and new starts only add load.
+-- finishing started work comes first, and new starts only add load. Runs
+-- with a rate key keep priority, then due time: a full window holds them
+-- in the windows ahead, and a run claimed again waits behind those held
+-- before it rather than taking their window.
 --
 -- One ordered scan still serves the claim: the index's order is the
--- claim's ORDER BY (priority DESC, started_at IS NULL, available_at). It
--- replaces workflow_runs_claim_idx, which had no started_at IS NULL, so
--- every run's transitions keep one claim index to maintain. The
--- next-due-time queries read workflow_runs_due_idx, unchanged.
+-- claim's ORDER BY (priority DESC, started_at IS NULL OR rate_key IS NOT
+-- NULL, available_at). It replaces workflow_runs_claim_idx, so every
+-- run's transitions keep one claim index to maintain. The next-due-time
+-- queries read workflow_runs_due_idx, unchanged.
 --
 -- README "Upgrading": on a large table, create the index CONCURRENTLY
 -- first (this statement then does nothing); the drop is instant. Replace
 -- the dispatchers soon after: an older dispatcher's claim, ordered without
 -- started_at, no longer has an index in its order and sorts the due runs.
 CREATE INDEX IF NOT EXISTS workflow_runs_claim_started_idx ON kagzi.workflow_runs
-    (namespace_id, task_queue, priority DESC, (started_at IS NULL), available_at)
+    (namespace_id, task_queue, priority DESC, (started_at IS NULL OR rate_key IS NOT NULL), available_at)
     WHERE status IN ('PENDING', 'SLEEPING') AND available_at IS NOT NULL;
 DROP INDEX IF EXISTS kagzi.workflow_runs_claim_idx;
 
@@ -106,12 +109,12 @@ BEGIN
         SELECT x.run_id, t.typ, x.rate_key, x.priority, x.available_at, x.rk
         FROM (SELECT DISTINCT u AS typ FROM unnest(types) AS u
               WHERE NOT EXISTS (SELECT 1 FROM lt WHERE lt.typ = u AND lt.per IS NOT NULL)) t CROSS JOIN LATERAL (
-            SELECT y.*, row_number() OVER (ORDER BY y.priority DESC, y.started_at IS NULL, y.available_at) AS rk FROM (
+            SELECT y.*, row_number() OVER (ORDER BY y.priority DESC, (y.started_at IS NULL OR y.rate_key IS NOT NULL), y.available_at) AS rk FROM (
                 SELECT r.run_id, r.rate_key, r.priority, r.available_at, r.started_at FROM kagzi.workflow_runs r
                 WHERE r.namespace_id = ns AND r.task_queue = queue AND r.workflow_type = t.typ
                   AND r.status IN ('PENDING', 'SLEEPING') AND r.available_at <= now()
                   AND (r.version = '' OR r.workflow_type || '@' || r.version = ANY(type_versions))
-                ORDER BY r.priority DESC, r.started_at IS NULL, r.available_at
+                ORDER BY r.priority DESC, (r.started_at IS NULL OR r.rate_key IS NOT NULL), r.available_at
                 LIMIT lim
             ) y
         ) x
@@ -122,13 +125,13 @@ BEGIN
     -- as much as the queue is long).
     nc AS (
         SELECT y.run_id, y.workflow_type AS typ, y.rate_key, y.priority, y.available_at,
-            row_number() OVER (PARTITION BY y.workflow_type ORDER BY y.priority DESC, y.started_at IS NULL, y.available_at) AS rk
+            row_number() OVER (PARTITION BY y.workflow_type ORDER BY y.priority DESC, (y.started_at IS NULL OR y.rate_key IS NOT NULL), y.available_at) AS rk
         FROM (
             SELECT r.run_id, r.workflow_type, r.rate_key, r.priority, r.available_at, r.concurrency_key, r.version, r.started_at
             FROM kagzi.workflow_runs r
             WHERE r.namespace_id = ns AND r.task_queue = queue
               AND r.status IN ('PENDING', 'SLEEPING') AND r.available_at <= now()
-            ORDER BY r.priority DESC, r.started_at IS NULL, r.available_at
+            ORDER BY r.priority DESC, (r.started_at IS NULL OR r.rate_key IS NOT NULL), r.available_at
             LIMIT 256
         ) y
         WHERE y.concurrency_key IS NULL AND y.workflow_type IN (SELECT lt.typ FROM lt WHERE lt.per IS NOT NULL)

@@ -1152,10 +1152,11 @@ func TestRunsClaimOrderAndFilters(t *testing.T) {
 // claimed before every run not yet started, however long those have
 // waited; priority still comes first. The same with a concurrency limit
 // on the type (the limited claim statement) and with a per-key limit
-// (kagzi.claim_flow, for runs without a key).
+// (kagzi.claim_flow, for runs without a key). Runs with a rate key keep
+// priority, then age.
 func TestRunsClaimBegunBeforeBacklog(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []string{"plain", "limited", "per-key"} {
+	for _, mode := range []string{"plain", "limited", "per-key", "rate"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t).with(t)
@@ -1166,9 +1167,15 @@ func TestRunsClaimBegunBeforeBacklog(t *testing.T) {
 				_, err = e.s.LimitsSet(e.ctx, "ns", queue, "T", 100)
 			case "per-key":
 				_, err = e.s.LimitsSetPerKey(e.ctx, "ns", queue, "T", 100)
+			case "rate":
+				_, err = e.s.RateLimitsSet(e.ctx, "ns", "begun", 1000, time.Hour)
 			}
 			if err != nil {
 				t.Fatal(err)
+			}
+			rateKey := ""
+			if mode == "rate" {
+				rateKey = "begun"
 			}
 			p := claimParams(uuid.New(), 1)
 			p.Queue = queue
@@ -1176,13 +1183,14 @@ func TestRunsClaimBegunBeforeBacklog(t *testing.T) {
 			at := func(d time.Duration) *time.Time { x := base.Add(d); return &x }
 			// Two runs begin first, and sleep or retry until now: due after
 			// the whole backlog below.
-			sleeper := e.create(store.RunsCreateParams{Queue: queue, AvailableAt: at(-2 * time.Minute)})
-			retried := e.create(store.RunsCreateParams{Queue: queue, AvailableAt: at(-time.Minute)})
+			sleeper := e.create(store.RunsCreateParams{Queue: queue, AvailableAt: at(-2 * time.Minute), RateLimitKey: rateKey})
+			retried := e.create(store.RunsCreateParams{Queue: queue, AvailableAt: at(-time.Minute), RateLimitKey: rateKey})
 			cs := e.claimOne(p, sleeper.ID)
 			cr := e.claimOne(p, retried.ID)
 			var backlog []store.Run
 			for i := range 20 {
-				backlog = append(backlog, e.create(store.RunsCreateParams{Queue: queue, AvailableAt: at(time.Duration(i) * time.Second)}))
+				backlog = append(backlog, e.create(store.RunsCreateParams{Queue: queue, AvailableAt: at(time.Duration(i) * time.Second),
+					RateLimitKey: rateKey}))
 			}
 			now := e.dbNow()
 			wake := now.Add(-2 * time.Millisecond)
@@ -1192,8 +1200,11 @@ func TestRunsClaimBegunBeforeBacklog(t *testing.T) {
 			if err := e.s.RunsRetryAt(e.ctx, store.Lease{Namespace: "ns", RunID: retried.ID, Token: cr.LeaseToken}, now.Add(-time.Millisecond), "boom"); err != nil {
 				t.Fatal(err)
 			}
-			urgent := e.create(store.RunsCreateParams{Queue: queue, AvailableAt: &now, Priority: 1})
+			urgent := e.create(store.RunsCreateParams{Queue: queue, AvailableAt: &now, Priority: 1, RateLimitKey: rateKey})
 			want := append([]store.Run{urgent, sleeper, retried}, backlog...)
+			if mode == "rate" {
+				want = append(append([]store.Run{urgent}, backlog...), sleeper, retried)
+			}
 			for _, w := range want {
 				e.claimOne(p, w.ID)
 			}
@@ -1212,8 +1223,12 @@ func TestRunsClaimBegunBeforeBacklog(t *testing.T) {
 				WHERE run_id = ANY($1)`, ids)
 			p.Limit = 3
 			got := e.claim(p)
-			if len(got) != 3 || got[0].ID != sleeper.ID || got[1].ID != retried.ID || got[2].ID != backlog[0].ID {
-				t.Fatalf("claim of 3 after release: %v", claimedIDs(got))
+			first := []uuid.UUID{sleeper.ID, retried.ID, backlog[0].ID}
+			if mode == "rate" {
+				first = []uuid.UUID{backlog[0].ID, backlog[1].ID, backlog[2].ID}
+			}
+			if !slices.Equal(claimedIDs(got), first) {
+				t.Fatalf("claim of 3 after release: %v, want %v", claimedIDs(got), first)
 			}
 		})
 	}
