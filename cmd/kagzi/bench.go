@@ -33,7 +33,9 @@ workload on River afterwards and prints the ratios. See docs/BENCHMARKS.md.
 
 Scenarios:
   throughput  start --runs runs of a no-op workflow of --steps steps, report
-              runs_per_sec and steps_per_sec (first start to last result)
+              runs_per_sec and steps_per_sec (first start to last result);
+              with --sleepers N, also N runs sleeping 100-1000 ms started
+              among the first half of them, and how late they woke
   latency     start --runs runs at --rate per second, report dispatch
               (start commit -> workflow code running) and result
               (start -> result received) percentiles
@@ -65,6 +67,7 @@ Scenarios:
   kagzi bench --scenario throughput --steps 1 --own-postgres --compare river
   kagzi bench --scenario latency --rate 200 --json
   kagzi bench --scenario sleep --json
+  kagzi bench --scenario throughput --steps 1 --sleepers 500 --own-postgres --json
   kagzi bench --scenario idle --duration 30s
   kagzi bench --scenario scale --sizes 0,1000000,5000000
   kagzi bench --scenario recovery --worker-timeout 2s --json
@@ -118,7 +121,8 @@ Scenarios:
 			fmt.Fprintf(tw, "runs/s\t%.0f\n", res.RunsPerSec)
 			if res.Scenario == "throughput" {
 				fmt.Fprintf(tw, "steps/s\t%.0f\n", res.StepsPerSec)
-				for _, row := range append(res.Cost.Rows(), res.CPU.Rows()...) {
+				rows := append(res.Sleepers.Rows(), res.Cost.Rows()...)
+				for _, row := range append(rows, res.CPU.Rows()...) {
 					fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
 				}
 			} else {
@@ -135,6 +139,7 @@ Scenarios:
 	f.StringVar(&o.Scenario, "scenario", "throughput", strings.Join(bench.Scenarios, ", "))
 	f.IntVar(&o.Runs, "runs", 0, "number of runs (default 20000 for throughput, 2000 for latency and sleep, 10000 for scale, 2000 for connections, 100 for recovery, 5000000 finished runs for console)")
 	f.IntVar(&o.Steps, "steps", 1, "steps per run (throughput)")
+	f.IntVar(&o.Sleepers, "sleepers", 0, "SleepProbe runs started among the first half of the throughput runs, each sleeping a random 100-1000 ms: how late they wake under load (throughput; costs per run count them)")
 	f.Float64Var(&o.Rate, "rate", 200, "starts per second (latency; soak: default 150; sleep: default 500, 0 starts all at once)")
 	f.IntVar(&o.Workers, "workers", 0, "worker processes (default 2; idle 10; recovery and connections start with 1)")
 	f.IntVar(&o.Dispatchers, "dispatchers", 1, "dispatcher processes")

@@ -792,7 +792,7 @@ WITH c AS (
 	  AND NOT EXISTS (SELECT 1 FROM kagzi.concurrency_limits l
 		WHERE l.namespace_id = @namespace AND l.task_queue = @queue AND l.workflow_type = ANY(@types::text[]))
 	  AND NOT EXISTS (` + rateDueProbe + `)
-	ORDER BY priority DESC, available_at
+	ORDER BY priority DESC, (started_at IS NULL OR rate_key IS NOT NULL), available_at
 	LIMIT @limit
 	FOR UPDATE SKIP LOCKED
 )` + claimUpdate)
@@ -808,26 +808,26 @@ var runsClaimLimitedSQL = prepareNamed(`
 WITH lim AS (
 	SELECT t AS workflow_type, kagzi.claim_slots(@namespace, @queue, t) AS free FROM unnest(@limited_types::text[]) AS t
 ), c1 AS (
-	SELECT run_id, priority, available_at, false AS limited FROM kagzi.workflow_runs
+	SELECT run_id, priority, (started_at IS NULL OR rate_key IS NOT NULL) AS fresh, available_at, false AS limited FROM kagzi.workflow_runs
 	WHERE namespace_id = @namespace AND task_queue = @queue AND status IN ('PENDING', 'SLEEPING') AND available_at <= now()
 	  AND workflow_type = ANY(@types::text[]) AND workflow_type <> ALL (@limited_types::text[])
 	  AND (version = '' OR workflow_type || '@' || version = ANY(@type_versions::text[])) AND rate_key IS NULL
-	ORDER BY priority DESC, available_at
+	ORDER BY priority DESC, (started_at IS NULL OR rate_key IS NOT NULL), available_at
 	LIMIT @limit
 	FOR UPDATE SKIP LOCKED
 ), c2 AS (
-	SELECT x.run_id, x.priority, x.available_at, true AS limited FROM lim CROSS JOIN LATERAL (
-		SELECT run_id, priority, available_at FROM kagzi.workflow_runs
+	SELECT x.run_id, x.priority, x.fresh, x.available_at, true AS limited FROM lim CROSS JOIN LATERAL (
+		SELECT run_id, priority, (started_at IS NULL OR rate_key IS NOT NULL) AS fresh, available_at FROM kagzi.workflow_runs
 		WHERE namespace_id = @namespace AND task_queue = @queue AND status IN ('PENDING', 'SLEEPING') AND available_at <= now()
 		  AND workflow_type = lim.workflow_type
 		  AND (version = '' OR workflow_type || '@' || version = ANY(@type_versions::text[])) AND rate_key IS NULL
-		ORDER BY priority DESC, available_at
+		ORDER BY priority DESC, (started_at IS NULL OR rate_key IS NOT NULL), available_at
 		LIMIT least(coalesce(lim.free, @limit), @limit)
 		FOR UPDATE SKIP LOCKED
 	) x
 ), c AS (
 	SELECT run_id, available_at AS due_at, limited FROM (SELECT * FROM c1 UNION ALL SELECT * FROM c2) u
-	ORDER BY priority DESC, available_at
+	ORDER BY priority DESC, fresh, available_at
 	LIMIT @limit
 )` + claimUpdate)
 
@@ -895,9 +895,16 @@ func claimArgs(p RunsClaimParams) (pgx.NamedArgs, error) {
 }
 
 // RunsClaim claims up to Limit due runs in one claim statement: highest
-// priority first, then oldest available_at, skipping rows other claimers
-// hold, only of the registered types, and no more runs of a type with a
-// concurrency limit (LimitsSet) than the limit leaves free. (The plain
+// priority first; within a priority, runs that have begun (resumed after a
+// sleep, an event, a child or a retry: started_at set) before runs not yet
+// started, so a run due again is not queued behind a backlog of new
+// starts (runs with a rate key keep their age order: a run claimed again
+// waits behind the runs its key's full windows hold); then oldest
+// available_at. It skips rows other claimers hold,
+// claims only runs of the registered types, and no more runs of a type with
+// a concurrency limit (LimitsSet) than the limit leaves free. Types with
+// per-key or rate limits are claimed by kagzi.claim_flow, which ranks runs
+// round-robin across keys first (see runsClaimFlowSQL). (The plain
 // claim statement goes in one round trip with a read of the requested
 // types' limits; only when some have one does a second statement claim
 // them: see runsClaimSQL and runsClaimLimitedSQL.) A run of a registered type started

@@ -307,7 +307,7 @@ func TestFlowClaimWithoutLimitsClaimsEverything(t *testing.T) {
 	e.create(store.RunsCreateParams{Type: "T"})
 	plan, err := e.s.RunsClaimExplain(e.ctx, store.RunsClaimParams{Namespace: "ns", Queue: "q", WorkerID: uuid.New(),
 		Types: []store.TypeVersion{{Type: "T"}}, Limit: 1, Lease: time.Minute})
-	if err != nil || strings.Contains(plan, "claim_flow") || !strings.Contains(plan, "workflow_runs_claim_idx") {
+	if err != nil || strings.Contains(plan, "claim_flow") || !strings.Contains(plan, "workflow_runs_claim_started_idx") {
 		t.Fatalf("plain claim plan:\n%s\n%v", plan, err)
 	}
 }

@@ -1146,6 +1146,92 @@ func TestRunsClaimOrderAndFilters(t *testing.T) {
 	}
 }
 
+// A run that has begun and is due again (after a sleep, a retry) is
+// claimed before every run not yet started, however long those have
+// waited; priority still comes first. The same with a concurrency limit
+// on the type (the limited claim statement) and with a per-key limit
+// (kagzi.claim_flow, for runs without a key). Runs with a rate key keep
+// priority, then age.
+func TestRunsClaimBegunBeforeBacklog(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"plain", "limited", "per-key", "rate"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t).with(t)
+			queue := "begun-" + mode
+			var err error
+			switch mode {
+			case "limited":
+				_, err = e.s.LimitsSet(e.ctx, "ns", queue, "T", 100)
+			case "per-key":
+				_, err = e.s.LimitsSetPerKey(e.ctx, "ns", queue, "T", 100)
+			case "rate":
+				_, err = e.s.RateLimitsSet(e.ctx, "ns", "begun", 1000, time.Hour)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			rateKey := ""
+			if mode == "rate" {
+				rateKey = "begun"
+			}
+			p := claimParams(uuid.New(), 1)
+			p.Queue = queue
+			base := time.Now().Add(-time.Hour)
+			at := func(d time.Duration) *time.Time { x := base.Add(d); return &x }
+			// Two runs begin first, and sleep or retry until now: due after
+			// the whole backlog below.
+			sleeper := e.create(store.RunsCreateParams{Queue: queue, AvailableAt: at(-2 * time.Minute), RateLimitKey: rateKey})
+			retried := e.create(store.RunsCreateParams{Queue: queue, AvailableAt: at(-time.Minute), RateLimitKey: rateKey})
+			cs := e.claimOne(p, sleeper.ID)
+			cr := e.claimOne(p, retried.ID)
+			var backlog []store.Run
+			for i := range 20 {
+				backlog = append(backlog, e.create(store.RunsCreateParams{Queue: queue, AvailableAt: at(time.Duration(i) * time.Second),
+					RateLimitKey: rateKey}))
+			}
+			now := e.dbNow()
+			wake := now.Add(-2 * time.Millisecond)
+			if err := e.s.RunsSleep(e.ctx, store.Lease{Namespace: "ns", RunID: sleeper.ID, Token: cs.LeaseToken}, &wake); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.s.RunsRetryAt(e.ctx, store.Lease{Namespace: "ns", RunID: retried.ID, Token: cr.LeaseToken}, now.Add(-time.Millisecond), "boom"); err != nil {
+				t.Fatal(err)
+			}
+			urgent := e.create(store.RunsCreateParams{Queue: queue, AvailableAt: &now, Priority: 1, RateLimitKey: rateKey})
+			want := append([]store.Run{urgent, sleeper, retried}, backlog...)
+			if mode == "rate" {
+				want = append(append([]store.Run{urgent}, backlog...), sleeper, retried)
+			}
+			for _, w := range want {
+				e.claimOne(p, w.ID)
+			}
+			// In one claim, too: the claim's whole batch is in that order.
+			for _, w := range want[1:] {
+				if err := e.s.RunsRelease(e.ctx, store.Lease{Namespace: "ns", RunID: w.ID, Token: e.get("ns", w.ID).LeaseToken}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The backlog, not started and due an hour before the others.
+			ids := make([]uuid.UUID, len(backlog))
+			for i, r := range backlog {
+				ids[i] = r.ID
+			}
+			e.exec(`UPDATE kagzi.workflow_runs SET started_at = NULL, available_at = available_at - interval '1 hour'
+				WHERE run_id = ANY($1)`, ids)
+			p.Limit = 3
+			got := e.claim(p)
+			first := []uuid.UUID{sleeper.ID, retried.ID, backlog[0].ID}
+			if mode == "rate" {
+				first = []uuid.UUID{backlog[0].ID, backlog[1].ID, backlog[2].ID}
+			}
+			if !slices.Equal(claimedIDs(got), first) {
+				t.Fatalf("claim of 3 after release: %v, want %v", claimedIDs(got), first)
+			}
+		})
+	}
+}
+
 func TestRunsClaimVersions(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -1328,8 +1414,8 @@ var seqScanRuns = regexp.MustCompile(`Seq Scan on workflow_runs\b`)
 
 func checkClaimPlan(tb testing.TB, plan string) {
 	tb.Helper()
-	if !strings.Contains(plan, "workflow_runs_claim_idx") {
-		tb.Errorf("claim plan does not use workflow_runs_claim_idx:\n%s", plan)
+	if !strings.Contains(plan, "workflow_runs_claim_started_idx") {
+		tb.Errorf("claim plan does not use workflow_runs_claim_started_idx:\n%s", plan)
 	}
 	if seqScanRuns.MatchString(plan) {
 		tb.Errorf("claim plan scans workflow_runs sequentially:\n%s", plan)

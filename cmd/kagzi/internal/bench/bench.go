@@ -72,6 +72,10 @@ type Options struct {
 	// starts (durable settings, pg_stat_statements preloaded), so every
 	// Postgres process's CPU is the bench's and statements are counted.
 	OwnPostgres bool
+	// Sleepers is how many SleepProbe runs the throughput scenario starts
+	// among its no-op runs, to measure how late sleeps wake under load
+	// (0: none, the plain figures).
+	Sleepers int
 	// Compare names a system to run the same workload on afterwards, with
 	// the same accounting ("river"; throughput and latency).
 	Compare string
@@ -92,6 +96,8 @@ type Result struct {
 	ResultP50ms   float64 `json:"result_p50_ms"`
 	ResultP99ms   float64 `json:"result_p99_ms"`
 	Failed        int     `json:"failed"`
+	// Sleepers is how late the sleepers woke (throughput --sleepers).
+	Sleepers *SleepLoad `json:"sleepers,omitempty"`
 	// Cost is what the runs cost Postgres (throughput).
 	Cost *Cost `json:"postgres,omitempty"`
 	// CPU is what the measured phase cost in CPU (throughput).
@@ -128,6 +134,9 @@ func (o *Options) defaults() error {
 	case "throughput":
 		if o.Runs <= 0 {
 			o.Runs = 20000
+		}
+		if o.Sleepers < 0 {
+			return fmt.Errorf("%w: --sleepers %d must not be negative", store.ErrInvalidArgument, o.Sleepers)
 		}
 	case "latency":
 		if o.Runs <= 0 {
@@ -432,26 +441,57 @@ func (d *doneTracker) close() { _ = d.sub.Unsubscribe() }
 
 func (e *env) throughput(ctx context.Context) (*Result, error) {
 	o := e.o
-	all := e.done.expect(o.Runs)
+	all := e.done.expect(o.Runs + o.Sleepers)
 	start := time.Now()
 	const chunk = 1000
-	for i := 0; i < o.Runs; i += chunk {
-		n := min(chunk, o.Runs-i)
-		reqs := make([]client.StartRequest, n)
+	// The sleepers go in with the first half of the chunks, evenly, so
+	// that they fall due while runs started before them still wait.
+	chunks := (o.Runs + chunk - 1) / chunk
+	sleeperChunks := max(1, (chunks+1)/2)
+	var sleepers []*client.Handle
+	for c, i := 0, 0; i < o.Runs || len(sleepers) < o.Sleepers; c, i = c+1, i+chunk {
+		n := max(0, min(chunk, o.Runs-i))
+		s := 0
+		if c < sleeperChunks {
+			s = o.Sleepers*(c+1)/sleeperChunks - len(sleepers)
+		} else {
+			s = o.Sleepers - len(sleepers)
+		}
+		reqs := make([]client.StartRequest, n, n+s)
 		for j := range reqs {
 			reqs[j] = client.StartRequest{Type: "Noop", Input: map[string]int{"steps": o.Steps}}
 		}
-		if _, err := e.cl.StartMany(ctx, reqs); err != nil {
+		for range s {
+			reqs = append(reqs, sleepProbeStart())
+		}
+		hs, err := e.cl.StartMany(ctx, reqs)
+		if err != nil {
 			return nil, err
 		}
+		sleepers = append(sleepers, hs[n:]...)
 	}
-	o.Log.Info("started", "runs", o.Runs, "in", time.Since(start))
-	if err := wait(ctx, all, o.Runs, e.done); err != nil {
+	o.Log.Info("started", "runs", o.Runs, "sleepers", o.Sleepers, "in", time.Since(start))
+	if err := wait(ctx, all, o.Runs+o.Sleepers, e.done); err != nil {
 		return nil, err
 	}
 	el := time.Since(start).Seconds()
-	return &Result{Scenario: o.Scenario, Runs: o.Runs, Steps: o.Steps, Workers: o.Workers, Dispatchers: o.Dispatchers,
-		DurationSec: el, RunsPerSec: float64(o.Runs) / el, StepsPerSec: float64(o.Runs*o.Steps) / el, Failed: e.done.failed()}, nil
+	res := &Result{Scenario: o.Scenario, Runs: o.Runs, Steps: o.Steps, Workers: o.Workers, Dispatchers: o.Dispatchers,
+		DurationSec: el, RunsPerSec: float64(o.Runs) / el, StepsPerSec: float64(o.Runs*o.Steps) / el, Failed: e.done.failed()}
+	if o.Sleepers > 0 {
+		l, err := e.latenessParts(ctx, sleepers)
+		if err != nil {
+			return nil, err
+		}
+		res.Sleepers = &SleepLoad{Runs: o.Sleepers, SleepMinMS: sleepMinMS, SleepMaxMS: sleepMaxMS,
+			LateP50ms: pct(l.late, 50), LateP99ms: pct(l.late, 99), LateMaxMS: pct(l.late, 100), Early: l.early,
+			RecordedP99ms: pct(l.recorded, 99), ClaimedP50ms: pct(l.claimed, 50), ClaimedP99ms: pct(l.claimed, 99)}
+		for _, r := range l.recorded {
+			if r > 0 {
+				res.Sleepers.RecordedLate++
+			}
+		}
+	}
+	return res, nil
 }
 
 func wait(ctx context.Context, all <-chan struct{}, n int, d *doneTracker) error {

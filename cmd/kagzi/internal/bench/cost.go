@@ -89,9 +89,14 @@ func (e *env) withCost(ctx context.Context, f func(context.Context) (*Result, er
 		return res, err
 	}
 	t1 := e.x.tally.Snapshot()
-	res.CPU = meter.finish(ctx, res.Runs)
+	// Sleepers are runs too: the figures per run count them.
+	runs := res.Runs
+	if res.Sleepers != nil {
+		runs += res.Sleepers.Runs
+	}
+	res.CPU = meter.finish(ctx, runs)
 	if e.o.OwnPostgres {
-		res.CPU.statements(ctx, e.x.admin, e.dbName, res.Runs)
+		res.CPU.statements(ctx, e.x.admin, e.dbName, runs)
 	}
 	// Idle backends report their counters up to 10 s late.
 	e.o.Log.Info("waiting for Postgres statistics", "for", statsFlushWait)
@@ -102,7 +107,7 @@ func (e *env) withCost(ctx context.Context, f func(context.Context) (*Result, er
 	if err != nil {
 		return nil, err
 	}
-	res.Cost = costOf(s1.Sub(s0), tallyDiff(t1, t0), res.Runs, e.o.CountStatements)
+	res.Cost = costOf(s1.Sub(s0), tallyDiff(t1, t0), runs, e.o.CountStatements)
 	return res, nil
 }
 

@@ -98,7 +98,7 @@ func parsePlan(plan string) (execMS float64, buffers int, claimIndex bool) {
 			buffers += n
 		}
 	}
-	return execMS, buffers, strings.Contains(plan, "workflow_runs_claim_idx")
+	return execMS, buffers, strings.Contains(plan, "workflow_runs_claim_started_idx")
 }
 
 // claimPlan explains the claim of the runs in claimPlanQueue five times.

@@ -257,7 +257,7 @@ func TestScenarioDefaults(t *testing.T) {
 func TestParsePlan(t *testing.T) {
 	plan := `Update on workflow_runs r  (cost=1.2..3.4 rows=1 width=2) (actual time=0.5..1.5 rows=256 loops=1)
   Buffers: shared hit=1200 read=34 dirtied=5
-  ->  Index Scan using workflow_runs_claim_idx on workflow_runs  (cost=0.1..2 rows=1 width=2)
+  ->  Index Scan using workflow_runs_claim_started_idx on workflow_runs  (cost=0.1..2 rows=1 width=2)
         Buffers: shared hit=3
 Planning Time: 0.321 ms
 Execution Time: 2.125 ms`
