@@ -7,7 +7,7 @@ PG_URL = $$(scripts/ensure-postgres.sh)
 # the root does not reach (see README.md, "Modules").
 MODULES := $(shell scripts/modules.sh)
 
-.PHONY: test test-auth run build lint fuzz bench-store bench chaos vendor-js download
+.PHONY: test test-auth run build lint fuzz bench-store bench bench-targets chaos vendor-js download
 
 ## test: start Postgres if none is reachable (and, as root, install iproute2
 ## for the failover test's network namespaces and chromium for the console's
@@ -75,6 +75,15 @@ bench:
 		echo "kagzi bench --scenario $$s --json $(BENCH_FLAGS)" >&2; \
 		"$$tmp/kagzi" bench --database-url "$$url" --scenario "$$s" --json $(BENCH_FLAGS) || exit 1; \
 	done
+
+## bench-targets: `kagzi bench --scenario targets --own-postgres`: the
+## throughput, latency and sleep-under-load figures beside River's, with
+## their targets (a few minutes; not part of `make test`).
+bench-targets:
+	$(GO) -C cmd/kagzi mod download
+	@tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
+	$(GO) -C cmd/kagzi build -o "$$tmp/kagzi" . || exit 1; \
+	"$$tmp/kagzi" bench --database-url "$(PG_URL)" --scenario targets --own-postgres $(BENCH_FLAGS)
 
 ## chaos: `kagzi chaos`: 10,000 runs while workers, a dispatcher, a scheduler,
 ## the reaper, NATS and Postgres are killed or restarted; checks that nothing was

@@ -62,7 +62,12 @@ Scenarios:
               --interval (default 1m) with runs/s, dispatch p50/p99, CPU per
               run, the run tables' size and dead tuples (on stderr with
               --json), then the last 5 minutes against minutes 2-7 (the last
-              interval against the first when shorter than 8 minutes)`,
+              interval against the first when shorter than 8 minutes)
+  targets     every figure the throughput targets are set in, River's beside
+              each from the same command: 1-step, 0-step and 10-step
+              throughput, dispatch latency at 200 starts/s, and sleep
+              lateness under the 1-step load (500 sleepers); one table of
+              ratios and verdicts (about 3 minutes; add --own-postgres)`,
 		Example: `  kagzi bench --scenario throughput --steps 1 --runs 20000
   kagzi bench --scenario throughput --steps 1 --own-postgres --compare river
   kagzi bench --scenario latency --rate 200 --json
@@ -72,7 +77,8 @@ Scenarios:
   kagzi bench --scenario scale --sizes 0,1000000,5000000
   kagzi bench --scenario recovery --worker-timeout 2s --json
   kagzi bench --scenario console --runs 5000000 --repeat 200
-  kagzi bench --scenario soak --own-postgres --duration 30m`,
+  kagzi bench --scenario soak --own-postgres --duration 30m
+  kagzi bench --scenario targets --own-postgres`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.AdminURL = a.DatabaseURL

@@ -186,6 +186,12 @@ type env struct {
 
 // Run runs the scenario and returns its figures.
 func Run(ctx context.Context, o Options) (*Result, error) {
+	if o.Scenario == "targets" {
+		if o.Log == nil {
+			o.Log = slog.New(slog.DiscardHandler)
+		}
+		return targets(ctx, o)
+	}
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}

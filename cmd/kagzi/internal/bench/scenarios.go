@@ -52,7 +52,7 @@ const (
 var DefaultSizes = []int{0, 1_000_000, 5_000_000}
 
 // Scenarios lists every scenario, in the order the docs describe them.
-var Scenarios = []string{"throughput", "latency", "sleep", "idle", "scale", "connections", "cron", "recovery", "console", "soak"}
+var Scenarios = []string{"throughput", "latency", "sleep", "idle", "scale", "connections", "cron", "recovery", "console", "soak", "targets"}
 
 // defaultWorkers is the number of worker processes of a scenario when
 // --workers is not given.
