@@ -1043,11 +1043,12 @@ func (s *Store) RunsClaimExplain(ctx context.Context, p RunsClaimParams) (string
 // runsNextDueSQL is RunsNextDue's statement. It reads the claim index
 // (namespace, queue, priority DESC, available_at) by a loose scan: p walks
 // the queue's distinct priorities, highest first, one probe each, and
-// yields each one's earliest due time (the first entry of its range); a
-// second probe per priority finds its earliest due time in the future.
-// A queue holds few distinct priorities, so this is a handful of index
-// probes, with no index of its own ordered by due time alone (every run
-// made or woken would write an entry in it).
+// yields each one's earliest due time (the first entry of its range); only
+// a priority with a run due already takes a second probe, for its earliest
+// due time in the future. A queue holds few distinct priorities, so this
+// is a handful of index probes (a drained queue: one; runs of one priority
+// all in the future: two), with no index of its own ordered by due time
+// alone, in which every run made or woken would write an entry.
 var runsNextDueSQL = prepareNamed(`
 WITH RECURSIVE p AS (
 	(SELECT priority, available_at AS first FROM kagzi.workflow_runs
@@ -1060,10 +1061,10 @@ WITH RECURSIVE p AS (
 		  AND priority < p.priority
 		ORDER BY priority DESC, available_at LIMIT 1) n
 )
-SELECT min(f.at), coalesce(bool_or(p.first <= now()), false)
+SELECT min(CASE WHEN p.first > now() THEN p.first ELSE f.at END), coalesce(bool_or(p.first <= now()), false)
 FROM p LEFT JOIN LATERAL (
 	SELECT available_at AS at FROM kagzi.workflow_runs
-	WHERE namespace_id = @namespace AND task_queue = @queue AND status IN ('PENDING', 'SLEEPING')
+	WHERE p.first <= now() AND namespace_id = @namespace AND task_queue = @queue AND status IN ('PENDING', 'SLEEPING')
 	  AND priority = p.priority AND available_at > now()
 	ORDER BY priority DESC, available_at LIMIT 1) f ON true`)
 
