@@ -1,9 +1,8 @@
--- Fewer index entries and less WAL per run on workflow_runs. Every claim
--- and every completion changes a run's status, which partial indexes
--- name, so neither update is HOT: each writes an entry in every index
--- whose predicate the new row version meets. One index held the claim
--- index's rows in another order, two more are now one, and a full page
--- sent both updates to other pages (measured with `kagzi bench --scenario throughput`: see
+-- Fewer index entries per run on workflow_runs. Every claim and every
+-- completion changes a run's status, which partial indexes name, so
+-- neither update is HOT: each writes an entry in every index whose
+-- predicate the new row version meets. One index held the claim index's
+-- rows in another order, and two more are now one (measured with `kagzi bench --scenario throughput`: see
 -- docs/BENCHMARKS.md, "Fewer index entries per run").
 
 -- The earliest due time per queue (store.RunsNextDue) reads the claim
@@ -34,23 +33,7 @@ DROP INDEX IF EXISTS kagzi.workflow_runs_lease_expiry_idx;
 ALTER TABLE kagzi.workflow_runs ADD CONSTRAINT workflow_runs_running_holder_check
     CHECK (status <> 'RUNNING' OR locked_by IS NOT NULL) NOT VALID;
 
--- Room on a run's page for the versions its claim and completion write.
--- At the default fillfactor 100 a run's page is full when the run is
--- inserted, so each of those updates puts the new version on another page:
--- a second buffer, the whole new row in the WAL record (a same-page update
--- logs only what changed) and a lock record for the old version. At 70
--- most of them stay on the page and the old versions are pruned there:
--- measured with `kagzi bench --scenario throughput --steps 1`, with the
--- indexes above, ~2,570 -> 2,408 WAL bytes per run (50: 2,266, for
--- history kept at half density), and a smaller table after 20,000 runs
--- (the old versions are reclaimed within the page instead of left dead on
--- the pages before).
--- It applies to pages filled from now on.
-ALTER TABLE kagzi.workflow_runs SET (fillfactor = 70);
-
 ---- create above / drop below ----
-
-ALTER TABLE kagzi.workflow_runs RESET (fillfactor);
 
 ALTER TABLE kagzi.workflow_runs DROP CONSTRAINT workflow_runs_running_holder_check;
 CREATE INDEX workflow_runs_lease_expiry_idx ON kagzi.workflow_runs (lease_expires_at)
