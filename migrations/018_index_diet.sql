@@ -2,8 +2,9 @@
 -- completion changes a run's status, which partial indexes name, so
 -- neither update is HOT: each writes an entry in every index whose
 -- predicate the new row version meets. One index held the claim index's
--- rows in another order, and two more are now one (measured with `kagzi bench --scenario throughput`: see
--- docs/BENCHMARKS.md, "Fewer index entries per run").
+-- rows in another order, and two more are now one (measured with `kagzi
+-- bench --scenario throughput`: see docs/BENCHMARKS.md, "Fewer index
+-- entries per run").
 
 -- The earliest due time per queue (store.RunsNextDue) reads the claim
 -- index (namespace, queue, priority DESC, available_at) by a loose scan
