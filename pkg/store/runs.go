@@ -1044,19 +1044,39 @@ func (s *Store) RunsClaimExplain(ctx context.Context, p RunsClaimParams) (string
 	return strings.Join(lines, "\n"), nil
 }
 
-// runsNextDueSQL is RunsNextDue's statement.
+// runsNextDueSQL is RunsNextDue's statement. It reads the claim index
+// (namespace, queue, priority DESC, begun-or-not, available_at) by a loose
+// scan: p walks the queue's distinct priorities, highest first, one probe
+// each; g takes each priority's two groups (begun runs, runs not begun)
+// and the earliest due time of each (the first entry of its range); only
+// a group with a run due already takes another probe, for its earliest due
+// time in the future. A queue holds few distinct priorities, so this is a
+// handful of index probes, with no index of its own ordered by due time
+// alone, in which every run made or woken would write an entry.
 var runsNextDueSQL = prepareNamed(`
-SELECT min(available_at) FILTER (WHERE available_at > now()),
-	coalesce(bool_or(available_at <= now()), false)
-FROM (
-	(SELECT available_at FROM kagzi.workflow_runs
-	WHERE namespace_id = @namespace AND task_queue = @queue AND status IN ('PENDING', 'SLEEPING') AND available_at > now()
-	ORDER BY available_at LIMIT 1)
+WITH RECURSIVE p AS (
+	(SELECT priority FROM kagzi.workflow_runs
+	WHERE namespace_id = @namespace AND task_queue = @queue AND status IN ('PENDING', 'SLEEPING') AND available_at IS NOT NULL
+	ORDER BY priority DESC, (started_at IS NULL OR rate_key IS NOT NULL), available_at LIMIT 1)
 	UNION ALL
-	(SELECT available_at FROM kagzi.workflow_runs
-	WHERE namespace_id = @namespace AND task_queue = @queue AND status IN ('PENDING', 'SLEEPING') AND available_at <= now()
-	LIMIT 1)
-) d`)
+	SELECT n.priority FROM p CROSS JOIN LATERAL (
+		SELECT priority FROM kagzi.workflow_runs
+		WHERE namespace_id = @namespace AND task_queue = @queue AND status IN ('PENDING', 'SLEEPING') AND available_at IS NOT NULL
+		  AND priority < p.priority
+		ORDER BY priority DESC, (started_at IS NULL OR rate_key IS NOT NULL), available_at LIMIT 1) n
+), g AS (
+	SELECT p.priority, x.fresh, f.first FROM p CROSS JOIN (VALUES (false), (true)) x(fresh) CROSS JOIN LATERAL (
+		SELECT available_at AS first FROM kagzi.workflow_runs
+		WHERE namespace_id = @namespace AND task_queue = @queue AND status IN ('PENDING', 'SLEEPING') AND available_at IS NOT NULL
+		  AND priority = p.priority AND (started_at IS NULL OR rate_key IS NOT NULL) = x.fresh
+		ORDER BY available_at LIMIT 1) f
+)
+SELECT min(CASE WHEN g.first > now() THEN g.first ELSE f.at END), coalesce(bool_or(g.first <= now()), false)
+FROM g LEFT JOIN LATERAL (
+	SELECT available_at AS at FROM kagzi.workflow_runs
+	WHERE g.first <= now() AND namespace_id = @namespace AND task_queue = @queue AND status IN ('PENDING', 'SLEEPING')
+	  AND priority = g.priority AND (started_at IS NULL OR rate_key IS NOT NULL) = g.fresh AND available_at > now()
+	ORDER BY available_at LIMIT 1) f ON true`)
 
 // RunsNextDue returns, for the namespace and queue, the earliest due time
 // in the future of a claimable run (nil when there is none), and whether
@@ -1287,8 +1307,7 @@ type RecoveredRun struct {
 // running runs a condition between them picks (see lostSet): the runs
 // @received lists were received by their holder, whatever their held flag.
 const (
-	recoverHead = `
-WITH t AS (
+	recoverHead = `t AS (
 	SELECT run_id, held OR run_id = ANY(@received::uuid[]) AS held FROM kagzi.workflow_runs
 	WHERE status = 'RUNNING' AND `
 	recoverTail = ` FOR UPDATE SKIP LOCKED
@@ -1306,9 +1325,29 @@ WITH t AS (
 SELECT namespace_id, run_id, task_queue, status, available_at, undelivered FROM u`
 )
 
+// leaseHolders is a CTE, h, that walks the lease index (locked_by,
+// lease_expires_at over running runs) by a loose scan: one probe per
+// worker that holds running runs, each yielding the worker and its
+// earliest lease expiry (the first entry of its range). Workers holding
+// runs are few next to the runs they hold, and every running run has a
+// holder (workflow_runs_running_holder_check), so the walk sees them all.
+const leaseHolders = `h AS (
+	(SELECT locked_by, lease_expires_at AS first FROM kagzi.workflow_runs
+	WHERE status = 'RUNNING' ORDER BY locked_by, lease_expires_at LIMIT 1)
+	UNION ALL
+	SELECT n.locked_by, n.first FROM h CROSS JOIN LATERAL (
+		SELECT locked_by, lease_expires_at AS first FROM kagzi.workflow_runs
+		WHERE status = 'RUNNING' AND locked_by > h.locked_by
+		ORDER BY locked_by, lease_expires_at LIMIT 1) n
+)`
+
 var (
-	runsRecoverWorkerSQL = prepareNamed(recoverHead + `locked_by = @worker_id` + recoverTail)
-	runsExpireLeasesSQL  = prepareNamed(recoverHead + `lease_expires_at <= @now` + recoverTail)
+	runsRecoverWorkerSQL = prepareNamed(`WITH ` + recoverHead + `locked_by = @worker_id` + recoverTail)
+	// The expired leases are, for each holder whose earliest lease expired,
+	// a range of its entries in the lease index.
+	runsExpireLeasesSQL = prepareNamed(`WITH RECURSIVE ` + leaseHolders + `, ` + recoverHead +
+		`locked_by = ANY(ARRAY(SELECT locked_by FROM h WHERE first <= @now)) AND lease_expires_at <= @now` + recoverTail)
+	runsNextLeaseExpirySQL = prepareNamed(`WITH RECURSIVE ` + leaseHolders + ` SELECT min(first) FROM h`)
 )
 
 func (s *Store) recoverRuns(ctx context.Context, what string, q *namedSQL, args pgx.NamedArgs) ([]RecoveredRun, error) {
@@ -1353,7 +1392,7 @@ func (s *Store) RunsExpireLeases(ctx context.Context, now time.Time) ([]Recovere
 // nil when none runs.
 func (s *Store) RunsNextLeaseExpiry(ctx context.Context) (*time.Time, error) {
 	var t *time.Time
-	err := s.db.QueryRow(ctx, `SELECT min(lease_expires_at) FROM kagzi.workflow_runs WHERE status = 'RUNNING'`).Scan(&t)
+	err := runsNextLeaseExpirySQL.queryRow(ctx, s.db, pgx.NamedArgs{}).Scan(&t)
 	return t, mapErr("next lease expiry", err)
 }
 

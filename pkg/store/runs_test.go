@@ -1225,8 +1225,13 @@ func TestRunsClaimBegunBeforeBacklog(t *testing.T) {
 			if mode == "rate" {
 				first = []uuid.UUID{backlog[0].ID, backlog[1].ID, backlog[2].ID}
 			}
-			if !slices.Equal(claimedIDs(got), first) {
-				t.Fatalf("claim of 3 after release: %v, want %v", claimedIDs(got), first)
+			// Which runs one claim takes is the order's doing; the order
+			// of the rows it returns is not promised.
+			gotIDs := claimedIDs(got)
+			slices.SortFunc(gotIDs, func(a, b uuid.UUID) int { return strings.Compare(a.String(), b.String()) })
+			slices.SortFunc(first, func(a, b uuid.UUID) int { return strings.Compare(a.String(), b.String()) })
+			if !slices.Equal(gotIDs, first) {
+				t.Fatalf("claim of 3 after release: %v, want %v", gotIDs, first)
 			}
 		})
 	}
@@ -1485,6 +1490,18 @@ func TestRunsNextDueAndQueuesDue(t *testing.T) {
 	e.create(store.RunsCreateParams{Queue: "q4", AvailableAt: &soon})
 	if due, pastDue, _ := e.s.RunsNextDue(e.ctx, "ns", "q4"); due == nil || !due.Equal(soon) || !pastDue {
 		t.Fatalf("next due with a past-due run: %v %v", due, pastDue)
+	}
+	// Priorities are read one by one: the earliest future time of any of
+	// them is next, and a due run of any of them is past due.
+	e.create(store.RunsCreateParams{Queue: "q5", AvailableAt: &later, Priority: 5})
+	e.create(store.RunsCreateParams{Queue: "q5", AvailableAt: &soon, Priority: -2})
+	if due, pastDue, _ := e.s.RunsNextDue(e.ctx, "ns", "q5"); due == nil || !due.Equal(soon) || pastDue {
+		t.Fatalf("next due over priorities: %v %v, want %v", due, pastDue, soon)
+	}
+	e.create(store.RunsCreateParams{Queue: "q5", AvailableAt: &past, Priority: 1})
+	e.create(store.RunsCreateParams{Queue: "q5", AvailableAt: &wake, Priority: 1})
+	if due, pastDue, _ := e.s.RunsNextDue(e.ctx, "ns", "q5"); due == nil || !due.Equal(wake) || !pastDue {
+		t.Fatalf("next due over priorities with a past-due run: %v %v, want %v", due, pastDue, wake)
 	}
 }
 
@@ -1963,6 +1980,59 @@ func TestRunsExpireLeasesAndNextLeaseExpiry(t *testing.T) {
 	}
 	wantErr(t, e.s.RunsComplete(e.ctx, leaseOf(cs), nil), store.ErrLeaseLost)
 	wantErr(t, e.s.RunsComplete(e.ctx, leaseOf(co), nil), store.ErrLeaseLost)
+}
+
+// TestRunsLeasesOfSeveralWorkers: the next expiry and the expired leases
+// are read holder by holder (a loose scan of the lease index), so the
+// earliest lease of any holder counts, and every holder's expired runs are
+// taken back and only those.
+func TestRunsLeasesOfSeveralWorkers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	w1 := uuid.MustParse("00000000-0000-0000-0000-000000000001")
+	w2 := uuid.MustParse("00000000-0000-0000-0000-000000000002")
+	w3 := uuid.MustParse("00000000-0000-0000-0000-000000000003")
+	claim := func(w uuid.UUID, lease time.Duration) store.ClaimedRun {
+		r := e.create(store.RunsCreateParams{})
+		p := claimParams(w, 1)
+		p.Lease = lease
+		c := e.claimOne(p, r.ID)
+		e.hold(w, r.ID)
+		return c
+	}
+	a := claim(w1, time.Hour)
+	b := claim(w1, 3*time.Minute)
+	c := claim(w2, 2*time.Minute)
+	d := claim(w2, 2*time.Hour)
+	f := claim(w3, 30*time.Minute)
+	next, err := e.s.RunsNextLeaseExpiry(e.ctx)
+	if err != nil || next == nil || !next.Equal(*c.LeaseExpiresAt) {
+		t.Fatalf("next lease expiry %v %v, want %v (the second holder's first)", next, err, c.LeaseExpiresAt)
+	}
+	rec, err := e.s.RunsExpireLeases(e.ctx, time.Now().Add(10*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[uuid.UUID]bool{}
+	for _, r := range rec {
+		got[r.RunID] = true
+	}
+	if len(rec) != 2 || !got[b.ID] || !got[c.ID] {
+		t.Fatalf("expired %+v, want the runs %s and %s", rec, b.ID, c.ID)
+	}
+	for _, r := range []store.ClaimedRun{a, d, f} {
+		if g := e.get("ns", r.ID); g.Status != store.StatusRunning {
+			t.Fatalf("unexpired lease of %s taken back: %s", r.ID, g.Status)
+		}
+	}
+	next, err = e.s.RunsNextLeaseExpiry(e.ctx)
+	if err != nil || next == nil || !next.Equal(*f.LeaseExpiresAt) {
+		t.Fatalf("next lease expiry %v %v, want %v (the third holder's)", next, err, f.LeaseExpiresAt)
+	}
+	// A running run has a holder: the walk of holders sees every lease.
+	if _, err := e.pool.Exec(e.ctx, `UPDATE kagzi.workflow_runs SET locked_by = NULL WHERE run_id = $1`, a.ID); err == nil {
+		t.Fatal("a running run without a holder was accepted")
+	}
 }
 
 // TestRunsRecoverManyAttempts: a run that retries forever and has failed
