@@ -23,7 +23,10 @@
 // was not answered within its wait. It accepts a delivery only for that
 // request and within its credits, so it never runs more than
 // Config.MaxConcurrency runs. Each run executes in its own goroutine;
-// reports are NATS requests retried until acknowledged. A lease lost or a
+// reports are NATS requests retried until acknowledged. A run's end report
+// is acknowledged in the background: its slot is free once the report is
+// handed over, while the run stays held (heartbeats, drain) until the
+// reply; at most Config.MaxConcurrency ends wait so. A lease lost or a
 // cancellation abandons the run (its context is cancelled, nothing more is
 // reported). Malformed messages are counted (Stats), logged and dropped.
 //
