@@ -38,7 +38,8 @@
 // # Ownership
 //
 // Every goroutine the worker starts belongs to the Worker and ends by
-// Stop, except a workflow function that ignores its cancelled context:
+// Stop (the sender of a run's end report when the report is acknowledged,
+// or when the drain timeout cancels it), except a workflow function that ignores its cancelled context:
 // Go cannot stop it, so Stop releases its run and returns after the drain
 // timeout, and the goroutine ends whenever the function returns (its
 // reports are suppressed).
