@@ -301,7 +301,7 @@ func (r *runReporter) Report(ctx context.Context, items ...protocol.ReportItem) 
 			r.failRun(ctx, err)
 		}
 		r.rs.log.Error("report failed: abandoning the run", "err", err)
-		r.w.abandonRun(r.rs.run.RunID, err)
+		r.w.abandon(r.rs, err)
 		return nil, err
 	}
 	for i, res := range results {
@@ -312,17 +312,29 @@ func (r *runReporter) Report(ctx context.Context, items ...protocol.ReportItem) 
 		switch res.Code {
 		case protocol.ResultLeaseLost:
 			r.rs.log.Info("lease lost: abandoning the run", "kind", items[i].Kind, "step_id", items[i].StepID)
-			r.w.abandonRun(r.rs.run.RunID, workflow.ErrLeaseLost)
+			r.w.abandon(r.rs, workflow.ErrLeaseLost)
 			return nil, workflow.ErrLeaseLost
 		case protocol.ResultInvalid:
 			r.rs.log.Error("report refused as invalid: abandoning the run",
 				"kind", items[i].Kind, "step_id", items[i].StepID, "message", res.Message)
 			err := fmt.Errorf("%w: %s", workflow.ErrReportRefused, res.Message)
-			r.w.abandonRun(r.rs.run.RunID, err)
+			r.w.abandon(r.rs, err)
 			return nil, err
 		}
 	}
 	return results, nil
+}
+
+// abandon stops rs from reporting or being listed in heartbeats and
+// cancels its context with cause. A report's refusal concerns the lease it
+// was sent under: rs, not a newer execution of the run that took its
+// place in w.runs (its end report may still be in flight when the run is
+// delivered again).
+func (w *Worker) abandon(rs *runState, cause error) {
+	w.mu.Lock()
+	rs.abandoned = true
+	w.mu.Unlock()
+	rs.cancel(cause)
 }
 
 // failRun reports the run failed, not to be retried, with err's message.
@@ -358,11 +370,11 @@ func (r *runReporter) FetchPayload(ctx context.Context, stepID string, attempt i
 				tries = 1
 				continue
 			case protocol.ResultLeaseLost:
-				r.w.abandonRun(r.rs.run.RunID, workflow.ErrLeaseLost)
+				r.w.abandon(r.rs, workflow.ErrLeaseLost)
 				return nil, workflow.ErrLeaseLost
 			case protocol.ResultInvalid:
 				err := fmt.Errorf("%w: payload %q#%d: %s", workflow.ErrReportRefused, stepID, attempt, chunk.Message)
-				r.w.abandonRun(r.rs.run.RunID, err)
+				r.w.abandon(r.rs, err)
 				return nil, err
 			}
 			err = fmt.Errorf("dispatcher error: %s", chunk.Message)

@@ -349,6 +349,9 @@ func (w *Worker) Run(ctx context.Context) error {
 type Stats struct {
 	// Running is the number of runs executing (occupied slots).
 	Running int
+	// Ending is the number of runs whose end report is sent and not yet
+	// acknowledged (they hold no slot); their outcome is counted then.
+	Ending int
 	// Requests counts work requests sent.
 	Requests uint64
 	// Accepted and Refused count deliveries.
@@ -385,11 +388,12 @@ type counters struct {
 // Stats returns the worker's counters.
 func (w *Worker) Stats() Stats {
 	w.mu.Lock()
-	running := w.active
+	running, ending := w.active, w.ending
 	w.mu.Unlock()
 	s := &w.stats
 	return Stats{
 		Running:        running,
+		Ending:         ending,
 		Requests:       s.requests.Load(),
 		Accepted:       s.accepted.Load(),
 		Refused:        s.refused.Load(),
