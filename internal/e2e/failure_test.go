@@ -209,7 +209,7 @@ func idleStats(t *testing.T, w *worker.Worker) worker.Stats {
 	var s worker.Stats
 	waitUntil(t, 10*time.Second, "the worker's runs to end", func() bool {
 		s = w.Stats()
-		return s.Running == 0
+		return s.Running == 0 && s.Ending == 0
 	})
 	return s
 }

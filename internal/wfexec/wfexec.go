@@ -31,6 +31,23 @@ type Reporter interface {
 	Report(ctx context.Context, items ...protocol.ReportItem) ([]protocol.ReportResult, error)
 }
 
+// EndReporter is a Reporter that can take a run's end report (the held
+// step results and child starts not yet sent, then run_completed,
+// run_failed or run_continue) without the execution waiting for the
+// engine to record it.
+//
+// ReportEnd returns once the report is taken: from then on it is the
+// reporter's to send, retry and have acknowledged, and to deal with a lost
+// lease or a refusal as Report would. An error means it was not taken (ctx
+// ended first) and the execution is abandoned. There is nothing in the
+// execution after its end, so no effect can precede the end's record; a
+// report that is lost leaves the run to its lease and it is executed
+// again.
+type EndReporter interface {
+	Reporter
+	ReportEnd(ctx context.Context, items ...protocol.ReportItem) error
+}
+
 // PayloadFetcher reads, under the run's lease, a payload that the delivery
 // did not carry inline (protocol.StepState.OutputSize,
 // protocol.DeliveredRun.InputSize): the output of attempt attempt of step
@@ -49,7 +66,8 @@ type Execution struct {
 	// Func is the workflow function registered for Run.Type: a
 	// workflow.Func (or a function of its signature).
 	Func any
-	// Reporter sends the execution's reports.
+	// Reporter sends the execution's reports. If it is an EndReporter, the
+	// end report is handed to its ReportEnd.
 	Reporter Reporter
 	// Payloads reads the payloads Run carries by size only (nil: a run
 	// with such a payload is abandoned when its replay needs it).
@@ -89,10 +107,11 @@ type OutcomeStatus int
 
 // Outcome statuses.
 const (
-	// OutcomeCompleted: the workflow returned and run_completed was recorded.
+	// OutcomeCompleted: the workflow returned and run_completed (or
+	// run_continue) was recorded, or taken by EndReporter.ReportEnd.
 	OutcomeCompleted OutcomeStatus = iota + 1
 	// OutcomeFailed: the workflow failed (error, panic, non-determinism)
-	// and run_failed was recorded.
+	// and run_failed was recorded, or taken by EndReporter.ReportEnd.
 	OutcomeFailed
 	// OutcomeSuspended: the run was suspended (sleeping, waiting for an
 	// event or for children, or backing off before a step's next attempt);
@@ -137,7 +156,8 @@ func Register(f func(context.Context, Execution) Outcome) { impl = f }
 // new step results, and finally reports run_completed or run_failed unless
 // the execution was suspended or abandoned. It recovers panics of the
 // workflow function and reports them as failures. It returns when the
-// workflow function has returned and the final report is recorded.
+// workflow function has returned and the final report is recorded (taken,
+// with an EndReporter).
 func Execute(ctx context.Context, e Execution) Outcome {
 	if impl == nil {
 		panic("wfexec: package workflow is not linked")

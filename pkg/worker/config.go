@@ -57,6 +57,8 @@ type Config struct {
 	// Queue is the task queue the worker serves (default "default").
 	Queue string
 	// MaxConcurrency is how many runs may execute at once (default 10).
+	// A run's slot is free once its end report is sent; as many more runs
+	// may wait for that report's acknowledgement.
 	MaxConcurrency int
 	// HeartbeatInterval is how often liveness and held runs are
 	// published (default 2 s); accepted runs are also announced at once.
@@ -67,8 +69,9 @@ type Config struct {
 	// ReportTimeout bounds one attempt of a report round trip (default 5 s);
 	// a report is retried until acknowledged or its run ends.
 	ReportTimeout time.Duration
-	// DrainTimeout is how long Stop lets in-flight runs finish before it
-	// cancels and releases them (default 20 s).
+	// DrainTimeout is how long Stop lets in-flight runs finish, and their
+	// end reports be acknowledged, before it cancels and releases them
+	// (default 20 s).
 	DrainTimeout time.Duration
 	// MaxInlineRetry is the longest backoff before a step's next attempt
 	// that a run waits for in the worker, keeping its slot (default

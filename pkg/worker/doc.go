@@ -23,7 +23,10 @@
 // was not answered within its wait. It accepts a delivery only for that
 // request and within its credits, so it never runs more than
 // Config.MaxConcurrency runs. Each run executes in its own goroutine;
-// reports are NATS requests retried until acknowledged. A lease lost or a
+// reports are NATS requests retried until acknowledged. A run's end report
+// is acknowledged in the background: its slot is free once the report is
+// handed over, while the run stays held (heartbeats, drain) until the
+// reply; at most Config.MaxConcurrency ends wait so. A lease lost or a
 // cancellation abandons the run (its context is cancelled, nothing more is
 // reported). Malformed messages are counted (Stats), logged and dropped.
 //
@@ -35,7 +38,8 @@
 // # Ownership
 //
 // Every goroutine the worker starts belongs to the Worker and ends by
-// Stop, except a workflow function that ignores its cancelled context:
+// Stop (the sender of a run's end report when the report is acknowledged,
+// or when the drain timeout cancels it), except a workflow function that ignores its cancelled context:
 // Go cannot stop it, so Stop releases its run and returns after the drain
 // timeout, and the goroutine ends whenever the function returns (its
 // reports are suppressed).

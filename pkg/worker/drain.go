@@ -25,19 +25,19 @@ func (w *Worker) drain() {
 	w.draining = true
 	w.out = nil
 	idle := make(chan struct{})
-	if w.active == 0 {
+	if w.active == 0 && w.ending == 0 {
 		close(idle)
 	} else {
 		w.idle = idle
 	}
-	held := w.active
+	held, ending := w.active, w.ending
 	w.mu.Unlock()
 	// Stopping already: a later cancellation of Start's ctx or drain
 	// request has nothing left to trigger.
 	s.unwatch()
 	s.forget()
 	s.stopRequests()
-	w.log.Info("draining", "runs", held, "timeout", w.cfg.DrainTimeout)
+	w.log.Info("draining", "runs", held, "end_reports", ending, "timeout", w.cfg.DrainTimeout)
 	w.sendHeartbeat()
 
 	waitCtx, cancelWait := context.WithTimeout(base, w.cfg.DrainTimeout)

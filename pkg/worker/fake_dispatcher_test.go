@@ -45,6 +45,10 @@ type fakeDispatcher struct {
 	mu     sync.Mutex
 	events []event
 	answer func(protocol.ReportItem) protocol.ResultCode
+	// hold, if set, picks the reports whose reply waits on parked.
+	hold func(protocol.ReportItem) bool
+
+	parked chan parkedReply
 
 	requests   chan workReq
 	items      chan protocol.ReportItem
@@ -63,6 +67,7 @@ func newFakeDispatcher(t *testing.T, s *testnats.Server) *fakeDispatcher {
 		heartbeats: make(chan protocol.Heartbeat, 10000),
 		registers:  make(chan protocol.WorkerRegister, 100),
 		deregs:     make(chan protocol.WorkerDeregister, 100),
+		parked:     make(chan parkedReply, 100),
 	}
 	if _, err := d.nc.Subscribe(protocol.Prefix+">", d.handle); err != nil {
 		t.Fatal(err)
@@ -122,10 +127,12 @@ func (d *fakeDispatcher) handle(msg *nats.Msg) {
 			t.Errorf("report for %s on %s", r.Namespace, msg.Subject)
 		}
 		d.mu.Lock()
-		answer := d.answer
+		answer, hold := d.answer, d.hold
 		d.mu.Unlock()
 		reply := protocol.ReportReply{}
+		held := false
 		for _, it := range r.Items {
+			held = held || hold != nil && hold(it)
 			d.record(event{kind: "report", item: it})
 			push(t, d.items, it)
 			code := protocol.ResultOK
@@ -137,6 +144,10 @@ func (d *fakeDispatcher) handle(msg *nats.Msg) {
 		data, err := protocol.Encode(&reply)
 		if err != nil {
 			t.Errorf("encode reply: %v", err)
+			return
+		}
+		if held {
+			push(t, d.parked, parkedReply{msg: msg, data: data, items: r.Items})
 			return
 		}
 		if err := msg.Respond(data); err != nil {
@@ -174,6 +185,29 @@ func (d *fakeDispatcher) handle(msg *nats.Msg) {
 		d.record(event{kind: "deregister"})
 		push(t, d.deregs, r)
 	}
+}
+
+// parkedReply is the reply of a report the fake dispatcher holds back
+// (setHold) until the test sends it.
+type parkedReply struct {
+	msg   *nats.Msg
+	data  []byte
+	items []protocol.ReportItem
+}
+
+func (p parkedReply) respond(t *testing.T) {
+	t.Helper()
+	if err := p.msg.Respond(p.data); err != nil {
+		t.Fatalf("respond: %v", err)
+	}
+}
+
+// setHold holds back, from now on, the reply of every report with an item
+// f picks: it goes to parked instead.
+func (d *fakeDispatcher) setHold(f func(protocol.ReportItem) bool) {
+	d.mu.Lock()
+	d.hold = f
+	d.mu.Unlock()
 }
 
 // deliver sends runs for a request with the given seq and returns whether

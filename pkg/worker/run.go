@@ -59,6 +59,13 @@ type runState struct {
 	// abandoned: cancelled or lease lost; not listed in heartbeats, not
 	// released by a drain. Guarded by Worker.mu.
 	abandoned bool
+	// endPending: the execution handed its end report to sendEnd (see
+	// ReportEnd), which ends the run once it is acknowledged. Written by
+	// the execution goroutine before it ends (done).
+	endPending bool
+	// span is the attempt's span (nil for a run not executed here); it
+	// ends with the run.
+	span trace.Span
 }
 
 // newRunState prepares a delivered run; w.mu is held.
@@ -112,7 +119,8 @@ func (w *Worker) execute(rs *runState) {
 	// nothing); the workflow's steps are children of the attempt.
 	// kagzi.execution counts the run's deliveries (the lease token), so a
 	// run resumed after a sleep is execution 2; kagzi.retry_epoch counts
-	// the workflow's retries.
+	// the workflow's retries. The span and kagzi.executions are recorded
+	// when the run ends (see ended).
 	ctx, span := w.tracer.Start(tracectx.WithTraceParent(rs.ctx, rs.run.TraceParent), "kagzi.attempt "+rs.run.Type,
 		trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(
@@ -122,18 +130,7 @@ func (w *Worker) execute(rs *runState) {
 			attribute.Int("kagzi.retry_epoch", rs.run.Attempt),
 			attribute.String("kagzi.worker_id", w.cfg.WorkerID.String()),
 		))
-	defer func() {
-		w.executions.Add(context.WithoutCancel(rs.ctx), 1, w.execAttrs.Get(execKey{rs.run.Namespace, rs.run.Queue, rs.run.Type,
-			rs.outcome.Status.String()}, execAttrs))
-		span.SetAttributes(attribute.String("kagzi.outcome", rs.outcome.Status.String()))
-		if rs.outcome.Err != nil {
-			span.RecordError(rs.outcome.Err)
-		}
-		if rs.outcome.Status == wfexec.OutcomeFailed {
-			span.SetStatus(codes.Error, rs.outcome.Err.Error())
-		}
-		span.End()
-	}()
+	rs.span = span
 	rs.outcome = wfexec.Execute(ctx, wfexec.Execution{
 		Cancel:         trace.ContextWithSpan(rs.soft, span),
 		Run:            rs.run,
@@ -169,9 +166,37 @@ func (w *Worker) failUnregistered(rs *runState, rep *runReporter) wfexec.Outcome
 	return wfexec.Outcome{Status: wfexec.OutcomeFailed, Err: err}
 }
 
-// finish frees the run's slot.
+// finish frees the run's slot as its execution ends. A run whose end
+// report is pending (see ReportEnd) stays held until sendEnd has its
+// acknowledgement: listed in heartbeats, so the engine keeps its lease,
+// and waited for by a drain.
 func (w *Worker) finish(rs *runState) {
-	out := rs.outcome
+	if !rs.endPending {
+		w.ended(rs, rs.outcome)
+	}
+	close(rs.done)
+	w.mu.Lock()
+	w.active--
+	if !rs.endPending && w.runs[rs.run.RunID] == rs {
+		delete(w.runs, rs.run.RunID)
+	}
+	w.idleCheck()
+	w.mu.Unlock()
+	w.poke()
+}
+
+// idleCheck tells a waiting drain that no run is held any more: none
+// executing, no end report pending. w.mu is held.
+func (w *Worker) idleCheck() {
+	if w.draining && w.active == 0 && w.ending == 0 && w.idle != nil {
+		close(w.idle)
+		w.idle = nil
+	}
+}
+
+// ended records how the run ended (counters, log, kagzi.executions, the
+// attempt span) and ends its context.
+func (w *Worker) ended(rs *runState, out wfexec.Outcome) {
 	switch out.Status {
 	case wfexec.OutcomeCompleted:
 		w.stats.completed.Add(1)
@@ -192,21 +217,68 @@ func (w *Worker) finish(rs *runState) {
 			rs.log.Info("run abandoned", "cause", out.Err)
 		}
 	}
+	if span := rs.span; span != nil {
+		w.executions.Add(context.WithoutCancel(rs.ctx), 1, w.execAttrs.Get(execKey{rs.run.Namespace, rs.run.Queue, rs.run.Type,
+			out.Status.String()}, execAttrs))
+		span.SetAttributes(attribute.String("kagzi.outcome", out.Status.String()))
+		if out.Err != nil {
+			span.RecordError(out.Err)
+		}
+		if out.Status == wfexec.OutcomeFailed {
+			span.SetStatus(codes.Error, out.Err.Error())
+		}
+		span.End()
+	}
 	rs.cancel(errRunEnded)
 	rs.stopDeadline()
-	close(rs.done)
+}
 
+// ReportEnd implements wfexec.EndReporter: it hands the run's end report
+// to sendEnd and returns, so the run's slot is free while the dispatcher
+// records it. The reports pending so are at most Config.MaxConcurrency
+// (w.ends): beyond that the execution waits here, holding its slot, so a
+// slow or unreachable dispatcher leaves the worker at most twice its
+// concurrency in runs and asks for no new work.
+func (r *runReporter) ReportEnd(ctx context.Context, items ...protocol.ReportItem) error {
+	w := r.w
+	select {
+	case w.ends <- struct{}{}:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 	w.mu.Lock()
-	w.active--
+	w.ending++
+	w.mu.Unlock()
+	r.rs.endPending = true
+	go w.sendEnd(ctx, r, items)
+	return nil
+}
+
+// sendEnd owns a run's end report from ReportEnd on: it sends it until it
+// is acknowledged, lost or refused (Report: a refusal abandons the run,
+// one too large fails it), then ends the run as finish would have. ctx is
+// the execution's, which lives until then: the run's lease, termination,
+// deadline and a drain's hard stop still end it.
+func (w *Worker) sendEnd(ctx context.Context, r *runReporter, items []protocol.ReportItem) {
+	rs := r.rs
+	_, err := r.Report(ctx, items...)
+	<-rs.done
+	out := rs.outcome
+	if err != nil {
+		if ctx.Err() != nil {
+			rs.log.Warn("end report abandoned before its acknowledgement: the run's lease gives it back", "err", err)
+		}
+		out = wfexec.Outcome{Status: wfexec.OutcomeAbandoned, Err: err}
+	}
+	w.ended(rs, out)
+	<-w.ends
+	w.mu.Lock()
+	w.ending--
 	if w.runs[rs.run.RunID] == rs {
 		delete(w.runs, rs.run.RunID)
 	}
-	if w.draining && w.active == 0 && w.idle != nil {
-		close(w.idle)
-		w.idle = nil
-	}
+	w.idleCheck()
 	w.mu.Unlock()
-	w.poke()
 }
 
 // runReporter is the wfexec.Reporter of one run.
@@ -229,7 +301,7 @@ func (r *runReporter) Report(ctx context.Context, items ...protocol.ReportItem) 
 			r.failRun(ctx, err)
 		}
 		r.rs.log.Error("report failed: abandoning the run", "err", err)
-		r.w.abandonRun(r.rs.run.RunID, err)
+		r.w.abandon(r.rs, err)
 		return nil, err
 	}
 	for i, res := range results {
@@ -240,17 +312,29 @@ func (r *runReporter) Report(ctx context.Context, items ...protocol.ReportItem) 
 		switch res.Code {
 		case protocol.ResultLeaseLost:
 			r.rs.log.Info("lease lost: abandoning the run", "kind", items[i].Kind, "step_id", items[i].StepID)
-			r.w.abandonRun(r.rs.run.RunID, workflow.ErrLeaseLost)
+			r.w.abandon(r.rs, workflow.ErrLeaseLost)
 			return nil, workflow.ErrLeaseLost
 		case protocol.ResultInvalid:
 			r.rs.log.Error("report refused as invalid: abandoning the run",
 				"kind", items[i].Kind, "step_id", items[i].StepID, "message", res.Message)
 			err := fmt.Errorf("%w: %s", workflow.ErrReportRefused, res.Message)
-			r.w.abandonRun(r.rs.run.RunID, err)
+			r.w.abandon(r.rs, err)
 			return nil, err
 		}
 	}
 	return results, nil
+}
+
+// abandon stops rs from reporting or being listed in heartbeats and
+// cancels its context with cause. A report's refusal concerns the lease it
+// was sent under: rs, not a newer execution of the run that took its
+// place in w.runs (its end report may still be in flight when the run is
+// delivered again).
+func (w *Worker) abandon(rs *runState, cause error) {
+	w.mu.Lock()
+	rs.abandoned = true
+	w.mu.Unlock()
+	rs.cancel(cause)
 }
 
 // failRun reports the run failed, not to be retried, with err's message.
@@ -286,11 +370,11 @@ func (r *runReporter) FetchPayload(ctx context.Context, stepID string, attempt i
 				tries = 1
 				continue
 			case protocol.ResultLeaseLost:
-				r.w.abandonRun(r.rs.run.RunID, workflow.ErrLeaseLost)
+				r.w.abandon(r.rs, workflow.ErrLeaseLost)
 				return nil, workflow.ErrLeaseLost
 			case protocol.ResultInvalid:
 				err := fmt.Errorf("%w: payload %q#%d: %s", workflow.ErrReportRefused, stepID, attempt, chunk.Message)
-				r.w.abandonRun(r.rs.run.RunID, err)
+				r.w.abandon(r.rs, err)
 				return nil, err
 			}
 			err = fmt.Errorf("dispatcher error: %s", chunk.Message)

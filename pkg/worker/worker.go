@@ -65,7 +65,11 @@ type Worker struct {
 	runs     map[uuid.UUID]*runState
 	seq      uint64        // last work request's Seq
 	out      *outstanding  // the outstanding work request, if any
-	idle     chan struct{} // closed when draining and active reaches 0
+	idle     chan struct{} // closed when draining and no run is held (idleCheck)
+	// ending counts end reports pending (sendEnd); ends holds a token for
+	// each, bounding them to MaxConcurrency.
+	ending int
+	ends   chan struct{}
 
 	kick chan struct{} // wakes the request loop
 	// life owns the worker's loops; a run's goroutine is the run's own
@@ -162,6 +166,7 @@ func New(cfg Config, nc *nats.Conn) (*Worker, error) {
 		types:  make(map[string]*registration),
 		runs:   make(map[uuid.UUID]*runState),
 		kick:   make(chan struct{}, 1),
+		ends:   make(chan struct{}, cfg.MaxConcurrency),
 		ready:  make(chan struct{}),
 		done:   make(chan struct{}),
 	}
@@ -344,6 +349,9 @@ func (w *Worker) Run(ctx context.Context) error {
 type Stats struct {
 	// Running is the number of runs executing (occupied slots).
 	Running int
+	// Ending is the number of runs whose end report is sent and not yet
+	// acknowledged (they hold no slot); their outcome is counted then.
+	Ending int
 	// Requests counts work requests sent.
 	Requests uint64
 	// Accepted and Refused count deliveries.
@@ -380,11 +388,12 @@ type counters struct {
 // Stats returns the worker's counters.
 func (w *Worker) Stats() Stats {
 	w.mu.Lock()
-	running := w.active
+	running, ending := w.active, w.ending
 	w.mu.Unlock()
 	s := &w.stats
 	return Stats{
 		Running:        running,
+		Ending:         ending,
 		Requests:       s.requests.Load(),
 		Accepted:       s.accepted.Load(),
 		Refused:        s.refused.Load(),

@@ -48,7 +48,8 @@ func init() { wfexec.Register(execute) }
 // new step results, and finally reports run_completed or run_failed unless
 // the execution was suspended or abandoned. It recovers panics of the
 // workflow function and reports them as failures. It returns when the
-// workflow function has returned and the final report is recorded.
+// workflow function has returned and the final report is recorded (taken,
+// with a wfexec.EndReporter).
 func execute(ctx context.Context, e wfexec.Execution) wfexec.Outcome {
 	fn, ok := e.Func.(Func)
 	if !ok {
@@ -119,7 +120,12 @@ func execute(ctx context.Context, e wfexec.Execution) wfexec.Outcome {
 	// Held step results and child starts not yet sent go first, in the
 	// same report: the engine applies them and the end in one transaction.
 	pending := ex.takeForSend()
-	_, rerr := e.Reporter.Report(ctx, append(pending, it)...)
+	var rerr error
+	if er, ok := e.Reporter.(wfexec.EndReporter); ok {
+		rerr = er.ReportEnd(ctx, append(pending, it)...)
+	} else {
+		_, rerr = e.Reporter.Report(ctx, append(pending, it)...)
+	}
 	ex.sent(pending)
 	if rerr != nil {
 		return wfexec.Outcome{Status: wfexec.OutcomeAbandoned, Err: rerr}
