@@ -182,7 +182,17 @@ func (w *Worker) deliveryLoop(ctx context.Context, sub *nats.Subscription) {
 			w.startRuns(started)
 			return
 		}
-		started = append(started, w.handleDelivery(msg)...)
+		var received int64
+		if w.cfg.DispatchHops != nil {
+			received = time.Now().UnixNano()
+		}
+		runs := w.handleDelivery(msg)
+		if received != 0 {
+			for _, rs := range runs {
+				w.cfg.DispatchHops(rs.run.RunID, "received", received)
+			}
+		}
+		started = append(started, runs...)
 		if n, _, err := sub.Pending(); err == nil && n > 0 {
 			continue
 		}

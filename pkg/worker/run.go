@@ -100,6 +100,9 @@ func (w *Worker) newRunState(r *protocol.DeliveredRun) *runState {
 
 // execute runs one delivered run in its own goroutine.
 func (w *Worker) execute(rs *runState) {
+	if w.cfg.DispatchHops != nil {
+		w.cfg.DispatchHops(rs.run.RunID, "executing", time.Now().UnixNano())
+	}
 	defer w.finish(rs)
 	rep := &runReporter{w: w, rs: rs}
 	if rs.reg == nil {

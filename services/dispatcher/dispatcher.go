@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kagzi/kagzi/internal/hops"
 	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/internal/tracectx"
@@ -51,6 +52,10 @@ type Options struct {
 	// PendingLimit is how many messages a subscription may hold unread
 	// before NATS drops the next ones (default 1<<20; see drops.go).
 	PendingLimit int
+	// Hops, if set, records when each claimed run's wakeup arrived, its
+	// claim ran and its delivery was published (the dispatch-hop
+	// diagnostic, KAGZI_HOPS_DIR).
+	Hops *hops.Recorder
 	// TracerProvider and MeterProvider default to the otel globals.
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
@@ -128,7 +133,13 @@ type queue struct {
 	// recheck is the current backoff before claiming again for runs that
 	// were due but that no claim took (see serve).
 	recheck time.Duration
+	// woke is the last wakeup's hops (only with Options.Hops).
+	woke wakeHops
 }
+
+// wakeHops are a wakeup's stamps, in unix nanoseconds: when the relay
+// received its NOTIFY and published it, and when it arrived here.
+type wakeHops struct{ notified, relayed, woken int64 }
 
 type parked struct {
 	req     protocol.WorkRequest
@@ -356,12 +367,20 @@ func (d *Dispatcher) onTimer(q *queue) {
 }
 
 func (d *Dispatcher) onWakeup(m *nats.Msg) {
+	woken := d.cfg.Hops.Now()
 	var w protocol.Wakeup
 	if err := protocol.Decode(m.Data, &w); err != nil {
 		d.dropMalformed(m, err)
 		return
 	}
 	d.wakeups.Add(1)
+	if woken != 0 {
+		d.mu.Lock()
+		if d.ctx.Err() == nil {
+			d.queueLocked(qkey{w.Namespace, w.Queue}).woke = wakeHops{w.NotifiedNS, w.RelayedNS, woken}
+		}
+		d.mu.Unlock()
+	}
 	d.wake(qkey{w.Namespace, w.Queue}, w.AvailableAt)
 }
 
@@ -477,6 +496,7 @@ func (d *Dispatcher) serve(q *queue) {
 		d.mu.Lock()
 		p := d.nextLocked(q, skip)
 		gen := q.gen
+		woke := q.woke
 		d.mu.Unlock()
 		if p == nil {
 			return
@@ -484,6 +504,7 @@ func (d *Dispatcher) serve(q *queue) {
 		limit := min(p.req.Credits, d.cfg.MaxClaim)
 		d.claims.Add(1)
 		claimStart := time.Now()
+		claiming := d.cfg.Hops.Now()
 		runs, flow, err := d.st.RunsClaimStats(d.ctx, store.RunsClaimParams{
 			Namespace: q.key.ns, Queue: q.key.queue, WorkerID: p.req.WorkerID,
 			Types: p.types, Limit: limit, Lease: d.cfg.Lease, InlineBytes: protocol.InlinePayloadBytes,
@@ -498,6 +519,9 @@ func (d *Dispatcher) serve(q *queue) {
 			d.armLocked(q, time.Now().Add(time.Second))
 			d.mu.Unlock()
 			return
+		}
+		if claiming != 0 {
+			d.markClaimed(runs, woke, claiming)
 		}
 		d.claimed.Add(int64(len(runs)))
 		d.tel.flow(d.ctx, q.key.ns, q.key.queue, flow)
@@ -599,6 +623,12 @@ func (d *Dispatcher) deliver(p *parked, runs []store.ClaimedRun) {
 	hctx := d.ctx
 	if len(spans) == 1 && spans[0] != nil {
 		hctx = trace.ContextWithSpan(hctx, spans[0])
+	}
+	if d.cfg.Hops != nil {
+		now := d.cfg.Hops.Now()
+		for i := range runs {
+			d.cfg.Hops.Mark(runs[i].ID, hops.Delivered, now)
+		}
 	}
 	reply, err := d.nc.RequestMsg(tracectx.Msg(hctx, p.reply, data), d.cfg.DeliveryTimeout)
 	d.tel.endDispatch(spans, err)
@@ -740,4 +770,22 @@ func (d *Dispatcher) release(runs []store.ClaimedRun) {
 		return
 	}
 	d.released.Add(n)
+}
+
+// markClaimed records the hops of claimed runs up to the claim's return;
+// the wakeup's are the last one the queue received before the claim.
+func (d *Dispatcher) markClaimed(runs []store.ClaimedRun, woke wakeHops, claiming int64) {
+	claimed := d.cfg.Hops.Now()
+	for i := range runs {
+		id := runs[i].ID
+		if woke.woken != 0 {
+			if woke.notified != 0 {
+				d.cfg.Hops.Mark(id, hops.Notified, woke.notified)
+				d.cfg.Hops.Mark(id, hops.Relayed, woke.relayed)
+			}
+			d.cfg.Hops.Mark(id, hops.Woken, woke.woken)
+		}
+		d.cfg.Hops.Mark(id, hops.Claiming, claiming)
+		d.cfg.Hops.Mark(id, hops.Claimed, claimed)
+	}
 }
