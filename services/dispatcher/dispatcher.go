@@ -158,6 +158,10 @@ type Dispatcher struct {
 
 	mu     sync.Mutex
 	queues map[qkey]*queue
+	// local are the wakeups the relay of this process handed over
+	// directly whose copy from NATS has not arrived yet, oldest first
+	// (see wakeLocal); guarded by mu.
+	local []localWakeup
 
 	reports chan *reportJob
 	tel     *instruments
@@ -374,6 +378,13 @@ func (d *Dispatcher) onWakeup(m *nats.Msg) {
 		return
 	}
 	d.wakeups.Add(1)
+	if d.handedOver(&w) {
+		return
+	}
+	d.onWakeupAt(&w, woken)
+}
+
+func (d *Dispatcher) onWakeupAt(w *protocol.Wakeup, woken int64) {
 	if woken != 0 {
 		d.mu.Lock()
 		if d.ctx.Err() == nil {
@@ -523,27 +534,25 @@ func (d *Dispatcher) serve(q *queue) {
 		if claiming != 0 {
 			d.markClaimed(runs, woke, claiming)
 		}
-		d.claimed.Add(int64(len(runs)))
-		d.tel.flow(d.ctx, q.key.ns, q.key.queue, flow)
 		now := time.Now()
-		d.tel.claimed(d.ctx, q.key.ns, q.key.queue, runs, p.req.WorkerID.String(), claimStart, now)
-		for _, r := range runs {
-			d.tel.dispatch.Record(d.ctx, float64(now.Sub(r.DueAt))/float64(time.Millisecond), d.tel.queue(r.Namespace, r.Queue))
-		}
 		if len(runs) > 0 {
-			d.publishClaimed(q.key.ns, runs)
+			// The delivery first: what follows is bookkeeping nothing waits
+			// for.
 			d.mu.Lock()
 			d.removeLocked(q, p)
+			q.recheck = 0
 			d.mu.Unlock()
 			if !d.life.Go(func() { d.deliver(p, runs) }) {
 				// Stopping: the runs go back now, not at lease expiry.
 				d.release(runs)
 			}
+			d.publishClaimed(q.key.ns, runs)
 		}
-		if len(runs) > 0 {
-			d.mu.Lock()
-			q.recheck = 0
-			d.mu.Unlock()
+		d.claimed.Add(int64(len(runs)))
+		d.tel.flow(d.ctx, q.key.ns, q.key.queue, flow)
+		d.tel.claimed(d.ctx, q.key.ns, q.key.queue, runs, p.req.WorkerID.String(), claimStart, now)
+		for _, r := range runs {
+			d.tel.dispatch.Record(d.ctx, float64(now.Sub(r.DueAt))/float64(time.Millisecond), d.tel.queue(r.Namespace, r.Queue))
 		}
 		if len(runs) < limit {
 			// Nothing more is due for this type set: remember it, so renewed
@@ -788,4 +797,50 @@ func (d *Dispatcher) markClaimed(runs []store.ClaimedRun, woke wakeHops, claimin
 		d.cfg.Hops.Mark(id, hops.Claiming, claiming)
 		d.cfg.Hops.Mark(id, hops.Claimed, claimed)
 	}
+}
+
+// localWakeup is a wakeup handed over in process, awaiting its NATS copy.
+type localWakeup struct {
+	key qkey
+	at  time.Time
+}
+
+// maxLocal bounds the wakeups remembered for want of their NATS copy (a
+// publish that failed leaves one behind until a later copy passes it).
+const maxLocal = 1024
+
+// wakeLocal takes a wakeup from the relay of this process before the
+// relay publishes it; safe on nil. The same wakeup then arrives from NATS
+// (other dispatchers and reapers need it): the relay publishes in order
+// and NATS keeps one publisher's order, so its copy is the oldest one
+// remembered here, and handedOver drops it rather than claim a second
+// time for one start.
+func (d *Dispatcher) wakeLocal(w *protocol.Wakeup) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	if len(d.local) == maxLocal {
+		d.local = append(d.local[:0], d.local[1:]...)
+	}
+	d.local = append(d.local, localWakeup{qkey{w.Namespace, w.Queue}, w.AvailableAt})
+	d.mu.Unlock()
+	d.onWakeupAt(w, d.cfg.Hops.Now())
+}
+
+// handedOver reports whether w is the NATS copy of a wakeup the relay of
+// this process handed over already, forgetting it and any older one
+// whose copy never came.
+func (d *Dispatcher) handedOver(w *protocol.Wakeup) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i, l := range d.local {
+		if l.key.ns == w.Namespace && l.key.queue == w.Queue && l.at.Equal(w.AvailableAt) {
+			n := copy(d.local, d.local[i+1:])
+			clear(d.local[n:])
+			d.local = d.local[:n]
+			return true
+		}
+	}
+	return false
 }

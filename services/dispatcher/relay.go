@@ -46,6 +46,11 @@ type RelayConfig struct {
 	// protocol.DefaultBeaconInterval); a standby takes over from a leader
 	// silent for three of them.
 	BeaconInterval time.Duration
+	// Local, if set, is the dispatcher of this process: each wakeup is
+	// handed to it directly before it is published, so the dispatcher
+	// next to the relay claims without waiting for the wakeup's round
+	// trip through the NATS server (see Dispatcher.Local).
+	Local *Dispatcher
 	// Hops, if set, stamps each wakeup with when its NOTIFY arrived and
 	// when it was published (the dispatch-hop diagnostic).
 	Hops *hops.Recorder
@@ -241,6 +246,7 @@ func (r *Relay) onNotification(ctx context.Context, payload string) {
 		if notified != 0 {
 			w.NotifiedNS, w.RelayedNS = notified, r.cfg.Hops.Now()
 		}
+		r.cfg.Local.wakeLocal(w)
 		r.publish(ctx, protocol.SubjectReady(n.Namespace, n.Queue), w)
 	case store.NotifyDone:
 		for _, f := range n.Finished {

@@ -32,6 +32,9 @@ func Assemble(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) proc
 		opts.RelayID = relay.LeaderID
 	}
 	d := New(opts, st, nc, log)
+	if relay != nil {
+		relay.cfg.Local = d
+	}
 	natsutil.OnReconnect(nc, d.Resync)
 	p := process.Parts{Components: []lifecycle.Component{d}, Checks: map[string]lifecycle.Check{
 		"postgres": st.Ping, "nats": lifecycle.NATSCheck(nc),
