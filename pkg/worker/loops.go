@@ -209,11 +209,15 @@ func (w *Worker) deliveryLoop(ctx context.Context, sub *nats.Subscription) {
 // to its timeout and grace, and Stop must not wait for a workflow that
 // ignores its cancellation.
 func (w *Worker) startRuns(runs []*runState) {
+	if len(runs) == 0 {
+		return
+	}
+	// The request loop first: the goroutine made runnable last runs
+	// first once this one waits, and that should be a run, not the next
+	// work request.
+	w.poke()
 	for _, rs := range runs {
 		go w.execute(rs)
-	}
-	if len(runs) > 0 {
-		w.poke()
 	}
 }
 

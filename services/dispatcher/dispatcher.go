@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -536,17 +537,20 @@ func (d *Dispatcher) serve(q *queue) {
 		}
 		now := time.Now()
 		if len(runs) > 0 {
-			// The delivery first: what follows is bookkeeping nothing waits
-			// for.
+			// The delivery before the telemetry and the next-due read,
+			// which nothing waits for.
 			d.mu.Lock()
 			d.removeLocked(q, p)
 			q.recheck = 0
 			d.mu.Unlock()
+			d.publishClaimed(q.key.ns, runs)
 			if !d.life.Go(func() { d.deliver(p, runs) }) {
 				// Stopping: the runs go back now, not at lease expiry.
 				d.release(runs)
 			}
-			d.publishClaimed(q.key.ns, runs)
+			// Let the delivery run now: it is the goroutine made runnable
+			// last (after NATS's flusher), so it takes this processor.
+			runtime.Gosched()
 		}
 		d.claimed.Add(int64(len(runs)))
 		d.tel.flow(d.ctx, q.key.ns, q.key.queue, flow)
