@@ -134,6 +134,9 @@ type queue struct {
 	// recheck is the current backoff before claiming again for runs that
 	// were due but that no claim took (see serve).
 	recheck time.Duration
+	// nextDue: a read of the next due time runs (readNextDue);
+	// nextDueAgain: another was asked for meanwhile.
+	nextDue, nextDueAgain bool
 	// woke is the last wakeup's hops (only with Options.Hops).
 	woke wakeHops
 }
@@ -568,19 +571,41 @@ func (d *Dispatcher) serve(q *queue) {
 			}
 			d.mu.Unlock()
 			skip[p.sig] = true
-			next, pastDue, err := d.st.RunsNextDue(d.ctx, q.key.ns, q.key.queue)
-			if err != nil {
-				if d.ctx.Err() == nil {
-					d.log.Error("next due", "err", err)
-				}
-				return
-			}
-			d.mu.Lock()
+			d.readNextDue(q)
+		}
+	}
+}
+
+// readNextDue reads when q's next run is due and arms its timer, beside
+// the claim loop rather than in it, so that the next wakeup's claim does
+// not wait for the read. One read runs per queue at a time; one asked for
+// meanwhile runs after it.
+func (d *Dispatcher) readNextDue(q *queue) {
+	d.mu.Lock()
+	if q.nextDue {
+		q.nextDueAgain = true
+		d.mu.Unlock()
+		return
+	}
+	q.nextDue = true
+	d.mu.Unlock()
+	if !d.life.Go(func() { d.nextDueLoop(q) }) {
+		d.mu.Lock()
+		q.nextDue = false
+		d.mu.Unlock()
+	}
+}
+
+func (d *Dispatcher) nextDueLoop(q *queue) {
+	for {
+		next, pastDue, err := d.st.RunsNextDue(d.ctx, q.key.ns, q.key.queue)
+		d.mu.Lock()
+		if err == nil {
 			if next != nil {
 				d.armLocked(q, *next)
 			}
 			if pastDue {
-				// Runs are due that this claim left: of other type sets
+				// Runs are due that the claim left: of other type sets
 				// (claimed when such a worker asks), of a type at its
 				// concurrency limit (woken when one of its runs stops
 				// running), or held by another transaction for a moment.
@@ -590,7 +615,18 @@ func (d *Dispatcher) serve(q *queue) {
 				q.recheck = min(max(2*q.recheck, minRecheck), maxRecheck)
 				d.armLocked(q, time.Now().Add(q.recheck))
 			}
-			d.mu.Unlock()
+		}
+		again := err == nil && q.nextDueAgain
+		q.nextDueAgain = false
+		if !again {
+			q.nextDue = false
+		}
+		d.mu.Unlock()
+		if err != nil && d.ctx.Err() == nil {
+			d.log.Error("next due", "err", err)
+		}
+		if !again {
+			return
 		}
 	}
 }
