@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/hops"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/workflow"
 )
@@ -189,7 +190,7 @@ func (w *Worker) deliveryLoop(ctx context.Context, sub *nats.Subscription) {
 		runs := w.handleDelivery(msg)
 		if received != 0 {
 			for _, rs := range runs {
-				w.cfg.DispatchHops(rs.run.RunID, "received", received)
+				w.cfg.DispatchHops(rs.run.RunID, hops.Received, received)
 			}
 		}
 		started = append(started, runs...)
