@@ -849,13 +849,14 @@ type localWakeup struct {
 // publish that failed leaves one behind until a later copy passes it).
 const maxLocal = 1024
 
-// wakeLocal takes a wakeup from the relay of this process before the
-// relay publishes it; safe on nil. The same wakeup then arrives from NATS
-// (other dispatchers and reapers need it): the relay publishes in order
-// and NATS keeps one publisher's order, so its copy is the oldest one
-// remembered here, and handedOver drops it rather than claim a second
-// time for one start.
-func (d *Dispatcher) wakeLocal(w *protocol.Wakeup) {
+// expectLocal remembers a wakeup the relay of this process is about to
+// publish and hand over (wakeLocal); safe on nil. The same wakeup arrives
+// from NATS too (other dispatchers and reapers need it): the relay
+// publishes in order and NATS keeps one publisher's order, so its copy is
+// the oldest one remembered here, and handedOver drops it rather than
+// claim a second time for one start. It is remembered before the publish,
+// so the copy cannot come first.
+func (d *Dispatcher) expectLocal(w *protocol.Wakeup) {
 	if d == nil {
 		return
 	}
@@ -865,6 +866,16 @@ func (d *Dispatcher) wakeLocal(w *protocol.Wakeup) {
 	}
 	d.local = append(d.local, localWakeup{qkey{w.Namespace, w.Queue}, w.AvailableAt})
 	d.mu.Unlock()
+}
+
+// wakeLocal takes a wakeup from the relay of this process, after the
+// relay published it: the queue loop it wakes is then the goroutine made
+// runnable last, the one that runs when the relay waits again (not NATS's
+// flusher). Safe on nil.
+func (d *Dispatcher) wakeLocal(w *protocol.Wakeup) {
+	if d == nil {
+		return
+	}
 	d.onWakeupAt(w, d.cfg.Hops.Now())
 }
 

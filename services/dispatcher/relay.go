@@ -47,7 +47,7 @@ type RelayConfig struct {
 	// silent for three of them.
 	BeaconInterval time.Duration
 	// Local, if set, is the dispatcher of this process: each wakeup is
-	// handed to it directly before it is published, so the dispatcher
+	// handed to it directly as it is published, so the dispatcher
 	// next to the relay claims without waiting for the wakeup's round
 	// trip through the NATS server (see Dispatcher.Local).
 	Local *Dispatcher
@@ -246,8 +246,9 @@ func (r *Relay) onNotification(ctx context.Context, payload string) {
 		if notified != 0 {
 			w.NotifiedNS, w.RelayedNS = notified, r.cfg.Hops.Now()
 		}
-		r.cfg.Local.wakeLocal(w)
+		r.cfg.Local.expectLocal(w)
 		r.publish(ctx, protocol.SubjectReady(n.Namespace, n.Queue), w)
+		r.cfg.Local.wakeLocal(w)
 	case store.NotifyDone:
 		for _, f := range n.Finished {
 			subject := protocol.SubjectDone(n.Namespace, f.RunID)
