@@ -134,6 +134,9 @@ Scenarios:
 			} else {
 				fmt.Fprintf(tw, "dispatch p50 / p99\t%.2f / %.2f ms\n", res.DispatchP50ms, res.DispatchP99ms)
 				fmt.Fprintf(tw, "result p50 / p99\t%.2f / %.2f ms\n", res.ResultP50ms, res.ResultP99ms)
+				for _, row := range bench.HopRows(res.Hops) {
+					fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
+				}
 			}
 			for _, row := range res.ComparisonRows() {
 				fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
@@ -161,6 +164,7 @@ Scenarios:
 	f.BoolVar(&o.CountStatements, "count-statements", false, "run the dispatcher inside the bench process and count every statement of it and the client (throughput)")
 	f.BoolVar(&o.OwnPostgres, "own-postgres", false, "run on a throwaway Postgres cluster the bench starts (durable, pg_stat_statements preloaded): every Postgres process's CPU and every statement is the scenario's")
 	f.StringVar(&o.Compare, "compare", "", "run the same workload on another system afterwards and print the ratios (river; throughput and latency)")
+	f.BoolVar(&o.Hops, "hops", false, "latency: have the services record each run's dispatch hops (KAGZI_HOPS_DIR) and print each hop's p50 and p99")
 	f.BoolVar(&verbose, "verbose", false, "print progress and the services' logs to stderr")
 	return cmd
 }

@@ -138,6 +138,11 @@ type Wakeup struct {
 	Namespace   string    `json:"ns"`
 	Queue       string    `json:"queue"`
 	AvailableAt time.Time `json:"at"`
+	// NotifiedNS and RelayedNS are when the relay received the NOTIFY and
+	// published this wakeup, in unix nanoseconds; set only while the
+	// dispatch-hop diagnostic is on (KAGZI_HOPS_DIR), absent otherwise.
+	NotifiedNS int64 `json:"notified_ns,omitempty"`
+	RelayedNS  int64 `json:"relayed_ns,omitempty"`
 }
 
 // Validate implements Message.

@@ -91,6 +91,12 @@ type Config struct {
 	// TracerProvider and MeterProvider default to the otel globals.
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
+	// DispatchHops, if set, is told when each delivered run's delivery
+	// arrived ("received") and when its execution began ("executing"), in
+	// unix nanoseconds: the worker's part of the dispatch-hop diagnostic
+	// (`kagzi bench --scenario latency --hops`; the worker service sets it
+	// from KAGZI_HOPS_DIR). Called on the delivery path: keep it cheap.
+	DispatchHops func(runID uuid.UUID, hop string, unixNano int64)
 }
 
 // withDefaults fills zero fields and validates the result.

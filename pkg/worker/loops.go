@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/hops"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/workflow"
 )
@@ -182,7 +183,17 @@ func (w *Worker) deliveryLoop(ctx context.Context, sub *nats.Subscription) {
 			w.startRuns(started)
 			return
 		}
-		started = append(started, w.handleDelivery(msg)...)
+		var received int64
+		if w.cfg.DispatchHops != nil {
+			received = time.Now().UnixNano()
+		}
+		runs := w.handleDelivery(msg)
+		if received != 0 {
+			for _, rs := range runs {
+				w.cfg.DispatchHops(rs.run.RunID, hops.Received, received)
+			}
+		}
+		started = append(started, runs...)
 		if n, _, err := sub.Pending(); err == nil && n > 0 {
 			continue
 		}
@@ -199,11 +210,15 @@ func (w *Worker) deliveryLoop(ctx context.Context, sub *nats.Subscription) {
 // to its timeout and grace, and Stop must not wait for a workflow that
 // ignores its cancellation.
 func (w *Worker) startRuns(runs []*runState) {
+	if len(runs) == 0 {
+		return
+	}
+	// The request loop first: the goroutine made runnable last runs
+	// first once this one waits, and that should be a run, not the next
+	// work request.
+	w.poke()
 	for _, rs := range runs {
 		go w.execute(rs)
-	}
-	if len(runs) > 0 {
-		w.poke()
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kagzi/kagzi/internal/hops"
 	"github.com/kagzi/kagzi/internal/tracectx"
 	"log/slog"
 	"math/rand/v2"
@@ -107,6 +108,9 @@ func (w *Worker) newRunState(r *protocol.DeliveredRun) *runState {
 
 // execute runs one delivered run in its own goroutine.
 func (w *Worker) execute(rs *runState) {
+	if w.cfg.DispatchHops != nil {
+		w.cfg.DispatchHops(rs.run.RunID, hops.Executing, time.Now().UnixNano())
+	}
 	defer w.finish(rs)
 	rep := &runReporter{w: w, rs: rs}
 	if rs.reg == nil {

@@ -870,3 +870,31 @@ func TestRequestIsToppedUpAsSlotsFree(t *testing.T) {
 	}
 	close(gate)
 }
+
+// DispatchHops hears of each delivered run when its delivery arrived and
+// when its execution began, in that order, before the run's first report.
+func TestDispatchHopsMarksDeliveryAndExecution(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	marks := map[string]int64{}
+	var calls [3]atomic.Int32
+	d, _ := start(t, worker.Config{MaxConcurrency: 2, DispatchHops: func(id uuid.UUID, hop string, ns int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		marks[id.String()+" "+hop] = ns
+	}}, threeSteps(&calls))
+	req := d.nextRequest(t)
+	run := newRun(t, "Order", orderIn{Items: 1})
+	run.Version = "v1"
+	before := time.Now().UnixNano()
+	if !d.deliver(t, req, req.Seq, run) {
+		t.Fatal("delivery refused")
+	}
+	_ = d.nextItem(t) // the first step's report: the execution began
+	mu.Lock()
+	defer mu.Unlock()
+	got, began := marks[run.RunID.String()+" received"], marks[run.RunID.String()+" executing"]
+	if got < before || began < got || len(marks) != 2 {
+		t.Fatalf("marks %v (delivered after %d): want received, then executing", marks, before)
+	}
+}

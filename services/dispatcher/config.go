@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/internal/hops"
 	"github.com/kagzi/kagzi/pkg/protocol"
 )
 
@@ -26,6 +27,12 @@ type Config struct {
 	// BeaconInterval is the time between the dispatcher's liveness
 	// beacons; workers renew their request when one misses three of them.
 	BeaconInterval time.Duration `env:"KAGZI_BEACON_INTERVAL, default=1s"`
+	// HopsDir, if set, is where the relay and the dispatcher append the
+	// dispatch hops of every run (a diagnostic; see internal/hops).
+	HopsDir string `env:"KAGZI_HOPS_DIR"`
+
+	// hops is the recorder Run opened in HopsDir.
+	hops *hops.Recorder
 }
 
 // Validate checks the values; config.Load calls it.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kagzi/kagzi/internal/hops"
 	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/internal/tracectx"
@@ -51,6 +53,10 @@ type Options struct {
 	// PendingLimit is how many messages a subscription may hold unread
 	// before NATS drops the next ones (default 1<<20; see drops.go).
 	PendingLimit int
+	// Hops, if set, records when each claimed run's wakeup arrived, its
+	// claim ran and its delivery was published (the dispatch-hop
+	// diagnostic, KAGZI_HOPS_DIR).
+	Hops *hops.Recorder
 	// TracerProvider and MeterProvider default to the otel globals.
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
@@ -128,7 +134,16 @@ type queue struct {
 	// recheck is the current backoff before claiming again for runs that
 	// were due but that no claim took (see serve).
 	recheck time.Duration
+	// nextDue: a read of the next due time runs (readNextDue);
+	// nextDueAgain: another was asked for meanwhile.
+	nextDue, nextDueAgain bool
+	// woke is the last wakeup's hops (only with Options.Hops).
+	woke wakeHops
 }
+
+// wakeHops are a wakeup's stamps, in unix nanoseconds: when the relay
+// received its NOTIFY and published it, and when it arrived here.
+type wakeHops struct{ notified, relayed, woken int64 }
 
 type parked struct {
 	req   protocol.WorkRequest
@@ -150,6 +165,10 @@ type Dispatcher struct {
 
 	mu     sync.Mutex
 	queues map[qkey]*queue
+	// local are the wakeups the relay of this process handed over
+	// directly whose copy from NATS has not arrived yet, oldest first
+	// (see wakeLocal); guarded by mu.
+	local []localWakeup
 
 	reports chan *reportJob
 	tel     *instruments
@@ -359,12 +378,27 @@ func (d *Dispatcher) onTimer(q *queue) {
 }
 
 func (d *Dispatcher) onWakeup(m *nats.Msg) {
+	woken := d.cfg.Hops.Now()
 	var w protocol.Wakeup
 	if err := protocol.Decode(m.Data, &w); err != nil {
 		d.dropMalformed(m, err)
 		return
 	}
 	d.wakeups.Add(1)
+	if d.handedOver(&w) {
+		return
+	}
+	d.onWakeupAt(&w, woken)
+}
+
+func (d *Dispatcher) onWakeupAt(w *protocol.Wakeup, woken int64) {
+	if woken != 0 {
+		d.mu.Lock()
+		if d.ctx.Err() == nil {
+			d.queueLocked(qkey{w.Namespace, w.Queue}).woke = wakeHops{w.NotifiedNS, w.RelayedNS, woken}
+		}
+		d.mu.Unlock()
+	}
 	d.wake(qkey{w.Namespace, w.Queue}, w.AvailableAt)
 }
 
@@ -480,6 +514,7 @@ func (d *Dispatcher) serve(q *queue) {
 		d.mu.Lock()
 		p := d.nextLocked(q, skip)
 		gen := q.gen
+		woke := q.woke
 		d.mu.Unlock()
 		if p == nil {
 			return
@@ -487,6 +522,7 @@ func (d *Dispatcher) serve(q *queue) {
 		limit := min(p.req.Credits, d.cfg.MaxClaim)
 		d.claims.Add(1)
 		claimStart := time.Now()
+		claiming := d.cfg.Hops.Now()
 		runs, flow, err := d.st.RunsClaimStats(d.ctx, store.RunsClaimParams{
 			Namespace: q.key.ns, Queue: q.key.queue, WorkerID: p.req.WorkerID,
 			Types: p.types, Limit: limit, Lease: d.cfg.Lease, InlineBytes: protocol.InlinePayloadBytes,
@@ -502,27 +538,31 @@ func (d *Dispatcher) serve(q *queue) {
 			d.mu.Unlock()
 			return
 		}
-		d.claimed.Add(int64(len(runs)))
-		d.tel.flow(d.ctx, q.key.ns, q.key.queue, flow)
-		now := time.Now()
-		d.tel.claimed(d.ctx, q.key.ns, q.key.queue, runs, p.req.WorkerID.String(), claimStart, now)
-		for _, r := range runs {
-			d.tel.dispatch.Record(d.ctx, float64(now.Sub(r.DueAt))/float64(time.Millisecond), d.tel.queue(r.Namespace, r.Queue))
+		if claiming != 0 {
+			d.markClaimed(runs, woke, claiming)
 		}
+		now := time.Now()
 		if len(runs) > 0 {
-			d.publishClaimed(q.key.ns, runs)
+			// The delivery before the telemetry and the next-due read,
+			// which nothing waits for.
 			d.mu.Lock()
 			d.removeLocked(q, p)
+			q.recheck = 0
 			d.mu.Unlock()
+			d.publishClaimed(q.key.ns, runs)
 			if !d.life.Go(func() { d.deliver(p, runs) }) {
 				// Stopping: the runs go back now, not at lease expiry.
 				d.release(runs)
 			}
+			// Let the delivery run now: it is the goroutine made runnable
+			// last (after NATS's flusher), so it takes this processor.
+			runtime.Gosched()
 		}
-		if len(runs) > 0 {
-			d.mu.Lock()
-			q.recheck = 0
-			d.mu.Unlock()
+		d.claimed.Add(int64(len(runs)))
+		d.tel.flow(d.ctx, q.key.ns, q.key.queue, flow)
+		d.tel.claimed(d.ctx, q.key.ns, q.key.queue, runs, p.req.WorkerID.String(), claimStart, now)
+		for _, r := range runs {
+			d.tel.dispatch.Record(d.ctx, float64(now.Sub(r.DueAt))/float64(time.Millisecond), d.tel.queue(r.Namespace, r.Queue))
 		}
 		if len(runs) < limit {
 			// Nothing more is due for this type set: remember it, so renewed
@@ -534,19 +574,41 @@ func (d *Dispatcher) serve(q *queue) {
 			}
 			d.mu.Unlock()
 			skip[p.sig] = true
-			next, pastDue, err := d.st.RunsNextDue(d.ctx, q.key.ns, q.key.queue)
-			if err != nil {
-				if d.ctx.Err() == nil {
-					d.log.Error("next due", "err", err)
-				}
-				return
-			}
-			d.mu.Lock()
+			d.readNextDue(q)
+		}
+	}
+}
+
+// readNextDue reads when q's next run is due and arms its timer, beside
+// the claim loop rather than in it, so that the next wakeup's claim does
+// not wait for the read. One read runs per queue at a time; one asked for
+// meanwhile runs after it.
+func (d *Dispatcher) readNextDue(q *queue) {
+	d.mu.Lock()
+	if q.nextDue {
+		q.nextDueAgain = true
+		d.mu.Unlock()
+		return
+	}
+	q.nextDue = true
+	d.mu.Unlock()
+	if !d.life.Go(func() { d.nextDueLoop(q) }) {
+		d.mu.Lock()
+		q.nextDue = false
+		d.mu.Unlock()
+	}
+}
+
+func (d *Dispatcher) nextDueLoop(q *queue) {
+	for {
+		next, pastDue, err := d.st.RunsNextDue(d.ctx, q.key.ns, q.key.queue)
+		d.mu.Lock()
+		if err == nil {
 			if next != nil {
 				d.armLocked(q, *next)
 			}
 			if pastDue {
-				// Runs are due that this claim left: of other type sets
+				// Runs are due that the claim left: of other type sets
 				// (claimed when such a worker asks), of a type at its
 				// concurrency limit (woken when one of its runs stops
 				// running), or held by another transaction for a moment.
@@ -556,7 +618,18 @@ func (d *Dispatcher) serve(q *queue) {
 				q.recheck = min(max(2*q.recheck, minRecheck), maxRecheck)
 				d.armLocked(q, time.Now().Add(q.recheck))
 			}
-			d.mu.Unlock()
+		}
+		again := err == nil && q.nextDueAgain
+		q.nextDueAgain = false
+		if !again {
+			q.nextDue = false
+		}
+		d.mu.Unlock()
+		if err != nil && d.ctx.Err() == nil {
+			d.log.Error("next due", "err", err)
+		}
+		if !again {
+			return
 		}
 	}
 }
@@ -602,6 +675,12 @@ func (d *Dispatcher) deliver(p *parked, runs []store.ClaimedRun) {
 	hctx := d.ctx
 	if len(spans) == 1 && spans[0] != nil {
 		hctx = trace.ContextWithSpan(hctx, spans[0])
+	}
+	if d.cfg.Hops != nil {
+		now := d.cfg.Hops.Now()
+		for i := range runs {
+			d.cfg.Hops.Mark(runs[i].ID, hops.Delivered, now)
+		}
 	}
 	reply, err := d.nc.RequestMsg(tracectx.Msg(hctx, p.reply, data), d.cfg.DeliveryTimeout)
 	d.tel.endDispatch(spans, err)
@@ -743,4 +822,79 @@ func (d *Dispatcher) release(runs []store.ClaimedRun) {
 		return
 	}
 	d.released.Add(n)
+}
+
+// markClaimed records the hops of claimed runs up to the claim's return;
+// the wakeup's are the last one the queue received before the claim.
+func (d *Dispatcher) markClaimed(runs []store.ClaimedRun, woke wakeHops, claiming int64) {
+	claimed := d.cfg.Hops.Now()
+	for i := range runs {
+		id := runs[i].ID
+		if woke.woken != 0 {
+			if woke.notified != 0 {
+				d.cfg.Hops.Mark(id, hops.Notified, woke.notified)
+				d.cfg.Hops.Mark(id, hops.Relayed, woke.relayed)
+			}
+			d.cfg.Hops.Mark(id, hops.Woken, woke.woken)
+		}
+		d.cfg.Hops.Mark(id, hops.Claiming, claiming)
+		d.cfg.Hops.Mark(id, hops.Claimed, claimed)
+	}
+}
+
+// localWakeup is a wakeup handed over in process, awaiting its NATS copy.
+type localWakeup struct {
+	key qkey
+	at  time.Time
+}
+
+// maxLocal bounds the wakeups remembered for want of their NATS copy (a
+// publish that failed leaves one behind until a later copy passes it).
+const maxLocal = 1024
+
+// expectLocal remembers a wakeup the relay of this process is about to
+// publish and hand over (wakeLocal); safe on nil. The same wakeup arrives
+// from NATS too (other dispatchers and reapers need it): the relay
+// publishes in order and NATS keeps one publisher's order, so its copy is
+// the oldest one remembered here, and handedOver drops it rather than
+// claim a second time for one start. It is remembered before the publish,
+// so the copy cannot come first.
+func (d *Dispatcher) expectLocal(w *protocol.Wakeup) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	if len(d.local) == maxLocal {
+		d.local = append(d.local[:0], d.local[1:]...)
+	}
+	d.local = append(d.local, localWakeup{qkey{w.Namespace, w.Queue}, w.AvailableAt})
+	d.mu.Unlock()
+}
+
+// wakeLocal takes a wakeup from the relay of this process, after the
+// relay published it: the queue loop it wakes is then the goroutine made
+// runnable last, the one that runs when the relay waits again (not NATS's
+// flusher). Safe on nil.
+func (d *Dispatcher) wakeLocal(w *protocol.Wakeup) {
+	if d == nil {
+		return
+	}
+	d.onWakeupAt(w, d.cfg.Hops.Now())
+}
+
+// handedOver reports whether w is the NATS copy of a wakeup the relay of
+// this process handed over already, forgetting it and any older one
+// whose copy never came.
+func (d *Dispatcher) handedOver(w *protocol.Wakeup) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i, l := range d.local {
+		if l.key.ns == w.Namespace && l.key.queue == w.Queue && l.at.Equal(w.AvailableAt) {
+			n := copy(d.local, d.local[i+1:])
+			clear(d.local[n:])
+			d.local = d.local[:n]
+			return true
+		}
+	}
+	return false
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/kagzi/kagzi/internal/hops"
 	"github.com/kagzi/kagzi/internal/leadership"
 	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/internal/natsutil"
@@ -45,6 +46,14 @@ type RelayConfig struct {
 	// protocol.DefaultBeaconInterval); a standby takes over from a leader
 	// silent for three of them.
 	BeaconInterval time.Duration
+	// Local, if set, is the dispatcher of this process: each wakeup is
+	// handed to it directly as it is published, so the dispatcher
+	// next to the relay claims without waiting for the wakeup's round
+	// trip through the NATS server (see Dispatcher.Local).
+	Local *Dispatcher
+	// Hops, if set, stamps each wakeup with when its NOTIFY arrived and
+	// when it was published (the dispatch-hop diagnostic).
+	Hops *hops.Recorder
 }
 
 // RelayStats are the relay's counters.
@@ -225,6 +234,7 @@ func (r *Relay) onReconnect() {
 }
 
 func (r *Relay) onNotification(ctx context.Context, payload string) {
+	notified := r.cfg.Hops.Now()
 	n, err := store.ParseNotification(payload)
 	if err != nil {
 		r.malformed.Drop(ctx, "", err)
@@ -232,7 +242,13 @@ func (r *Relay) onNotification(ctx context.Context, payload string) {
 	}
 	switch n.Kind {
 	case store.NotifyReady:
-		r.publish(ctx, protocol.SubjectReady(n.Namespace, n.Queue), &protocol.Wakeup{Namespace: n.Namespace, Queue: n.Queue, AvailableAt: *n.At})
+		w := &protocol.Wakeup{Namespace: n.Namespace, Queue: n.Queue, AvailableAt: *n.At}
+		if notified != 0 {
+			w.NotifiedNS, w.RelayedNS = notified, r.cfg.Hops.Now()
+		}
+		r.cfg.Local.expectLocal(w)
+		r.publish(ctx, protocol.SubjectReady(n.Namespace, n.Queue), w)
+		r.cfg.Local.wakeLocal(w)
 	case store.NotifyDone:
 		for _, f := range n.Finished {
 			subject := protocol.SubjectDone(n.Namespace, f.RunID)

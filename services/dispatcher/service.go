@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/kagzi/kagzi/internal/hops"
 	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/pkg/protocol"
@@ -21,16 +22,19 @@ import (
 func Assemble(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) process.Parts {
 	opts := Options{
 		Lease: cfg.Lease, DeliveryTimeout: cfg.DeliveryTimeout, MaxClaim: cfg.MaxClaim, ReportWriters: cfg.ReportWriters,
-		BeaconInterval: cfg.BeaconInterval,
+		BeaconInterval: cfg.BeaconInterval, Hops: cfg.hops,
 	}
 	var relay *Relay
 	if cfg.Relay {
 		opts.Published = NewPublished()
 		relay = NewRelay(RelayConfig{DatabaseURL: cfg.DatabaseURL, Published: opts.Published, Store: st,
-			BeaconInterval: cfg.BeaconInterval}, nc, log)
+			BeaconInterval: cfg.BeaconInterval, Hops: cfg.hops}, nc, log)
 		opts.RelayID = relay.LeaderID
 	}
 	d := New(opts, st, nc, log)
+	if relay != nil {
+		relay.cfg.Local = d
+	}
 	natsutil.OnReconnect(nc, d.Resync)
 	p := process.Parts{Components: []lifecycle.Component{d}, Checks: map[string]lifecycle.Check{
 		"postgres": st.Ping, "nats": lifecycle.NATSCheck(nc),
@@ -52,6 +56,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer pool.Close()
+	if cfg.hops, err = hops.Open(cfg.HopsDir, protocol.RoleDispatcher); err != nil {
+		return err
+	}
+	defer func() { _ = cfg.hops.Close() }()
 	st := store.New(pool, store.Options{OnLargePayload: process.LogLargePayload(log)})
 	return process.Serve(ctx, process.Options{Name: protocol.RoleDispatcher, Common: cfg.Common, Log: log,
 		NATSOptions: []nats.Option{nats.CustomInboxPrefix(protocol.ServiceInbox(protocol.RoleDispatcher))}},

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/internal/hops"
 	"github.com/kagzi/kagzi/pkg/protocol"
 )
 
@@ -30,6 +31,12 @@ type Config struct {
 	// MaxInlineRetry is the longest step retry backoff waited for in the
 	// worker; a longer one suspends the run (negative: always suspend).
 	MaxInlineRetry time.Duration `env:"KAGZI_MAX_INLINE_RETRY, default=2s"`
+	// HopsDir, if set, is where the worker appends when each delivered run
+	// arrived and began (a diagnostic; see internal/hops).
+	HopsDir string `env:"KAGZI_HOPS_DIR"`
+
+	// hops is the recorder Run opened in HopsDir.
+	hops *hops.Recorder
 }
 
 // Validate checks the values; config.Load calls it.

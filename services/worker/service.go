@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/hops"
 	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/worker"
@@ -15,11 +16,15 @@ import (
 
 // New returns a worker over nc with the workflows register adds.
 func New(cfg Config, nc *nats.Conn, log *slog.Logger, register func(*worker.Worker) error) (*worker.Worker, error) {
-	w, err := worker.New(worker.Config{
+	wc := worker.Config{
 		Namespace: cfg.Namespace, Queue: cfg.Queue, MaxConcurrency: cfg.MaxConcurrency,
 		HeartbeatInterval: cfg.HeartbeatInterval, WaitTimeout: cfg.WaitTimeout, DrainTimeout: cfg.DrainTimeout,
 		MaxInlineRetry: cfg.MaxInlineRetry, Logger: log,
-	}, nc)
+	}
+	if cfg.hops != nil {
+		wc.DispatchHops = cfg.hops.Mark
+	}
+	w, err := worker.New(wc, nc)
 	if err != nil {
 		return nil, err
 	}
@@ -31,6 +36,11 @@ func New(cfg Config, nc *nats.Conn, log *slog.Logger, register func(*worker.Work
 
 // Run runs a worker service until ctx ends.
 func Run(ctx context.Context, cfg Config, log *slog.Logger, register func(*worker.Worker) error) error {
+	var err error
+	if cfg.hops, err = hops.Open(cfg.HopsDir, protocol.RoleWorker); err != nil {
+		return err
+	}
+	defer func() { _ = cfg.hops.Close() }()
 	return process.Serve(ctx, process.Options{Name: protocol.RoleWorker, Common: cfg.Common, Log: log,
 		NATSOptions: []nats.Option{worker.Inbox(cfg.Namespace, cfg.Identity)}},
 		func(nc *nats.Conn) (process.Parts, error) {

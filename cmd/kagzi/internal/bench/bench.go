@@ -79,6 +79,9 @@ type Options struct {
 	// Compare names a system to run the same workload on afterwards, with
 	// the same accounting ("river"; throughput and latency).
 	Compare string
+	// Hops has the services record each run's dispatch hops and the
+	// latency scenario print each hop's percentiles (see internal/hops).
+	Hops bool
 }
 
 // Result holds a scenario's figures; zero fields do not apply to it.
@@ -106,6 +109,8 @@ type Result struct {
 	// Comparison the ratios with their targets.
 	River      *RiverResult `json:"river,omitempty"`
 	Comparison []Ratio      `json:"comparison,omitempty"`
+	// Hops is the dispatch path hop by hop (latency with --hops).
+	Hops []HopStat `json:"hops,omitempty"`
 	// Detail holds the figures of the scenarios of scenarios.go; JSON
 	// prints it in place of the fields above.
 	Detail Detail `json:"-"`
@@ -182,6 +187,11 @@ type env struct {
 	cl          *client.Client
 	done        *doneTracker
 	x           envExtra
+	// hopsDir receives the services' hop files (--hops), hopRuns the
+	// bench's own marks of the latency runs.
+	hopsDir string
+	hopRuns []hopRun
+	closed  bool
 }
 
 // Run runs the scenario and returns its figures.
@@ -197,6 +207,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	if o.Compare != "" && o.Compare != "river" {
 		return nil, fmt.Errorf("%w: --compare %q: only river", store.ErrInvalidArgument, o.Compare)
+	}
+	if o.Hops && o.Scenario != "latency" {
+		return nil, fmt.Errorf("%w: --hops applies to latency", store.ErrInvalidArgument)
 	}
 	if o.Compare != "" && o.Scenario != "throughput" && o.Scenario != "latency" {
 		return nil, fmt.Errorf("%w: --compare applies to throughput and latency", store.ErrInvalidArgument)
@@ -234,7 +247,14 @@ func runKagzi(ctx context.Context, o *Options) (*Result, error) {
 	case "throughput":
 		return e.withCost(ctx, e.throughput)
 	case "latency":
-		return e.latency(ctx)
+		res, err := e.latency(ctx)
+		if err != nil || !o.Hops {
+			return res, err
+		}
+		// The services write their last hops as they stop.
+		e.close(ctx)
+		res.Hops, err = joinHops(e.hopsDir, e.hopRuns)
+		return res, err
 	case "sleep":
 		return e.sleep(ctx)
 	default:
@@ -301,6 +321,11 @@ func (e *env) setup(ctx context.Context) error {
 	common := []string{"KAGZI_DATABASE_URL=" + e.dbURL, "KAGZI_NATS_URL=" + e.natsURL, "KAGZI_HTTP_ADDR=", "KAGZI_LOG_LEVEL=warn",
 		"KAGZI_NAMESPACE=bench", "KAGZI_QUEUE=bench"}
 	e.x.common = append(common, e.o.serviceEnv()...)
+	hopsEnv, err := e.hopsEnv()
+	if err != nil {
+		return err
+	}
+	e.x.common = append(e.x.common, hopsEnv...)
 	for i := 0; i < e.o.Dispatchers; i++ {
 		if e.o.CountStatements && i == 0 {
 			if err := e.startDispatcherHere(ctx); err != nil {
@@ -354,6 +379,10 @@ func (e *env) spawn(ctx context.Context, service string, env []string) error {
 }
 
 func (e *env) close(ctx context.Context) {
+	if e.closed {
+		return
+	}
+	e.closed = true
 	// Workers first, so their drain reaches a live dispatcher.
 	for i := len(e.procs) - 1; i >= 0; i-- {
 		p := e.procs[i]
@@ -545,6 +574,7 @@ func (e *env) measureLatency(ctx context.Context, runs int, rate float64) (laten
 	all := d.expect(runs)
 	ids := make([]uuid.UUID, runs)
 	starts := make([]time.Time, runs)
+	called := make([]time.Time, runs)
 	interval := time.Duration(float64(time.Second) / rate)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -557,6 +587,7 @@ func (e *env) measureLatency(ctx context.Context, runs int, rate float64) (laten
 				return m, ctx.Err()
 			}
 		}
+		called[i] = time.Now()
 		h, err := e.cl.Start(ctx, "Probe", struct{}{}, client.StartOptions{})
 		if err != nil {
 			return m, err
@@ -575,6 +606,11 @@ func (e *env) measureLatency(ctx context.Context, runs int, rate float64) (laten
 		var ran int64
 		if _, err := fmt.Sscan(string(r.Output), &ran); err == nil && ran > 0 {
 			m.dispatch = append(m.dispatch, float64(time.Unix(0, ran).Sub(starts[i]))/1e6)
+		} else {
+			ran = 0
+		}
+		if e.o.Hops {
+			e.hopRuns = append(e.hopRuns, hopRun{id: id, started: called[i].UnixNano(), committed: starts[i].UnixNano(), running: ran})
 		}
 		d.mu.Lock()
 		at := d.at[id]
