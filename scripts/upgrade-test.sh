@@ -3,9 +3,11 @@
 # this work tree, with runs in flight the whole time, then checks that no
 # run was lost and no step ran twice:
 #
-#   1. OLD is $UPGRADE_FROM (a commit), by default the parent of the commit
-#      that added HEAD's newest migration, so the upgrade applies at least
-#      one migration. It is checked out detached in a temporary `git
+#   1. OLD is $UPGRADE_FROM (a commit), by default the first parent of the
+#      mainline commit that added HEAD's newest migration, so the upgrade
+#      applies at least one migration. (Across 016_inline_payloads.sql an
+#      upgrade is a stop and a start, README "Upgrading": an OLD before it
+#      is not a rolling upgrade this script can check.) It is checked out detached in a temporary `git
 #      worktree` and built there; NEW is built from this work tree as it is.
 #      Each build gives the service binaries (cmd/dispatcher, cmd/scheduler,
 #      cmd/reaper) and the CLI (cmd/kagzi); workers are `kagzi serve
@@ -268,7 +270,9 @@ if [[ -n ${UPGRADE_FROM:-} ]]; then
 else
 	newest=$(git ls-tree --name-only HEAD migrations/ | grep -E '^migrations/[0-9]+_.*\.sql$' | sort | tail -n 1)
 	[[ -n $newest ]] || die "no migration in HEAD's migrations/"
-	added=$(git log --diff-filter=A --format=%H -1 HEAD -- "$newest")
+	# Along the first parents: the mainline commit that brought the
+	# migration in, so OLD is a version that was released before it.
+	added=$(git log --first-parent --diff-filter=A --format=%H -1 HEAD -- "$newest")
 	[[ -n $added ]] || die "no commit added $newest"
 	OLD=$(git rev-parse --verify "$added^") || die "$added has no parent"
 	log "OLD: the parent of $(git log -1 --format='%h %s' "$added" | cut -c1-70)…, which added $newest"
