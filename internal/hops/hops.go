@@ -42,6 +42,7 @@ const flushEvery = 200 * time.Millisecond
 
 // Recorder appends hop lines to one file. A nil *Recorder records nothing.
 type Recorder struct {
+	once sync.Once
 	mu   sync.Mutex
 	f    *os.File
 	w    *bufio.Writer
@@ -111,19 +112,23 @@ func (r *Recorder) flushLoop() {
 	}
 }
 
-// Close flushes and closes the file; safe on nil.
+// Close flushes and closes the file; safe on nil and safe twice (the
+// second call returns nil).
 func (r *Recorder) Close() error {
 	if r == nil {
 		return nil
 	}
-	close(r.stop)
-	<-r.done
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	err := r.w.Flush()
-	if cerr := r.f.Close(); err == nil {
-		err = cerr
-	}
+	var err error
+	r.once.Do(func() {
+		close(r.stop)
+		<-r.done
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		err = r.w.Flush()
+		if cerr := r.f.Close(); err == nil {
+			err = cerr
+		}
+	})
 	return err
 }
 

@@ -1,24 +1,22 @@
 package worker
 
 import (
-	"encoding/json"
-	"github.com/kagzi/kagzi/internal/wfexec"
-
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
-
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/kagzi/kagzi/internal/hops"
-	"github.com/kagzi/kagzi/internal/tracectx"
 	"log/slog"
 	"math/rand/v2"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kagzi/kagzi/internal/hops"
+	"github.com/kagzi/kagzi/internal/tracectx"
+	"github.com/kagzi/kagzi/internal/wfexec"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/retry"
 	"github.com/kagzi/kagzi/pkg/workflow"

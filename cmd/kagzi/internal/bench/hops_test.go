@@ -100,3 +100,25 @@ func TestHopsOffIsNil(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A recorder may be closed twice (Stop paths run more than once); what it
+// marked before is in its file either way.
+func TestHopsCloseTwice(t *testing.T) {
+	dir := t.TempDir()
+	r, err := hops.Open(dir, "worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := uuid.New()
+	r.Mark(id, hops.Received, 42)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	got, err := hops.Read(dir)
+	if err != nil || got[id][hops.Received] != 42 {
+		t.Fatalf("read %v, %v; want the mark", got, err)
+	}
+}
