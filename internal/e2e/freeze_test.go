@@ -325,3 +325,78 @@ func heartbeatingWorker(t *testing.T, ctx context.Context, nc *nats.Conn) uuid.U
 	}()
 	return id
 }
+
+// TestFrozenStandbyDeposesNoOne freezes the relay's and the reaper's
+// standbys (SIGSTOP) for 20 s while their leaders stay healthy, then
+// resumes them: a standby that resumes finds the leader's beacons stale by
+// the length of its own freeze, and the leader's lock session idle, as a
+// lock session always is. It must listen again rather than end that
+// session: no session ended, no leader stepped down, no leader changed.
+//
+// It runs on a server with the deployment's pings, which closes the
+// frozen standby's connection (it reconnects on resuming, having missed
+// every beacon), and on one with NATS's defaults, which keeps it (the
+// beacons wait in its socket).
+func TestFrozenStandbyDeposesNoOne(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		start func(testing.TB) *testnats.Server
+	}{{"deployment pings", testnats.StartPinging}, {"default pings", testnats.Start}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			frozenStandby(t, c.start(t))
+		})
+	}
+}
+
+func frozenStandby(t *testing.T, ns *testnats.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pool, dbURL := testdb.Pool(t)
+	st := store.New(pool, store.Options{})
+	env := frozenLeaderEnv(dbURL, ns.URL())
+
+	type election struct {
+		service, leads, stepsDown string
+		key                       int64
+		leader, standby           *child
+	}
+	elections := []*election{
+		{service: "dispatcher", leads: "relay is leader", stepsDown: "relay lost leadership", key: dispatcher.RelayLockKey},
+		{service: "reaper", leads: "reaper is leader", stepsDown: "reaper stepped down", key: reaper.LockKey},
+	}
+	for _, e := range elections {
+		e.leader = startChild(t, e.service+" (leader)", env, e.service)
+		if _, err := e.leader.await(ctx, e.leads, time.Time{}, 30*time.Second); err != nil {
+			t.Fatalf("%s: %v", e.service, err)
+		}
+		e.standby = startChild(t, e.service+" (frozen standby)", env, e.service)
+		awaitQueued(t, ctx, st, e.key)
+	}
+	for _, e := range elections {
+		e.standby.signal(t, syscall.SIGSTOP)
+	}
+	time.Sleep(20 * time.Second)
+	for _, e := range elections {
+		e.standby.signal(t, syscall.SIGCONT)
+	}
+	// Each resumed standby has a silence window and more to hear the
+	// leader's beacons, and would have acted by now if it were going to
+	// (the deposal this guards against came 35 ms after SIGCONT).
+	time.Sleep(leaderBound)
+	for _, e := range elections {
+		if n := e.standby.count("leader silent: its session ended"); n > 0 {
+			t.Errorf("%s: the resumed standby ended the healthy leader's session %d times", e.service, n)
+		}
+		if e.leader.logged(e.stepsDown) {
+			t.Errorf("%s: the healthy leader stepped down after its standby resumed", e.service)
+		}
+		if e.standby.logged(e.leads) {
+			t.Errorf("%s: the resumed standby took over from a healthy leader", e.service)
+		}
+		if held, waiting, err := st.LockSessions(ctx, e.key); err != nil || held != 1 || waiting != 1 {
+			t.Errorf("%s: %d holders of its lock and %d waiting (%v), want 1 and 1", e.service, held, waiting, err)
+		}
+	}
+}

@@ -12,6 +12,10 @@
 //     connection answers, ends the session of a lock holder idle for
 //     longer than Silence (store.LockHolderTerminateIdle); its own lock
 //     request, blocked on that lock, is then granted;
+//   - only on evidence gathered while the standby itself made progress:
+//     a standby that stalled (frozen too) since it last heard a beacon
+//     starts its silence window again when it resumes, since what it
+//     missed is its own reading, not the leader's beacons;
 //   - a leader that resumes from a stall long enough for a standby to
 //     have done that (Deposed) acts on nothing more: it steps down, and
 //     campaigns again from a fresh view of the world.
@@ -78,7 +82,10 @@ type Watch struct {
 	since   time.Time // when this replica began to lead
 	heard   time.Time // last beacon of another replica, or the watch's start
 	ended   int64     // silent leaders' sessions ended
-	sub     *nats.Subscription
+	// restarted counts silence windows started again after a stall of
+	// this replica's own.
+	restarted int64
+	sub       *nats.Subscription
 
 	life lifecycle.Base
 }
@@ -226,8 +233,37 @@ func (w *Watch) loop(ctx context.Context) {
 		if time.Since(heard) <= w.opts.Silence() {
 			continue
 		}
+		if w.pulse.StalledSince(heard, w.opts.interval()) {
+			// This standby stalled since it last heard the leader: the
+			// silence it measures is its own. The beacons sent meanwhile
+			// wait unread in its socket, and the leader's lock session is
+			// idle as a lock session always is, so it would depose a
+			// healthy leader. It listens for a whole Silence from now on.
+			w.restartSilence()
+			continue
+		}
 		w.endSilentLeader(ctx)
 	}
+}
+
+// restartSilence starts the silence window again from now, and counts it.
+func (w *Watch) restartSilence() {
+	w.mu.Lock()
+	w.heard = time.Now()
+	w.restarted++
+	w.mu.Unlock()
+	w.log.Info("standby resumed from a stall: it listens for the leader again before judging it", "silence", w.opts.Silence())
+}
+
+// Restarted returns how often this replica, standing by, found that it had
+// stalled itself and started its silence window again.
+func (w *Watch) Restarted() int64 {
+	if w == nil {
+		return 0
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.restarted
 }
 
 // endSilentLeader ends the session of a leader not heard for Silence, if
