@@ -45,6 +45,8 @@ type Server struct {
 	// binDir, holding the pinned binary as nats-server, first on its PATH.
 	via    []string
 	binDir string
+	// bin, if set, is the nats-server binary run instead of binary()'s.
+	bin string
 
 	mu   sync.Mutex
 	port int // client port: random at the first start, kept by Restart
@@ -101,6 +103,42 @@ func StartConfig(t testing.TB, conf string) *Server {
 func StartPinging(t testing.TB) *Server {
 	t.Helper()
 	return start(t, "127.0.0.1", fmt.Sprintf("max_payload: %d\n", MaxPayload)+natsutil.ServerConfig())
+}
+
+// DebianBinary is where Debian's nats-server package (2.9 in bookworm)
+// installs the server: the oldest version Kagzi supports
+// (natsutil.MinServerVersion), which tests run beside the pinned one.
+// scripts/ensure-nats-server.sh installs it for `make test`.
+const DebianBinary = "/usr/sbin/nats-server"
+
+// Binary is a nats-server binary the tests run: Path "" is the pinned
+// one.
+type Binary struct {
+	Name, Path string
+}
+
+// Binaries returns the pinned server and Debian's, the versions every
+// claim about NATS's default settings is tested on. Debian's is skipped
+// with a word where it is not installed, except under CI (CI set), where
+// its absence fails t: the install step is the project's.
+func Binaries(t testing.TB) []Binary {
+	t.Helper()
+	out := []Binary{{Name: "pinned"}}
+	if _, err := os.Stat(DebianBinary); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("Debian's nats-server is not installed at %s (scripts/ensure-nats-server.sh): %v", DebianBinary, err)
+		}
+		t.Logf("Debian's nats-server is not installed at %s (scripts/ensure-nats-server.sh installs it): its cases are skipped", DebianBinary)
+		return out
+	}
+	return append(out, Binary{Name: "debian", Path: DebianBinary})
+}
+
+// StartBinary is Start (NATS's default settings but MaxPayload) with the
+// binary b.
+func StartBinary(t testing.TB, b Binary) *Server {
+	t.Helper()
+	return start(t, "127.0.0.1", fmt.Sprintf("max_payload: %d\n", MaxPayload), func(s *Server) { s.bin = b.Path })
 }
 
 // StartVia is StartConfig through a command of the deployment's, such as
@@ -278,9 +316,12 @@ const (
 // it picked itself at the first start); the monitoring port is picked
 // afresh each time.
 func (s *Server) launch() error {
-	bin, err := binary()
-	if err != nil {
-		return err
+	bin := s.bin
+	if bin == "" {
+		var err error
+		if bin, err = binary(); err != nil {
+			return err
+		}
 	}
 	s.mu.Lock()
 	port := s.port

@@ -40,6 +40,11 @@ type DispatcherBeacon struct {
 	// while that relay relays. A worker that sees the relay change renews
 	// its request: relays move when the dispatcher that ran one dies.
 	RelayID string `json:"relay_id,omitempty"`
+	// Direct: the dispatcher takes work requests, reports and payload
+	// requests addressed to it (SubjectDirect) besides those of its queue
+	// group. A worker addresses only dispatchers that say so; an older
+	// one does not, and gets the queue group's.
+	Direct bool `json:"direct,omitempty"`
 }
 
 // Interval is the time between the dispatcher's beacons.

@@ -54,7 +54,7 @@ func Permissions(role, namespace, identity string) (Permission, error) {
 				SubjectInboxAll,                  // deliveries, report and payload replies, probe answers
 			},
 			Subscribe: []string{
-				SubjectReadyAll, SubjectRelayUp, SubjectWorkAll, SubjectReportAll, SubjectPayloadAll,
+				SubjectReadyAll, SubjectRelayUp, SubjectWorkAll, SubjectReportAll, SubjectPayloadAll, SubjectDirectAll,
 				SubjectDispatcherProbe, SubjectLeaderBeacon(LeaderRelay), ServiceInbox(RoleDispatcher) + ".>",
 			},
 		}, nil
@@ -68,7 +68,8 @@ func Permissions(role, namespace, identity string) (Permission, error) {
 			Publish: []string{SubjectLeaderBeacon(LeaderReaper)},
 			Subscribe: []string{
 				SubjectWorkerRegisterAll, SubjectWorkerHeartbeatAll, SubjectWorkerDeregisterAll,
-				SubjectReadyAll, SubjectRelayUp, SubjectWorkAll, SubjectLeaderBeacon(LeaderReaper), ServiceInbox(RoleReaper) + ".>",
+				SubjectReadyAll, SubjectRelayUp, SubjectWorkAll, SubjectDirectWorkAll, SubjectLeaderBeacon(LeaderReaper),
+				ServiceInbox(RoleReaper) + ".>",
 			},
 		}, nil
 	case RoleWorker:
@@ -81,6 +82,8 @@ func Permissions(role, namespace, identity string) (Permission, error) {
 		return Permission{
 			Publish: []string{
 				SubjectWork(namespace, "*"), SubjectReport(namespace), SubjectPayload(namespace),
+				subjectDirect(anyDispatcher, SubjectWork(namespace, "*")), subjectDirect(anyDispatcher, SubjectReport(namespace)),
+				subjectDirect(anyDispatcher, SubjectPayload(namespace)),
 				SubjectWorkerRegister(namespace), SubjectWorkerHeartbeat(namespace), SubjectWorkerDeregister(namespace),
 				SubjectDispatcherProbe,
 			},

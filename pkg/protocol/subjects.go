@@ -54,7 +54,64 @@ const (
 	// SubjectInboxAll matches every inbox of Kagzi's processes (see
 	// WorkerInbox): dispatchers publish deliveries and replies there.
 	SubjectInboxAll = Prefix + "inbox.>"
+	// SubjectDirectAll matches every message addressed to one dispatcher
+	// (SubjectDirect).
+	SubjectDirectAll = Prefix + "direct.>"
+	// SubjectDirectWorkAll matches every WorkRequest addressed to one
+	// dispatcher: the reaper watches them as it watches SubjectWorkAll.
+	SubjectDirectWorkAll = Prefix + "direct.*.work.>"
 )
+
+// Addressing one dispatcher. A worker's work requests, reports and payload
+// requests go to the dispatchers' queue group (SubjectWork, SubjectReport,
+// SubjectPayload), where NATS picks the member. NATS keeps a frozen
+// member (SIGSTOP, a paused VM) in the group until the server's pings
+// evict it, minutes with nats-server's defaults, so it would go on picking
+// a dispatcher that answers nothing. A worker therefore addresses a
+// dispatcher it hears beacons from, by its id (DispatcherBeacon.Direct),
+// and when that one falls silent or does not answer in time, sends again
+// to another: the same message on the same subject with
+// "direct.<dispatcher id>." after the prefix. The fenced lease keeps this
+// safe: what a frozen dispatcher did before its freeze is refused after it.
+
+// SubjectDirect is group, a subject of the dispatchers' queue group
+// (SubjectWork, SubjectReport, SubjectPayload), addressed to the one
+// dispatcher with id dispatcher.
+func SubjectDirect(dispatcher uuid.UUID, group string) string {
+	return subjectDirect(dispatcher.String(), group)
+}
+
+// anyDispatcher stands for every dispatcher's id in a subject pattern.
+const anyDispatcher = "*"
+
+func subjectDirect(dispatcher, group string) string {
+	return Prefix + "direct." + dispatcher + "." + strings.TrimPrefix(group, Prefix)
+}
+
+// SubjectDirectTo matches every message addressed to dispatcher: it
+// subscribes to it besides its queue group.
+func SubjectDirectTo(dispatcher uuid.UUID) string {
+	return Prefix + "direct." + dispatcher.String() + ".>"
+}
+
+// Undirect returns the queue-group subject a direct subject (SubjectDirect)
+// was made from, with the dispatcher it was addressed to; ok is false for
+// a subject that is not direct, returned as it is.
+func Undirect(subject string) (group string, dispatcher uuid.UUID, ok bool) {
+	rest, found := strings.CutPrefix(subject, Prefix+"direct.")
+	if !found {
+		return subject, uuid.Nil, false
+	}
+	id, tail, found := strings.Cut(rest, ".")
+	if !found {
+		return subject, uuid.Nil, false
+	}
+	d, err := uuid.Parse(id)
+	if err != nil || tail == "" {
+		return subject, uuid.Nil, false
+	}
+	return Prefix + tail, d, true
+}
 
 // Kinds of worker liveness messages, the token after "worker." in their
 // subjects.

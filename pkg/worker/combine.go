@@ -183,14 +183,17 @@ func (w *Worker) reportOnce(ctx context.Context, items []protocol.ReportItem) ([
 	if max := w.nc.MaxPayload(); int64(len(data)) > max {
 		return nil, fmt.Errorf("%w: %d bytes, at most %d", errTooLarge, len(data), max)
 	}
-	rctx, cancel := context.WithTimeout(ctx, w.cfg.ReportTimeout)
+	subject, target := w.live.route(protocol.SubjectReport(w.cfg.Namespace))
+	fctx, landed := w.live.fly(ctx, target)
+	defer landed()
+	rctx, cancel := context.WithTimeout(fctx, w.cfg.ReportTimeout)
 	defer cancel()
-	msg, err := w.nc.RequestMsgWithContext(rctx, tracectx.Msg(ctx, protocol.SubjectReport(w.cfg.Namespace), data))
+	msg, err := w.nc.RequestMsgWithContext(rctx, tracectx.Msg(ctx, subject, data))
 	if errors.Is(err, nats.ErrMaxPayload) {
 		return nil, fmt.Errorf("%w: %v", errTooLarge, err)
 	}
 	if err != nil {
-		return nil, err
+		return nil, w.tripFailed(fctx, target, err)
 	}
 	var reply protocol.ReportReply
 	if err := protocol.Decode(msg.Data, &reply); err != nil {

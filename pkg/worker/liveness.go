@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -64,6 +65,12 @@ type liveness struct {
 	// unanswered: the last probe reached no dispatcher, and none was
 	// heard since.
 	unanswered bool
+	// avoid holds the dispatchers that let a round trip time out, until
+	// when the worker sends them nothing it can send elsewhere (route.go).
+	avoid map[uuid.UUID]time.Time
+	// flights are the round trips in flight to each addressed dispatcher,
+	// cancelled when it falls silent (route.go).
+	flights map[uuid.UUID]map[*flight]struct{}
 }
 
 type heardDispatcher struct {
@@ -71,6 +78,10 @@ type heardDispatcher struct {
 	interval time.Duration
 	// binary: its beacon said it reads binary messages.
 	binary bool
+	// direct: it takes messages addressed to it (route.go).
+	direct bool
+	// relay is the relay it said it runs, if any.
+	relay string
 }
 
 // encoding is the encoding of the worker's work requests and reports:
@@ -123,6 +134,12 @@ func (w *Worker) subscribeLiveness() (chan *nats.Msg, []*nats.Subscription, erro
 func (w *Worker) relisten() {
 	l := &w.live
 	l.mu.Lock()
+	l.initRoutesLocked()
+	// What was in flight on the old connection may have been lost with it:
+	// send it again now rather than at its time-out.
+	for id := range l.flights {
+		l.groundedLocked(id)
+	}
 	l.heard = map[uuid.UUID]heardDispatcher{}
 	if l.suspects == nil {
 		l.suspects = map[uuid.UUID]time.Time{}
@@ -164,10 +181,14 @@ func (w *Worker) livenessLoop(ctx context.Context, ch chan *nats.Msg) {
 			now := time.Now()
 			silent, still := w.forgetSilent(now), w.stillSilent(now)
 			switch {
-			case silent > 0:
-				w.renewRequest("dispatcher fell silent", "dispatchers", silent)
+			case len(silent) > 0:
+				// A request addressed to another dispatcher is where it
+				// was; one given to the queue group may be in any.
+				w.renewRequestIf(func(o *outstanding) bool { return o.target == uuid.Nil || slices.Contains(silent, o.target) },
+					"dispatcher fell silent", "dispatchers", len(silent))
 			case still > 0:
-				w.renewRequest("dispatcher still silent after NATS would have evicted it", "dispatchers", still)
+				w.renewRequestIf(func(o *outstanding) bool { return o.target == uuid.Nil },
+					"dispatcher still silent after NATS would have evicted it", "dispatchers", still)
 			}
 		}
 	}
@@ -210,9 +231,10 @@ func (w *Worker) onLiveness(m *nats.Msg) {
 	wasBinary := l.encodingLocked() == protocol.Binary
 	if b.Leaving {
 		delete(l.heard, b.DispatcherID)
+		l.groundedLocked(b.DispatcherID)
 	} else {
 		l.heard[b.DispatcherID] = heardDispatcher{at: time.Now(), interval: b.Interval(),
-			binary: m.Header.Get(protocol.HeaderEncodings) == protocol.EncodingsBinary}
+			binary: m.Header.Get(protocol.HeaderEncodings) == protocol.EncodingsBinary, direct: b.Direct, relay: b.RelayID}
 		firstSinceUnanswered, l.unanswered = l.unanswered, false
 	}
 	// Alive after all (it was slow, or resumed), or gone for good after
@@ -222,11 +244,12 @@ func (w *Worker) onLiveness(m *nats.Msg) {
 	// have reached it, and been dropped there, before its beacon came.
 	toJSON := wasBinary && l.encodingLocked() == protocol.JSON
 	l.mu.Unlock()
+	heldThere := func(o *outstanding) bool { return o.target == uuid.Nil || o.target == b.DispatcherID }
 	switch {
 	case b.Leaving:
-		w.renewRequest("dispatcher left", "dispatcher_id", b.DispatcherID)
+		w.renewRequestIf(heldThere, "dispatcher left", "dispatcher_id", b.DispatcherID)
 	case b.Renew:
-		w.renewRequest("dispatcher lost work requests", "dispatcher_id", b.DispatcherID)
+		w.renewRequestIf(heldThere, "dispatcher lost work requests", "dispatcher_id", b.DispatcherID)
 	case firstSinceUnanswered:
 		w.renewRequestIf(func(o *outstanding) bool { return o.blind }, "first dispatcher heard", "dispatcher_id", b.DispatcherID)
 	case toJSON:
@@ -266,9 +289,20 @@ func (w *Worker) sawRelay(id string) {
 	l.mu.Lock()
 	last := l.relay
 	l.relay = id
+	// The dispatchers that ran the old relay, as far as their last beacons
+	// said; one that died said so no more.
+	ranOld := map[uuid.UUID]bool{}
+	for d, h := range l.heard {
+		if h.relay == last {
+			ranOld[d] = true
+		}
+	}
 	l.mu.Unlock()
 	if last != "" && last != id {
-		w.renewRequest("relay changed", "relay_id", id)
+		w.renewRequestIf(func(o *outstanding) bool {
+			_, alive := w.heardNow(o.target)
+			return o.target == uuid.Nil || ranOld[o.target] || !alive
+		}, "relay changed", "relay_id", id)
 	}
 }
 
@@ -292,26 +326,37 @@ func (w *Worker) nextCheck() time.Time {
 	return next
 }
 
-// forgetSilent forgets the dispatchers silent at now, suspects them, and
-// returns how many. A dispatcher is suspected until NATS has evicted it,
-// had it frozen: StaleClientBound after its next beacon was due, by which
-// time it had frozen; a suspect due already (long beacon intervals) was
-// evicted before this renewal.
-func (w *Worker) forgetSilent(now time.Time) int {
+// forgetSilent forgets the dispatchers silent at now, cancels the round
+// trips in flight to them, suspects them, and returns them. A dispatcher
+// is suspected until NATS has evicted it, had it frozen and had the
+// server Kagzi's pings: StaleClientBound after its next beacon was due, by
+// which time it had frozen; a suspect due already (long beacon intervals)
+// was evicted before this renewal.
+func (w *Worker) forgetSilent(now time.Time) []uuid.UUID {
 	l := &w.live
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n := 0
+	var silent []uuid.UUID
 	for id, h := range l.heard {
 		if !now.Before(h.at.Add(protocol.BeaconSilence(h.interval))) {
 			delete(l.heard, id)
 			if again := h.at.Add(h.interval + natsutil.StaleClientBound); again.After(now) {
 				l.suspects[id] = again
 			}
-			n++
+			silent = append(silent, id)
 		}
 	}
-	return n
+	l.groundedLocked(silent...)
+	return silent
+}
+
+// heardNow returns what the worker heard of dispatcher, if it is live.
+func (w *Worker) heardNow(dispatcher uuid.UUID) (heardDispatcher, bool) {
+	l := &w.live
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h, ok := l.heard[dispatcher]
+	return h, ok
 }
 
 // stillSilent forgets the suspects due at now and returns how many.

@@ -86,13 +86,14 @@ func (w *Worker) maybeRequest() time.Duration {
 		Seq:       w.seq,
 		WaitMS:    w.cfg.WaitTimeout.Milliseconds(),
 	}
-	out := &outstanding{seq: w.seq, credits: free, sent: now, deadline: now.Add(w.cfg.WaitTimeout + w.margin), blind: blind}
+	subject, target := w.live.route(protocol.SubjectWork(w.cfg.Namespace, w.cfg.Queue))
+	out := &outstanding{seq: w.seq, credits: free, sent: now, deadline: now.Add(w.cfg.WaitTimeout + w.margin), blind: blind, target: target}
 	w.out = out
 	w.mu.Unlock()
 
 	data, err := protocol.EncodeAs(&req, w.live.encoding())
 	if err == nil {
-		err = w.nc.PublishRequest(protocol.SubjectWork(w.cfg.Namespace, w.cfg.Queue), w.inbox, data)
+		err = w.nc.PublishRequest(subject, w.inbox, data)
 	}
 	if err != nil {
 		w.log.Warn("work request not sent", "seq", req.Seq, "err", err)

@@ -395,11 +395,14 @@ func (w *Worker) fetchChunk(ctx context.Context, req *protocol.PayloadRequest) (
 	if err != nil {
 		return nil, err
 	}
-	rctx, cancel := context.WithTimeout(ctx, w.cfg.ReportTimeout)
+	subject, target := w.live.route(protocol.SubjectPayload(req.Namespace))
+	fctx, landed := w.live.fly(ctx, target)
+	defer landed()
+	rctx, cancel := context.WithTimeout(fctx, w.cfg.ReportTimeout)
 	defer cancel()
-	msg, err := w.nc.RequestWithContext(rctx, protocol.SubjectPayload(req.Namespace), data)
+	msg, err := w.nc.RequestWithContext(rctx, subject, data)
 	if err != nil {
-		return nil, err
+		return nil, w.tripFailed(fctx, target, err)
 	}
 	var chunk protocol.PayloadChunk
 	if err := protocol.Decode(msg.Data, &chunk); err != nil {

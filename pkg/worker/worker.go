@@ -123,6 +123,9 @@ type outstanding struct {
 	// blind: sent after a probe reached no dispatcher and before one was
 	// heard, so it may have reached none (see liveness.go).
 	blind bool
+	// target is the dispatcher it was addressed to, uuid.Nil if it went
+	// to the queue group (route.go).
+	target uuid.UUID
 }
 
 // New makes a Worker that talks over nc with the given configuration

@@ -40,10 +40,8 @@ type beacons struct {
 	done chan struct{}
 }
 
-// announce draws the dispatcher's id, answers probes from now on and
-// publishes the first beacon.
+// announce answers probes from now on and publishes the first beacon.
 func (d *Dispatcher) announce() error {
-	d.beacons.id = uuid.New()
 	sub, err := d.nc.Subscribe(protocol.SubjectDispatcherProbe, d.onProbe)
 	if err != nil {
 		return fmt.Errorf("dispatcher: subscribe %s: %w", protocol.SubjectDispatcherProbe, err)
@@ -107,7 +105,7 @@ func (d *Dispatcher) leave() {
 // one is given; leaving and renew set its flags.
 func (d *Dispatcher) beacon(reply string, leaving, renew bool) {
 	b := protocol.DispatcherBeacon{DispatcherID: d.beacons.id, IntervalMS: d.cfg.BeaconInterval.Milliseconds(),
-		Leaving: leaving, Renew: renew}
+		Leaving: leaving, Renew: renew, Direct: true}
 	if d.cfg.RelayID != nil && !leaving {
 		b.RelayID = d.cfg.RelayID()
 	}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -230,6 +231,9 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		return fmt.Errorf("dispatcher: %w", err)
 	}
 	d.ctx = ctx
+	// The id comes first: the subscription to messages addressed to this
+	// dispatcher names it.
+	d.beacons.id = uuid.New()
 	subs := []struct {
 		subject, group string
 		h              nats.MsgHandler
@@ -239,6 +243,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		{protocol.SubjectWorkAll, protocol.QueueDispatchers, d.onWorkRequest},
 		{protocol.SubjectReportAll, protocol.QueueDispatchers, d.onReport},
 		{protocol.SubjectPayloadAll, protocol.QueueDispatchers, d.onPayloadRequest},
+		{protocol.SubjectDirectTo(d.beacons.id), "", d.onDirect},
 	}
 	for _, s := range subs {
 		var sub *nats.Subscription
@@ -290,6 +295,29 @@ func (d *Dispatcher) Stop() {
 		d.unsubscribe()
 		d.leave()
 	})
+}
+
+// onDirect takes a message addressed to this dispatcher (see
+// protocol.SubjectDirect) as the one its queue group would have been
+// given: the handlers check the subject against the message's namespace
+// and queue, which the worker's NATS permissions vouch for in both forms.
+func (d *Dispatcher) onDirect(m *nats.Msg) {
+	group, _, ok := protocol.Undirect(m.Subject)
+	if !ok {
+		d.dropMalformed(m, fmt.Errorf("subject %q is not addressed to a dispatcher", m.Subject))
+		return
+	}
+	m.Subject = group
+	switch {
+	case strings.HasPrefix(group, protocol.Prefix+"work."):
+		d.onWorkRequest(m)
+	case strings.HasPrefix(group, protocol.Prefix+"report."):
+		d.onReport(m)
+	case strings.HasPrefix(group, protocol.Prefix+"payload."):
+		d.onPayloadRequest(m)
+	default:
+		d.dropMalformed(m, fmt.Errorf("subject %q: nothing is addressed to a dispatcher there", group))
+	}
 }
 
 func (d *Dispatcher) unsubscribe() {

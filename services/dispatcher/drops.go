@@ -29,7 +29,7 @@ func (d *Dispatcher) watchDrops(subject string, sub *nats.Subscription) {
 				d.Resync()
 			}
 		}
-	case protocol.SubjectWorkAll:
+	case protocol.SubjectWorkAll, protocol.SubjectDirectTo(d.beacons.id):
 		fn = func() {
 			d.log.Warn("NATS dropped work requests: asking workers to renew theirs", "subject", subject)
 			d.beacon("", false, true)

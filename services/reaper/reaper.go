@@ -379,7 +379,8 @@ func (r *Reaper) Start(ctx context.Context) error {
 	for _, s := range []struct {
 		subj string
 		h    nats.MsgHandler
-	}{{protocol.SubjectReadyAll, r.onWakeup}, {protocol.SubjectRelayUp, r.onRelayUp}, {protocol.SubjectWorkAll, r.onWorkRequest}} {
+	}{{protocol.SubjectReadyAll, r.onWakeup}, {protocol.SubjectRelayUp, r.onRelayUp}, {protocol.SubjectWorkAll, r.onWorkRequest},
+		{protocol.SubjectDirectWorkAll, r.onWorkRequest}} {
 		sub, err := r.nc.Subscribe(s.subj, s.h)
 		if err != nil {
 			return fail(fmt.Errorf("reaper: subscribe %s: %w", s.subj, err))
