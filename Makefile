@@ -10,8 +10,9 @@ MODULES := $(shell scripts/modules.sh)
 .PHONY: test test-auth run build lint fuzz bench-store bench bench-targets chaos vendor-js download
 
 ## test: start Postgres if none is reachable (and, as root, install iproute2
-## for the failover test's network namespaces and chromium for the console's
-## browser tests if missing), build the pinned nats-server the tests run
+## for the failover test's network namespaces, chromium for the console's
+## browser tests and Debian's nats-server, the oldest supported, if
+## missing), build the pinned nats-server the tests run
 ## as processes (once; then cached), then run every test of every module
 ## with -race, and the end-to-end suite once more with NATS authorization
 ## on (test-auth). Screenshots of the console land in artifacts/console/.
@@ -20,6 +21,7 @@ test: download
 	$(GO) test -count=1 -run '^TestStartConnectStop$$' ./internal/testnats/
 	@scripts/ensure-iproute2.sh
 	@scripts/ensure-chromium.sh
+	@scripts/ensure-nats-server.sh
 	@url="$(PG_URL)"; failed=(); \
 	for m in $(MODULES); do \
 		echo "go test -race ./... ($$m)"; \

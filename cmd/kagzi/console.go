@@ -19,6 +19,7 @@ import (
 
 	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/lifecycle"
+	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/pkg/console"
 	"github.com/kagzi/kagzi/pkg/protocol"
 )
@@ -68,6 +69,9 @@ KAGZI_CONSOLE_PREFIX configure it (see the README).`,
 				return fmt.Errorf("connect to NATS at %s as the console: %w", redactURL(a.NATSURL), err)
 			}
 			defer nc.Close()
+			if err := natsutil.CheckServer(nc); err != nil {
+				return fmt.Errorf("connect to NATS at %s as the console: %w", redactURL(a.NATSURL), err)
+			}
 			log := process.Logger(cfg.LogLevel).With("service", "console")
 			srv, url, err := startConsole(ctx, cfg, a.Namespace, a.pool, nc, log)
 			if err != nil {

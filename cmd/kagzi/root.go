@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/internal/telemetry"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
@@ -129,6 +130,10 @@ func (a *app) NATS() (*nats.Conn, error) {
 				"KAGZI_NATS_NKEY_SEED or KAGZI_NATS_CREDS) and KAGZI_NATS_TLS_*: the CLI connects as a client of its namespace."
 		}
 		return nil, fmt.Errorf("connect to NATS at %s: %w\n%s", redactURL(a.NATSURL), err, hint)
+	}
+	if err := natsutil.CheckServer(nc); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("connect to NATS at %s: %w", redactURL(a.NATSURL), err)
 	}
 	a.nc = nc
 	return nc, nil

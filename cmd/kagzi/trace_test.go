@@ -125,15 +125,19 @@ func TestOneConnectedTracePerRunOnEveryPath(t *testing.T) {
 	// Every report message, to check which carry a traceparent header.
 	var hmu sync.Mutex
 	var reportHeaders []string
-	sub, err := nc.Subscribe(protocol.SubjectReport("default"), func(m *nats.Msg) {
+	onReport := func(m *nats.Msg) {
 		hmu.Lock()
 		defer hmu.Unlock()
 		reportHeaders = append(reportHeaders, m.Header.Get("traceparent"))
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
-	defer func() { _ = sub.Unsubscribe() }()
+	// Workers address reports to a dispatcher they hear (protocol.SubjectDirect).
+	for _, subj := range []string{protocol.SubjectReport("default"), protocol.SubjectDirectAny(protocol.SubjectReport("default"))} {
+		sub, err := nc.Subscribe(subj, onReport)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+	}
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}

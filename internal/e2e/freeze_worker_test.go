@@ -110,8 +110,10 @@ func TestFrozenWorkerRunsNoReleasedDelivery(t *testing.T) {
 	// its own.
 	nc := ns.Connect(t)
 	requests, deliveries := make(chan *nats.Msg, 256), make(chan *nats.Msg, 256)
-	if _, err := nc.ChanSubscribe(protocol.SubjectWorkAll, requests); err != nil {
-		t.Fatal(err)
+	for _, s := range []string{protocol.SubjectWorkAll, protocol.SubjectDirectWorkAll} {
+		if _, err := nc.ChanSubscribe(s, requests); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := nc.ChanSubscribe(protocol.WorkerInbox("default", worker.DefaultIdentity)+".>", deliveries); err != nil {
 		t.Fatal(err)

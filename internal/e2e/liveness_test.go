@@ -64,7 +64,7 @@ func observe(t *testing.T, nc *nats.Conn) *observer {
 		default:
 		}
 	}
-	for _, s := range []string{protocol.SubjectDispatcherBeacon, protocol.SubjectRelayUp, protocol.SubjectWorkAll} {
+	for _, s := range []string{protocol.SubjectDispatcherBeacon, protocol.SubjectRelayUp, protocol.SubjectWorkAll, protocol.SubjectDirectWorkAll} {
 		if _, err := nc.Subscribe(s, handle); err != nil {
 			t.Fatal(err)
 		}

@@ -37,8 +37,10 @@ func TestWorkerStartedBeforeDispatchers(t *testing.T) {
 
 	nc := ns.Connect(t)
 	requests := make(chan *nats.Msg, 64)
-	if _, err := nc.ChanSubscribe(protocol.SubjectWorkAll, requests); err != nil {
-		t.Fatal(err)
+	for _, s := range []string{protocol.SubjectWorkAll, protocol.SubjectDirectWorkAll} {
+		if _, err := nc.ChanSubscribe(s, requests); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/pkg/protocol"
 )
 
 // A process that freezes (SIGSTOP, a paused VM, a host swapping hard)
@@ -71,7 +72,13 @@ func Connect(url, name string, log *slog.Logger, opts ...nats.Option) (*nats.Con
 				log.Warn("nats disconnected", "err", err)
 			}
 		}),
-		nats.ReconnectHandler(func(*nats.Conn) { log.Info("nats reconnected") }),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("nats reconnected")
+			logOldServer(nc, log)
+		}),
+		// A connection made in the background (the server was not up
+		// at start) is checked when it is made.
+		nats.ConnectHandler(func(nc *nats.Conn) { logOldServer(nc, log) }),
 		// Components chain their own handling of slow consumers after this
 		// one (OnSlowConsumer); it replaces the client's default,
 		// which prints to stderr.
@@ -85,6 +92,10 @@ func Connect(url, name string, log *slog.Logger, opts ...nats.Option) (*nats.Con
 	}, opts...)
 	nc, err := nats.Connect(url, all...)
 	if err == nil {
+		if err := CheckServer(nc); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("connect nats %s: %w", config.RedactURL(url), err)
+		}
 		return nc, nil
 	}
 	var ne net.Error
@@ -96,4 +107,24 @@ func Connect(url, name string, log *slog.Logger, opts ...nats.Option) (*nats.Con
 		return nil, fmt.Errorf("connect nats %s: %w", config.RedactURL(url), err)
 	}
 	return nc, nil
+}
+
+// CheckServer returns an error wrapping protocol.ErrServerVersion if nc is
+// connected to a nats-server older than protocol.MinServerVersion (the
+// version its INFO announced); a connection not connected yet passes.
+func CheckServer(nc *nats.Conn) error {
+	v := nc.ConnectedServerVersion()
+	if v == "" {
+		return nil
+	}
+	return protocol.CheckServerVersion(v)
+}
+
+// logOldServer logs, as an error, a (re)connection to a server older than
+// protocol.MinServerVersion: one node of a cluster upgraded last, say. The
+// process goes on; what the old server lacks fails where it is used.
+func logOldServer(nc *nats.Conn, log *slog.Logger) {
+	if err := CheckServer(nc); err != nil {
+		log.Error("nats server not supported", "server", nc.ConnectedUrlRedacted(), "err", err)
+	}
 }

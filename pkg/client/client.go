@@ -123,6 +123,11 @@ func NewFromStore(st *store.Store, nc *nats.Conn, opts Options) (*Client, error)
 	if err := protocol.ValidToken("queue", opts.Queue); err != nil {
 		return nil, fmt.Errorf("client: %w: %v", store.ErrInvalidArgument, err)
 	}
+	if nc != nil {
+		if err := natsutil.CheckServer(nc); err != nil {
+			return nil, fmt.Errorf("client: %w", err)
+		}
+	}
 	c := &Client{st: st, nc: nc, ns: opts.Namespace, queue: opts.Queue,
 		resync: make(chan struct{})}
 	tp, mp := opts.TracerProvider, opts.MeterProvider

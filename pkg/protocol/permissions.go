@@ -82,8 +82,8 @@ func Permissions(role, namespace, identity string) (Permission, error) {
 		return Permission{
 			Publish: []string{
 				SubjectWork(namespace, "*"), SubjectReport(namespace), SubjectPayload(namespace),
-				subjectDirect(anyDispatcher, SubjectWork(namespace, "*")), subjectDirect(anyDispatcher, SubjectReport(namespace)),
-				subjectDirect(anyDispatcher, SubjectPayload(namespace)),
+				SubjectDirectAny(SubjectWork(namespace, "*")), SubjectDirectAny(SubjectReport(namespace)),
+				SubjectDirectAny(SubjectPayload(namespace)),
 				SubjectWorkerRegister(namespace), SubjectWorkerHeartbeat(namespace), SubjectWorkerDeregister(namespace),
 				SubjectDispatcherProbe,
 			},

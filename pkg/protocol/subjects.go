@@ -81,8 +81,11 @@ func SubjectDirect(dispatcher uuid.UUID, group string) string {
 	return subjectDirect(dispatcher.String(), group)
 }
 
-// anyDispatcher stands for every dispatcher's id in a subject pattern.
-const anyDispatcher = "*"
+// SubjectDirectAny matches group (a subject of the dispatchers' queue
+// group) addressed to any dispatcher, for permissions and observers.
+func SubjectDirectAny(group string) string {
+	return subjectDirect("*", group)
+}
 
 func subjectDirect(dispatcher, group string) string {
 	return Prefix + "direct." + dispatcher + "." + strings.TrimPrefix(group, Prefix)

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/internal/hops"
+	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/workflow"
 )
@@ -469,6 +470,9 @@ func (w *Worker) onReconnect() {
 	w.mu.Unlock()
 	w.relisten()
 	w.probe()
+	if err := natsutil.CheckServer(w.nc); err != nil {
+		w.log.Error("nats server not supported", "server", w.nc.ConnectedUrlRedacted(), "err", err)
+	}
 	w.log.Info("reconnected to NATS: registering again")
 	if err := w.publishRegister(); err != nil {
 		w.log.Warn("register not sent", "err", err)

@@ -134,6 +134,9 @@ func New(cfg Config, nc *nats.Conn) (*Worker, error) {
 	if nc == nil {
 		return nil, errors.New("worker: nil NATS connection")
 	}
+	if err := natsutil.CheckServer(nc); err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err

@@ -154,7 +154,7 @@ func (e *env) recovery(ctx context.Context) (Detail, error) {
 
 	// Worker B, parked on an empty queue.
 	work := make(chan struct{}, 16)
-	ws, err := e.nc.Subscribe(protocol.SubjectWorkAll, func(m *nats.Msg) {
+	onWork := func(m *nats.Msg) {
 		var req protocol.WorkRequest
 		if protocol.Decode(m.Data, &req) == nil {
 			select {
@@ -162,11 +162,14 @@ func (e *env) recovery(ctx context.Context) (Detail, error) {
 			default:
 			}
 		}
-	})
-	if err != nil {
-		return nil, err
 	}
-	defer func() { _ = ws.Unsubscribe() }()
+	for _, subj := range []string{protocol.SubjectWorkAll, protocol.SubjectDirectWorkAll} {
+		ws, err := e.nc.Subscribe(subj, onWork)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = ws.Unsubscribe() }()
+	}
 	bs, err := e.startWorkers(ctx, 1)
 	if err != nil {
 		return nil, err
