@@ -85,12 +85,26 @@ func freezeProbe(ctx workflow.Context, _ struct{}) (int, error) {
 // dispatcher released those runs long ago and another worker ran them.
 // The resumed worker must refuse the delivery — every step body runs at
 // most once per attempt — and every run completes.
+//
+// It runs on a server with the deployment's pings, which closes the frozen
+// worker's connection, and on one with NATS's defaults, which keeps it.
 func TestFrozenWorkerRunsNoReleasedDelivery(t *testing.T) {
 	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		start func(testing.TB) *testnats.Server
+	}{{"deployment pings", testnats.StartPinging}, {"default pings", testnats.Start}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			frozenWorkerRunsNoReleasedDelivery(t, c.start(t))
+		})
+	}
+}
+
+func frozenWorkerRunsNoReleasedDelivery(t *testing.T, ns *testnats.Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	url := testdb.New(t)
-	ns := testnats.StartPinging(t)
 	st := openStore(t, url, nil)
 	// Beacons a minute apart: on resume, the worker's liveness timer would
 	// otherwise find the dispatcher silent (its beacons wait unread in the

@@ -339,6 +339,14 @@ func (w *Worker) forgetSilent(now time.Time) []uuid.UUID {
 	var silent []uuid.UUID
 	for id, h := range l.heard {
 		if !now.Before(h.at.Add(protocol.BeaconSilence(h.interval))) {
+			if w.stalled(h.at, h.interval) {
+				// The worker itself stalled (frozen, paused) since it
+				// heard this dispatcher: the beacons it missed wait unread
+				// in its socket. It listens for a whole silence again.
+				h.at = now
+				l.heard[id] = h
+				continue
+			}
 			delete(l.heard, id)
 			if again := h.at.Add(h.interval + natsutil.StaleClientBound); again.After(now) {
 				l.suspects[id] = again
