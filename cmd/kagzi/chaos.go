@@ -146,6 +146,7 @@ to stderr. See docs/BENCHMARKS.md.`,
 	f.StringVar(&o.Dir, "dir", "", "working directory (default a new temp directory)")
 	f.BoolVar(&o.Keep, "keep", false, "keep the working directory (it is kept anyway on a violation)")
 	f.StringVar(&o.NATSServer, "nats-server", "", `nats-server binary (default: found on the PATH or in /usr/sbin; "embedded" runs the embedded server in a child process)`)
+	f.BoolVar(&o.NATSDefaults, "nats-defaults", false, "run nats-server with its default pings (every 2 minutes) instead of Kagzi's 1 s: frozen processes keep their NATS connections")
 	f.StringVar(&o.LogLevel, "log-level", "info", "KAGZI_LOG_LEVEL of the services (logs go to the working directory)")
 	f.Uint64Var(&o.Seed, "seed", 0, "seed of the random choices (default random; printed)")
 	f.IntVar(&serveNATS, "serve-nats", 0, "internal: run the embedded NATS server on this port until interrupted")

@@ -113,6 +113,11 @@ type Options struct {
 	// NATSServer is the nats-server binary ("" finds it; "embedded" runs
 	// the embedded server in a child process).
 	NATSServer string
+	// NATSDefaults runs nats-server with its default pings (every 2
+	// minutes) instead of Kagzi's (natsutil.ServerConfig): a frozen
+	// process then keeps its connection and queue-group place for the
+	// whole freeze. It needs a nats-server binary.
+	NATSDefaults bool
 	// Process timeouts: worker heartbeats, the reaper's worker timeout,
 	// the lease.
 	HeartbeatInterval, WorkerTimeout, Lease time.Duration
@@ -430,6 +435,13 @@ func (h *harness) setup(ctx context.Context) error {
 		which := h.ns.bin
 		if which == "" {
 			which = "embedded server in a child process"
+		}
+		if o.NATSDefaults {
+			if h.ns.bin == "" {
+				return errors.New("chaos: --nats-defaults needs a nats-server binary (--nats-server, or one installed)")
+			}
+			h.ns.defaults = true
+			which += ", default pings"
 		}
 		h.logf("starting NATS on %s (%s)", h.ns.url(), which)
 		if err := h.ns.start(ctx); err != nil {

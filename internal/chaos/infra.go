@@ -23,6 +23,8 @@ type natsServer struct {
 	port int
 	log  string
 	p    *proc
+	// defaults: the server's default pings, not Kagzi's.
+	defaults bool
 }
 
 // NATSBinary finds nats-server ("" if absent).
@@ -47,9 +49,12 @@ func (n *natsServer) start(ctx context.Context) error {
 	)
 	if n.bin != "" {
 		// 8 MiB payloads, and a frozen client closed within seconds, as
-		// Kagzi's embedded server and compose run it.
+		// Kagzi's embedded server and compose run it (unless defaults).
 		conf := filepath.Join(filepath.Dir(n.log), "nats.conf")
-		body := fmt.Sprintf("listen: \"127.0.0.1:%d\"\nmax_payload: %d\n", n.port, protocol.NATSMaxPayload) + natsutil.ServerConfig()
+		body := fmt.Sprintf("listen: \"127.0.0.1:%d\"\nmax_payload: %d\n", n.port, protocol.NATSMaxPayload)
+		if !n.defaults {
+			body += natsutil.ServerConfig()
+		}
 		if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
 			return err
 		}

@@ -13,16 +13,18 @@ import (
 	"github.com/kagzi/kagzi/pkg/protocol"
 )
 
-// A worker's work request is parked in one dispatcher, which the NATS queue
-// group chose; if that dispatcher dies, its parked requests die with it
-// and nothing answers. The worker cannot tell which dispatcher holds its
-// request, so it watches them all: it renews its request at once when a
-// dispatcher it heard falls silent (protocol.BeaconSilence), says it
-// leaves or says it lost requests, and when the relay changes (beacons name the relay their
-// dispatcher runs, relay.up the new one): the relay moves within
-// milliseconds when the dispatcher that ran it dies. The
-// renewal lands on a live dispatcher, which parks it without a query when
-// it knows the queue is empty.
+// A worker's work request is parked in one dispatcher, the one the worker
+// addressed it to (route.go), or the one the NATS queue group chose when
+// the worker knew of none; if that dispatcher dies, its parked requests
+// die with it and nothing answers. So the worker watches the dispatchers:
+// it renews its request at once when the dispatcher holding it (any, for
+// a request the queue group placed) falls silent
+// (protocol.BeaconSilence), says it leaves or says it lost requests, and
+// when the relay changes and the request's dispatcher ran the old one or
+// is no longer heard (beacons name the relay their dispatcher runs,
+// relay.up the new one): the relay moves within milliseconds when the
+// dispatcher that ran it dies. The renewal goes to a live dispatcher,
+// which parks it without a query when it knows the queue is empty.
 //
 // A worker that starts, or reconnects, has not heard the dispatchers yet:
 // one that took its first request and died before its next beacon would
@@ -44,11 +46,12 @@ import (
 //
 // A dispatcher that falls silent may be frozen rather than dead (SIGSTOP,
 // a paused VM): its kernel keeps its NATS session, so it stays in the
-// dispatchers' queue group, and the renewal may land on it again, until
-// NATS closes it for unanswered PINGs (natsutil.StaleClientBound after it
-// froze, which was before its next beacon was due). If it is still silent
-// then, the worker renews once more, and that renewal reaches a live
-// dispatcher.
+// dispatchers' queue group until NATS closes it for unanswered PINGs
+// (natsutil.StaleClientBound after it froze, on servers with Kagzi's
+// pings; minutes with nats-server's defaults). A renewal the worker
+// addresses goes elsewhere at once; one it had to leave to the queue
+// group may land on the frozen dispatcher again, so if it is still silent
+// after that bound, the worker renews once more.
 
 // liveness is what the worker knows of the dispatchers.
 type liveness struct {

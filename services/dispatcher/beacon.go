@@ -11,8 +11,9 @@ import (
 	"github.com/kagzi/kagzi/pkg/protocol"
 )
 
-// A worker keeps one work request parked in one dispatcher, chosen by the
-// NATS queue group; if that dispatcher dies, nothing tells the worker,
+// A worker keeps one work request parked in one dispatcher, the one it
+// addressed (protocol.SubjectDirect; the queue group's choice before it
+// heard any); if that dispatcher dies, nothing tells the worker,
 // which would wait for its request's renewal time (30 s by default) while
 // runs are due. So every dispatcher publishes a beacon every
 // BeaconInterval, answers a starting worker's probe with one, and says it
@@ -102,7 +103,8 @@ func (d *Dispatcher) leave() {
 }
 
 // beacon publishes the dispatcher's beacon, to a probe's reply subject if
-// one is given; leaving and renew set its flags.
+// one is given; leaving and renew set its flags. Every beacon says Direct:
+// the dispatcher takes what is addressed to it (onDirect).
 func (d *Dispatcher) beacon(reply string, leaving, renew bool) {
 	b := protocol.DispatcherBeacon{DispatcherID: d.beacons.id, IntervalMS: d.cfg.BeaconInterval.Milliseconds(),
 		Leaving: leaving, Renew: renew, Direct: true}
