@@ -91,17 +91,20 @@ func freezeProbe(ctx workflow.Context, _ struct{}) (int, error) {
 func TestFrozenWorkerRunsNoReleasedDelivery(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		name  string
-		start func(testing.TB) *testnats.Server
-	}{{"deployment pings", testnats.StartPinging}, {"default pings", testnats.Start}} {
+		name   string
+		start  func(testing.TB) *testnats.Server
+		evicts bool
+	}{{"deployment pings", testnats.StartPinging, true}, {"default pings", testnats.Start, false}} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			frozenWorkerRunsNoReleasedDelivery(t, c.start(t))
+			frozenWorkerRunsNoReleasedDelivery(t, c.start(t), c.evicts)
 		})
 	}
 }
 
-func frozenWorkerRunsNoReleasedDelivery(t *testing.T, ns *testnats.Server) {
+// frozenWorkerRunsNoReleasedDelivery runs the test on ns, which closes a
+// frozen client's connection if evicts.
+func frozenWorkerRunsNoReleasedDelivery(t *testing.T, ns *testnats.Server, evicts bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	url := testdb.New(t)
@@ -199,8 +202,14 @@ func frozenWorkerRunsNoReleasedDelivery(t *testing.T, ns *testnats.Server) {
 	}
 	resumed = true
 	// NATS closed A's connection while it was frozen: it reconnects first
-	// thing, and anything it would run it has begun a moment later.
-	if _, err := a.await(ctx, "reconnected to NATS: registering again", at, 15*time.Second); err != nil {
+	// thing, and anything it would run it has begun a moment later. A
+	// server with the default pings kept it: A reads the delivery waiting
+	// in its socket first thing, and refuses it.
+	resumedMsg := "reconnected to NATS: registering again"
+	if !evicts {
+		resumedMsg = "delivery refused"
+	}
+	if _, err := a.await(ctx, resumedMsg, at, 15*time.Second); err != nil {
 		t.Fatalf("resumed worker A: %v", err)
 	}
 	time.Sleep(2 * time.Second)
