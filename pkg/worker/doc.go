@@ -20,7 +20,12 @@
 //
 // The worker keeps at most one work request (protocol.WorkRequest)
 // outstanding, offering its free slots as credits, and renews it when it
-// was not answered within its wait. It accepts a delivery only for that
+// was not answered within its wait. It addresses its work requests,
+// reports and payload reads to a dispatcher whose beacons it hears
+// (protocol.SubjectDirect), not to whichever member of the dispatchers'
+// queue group NATS picks, and sends a round trip again to another when
+// that dispatcher falls silent: a frozen dispatcher costs its runs a few
+// seconds whatever the NATS server's ping settings (route.go). It accepts a delivery only for that
 // request and within its credits, so it never runs more than
 // Config.MaxConcurrency runs. Each run executes in its own goroutine;
 // reports are NATS requests retried until acknowledged. A run's end report
