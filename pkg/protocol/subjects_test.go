@@ -248,3 +248,43 @@ func TestParseWorker(t *testing.T) {
 		}
 	}
 }
+
+// A subject addressed to one dispatcher names it, and gives back the
+// queue-group subject it was made from; anything else is not direct.
+func TestSubjectDirect(t *testing.T) {
+	id := uuid.New()
+	for _, group := range []string{protocol.SubjectWork("ns", "q"), protocol.SubjectReport("ns"), protocol.SubjectPayload("ns")} {
+		direct := protocol.SubjectDirect(id, group)
+		got, d, ok := protocol.Undirect(direct)
+		if !ok || got != group || d != id {
+			t.Errorf("Undirect(%q) = %q, %v, %v; want %q, %v, true", direct, got, d, ok, group, id)
+		}
+		if !subjectMatches(protocol.SubjectDirectTo(id), direct) || !subjectMatches(protocol.SubjectDirectAll, direct) ||
+			!subjectMatches(protocol.SubjectDirectAny(group), direct) {
+			t.Errorf("%q is not matched by the dispatcher's, the permissions' or the observers' patterns", direct)
+		}
+	}
+	if !subjectMatches(protocol.SubjectDirectWorkAll, protocol.SubjectDirect(id, protocol.SubjectWork("ns", "q"))) {
+		t.Error("SubjectDirectWorkAll does not match a direct work request")
+	}
+	for _, s := range []string{protocol.SubjectReport("ns"), protocol.Prefix + "direct.", protocol.Prefix + "direct.x.report.ns",
+		protocol.Prefix + "direct." + id.String(), protocol.Prefix + "direct." + id.String() + "."} {
+		if got, _, ok := protocol.Undirect(s); ok || got != s {
+			t.Errorf("Undirect(%q) = %q, ok %v; want it unchanged and not direct", s, got, ok)
+		}
+	}
+}
+
+// subjectMatches reports whether NATS subject pattern p matches s.
+func subjectMatches(p, s string) bool {
+	pt, st := strings.Split(p, "."), strings.Split(s, ".")
+	for i, tok := range pt {
+		if tok == ">" {
+			return len(st) > i
+		}
+		if i >= len(st) || (tok != "*" && tok != st[i]) {
+			return false
+		}
+	}
+	return len(pt) == len(st)
+}
