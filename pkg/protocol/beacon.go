@@ -40,12 +40,15 @@ type DispatcherBeacon struct {
 	// while that relay relays. A worker that sees the relay change renews
 	// its request: relays move when the dispatcher that ran one dies.
 	RelayID string `json:"relay_id,omitempty"`
-	// Direct: the dispatcher takes work requests, reports and payload
-	// requests addressed to it (SubjectDirect) besides those of its queue
-	// group. A worker addresses only dispatchers that say so; an older
-	// one does not, and gets the queue group's.
-	Direct bool `json:"direct,omitempty"`
 }
+
+// HeaderDirect, set to "1" on a DispatcherBeacon, says its dispatcher takes
+// work requests, reports and payload requests addressed to it
+// (SubjectDirect) besides those of its queue group. A worker addresses only
+// dispatchers that say so; an older one does not, and gets the queue
+// group's. It is a header, not a field, because a reader rejects a message
+// with fields it does not know, and older workers read these beacons.
+const HeaderDirect = "Kagzi-Direct"
 
 // Interval is the time between the dispatcher's beacons.
 func (m *DispatcherBeacon) Interval() time.Duration {

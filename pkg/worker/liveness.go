@@ -237,7 +237,7 @@ func (w *Worker) onLiveness(m *nats.Msg) {
 		l.groundedLocked(b.DispatcherID)
 	} else {
 		l.heard[b.DispatcherID] = heardDispatcher{at: time.Now(), interval: b.Interval(),
-			binary: m.Header.Get(protocol.HeaderEncodings) == protocol.EncodingsBinary, direct: b.Direct, relay: b.RelayID}
+			binary: m.Header.Get(protocol.HeaderEncodings) == protocol.EncodingsBinary, direct: m.Header.Get(protocol.HeaderDirect) == "1", relay: b.RelayID}
 		firstSinceUnanswered, l.unanswered = l.unanswered, false
 	}
 	// Alive after all (it was slow, or resumed), or gone for good after

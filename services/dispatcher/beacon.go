@@ -103,11 +103,12 @@ func (d *Dispatcher) leave() {
 }
 
 // beacon publishes the dispatcher's beacon, to a probe's reply subject if
-// one is given; leaving and renew set its flags. Every beacon says Direct:
-// the dispatcher takes what is addressed to it (onDirect).
+// one is given; leaving and renew set its flags. Every beacon says, in
+// protocol.HeaderDirect, that the dispatcher takes what is addressed to it
+// (onDirect).
 func (d *Dispatcher) beacon(reply string, leaving, renew bool) {
 	b := protocol.DispatcherBeacon{DispatcherID: d.beacons.id, IntervalMS: d.cfg.BeaconInterval.Milliseconds(),
-		Leaving: leaving, Renew: renew, Direct: true}
+		Leaving: leaving, Renew: renew}
 	if d.cfg.RelayID != nil && !leaving {
 		b.RelayID = d.cfg.RelayID()
 	}
@@ -120,7 +121,7 @@ func (d *Dispatcher) beacon(reply string, leaving, renew bool) {
 		// The header tells workers this dispatcher reads binary work
 		// requests and reports (protocol.HeaderEncodings).
 		err = d.nc.PublishMsg(&nats.Msg{Subject: subject, Data: data,
-			Header: nats.Header{protocol.HeaderEncodings: []string{protocol.EncodingsBinary}}})
+			Header: nats.Header{protocol.HeaderEncodings: []string{protocol.EncodingsBinary}, protocol.HeaderDirect: []string{"1"}}})
 	}
 	if err != nil && d.ctx.Err() == nil {
 		d.log.Warn("beacon not sent", "leaving", leaving, "err", err)
