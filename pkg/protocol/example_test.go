@@ -26,5 +26,5 @@ func ExamplePermissions() {
 	}
 	fmt.Println(p.Subscribe)
 	// Output:
-	// [kagzi.v1.inbox.worker.shop.pod-1.> kagzi.v1.cancel.shop.* kagzi.v1.dispatcher.beacon kagzi.v1.relay.up]
+	// [kagzi.v1.inbox.worker.shop.pod-1.> kagzi.v1.cancel.shop.* kagzi.v1.dispatcher.beacon kagzi.v1.relay.up kagzi.v1.registration.shop.* kagzi.v1.reaper.up]
 }

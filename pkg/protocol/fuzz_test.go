@@ -430,3 +430,18 @@ func fuzzParse(f *testing.F, root string) {
 func FuzzParseReady(f *testing.F) { fuzzParse(f, "ready") }
 
 func FuzzParseWork(f *testing.F) { fuzzParse(f, "work") }
+
+func FuzzDecodeRegistrationNotice(f *testing.F) {
+	fuzzDecode(f, []*protocol.RegistrationNotice{{Namespace: "a", WorkerID: id1}, {Namespace: "a", WorkerID: id2, Ask: true}},
+		`{"v":1,"ns":"a","worker_id":"0b5c0f4e-7a5d-4c1e-9d33-6f2c1a8e0001","ask":false}`,
+		`{"v":1,"ns":"a.b","worker_id":"0b5c0f4e-7a5d-4c1e-9d33-6f2c1a8e0001","ask":true}`,
+		`{"v":1,"ns":"a","worker_id":"00000000-0000-0000-0000-000000000000"}`,
+	)
+}
+
+func FuzzDecodeReaperUp(f *testing.F) {
+	fuzzDecode(f, []*protocol.ReaperUp{{ReaperID: id1}},
+		`{"v":1,"reaper_id":"00000000-0000-0000-0000-000000000000"}`,
+		`{"v":2,"reaper_id":"0b5c0f4e-7a5d-4c1e-9d33-6f2c1a8e0001"}`,
+	)
+}

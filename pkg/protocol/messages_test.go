@@ -306,6 +306,8 @@ func allSuites() map[string]suite {
 		dr  = *protocol.WorkerDeregister
 		pr  = *protocol.PayloadRequest
 		pc  = *protocol.PayloadChunk
+		rn  = *protocol.RegistrationNotice
+		rup = *protocol.ReaperUp
 	)
 	wrongType := func(key string, v any) wireEdit {
 		return wireEdit{fmt.Sprintf("%s as %T %v", key, v, v), func(o map[string]any) { o[key] = v }}
@@ -655,6 +657,23 @@ func allSuites() map[string]suite {
 				wrongType("worker_id", "00000000-0000-0000-0000-000000000000"),
 				wireEdit{"missing worker_id", func(o map[string]any) { delete(o, "worker_id") }},
 			},
+		},
+		"RegistrationNotice": msgSuite[protocol.RegistrationNotice, rn]{
+			valid: func() rn { return &protocol.RegistrationNotice{Namespace: "ns", WorkerID: id1} },
+			variants: map[string]func() rn{
+				"ask": func() rn { return &protocol.RegistrationNotice{Namespace: "ns", WorkerID: id1, Ask: true} },
+			},
+			bad: cases(
+				tokenCases("namespace", func(m rn, s string) { m.Namespace = s }),
+				one("nil worker id", func(m rn) { m.WorkerID = uuid.Nil }),
+			),
+			badWire: []wireEdit{wrongType("ask", "yes"), wrongType("worker_id", 1),
+				wireEdit{"missing ns", func(o map[string]any) { delete(o, "ns") }}},
+		},
+		"ReaperUp": msgSuite[protocol.ReaperUp, rup]{
+			valid:   func() rup { return &protocol.ReaperUp{ReaperID: id1} },
+			bad:     one("nil reaper id", func(m rup) { m.ReaperID = uuid.Nil }),
+			badWire: []wireEdit{wrongType("reaper_id", "x"), wireEdit{"missing reaper_id", func(o map[string]any) { delete(o, "reaper_id") }}},
 		},
 	}
 }

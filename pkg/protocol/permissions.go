@@ -65,7 +65,9 @@ func Permissions(role, namespace, identity string) (Permission, error) {
 		}, nil
 	case RoleReaper:
 		return Permission{
-			Publish: []string{SubjectLeaderBeacon(LeaderReaper)},
+			// Registration notices and announcements to workers (see
+			// RegistrationNotice).
+			Publish: []string{SubjectLeaderBeacon(LeaderReaper), SubjectReaperUp, SubjectRegistrationAll},
 			Subscribe: []string{
 				SubjectWorkerRegisterAll, SubjectWorkerHeartbeatAll, SubjectWorkerDeregisterAll,
 				SubjectReadyAll, SubjectRelayUp, SubjectWorkAll, SubjectDirectWorkAll, SubjectLeaderBeacon(LeaderReaper),
@@ -90,6 +92,7 @@ func Permissions(role, namespace, identity string) (Permission, error) {
 			Subscribe: []string{
 				WorkerInbox(namespace, identity) + ".>", SubjectCancelNamespace(namespace),
 				SubjectDispatcherBeacon, SubjectRelayUp,
+				SubjectRegistrationNamespace(namespace), SubjectReaperUp,
 			},
 			// Acknowledgements of deliveries go to the delivering
 			// dispatcher's inbox.

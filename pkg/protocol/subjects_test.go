@@ -32,6 +32,9 @@ func TestSubjectBuilders(t *testing.T) {
 		{protocol.WorkerInbox("ns", "w1"), "kagzi.v1.inbox.worker.ns.w1"},
 		{protocol.ClientInbox("ns"), "kagzi.v1.inbox.client.ns"},
 		{protocol.ServiceInbox(protocol.RoleDispatcher), "kagzi.v1.inbox.dispatcher"},
+		{protocol.SubjectReaperUp, "kagzi.v1.reaper.up"},
+		{protocol.SubjectRegistration("ns", id2), "kagzi.v1.registration.ns." + id2.String()},
+		{protocol.SubjectRegistrationAll, "kagzi.v1.registration.>"},
 	} {
 		if c.got != c.want {
 			t.Errorf("subject %q, want %q", c.got, c.want)
@@ -72,6 +75,8 @@ func TestSubjectsMatchTheirWildcards(t *testing.T) {
 		{protocol.SubjectWorkerHeartbeat("ns"), protocol.SubjectWorkerHeartbeatAll, 5},
 		{protocol.SubjectWorkerDeregister("ns"), protocol.SubjectWorkerDeregisterAll, 5},
 		{protocol.WorkerInbox("ns", "w") + ".x", protocol.SubjectInboxAll, 7},
+		{protocol.SubjectRegistration("ns", id1), protocol.SubjectRegistrationAll, 5},
+		{protocol.SubjectRegistration("ns", id1), protocol.SubjectRegistrationNamespace("ns"), 5},
 	} {
 		if !matches(c.pattern, c.subject) {
 			t.Errorf("%q does not match %q", c.subject, c.pattern)
@@ -208,7 +213,8 @@ func TestNamespaceSubjectsCarryTheirNamespace(t *testing.T) {
 			protocol.SubjectWorkerRegister(ns), protocol.SubjectWorkerHeartbeat(ns), protocol.SubjectWorkerDeregister(ns)}
 	}
 	workerSub := func(ns, ident string) []string {
-		return []string{protocol.SubjectCancel(ns, id1), protocol.WorkerInbox(ns, ident) + ".abc", protocol.WorkerInbox(ns, ident) + ".abc.1"}
+		return []string{protocol.SubjectCancel(ns, id1), protocol.SubjectRegistration(ns, id1),
+			protocol.WorkerInbox(ns, ident) + ".abc", protocol.WorkerInbox(ns, ident) + ".abc.1"}
 	}
 	a, b := perms(protocol.RoleWorker, "a", "w1"), perms(protocol.RoleWorker, "b", "w1")
 	a2 := perms(protocol.RoleWorker, "a", "w2")

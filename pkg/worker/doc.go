@@ -18,6 +18,12 @@
 //
 // # Protocol
 //
+// The worker registers (protocol.WorkerRegister: its types, slots, host
+// and pid) when it starts and after a NATS reconnect, and repeats its
+// registration with a backoff until the acting reaper acknowledges it, at
+// once when a reaper takes over or asks for it (protocol.RegistrationNotice,
+// protocol.ReaperUp), so that its row is complete whatever started first.
+//
 // The worker keeps at most one work request (protocol.WorkRequest)
 // outstanding, offering its free slots as credits, and renews it when it
 // was not answered within its wait. It addresses its work requests,

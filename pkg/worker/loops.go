@@ -394,30 +394,19 @@ func (w *Worker) stalledSinceSent(o *outstanding) bool { return w.stalled(o.sent
 func (w *Worker) heartbeatLoop(ctx context.Context) {
 	t := time.NewTicker(w.cfg.HeartbeatInterval)
 	defer t.Stop()
-	for beats := 1; ; beats++ {
+	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 			w.renewRequestIf(w.stalledSinceSent, "worker stalled")
-			// A registration can be lost, or heard by no reaper (one that
-			// starts after the worker, whatever the start order): the
-			// worker repeats it now and then, and a reaper that knows it
-			// already writes nothing for it.
-			if beats%reregisterEvery == 0 {
-				if err := w.publishRegister(); err != nil {
-					w.log.Warn("register not sent", "err", err)
-				}
-			}
+			// Until a reaper acknowledges the registration (see
+			// registration.go).
+			w.registrationTick()
 			w.sendHeartbeat()
 		}
 	}
 }
-
-// reregisterEvery is how many heartbeats apart the worker repeats its
-// registration: at the default interval (2 s), a worker a reaper learned
-// of from its heartbeats alone is registered whole within 10 s.
-const reregisterEvery = 5
 
 func (w *Worker) sendHeartbeat() {
 	w.mu.Lock()
@@ -474,7 +463,7 @@ func (w *Worker) onReconnect() {
 		w.log.Error("nats server not supported", "server", w.nc.ConnectedUrlRedacted(), "err", err)
 	}
 	w.log.Info("reconnected to NATS: registering again")
-	if err := w.publishRegister(); err != nil {
+	if err := w.sendRegistration(true); err != nil {
 		w.log.Warn("register not sent", "err", err)
 	}
 	w.sendHeartbeat()

@@ -65,6 +65,7 @@ type Worker struct {
 	runs     map[uuid.UUID]*runState
 	seq      uint64        // last work request's Seq
 	out      *outstanding  // the outstanding work request, if any
+	regs     regState      // the fate of its registration (registration.go)
 	idle     chan struct{} // closed when draining and no run is held (idleCheck)
 	// ending counts end reports pending (sendEnd); ends holds a token for
 	// each, bounding them to MaxConcurrency.
@@ -264,18 +265,27 @@ func (w *Worker) Start(ctx context.Context) error {
 		_ = cancels.Unsubscribe()
 		return fail(err)
 	}
-	w.watchDrops(deliveries, cancels, liveSubs, liveCh)
-	unsubscribe := func() {
+	regCh, regSubs, err := w.subscribeRegistration()
+	if err != nil {
 		_ = deliveries.Unsubscribe()
 		_ = cancels.Unsubscribe()
 		for _, s := range liveSubs {
 			_ = s.Unsubscribe()
 		}
+		return fail(err)
+	}
+	w.watchDrops(deliveries, cancels, liveSubs, liveCh, regSubs, regCh)
+	unsubscribe := func() {
+		_ = deliveries.Unsubscribe()
+		_ = cancels.Unsubscribe()
+		for _, s := range append(liveSubs, regSubs...) {
+			_ = s.Unsubscribe()
+		}
 	}
 	// Subscriptions precede the registration and the first work request
 	// on this connection, so the server has them before any dispatcher
-	// can answer.
-	if err := w.publishRegister(); err != nil {
+	// can answer, or any reaper acknowledge.
+	if err := w.sendRegistration(true); err != nil {
 		unsubscribe()
 		return fail(err)
 	}
@@ -305,6 +315,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.life.Go(func() { w.statusLoop(loopCtx, status) })
 	w.life.Go(func() { w.heartbeatLoop(loopCtx) })
 	w.life.Go(func() { w.livenessLoop(loopCtx, liveCh) })
+	w.life.Go(func() { w.registrationLoop(loopCtx, regCh) })
 	w.life.Go(func() { w.requestLoop(reqCtx) })
 	w.log.Info("worker started", "types", len(w.typeList), "max_concurrency", w.cfg.MaxConcurrency)
 	return nil
@@ -383,18 +394,25 @@ type Stats struct {
 	Drops int64
 	// Malformed counts messages dropped because they did not decode.
 	Malformed uint64
+	// Registrations counts the registrations sent: on start, after a
+	// reconnect, and again until the acting reaper acknowledges one.
+	Registrations uint64
+	// Registered: the acting reaper acknowledged the registration (see
+	// protocol.RegistrationNotice).
+	Registered bool
 }
 
 type counters struct {
 	requests, accepted, refused                                         atomic.Uint64
 	started, completed, failed, suspended, abandoned, released, retries atomic.Uint64
 	malformed, renewals, refusedStalled                                 atomic.Uint64
+	registrations                                                       atomic.Uint64
 }
 
 // Stats returns the worker's counters.
 func (w *Worker) Stats() Stats {
 	w.mu.Lock()
-	running, ending := w.active, w.ending
+	running, ending, registered := w.active, w.ending, w.regs.acked
 	w.mu.Unlock()
 	s := &w.stats
 	return Stats{
@@ -414,6 +432,8 @@ func (w *Worker) Stats() Stats {
 		Renewals:       s.renewals.Load(),
 		Drops:          w.drops.Count(),
 		Malformed:      s.malformed.Load(),
+		Registrations:  s.registrations.Load(),
+		Registered:     registered,
 	}
 }
 

@@ -21,6 +21,18 @@
 // any replica after a NATS reconnect, since heartbeats were missed), giving
 // each one timeout to be heard: a failover never recovers runs en masse.
 //
+// # Registration, whatever the start order
+//
+// A worker's registration (types, slots, host, pid) is sent when it starts
+// and reconnects; its heartbeats do not carry it. The leader acknowledges
+// a registration once the worker's row says what it says, asks a worker it
+// knows only from heartbeats (or whose row was written from them) to
+// register, and announces itself on taking over and after a NATS
+// reconnect, so that workers holding no acknowledgement register at once
+// (protocol.RegistrationNotice, protocol.ReaperUp; registration.go). A
+// standby hears every registration: on taking over it writes those the
+// row lacks, and acknowledges them.
+//
 // # Writes in batches
 //
 // The leader persists liveness on a flush tick (Options.FlushInterval) with

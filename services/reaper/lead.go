@@ -142,6 +142,7 @@ func (r *Reaper) gain(ctx context.Context, t *term) error {
 		gens[w.id] = w.regGen
 		w.db, w.rejected, w.regRetryAt, w.checkAt = dbUnknown, false, time.Time{}, time.Time{}
 		w.persistedAt, w.persistedDraining = time.Time{}, false
+		w.askAt, w.askWait = time.Time{}, 0
 		w.heard = !w.lastBeat.IsZero()
 		nss[w.ns] = true
 	}
@@ -177,12 +178,19 @@ func (r *Reaper) gain(ctx context.Context, t *term) error {
 		case w.regGen != gens[id]:
 			// Registered while we looked: write that registration.
 			w.db = dbStale
+		case ok && !incompleteLocked(w) && !sameRegistration(w.reg, paramsFromRow(row)):
+			// The row lacks what the registration this replica heard says
+			// (it was written from heartbeats): write it.
+			w.db = dbStale
 		case ok:
 			w.db = dbLive
-			if w.reg == nil {
+			if incompleteLocked(w) {
 				w.reg = paramsFromRow(row)
 			}
 			w.persistedDraining = row.Status == store.WorkerDraining
+			// Written by the last leader, which acknowledged it, or the
+			// worker repeats it and is acknowledged then.
+			w.ackDue = false
 		case !complete[w.ns]:
 			// Checked one by one by the registration pass.
 		case now.Sub(w.lastBeat) > r.cfg.WorkerTimeout:
@@ -201,6 +209,8 @@ func (r *Reaper) gain(ctx context.Context, t *term) error {
 			draining: draining, db: dbLive, persistedDraining: draining}
 	}
 	n := len(r.workers)
+	// Registrations sent while no reaper led were heard by no writer.
+	r.announce = true
 	if oldest != nil {
 		// Live rows in namespaces nobody here heard of get one timeout too.
 		t.sweepAt = r.amnesty.Add(r.cfg.WorkerTimeout)
@@ -230,6 +240,7 @@ func (r *Reaper) step(ctx context.Context, t *term) time.Time {
 	r.mu.Unlock()
 	r.writeDeregistrations(ctx, t)
 	r.writeRegistrations(ctx)
+	r.notify()
 	r.reapDead(ctx, t)
 	r.recoverRuns(ctx, t)
 	if now := r.cfg.Clock.Now(); !now.Before(t.lastFlush.Add(r.cfg.FlushInterval)) {
@@ -278,7 +289,7 @@ func (r *Reaper) nextWake(t *term) time.Time {
 	if len(r.deregs) > 0 {
 		at(later(t.deregAt, now))
 	}
-	if r.resync {
+	if r.resync || r.announce && r.natsUp {
 		at(now)
 	}
 	at(r.deadlineCheck)
@@ -292,6 +303,12 @@ func (r *Reaper) nextWake(t *term) time.Time {
 		}
 		if r.needsRegLocked(w, now) {
 			at(later(w.regRetryAt, now))
+		}
+		if ackDueLocked(w) {
+			at(now)
+		}
+		if r.askNeededLocked(w, now) {
+			at(later(w.askAt, now))
 		}
 		if r.natsUp {
 			at(later(r.expiryLocked(w), t.staleRetryAt))

@@ -26,6 +26,9 @@ func (r *Reaper) onStatus(st nats.Status) {
 		r.natsUp = true
 		r.amnesty = r.cfg.Clock.Now()
 		r.resync = true
+		// Registrations sent while it was away reached no reaper that
+		// writes them, if this one leads.
+		r.announce = true
 	} else {
 		r.natsUp = false
 	}
@@ -106,13 +109,17 @@ func (r *Reaper) onRegister(m *nats.Msg, ns string) {
 		return
 	}
 	p := registerParams(&reg)
+	// Acknowledged once written: the worker repeats its registration
+	// until then (see protocol.RegistrationNotice).
+	w.ackDue = true
 	if w.db == dbLive && !w.rejected && w.reg != nil && sameRegistration(w.reg, p) {
-		// The worker repeats its registration (it does so periodically, so
-		// that one lost, or heard by no reaper, is made good): nothing
-		// changed, it only says it is alive.
+		// The worker repeats a registration that is written already (its
+		// acknowledgement was lost, or came from no reaper, or the worker
+		// was asked): nothing changed, it only says it is alive.
 		w.lastBeat, w.checkAt = now, time.Time{}
 		r.pruneLocked(now)
 		r.mu.Unlock()
+		r.wakeLeader()
 		return
 	}
 	w.ns, w.queue = reg.Namespace, reg.Queue
@@ -120,6 +127,7 @@ func (r *Reaper) onRegister(m *nats.Msg, ns string) {
 	w.regGen++
 	w.lastBeat = now
 	w.db, w.rejected, w.regRetryAt, w.checkAt = dbStale, false, time.Time{}, time.Time{}
+	w.askAt, w.askWait = time.Time{}, 0
 	r.pruneLocked(now)
 	r.mu.Unlock()
 	r.wakeLeader()
@@ -335,26 +343,34 @@ func (r *Reaper) register(ctx context.Context, j regJob) {
 		update(func(w *wstate) { w.regRetryAt = r.cfg.Clock.Now().Add(retryAfter) })
 	}
 	p := j.reg
+	if p != nil && len(p.Types) == 0 {
+		// What heartbeats said (no worker registers without a type): the
+		// row may know more, written by another leader.
+		p = nil
+	}
 	if j.db == dbUnknown || p == nil {
 		row, err := r.st.WorkersGet(ctx, j.ns, j.id)
 		switch {
-		case err == nil && row.Status != store.WorkerOffline:
+		case err == nil && row.Status != store.WorkerOffline && (p == nil || sameRegistration(p, paramsFromRow(row))):
 			update(func(w *wstate) {
 				w.db = dbLive
-				if w.reg == nil {
+				if incompleteLocked(w) {
 					w.reg = paramsFromRow(row)
 				}
 				w.persistedDraining = row.Status == store.WorkerDraining
 			})
 			return
 		case err == nil:
+			// OFFLINE, or live without what the registration heard says
+			// (written from heartbeats): (re)registered.
 			if p == nil {
 				p = paramsFromRow(row)
 				p.Queue = j.queue
 			}
 		case errors.Is(err, store.ErrNotFound):
 			if p == nil {
-				// All a heartbeat tells; its next registration completes it.
+				// All a heartbeat tells: the worker is asked for the rest
+				// (registration.go).
 				p = &store.WorkersRegisterParams{WorkerID: j.id, Namespace: j.ns, Queue: j.queue, MaxConcurrency: max(1, j.runs)}
 			}
 		default:
@@ -369,7 +385,7 @@ func (r *Reaper) register(ctx context.Context, j regJob) {
 		now := r.cfg.Clock.Now()
 		update(func(w *wstate) {
 			w.db, w.persistedAt, w.persistedDraining = dbLive, now, false
-			if w.reg == nil {
+			if incompleteLocked(w) {
 				w.reg = p
 			}
 		})

@@ -138,6 +138,11 @@ type Stats struct {
 	Registers, Heartbeats, Deregisters, Wakeups, Malformed int64
 	// Registered and Deregistered count workers written as such.
 	Registered, Deregistered int64
+	// RegistrationAcks counts the registrations the leader acknowledged
+	// once written, RegistrationAsks the times it asked a worker it knew
+	// only from heartbeats to register, and Announcements its ReaperUp
+	// messages (see protocol.RegistrationNotice).
+	RegistrationAcks, RegistrationAsks, Announcements int64
 	// Flushes count liveness flushes (two statements each); the others
 	// count what they did.
 	Flushes, BeatsPersisted, LeasesExtended, RunsReleased int64
@@ -203,6 +208,11 @@ type wstate struct {
 	runs     []uuid.UUID
 	draining bool
 
+	// ackDue: a registration was heard that the leader acknowledges once
+	// it is written (kept by every replica: the leader that writes it may
+	// be the next one).
+	ackDue bool
+
 	// Leader state.
 	db       dbState
 	rejected bool // the store refused its registration: ignored
@@ -217,6 +227,10 @@ type wstate struct {
 	// regRetryAt defers the next registration attempt; checkAt defers
 	// the death of a worker whose row was written after it was last heard.
 	regRetryAt, checkAt time.Time
+	// askAt is when the worker may be asked to register next, and
+	// askWait the wait after that ask (see ask).
+	askAt   time.Time
+	askWait time.Duration
 }
 
 // Reaper is the recovery service.
@@ -225,6 +239,8 @@ type Reaper struct {
 	st  *store.Store
 	nc  *nats.Conn
 	log *slog.Logger
+	// id names this replica in its ReaperUp.
+	id uuid.UUID
 
 	mu      sync.Mutex
 	workers map[uuid.UUID]*wstate
@@ -242,6 +258,9 @@ type Reaper struct {
 	leaseChecks map[int64]struct{}
 	// resync asks the leader to re-read leases and deadlines.
 	resync bool
+	// announce asks the leader to publish a ReaperUp (on taking over, on
+	// NATS reconnect).
+	announce bool
 	// flushPlanned: the leader knows a flush is due; heartbeats need not
 	// wake it.
 	flushPlanned bool
@@ -283,6 +302,7 @@ type counters struct {
 	terms, registers, heartbeats, deregisters, wakeups           atomic.Int64
 	malformed                                                    *natsutil.Malformed
 	registered, deregistered, flushes, beats, extended, released atomic.Int64
+	acks, asks, announces                                        atomic.Int64
 	lost, retried, failed, expired, deadlines, leaseQ, deadlineQ atomic.Int64
 	undelivered                                                  atomic.Int64
 	deleted, errors                                              atomic.Int64
@@ -300,6 +320,7 @@ func New(cfg Options, st *store.Store, nc *nats.Conn, log *slog.Logger) *Reaper 
 		st:          st,
 		nc:          nc,
 		log:         log.With("component", "reaper"),
+		id:          uuid.New(),
 		workers:     map[uuid.UUID]*wstate{},
 		deregs:      map[uuid.UUID]dereg{},
 		leaseChecks: map[int64]struct{}{},
@@ -331,6 +352,7 @@ func (r *Reaper) Stats() Stats {
 		Registers: c.registers.Load(), Heartbeats: c.heartbeats.Load(), Deregisters: c.deregisters.Load(),
 		Wakeups: c.wakeups.Load(), Malformed: c.malformed.Count(),
 		Registered: c.registered.Load(), Deregistered: c.deregistered.Load(),
+		RegistrationAcks: c.acks.Load(), RegistrationAsks: c.asks.Load(), Announcements: c.announces.Load(),
 		Flushes: c.flushes.Load(), BeatsPersisted: c.beats.Load(), LeasesExtended: c.extended.Load(), RunsReleased: c.released.Load(),
 		WorkersLost: c.lost.Load(), RunsRetried: c.retried.Load(), RunsFailed: c.failed.Load(),
 		LeasesExpired: c.expired.Load(), RunsUndelivered: c.undelivered.Load(), DeadlinesMissed: c.deadlines.Load(),
