@@ -69,6 +69,44 @@ func awaitQueued(t *testing.T, ctx context.Context, st *store.Store, key int64) 
 	}
 }
 
+// election is one leader role with its two replicas, each a process of
+// its own.
+type election struct {
+	service, leads, stepsDown string
+	key                       int64
+	leader, standby           *child
+}
+
+// startElections starts the relay's and the reaper's leaders, then their
+// standbys, and returns once each standby waits for its lock; the names
+// of the processes say what the test does to them (leaderAs, standbyAs).
+func startElections(t *testing.T, ctx context.Context, st *store.Store, env []string, leaderAs, standbyAs string) []*election {
+	t.Helper()
+	elections := []*election{
+		{service: "dispatcher", leads: "relay is leader", stepsDown: "relay lost leadership", key: dispatcher.RelayLockKey},
+		{service: "reaper", leads: "reaper is leader", stepsDown: "reaper stepped down", key: reaper.LockKey},
+	}
+	for _, e := range elections {
+		e.leader = startChild(t, e.service+" ("+leaderAs+")", env, e.service)
+		if _, err := e.leader.await(ctx, e.leads, time.Time{}, 30*time.Second); err != nil {
+			t.Fatalf("%s: %v", e.service, err)
+		}
+		e.standby = startChild(t, e.service+" ("+standbyAs+")", env, e.service)
+		awaitQueued(t, ctx, st, e.key)
+	}
+	return elections
+}
+
+// pingSettings are the NATS servers the tests of frozen processes run on:
+// one with the deployment's pings, which closes a frozen client's
+// connection within seconds (evicts), and one with nats-server's
+// defaults, which keeps it for the whole freeze.
+var pingSettings = []struct {
+	name   string
+	start  func(testing.TB) *testnats.Server
+	evicts bool
+}{{"deployment pings", testnats.StartPinging, true}, {"default pings", testnats.Start, false}}
+
 // TestFrozenLeaderIsReplaced freezes (SIGSTOP) the relay's and the
 // reaper's leaders, each a process of its own with a standby beside it:
 // each standby must lead within leaderBound of the freeze, the relay's
@@ -89,23 +127,7 @@ func TestFrozenLeaderIsReplaced(t *testing.T) {
 	nc := ns.Connect(t)
 	workerID := heartbeatingWorker(t, ctx, nc)
 
-	type election struct {
-		service, leads, stepsDown string
-		key                       int64
-		leader, standby           *child
-	}
-	elections := []*election{
-		{service: "dispatcher", leads: "relay is leader", stepsDown: "relay lost leadership", key: dispatcher.RelayLockKey},
-		{service: "reaper", leads: "reaper is leader", stepsDown: "reaper stepped down", key: reaper.LockKey},
-	}
-	for _, e := range elections {
-		e.leader = startChild(t, e.service+" (frozen)", env, e.service)
-		if _, err := e.leader.await(ctx, e.leads, time.Time{}, 30*time.Second); err != nil {
-			t.Fatalf("%s: %v", e.service, err)
-		}
-		e.standby = startChild(t, e.service+" (standby)", env, e.service)
-		awaitQueued(t, ctx, st, e.key)
-	}
+	elections := startElections(t, ctx, st, env, "frozen", "standby")
 	// The worker is live in the database before anything freezes.
 	waitUntil(t, 10*time.Second, "worker registered", func() bool {
 		w, err := st.WorkersGet(ctx, "default", workerID)
@@ -339,10 +361,7 @@ func heartbeatingWorker(t *testing.T, ctx context.Context, nc *nats.Conn) uuid.U
 // beacons wait in its socket).
 func TestFrozenStandbyDeposesNoOne(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct {
-		name  string
-		start func(testing.TB) *testnats.Server
-	}{{"deployment pings", testnats.StartPinging}, {"default pings", testnats.Start}} {
+	for _, c := range pingSettings {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			frozenStandby(t, c.start(t))
@@ -357,23 +376,7 @@ func frozenStandby(t *testing.T, ns *testnats.Server) {
 	st := store.New(pool, store.Options{})
 	env := frozenLeaderEnv(dbURL, ns.URL())
 
-	type election struct {
-		service, leads, stepsDown string
-		key                       int64
-		leader, standby           *child
-	}
-	elections := []*election{
-		{service: "dispatcher", leads: "relay is leader", stepsDown: "relay lost leadership", key: dispatcher.RelayLockKey},
-		{service: "reaper", leads: "reaper is leader", stepsDown: "reaper stepped down", key: reaper.LockKey},
-	}
-	for _, e := range elections {
-		e.leader = startChild(t, e.service+" (leader)", env, e.service)
-		if _, err := e.leader.await(ctx, e.leads, time.Time{}, 30*time.Second); err != nil {
-			t.Fatalf("%s: %v", e.service, err)
-		}
-		e.standby = startChild(t, e.service+" (frozen standby)", env, e.service)
-		awaitQueued(t, ctx, st, e.key)
-	}
+	elections := startElections(t, ctx, st, env, "leader", "frozen standby")
 	for _, e := range elections {
 		e.standby.signal(t, syscall.SIGSTOP)
 	}

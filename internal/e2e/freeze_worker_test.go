@@ -90,11 +90,7 @@ func freezeProbe(ctx workflow.Context, _ struct{}) (int, error) {
 // worker's connection, and on one with NATS's defaults, which keeps it.
 func TestFrozenWorkerRunsNoReleasedDelivery(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct {
-		name   string
-		start  func(testing.TB) *testnats.Server
-		evicts bool
-	}{{"deployment pings", testnats.StartPinging, true}, {"default pings", testnats.Start, false}} {
+	for _, c := range pingSettings {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			frozenWorkerRunsNoReleasedDelivery(t, c.start(t), c.evicts)

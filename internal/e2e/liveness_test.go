@@ -265,10 +265,7 @@ func TestKilledDispatcherStrandsNoWorker(t *testing.T) {
 // frozenDispatcherBound, whatever the server's pings.
 func TestFrozenDispatcherStrandsNoWorker(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct {
-		name  string
-		start func(testing.TB) *testnats.Server
-	}{{"deployment pings", testnats.StartPinging}, {"default pings", testnats.Start}} {
+	for _, c := range pingSettings {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			killed, stopped := failover(t, false, true, c.start)
