@@ -3,9 +3,11 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -197,4 +199,144 @@ func holds(t *testing.T, nodes []*testnats.Server, name string) bool {
 		}
 	}
 	return false
+}
+
+// TestNATSClusterWorkerNodeFrozen freezes (SIGSTOP) for 20 s the node of a
+// three-node NATS cluster that a worker is connected to, while runs flow
+// at 10 starts/s. The worker's connection is made as the README shows,
+// with nats.go's defaults: it pings its server every 2 minutes, so it
+// would stay on the frozen node for the whole freeze. The worker notices
+// instead: every dispatcher it heard falls silent at once, its server
+// does not answer a flush, and it reconnects to another node. Step starts
+// pause for at most frozenUnderLoadBound; every run completes, each step's
+// result recorded once. On the pinned nats-server and on Debian's 2.9.
+func TestNATSClusterWorkerNodeFrozen(t *testing.T) {
+	t.Parallel()
+	for _, bin := range testnats.Binaries(t) {
+		t.Run(bin.Name, func(t *testing.T) {
+			t.Parallel()
+			clusterWorkerNodeFrozen(t, bin)
+		})
+	}
+}
+
+func clusterWorkerNodeFrozen(t *testing.T, bin testnats.Binary) {
+	const (
+		rate   = 10
+		freeze = 20 * time.Second
+	)
+	nodes := testnats.StartClusterBinary(t, 3, bin)
+	url := testdb.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	var mu sync.Mutex
+	var stepStarts []time.Time
+	steps := map[string]int{}
+	register := func(w *worker.Worker) error {
+		return worker.Register(w, "Steps", func(ctx workflow.Context, _ int) (int, error) {
+			for i := range 3 {
+				if _, err := workflow.Step(ctx, fmt.Sprintf("s%d", i), func(context.Context) (int, error) {
+					mu.Lock()
+					stepStarts = append(stepStarts, time.Now())
+					steps[fmt.Sprintf("%s/%d", ctx.RunID(), i)]++
+					mu.Unlock()
+					return i, nil
+				}); err != nil {
+					return 0, err
+				}
+			}
+			return 0, nil
+		})
+	}
+	// The services on nodes 1 and 2: what is measured is the worker's
+	// own way off the frozen node.
+	srv, err := devserver.Start(ctx, devserver.Options{
+		DatabaseURL: url, NATSURL: testnats.ClusterURL(nodes[1:]), Dispatchers: 2, Workers: -1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	// The worker on node 0, with nats.go's default pings.
+	wnc, err := nats.Connect(testnats.ClusterURL(nodes), nats.DontRandomize(), nats.MaxReconnects(-1),
+		worker.Inbox("default", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(wnc.Close)
+	if got := wnc.ConnectedUrl(); got != nodes[0].URL() {
+		t.Fatalf("worker connected to %s, want node 0 (%s)", got, nodes[0].URL())
+	}
+	w, err := worker.New(worker.Config{MaxConcurrency: 20}, wnc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := register(w); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	cl := newClient(t, srv.Store, nodes[1].Connect(t))
+
+	var hs []*client.Handle
+	startFor := func(d time.Duration) {
+		t.Helper()
+		tick := time.NewTicker(time.Second / rate)
+		defer tick.Stop()
+		end := time.Now().Add(d)
+		for now := time.Now(); now.Before(end); now = <-tick.C {
+			h, err := cl.Start(ctx, "Steps", 0, client.StartOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs = append(hs, h)
+		}
+	}
+	startFor(3 * time.Second)
+	frozeAt := time.Now()
+	if err := nodes[0].Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	startFor(freeze)
+	resumedAt := time.Now()
+	if err := nodes[0].Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitAll(t, hs, time.Minute)
+
+	mu.Lock()
+	times := slices.Clone(stepStarts)
+	for k, n := range steps {
+		if n != 1 {
+			t.Errorf("step %s ran %d times", k, n)
+		}
+	}
+	recorded := len(steps)
+	mu.Unlock()
+	slices.SortFunc(times, func(x, y time.Time) int { return x.Compare(y) })
+	last, pause := frozeAt, time.Duration(0)
+	for _, at := range times {
+		if at.Before(frozeAt) {
+			continue
+		}
+		if at.After(resumedAt) {
+			at = resumedAt
+		}
+		pause = max(pause, at.Sub(last))
+		last = at
+		if !at.Before(resumedAt) {
+			break
+		}
+	}
+	t.Logf("%d runs; longest pause in step starts while the worker's node was frozen: %v; the worker left a silent server %d times; now on %s",
+		len(hs), pause.Round(time.Millisecond), w.Stats().ServerSilent, wnc.ConnectedUrl())
+	if pause > frozenUnderLoadBound {
+		t.Errorf("step starts paused for %v while the worker's NATS node was frozen, want at most %v", pause.Round(time.Millisecond), frozenUnderLoadBound)
+	}
+	if recorded != 3*len(hs) {
+		t.Errorf("%d steps ran for %d runs of 3", recorded, len(hs))
+	}
 }

@@ -456,6 +456,12 @@ func (l *tail) String() string {
 // shut one down earlier (Stop) to kill a node.
 func StartCluster(t testing.TB, n int) []*Server {
 	t.Helper()
+	return StartClusterBinary(t, n, Binary{Name: "pinned"})
+}
+
+// StartClusterBinary is StartCluster with the binary b.
+func StartClusterBinary(t testing.TB, n int, b Binary) []*Server {
+	t.Helper()
 	ports := make([]int, n)
 	for i := range ports {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -475,7 +481,7 @@ func StartCluster(t testing.TB, n int) []*Server {
 		}
 		conf := fmt.Sprintf("server_name: node-%d\nmax_payload: %d\ncluster {\n  name: kagzi-test\n  listen: \"127.0.0.1:%d\"\n  routes: [%s]\n}\n",
 			i, MaxPayload, ports[i], strings.Join(routes, ", "))
-		out[i] = start(t, "127.0.0.1", conf)
+		out[i] = start(t, "127.0.0.1", conf, func(s *Server) { s.bin = b.Path })
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for _, s := range out {

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -193,7 +194,36 @@ func (w *Worker) livenessLoop(ctx context.Context, ch chan *nats.Msg) {
 				w.renewRequestIf(func(o *outstanding) bool { return o.target == uuid.Nil },
 					"dispatcher still silent after NATS would have evicted it", "dispatchers", still)
 			}
+			if len(silent) > 0 || still > 0 {
+				w.checkServer()
+			}
 		}
+	}
+}
+
+// checkServer asks the NATS server for a round trip when every dispatcher
+// the worker heard fell silent: either they all went away, or the server
+// this worker is connected to did (frozen, or cut off), and its
+// connection would notice only at its own pings — every 2 minutes with
+// nats.go's defaults, which a user's connection may well have. A server
+// that does not answer within a beacon interval is left: the connection
+// reconnects, to another node of a cluster where it has one, and the
+// worker registers, probes and asks for work again there (onReconnect).
+func (w *Worker) checkServer() {
+	l := &w.live
+	l.mu.Lock()
+	alone := len(l.heard) == 0
+	l.mu.Unlock()
+	if !alone || !w.nc.IsConnected() {
+		return
+	}
+	if err := w.nc.FlushTimeout(protocol.DefaultBeaconInterval); err == nil || errors.Is(err, nats.ErrConnectionClosed) {
+		return
+	}
+	w.stats.serverSilent.Add(1)
+	w.log.Warn("NATS server silent: reconnecting", "server", w.nc.ConnectedUrlRedacted())
+	if err := w.nc.ForceReconnect(); err != nil {
+		w.log.Warn("reconnect", "err", err)
 	}
 }
 

@@ -394,6 +394,9 @@ type Stats struct {
 	Drops int64
 	// Malformed counts messages dropped because they did not decode.
 	Malformed uint64
+	// ServerSilent counts the times the worker left a NATS server that
+	// did not answer once every dispatcher it heard had fallen silent.
+	ServerSilent uint64
 	// Registrations counts the registrations sent: on start, after a
 	// reconnect, and again until the acting reaper acknowledges one.
 	Registrations uint64
@@ -406,6 +409,7 @@ type counters struct {
 	requests, accepted, refused                                         atomic.Uint64
 	started, completed, failed, suspended, abandoned, released, retries atomic.Uint64
 	malformed, renewals, refusedStalled                                 atomic.Uint64
+	serverSilent                                                        atomic.Uint64
 	registrations                                                       atomic.Uint64
 }
 
@@ -432,6 +436,7 @@ func (w *Worker) Stats() Stats {
 		Renewals:       s.renewals.Load(),
 		Drops:          w.drops.Count(),
 		Malformed:      s.malformed.Load(),
+		ServerSilent:   s.serverSilent.Load(),
 		Registrations:  s.registrations.Load(),
 		Registered:     registered,
 	}
