@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -37,17 +38,20 @@ type EventsDrainResult struct {
 	Events, Fresh int
 }
 
+// eventsDrainStepSQL reads the drain step's attempt as recorded: a drain
+// that runs again appends to it (a forked run's copied drain step holds
+// events of the run it was forked from).
+var eventsDrainStepSQL = prepareNamed(`
+SELECT kind, status, coalesce(input, ''::bytea), output FROM kagzi.step_runs
+WHERE run_id = @run_id AND step_id = @step_id AND attempt_number = 1`)
+
 // eventsDrainSQL takes, for the drain step @step_id, the unconsumed events
-// of @name, oldest first, as many as the step's limits leave room for, and
-// returns every event the step holds (rec, taken by earlier calls, then
-// those taken now) in the order taken. The caller holds the run row lock,
-// which every consumer of the run's events takes, so no row lock on the
-// events is needed.
+// of @name, oldest first, at most @max_events of them whose payloads (with
+// a comma each) fit in @max_bytes, and returns them in that order. The
+// caller holds the run row lock, which every consumer of the run's events
+// takes, so no row lock on the events is needed.
 var eventsDrainSQL = prepareNamed(`
-WITH rec AS (
-	SELECT e.event_id, e.payload, e.consumed_at, e.created_at FROM kagzi.workflow_events e
-	WHERE e.run_id = @run_id AND e.name = @name AND e.consumed_by = @step_id AND e.consumed_at IS NOT NULL
-), pend AS (
+WITH pend AS (
 	SELECT e.event_id, row_number() OVER w AS n, sum(coalesce(octet_length(e.payload), 4) + 1) OVER w AS upto
 	FROM kagzi.workflow_events e
 	WHERE e.run_id = @run_id AND e.name = @name AND e.consumed_at IS NULL
@@ -55,13 +59,10 @@ WITH rec AS (
 ), c AS (
 	UPDATE kagzi.workflow_events e SET consumed_at = now(), consumed_by = @step_id
 	FROM pend
-	WHERE e.event_id = pend.event_id AND pend.n <= @max_events - (SELECT count(*) FROM rec)
-	  AND pend.upto <= @max_bytes - (SELECT coalesce(sum(coalesce(octet_length(payload), 4) + 1), 0) FROM rec)
-	RETURNING e.event_id, e.payload, e.consumed_at, e.created_at
+	WHERE e.event_id = pend.event_id AND pend.n <= @max_events AND pend.upto <= @max_bytes
+	RETURNING e.event_id, e.payload, e.created_at
 )
-SELECT event_id, payload, fresh FROM (
-	SELECT rec.*, false AS fresh FROM rec UNION ALL SELECT c.*, true FROM c
-) x ORDER BY consumed_at, created_at, event_id`)
+SELECT event_id, payload FROM c ORDER BY created_at, event_id`)
 
 // eventsDrainGiveBackSQL leaves events a drain took pending again (those
 // whose payloads, as JSON, would not fit its output).
@@ -83,8 +84,9 @@ RETURNING 1`)
 
 // EventsDrain takes, under the lease, every unconsumed event of p.Name sent
 // to the run, oldest first, for the drain step p.StepID, and returns what
-// the step holds: the events it took before (a drain replayed at the end
-// of a run's history runs again and grows) and now. It never waits. A
+// the step holds: what it held as recorded (a drain replayed at the end of
+// a run's history runs again and grows; a forked run's copy holds what the
+// original took) and the events taken now. It never waits. A
 // drain that takes nothing and holds nothing records nothing, so a replay
 // of it runs afresh; otherwise the step is recorded (or its output
 // replaced) as the EVENT step p.StepID, attempt 1, COMPLETED, whose output
@@ -127,22 +129,41 @@ func (s *Store) EventsDrain(ctx context.Context, p EventsDrainParams) (EventsDra
 		if err != nil {
 			return mapErr(what, err)
 		}
+		var held []json.RawMessage
+		var kind, status string
+		var input, output []byte
+		err = eventsDrainStepSQL.queryRow(ctx, tx.db, pgx.NamedArgs{"run_id": p.Lease.RunID, "step_id": p.StepID}).
+			Scan(&kind, &status, &input, &output)
+		switch {
+		case isNoRows(err):
+		case err != nil:
+			return mapErr(what, err)
+		case StepKind(kind) != StepEvent || StepStatus(status) != StepCompleted || string(input) != p.Name ||
+			json.Unmarshal(output, &held) != nil:
+			return fmt.Errorf("%s: %w: step %q is recorded and is not this drain", what, ErrConflict, p.StepID)
+		}
+		// What the step holds is kept as recorded, the events taken now
+		// appended.
+		out := bytes.NewBufferString("[")
+		for _, v := range held {
+			if res.Events > 0 {
+				out.WriteByte(',')
+			}
+			out.Write(v)
+			res.Events++
+		}
 		rows, err := eventsDrainSQL.query(ctx, tx.db, pgx.NamedArgs{"run_id": p.Lease.RunID, "name": p.Name, "step_id": p.StepID,
-			"max_events": protocol.MaxDrainEvents, "max_bytes": lim.PayloadMaxBytes - 2})
+			"max_events": protocol.MaxDrainEvents - res.Events, "max_bytes": lim.PayloadMaxBytes - out.Len() - 1})
 		if err != nil {
 			return mapErr(what, err)
 		}
-		var (
-			out      = bytes.NewBufferString("[")
-			giveBack []uuid.UUID
-		)
+		var giveBack []uuid.UUID
 		for rows.Next() {
 			var (
 				id      uuid.UUID
 				payload []byte
-				fresh   bool
 			)
-			if err := rows.Scan(&id, &payload, &fresh); err != nil {
+			if err := rows.Scan(&id, &payload); err != nil {
 				rows.Close()
 				return mapErr(what, err)
 			}
@@ -151,19 +172,15 @@ func (s *Store) EventsDrain(ctx context.Context, p EventsDrainParams) (EventsDra
 			// that is not JSON grows when quoted, and must not take the
 			// output over the limit.
 			if len(giveBack) > 0 || out.Len()+len(v)+2 > lim.PayloadMaxBytes {
-				if fresh {
-					giveBack = append(giveBack, id)
-					continue
-				}
+				giveBack = append(giveBack, id)
+				continue
 			}
 			if res.Events > 0 {
 				out.WriteByte(',')
 			}
 			out.Write(v)
 			res.Events++
-			if fresh {
-				res.Fresh++
-			}
+			res.Fresh++
 		}
 		if err := rows.Err(); err != nil {
 			return mapErr(what, err)

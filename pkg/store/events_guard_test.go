@@ -538,6 +538,19 @@ func TestEventsDrain(t *testing.T) {
 	if _, err := e.s.EventsDrain(e.ctx, store.EventsDrainParams{Lease: l, StepID: "drain:x", Name: "item"}); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("drain into another step: %v", err)
 	}
+	// A drain step recorded otherwise (a fork copies its history) is
+	// appended to as it is.
+	if err := e.s.StepsRecord(e.ctx, store.StepsRecordParams{Lease: l, StepID: "drain:copied", Attempt: 1, Kind: store.StepEvent,
+		Status: store.StepCompleted, Input: []byte("item"), Output: []byte(`["from the original"]`)}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := e.s.EventsDrain(e.ctx, store.EventsDrainParams{Lease: l, StepID: "drain:copied", Name: "item"}); err != nil ||
+		string(res.Output) != `["from the original",4]` || res.Events != 2 || res.Fresh != 1 {
+		t.Fatalf("drain into a copied step: %s %+v %v", res.Output, res, err)
+	}
+	if _, err := e.s.EventsDrain(e.ctx, store.EventsDrainParams{Lease: l, StepID: "drain:copied", Name: "other"}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("drain of another name into a drain step: %v", err)
+	}
 	if _, err := e.s.EventsDrain(e.ctx, store.EventsDrainParams{Lease: l, StepID: "d", Name: "update.AddItem"}); !errors.Is(err, store.ErrInvalidArgument) {
 		t.Fatalf("drain of an update: %v", err)
 	}
