@@ -53,8 +53,9 @@ type SignalWithStartResult struct {
 // ending execution waited for or drained and the event came during that
 // execution, the engine refuses the end and executes the run again with
 // it. So a workflow that drains its event names right before it returns
-// receives every caller's event; one that never waits for or drains the
-// name (or not after the event came) ends with the event unreceived
+// (its last durable calls, see workflow.DrainEvents) receives every
+// caller's event, whatever the timing; one that never waits for or drains
+// the name (or not after the event came) ends with the event unreceived
 // (shown so by `kagzi run show` and the console), never silently dropped.
 // A finished run with the id does not count: a new run starts. A live run
 // of another workflow type than req.Type is ErrConflict, and nothing is
