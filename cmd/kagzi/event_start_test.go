@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/kagzi/kagzi/pkg/store"
 )
 
 func TestEventSendWithStart(t *testing.T) {
@@ -84,5 +87,51 @@ func TestEventSendWithStartUsage(t *testing.T) {
 			continue
 		}
 		mustContain(t, "stderr of kagzi "+strings.Join(tc.args, " "), errOut, tc.want)
+	}
+}
+
+// `run show` lists a run's events: received (by the step that took it),
+// pending while the run is live, unreceived once it ended without them.
+func TestRunShowEvents(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	st := c.store()
+	ctx := context.Background()
+	var v sendWithStartJSON
+	c.okJSON(&v, "event", "send-with-start", "--type", "Cart", "--id", "cart-1", "--event", "add", "--payload", `{"sku": "A1"}`)
+	c.ok("event", "send", v.RunID.String(), "note", "--data", `"ignored"`)
+	claimed, err := st.RunsClaim(ctx, store.RunsClaimParams{Namespace: "default", Queue: "default", WorkerID: uuid.New(),
+		Types: []store.TypeVersion{{Type: "Cart"}}, Limit: 1, Lease: time.Minute})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim: %v %d", err, len(claimed))
+	}
+	l := store.Lease{Namespace: "default", RunID: claimed[0].ID, Token: claimed[0].LeaseToken}
+	if _, err := st.EventsConsume(ctx, l, "add", "event:add"); err != nil {
+		t.Fatal(err)
+	}
+	out := c.ok("run", "show", v.RunID.String())
+	mustContain(t, "run show of a live run", out, "EVENT", "NAME", "STATE", "RECEIVED BY", "add", "RECEIVED", "event:add",
+		"note", "PENDING", `"ignored"`)
+	if strings.Contains(out, "UNRECEIVED") {
+		t.Fatalf("a live run's pending event shown unreceived:\n%s", out)
+	}
+
+	if err := st.RunsComplete(ctx, l, []byte(`1`)); err != nil {
+		t.Fatal(err)
+	}
+	out = c.ok("run", "show", v.RunID.String())
+	mustContain(t, "run show of a finished run", out, "Events:", "1 of 2 UNRECEIVED", "UNRECEIVED")
+	var shown runShowJSON
+	c.okJSON(&shown, "run", "show", v.RunID.String())
+	if shown.Unreceived != 1 || len(shown.Events) != 2 {
+		t.Fatalf("run show --json: %d unreceived, %+v", shown.Unreceived, shown.Events)
+	}
+	add, note := shown.Events[0], shown.Events[1]
+	if add.Name != "add" || add.State != "RECEIVED" || add.ConsumedBy != "event:add" || add.ConsumedAt == nil ||
+		compactJSONT(t, add.Payload) != `{"sku":"A1"}` {
+		t.Fatalf("received event: %+v", add)
+	}
+	if note.Name != "note" || note.State != "UNRECEIVED" || note.ConsumedBy != "" || note.ConsumedAt != nil {
+		t.Fatalf("unreceived event: %+v", note)
 	}
 }

@@ -186,6 +186,43 @@ func toRunsJSON(rs []store.Run) []runJSON {
 	return out
 }
 
+// Event states as `run show` prints them.
+const (
+	eventReceived   = "RECEIVED"
+	eventPending    = "PENDING"
+	eventUnreceived = "UNRECEIVED"
+)
+
+// eventState is what became of an event: received (by its consumed_by
+// step), pending (its run may still receive it), or unreceived (its run
+// ended without it).
+func eventState(e store.Event) string {
+	switch {
+	case e.ConsumedAt != nil:
+		return eventReceived
+	case e.Unreceived:
+		return eventUnreceived
+	}
+	return eventPending
+}
+
+// runEventJSON is an event sent to a run as `run show --json` prints it.
+type runEventJSON struct {
+	EventID uuid.UUID `json:"event_id"`
+	Name    string    `json:"name"`
+	// State is RECEIVED, PENDING or UNRECEIVED (eventState).
+	State      string          `json:"state"`
+	CreatedAt  time.Time       `json:"created_at"`
+	ConsumedAt *time.Time      `json:"consumed_at,omitempty"`
+	ConsumedBy string          `json:"consumed_by,omitempty"`
+	Payload    json.RawMessage `json:"payload,omitempty"`
+}
+
+func toRunEventJSON(e store.Event) runEventJSON {
+	return runEventJSON{EventID: e.ID, Name: e.Name, State: eventState(e), CreatedAt: e.CreatedAt.UTC(),
+		ConsumedAt: utc(e.ConsumedAt), ConsumedBy: e.ConsumedBy, Payload: payload(e.Payload)}
+}
+
 // stepJSON is one step attempt as printed with --json.
 type stepJSON struct {
 	StepID     string           `json:"step_id"`

@@ -282,17 +282,25 @@ type runShowJSON struct {
 	// SLEEPING run's type@version on its queue (absent for other runs).
 	WorkersServing *int       `json:"workers_serving,omitempty"`
 	Steps          []stepJSON `json:"steps"`
+	// Events are the events sent to the run, oldest first; Unreceived
+	// counts those the run ended without receiving.
+	Events     []runEventJSON `json:"events"`
+	Unreceived int            `json:"unreceived_events"`
 }
 
 func newRunShowCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show RUN_ID",
-		Short: "Show a run and the timeline of its steps",
+		Short: "Show a run, the timeline of its steps and its events",
 		Long: `Show a run's fields, input and output, then every attempt of every step in
 the order they were recorded: step id, kind, attempt, status, start,
-duration and error. For a run waiting to be claimed (PENDING or SLEEPING),
-it says how many live workers serve its type@version on its queue, and
-warns when none does: the run waits until one registers.`,
+duration and error; then the events sent to it, oldest first, each
+RECEIVED (with the wait or drain step that took it), PENDING (the run may
+still receive it) or UNRECEIVED (the run ended without receiving it: its
+workflow never waited for or drained it after it came). For a run waiting
+to be claimed (PENDING or SLEEPING), it says how many live workers serve
+its type@version on its queue, and warns when none does: the run waits
+until one registers.`,
 		Example: `  kagzi run show 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e
   kagzi --json run show 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e | jq .steps`,
 		Args: cobra.ExactArgs(1),
@@ -313,13 +321,24 @@ warns when none does: the run waits until one registers.`,
 			if err != nil {
 				return err
 			}
+			events, err := st.EventsList(cmd.Context(), a.Namespace, id)
+			if err != nil {
+				return err
+			}
 			links, linksJSON, err := forkLinks(cmd.Context(), st, a.Namespace, id)
 			if err != nil {
 				return err
 			}
-			v := runShowJSON{runJSON: toRunJSON(run), forkLinksJSON: linksJSON, Steps: make([]stepJSON, len(steps))}
+			v := runShowJSON{runJSON: toRunJSON(run), forkLinksJSON: linksJSON, Steps: make([]stepJSON, len(steps)),
+				Events: make([]runEventJSON, len(events))}
 			for i, s := range steps {
 				v.Steps[i] = toStepJSON(s)
+			}
+			for i, e := range events {
+				v.Events[i] = toRunEventJSON(e)
+				if e.Unreceived {
+					v.Unreceived++
+				}
 			}
 			if run.Status == store.StatusPending || run.Status == store.StatusSleeping {
 				n, err := st.WorkersServing(cmd.Context(), run.Namespace, run.Queue, run.Type, run.Version)
@@ -334,12 +353,15 @@ warns when none does: the run waits until one registers.`,
 				if v.WorkersServing != nil {
 					fmt.Fprintf(w, "Workers:\t%s\n", servingLine(*v.WorkersServing, run))
 				}
+				if v.Unreceived > 0 {
+					fmt.Fprintf(w, "Events:\t%d of %d UNRECEIVED: the run ended without receiving them\n", v.Unreceived, len(events))
+				}
 				fmt.Fprintln(w)
 				if len(steps) == 0 {
 					fmt.Fprintln(w, "No steps recorded.")
-					return
+				} else {
+					fmt.Fprintln(w, "STEP\tKIND\tATTEMPT\tSTATUS\tSTARTED\tDURATION\tERROR")
 				}
-				fmt.Fprintln(w, "STEP\tKIND\tATTEMPT\tSTATUS\tSTARTED\tDURATION\tERROR")
 				for _, s := range steps {
 					dur := "-"
 					if s.StartedAt != nil && s.FinishedAt != nil {
@@ -351,6 +373,15 @@ warns when none does: the run waits until one registers.`,
 					}
 					fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", s.StepID, s.Kind, s.Attempt, s.Status,
 						fmtTimeMS(s.StartedAt), dur, orDash(errMsg))
+				}
+				if len(events) == 0 {
+					return
+				}
+				fmt.Fprintln(w)
+				fmt.Fprintln(w, "EVENT\tNAME\tSENT\tSTATE\tRECEIVED BY\tPAYLOAD")
+				for _, e := range events {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.Name, fmtTimeMS(&e.CreatedAt), eventState(e),
+						orDash(e.ConsumedBy), oneLine(fmtPayload(e.Payload), 60))
 				}
 			})
 		},

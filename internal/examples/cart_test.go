@@ -35,3 +35,15 @@ func TestCart(t *testing.T) {
 		t.Fatalf("third answer: %+v %v", v, err)
 	}
 }
+
+func TestBatch(t *testing.T) {
+	env := workflowtest.New()
+	env.SendEventAfter(time.Second, "item", "a")
+	env.SendEventAfter(3*time.Second, "item", "b")
+	env.SendEventAfter(5*time.Second, "item", "c")
+	env.SendEventAfter(time.Minute, "item", "too late")
+	got, err := workflowtest.Run(env, workflow.New[examples.BatchInput, []string]("Batch"), examples.Batch, examples.BatchInput{WindowSec: 10})
+	if err != nil || len(got) != 3 || got[0] != "a" || got[1] != "b" || got[2] != "c" {
+		t.Fatalf("batch: %q %v", got, err)
+	}
+}

@@ -183,3 +183,38 @@ func Export(ctx workflow.Context, in ExportInput) (int, error) {
 		return in.Rows, nil
 	}, workflow.WithStepTimeout(10*time.Minute), workflow.WithRetry(retry.Policy{MaxAttempts: 3}))
 }
+
+// BatchInput is the input of Batch.
+type BatchInput struct {
+	// WindowSec is how long the batch stays open after its first item
+	// (default 10 s).
+	WindowSec int `json:"window_sec"`
+}
+
+// Batch gathers the "item" events sent to it into one batch — start and
+// feed it with signal-with-start, so that the items of one key share a run:
+//
+//	kagzi event send-with-start --type Batch --id batch-7 --event item --payload '"a"'
+//
+// It waits for the first item, sleeps for the window, then takes every
+// item that came with workflow.DrainEvents and returns them all. An item
+// sent while the run ends is not lost: the engine refuses the end and runs
+// it again, and the drain, last in the history, takes the item too.
+func Batch(ctx workflow.Context, in BatchInput) ([]string, error) {
+	window := time.Duration(in.WindowSec) * time.Second
+	if window <= 0 {
+		window = 10 * time.Second
+	}
+	first, err := workflow.WaitForEvent[string](ctx, "item", 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := workflow.Sleep(ctx, "window", window); err != nil {
+		return nil, err
+	}
+	rest, err := workflow.DrainEvents[string](ctx, "item")
+	if err != nil {
+		return nil, err
+	}
+	return append([]string{first}, rest...), nil
+}

@@ -1,7 +1,7 @@
 // Package examples holds the example workflows the reference worker binary
 // registers (and `kagzi dev` runs): an order-processing workflow of several
 // steps, one workflow per durable-execution feature (durable sleep, events,
-// child workflows, parallel steps, retries, timeouts and cancellation). The workflows only Kagzi's test
+// batches of events gathered by signal-with-start, child workflows, parallel steps, retries, timeouts and cancellation). The workflows only Kagzi's test
 // harnesses drive are in internal/testflows.
 package examples
 
@@ -77,5 +77,6 @@ func Register(w *worker.Worker) error {
 		worker.Register(w, "ChargeCard", ChargeCard),
 		worker.Register(w, "Export", Export),
 		worker.Register(w, "Cart", Cart),
+		worker.Register(w, "Batch", Batch),
 	)
 }

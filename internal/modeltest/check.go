@@ -44,6 +44,9 @@ type Observed struct {
 	// Updates are the answers the driver's update calls got (KindUpdate),
 	// by op ID of the chain's first run.
 	Updates map[string]Obs
+	// Unreceived counts the events each run of the chain ended without
+	// receiving (store.Event.Unreceived), by its program's key (0 too).
+	Unreceived map[string]int
 }
 
 // Check predicts how p ends and lists how obs differs (nothing: no
@@ -103,6 +106,21 @@ func Compare(p Program, pred Prediction, obs Observed, crashes bool) []Diff {
 				add("update %s: no answer, model %s", id, obsString(want))
 			case !obsEqual(got, want):
 				add("update %s answered %s, model %s", id, obsString(got), obsString(want))
+			}
+		}
+	}
+	// The events the chain's runs were sent and ended without: the
+	// model's leftovers. Not for a run cut short (a crash, its deadline)
+	// or with FailFast branches that raced (whether a losing branch got
+	// to send depends on timing).
+	if len(pred.Lost) == 0 && !pred.Deadline && !pred.PastDeadline && len(pred.Unchecked) == 0 && obs.Status == pred.Status {
+		keys := map[string]bool{}
+		for k := range obs.Unreceived {
+			keys[k] = true
+		}
+		for _, key := range sortedKeys(keys) {
+			if got, want := obs.Unreceived[key], pred.Unreceived[key]; got != want {
+				add("run %s ended with %d event(s) unreceived, model %d", key, got, want)
 			}
 		}
 	}

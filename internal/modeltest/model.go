@@ -110,6 +110,14 @@ type Prediction struct {
 	// Updates are the answers the callers of the first run's updates get
 	// (KindUpdate), by op ID: the result, or the handler's error.
 	Updates map[string]Obs
+	// Unreceived counts, by run instance, the events a simulated run
+	// ended without receiving: sent (an early event no wait took, a late
+	// one after the last wait for its name) and left when it ended. The
+	// engine refuses a run's end while an event of a name it waited for
+	// arrived during the execution, and executes it again; the replay
+	// takes the same path, so what is left is left all the same, and
+	// shown unreceived. Runs that leave none are not listed.
+	Unreceived map[string]int
 }
 
 // End is how a run ends.
@@ -382,6 +390,16 @@ func (pr *predictor) run(p *Program, inst string, maxAttempts int, hold string) 
 	}
 	for _, d := range r.detached {
 		pr.detachedEnd(d, r.requested, p.DeadlineMS > 0)
+	}
+	left := 0
+	for _, evs := range r.events {
+		left += len(evs)
+	}
+	if left > 0 {
+		if pr.pred.Unreceived == nil {
+			pr.pred.Unreceived = map[string]int{}
+		}
+		pr.pred.Unreceived[inst] = left
 	}
 	end.state = r.state()
 	if top {

@@ -102,6 +102,18 @@ func TestPredict(t *testing.T) {
 			}},
 		},
 		{
+			// The late event arrives during the execution, after the only
+			// wait for its name: the engine refuses the run's end once and
+			// executes it again, whose replay ends the same way.
+			name: "a late event no wait takes is left unreceived",
+			p: Program{Key: "k", Ops: []Op{
+				{Kind: KindWait, ID: "w1", OnErr: OnErrHandle, Name: "a", Send: SendAfter, Payload: "late", TimeoutMS: 20},
+			}},
+			want: Prediction{Status: StatusCompleted, Attempts: 1, Invocations: map[string]int{}, Output: Record{
+				"w1": {Err: `workflow: timed out waiting for event "a" (step "event:a")`, Type: TypeEventTimeout},
+			}, Unreceived: map[string]int{"k": 1}},
+		},
+		{
 			name: "a new run attempt waits again for a wait that timed out, and takes the late event",
 			p: Program{Key: "k", RunRetry: &Retry{MaxAttempts: 2, IntervalMS: 5}, Ops: []Op{
 				{Kind: KindWait, ID: "w1", OnErr: OnErrReturn, Name: "a", Send: SendAfter, Payload: "late", TimeoutMS: 20},
@@ -360,6 +372,15 @@ func TestCompare(t *testing.T) {
 	epoch.Epoch = 2
 	if d := Compare(p, pred, epoch, true); len(d) != 1 {
 		t.Fatalf("a retry epoch more under crashes: %v", d)
+	}
+	unreceived := good
+	unreceived.Unreceived = map[string]int{"k": 1}
+	if d := Compare(p, pred, unreceived, false); len(d) != 1 {
+		t.Fatalf("an event unreceived the model does not leave: %v", d)
+	}
+	unreceived.Unreceived = map[string]int{"k": 0}
+	if d := Compare(p, pred, unreceived, false); len(d) != 0 {
+		t.Fatalf("no event unreceived: %v", d)
 	}
 }
 

@@ -9,8 +9,10 @@
 // It offers Start (optionally inside the application's own pgx
 // transaction), StartMany, Get, List, Cancel, Result, which waits for a
 // run's end by push (a NATS subscription made before Postgres is checked,
-// so no result is missed and nothing polls), SendEvent for runs waiting in
-// WaitForEvent (SignalWithStart starting the run if none is live), Update
+// so no result is missed and nothing polls), SendEvent for runs that take
+// events with WaitForEvent or DrainEvents (SignalWithStart starting the
+// run if none is live; a run cannot end past an event it has not seen, see
+// SignalWithStart), Update
 // for requests a workflow answers while the caller waits
 // (workflow.NewUpdate), Retry for failed runs (dead letters), Fork and
 // ForkMany to rerun runs from a step after a fix, global

@@ -75,7 +75,7 @@ func TestConnectNewFromPoolAndContinuation(t *testing.T) {
 		return store.Lease{Namespace: "default", RunID: want, Token: c[0].LeaseToken}
 	}
 	next := protocol.ContinuedRunID(h.RunID)
-	if _, err := st.RunsContinueAsNew(ctx, claim(h.RunID), next, []byte(`2`)); err != nil {
+	if _, err := st.RunsContinueAsNew(ctx, claim(h.RunID), next, []byte(`2`), nil); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := cl.GetByExternalID(ctx, "chain"); err != nil || r.ID != next || string(r.Input) != "2" {

@@ -47,8 +47,16 @@ type SignalWithStartResult struct {
 // SignalWithStart sends an event to the live run holding an external id,
 // starting the run first if none is live, atomically: the event is stored
 // on a run while it is live, never on one that finished meanwhile, and
-// callers racing with the same id end with one run holding all their
-// events. The run receives it in WaitForEvent like an event of SendEvent.
+// callers racing with the same id reach the one live run (or start it).
+// The run receives it in WaitForEvent or DrainEvents like an event of
+// SendEvent, and cannot end past it: if the event's name is one the
+// ending execution waited for or drained and the event came during that
+// execution, the engine refuses the end and executes the run again with
+// it. So a workflow that drains its event names right before it returns
+// (its last durable calls, see workflow.DrainEvents) receives every
+// caller's event, whatever the timing; one that never waits for or drains
+// the name (or not after the event came) ends with the event unreceived
+// (shown so by `kagzi run show` and the console), never silently dropped.
 // A finished run with the id does not count: a new run starts. A live run
 // of another workflow type than req.Type is ErrConflict, and nothing is
 // stored.

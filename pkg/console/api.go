@@ -317,7 +317,7 @@ func (c *Console) runData(r *http.Request, ns string) (any, error) {
 		DebounceKey: run.DebounceKey, DebounceStarts: run.DebounceStarts}
 	for _, e := range events {
 		d.Events = append(d.Events, EventView{ID: e.ID, Name: e.Name, Payload: pretty(e.Payload), CreatedAt: e.CreatedAt,
-			ConsumedAt: e.ConsumedAt, ConsumedBy: e.ConsumedBy})
+			ConsumedAt: e.ConsumedAt, ConsumedBy: e.ConsumedBy, Unreceived: e.Unreceived})
 	}
 	if d.TraceID != "" && c.opts.TraceURL != "" {
 		d.TraceURL = strings.ReplaceAll(c.opts.TraceURL, "{trace_id}", d.TraceID)

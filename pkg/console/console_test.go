@@ -562,3 +562,37 @@ func TestForks(t *testing.T) {
 	}
 	e.post("/api/v1/dead-letters/fork?ns=default", map[string]any{"limit": "0"}, http.StatusBadRequest, nil)
 }
+
+// TestUnreceivedEvents: the run page and its API mark an event the run
+// ended without receiving, and show a received one with its step.
+func TestUnreceivedEvents(t *testing.T) {
+	e := start(t, console.Options{})
+	ctx := context.Background()
+	h, err := e.cl.Start(ctx, "Wait", map[string]int{}, client.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cl.SendEvent(ctx, h.RunID, "note", "ignored"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cl.SendEvent(ctx, h.RunID, "go", "now"); err != nil {
+		t.Fatal(err)
+	}
+	e.wait(h.RunID)
+	var d console.RunDetail
+	e.getJSON("/api/v1/runs/"+h.RunID.String()+"?ns=default", &d)
+	got := map[string]console.EventView{}
+	for _, ev := range d.Events {
+		got[ev.Name] = ev
+	}
+	if ev := got["note"]; !ev.Unreceived || ev.ConsumedAt != nil {
+		t.Fatalf("ignored event: %+v", ev)
+	}
+	if ev := got["go"]; ev.Unreceived || ev.ConsumedBy != "event:go" {
+		t.Fatalf("received event: %+v", ev)
+	}
+	code, body := e.do(http.MethodGet, "/runs/"+h.RunID.String()+"?ns=default", nil)
+	if code != http.StatusOK || !strings.Contains(string(body), ">unreceived</span>") || !strings.Contains(string(body), "by event:go") {
+		t.Fatalf("run page: %d, unreceived shown %v", code, strings.Contains(string(body), "unreceived"))
+	}
+}

@@ -104,6 +104,9 @@ type EventView struct {
 	CreatedAt  time.Time  `json:"created_at"`
 	ConsumedAt *time.Time `json:"consumed_at,omitempty"`
 	ConsumedBy string     `json:"consumed_by,omitempty"`
+	// Unreceived: the run ended without receiving the event (it is not
+	// consumed and the run is finished; see store.Event.Unreceived).
+	Unreceived bool `json:"unreceived,omitempty"`
 }
 
 // ChildView is a node of a run's child tree.

@@ -137,6 +137,15 @@ func appendInt(b []byte, field int, v int64) []byte {
 	return binary.AppendVarint(appendTag(b, field, wireVarint), v)
 }
 
+// appendIntPtr writes *v (zero too) if v is not nil: its presence means
+// something.
+func appendIntPtr(b []byte, field int, v *int64) []byte {
+	if v == nil {
+		return b
+	}
+	return binary.AppendVarint(appendTag(b, field, wireVarint), *v)
+}
+
 func appendBool(b []byte, field int, v bool) []byte {
 	if !v {
 		return b
@@ -619,7 +628,8 @@ func (d *DeliveredRun) appendBinary(b []byte) []byte {
 	b = appendPolicy(b, 12, d.RetryPolicy)
 	b = appendTime(b, 13, d.AvailableAt)
 	b = appendInt(b, 14, int64(d.InputSize))
-	return appendTime(b, 15, d.CancelRequestedAt)
+	b = appendTime(b, 15, d.CancelRequestedAt)
+	return appendIntPtr(b, 16, d.EventSeq)
 }
 
 func (d *DeliveredRun) decodeBinary(r *reader) {
@@ -658,6 +668,9 @@ func (d *DeliveredRun) decodeBinary(r *reader) {
 			d.InputSize = r.integer(w)
 		case 15:
 			d.CancelRequestedAt = r.time(w)
+		case 16:
+			v := r.int(w)
+			d.EventSeq = &v
 		default:
 			r.skip(w)
 		}
@@ -789,7 +802,11 @@ func (it *ReportItem) appendBinary(b []byte) []byte {
 			return appendString(b, 7, c.ParentClosePolicy)
 		})
 	}
-	return b
+	b = appendIntPtr(b, 19, it.EventsSeen)
+	for _, n := range it.EventNames {
+		b = appendStr(b, 20, n)
+	}
+	return appendBool(b, 21, it.AllEvents)
 }
 
 func (it *ReportItem) decodeBinary(r *reader) {
@@ -854,6 +871,13 @@ func (it *ReportItem) decodeBinary(r *reader) {
 				}
 			})
 			r.join(&sub)
+		case 19:
+			v := r.int(w)
+			it.EventsSeen = &v
+		case 20:
+			it.EventNames = append(it.EventNames, r.string(w))
+		case 21:
+			it.AllEvents = r.bool(w)
 		default:
 			r.skip(w)
 		}

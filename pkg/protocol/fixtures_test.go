@@ -33,6 +33,8 @@ var (
 
 func tp(t time.Time) *time.Time { return &t }
 
+func i64p(v int64) *int64 { return &v }
+
 func types1() []protocol.TypeVersion {
 	return []protocol.TypeVersion{{Type: "OrderFlow", Version: "v1"}, {Type: "Refund"}}
 }
@@ -84,8 +86,10 @@ func validDelivery() *protocol.Delivery {
 				DeadlineAt:  tp(t1),
 				RetryPolicy: &retry.Policy{MaxAttempts: 3, BackoffCoefficient: 1.5, Jitter: 0.1, NonRetryable: []string{"Fatal"}, InitialIntervalMS: 500, MaxIntervalMS: 10000},
 				AvailableAt: tp(t0),
+				EventSeq:    i64p(3),
 			},
-			{RunID: id3, Namespace: "default", Queue: "emails", Type: "Refund", Attempt: 1, LeaseToken: 1, InputSize: 70000},
+			{RunID: id3, Namespace: "default", Queue: "emails", Type: "Refund", Attempt: 1, LeaseToken: 1, InputSize: 70000,
+				EventSeq: i64p(0)},
 		},
 		Limits: protocol.PayloadLimits{WarnBytes: 1 << 20, MaxBytes: 2 << 20},
 	}
@@ -100,7 +104,8 @@ func validReport() *protocol.Report {
 		Items: []protocol.ReportItem{
 			{Kind: protocol.ReportStepCompleted, RunID: id2, LeaseToken: 7, StepID: "charge", StepKind: "FUNCTION", Attempt: 1, Output: json.RawMessage(`{"charged":true}`), StartedAt: tp(t0), FinishedAt: tp(t1)},
 			{Kind: protocol.ReportStepFailed, RunID: id2, LeaseToken: 7, StepID: "ship", Attempt: 2, Error: "timeout", ErrorType: "Timeout", Until: tp(t1)},
-			{Kind: protocol.ReportRunCompleted, RunID: id2, LeaseToken: 7, Output: json.RawMessage(`[1,"two",null]`)},
+			{Kind: protocol.ReportRunCompleted, RunID: id2, LeaseToken: 7, Output: json.RawMessage(`[1,"two",null]`),
+				EventsSeen: i64p(3), EventNames: []string{"add", "paid.v2"}},
 			{Kind: protocol.ReportRunFailed, RunID: id3, LeaseToken: 9, Error: "bad input", ErrorType: "Validation", NonRetryable: true},
 			{Kind: protocol.ReportRunSleep, RunID: id3, LeaseToken: 9, Until: tp(t1)},
 			{Kind: protocol.ReportRunRelease, RunID: id3, LeaseToken: 9},
@@ -109,6 +114,8 @@ func validReport() *protocol.Report {
 				Type: "Refund", Version: "v2", Queue: "refunds", Input: json.RawMessage(`{"order":17}`), Priority: 3,
 				RetryPolicy: &retry.Policy{MaxAttempts: 2, InitialIntervalMS: 100}}},
 			{Kind: protocol.ReportRunSleep, RunID: id2, LeaseToken: 7, Until: tp(t1), Steps: []string{"child-1", "child-2"}, Events: true},
+			{Kind: protocol.ReportRunContinue, RunID: id3, LeaseToken: 9, Output: json.RawMessage(`{}`), EventsSeen: i64p(0), AllEvents: true},
+			{Kind: protocol.ReportEventDrain, RunID: id2, LeaseToken: 7, StepID: "drain:add", Attempt: 1, Name: "add", StartedAt: tp(t0)},
 		},
 	}
 }
@@ -118,7 +125,7 @@ func validReportReply() *protocol.ReportReply {
 		{Code: protocol.ResultOK}, {Code: protocol.ResultLeaseLost, Message: "lease 7 is gone"},
 		{Code: protocol.ResultInvalid, Message: "no"}, {Code: protocol.ResultError, Message: "db down"},
 		{Code: protocol.ResultOK, Output: json.RawMessage(`{"amount":5}`)}, {Code: protocol.ResultOK, Waiting: true},
-		{Code: protocol.ResultOK, OutputSize: 20000},
+		{Code: protocol.ResultOK, OutputSize: 20000}, {Code: protocol.ResultRerun, Message: "events arrived"},
 	}}
 }
 

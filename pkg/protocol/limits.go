@@ -29,6 +29,14 @@ const (
 	MaxCredits = 10000
 	// MaxReportItems bounds one report.
 	MaxReportItems = 10000
+	// MaxEventNames bounds the event names a run's end lists
+	// (ReportItem.EventNames); an execution that used more names ends
+	// with ReportItem.AllEvents instead.
+	MaxEventNames = 100
+	// MaxDrainEvents bounds the events one drain (workflow.DrainEvents)
+	// takes; so does the payload limit, which its list of payloads must
+	// fit. The rest stay pending for the next drain.
+	MaxDrainEvents = 1000
 	// MaxErrorLen bounds a recorded error message; longer ones are cut at
 	// a character boundary.
 	MaxErrorLen = 8 << 10

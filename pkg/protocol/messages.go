@@ -336,6 +336,11 @@ type DeliveredRun struct {
 	// CancelRequestedAt is set when the run was asked to cancel: its
 	// workflow context starts cancelled.
 	CancelRequestedAt *time.Time `json:"cancel_requested_at,omitempty"`
+	// EventSeq is the run's event count as claimed (absent from an older
+	// dispatcher): the run's end names it (ReportItem.EventsSeen), and the
+	// engine refuses the end if an event of a name the execution waited
+	// for or drained arrived after it and is unconsumed.
+	EventSeq *int64 `json:"event_seq,omitempty"`
 }
 
 // PayloadLimits are the payload limits in force (the database's), told to
@@ -394,6 +399,9 @@ func (m *Delivery) Validate() error {
 			if err := r.RetryPolicy.Validate(); err != nil {
 				return invalid(m, "run %s: %v", r.RunID, err)
 			}
+		}
+		if r.EventSeq != nil && *r.EventSeq < 0 {
+			return invalid(m, "run %s: event count %d must not be negative", r.RunID, *r.EventSeq)
 		}
 		for _, s := range r.Steps {
 			if s.StepID == "" || s.Attempt < 1 {
@@ -459,6 +467,12 @@ const (
 	// atomically, a fresh run of the same type, queue and external id with
 	// Output as its input and an empty history: ContinuedRunID(RunID).
 	ReportRunContinue ReportKind = "run_continue"
+	// ReportEventDrain is a DrainEvents: the EVENT step StepID (attempt 1)
+	// takes every unconsumed event named Name, without waiting. The result
+	// carries, as Output (or OutputSize), the JSON array of the payloads of
+	// every event the step holds — those it took before and now — and
+	// neither when it holds none (nothing is recorded then).
+	ReportEventDrain ReportKind = "event_drain"
 )
 
 // ContinuedRunID is the id of the run that run continues as (a run
@@ -519,6 +533,16 @@ type ReportItem struct {
 	Events bool `json:"events,omitempty"`
 	// Child is the run a child_start starts.
 	Child *ChildSpec `json:"child,omitempty"`
+	// EventsSeen, on a run_completed or run_continue, is the event count
+	// of the delivery (DeliveredRun.EventSeq) and EventNames the event
+	// names the execution waited for or drained (at most MaxEventNames;
+	// AllEvents instead for more): the engine ends the run only if no
+	// event of those names arrived after the delivery unconsumed, and
+	// otherwise answers ResultRerun. Absent (an older worker, or an
+	// execution that used no event name), the run ends as reported.
+	EventsSeen *int64   `json:"events_seen,omitempty"`
+	EventNames []string `json:"event_names,omitempty"`
+	AllEvents  bool     `json:"all_events,omitempty"`
 }
 
 // ValidEventName reports an error unless s can name an event: 1 to
@@ -585,8 +609,14 @@ func (m *Report) validateItem(i int, it *ReportItem) error {
 		}
 		return nil
 	}
-	if it.Kind != ReportEventWait && (it.Name != "" || it.Suspend) {
-		return invalid(m, "item %d: name and suspend belong to event_wait items", i)
+	if it.Kind != ReportEventWait && it.Suspend {
+		return invalid(m, "item %d: suspend belongs to event_wait items", i)
+	}
+	if it.Kind != ReportEventWait && it.Kind != ReportEventDrain && it.Name != "" {
+		return invalid(m, "item %d: name belongs to event_wait and event_drain items", i)
+	}
+	if it.Kind != ReportRunCompleted && it.Kind != ReportRunContinue && (it.EventsSeen != nil || len(it.EventNames) > 0 || it.AllEvents) {
+		return invalid(m, "item %d: events seen belong to run_completed and run_continue items", i)
 	}
 	if it.Kind != ReportRunSleep && (len(it.Steps) > 0 || it.Events) {
 		return invalid(m, "item %d: steps and events belong to run_sleep items", i)
@@ -604,7 +634,7 @@ func (m *Report) validateItem(i int, it *ReportItem) error {
 		default:
 			return invalid(m, "item %d: unknown step kind %q", i, it.StepKind)
 		}
-	case ReportEventWait:
+	case ReportEventWait, ReportEventDrain:
 		if err := checkStep(); err != nil {
 			return err
 		}
@@ -650,7 +680,19 @@ func (m *Report) validateItem(i int, it *ReportItem) error {
 				return invalid(m, "item %d: step id must be 1 to %d bytes", i, MaxNameLen)
 			}
 		}
-	case ReportRunCompleted, ReportRunFailed, ReportRunRelease, ReportRunContinue:
+	case ReportRunCompleted, ReportRunContinue:
+		if it.EventsSeen != nil && *it.EventsSeen < 0 {
+			return invalid(m, "item %d: events seen %d must not be negative", i, *it.EventsSeen)
+		}
+		if len(it.EventNames) > MaxEventNames {
+			return invalid(m, "item %d: %d event names, at most %d", i, len(it.EventNames), MaxEventNames)
+		}
+		for _, n := range it.EventNames {
+			if err := ValidEventName(n); err != nil {
+				return invalid(m, "item %d: %v", i, err)
+			}
+		}
+	case ReportRunFailed, ReportRunRelease:
 	default:
 		return invalid(m, "item %d: unknown kind %q", i, it.Kind)
 	}
@@ -669,6 +711,13 @@ const (
 	ResultInvalid ResultCode = "invalid"
 	// ResultError: a transient failure; the item may be retried.
 	ResultError ResultCode = "error"
+	// ResultRerun: the run's end (run_completed or run_continue with
+	// EventsSeen) was refused because events of a name the execution
+	// waited for or drained arrived after its delivery; the run is
+	// claimable again at once, to execute with them, and no attempt is
+	// counted. Abandon this execution: its lease is gone. Only a worker
+	// that sent EventsSeen gets it.
+	ResultRerun ResultCode = "rerun"
 )
 
 // ReportResult is the outcome of one item.
@@ -676,13 +725,14 @@ type ReportResult struct {
 	Code    ResultCode `json:"code"`
 	Message string     `json:"message,omitempty"`
 	// Output is what an item asked for: the payload of the event an
-	// event_wait received.
+	// event_wait received, the payloads an event_drain holds.
 	Output json.RawMessage `json:"output,omitempty"`
 	// Waiting: an event_wait found no event and its wait is recorded.
 	Waiting bool `json:"waiting,omitempty"`
 	// OutputSize is set, instead of Output, when the received event's
-	// payload is too large to travel inline: the worker fetches it as the
-	// output of the EVENT step that received it (PayloadRequest).
+	// payload (an event_drain's list) is too large to travel inline: the
+	// worker fetches it as the output of the EVENT step that received it
+	// (PayloadRequest).
 	OutputSize int `json:"output_size,omitempty"`
 	// CancelRequested: the run was asked to cancel (said with step
 	// records, so a worker that missed the pushed notice learns it at the
@@ -700,7 +750,7 @@ type ReportReply struct {
 func (m *ReportReply) Validate() error {
 	for i, r := range m.Results {
 		switch r.Code {
-		case ResultOK, ResultLeaseLost, ResultInvalid, ResultError:
+		case ResultOK, ResultLeaseLost, ResultInvalid, ResultError, ResultRerun:
 		default:
 			return invalid(m, "result %d: unknown code %q", i, r.Code)
 		}

@@ -533,6 +533,20 @@ func allSuites() map[string]suite {
 				one("sleep step id 201 bytes", func(m rp) { m.Items[8].Steps[0] = strings.Repeat("s", 201) }),
 				one("steps on a completion", func(m rp) { m.Items[2].Steps = []string{"a"} }),
 				one("events on a failure", func(m rp) { m.Items[3].Events = true }),
+				one("events seen on a failure", func(m rp) { m.Items[3].EventsSeen = new(int64) }),
+				one("event names on a sleep", func(m rp) { m.Items[4].EventNames = []string{"add"} }),
+				one("all events on a step", func(m rp) { m.Items[0].AllEvents = true }),
+				one("events seen negative", func(m rp) { v := int64(-1); m.Items[2].EventsSeen = &v }),
+				one("event names with a space", func(m rp) { m.Items[2].EventNames = []string{"add", "paid now"} }),
+				one("101 event names", func(m rp) {
+					m.Items[2].EventNames = nil
+					for i := range protocol.MaxEventNames + 1 {
+						m.Items[2].EventNames = append(m.Items[2].EventNames, fmt.Sprintf("e%d", i))
+					}
+				}),
+				one("drain without name", func(m rp) { m.Items[10].Name = "" }),
+				one("drain without step", func(m rp) { m.Items[10].StepID = "" }),
+				one("suspend on a drain", func(m rp) { m.Items[10].Suspend = true }),
 			),
 			badWire: []wireEdit{
 				wrongType("items", map[string]any{}), wrongType("items", []any{}), wrongType("items", nil),

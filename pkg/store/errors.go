@@ -27,6 +27,13 @@ var (
 	// (RunsCreateParams.RequireWorker) was refused because no live worker
 	// serves the run's type@version on its queue; nothing was created.
 	ErrNoWorker = errors.New("no live worker serves the run")
+	// ErrEventsArrived: a run's end (a completion or a continue-as-new)
+	// was refused because events of a name the ending execution waited
+	// for or drained arrived after its delivery and are not consumed. The
+	// run was made claimable at once, without counting an attempt, to
+	// execute again with them; the execution that reported the end must
+	// be abandoned (its lease is gone).
+	ErrEventsArrived = errors.New("events arrived during the execution")
 )
 
 // sqlStateNoWorker is the SQLSTATE kagzi.require_worker raises (migration

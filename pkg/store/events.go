@@ -20,8 +20,16 @@ type Event struct {
 	Payload    []byte
 	CreatedAt  time.Time
 	ConsumedAt *time.Time
-	// ConsumedBy is the step id that consumed the event.
+	// ConsumedBy is the step id that consumed the event: a wait
+	// (workflow.EventStepID) or a drain (workflow.EventDrainStepID).
 	ConsumedBy string
+	// Unreceived (EventsList only): the run ended without receiving the
+	// event. Its workflow never waited for or drained it after it came (a
+	// run's end is refused while an event it waits for or drains arrived
+	// during the execution ending it; see RunsCompleteBatch). An event not
+	// consumed by a live run is pending, not unreceived: a failed run
+	// retried (RunsRetry) may still receive it.
+	Unreceived bool
 }
 
 const eventCols = `e.event_id, e.namespace_id, e.run_id, e.name, e.payload, e.created_at, e.consumed_at, coalesce(e.consumed_by, '')`
@@ -75,22 +83,32 @@ type SentEvent struct {
 	Woken bool
 }
 
-// eventsSendSQL stores an event for a run and wakes the run if a wait of
-// it expects the event.
+// eventsSendSQL stores an event for a run (locked by the caller) and wakes
+// the run if a wait of it expects the event. A run that is RUNNING counts
+// the event (event_seq, see migration 019) and the event is stamped with the
+// new count: it arrived during an execution, which its end must account for
+// (RunsCompleteBatch). Any other run is stamped with its count as it is and
+// its row is written only to wake it, so an event to a suspended run that
+// does not wait for it costs no row version.
 var eventsSendSQL = prepareNamed(`
-WITH e AS (
-	INSERT INTO kagzi.workflow_events (event_id, namespace_id, run_id, name, payload)
-	VALUES (@event_id, @namespace, @run_id, @name, @payload)
+WITH x AS (
+	SELECT r.event_seq, r.status = 'RUNNING' AS running,
+		r.status = 'SLEEPING' AND (r.available_at IS NULL OR r.available_at > now())
+		AND EXISTS (SELECT 1 FROM kagzi.step_runs s
+			WHERE s.run_id = @run_id AND s.kind = 'EVENT' AND s.is_latest AND s.status IN ('PENDING', 'RUNNING')
+			  AND s.input = @name_bytes::bytea) AS wake
+	FROM kagzi.workflow_runs r WHERE r.run_id = @run_id
+), u AS (
+	UPDATE kagzi.workflow_runs r SET event_seq = r.event_seq + CASE WHEN x.running THEN 1 ELSE 0 END,
+		available_at = CASE WHEN x.wake THEN now() ELSE r.available_at END
+	FROM x WHERE r.run_id = @run_id AND (x.running OR x.wake)
+	RETURNING r.event_seq
+), e AS (
+	INSERT INTO kagzi.workflow_events (event_id, namespace_id, run_id, name, payload, seq)
+	SELECT @event_id, @namespace, @run_id, @name, @payload, coalesce((SELECT event_seq FROM u), x.event_seq) FROM x
 	RETURNING created_at
-), w AS (
-	UPDATE kagzi.workflow_runs r SET available_at = now()
-	WHERE r.run_id = @run_id AND r.status = 'SLEEPING' AND (r.available_at IS NULL OR r.available_at > now())
-	  AND EXISTS (SELECT 1 FROM kagzi.step_runs s
-		WHERE s.run_id = @run_id AND s.kind = 'EVENT' AND s.is_latest AND s.status IN ('PENDING', 'RUNNING')
-		  AND s.input = @name_bytes::bytea)
-	RETURNING 1
 )
-SELECT (SELECT created_at FROM e), EXISTS (SELECT 1 FROM w)`)
+SELECT (SELECT created_at FROM e), coalesce((SELECT wake FROM x), false)`)
 
 // EventsSend stores an event for a run and, if the run is SLEEPING in a
 // wait for an event of that name (a wait in progress: see EventsReceive),
@@ -223,12 +241,14 @@ func (s *Store) EventsConsume(ctx context.Context, l Lease, name, stepID string)
 }
 
 // EventsList returns every event sent to a run, oldest first, with
-// payloads. An unknown run is ErrNotFound.
+// payloads, each marked Unreceived if the run ended without it. An unknown
+// run is ErrNotFound.
 func (s *Store) EventsList(ctx context.Context, namespace string, runID uuid.UUID) ([]Event, error) {
 	// The run is joined so an unknown run is told from one without events
-	// in the same round trip.
+	// in the same round trip, and an unreceived event from a pending one.
 	rows, err := s.db.Query(ctx, `
-SELECT `+eventCols+` FROM kagzi.workflow_runs r
+SELECT `+eventCols+`, e.consumed_at IS NULL AND r.status IN ('COMPLETED', 'FAILED', 'CANCELLED')
+FROM kagzi.workflow_runs r
 LEFT JOIN kagzi.workflow_events e ON e.run_id = r.run_id
 WHERE r.namespace_id = @namespace AND r.run_id = @run_id
 ORDER BY e.created_at, e.event_id`, pgx.NamedArgs{"namespace": namespace, "run_id": runID})
@@ -246,15 +266,16 @@ ORDER BY e.created_at, e.event_id`, pgx.NamedArgs{"namespace": namespace, "run_i
 			payload    []byte
 			created    *time.Time
 			consumed   *time.Time
+			unreceived *bool
 		)
-		if err := rows.Scan(&id, &ns, &rid, &nm, &payload, &created, &consumed, &by); err != nil {
+		if err := rows.Scan(&id, &ns, &rid, &nm, &payload, &created, &consumed, &by, &unreceived); err != nil {
 			return nil, mapErr("list events", err)
 		}
 		if id == nil {
 			continue
 		}
 		out = append(out, Event{ID: *id, Namespace: *ns, RunID: *rid, Name: *nm, Payload: payload,
-			CreatedAt: *created, ConsumedAt: consumed, ConsumedBy: *by})
+			CreatedAt: *created, ConsumedAt: consumed, ConsumedBy: *by, Unreceived: unreceived != nil && *unreceived})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, mapErr("list events", err)

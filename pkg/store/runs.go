@@ -772,7 +772,7 @@ RETURNING ` + runCols + `, c.due_at,
 	CASE WHEN octet_length(r.input) <= @inline_bytes THEN r.input END,
 	coalesce(CASE WHEN octet_length(r.input) > @inline_bytes THEN octet_length(r.input) END, 0),
 	st.ids, st.statuses, st.attempts, st.outputs, st.output_sizes, st.errs, st.error_types, st.retry_ats, st.run_attempts, st.tries,
-	st.non_retryables`
+	st.non_retryables, r.event_seq`
 
 // runsClaimSQL is the claim statement when none of the requested types has
 // a concurrency limit (the common case); RunsClaim runs it and
@@ -982,13 +982,14 @@ func scanClaimed(rows pgx.Rows) ([]ClaimedRun, error) {
 			nonRetry    []bool
 		)
 		var due time.Time
+		var eventSeq int64
 		run, err := scanRun(rows, &due, &input, &inputSize, &ids, &statuses, &attempts, &outputs, &outSizes, &errs, &errTypes,
-			&retryAts, &runAttempts, &tries, &nonRetry)
+			&retryAts, &runAttempts, &tries, &nonRetry, &eventSeq)
 		if err != nil {
 			return nil, mapErr("claim runs", err)
 		}
 		run.Input = input
-		c := ClaimedRun{Run: run, DueAt: due, InputSize: inputSize}
+		c := ClaimedRun{Run: run, DueAt: due, InputSize: inputSize, EventSeq: eventSeq}
 		if len(ids) > 0 {
 			c.Steps = make([]StepState, len(ids))
 			for i := range ids {

@@ -23,7 +23,7 @@ var runsContinueAsNewSQL = prepareNamed(`
 WITH o AS (
 	UPDATE kagzi.workflow_runs SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL,
 		continued_as = @new_run_id, output = 'null'::bytea
-	` + leaseWhere + ` AND parent_run_id IS NULL
+	` + leaseWhere + ` AND parent_run_id IS NULL AND (@seen::bigint IS NULL OR event_seq = @seen)
 	RETURNING namespace_id, external_id, task_queue, workflow_type, retry_policy, priority, trace_context, concurrency_key, rate_key
 ), n AS (
 	INSERT INTO kagzi.workflow_runs (run_id, namespace_id, external_id, task_queue, workflow_type, version,
@@ -46,20 +46,54 @@ SELECT o.workflow_type FROM n, o`)
 // that run id): ErrInvalidArgument. A repeated report of the same
 // continuation succeeds without starting another run. It returns the run's
 // workflow type when this call ended it (empty for a repeated report).
-func (s *Store) RunsContinueAsNew(ctx context.Context, l Lease, newID uuid.UUID, input []byte) (string, error) {
+//
+// With seen, the run continues only if no event the execution did not see
+// waits, as a completion (RunsCompleteItem.Events): else it is
+// ErrEventsArrived and the run is claimable again. The events a run
+// leaves go with it, not to the new run: a workflow drains them before it
+// continues.
+func (s *Store) RunsContinueAsNew(ctx context.Context, l Lease, newID uuid.UUID, input []byte, seen *EventsSeen) (string, error) {
 	if newID == uuid.Nil {
 		return "", invalidf("continue as new: new run id is required")
 	}
 	if err := s.checkPayload(ctx, "input", input); err != nil {
 		return "", err
 	}
+	if err := seen.check(); err != nil {
+		return "", err
+	}
 	var typ string
-	err := runsContinueAsNewSQL.queryRow(ctx, s.db, leaseArgs(l, pgx.NamedArgs{"new_run_id": newID, "input": input})).Scan(&typ)
+	err := runsContinueAsNewSQL.queryRow(ctx, s.db,
+		leaseArgs(l, pgx.NamedArgs{"new_run_id": newID, "input": input, "seen": seen.seqArg()})).Scan(&typ)
 	if err == nil {
 		return typ, nil
 	}
 	if !isNoRows(err) {
 		return "", mapErr(fmt.Sprintf("continue run %s as new", l.RunID), err)
+	}
+	if seen.active() {
+		var refused, done bool
+		err := s.InTx(ctx, func(tx *Store) error {
+			held, r, err := tx.eventsGuard(ctx, l, seen)
+			if err != nil || !held {
+				return err
+			}
+			if refused = r; refused {
+				return nil
+			}
+			done = true
+			typ, err = tx.RunsContinueAsNew(ctx, l, newID, input, nil)
+			return err
+		})
+		switch {
+		case err != nil:
+			return "", err
+		case refused:
+			return "", errEventsArrived("continue run as new", l)
+		case done:
+			return typ, nil
+		}
+		// The lease did not hold: a retried report, or a lost lease.
 	}
 	var (
 		st     RunStatus

@@ -121,6 +121,11 @@ type RunsCompleteItem struct {
 	// lost) leaves the run as it was, its completion answered with that
 	// step's error.
 	Steps []StepsRecordParams
+	// Events, if set, is what the execution saw of the run's events: the
+	// run completes only if no event it did not see waits (EventsSeen);
+	// else the completion is ErrEventsArrived and the run is claimable
+	// again (its Steps are recorded all the same).
+	Events *EventsSeen
 }
 
 // RunsCompleteOutcome is the outcome of one completion of RunsCompleteBatch.
@@ -179,9 +184,10 @@ SELECT 'c', 0::bigint, run_id::text, workflow_type, false, false, NULL::text, fa
 // step report ('s', stepSetOutcomes).
 var runsCompleteSQL = prepareNamed(`
 WITH c AS (
-	SELECT * FROM unnest(@c_ns::text[], @c_run_id::uuid[], @c_tok::bigint[], @c_output::bytea[]) AS c(ns, run_id, tok, output)
+	SELECT * FROM unnest(@c_ns::text[], @c_run_id::uuid[], @c_tok::bigint[], @c_output::bytea[], @c_seen::bigint[])
+		AS c(ns, run_id, tok, output, seen)
 ), k AS (
-	SELECT w.run_id, w.namespace_id, w.epoch, w.cancel_requested_at, c.tok, c.output FROM c JOIN kagzi.workflow_runs w
+	SELECT w.run_id, w.namespace_id, w.epoch, w.cancel_requested_at, c.tok, c.output, c.seen FROM c JOIN kagzi.workflow_runs w
 		ON w.namespace_id = c.ns AND w.run_id = c.run_id AND w.lease_token = c.tok AND w.status = 'RUNNING'
 	ORDER BY w.run_id
 	FOR NO KEY UPDATE OF w
@@ -196,6 +202,7 @@ WITH c AS (
 	UPDATE kagzi.workflow_runs w SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL,
 		output = k.output FROM k
 	WHERE w.namespace_id = k.namespace_id AND w.run_id = k.run_id AND k.run_id NOT IN (SELECT run_id FROM bad)
+	  AND (k.seen IS NULL OR w.event_seq = k.seen)
 	RETURNING w.run_id, w.parent_run_id, w.parent_step_id, w.status, w.error, w.workflow_type
 ` + completeTail + `
 UNION ALL
@@ -204,13 +211,21 @@ SELECT 's', ord, NULL::text, NULL::text, held, wrote, before, cancel FROM so`)
 // runsCompleteOnlySQL is runsCompleteSQL for completions that carry no
 // step: the run rows are found once, by the update itself, which costs less
 // than the lease check's lookup and lock followed by the update's.
+//
+// A completion with an event count (c.seen, EventsSeen) applies only while
+// the run's count is the same. The condition is on the updated row itself,
+// so it holds for the newest version: an event sender that held the row
+// lock when the update reached it and committed is seen, and one that
+// comes after waits for this transaction, then finds the run finished.
 var runsCompleteOnlySQL = prepareNamed(`
 WITH c AS (
-	SELECT * FROM unnest(@c_ns::text[], @c_run_id::uuid[], @c_tok::bigint[], @c_output::bytea[]) AS c(ns, run_id, tok, output)
+	SELECT * FROM unnest(@c_ns::text[], @c_run_id::uuid[], @c_tok::bigint[], @c_output::bytea[], @c_seen::bigint[])
+		AS c(ns, run_id, tok, output, seen)
 ), u AS (
 	UPDATE kagzi.workflow_runs w SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL,
 		output = c.output FROM c
 	WHERE w.namespace_id = c.ns AND w.run_id = c.run_id AND w.lease_token = c.tok AND w.status = 'RUNNING'
+	  AND (c.seen IS NULL OR w.event_seq = c.seen)
 	RETURNING w.run_id, w.parent_run_id, w.parent_step_id, w.status, w.error, w.workflow_type
 ` + completeTail)
 
@@ -234,6 +249,7 @@ func (s *Store) RunsCompleteBatch(ctx context.Context, items []RunsCompleteItem)
 		cids        []uuid.UUID
 		ctoks       []int64
 		couts       [][]byte
+		cseen       []*int64
 		sentIdx     []int
 		a           stepArrays
 		stepAt      [][2]int // [item, step] of each step report sent
@@ -262,6 +278,9 @@ func (s *Store) RunsCompleteBatch(ctx context.Context, items []RunsCompleteItem)
 		if out[i].Err = s.checkPayload(ctx, "output", it.Output); out[i].Err != nil {
 			continue
 		}
+		if out[i].Err = it.Events.check(); out[i].Err != nil {
+			continue
+		}
 		if len(it.Steps) > 0 && (stepInvalid[i] || !distinct) {
 			apart = append(apart, i)
 			apartSteps = append(apartSteps, it.Steps...)
@@ -275,6 +294,7 @@ func (s *Store) RunsCompleteBatch(ctx context.Context, items []RunsCompleteItem)
 		cids = append(cids, it.Lease.RunID)
 		ctoks = append(ctoks, it.Lease.Token)
 		couts = append(couts, it.Output)
+		cseen = append(cseen, it.Events.seqArg())
 		sentIdx = append(sentIdx, i)
 	}
 	if len(apart) > 0 {
@@ -295,6 +315,7 @@ func (s *Store) RunsCompleteBatch(ctx context.Context, items []RunsCompleteItem)
 			cids = append(cids, items[i].Lease.RunID)
 			ctoks = append(ctoks, items[i].Lease.Token)
 			couts = append(couts, items[i].Output)
+			cseen = append(cseen, items[i].Events.seqArg())
 			sentIdx = append(sentIdx, i)
 		}
 	}
@@ -305,7 +326,7 @@ func (s *Store) RunsCompleteBatch(ctx context.Context, items []RunsCompleteItem)
 	if len(stepAt) > 0 {
 		stmt, args = runsCompleteSQL, a.args()
 	}
-	args["c_ns"], args["c_run_id"], args["c_tok"], args["c_output"] = cns, cids, ctoks, couts
+	args["c_ns"], args["c_run_id"], args["c_tok"], args["c_output"], args["c_seen"] = cns, cids, ctoks, couts, cseen
 	rows, err := stmt.query(ctx, s.db, args)
 	if err != nil {
 		return nil, mapErr("complete runs", err)
@@ -356,9 +377,46 @@ func (s *Store) RunsCompleteBatch(ctx context.Context, items []RunsCompleteItem)
 			out[i].Err = stepErr
 			continue
 		}
+		if items[i].Events.active() {
+			out[i].Type, out[i].Err = s.completeGuarded(ctx, &items[i])
+			continue
+		}
 		out[i].Err = s.leaseCheckDone(ctx, "complete run", items[i].Lease, StatusCompleted)
 	}
 	return out, nil
+}
+
+// completeGuarded is the slow path of a completion whose event count check
+// failed (or whose lease did not hold): with the run locked under the
+// lease, it refuses the completion (ErrEventsArrived) if an event the
+// execution did not see waits, else completes the run (its step reports
+// were recorded by the first statement). It returns the run's type when it
+// completed it.
+func (s *Store) completeGuarded(ctx context.Context, it *RunsCompleteItem) (typ string, err error) {
+	var refused bool
+	err = s.InTx(ctx, func(tx *Store) error {
+		held, r, err := tx.eventsGuard(ctx, it.Lease, it.Events)
+		switch {
+		case err != nil:
+			return err
+		case !held:
+			return tx.leaseCheckDone(ctx, "complete run", it.Lease, StatusCompleted)
+		case r:
+			// Committed: the refusal is the run's new state.
+			refused = true
+			return nil
+		}
+		out, err := tx.RunsCompleteBatch(ctx, []RunsCompleteItem{{Lease: it.Lease, Output: it.Output}})
+		if err != nil {
+			return err
+		}
+		typ = out[0].Type
+		return out[0].Err
+	})
+	if err == nil && refused {
+		err = errEventsArrived("complete run", it.Lease)
+	}
+	return typ, err
 }
 
 // firstStepErr is the first error among a completion's step outcomes.

@@ -88,13 +88,13 @@ func TestRunsContinueAsNew(t *testing.T) {
 	next := protocol.ContinuedRunID(r.ID)
 	wantErr(
 		t,
-		second(e.s.RunsContinueAsNew(e.ctx, store.Lease{Namespace: "ns", RunID: r.ID, Token: c.LeaseToken + 1}, next, []byte(`2`))),
+		second(e.s.RunsContinueAsNew(e.ctx, store.Lease{Namespace: "ns", RunID: r.ID, Token: c.LeaseToken + 1}, next, []byte(`2`), nil)),
 		store.ErrLeaseLost,
 	)
 	// The first report ends the run and names its type; a repeated one
 	// changes nothing and names none (it is not counted twice).
 	for i, want := range []string{"T", ""} {
-		typ, err := e.s.RunsContinueAsNew(e.ctx, leaseOf(c), next, []byte(`2`))
+		typ, err := e.s.RunsContinueAsNew(e.ctx, leaseOf(c), next, []byte(`2`), nil)
 		if err != nil || typ != want {
 			t.Fatalf("continue (%d): type %q, %v; want %q", i, typ, err, want)
 		}
@@ -121,7 +121,7 @@ func TestRunsContinueAsNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	cc := e.claimOne(claimParams(uuid.New(), 1, store.TypeVersion{Type: "C"}), protocol.ChildRunID(parent.ID, "c", 1))
-	wantErr(t, second(e.s.RunsContinueAsNew(e.ctx, leaseOf(cc), protocol.ContinuedRunID(cc.ID), []byte(`1`))), store.ErrInvalidArgument, "child")
+	wantErr(t, second(e.s.RunsContinueAsNew(e.ctx, leaseOf(cc), protocol.ContinuedRunID(cc.ID), []byte(`1`), nil)), store.ErrInvalidArgument, "child")
 }
 
 // A schedule without a version fires instances at the type's default

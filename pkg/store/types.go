@@ -231,4 +231,9 @@ type ClaimedRun struct {
 	// InputSize is set, and Input nil, when the input is larger than the
 	// claim returns inline (RunsClaimParams.InlineBytes).
 	InputSize int
+	// EventSeq is the run's event count as claimed: an event stored while
+	// the run is RUNNING is counted and stamped with the new count, so the
+	// events stamped after EventSeq arrived during this execution. Its end
+	// names it (EventsSeen.Seq).
+	EventSeq int64
 }

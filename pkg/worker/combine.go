@@ -41,6 +41,9 @@ func itemBytes(it *protocol.ReportItem) int {
 	for _, s := range it.Steps {
 		n += len(s) + 4
 	}
+	for _, s := range it.EventNames {
+		n += len(s) + 4
+	}
 	if it.Child != nil {
 		n += 200 + len(it.Child.Input) + len(it.Child.Type) + len(it.Child.Version) + len(it.Child.Queue)
 	}

@@ -107,11 +107,12 @@ func TestSlotFreedBeforeEndIsAcknowledged(t *testing.T) {
 	}
 }
 
-// An end report refused (invalid, or the lease lost) abandons the run as
-// any refused report does: it is not counted completed.
+// An end report refused (invalid, the lease lost, or events arrived and
+// the run executes again) abandons the run as any refused report does: it
+// is not counted completed, and nothing more is reported for it.
 func TestRefusedEndReportAbandonsRun(t *testing.T) {
 	t.Parallel()
-	for _, code := range []protocol.ResultCode{protocol.ResultInvalid, protocol.ResultLeaseLost} {
+	for _, code := range []protocol.ResultCode{protocol.ResultInvalid, protocol.ResultLeaseLost, protocol.ResultRerun} {
 		t.Run(string(code), func(t *testing.T) {
 			t.Parallel()
 			d, w := start(t, worker.Config{MaxConcurrency: 1, DrainTimeout: waitLimit, HeartbeatInterval: time.Hour}, registerEcho(t))

@@ -211,7 +211,9 @@ func (w *Worker) ended(rs *runState, out wfexec.Outcome) {
 		rs.log.Debug("run suspended")
 	default:
 		w.stats.abandoned.Add(1)
-		if errors.Is(out.Err, context.DeadlineExceeded) {
+		if errors.Is(out.Err, workflow.ErrEventsArrived) {
+			rs.log.Debug("run executes again: events arrived during the execution")
+		} else if errors.Is(out.Err, context.DeadlineExceeded) {
 			// The engine fails a run past its deadline (the reaper does):
 			// nothing to report from here.
 			rs.log.Info("run passed its deadline: abandoned, the engine fails it", "deadline", rs.run.DeadlineAt)
@@ -220,9 +222,13 @@ func (w *Worker) ended(rs *runState, out wfexec.Outcome) {
 		}
 	}
 	if span := rs.span; span != nil {
+		outcome := out.Status.String()
+		if errors.Is(out.Err, workflow.ErrEventsArrived) {
+			outcome = "rerun"
+		}
 		w.executions.Add(context.WithoutCancel(rs.ctx), 1, w.execAttrs.Get(execKey{rs.run.Namespace, rs.run.Queue, rs.run.Type,
-			out.Status.String()}, execAttrs))
-		span.SetAttributes(attribute.String("kagzi.outcome", out.Status.String()))
+			outcome}, execAttrs))
+		span.SetAttributes(attribute.String("kagzi.outcome", outcome))
 		if out.Err != nil {
 			span.RecordError(out.Err)
 		}
@@ -322,6 +328,13 @@ func (r *runReporter) Report(ctx context.Context, items ...protocol.ReportItem) 
 			err := fmt.Errorf("%w: %s", workflow.ErrReportRefused, res.Message)
 			r.w.abandon(r.rs, err)
 			return nil, err
+		case protocol.ResultRerun:
+			// Not a fault: the run's end met events this execution did
+			// not see, and the engine executes the run again with them.
+			r.rs.log.Debug("run end refused: events arrived during the execution; the run executes again",
+				"kind", items[i].Kind)
+			r.w.abandon(r.rs, workflow.ErrEventsArrived)
+			return nil, workflow.ErrEventsArrived
 		}
 	}
 	return results, nil
@@ -481,7 +494,7 @@ func (w *Worker) sendInParts(ctx context.Context, items []protocol.ReportItem) (
 		return nil, err
 	}
 	for _, r := range first {
-		if r.Code == protocol.ResultLeaseLost || r.Code == protocol.ResultInvalid {
+		if r.Code == protocol.ResultLeaseLost || r.Code == protocol.ResultInvalid || r.Code == protocol.ResultRerun {
 			rest := make([]protocol.ReportResult, len(items)-half)
 			for i := range rest {
 				rest[i] = protocol.ReportResult{Code: r.Code, Message: "not sent: " + r.Message}
@@ -502,7 +515,7 @@ func transientResult(results []protocol.ReportResult) error {
 	var transient error
 	for i, r := range results {
 		switch r.Code {
-		case protocol.ResultLeaseLost, protocol.ResultInvalid:
+		case protocol.ResultLeaseLost, protocol.ResultInvalid, protocol.ResultRerun:
 			// Final for the run whatever the other items say.
 			return nil
 		case protocol.ResultError:

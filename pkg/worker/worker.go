@@ -155,7 +155,7 @@ func New(cfg Config, nc *nats.Conn) (*Worker, error) {
 		metric.WithDescription("Duration of step attempts."),
 		metric.WithExplicitBucketBoundaries(1, 5, 10, 25, 50, 100, 250, 1000, 5000, 30000))
 	executions, _ := mp.Meter("github.com/kagzi/kagzi/worker").Int64Counter("kagzi.executions",
-		metric.WithDescription("Executions of runs that ended on this worker, by workflow type and outcome (completed, failed, suspended, abandoned)."))
+		metric.WithDescription("Executions of runs that ended on this worker, by workflow type and outcome (completed, failed, suspended, abandoned, rerun)."))
 	pulse := lifecycle.NewPulse(0)
 	w := &Worker{
 		pulse:      pulse,

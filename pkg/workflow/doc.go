@@ -2,7 +2,7 @@
 // workflows ([New], [Ref]), the Context a run executes in, durable steps
 // ([Step]) memoized across executions and retried under a policy
 // ([WithRetry], [WithStepTimeout]), durable sleep ([Sleep], [SleepUntil]),
-// events ([WaitForEvent]), updates the caller waits for ([NewUpdate],
+// events ([WaitForEvent], [DrainEvents]), updates the caller waits for ([NewUpdate],
 // [Update.Handle]), child workflows ([Ref.Child], [StartChild],
 // [Child], [ChildAll]), parallel branches ([Parallel]), recorded values
 // ([Now], [SideEffect]), patching of running workflows ([Version]),
@@ -27,6 +27,27 @@
 // clocks and randomness belong inside steps.
 //
 // Steps run at least once; their recorded result is exactly once.
+//
+// # Events and the end of a run
+//
+// An event is received once, by the WaitForEvent or DrainEvents that takes
+// it. The engine does not let a run end (complete or continue as new) past
+// an event it has not seen: if events of a name the execution waited for
+// or drained arrived after the run was delivered to it and are still
+// unconsumed when it returns, the end is refused and the run executes
+// again at once with them, as Temporal retries a workflow task that new
+// signals overtook. The replay takes the same path up to the end of the
+// recorded history; there a DrainEvents takes what is pending (see
+// DrainEvents). So a workflow that drains the names it collects right
+// before it returns receives every event sent while it was live:
+//
+//	first, _ := workflow.WaitForEvent[Item](ctx, "add", 0)
+//	rest, _ := workflow.DrainEvents[Item](ctx, "add")
+//	return append([]Item{first}, rest...), nil
+//
+// An event a workflow leaves (it never waits for or drains its name, or
+// not after it came) stays with the finished run, shown as unreceived by
+// `kagzi run show` and the console.
 //
 // # Suspension
 //

@@ -51,6 +51,13 @@ var (
 	// ErrReportRefused: the engine refused a report as invalid; the
 	// execution is abandoned.
 	ErrReportRefused = errors.New("workflow: report refused")
+	// ErrEventsArrived: the engine refused the run's end because events of
+	// a name the execution waited for or drained arrived after the run
+	// was delivered to it (see DrainEvents); the execution is abandoned
+	// and the run executes again at once, with those events there, without
+	// counting an attempt. Workflow code does not see it: its end report
+	// is the last thing an execution does.
+	ErrEventsArrived = errors.New("workflow: events arrived during the execution")
 )
 
 // NonRetryable marks err so that the step or run it fails is not retried,

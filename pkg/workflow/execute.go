@@ -117,6 +117,9 @@ func execute(ctx context.Context, e wfexec.Execution) wfexec.Outcome {
 	} else if it.Kind == protocol.ReportRunCompleted {
 		it.Output = out
 	}
+	if it.Kind != protocol.ReportRunFailed {
+		ex.guardEnd(&it)
+	}
 	// Held step results and child starts not yet sent go first, in the
 	// same report: the engine applies them and the end in one transaction.
 	pending := ex.takeForSend()
@@ -179,6 +182,11 @@ type execution struct {
 	mu     sync.Mutex
 	seen   map[string]struct{}
 	events map[string]int // WaitForEvent calls per event name
+	drains map[string]int // DrainEvents calls per event name (made on first use)
+	// replayed counts the delivered steps entered so far: when it is
+	// len(steps), the replay has reached the end of the recorded history
+	// (see atFrontier).
+	replayed int
 	// calls counts Now and SideEffect calls per step id base; versions
 	// are the Version answers of this execution per change id (both made
 	// on first use: most runs make no such call).
@@ -370,7 +378,56 @@ func (ex *execution) enter(ctx context.Context, id string) (*protocol.StepState,
 		return nil, err
 	}
 	ex.seen[id] = struct{}{}
-	return ex.steps[id], nil
+	prev := ex.steps[id]
+	if prev != nil {
+		ex.replayed++
+	}
+	return prev, nil
+}
+
+// atFrontier reports whether every step of the delivered history has been
+// entered: nothing recorded came after the call that asks (in a workflow
+// with branches, a step of another branch not replayed yet may have, so
+// the answer is no until it is). A call at the frontier may do what a
+// first execution would do there without changing a past the recorded
+// steps depend on.
+func (ex *execution) atFrontier() bool {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	return ex.replayed == len(ex.steps)
+}
+
+// guardEnd adds to a run's end (run_completed, run_continue) what the
+// execution saw of the run's events: the delivery's count and the names it
+// waited for or drained. The engine ends the run only if none of those
+// arrived since, unconsumed (ResultRerun otherwise). Without a count (an
+// older dispatcher) or a name, the end is unguarded, as before.
+func (ex *execution) guardEnd(it *protocol.ReportItem) {
+	if ex.run.EventSeq == nil {
+		return
+	}
+	ex.mu.Lock()
+	names := make([]string, 0, len(ex.events)+len(ex.drains))
+	for n := range ex.events {
+		names = append(names, n)
+	}
+	for n := range ex.drains {
+		if _, dup := ex.events[n]; !dup {
+			names = append(names, n)
+		}
+	}
+	ex.mu.Unlock()
+	if len(names) == 0 {
+		return
+	}
+	seq := *ex.run.EventSeq
+	it.EventsSeen = &seq
+	if len(names) > protocol.MaxEventNames {
+		it.AllEvents = true
+		return
+	}
+	sort.Strings(names)
+	it.EventNames = names
 }
 
 // cancelled returns the cause of ctx's end (a cancel request, a FailFast

@@ -182,13 +182,15 @@ func OnChildOf[In, Out any](e *Env, ref workflow.Ref[In, Out], fn func(in In) (O
 }
 
 // SendEvent sends an event named name with payload (encoded as JSON) to
-// the run now: the next WaitForEvent for that name receives it.
+// the run now: the next WaitForEvent or DrainEvents for that name
+// receives it.
 func (e *Env) SendEvent(name string, payload any) {
 	e.SendEventAfter(0, name, payload)
 }
 
 // SendEventAfter sends the event d after the run's start (virtual time): a
-// wait for it that has not timed out by then receives it then.
+// wait for it that has not timed out by then receives it then, and a
+// DrainEvents reached after then takes it.
 func (e *Env) SendEventAfter(d time.Duration, name string, payload any) {
 	raw, err := json.Marshal(payload)
 	e.mu.Lock()
@@ -430,6 +432,8 @@ func (r *reporter) Report(_ context.Context, items ...protocol.ReportItem) ([]pr
 				NonRetryable: it.NonRetryable})
 		case protocol.ReportEventWait:
 			res[i] = e.eventWait(it)
+		case protocol.ReportEventDrain:
+			res[i] = e.eventDrain(it)
 		case protocol.ReportChildStart:
 			e.childStart(it)
 		case protocol.ReportRunSleep:
@@ -480,6 +484,36 @@ func (e *Env) eventWait(it protocol.ReportItem) protocol.ReportResult {
 	e.record(it.StepID, "EVENT", &protocol.StepState{StepID: it.StepID, Status: "PENDING", Attempt: it.Attempt,
 		RetryAt: e.waitUntil[it.StepID], RunAttempt: 1})
 	return protocol.ReportResult{Code: protocol.ResultOK, Waiting: true}
+}
+
+// eventDrain answers a DrainEvents as the engine does: it takes every
+// event of the name sent by now, appends them to what the drain step holds
+// and returns the whole list; a drain that holds nothing records nothing
+// (e.mu held).
+func (e *Env) eventDrain(it protocol.ReportItem) protocol.ReportResult {
+	var list []json.RawMessage
+	if s := e.steps[it.StepID]; s != nil {
+		if err := json.Unmarshal(s.Output, &list); err != nil {
+			e.fail(fmt.Errorf("workflowtest: drain %q: recorded output: %w", it.StepID, err))
+			return protocol.ReportResult{Code: protocol.ResultOK}
+		}
+	}
+	evs := e.events[it.Name]
+	for len(evs) > 0 && !evs[0].at.After(e.clock) && len(list) < protocol.MaxDrainEvents {
+		list = append(list, evs[0].payload)
+		evs = evs[1:]
+	}
+	e.events[it.Name] = evs
+	if len(list) == 0 {
+		return protocol.ReportResult{Code: protocol.ResultOK}
+	}
+	out, err := json.Marshal(list)
+	if err != nil {
+		e.fail(fmt.Errorf("workflowtest: drain %q: %w", it.StepID, err))
+		return protocol.ReportResult{Code: protocol.ResultOK}
+	}
+	e.record(it.StepID, "EVENT", &protocol.StepState{StepID: it.StepID, Status: "COMPLETED", Attempt: 1, Output: out, RunAttempt: 1})
+	return protocol.ReportResult{Code: protocol.ResultOK, Output: out}
 }
 
 // childStart answers a child at once from the test's function (e.mu held;

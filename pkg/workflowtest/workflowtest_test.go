@@ -169,3 +169,50 @@ func TestCancelAfter(t *testing.T) {
 		t.Fatalf("history %+v: want the cleanup step recorded", steps)
 	}
 }
+
+// DrainEvents takes the events sent by now and records them as one step;
+// later ones stay for the next drain.
+func TestDrainEvents(t *testing.T) {
+	env := workflowtest.New()
+	env.SendEvent("add", "a")
+	env.SendEvent("add", "b")
+	env.SendEventAfter(time.Hour, "add", "c")
+	env.SendEventAfter(time.Hour, "done", true)
+	cart := workflow.New[int, []string]("Cart")
+	got, err := workflowtest.Run(env, cart, func(ctx workflow.Context, _ int) ([]string, error) {
+		first, err := workflow.WaitForEvent[string](ctx, "add", 0)
+		if err != nil {
+			return nil, err
+		}
+		now, err := workflow.DrainEvents[string](ctx, "add")
+		if err != nil {
+			return nil, err
+		}
+		if _, err := workflow.WaitForEvent[bool](ctx, "done", 0); err != nil {
+			return nil, err
+		}
+		later, err := workflow.DrainEvents[string](ctx, "add")
+		if err != nil {
+			return nil, err
+		}
+		return append(append([]string{first}, now...), later...), nil
+	}, 0)
+	if err != nil || len(got) != 3 || got[0] != "a" || got[1] != "b" || got[2] != "c" {
+		t.Fatalf("cart: %q %v", got, err)
+	}
+	var drains []string
+	for _, s := range env.Steps() {
+		if s.Kind == "EVENT" && s.Status == "COMPLETED" {
+			drains = append(drains, s.ID+"="+string(s.Output))
+		}
+	}
+	want := []string{`event:add="a"`, `drain:add=["b"]`, `event:done=true`, `drain:add#2=["c"]`}
+	if len(drains) != len(want) {
+		t.Fatalf("steps %q, want %q", drains, want)
+	}
+	for i := range want {
+		if drains[i] != want[i] {
+			t.Fatalf("steps %q, want %q", drains, want)
+		}
+	}
+}

@@ -16,7 +16,7 @@ import (
 
 // deliveredRun converts one claimed run.
 func deliveredRun(c *store.ClaimedRun) protocol.DeliveredRun {
-	due := c.DueAt
+	due, seq := c.DueAt, c.EventSeq
 	r := protocol.DeliveredRun{
 		RunID:       c.ID,
 		Namespace:   c.Namespace,
@@ -33,6 +33,7 @@ func deliveredRun(c *store.ClaimedRun) protocol.DeliveredRun {
 		InputSize:   c.InputSize,
 
 		CancelRequestedAt: c.CancelRequestedAt,
+		EventSeq:          &seq,
 	}
 	if len(c.Steps) > 0 {
 		r.Steps = make([]protocol.StepState, len(c.Steps))

@@ -109,6 +109,9 @@ type Stats struct {
 	// their reports for good (a payload over the limit, a conflicting
 	// result).
 	RunsRefused int64
+	// Reruns counts run ends refused because events the execution had not
+	// seen arrived during it: the runs execute again (store.ErrEventsArrived).
+	Reruns int64
 }
 
 type qkey struct{ ns, queue string }
@@ -184,7 +187,7 @@ type Dispatcher struct {
 	malformed                                           *natsutil.Malformed
 	claims, claimed, released, applied, leaseLost       atomic.Int64
 	emptySkips, resyncs, reportTxs, deliveries, wakeups atomic.Int64
-	payloadReads, runsRefused                           atomic.Int64
+	payloadReads, runsRefused, reruns                   atomic.Int64
 }
 
 // New returns a dispatcher over st and nc; Start runs it.
@@ -220,6 +223,7 @@ func (d *Dispatcher) Stats() Stats {
 		Parked: parkedN, EmptySkips: d.emptySkips.Load(), Resyncs: d.resyncs.Load(),
 		ReportTxs: d.reportTxs.Load(), Deliveries: d.deliveries.Load(), WakeupsSeen: d.wakeups.Load(),
 		PayloadReads: d.payloadReads.Load(), RunsRefused: d.runsRefused.Load(), Drops: d.drops.Count(),
+		Reruns: d.reruns.Load(),
 	}
 }
 

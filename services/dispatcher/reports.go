@@ -207,7 +207,7 @@ func (d *Dispatcher) applyJobs(ctx context.Context, tx *store.Store, batch []*re
 				continue
 			}
 			c := store.RunsCompleteItem{Lease: store.Lease{Namespace: j.report.Namespace, RunID: it.RunID, Token: it.LeaseToken},
-				Output: it.Output}
+				Output: it.Output, Events: eventsSeen(it)}
 			if f := ending[it.RunID]; f.ok && len(f.steps) > 0 {
 				c.Steps = f.steps
 				folded[itemRef{j, i}] = f.refs
@@ -366,8 +366,9 @@ func (d *Dispatcher) applyOther(ctx context.Context, tx *store.Store, ref itemRe
 	ns := ref.j.report.Namespace
 	l := store.Lease{Namespace: ns, RunID: it.RunID, Token: it.LeaseToken}
 	var (
-		err error
-		ev  store.EventsReceiveResult
+		err   error
+		ev    store.EventsReceiveResult
+		drain store.EventsDrainResult
 	)
 	switch it.Kind {
 	case protocol.ReportRunFailed:
@@ -387,7 +388,7 @@ func (d *Dispatcher) applyOther(ctx context.Context, tx *store.Store, ref itemRe
 		err = tx.RunsRelease(ctx, l)
 	case protocol.ReportRunContinue:
 		var typ string
-		typ, err = tx.RunsContinueAsNew(ctx, l, protocol.ContinuedRunID(it.RunID), it.Output)
+		typ, err = tx.RunsContinueAsNew(ctx, l, protocol.ContinuedRunID(it.RunID), it.Output, eventsSeen(it))
 		if err == nil {
 			ref.j.finished = append(ref.j.finished, finishedRun{protocol.RunFinished{Namespace: ns, RunID: it.RunID,
 				Status: string(store.StatusCompleted)}, typ})
@@ -395,6 +396,8 @@ func (d *Dispatcher) applyOther(ctx context.Context, tx *store.Store, ref itemRe
 	case protocol.ReportEventWait:
 		ev, err = tx.EventsReceive(ctx, store.EventsReceiveParams{Lease: l, StepID: it.StepID, Attempt: it.Attempt,
 			Name: it.Name, Until: it.Until, StartedAt: it.StartedAt, Suspend: it.Suspend})
+	case protocol.ReportEventDrain:
+		drain, err = tx.EventsDrain(ctx, store.EventsDrainParams{Lease: l, StepID: it.StepID, Name: it.Name, StartedAt: it.StartedAt})
 	case protocol.ReportChildStart:
 		c := it.Child
 		err = tx.RunsStartChild(ctx, store.RunsStartChildParams{Lease: l, StepID: it.StepID, Attempt: it.Attempt,
@@ -419,7 +422,24 @@ func (d *Dispatcher) applyOther(ctx context.Context, tx *store.Store, ref itemRe
 			r.Waiting = true
 		}
 	}
+	if it.Kind == protocol.ReportEventDrain && ref.j.results[ref.i].Code == protocol.ResultOK && drain.Events > 0 {
+		r := &ref.j.results[ref.i]
+		if len(drain.Output) > protocol.InlinePayloadBytes {
+			r.OutputSize = len(drain.Output)
+		} else {
+			r.Output = json.RawMessage(drain.Output)
+		}
+	}
 	return nil
+}
+
+// eventsSeen is the event guard a run's end carries (nil from an older
+// worker: the run ends as reported).
+func eventsSeen(it *protocol.ReportItem) *store.EventsSeen {
+	if it.EventsSeen == nil {
+		return nil
+	}
+	return &store.EventsSeen{Seq: *it.EventsSeen, Names: it.EventNames, All: it.AllEvents}
 }
 
 // result records the outcome of one item; it returns err back when the
@@ -430,6 +450,10 @@ func (d *Dispatcher) result(ref itemRef, err error) error {
 	case err == nil:
 		*r = protocol.ReportResult{Code: protocol.ResultOK}
 		d.applied.Add(1)
+	case errors.Is(err, store.ErrEventsArrived):
+		// Not a refusal of the report: the run executes again.
+		*r = protocol.ReportResult{Code: protocol.ResultRerun, Message: err.Error()}
+		d.reruns.Add(1)
 	case errors.Is(err, store.ErrLeaseLost):
 		*r = protocol.ReportResult{Code: protocol.ResultLeaseLost, Message: err.Error()}
 		d.leaseLost.Add(1)

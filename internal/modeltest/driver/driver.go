@@ -572,7 +572,8 @@ func (d *Driver) observe(ctx context.Context, p modeltest.Program, id uuid.UUID,
 	if err != nil {
 		return modeltest.Observed{}, fmt.Errorf("run %s: %w", id, err)
 	}
-	o := modeltest.Observed{Completed: map[string]int{}, ChildRuns: map[string]int{}, Runs: map[string]modeltest.RunEnd{}, Executions: map[string]int{}}
+	o := modeltest.Observed{Completed: map[string]int{}, ChildRuns: map[string]int{}, Runs: map[string]modeltest.RunEnd{}, Executions: map[string]int{},
+		Unreceived: map[string]int{}}
 	if o.State, err = d.state(ctx, p, id); err != nil {
 		return o, err
 	}
@@ -607,6 +608,16 @@ func (d *Driver) observe(ctx context.Context, p modeltest.Program, id uuid.UUID,
 		}
 		if err := d.walkRuns(ctx, id, key, visit); err != nil {
 			return o, err
+		}
+		evs, err := d.Store.EventsList(ctx, d.Namespace, id)
+		if err != nil {
+			return o, fmt.Errorf("events of run %s: %w", id, err)
+		}
+		o.Unreceived[key] = 0
+		for _, e := range evs {
+			if e.Unreceived {
+				o.Unreceived[key]++
+			}
 		}
 		o.Status, o.Error, o.Output, o.Attempts, o.Epoch = string(r.Status), r.Error, json.RawMessage(r.Output), r.Attempts, r.Epoch
 		if r.ContinuedAs == nil {
