@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -230,25 +229,7 @@ func clusterWorkerNodeFrozen(t *testing.T, bin testnats.Binary) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	var mu sync.Mutex
-	var stepStarts []time.Time
-	steps := map[string]int{}
-	register := func(w *worker.Worker) error {
-		return worker.Register(w, "Steps", func(ctx workflow.Context, _ int) (int, error) {
-			for i := range 3 {
-				if _, err := workflow.Step(ctx, fmt.Sprintf("s%d", i), func(context.Context) (int, error) {
-					mu.Lock()
-					stepStarts = append(stepStarts, time.Now())
-					steps[fmt.Sprintf("%s/%d", ctx.RunID(), i)]++
-					mu.Unlock()
-					return i, nil
-				}); err != nil {
-					return 0, err
-				}
-			}
-			return 0, nil
-		})
-	}
+	load := newSteady()
 	// The services on nodes 1 and 2: what is measured is the worker's
 	// own way off the frozen node.
 	srv, err := devserver.Start(ctx, devserver.Options{
@@ -272,7 +253,7 @@ func clusterWorkerNodeFrozen(t *testing.T, bin testnats.Binary) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := register(w); err != nil {
+	if err := load.register(w); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Start(ctx); err != nil {
@@ -281,62 +262,20 @@ func clusterWorkerNodeFrozen(t *testing.T, bin testnats.Binary) {
 	t.Cleanup(w.Stop)
 	cl := newClient(t, srv.Store, nodes[1].Connect(t))
 
-	var hs []*client.Handle
-	startFor := func(d time.Duration) {
-		t.Helper()
-		tick := time.NewTicker(time.Second / rate)
-		defer tick.Stop()
-		end := time.Now().Add(d)
-		for now := time.Now(); now.Before(end); now = <-tick.C {
-			h, err := cl.Start(ctx, "Steps", 0, client.StartOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			hs = append(hs, h)
-		}
-	}
-	startFor(3 * time.Second)
+	load.startFor(t, ctx, cl, rate, 3*time.Second)
 	frozeAt := time.Now()
 	if err := nodes[0].Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	startFor(freeze)
+	load.startFor(t, ctx, cl, rate, freeze)
 	resumedAt := time.Now()
 	if err := nodes[0].Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	waitAll(t, hs, time.Minute)
-
-	mu.Lock()
-	times := slices.Clone(stepStarts)
-	for k, n := range steps {
-		if n != 1 {
-			t.Errorf("step %s ran %d times", k, n)
-		}
-	}
-	recorded := len(steps)
-	mu.Unlock()
-	slices.SortFunc(times, func(x, y time.Time) int { return x.Compare(y) })
-	last, pause := frozeAt, time.Duration(0)
-	for _, at := range times {
-		if at.Before(frozeAt) {
-			continue
-		}
-		if at.After(resumedAt) {
-			at = resumedAt
-		}
-		pause = max(pause, at.Sub(last))
-		last = at
-		if !at.Before(resumedAt) {
-			break
-		}
-	}
+	pause := load.check(t, frozeAt, resumedAt)
 	t.Logf("%d runs; longest pause in step starts while the worker's node was frozen: %v; the worker left a silent server %d times; now on %s",
-		len(hs), pause.Round(time.Millisecond), w.Stats().ServerSilent, wnc.ConnectedUrl())
+		len(load.runs), pause.Round(time.Millisecond), w.Stats().ServerSilent, wnc.ConnectedUrl())
 	if pause > frozenUnderLoadBound {
 		t.Errorf("step starts paused for %v while the worker's NATS node was frozen, want at most %v", pause.Round(time.Millisecond), frozenUnderLoadBound)
-	}
-	if recorded != 3*len(hs) {
-		t.Errorf("%d steps ran for %d runs of 3", recorded, len(hs))
 	}
 }
