@@ -7,7 +7,7 @@ PG_URL = $$(scripts/ensure-postgres.sh)
 # the root does not reach (see README.md, "Modules").
 MODULES := $(shell scripts/modules.sh)
 
-.PHONY: test test-auth run build lint fuzz bench-store bench bench-targets chaos vendor-js download
+.PHONY: test test-auth test-faults run build lint fuzz bench-store bench bench-targets chaos vendor-js download
 
 ## test: start Postgres if none is reachable (and, as root, install iproute2
 ## for the failover test's network namespaces, chromium for the console's
@@ -29,6 +29,16 @@ test: download
 	done; \
 	if (( $${#failed[@]} )); then echo "tests failed in: $${failed[*]}"; exit 1; fi
 	@$(MAKE) --no-print-directory test-auth
+
+## test-faults: the long fault cases of the end-to-end suite in full
+## (KAGZI_E2E_FULL=1): frozen dispatchers, standbys, workers and NATS
+## nodes on every NATS server version (the pinned one and Debian's 2.9)
+## and ping setting, frozen as long as first seen. `make test` runs one
+## quick case of each; .ci/run runs this after it.
+test-faults:
+	@scripts/ensure-nats-server.sh
+	KAGZI_TEST_DATABASE_URL="$(PG_URL)" KAGZI_E2E_FULL=1 $(GO) test -race -count=1 -timeout 9m \
+		-run 'TestFrozenDispatcherUnderLoad|TestNATSClusterWorkerNodeFrozen|TestFrozenStandbyDeposesNoOne|TestFrozenDispatcherStrandsNoWorker|TestFrozenWorkerRunsNoReleasedDelivery' ./internal/e2e/
 
 ## download: the modules of every go.mod.
 download:

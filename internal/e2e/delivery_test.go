@@ -93,7 +93,9 @@ func TestDeliveryCarriesTheWholeHistory(t *testing.T) {
 	}
 	want := protocol.DeliveredRun{RunID: run.ID, Namespace: "default", Queue: "history", Type: "Hist", Version: "v7",
 		Attempt: now.Attempts, LeaseToken: now.LeaseToken, Input: json.RawMessage(`{"in": 1}`),
-		TraceParent: run.TraceContext, DeadlineAt: &deadline, RetryPolicy: now.RetryPolicy, AvailableAt: got.AvailableAt}
+		TraceParent: run.TraceContext, DeadlineAt: &deadline, RetryPolicy: now.RetryPolicy, AvailableAt: got.AvailableAt,
+		// No event was sent to the run: its event count is 0.
+		EventSeq: new(int64)}
 	if now.Attempts != 2 {
 		t.Fatalf("run attempts %d, want 2", now.Attempts)
 	}

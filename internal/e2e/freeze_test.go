@@ -97,15 +97,29 @@ func startElections(t *testing.T, ctx context.Context, st *store.Store, env []st
 	return elections
 }
 
+// pingSetting is a NATS server the tests of frozen processes run on.
+type pingSetting struct {
+	name  string
+	start func(testing.TB) *testnats.Server
+	// evicts: the server closes a frozen client's connection.
+	evicts bool
+}
+
 // pingSettings are the NATS servers the tests of frozen processes run on:
 // one with the deployment's pings, which closes a frozen client's
-// connection within seconds (evicts), and one with nats-server's
-// defaults, which keeps it for the whole freeze.
-var pingSettings = []struct {
-	name   string
-	start  func(testing.TB) *testnats.Server
-	evicts bool
-}{{"deployment pings", testnats.StartPinging, true}, {"default pings", testnats.Start, false}}
+// connection within seconds, and one with nats-server's defaults, which
+// keeps it for the whole freeze. Without full(), tests that take long run
+// on the defaults only (pingCases), the case that shows the defects.
+var pingSettings = []pingSetting{{"deployment pings", testnats.StartPinging, true}, {"default pings", testnats.Start, false}}
+
+// pingCases is pingSettings, or with a quick run only its last, the
+// server's defaults.
+func pingCases() []pingSetting {
+	if full() {
+		return pingSettings
+	}
+	return pingSettings[len(pingSettings)-1:]
+}
 
 // TestFrozenLeaderIsReplaced freezes (SIGSTOP) the relay's and the
 // reaper's leaders, each a process of its own with a standby beside it:
@@ -361,7 +375,7 @@ func heartbeatingWorker(t *testing.T, ctx context.Context, nc *nats.Conn) uuid.U
 // beacons wait in its socket).
 func TestFrozenStandbyDeposesNoOne(t *testing.T) {
 	t.Parallel()
-	for _, c := range pingSettings {
+	for _, c := range pingCases() {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			frozenStandby(t, c.start(t))

@@ -120,6 +120,13 @@ func start(t *testing.T, o opts) *env {
 	return e
 }
 
+// full reports whether KAGZI_E2E_FULL asks for the whole matrix of the
+// long fault cases (`make test-faults`): each on every NATS server
+// version and ping setting, frozen for as long as the case was first seen
+// with. `make test` runs a quick case of each kind, on the server that
+// showed the defect, so that it stays within its time.
+func full() bool { return os.Getenv("KAGZI_E2E_FULL") != "" }
+
 // natsAuth reports whether KAGZI_E2E_NATS_AUTH asks for the systems of
 // start to run on a NATS server with the users and permissions of `kagzi
 // nats-config`, each component connecting as its role.

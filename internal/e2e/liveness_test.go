@@ -265,7 +265,7 @@ func TestKilledDispatcherStrandsNoWorker(t *testing.T) {
 // frozenDispatcherBound, whatever the server's pings.
 func TestFrozenDispatcherStrandsNoWorker(t *testing.T) {
 	t.Parallel()
-	for _, c := range pingSettings {
+	for _, c := range pingCases() {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			killed, stopped := failover(t, false, true, c.start)
