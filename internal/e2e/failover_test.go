@@ -38,6 +38,7 @@ const notifyAfterCut = 3500 * time.Millisecond
 // must lead, and each deposed leader step down, within failoverBound of the
 // cut, the relay in its worst case (see notifyAfterCut).
 func TestFailoverNetworkCut(t *testing.T) {
+	skipUnderAuth(t)
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the leaders run in a network namespace (ip netns) that the test cuts off")
 	}

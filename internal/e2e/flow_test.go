@@ -177,6 +177,7 @@ func waitHandles(t *testing.T, hs []*client.Handle, within time.Duration) {
 // four workers: no key ever has more than 2 runs running, in the database
 // or in the steps, and every key reaches 2.
 func TestPerKeyLimitAcrossDispatchers(t *testing.T) {
+	skipUnderAuth(t)
 	t.Parallel()
 	keys, perKey := 50, 200
 	if testing.Short() {
@@ -221,6 +222,7 @@ func TestPerKeyLimitAcrossDispatchers(t *testing.T) {
 // within 5 rounds (2 at a time) of their run time and a claim, while A is
 // far from done.
 func TestPerKeyLimitIsFair(t *testing.T) {
+	skipUnderAuth(t)
 	t.Parallel()
 	tr := newKeyTracker()
 	c := startFlowCluster(t, 2, 2, 4, tr.register)
@@ -255,6 +257,7 @@ func TestPerKeyLimitIsFair(t *testing.T) {
 // start at most 10 in each one-second window (by the claim's time, as the
 // engine counts them) and all finish about 10 s after the first starts.
 func TestRateLimitAcrossDispatchers(t *testing.T) {
+	skipUnderAuth(t)
 	t.Parallel()
 	tr := newKeyTracker()
 	c := startFlowCluster(t, 3, 3, 20, tr.register)
@@ -314,6 +317,7 @@ func TestRateLimitAcrossDispatchers(t *testing.T) {
 // (SIGSTOP) and another killed (SIGKILL): no key ever has more than its
 // limit running, and every run completes on the dispatcher left.
 func TestPerKeyLimitSurvivesFrozenAndKilledDispatchers(t *testing.T) {
+	skipUnderAuth(t)
 	t.Parallel()
 	tr := newKeyTracker()
 	c := startFlowCluster(t, 3, 3, 10, tr.register)

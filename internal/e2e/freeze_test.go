@@ -128,6 +128,7 @@ func pingCases() []pingSetting {
 // acting — the resumed reaper declares no worker dead that heartbeated
 // throughout.
 func TestFrozenLeaderIsReplaced(t *testing.T) {
+	skipUnderAuth(t)
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -221,6 +222,7 @@ func TestFrozenLeaderIsReplaced(t *testing.T) {
 // than the worker timeout while a worker heartbeats throughout: when it
 // resumes it must not take the heartbeats it missed for silence.
 func TestFrozenLoneReaperDeclaresNoOneDead(t *testing.T) {
+	skipUnderAuth(t)
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -276,6 +278,7 @@ func (c *child) count(msg string) int {
 // every second of the freeze fires exactly once, and no later than a
 // second after its time.
 func TestFrozenSchedulerDelaysNoFire(t *testing.T) {
+	skipUnderAuth(t)
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -374,6 +377,7 @@ func heartbeatingWorker(t *testing.T, ctx context.Context, nc *nats.Conn) uuid.U
 // every beacon), and on one with NATS's defaults, which keeps it (the
 // beacons wait in its socket).
 func TestFrozenStandbyDeposesNoOne(t *testing.T) {
+	skipUnderAuth(t)
 	t.Parallel()
 	for _, c := range pingCases() {
 		t.Run(c.name, func(t *testing.T) {

@@ -89,6 +89,7 @@ func freezeProbe(ctx workflow.Context, _ struct{}) (int, error) {
 // It runs on a server with the deployment's pings, which closes the frozen
 // worker's connection, and on one with NATS's defaults, which keeps it.
 func TestFrozenWorkerRunsNoReleasedDelivery(t *testing.T) {
+	skipUnderAuth(t)
 	t.Parallel()
 	for _, c := range pingSettings {
 		t.Run(c.name, func(t *testing.T) {

@@ -127,6 +127,16 @@ func start(t *testing.T, o opts) *env {
 // showed the defect, so that it stays within its time.
 func full() bool { return os.Getenv("KAGZI_E2E_FULL") != "" }
 
+// skipUnderAuth skips a test that assembles its own NATS server, without
+// authorization, under KAGZI_E2E_NATS_AUTH (`make test-auth`): it would
+// run exactly as it did in the run without, which covers it.
+func skipUnderAuth(t *testing.T) {
+	t.Helper()
+	if natsAuth() {
+		t.Skip("assembles its own NATS server without authorization: the run without KAGZI_E2E_NATS_AUTH covers it")
+	}
+}
+
 // natsAuth reports whether KAGZI_E2E_NATS_AUTH asks for the systems of
 // start to run on a NATS server with the users and permissions of `kagzi
 // nats-config`, each component connecting as its role.

@@ -252,6 +252,7 @@ func failover(t *testing.T, relays, frozen bool, natsStart func(testing.TB) *tes
 // time the reaper takes to declare a worker dead (KAGZI_WORKER_TIMEOUT,
 // 6 s), not after its 30 s wait timeout.
 func TestKilledDispatcherStrandsNoWorker(t *testing.T) {
+	skipUnderAuth(t)
 	t.Parallel()
 	checkFailover(t, false)
 }
@@ -264,6 +265,7 @@ func TestKilledDispatcherStrandsNoWorker(t *testing.T) {
 // the request with a dispatcher it still hears. The next run starts within
 // frozenDispatcherBound, whatever the server's pings.
 func TestFrozenDispatcherStrandsNoWorker(t *testing.T) {
+	skipUnderAuth(t)
 	t.Parallel()
 	for _, c := range pingCases() {
 		t.Run(c.name, func(t *testing.T) {
@@ -289,6 +291,7 @@ const frozenDispatcherBound = 7 * time.Second
 // standby was not yet queued on the lock, the beacons' silence still bounds
 // the wait as for any dispatcher.
 func TestKilledRelayDispatcherStrandsNoWorker(t *testing.T) {
+	skipUnderAuth(t)
 	t.Parallel()
 	checkFailover(t, true)
 }
@@ -318,6 +321,7 @@ func checkFailover(t *testing.T, relays bool) {
 // next-due read) per queue it knew nothing of; with the relay lost too,
 // one backlog read more.
 func TestFailoverCost(t *testing.T) {
+	skipUnderAuth(t)
 	t.Parallel()
 	for _, relays := range []bool{false, true} {
 		t.Run(fmt.Sprintf("relays=%v", relays), func(t *testing.T) {

@@ -33,6 +33,7 @@ import (
 // node. Every run must still complete, once, with each step's result
 // recorded once and the output built from them.
 func TestNATSClusterNodeKilled(t *testing.T) {
+	skipUnderAuth(t)
 	const (
 		runs  = 300
 		steps = 3
@@ -213,6 +214,7 @@ func holds(t *testing.T, nodes []*testnats.Server, name string) bool {
 // `make test` runs it on Debian's server, frozen 12 s; `make test-faults`
 // on both, frozen 20 s.
 func TestNATSClusterWorkerNodeFrozen(t *testing.T) {
+	skipUnderAuth(t)
 	t.Parallel()
 	freeze := 12 * time.Second
 	if full() {
