@@ -77,7 +77,7 @@ polling. Setting a limit again replaces it.`,
 			})
 		},
 	}
-	c.Flags().DurationVar(&per, "per", time.Second, "the period, e.g. 1s, 1m")
+	durationVar(c.Flags(), &per, "per", time.Second, store.MaxRatePeriod, "the period, e.g. 1s, 1m")
 	return c
 }
 

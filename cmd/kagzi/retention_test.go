@@ -63,7 +63,7 @@ func TestRetentionCommands(t *testing.T) {
 		{[]string{"retention", "bogus"}, "unknown command"},
 	} {
 		_, errOut := c.fails(exitUsage, tc.args...)
-		if !strings.Contains(errOut, tc.want) && !(tc.want == "at least" && strings.Contains(errOut, "1m0s to")) {
+		if !strings.Contains(errOut, tc.want) && !(tc.want == "at least" && strings.Contains(errOut, "1m to")) {
 			t.Errorf("kagzi %s: stderr %q, want %q", strings.Join(tc.args, " "), errOut, tc.want)
 		}
 	}

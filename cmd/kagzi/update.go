@@ -92,7 +92,7 @@ later). --payload takes inline JSON, @FILE to read a file, or - for stdin.`,
 		},
 	}
 	c.Flags().StringVar(&data, "payload", "", "the request: JSON, @FILE, or - for stdin (default null)")
-	c.Flags().DurationVar(&timeout, "timeout", 0, "give up waiting for the answer after this duration (the update stays queued)")
+	durationVar(c.Flags(), &timeout, "timeout", 0, 0, "give up waiting for the answer after this duration (the update stays queued)")
 	return c
 }
 

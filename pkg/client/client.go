@@ -224,7 +224,7 @@ type StartOptions struct {
 	// runs that held it and ended (see IDReusePolicy; default
 	// AllowDuplicate). IDReuseWindow bounds, for AllowDuplicateFailedOnly
 	// and RejectDuplicate, how long ago such a run ended to count (0: as
-	// long as retention keeps it).
+	// long as retention keeps it; at most MaxIDReuseWindow).
 	IDReusePolicy IDReusePolicy
 	IDReuseWindow time.Duration
 }
@@ -435,12 +435,23 @@ func (c *Client) GetByExternalID(ctx context.Context, externalID string) (*Run, 
 	return c.Get(ctx, r.ID)
 }
 
+// The page size of List.
+const (
+	// DefaultPageSize is ListOptions.Limit when 0.
+	DefaultPageSize = store.DefaultPageSize
+	// MaxPageSize is the largest ListOptions.Limit; read more with the
+	// cursor.
+	MaxPageSize = store.MaxPageSize
+)
+
 // ListOptions filter List.
 type ListOptions struct {
 	Statuses []RunStatus
 	Type     string
 	Queue    string
-	Limit    int
+	// Limit is the page size: 0 for DefaultPageSize, at most MaxPageSize;
+	// a negative one is ErrInvalidArgument.
+	Limit int
 	// Cursor continues from a previous page's next cursor.
 	Cursor string
 }

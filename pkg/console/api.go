@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kagzi/kagzi/internal/durations"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
@@ -528,7 +529,9 @@ func (c *Console) createSchedule(r *http.Request, ns string) (any, error) {
 		return nil, err
 	}
 	if j := p["jitter"]; j != "" {
-		if o.Jitter, err = time.ParseDuration(j); err != nil {
+		if o.Jitter, err = durations.Parse(j); errors.Is(err, durations.ErrTooLong) {
+			return nil, fmt.Errorf("%w: jitter %s is above the maximum %s", store.ErrInvalidArgument, j, durations.Format(client.MaxJitter))
+		} else if err != nil {
 			return nil, fmt.Errorf("%w: jitter %q: give a duration such as 30s", store.ErrInvalidArgument, j)
 		}
 	}

@@ -121,7 +121,8 @@ type StepsStreamParams struct {
 	RunID     uuid.UUID
 	Name      string
 	// After is the index of the last entry the reader has: entries with a
-	// higher index are returned (0 for all).
+	// higher index are returned (0 for all; at most
+	// protocol.MaxStreamEntries, the most entries a stream holds).
 	After int
 	// Limit bounds the entries returned (default DefaultStreamRead, at
 	// most MaxStreamRead).
@@ -186,6 +187,10 @@ func (s *Store) StepsStream(ctx context.Context, p StepsStreamParams) (StreamRea
 	}
 	if p.After < 0 {
 		return StreamRead{}, invalidf("stream index %d is negative", p.After)
+	}
+	if p.After > protocol.MaxStreamEntries {
+		return StreamRead{}, invalidf("stream index %d is above the maximum %d: a stream holds at most %d entries",
+			p.After, protocol.MaxStreamEntries, protocol.MaxStreamEntries)
 	}
 	switch {
 	case p.Limit == 0:

@@ -535,7 +535,7 @@ type RunsListParams struct {
 	Queue      string
 	ScheduleID *uuid.UUID
 	ParentID   *uuid.UUID
-	// Limit is the page size (default 50, at most 1000).
+	// Limit is the page size (0: DefaultPageSize, at most MaxPageSize).
 	Limit int
 	// After continues a previous page.
 	After *Cursor

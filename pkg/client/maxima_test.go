@@ -1,0 +1,52 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kagzi/kagzi/pkg/client"
+)
+
+// The client's maxima are the engine's: above one, a call fails with
+// ErrInvalidArgument saying so instead of doing something else.
+func TestClientMaxima(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := f.cl.Start(ctx, "T", 1, client.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.cl.List(ctx, client.ListOptions{Limit: -1}); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Errorf("List(Limit: -1): %v, want ErrInvalidArgument", err)
+	}
+	if runs, _, err := f.cl.List(ctx, client.ListOptions{}); err != nil || len(runs) != 1 {
+		t.Errorf("List(Limit: 0) takes the default page: %d runs, %v", len(runs), err)
+	}
+	if _, _, err := f.cl.List(ctx, client.ListOptions{Limit: client.MaxPageSize + 1}); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Errorf("List above MaxPageSize: %v", err)
+	}
+	above := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, client.ErrInvalidArgument) || !strings.Contains(err.Error(), "above the maximum") {
+			t.Errorf("%s: %v, want ErrInvalidArgument saying \"above the maximum\"", what, err)
+		}
+	}
+	_, _, err = f.cl.StreamEntries(ctx, h.RunID, "tok", 99999999999)
+	above("StreamEntries from 99999999999", err)
+	r := f.cl.ReadStreamRaw(ctx, h.RunID, "tok", client.MaxStreamEntries+1)
+	_, err = r.Next(ctx)
+	r.Close()
+	above("ReadStreamRaw past the last entry", err)
+	_, err = f.cl.SetRateLimit(ctx, "r0", 1, 876000*time.Hour)
+	above("SetRateLimit per 100 years", err)
+	_, err = f.cl.Start(ctx, "Echo", nil, client.StartOptions{Debounce: &client.Debounce{Key: "k", Window: 876000 * time.Hour}})
+	above("a debounce window of 100 years", err)
+	_, err = f.cl.Start(ctx, "Echo", nil, client.StartOptions{Debounce: &client.Debounce{Key: "k", Window: time.Second,
+		MaxWait: client.MaxDebounceWait + time.Second}})
+	above("a debounce max wait above a week", err)
+}
