@@ -303,7 +303,7 @@ func (c *Client) StartTx(ctx context.Context, tx pgx.Tx, typ string, input any, 
 func (c *Client) start(ctx context.Context, st *store.Store, typ string, input any, opts StartOptions) (*Handle, error) {
 	p, err := c.params(typ, input, opts)
 	if err != nil {
-		return nil, fmt.Errorf("start %s: %w", typ, err)
+		return nil, fmt.Errorf("start %s: %w", protocol.Echo(typ), err)
 	}
 	ctx, span := c.startSpan(ctx, &p)
 	defer span.End()
@@ -311,7 +311,7 @@ func (c *Client) start(ctx context.Context, st *store.Store, typ string, input a
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
-		return nil, fmt.Errorf("start %s: %w", typ, flowError(err))
+		return nil, fmt.Errorf("start %s: %w", protocol.Echo(typ), flowError(err))
 	}
 	span.SetAttributes(attribute.String("kagzi.run_id", run.ID.String()), attribute.Bool("kagzi.created", created))
 	if created {
@@ -591,7 +591,7 @@ func (c *Client) sendEvent(ctx context.Context, p store.EventsSendParams, name s
 	}
 	raw, err := encodeInput(payload)
 	if err != nil {
-		return nil, fmt.Errorf("send event %q: %w", name, err)
+		return nil, fmt.Errorf("send event %q: %w", protocol.Echo(name), err)
 	}
 	p.Namespace, p.Name, p.Payload = c.ns, name, raw
 	ev, err := c.st.EventsSend(ctx, p)

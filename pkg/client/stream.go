@@ -58,7 +58,7 @@ const MaxStreamEntries = protocol.MaxStreamEntries
 func streamAfter(name string, runID uuid.UUID, from int) (int, error) {
 	if from > MaxStreamEntries {
 		return 0, fmt.Errorf("read stream %q of %s: %w: entry %d is above the maximum %d (a stream holds at most %d entries)",
-			name, runID, ErrInvalidArgument, from, MaxStreamEntries, MaxStreamEntries)
+			protocol.Echo(name), runID, ErrInvalidArgument, from, MaxStreamEntries, MaxStreamEntries)
 	}
 	return max(from-1, 0), nil
 }
@@ -69,7 +69,7 @@ func (c *Client) readStream(ctx context.Context, runID uuid.UUID, name string, a
 	}
 	r, err := c.st.StepsStream(ctx, store.StepsStreamParams{Namespace: c.ns, RunID: runID, Name: name, After: after})
 	if err != nil {
-		return store.StreamRead{}, fmt.Errorf("read stream %q of %s: %w", name, runID, err)
+		return store.StreamRead{}, fmt.Errorf("read stream %q of %s: %w", protocol.Echo(name), runID, err)
 	}
 	return r, nil
 }

@@ -80,3 +80,33 @@ func TestMaximaAreRefused(t *testing.T) {
 		t.Errorf("reading after the last possible entry: %v", err)
 	}
 }
+
+// An id or key a caller chooses is printed where operators read it: one
+// with a control character (a terminal escape) is refused, at every edge
+// that takes one.
+func TestIDsAndKeysRefuseControlCharacters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, bad := range []string{"a\x1b[2Jb", "tab\there", "new\nline", "c1\u009b", "del\x7f"} {
+		for what, p := range map[string]store.RunsCreateParams{
+			"external id":     {ExternalID: bad},
+			"concurrency key": {ConcurrencyKey: bad},
+			"rate limit key":  {RateLimitKey: bad},
+			"debounce key":    {Debounce: &store.Debounce{Key: bad, Window: time.Second}},
+		} {
+			p.Namespace, p.Queue, p.Type = "ns", "q", "T"
+			_, _, err := e.s.RunsCreate(e.ctx, p)
+			if !errors.Is(err, store.ErrInvalidArgument) || !strings.Contains(err.Error(), "control character") {
+				t.Errorf("%s %q: %v, want ErrInvalidArgument naming a control character", what, bad, err)
+			}
+		}
+		_, err := e.s.EventsSend(e.ctx, store.EventsSendParams{Namespace: "ns", ExternalID: bad, Name: "e"})
+		if !errors.Is(err, store.ErrInvalidArgument) {
+			t.Errorf("event to external id %q: %v", bad, err)
+		}
+	}
+	if _, _, err := e.s.RunsCreate(e.ctx, store.RunsCreateParams{Namespace: "ns", Queue: "q", Type: "T",
+		ExternalID: "order 42 — café ✓"}); err != nil {
+		t.Errorf("printable text with spaces is an external id: %v", err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kagzi/kagzi/internal/durations"
+	"github.com/kagzi/kagzi/pkg/protocol"
 )
 
 // RateLimit allows at most Limit claims of runs with rate key Key per
@@ -86,7 +87,7 @@ func (s *Store) RateLimitsDelete(ctx context.Context, namespace, key string) err
 		return mapErr("delete rate limit", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("delete rate limit of %q: %w", key, ErrNotFound)
+		return fmt.Errorf("delete rate limit of %q: %w", protocol.Echo(key), ErrNotFound)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -99,13 +100,26 @@ func checkTime(field string, t *time.Time) error {
 func pgText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
 // checkExternalID checks an optional idempotency key: any text up to
-// maxNameLen bytes.
+// maxNameLen bytes without control characters. Every edge that takes an
+// external id (a start, an event by external id) checks it here. The id
+// is printed where operators read (the CLI's tables, the console), so
+// one holding a terminal's escape sequence would act on their screen.
 func checkExternalID(v string) error {
 	if len(v) > maxNameLen {
 		return invalidf("external id is %d bytes, at most %d", len(v), maxNameLen)
 	}
+	return checkPrintable("external id", v)
+}
+
+// checkPrintable checks an id or key the caller chose (an external id, a
+// debounce, concurrency or rate key): UTF-8 text without control
+// characters (NUL included), so that printing it is safe.
+func checkPrintable(what, v string) error {
 	if !pgText(v) {
-		return invalidf("external id %q is not UTF-8 text without NUL bytes", v)
+		return invalidf("%s %q is not UTF-8 text without NUL bytes", what, protocol.Echo(v))
+	}
+	if i := strings.IndexFunc(v, unicode.IsControl); i >= 0 {
+		return invalidf("%s %q holds a control character (%U at byte %d)", what, protocol.Echo(v), []rune(v[i:])[0], i)
 	}
 	return nil
 }

@@ -56,13 +56,14 @@ func checkDebounce(p *RunsCreateParams) error {
 	if d == nil {
 		return nil
 	}
+	if err := checkPrintable("debounce key", d.Key); err != nil {
+		return err
+	}
 	switch {
 	case d.Key == "":
 		return invalidf("debounce key is required")
 	case len(d.Key) > maxNameLen:
 		return invalidf("debounce key is %d bytes, at most %d", len(d.Key), maxNameLen)
-	case !pgText(d.Key):
-		return invalidf("debounce key %q is not UTF-8 text without NUL bytes", d.Key)
 	case d.Window <= 0:
 		return invalidf("debounce window %s must be positive", d.Window)
 	case d.Window > MaxDebounceWindow:
