@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
@@ -53,8 +54,8 @@ func parseID(what, s string) (uuid.UUID, error) {
 }
 
 // readJSON reads a JSON flag value: inline JSON, @FILE to read a file, or
-// - to read standard input. Empty means absent (nil). Invalid JSON is a
-// usage error naming the flag.
+// - to read standard input. Empty means absent (nil). Invalid JSON, or
+// JSON that is not UTF-8, is a usage error naming the flag.
 func readJSON(cmd *cobra.Command, flag, v string) ([]byte, error) {
 	var b []byte
 	switch {
@@ -77,6 +78,10 @@ func readJSON(cmd *cobra.Command, flag, v string) ([]byte, error) {
 		var x any
 		err := json.Unmarshal(b, &x)
 		return nil, usagef("--%s is not valid JSON (%v); quote it for the shell, e.g. --%s '{\"key\": \"value\"}'", flag, err, flag)
+	}
+	// JSON text is UTF-8; a decoder would read each bad byte as U+FFFD.
+	if !utf8.Valid(b) {
+		return nil, usagef("--%s is not UTF-8: JSON text must be (convert it, e.g. with iconv)", flag)
 	}
 	return b, nil
 }

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -272,24 +273,46 @@ func (c *Client) params(typ string, input any, o StartOptions) (store.RunsCreate
 	return p, nil
 }
 
+// encodeInput encodes an input or payload as JSON; a json.RawMessage is
+// taken as it is. JSON text is UTF-8: raw JSON (or a RawMessage inside a
+// value) that is not is refused, where a decoder would silently read each
+// bad byte as U+FFFD.
 func encodeInput(input any) ([]byte, error) {
-	switch v := input.(type) {
-	case nil:
+	raw, ok := input.(json.RawMessage)
+	switch {
+	case input == nil:
 		return []byte("null"), nil
-	case json.RawMessage:
-		if !json.Valid(v) {
+	case ok:
+		if !json.Valid(raw) {
 			return nil, fmt.Errorf("%w: input is not valid JSON", store.ErrInvalidArgument)
 		}
-		return v, nil
+	default:
+		var err error
+		if raw, err = json.Marshal(input); err != nil {
+			return nil, fmt.Errorf("%w: input does not encode as JSON: %v", store.ErrInvalidArgument, err)
+		}
 	}
-	raw, err := json.Marshal(input)
-	if err != nil {
-		return nil, fmt.Errorf("%w: input does not encode as JSON: %v", store.ErrInvalidArgument, err)
+	if !utf8.Valid(raw) {
+		return nil, fmt.Errorf("%w: input is not UTF-8 (JSON text must be; byte %d is not)", store.ErrInvalidArgument, badUTF8(raw))
 	}
 	return raw, nil
 }
 
-// Start starts a run of workflow type typ with input (encoded as JSON).
+// badUTF8 is the offset of the first byte of b that is not UTF-8.
+func badUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
+}
+
+// Start starts a run of workflow type typ with input (encoded as JSON; a
+// json.RawMessage is taken as it is, and must be valid JSON and UTF-8, or
+// the start is ErrInvalidArgument).
 func (c *Client) Start(ctx context.Context, typ string, input any, opts StartOptions) (*Handle, error) {
 	return c.start(ctx, c.st, typ, input, opts)
 }

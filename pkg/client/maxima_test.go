@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -49,4 +50,33 @@ func TestClientMaxima(t *testing.T) {
 	_, err = f.cl.Start(ctx, "Echo", nil, client.StartOptions{Debounce: &client.Debounce{Key: "k", Window: time.Second,
 		MaxWait: client.MaxDebounceWait + time.Second}})
 	above("a debounce max wait above a week", err)
+}
+
+// Raw JSON that is not UTF-8 is refused, at every way in, rather than
+// stored and read back with U+FFFD in place of each bad byte.
+func TestRawJSONMustBeUTF8(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	bad := json.RawMessage("{\"name\": \"caf\xe9\"}")
+	if _, err := f.cl.Start(ctx, "T", bad, client.StartOptions{}); !errors.Is(err, client.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "UTF-8") {
+		t.Errorf("start with Latin-1 JSON: %v, want ErrInvalidArgument about UTF-8", err)
+	}
+	h, err := f.cl.Start(ctx, "T", json.RawMessage(`{"name": "café"}`), client.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.cl.SendEvent(ctx, h.RunID, "e", bad); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Errorf("event with Latin-1 JSON: %v", err)
+	}
+	// Nested in a value: the RawMessage is copied as is by json.Marshal.
+	if _, err := f.cl.SendEvent(ctx, h.RunID, "e", map[string]any{"raw": bad}); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Errorf("event with Latin-1 JSON inside: %v", err)
+	}
+	r, err := f.cl.Get(ctx, h.RunID)
+	if err != nil || string(r.Input) != `{"name": "café"}` {
+		t.Errorf("UTF-8 input: %q %v", r.Input, err)
+	}
 }

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// JSON input that is not UTF-8 is refused naming the flag, inline, from
+// a file or from standard input, rather than stored with U+FFFD.
+func TestInputMustBeUTF8(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.ok("migrate")
+	latin1 := "{\"name\": \"caf\xe9\"}"
+	file := filepath.Join(t.TempDir(), "in.json")
+	if err := os.WriteFile(file, []byte(latin1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"run", "start", "Echo", "--input", latin1},
+		{"run", "start", "Echo", "--input", "@" + file},
+	} {
+		_, errOut := c.fails(exitUsage, args...)
+		mustContain(t, "kagzi "+strings.Join(args[:3], " "), errOut, "--input is not UTF-8")
+	}
+	out, errOut, code := runCLIIn(t, latin1, "--database-url", c.url, "run", "start", "Echo", "--input", "-")
+	if code != exitUsage || !strings.Contains(errOut, "--input is not UTF-8") {
+		t.Errorf("--input - with Latin-1: exit %d\n%s%s", code, out, errOut)
+	}
+	if out := c.ok("run", "list"); strings.Contains(out, "Echo") {
+		t.Errorf("a refused input started a run:\n%s", out)
+	}
+}
