@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kagzi/kagzi/pkg/client"
+	"github.com/kagzi/kagzi/pkg/workflow"
 )
 
 // updateJSON is what `run update` prints with --json.
@@ -96,6 +97,19 @@ later). --payload takes inline JSON, @FILE to read a file, or - for stdin.`,
 	return c
 }
 
+// plainErrorType is the error type of an error made by errors.New or
+// fmt.Errorf: Go's "errorString", which says nothing to the reader.
+var plainErrorType = workflow.ErrorType(errors.New(""))
+
+// errTypeNote names a handler's error type, if it has one of its own
+// (workflow.TypedError, or an error type of the handler's code).
+func errTypeNote(t string) string {
+	if t == "" || t == plainErrorType {
+		return ""
+	}
+	return " (error type " + t + ")"
+}
+
 // explainUpdate adds to an update's typed failure what it means for the
 // caller.
 func explainUpdate(err error) error {
@@ -106,9 +120,9 @@ func explainUpdate(err error) error {
 	)
 	switch {
 	case errors.As(err, &failed):
-		return fmt.Errorf("%w (error type %s); the run goes on", err, orDash(failed.Type))
+		return fmt.Errorf("%w%s; the run goes on", err, errTypeNote(failed.Type))
 	case errors.As(err, &rejected):
-		return fmt.Errorf("%w (error type %s); the handler did not run", err, orDash(rejected.Type))
+		return fmt.Errorf("%w%s; the handler did not run", err, errTypeNote(rejected.Type))
 	case errors.As(err, &unanswered):
 		return fmt.Errorf("%w; see `kagzi run show %s`", err, unanswered.RunID)
 	case errors.Is(err, client.ErrRunFinished):
