@@ -33,3 +33,25 @@ func TestInputMustBeUTF8(t *testing.T) {
 		t.Errorf("a refused input started a run:\n%s", out)
 	}
 }
+
+// An unknown run's state or stream is "not found", said once.
+func TestProgressOfUnknownRunSaysItOnce(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.ok("migrate")
+	id := "0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "state", id}, "read state: run " + id + ": not found"},
+		{[]string{"run", "state", id, "cart"}, "read state: run " + id + ": not found"},
+		{[]string{"run", "stream", id, "tokens"}, `read stream "tokens": run ` + id + ": not found"},
+	} {
+		_, errOut := c.fails(exitFailed, tc.args...)
+		mustContain(t, "kagzi "+strings.Join(tc.args, " "), errOut, tc.want)
+		if n := strings.Count(errOut, id); n != 1 {
+			t.Errorf("kagzi %s names the run %d times:\n%s", strings.Join(tc.args, " "), n, errOut)
+		}
+	}
+}

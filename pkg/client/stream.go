@@ -67,11 +67,8 @@ func (c *Client) readStream(ctx context.Context, runID uuid.UUID, name string, a
 	if runID == uuid.Nil {
 		return store.StreamRead{}, fmt.Errorf("read stream: %w: run id is required", ErrInvalidArgument)
 	}
-	r, err := c.st.StepsStream(ctx, store.StepsStreamParams{Namespace: c.ns, RunID: runID, Name: name, After: after})
-	if err != nil {
-		return store.StreamRead{}, fmt.Errorf("read stream %q of %s: %w", protocol.Echo(name), runID, err)
-	}
-	return r, nil
+	// The store's error says what it read, and of which run.
+	return c.st.StepsStream(ctx, store.StepsStreamParams{Namespace: c.ns, RunID: runID, Name: name, After: after})
 }
 
 // RawStreamReader follows a run's stream live, entry by entry, as JSON

@@ -103,7 +103,7 @@ func (s *Store) StepsState(ctx context.Context, p StepsStateParams) (StateRead, 
 		return StateRead{}, mapErr("read state", err)
 	}
 	if !found {
-		return StateRead{}, fmt.Errorf("read state of run %s: %w", p.RunID, ErrNotFound)
+		return StateRead{}, fmt.Errorf("read state: run %s: %w", p.RunID, ErrNotFound)
 	}
 	return out, nil
 }
@@ -198,10 +198,11 @@ func (s *Store) StepsStream(ctx context.Context, p StepsStreamParams) (StreamRea
 	case p.Limit < 0 || p.Limit > MaxStreamRead:
 		return StreamRead{}, invalidf("stream read limit %d: 1 to %d", p.Limit, MaxStreamRead)
 	}
+	what := fmt.Sprintf("read stream %q", p.Name)
 	rows, err := stepsStreamSQL.query(ctx, s.db, pgx.NamedArgs{"ns": p.Namespace, "run_id": p.RunID,
 		"prefix": protocol.StreamPrefix + p.Name + "#", "end": protocol.StreamEnd, "after": p.After, "limit": p.Limit})
 	if err != nil {
-		return StreamRead{}, mapErr("read stream", err)
+		return StreamRead{}, mapErr(what, err)
 	}
 	defer rows.Close()
 	var out StreamRead
@@ -211,7 +212,7 @@ func (s *Store) StepsStream(ctx context.Context, p StepsStreamParams) (StreamRea
 		var n *int
 		var e StreamEntry
 		if err := rows.Scan(&out.Status, &n, &e.Value, &e.RecordedAt); err != nil {
-			return StreamRead{}, mapErr("read stream", err)
+			return StreamRead{}, mapErr(what, err)
 		}
 		switch {
 		case n == nil:
@@ -225,10 +226,10 @@ func (s *Store) StepsStream(ctx context.Context, p StepsStreamParams) (StreamRea
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return StreamRead{}, mapErr("read stream", err)
+		return StreamRead{}, mapErr(what, err)
 	}
 	if !found {
-		return StreamRead{}, fmt.Errorf("read stream of run %s: %w", p.RunID, ErrNotFound)
+		return StreamRead{}, fmt.Errorf("%s: run %s: %w", what, p.RunID, ErrNotFound)
 	}
 	return out, nil
 }
