@@ -263,11 +263,11 @@ func runDemo(ctx context.Context, cmd *cobra.Command, srv *devserver.Server, ns 
 			err := h.Result(ctx, &rc)
 			took := time.Since(start).Round(time.Millisecond)
 			if err != nil {
-				say("failed    ProcessOrder %s  after %v: %v", o.ID, took, err)
+				say("failed    ProcessOrder %s  after %s: %v", o.ID, fmtDuration(took), err)
 				return
 			}
 			b, _ := json.Marshal(rc)
-			say("completed ProcessOrder %s  in %v: %s", o.ID, took, b)
+			say("completed ProcessOrder %s  in %s: %s", o.ID, fmtDuration(took), b)
 		}(o, h)
 	}
 	wg.Wait()

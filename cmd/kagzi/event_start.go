@@ -65,7 +65,7 @@ take inline JSON, @FILE to read a file, or - for stdin (one of them at most).`,
 			opts := client.StartOptions{Queue: queue, Version: version, Priority: priority, RequireWorker: requireWorker}
 			if cmd.Flags().Changed("deadline") {
 				if deadline <= 0 {
-					return usagef("--deadline %v must be positive, e.g. --deadline 30m", deadline)
+					return usagef("--deadline %s must be positive, e.g. --deadline 30m", fmtDur(deadline))
 				}
 				opts.Deadline = time.Now().Add(deadline)
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/kagzi/kagzi/internal/durations"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/retry"
 	"github.com/kagzi/kagzi/pkg/store"
@@ -301,14 +302,21 @@ func fmtTimeMS(t *time.Time) string {
 	return t.Local().Format(timeLayout + ".000")
 }
 
+// fmtDur prints a duration as the CLI prints every one, and reads every
+// one: days, then Go's units without the zero ones ("7d", "1d12h",
+// "1h30m", "1.5s"; internal/durations).
+func fmtDur(d time.Duration) string { return durations.Format(d) }
+
+// fmtDuration prints a measured duration for a table, rounded to what
+// matters at its size.
 func fmtDuration(d time.Duration) string {
 	switch {
 	case d < time.Second:
-		return d.Round(time.Microsecond).String()
+		return fmtDur(d.Round(time.Microsecond))
 	case d < time.Minute:
-		return d.Round(time.Millisecond).String()
+		return fmtDur(d.Round(time.Millisecond))
 	default:
-		return d.Round(time.Second).String()
+		return fmtDur(d.Round(time.Second))
 	}
 }
 

@@ -15,8 +15,6 @@ import (
 
 func init() { register(newRetentionCmd) }
 
-const day = 24 * time.Hour
-
 func newRetentionCmd(a *app) *cobra.Command {
 	c := groupCmd(&cobra.Command{
 		Use:   "retention",
@@ -263,13 +261,8 @@ func parseAge(s string) (time.Duration, error) {
 
 // fmtKeep prints a period as parseKeep reads it.
 func fmtKeep(d time.Duration) string {
-	switch {
-	case d == 0:
+	if d == 0 {
 		return "forever"
-	case d%day == 0:
-		return fmt.Sprintf("%dd", d/day)
-	case d > day:
-		return fmt.Sprintf("%dd%s", d/day, d%day)
 	}
-	return d.String()
+	return fmtDur(d)
 }

@@ -96,7 +96,7 @@ with the id is terminated and the new one started). A refused start exits 1.`,
 				return usagef("--timeout bounds --wait; add --wait or drop --timeout")
 			}
 			if timeout < 0 {
-				return usagef("--timeout %v must not be negative", timeout)
+				return usagef("--timeout %s must not be negative", fmtDur(timeout))
 			}
 			opts := client.StartOptions{Queue: queue, Version: version, ExternalID: externalID, Priority: priority,
 				RequireWorker: requireWorker, ConcurrencyKey: concurrencyKey, RateLimitKey: rateKey}
@@ -105,7 +105,7 @@ with the id is terminated and the new one started). A refused start exits 1.`,
 			}
 			if cmd.Flags().Changed("deadline") {
 				if deadline <= 0 {
-					return usagef("--deadline %v must be positive, e.g. --deadline 30m", deadline)
+					return usagef("--deadline %s must be positive, e.g. --deadline 30m", fmtDur(deadline))
 				}
 				opts.Deadline = time.Now().Add(deadline)
 			}
@@ -152,8 +152,8 @@ with the id is terminated and the new one started). A refused start exits 1.`,
 			}
 			if err != nil {
 				if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-					return fmt.Errorf("timed out after %v waiting for run %s, which goes on; follow it with `kagzi run show %s`",
-						timeout, h.RunID, h.RunID)
+					return fmt.Errorf("timed out after %s waiting for run %s, which goes on; follow it with `kagzi run show %s`",
+						fmtDur(timeout), h.RunID, h.RunID)
 				}
 				return fmt.Errorf("waiting for run %s: %w", h.RunID, err)
 			}

@@ -94,7 +94,7 @@ each fire's run by a delay in [0, D), the same for the same fire time.
 				return err
 			}
 			if jitter < 0 || jitter > store.MaxJitter || jitter%time.Millisecond != 0 {
-				return usagef("--jitter %v: use whole milliseconds from 0 to %v", jitter, store.MaxJitter)
+				return usagef("--jitter %s: use whole milliseconds from 0 to %s", fmtDur(jitter), fmtDur(store.MaxJitter))
 			}
 			st, err := a.Store(cmd.Context())
 			if err != nil {
@@ -209,7 +209,7 @@ func scheduleFields(w io.Writer, sc store.Schedule) {
 	row("Max catch-up", fmt.Sprint(sc.MaxCatchup))
 	row("Overlap", string(sc.Overlap))
 	if sc.Jitter > 0 {
-		row("Jitter", sc.Jitter.String())
+		row("Jitter", fmtDur(sc.Jitter))
 	}
 	if sc.BufferedFireAt != nil {
 		row("Buffered fire", fmtTimeP(sc.BufferedFireAt))

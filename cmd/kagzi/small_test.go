@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -52,6 +53,37 @@ func TestProgressOfUnknownRunSaysItOnce(t *testing.T) {
 		mustContain(t, "kagzi "+strings.Join(tc.args, " "), errOut, tc.want)
 		if n := strings.Count(errOut, id); n != 1 {
 			t.Errorf("kagzi %s names the run %d times:\n%s", strings.Join(tc.args, " "), n, errOut)
+		}
+	}
+}
+
+// Durations are printed one way across the CLI, the way its flags read
+// them: "1h", "1d12h", never "1h0m0s".
+func TestDurationsPrintedOneWay(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.ok("migrate")
+	mustContain(t, "rate-limit set", c.ok("rate-limit", "set", "api", "5", "--per", "1h"), "per 1h\n")
+	out := c.ok("rate-limit", "list")
+	if !regexp.MustCompile(`(?m)^api\s+5\s+1h\s`).MatchString(out) {
+		t.Errorf("rate-limit list does not print the period as 1h:\n%s", out)
+	}
+	var rl []rateLimitJSON
+	c.okJSON(&rl, "rate-limit", "list")
+	if len(rl) != 1 || rl[0].Period != "1h" || rl[0].PeriodMS != 3600000 {
+		t.Errorf("rate-limit list --json: %+v", rl)
+	}
+	mustContain(t, "schedule show", c.ok("schedule", "show", uuidRE.FindString(c.ok("schedule", "create", "Echo", "--cron", "@hourly",
+		"--jitter", "90m"))), "Jitter:", "1h30m\n")
+	for what, out := range map[string]string{"rate-limit": out} {
+		if strings.Contains(out, "0m0s") || strings.Contains(out, "h0m") {
+			t.Errorf("%s prints Go's long form:\n%s", what, out)
+		}
+	}
+	for d, want := range map[string]string{"250ms": "250ms", "1500ms": "1.5s", "61s": "1m1s", "3600s": "1h", "90000s": "1d1h"} {
+		parsed, err := checkDuration(d, 0)
+		if err != nil || fmtDuration(parsed) != want {
+			t.Errorf("fmtDuration(%s) = %q (%v), want %q", d, fmtDuration(parsed), err, want)
 		}
 	}
 }

@@ -58,7 +58,7 @@ later). --payload takes inline JSON, @FILE to read a file, or - for stdin.`,
 				return err
 			}
 			if timeout < 0 {
-				return usagef("--timeout %v must not be negative", timeout)
+				return usagef("--timeout %s must not be negative", fmtDur(timeout))
 			}
 			var req any
 			if body != nil {
@@ -81,8 +81,8 @@ later). --payload takes inline JSON, @FILE to read a file, or - for stdin.`,
 			}
 			out, err := cl.UpdateResult(wctx, runID, id)
 			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-				return fmt.Errorf("timed out after %v waiting for the answer to update %s of run %s; it stays queued and the run answers it when it handles %q",
-					timeout, id, runID, name)
+				return fmt.Errorf("timed out after %s waiting for the answer to update %s of run %s; it stays queued and the run answers it when it handles %q",
+					fmtDur(timeout), id, runID, name)
 			}
 			if err != nil {
 				return explainUpdate(err)
