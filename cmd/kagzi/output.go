@@ -148,6 +148,13 @@ type runJSON struct {
 	ScheduleID     *uuid.UUID      `json:"schedule_id,omitempty"`
 	ScheduleFireAt *time.Time      `json:"schedule_fire_at,omitempty"`
 	RetryPolicy    *retry.Policy   `json:"retry_policy,omitempty"`
+	// DebounceKey is a debounced run's key and DebounceStarts the starts
+	// it took in; ConcurrencyKey and RateLimitKey are its flow control
+	// keys. Each is set by run show only, and absent when empty.
+	DebounceKey    string `json:"debounce_key,omitempty"`
+	DebounceStarts int    `json:"debounce_starts,omitempty"`
+	ConcurrencyKey string `json:"concurrency_key,omitempty"`
+	RateLimitKey   string `json:"rate_limit_key,omitempty"`
 	// TraceID is the run's trace in the OpenTelemetry backend.
 	TraceID string          `json:"trace_id,omitempty"`
 	Input   json.RawMessage `json:"input,omitempty"`
@@ -172,6 +179,7 @@ func toRunJSON(r store.Run) runJSON {
 		LeaseExpiresAt: utc(r.LeaseExpiresAt), ParentRunID: r.ParentRunID, ParentStepID: r.ParentStepID,
 		ScheduleID: r.ScheduleID, ScheduleFireAt: utc(r.ScheduleFireAt), RetryPolicy: r.RetryPolicy,
 		TraceID: traceID(r.TraceContext), Input: payload(r.Input), Output: payload(r.Output),
+		DebounceKey: r.DebounceKey, DebounceStarts: r.DebounceStarts, ConcurrencyKey: r.ConcurrencyKey, RateLimitKey: r.RateLimitKey,
 	}
 }
 
@@ -181,7 +189,8 @@ func clientRunJSON(r client.Run) runJSON {
 		Version: r.Version, Status: store.RunStatus(r.Status), Attempts: r.Attempts, Priority: r.Priority, Error: r.Error,
 		CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, DeadlineAt: r.DeadlineAt,
 		ParentRunID: r.ParentRunID, ParentStepID: r.ParentStepID, ScheduleID: r.ScheduleID, RetryPolicy: r.RetryPolicy,
-		Input: r.Input, Output: r.Output})
+		Input: r.Input, Output: r.Output, DebounceKey: r.DebounceKey, DebounceStarts: r.DebounceStarts,
+		ConcurrencyKey: r.ConcurrencyKey, RateLimitKey: r.RateLimitKey})
 }
 
 func toRunsJSON(rs []store.Run) []runJSON {

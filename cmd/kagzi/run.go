@@ -378,6 +378,11 @@ func runFields(w io.Writer, r store.Run) {
 	}
 	row("Priority", fmt.Sprint(r.Priority))
 	opt("External ID", r.ExternalID)
+	if r.DebounceKey != "" {
+		row("Debounce key", fmt.Sprintf("%s (%d %s)", r.DebounceKey, r.DebounceStarts, plural(r.DebounceStarts, "start", "starts merged")))
+	}
+	opt("Concurrency key", r.ConcurrencyKey)
+	opt("Rate limit key", r.RateLimitKey)
 	row("Created", fmtTime(r.CreatedAt))
 	opt("Started", fmtTimeP(r.StartedAt))
 	opt("Finished", fmtTimeP(r.FinishedAt))
@@ -497,6 +502,14 @@ dropped. Retrying a run that is not FAILED fails (exit 1).`,
 			})
 		},
 	}
+}
+
+// plural is one or many by n.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // servingLine says who serves a waiting run.

@@ -87,3 +87,37 @@ func TestDurationsPrintedOneWay(t *testing.T) {
 		}
 	}
 }
+
+// run show names a run's debounce key and starts, its concurrency key and
+// its rate limit key, in text and in JSON.
+func TestRunShowFlowKeys(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.ok("migrate")
+	var id string
+	for range 3 {
+		id = uuidRE.FindString(c.ok("run", "start", "Reindex", "--debounce-key", "catalog", "--debounce", "1h"))
+	}
+	out := c.ok("run", "show", id)
+	if !regexp.MustCompile(`Debounce key:\s+catalog \(3 starts merged\)`).MatchString(out) {
+		t.Errorf("run show of a debounced run:\n%s", out)
+	}
+	var v runShowJSON
+	c.okJSON(&v, "run", "show", id)
+	if v.DebounceKey != "catalog" || v.DebounceStarts != 3 {
+		t.Errorf("run show --json of a debounced run: key %q, starts %d", v.DebounceKey, v.DebounceStarts)
+	}
+
+	id = uuidRE.FindString(c.ok("run", "start", "SyncCustomer", "--concurrency-key", "customer-7", "--rate-limit-key", "crm-api"))
+	out = c.ok("run", "show", id)
+	if !regexp.MustCompile(`Concurrency key:\s+customer-7\n`).MatchString(out) || !regexp.MustCompile(`Rate limit key:\s+crm-api\n`).MatchString(out) {
+		t.Errorf("run show of a keyed run:\n%s", out)
+	}
+	c.okJSON(&v, "run", "show", id)
+	if v.ConcurrencyKey != "customer-7" || v.RateLimitKey != "crm-api" || v.DebounceKey != "" {
+		t.Errorf("run show --json of a keyed run: %+v", v.runJSON)
+	}
+	if out := c.ok("--json", "run", "show", uuidRE.FindString(c.ok("run", "start", "Plain"))); strings.Contains(out, "_key") {
+		t.Errorf("a run without keys shows empty ones:\n%s", out)
+	}
+}

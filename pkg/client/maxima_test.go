@@ -80,3 +80,19 @@ func TestRawJSONMustBeUTF8(t *testing.T) {
 		t.Errorf("UTF-8 input: %q %v", r.Input, err)
 	}
 }
+
+// Get returns the flow control keys a run was started with.
+func TestGetReturnsFlowKeys(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := f.cl.Start(ctx, "T", nil, client.StartOptions{ConcurrencyKey: "customer-7", RateLimitKey: "crm-api"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := f.cl.Get(ctx, h.RunID)
+	if err != nil || r.ConcurrencyKey != "customer-7" || r.RateLimitKey != "crm-api" {
+		t.Fatalf("Get: %q %q %v", r.ConcurrencyKey, r.RateLimitKey, err)
+	}
+}

@@ -333,7 +333,7 @@ func (c *Console) runData(r *http.Request, ns string) (any, error) {
 	}
 	d := RunDetail{Run: runRow(run), Input: pretty(run.Input), Output: pretty(run.Output),
 		Attempts: timeline(run, steps, time.Now()), Events: []EventView{}, TraceID: traceID(run.TraceContext),
-		DebounceKey: run.DebounceKey, DebounceStarts: run.DebounceStarts}
+		DebounceKey: run.DebounceKey, DebounceStarts: run.DebounceStarts, ConcurrencyKey: run.ConcurrencyKey, RateLimitKey: run.RateLimitKey}
 	for _, e := range events {
 		d.Events = append(d.Events, EventView{ID: e.ID, Name: e.Name, Payload: pretty(e.Payload), CreatedAt: e.CreatedAt,
 			ConsumedAt: e.ConsumedAt, ConsumedBy: e.ConsumedBy})

@@ -473,19 +473,21 @@ func (s *Store) RunsCreateMany(ctx context.Context, ps []RunsCreateParams) ([]Ru
 // RunsGet returns a run of the namespace with its input and output.
 func (s *Store) RunsGet(ctx context.Context, namespace string, id uuid.UUID) (Run, error) {
 	row := s.db.QueryRow(ctx, `
-SELECT `+runCols+`, r.input, r.output, r.continued_as, coalesce(r.debounce_key, ''), coalesce(r.debounce_starts, 0)
+SELECT `+runCols+`, r.input, r.output, r.continued_as, coalesce(r.debounce_key, ''), coalesce(r.debounce_starts, 0),
+	coalesce(r.concurrency_key, ''), coalesce(r.rate_key, '')
 FROM kagzi.workflow_runs r
 WHERE r.namespace_id = @namespace AND r.run_id = @run_id`, pgx.NamedArgs{"namespace": namespace, "run_id": id})
 	var in, out []byte
 	var cont *uuid.UUID
-	var dkey string
+	var dkey, ckey, rkey string
 	var dstarts int
-	run, err := scanRun(row, &in, &out, &cont, &dkey, &dstarts)
+	run, err := scanRun(row, &in, &out, &cont, &dkey, &dstarts, &ckey, &rkey)
 	if err != nil {
 		return Run{}, mapErr(fmt.Sprintf("get run %s", id), err)
 	}
 	run.Input, run.Output, run.ContinuedAs = in, out, cont
 	run.DebounceKey, run.DebounceStarts = dkey, dstarts
+	run.ConcurrencyKey, run.RateLimitKey = ckey, rkey
 	return run, nil
 }
 
