@@ -61,9 +61,15 @@ build:
 	done
 
 ## run: migrate a local database "kagzi" and run every service with example runs (kagzi dev --demo).
+## On a terminal, kagzi runs as the terminal's foreground job (set -m; the
+## trailing exit keeps bash from exec'ing it in make's process group): Ctrl-C
+## reaches it alone, it stops cleanly, and make ends as it does (0), instead
+## of make dying of the same SIGINT with an error.
 run:
 	$(GO) -C cmd/kagzi mod download
-	@url="$$(scripts/ensure-postgres.sh kagzi)"; echo "database: $$url"; KAGZI_DATABASE_URL="$$url" $(GO) -C cmd/kagzi run . dev --demo
+	@if [[ -t 0 ]]; then set -m; fi; \
+	url="$$(scripts/ensure-postgres.sh kagzi)"; echo "database: $$url"; KAGZI_DATABASE_URL="$$url" $(GO) -C cmd/kagzi run . dev --demo; \
+	exit $$?
 
 ## lint: formatting, and vet in every module.
 lint:

@@ -31,6 +31,11 @@ import (
 
 func init() { register(newDevCmd) }
 
+// maxDevWorkers bounds `kagzi dev --workers`: every worker runs in this
+// one process with its own NATS connection, and more would only compete
+// for the same cores.
+const maxDevWorkers = 64
+
 func newDevCmd(a *app) *cobra.Command {
 	var demo, exitAfter bool
 	var consoleAddr, logLevel, logFormat string
@@ -54,6 +59,9 @@ when run on their own.`,
   kagzi dev --log-level info`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if workers < 1 || workers > maxDevWorkers {
+				return usagef("--workers %d: use 1 to %d", workers, maxDevWorkers)
+			}
 			ctx := cmd.Context()
 			out := cmd.OutOrStdout()
 			log, err := devLogger(cmd.ErrOrStderr(), logLevel, logFormat)
@@ -149,7 +157,7 @@ when run on their own.`,
 	}
 	cmd.Flags().BoolVar(&demo, "demo", false, "start example runs and print their progress and results")
 	cmd.Flags().BoolVar(&exitAfter, "exit", false, "with --demo: exit once the demo runs finished")
-	cmd.Flags().IntVar(&workers, "workers", 2, "number of workers")
+	cmd.Flags().IntVar(&workers, "workers", 2, fmt.Sprintf("number of workers, 1 to %d", maxDevWorkers))
 	cmd.Flags().StringVar(&consoleAddr, "console-addr", envOr("KAGZI_CONSOLE_ADDR", "127.0.0.1:8088"),
 		"serve the web console here (a free port if taken; empty: no console)")
 	cmd.Flags().StringVar(&logLevel, "log-level", envOr("KAGZI_LOG_LEVEL", "warn"), "the services' log level: debug, info, warn or error (env KAGZI_LOG_LEVEL)")
@@ -255,11 +263,11 @@ func runDemo(ctx context.Context, cmd *cobra.Command, srv *devserver.Server, ns 
 			err := h.Result(ctx, &rc)
 			took := time.Since(start).Round(time.Millisecond)
 			if err != nil {
-				say("failed    ProcessOrder %s  after %v: %v", o.ID, took, err)
+				say("failed    ProcessOrder %s  after %s: %v", o.ID, fmtDuration(took), err)
 				return
 			}
 			b, _ := json.Marshal(rc)
-			say("completed ProcessOrder %s  in %v: %s", o.ID, took, b)
+			say("completed ProcessOrder %s  in %s: %s", o.ID, fmtDuration(took), b)
 		}(o, h)
 	}
 	wg.Wait()

@@ -65,7 +65,7 @@ take inline JSON, @FILE to read a file, or - for stdin (one of them at most).`,
 			opts := client.StartOptions{Queue: queue, Version: version, Priority: priority, RequireWorker: requireWorker}
 			if cmd.Flags().Changed("deadline") {
 				if deadline <= 0 {
-					return usagef("--deadline %v must be positive, e.g. --deadline 30m", deadline)
+					return usagef("--deadline %s must be positive, e.g. --deadline 30m", fmtDur(deadline))
 				}
 				opts.Deadline = time.Now().Add(deadline)
 			}
@@ -108,7 +108,7 @@ take inline JSON, @FILE to read a file, or - for stdin (one of them at most).`,
 	f.StringVar(&queue, "queue", "", `task queue of a run to start (default "default")`)
 	f.StringVar(&version, "version", "", "workflow version to pin on a run to start")
 	f.IntVar(&priority, "priority", 0, "priority of a run to start; higher is claimed first")
-	f.DurationVar(&deadline, "deadline", 0, "fail a run to start if it has not finished within this duration, e.g. 1h")
+	durationVar(f, &deadline, "deadline", 0, 0, "fail a run to start if it has not finished within this duration, e.g. 1h")
 	f.BoolVar(&requireWorker, "require-worker", false, "refuse to start a run if no live worker serves the type on the queue")
 	for _, name := range []string{"type", "id", "event"} {
 		_ = c.MarkFlagRequired(name)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kagzi/kagzi/internal/durations"
 	"github.com/kagzi/kagzi/internal/tracectx"
 	"github.com/kagzi/kagzi/pkg/store"
 )
@@ -262,7 +264,10 @@ func parseWhen(flag, s string, now time.Time) (time.Time, error) {
 		return t, nil
 	}
 	age, err := parseAge(s)
-	if err != nil || age < 0 {
+	if errors.Is(err, durations.ErrTooLong) {
+		return time.Time{}, usagef("--%s %s is above the maximum age %s", flag, s, durations.Format(durations.Longest))
+	}
+	if err != nil {
 		return time.Time{}, usagef("--%s %q: give a time (2025-01-01T00:00:00Z) or an age (6d, 36h)", flag, s)
 	}
 	return now.Add(-age), nil

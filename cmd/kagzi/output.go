@@ -10,10 +10,12 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/kagzi/kagzi/internal/durations"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/retry"
 	"github.com/kagzi/kagzi/pkg/store"
@@ -53,8 +55,8 @@ func parseID(what, s string) (uuid.UUID, error) {
 }
 
 // readJSON reads a JSON flag value: inline JSON, @FILE to read a file, or
-// - to read standard input. Empty means absent (nil). Invalid JSON is a
-// usage error naming the flag.
+// - to read standard input. Empty means absent (nil). Invalid JSON, or
+// JSON that is not UTF-8, is a usage error naming the flag.
 func readJSON(cmd *cobra.Command, flag, v string) ([]byte, error) {
 	var b []byte
 	switch {
@@ -77,6 +79,10 @@ func readJSON(cmd *cobra.Command, flag, v string) ([]byte, error) {
 		var x any
 		err := json.Unmarshal(b, &x)
 		return nil, usagef("--%s is not valid JSON (%v); quote it for the shell, e.g. --%s '{\"key\": \"value\"}'", flag, err, flag)
+	}
+	// JSON text is UTF-8; a decoder would read each bad byte as U+FFFD.
+	if !utf8.Valid(b) {
+		return nil, usagef("--%s is not UTF-8: JSON text must be (convert it, e.g. with iconv)", flag)
 	}
 	return b, nil
 }
@@ -142,6 +148,13 @@ type runJSON struct {
 	ScheduleID     *uuid.UUID      `json:"schedule_id,omitempty"`
 	ScheduleFireAt *time.Time      `json:"schedule_fire_at,omitempty"`
 	RetryPolicy    *retry.Policy   `json:"retry_policy,omitempty"`
+	// DebounceKey is a debounced run's key and DebounceStarts the starts
+	// it took in; ConcurrencyKey and RateLimitKey are its flow control
+	// keys. Each is set by run show only, and absent when empty.
+	DebounceKey    string `json:"debounce_key,omitempty"`
+	DebounceStarts int    `json:"debounce_starts,omitempty"`
+	ConcurrencyKey string `json:"concurrency_key,omitempty"`
+	RateLimitKey   string `json:"rate_limit_key,omitempty"`
 	// TraceID is the run's trace in the OpenTelemetry backend.
 	TraceID string          `json:"trace_id,omitempty"`
 	Input   json.RawMessage `json:"input,omitempty"`
@@ -166,6 +179,7 @@ func toRunJSON(r store.Run) runJSON {
 		LeaseExpiresAt: utc(r.LeaseExpiresAt), ParentRunID: r.ParentRunID, ParentStepID: r.ParentStepID,
 		ScheduleID: r.ScheduleID, ScheduleFireAt: utc(r.ScheduleFireAt), RetryPolicy: r.RetryPolicy,
 		TraceID: traceID(r.TraceContext), Input: payload(r.Input), Output: payload(r.Output),
+		DebounceKey: r.DebounceKey, DebounceStarts: r.DebounceStarts, ConcurrencyKey: r.ConcurrencyKey, RateLimitKey: r.RateLimitKey,
 	}
 }
 
@@ -175,7 +189,8 @@ func clientRunJSON(r client.Run) runJSON {
 		Version: r.Version, Status: store.RunStatus(r.Status), Attempts: r.Attempts, Priority: r.Priority, Error: r.Error,
 		CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, DeadlineAt: r.DeadlineAt,
 		ParentRunID: r.ParentRunID, ParentStepID: r.ParentStepID, ScheduleID: r.ScheduleID, RetryPolicy: r.RetryPolicy,
-		Input: r.Input, Output: r.Output})
+		Input: r.Input, Output: r.Output, DebounceKey: r.DebounceKey, DebounceStarts: r.DebounceStarts,
+		ConcurrencyKey: r.ConcurrencyKey, RateLimitKey: r.RateLimitKey})
 }
 
 func toRunsJSON(rs []store.Run) []runJSON {
@@ -333,14 +348,21 @@ func fmtTimeMS(t *time.Time) string {
 	return t.Local().Format(timeLayout + ".000")
 }
 
+// fmtDur prints a duration as the CLI prints every one, and reads every
+// one: days, then Go's units without the zero ones ("7d", "1d12h",
+// "1h30m", "1.5s"; internal/durations).
+func fmtDur(d time.Duration) string { return durations.Format(d) }
+
+// fmtDuration prints a measured duration for a table, rounded to what
+// matters at its size.
 func fmtDuration(d time.Duration) string {
 	switch {
 	case d < time.Second:
-		return d.Round(time.Microsecond).String()
+		return fmtDur(d.Round(time.Microsecond))
 	case d < time.Minute:
-		return d.Round(time.Millisecond).String()
+		return fmtDur(d.Round(time.Millisecond))
 	default:
-		return d.Round(time.Second).String()
+		return fmtDur(d.Round(time.Second))
 	}
 }
 

@@ -31,13 +31,14 @@ type rateLimitJSON struct {
 	Key         string    `json:"key"`
 	Limit       int       `json:"limit"`
 	Period      string    `json:"period"`
+	PeriodMS    int64     `json:"period_ms"`
 	Claims      int       `json:"claims"`
 	WindowStart time.Time `json:"window_start"`
 	UpdatedAt   time.Time `json:"updated_at"`
 }
 
 func toRateLimitJSON(r store.RateLimit) rateLimitJSON {
-	return rateLimitJSON{Key: r.Key, Limit: r.Limit, Period: r.Period.String(), Claims: r.Claims,
+	return rateLimitJSON{Key: r.Key, Limit: r.Limit, Period: fmtDur(r.Period), PeriodMS: r.Period.Milliseconds(), Claims: r.Claims,
 		WindowStart: r.WindowStart.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
 }
 
@@ -62,7 +63,7 @@ polling. Setting a limit again replaces it.`,
 				return usagef("limit %q must be a whole number, 1 or more", args[1])
 			}
 			if per < time.Millisecond {
-				return usagef("--per %v must be at least 1ms, e.g. --per 1s", per)
+				return usagef("--per %s must be at least 1ms, e.g. --per 1s", fmtDur(per))
 			}
 			st, err := a.Store(cmd.Context())
 			if err != nil {
@@ -73,11 +74,11 @@ polling. Setting a limit again replaces it.`,
 				return err
 			}
 			return a.print(cmd, toRateLimitJSON(r), func(w io.Writer) {
-				fmt.Fprintf(w, "At most %d claim(s) of runs with rate limit key %s per %v\n", r.Limit, r.Key, r.Period)
+				fmt.Fprintf(w, "At most %d claim(s) of runs with rate limit key %s per %s\n", r.Limit, r.Key, fmtDur(r.Period))
 			})
 		},
 	}
-	c.Flags().DurationVar(&per, "per", time.Second, "the period, e.g. 1s, 1m")
+	durationVar(c.Flags(), &per, "per", time.Second, store.MaxRatePeriod, "the period, e.g. 1s, 1m")
 	return c
 }
 
@@ -107,7 +108,7 @@ func newRateLimitListCmd(a *app) *cobra.Command {
 				}
 				fmt.Fprintln(w, "KEY\tLIMIT\tPER\tCLAIMS NOW\tUPDATED")
 				for _, r := range rs {
-					fmt.Fprintf(w, "%s\t%d\t%v\t%d\t%s\n", r.Key, r.Limit, r.Period, r.Claims, fmtTime(r.UpdatedAt))
+					fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%s\n", r.Key, r.Limit, fmtDur(r.Period), r.Claims, fmtTime(r.UpdatedAt))
 				}
 			})
 		},

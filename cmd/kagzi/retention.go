@@ -1,20 +1,19 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/kagzi/kagzi/internal/durations"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
 func init() { register(newRetentionCmd) }
-
-const day = 24 * time.Hour
 
 func newRetentionCmd(a *app) *cobra.Command {
 	c := groupCmd(&cobra.Command{
@@ -240,42 +239,30 @@ func parseKeep(flag, s string) (*time.Duration, error) {
 		var zero time.Duration
 		return &zero, nil
 	}
-	d, err := parseAge(s)
-	if err != nil || d < 0 {
+	d, err := durations.Parse(s)
+	switch {
+	case errors.Is(err, durations.ErrTooLong), err == nil && d > store.MaxKeep:
+		return nil, usagef("%s %s is above the maximum %s; 0 or forever keeps runs for ever", flag, s, durations.Format(store.MaxKeep))
+	case err != nil || d < 0:
 		return nil, usagef("%s %q: give days (7d), a duration (12h), both (1d12h), or 0 / forever", flag, s)
 	}
 	return &d, nil
 }
 
-// parseAge reads days (7d), a Go duration (12h) or both (1d12h).
+// parseAge reads a non-negative age: days (7d), a Go duration (12h) or
+// both (1d12h).
 func parseAge(s string) (time.Duration, error) {
-	var d time.Duration
-	if days, rest, ok := strings.Cut(s, "d"); ok {
-		n, err := strconv.Atoi(days)
-		if err != nil || n < 0 || n > 100*365 {
-			return 0, fmt.Errorf("bad days %q", days)
-		}
-		d, s = time.Duration(n)*day, rest
-		if s == "" {
-			return d, nil
-		}
+	d, err := durations.Parse(s)
+	if err == nil && d < 0 {
+		return 0, fmt.Errorf("age %s is negative", s)
 	}
-	more, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, err
-	}
-	return d + more, nil
+	return d, err
 }
 
 // fmtKeep prints a period as parseKeep reads it.
 func fmtKeep(d time.Duration) string {
-	switch {
-	case d == 0:
+	if d == 0 {
 		return "forever"
-	case d%day == 0:
-		return fmt.Sprintf("%dd", d/day)
-	case d > day:
-		return fmt.Sprintf("%dd%s", d/day, d%day)
 	}
-	return d.String()
+	return fmtDur(d)
 }

@@ -296,6 +296,11 @@ func guardTree(c *cobra.Command, a *app) {
 // execute runs the CLI with args and returns the process exit code. It is
 // main without the process: tests call it directly.
 func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	// Everything printed goes through termSafe: no field or error can
+	// send the operator's terminal a control sequence.
+	safeOut, safeErr := newTermSafe(stdout), newTermSafe(stderr)
+	defer func() { _, _ = safeOut.Flush(), safeErr.Flush() }()
+	stdout, stderr = safeOut, safeErr
 	a := &app{}
 	defer a.Close()
 	// Every command but serve (whose service sets up its own) traces what

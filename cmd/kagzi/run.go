@@ -96,7 +96,7 @@ with the id is terminated and the new one started). A refused start exits 1.`,
 				return usagef("--timeout bounds --wait; add --wait or drop --timeout")
 			}
 			if timeout < 0 {
-				return usagef("--timeout %v must not be negative", timeout)
+				return usagef("--timeout %s must not be negative", fmtDur(timeout))
 			}
 			opts := client.StartOptions{Queue: queue, Version: version, ExternalID: externalID, Priority: priority,
 				RequireWorker: requireWorker, ConcurrencyKey: concurrencyKey, RateLimitKey: rateKey}
@@ -105,7 +105,7 @@ with the id is terminated and the new one started). A refused start exits 1.`,
 			}
 			if cmd.Flags().Changed("deadline") {
 				if deadline <= 0 {
-					return usagef("--deadline %v must be positive, e.g. --deadline 30m", deadline)
+					return usagef("--deadline %s must be positive, e.g. --deadline 30m", fmtDur(deadline))
 				}
 				opts.Deadline = time.Now().Add(deadline)
 			}
@@ -152,8 +152,8 @@ with the id is terminated and the new one started). A refused start exits 1.`,
 			}
 			if err != nil {
 				if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-					return fmt.Errorf("timed out after %v waiting for run %s, which goes on; follow it with `kagzi run show %s`",
-						timeout, h.RunID, h.RunID)
+					return fmt.Errorf("timed out after %s waiting for run %s, which goes on; follow it with `kagzi run show %s`",
+						fmtDur(timeout), h.RunID, h.RunID)
 				}
 				return fmt.Errorf("waiting for run %s: %w", h.RunID, err)
 			}
@@ -181,9 +181,9 @@ with the id is terminated and the new one started). A refused start exits 1.`,
 	f.StringVar(&externalID, "id", "", "external id: makes the start idempotent while the run is live")
 	f.StringVar(&version, "version", "", "workflow version to pin (default: the version of the first worker that claims it)")
 	f.IntVar(&priority, "priority", 0, "priority; higher is claimed first")
-	f.DurationVar(&deadline, "deadline", 0, "fail the run if it has not finished within this duration, e.g. 1h")
+	durationVar(f, &deadline, "deadline", 0, 0, "fail the run if it has not finished within this duration, e.g. 1h")
 	f.BoolVar(&wait, "wait", false, "wait for the run to end and print its result (needs NATS)")
-	f.DurationVar(&timeout, "timeout", 0, "with --wait, give up waiting after this duration (the run goes on)")
+	durationVar(f, &timeout, "timeout", 0, 0, "with --wait, give up waiting after this duration (the run goes on)")
 	f.BoolVar(&requireWorker, "require-worker", false, "refuse the start if no live worker serves the type (and version) on the queue")
 	flow.register(f)
 	f.StringVar(&concurrencyKey, "concurrency-key", "", "key the type's per-key limit counts the run under (kagzi limit set --per-key)")
@@ -218,8 +218,8 @@ as next_cursor with --json).`,
 			if err != nil {
 				return err
 			}
-			if limit < 1 || limit > 1000 {
-				return usagef("--limit %d: use 1 to 1000", limit)
+			if limit < 1 || limit > store.MaxPageSize {
+				return usagef("--limit %d: use 1 to %d", limit, store.MaxPageSize)
 			}
 			p := store.RunsListParams{Namespace: a.Namespace, Statuses: sts, Type: typ, Queue: queue, Limit: limit}
 			if cursor != "" {
@@ -252,7 +252,7 @@ as next_cursor with --json).`,
 	f.StringSliceVar(&statuses, "status", nil, "only these statuses, comma-separated (e.g. RUNNING,FAILED)")
 	f.StringVar(&typ, "type", "", "only this workflow type")
 	f.StringVar(&queue, "queue", "", "only this task queue")
-	f.IntVar(&limit, "limit", 50, "page size, 1 to 1000")
+	f.IntVar(&limit, "limit", 50, fmt.Sprintf("page size, 1 to %d", store.MaxPageSize))
 	f.StringVar(&cursor, "cursor", "", "continue from the cursor a previous page printed")
 	return c
 }
@@ -409,6 +409,11 @@ func runFields(w io.Writer, r store.Run) {
 	}
 	row("Priority", fmt.Sprint(r.Priority))
 	opt("External ID", r.ExternalID)
+	if r.DebounceKey != "" {
+		row("Debounce key", fmt.Sprintf("%s (%d %s)", r.DebounceKey, r.DebounceStarts, plural(r.DebounceStarts, "start", "starts merged")))
+	}
+	opt("Concurrency key", r.ConcurrencyKey)
+	opt("Rate limit key", r.RateLimitKey)
 	row("Created", fmtTime(r.CreatedAt))
 	opt("Started", fmtTimeP(r.StartedAt))
 	opt("Finished", fmtTimeP(r.FinishedAt))
@@ -528,6 +533,14 @@ dropped. Retrying a run that is not FAILED fails (exit 1).`,
 			})
 		},
 	}
+}
+
+// plural is one or many by n.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // servingLine says who serves a waiting run.

@@ -153,12 +153,5 @@ func openOutput(cmd *cobra.Command, path string) (io.Writer, func() error, error
 // parseBefore reads --finished-before: an RFC 3339 time, or an age before
 // now (6d, 36h, 1d12h).
 func parseBefore(s string, now time.Time) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	age, err := parseAge(s)
-	if err != nil || age < 0 {
-		return time.Time{}, usagef("--finished-before %q: give a time (2025-01-01T00:00:00Z) or an age (6d, 36h)", s)
-	}
-	return now.Add(-age), nil
+	return parseWhen("finished-before", s, now)
 }

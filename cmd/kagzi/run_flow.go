@@ -18,11 +18,11 @@ type flowFlags struct {
 
 func (ff *flowFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&ff.debounceKey, "debounce-key", "", "merge starts of the type with this key, within --debounce of each other, into one run")
-	f.DurationVar(&ff.debounce, "debounce", 0, "with --debounce-key, the quiet time after the last start before the run executes, e.g. 5s")
+	durationVar(f, &ff.debounce, "debounce", 0, client.MaxDebounceWindow, "with --debounce-key, the quiet time after the last start before the run executes, e.g. 5s")
 	f.StringVar(&ff.debounceKeep, "debounce-keep", "last", "with --debounce-key, the input the run keeps: first or last")
-	f.DurationVar(&ff.debounceMaxWait, "debounce-max-wait", 0, "with --debounce-key, execute at most this long after the first start (default: no cap)")
+	durationVar(f, &ff.debounceMaxWait, "debounce-max-wait", 0, client.MaxDebounceWait, "with --debounce-key, execute at most this long after the first start (0: no cap)")
 	f.StringVar(&ff.idReuse, "id-reuse", "allow", "with --id, whether the id may name a new run after one that ended: allow, failed-only, reject, or terminate (end the live run and start anew)")
-	f.DurationVar(&ff.idReuseWindow, "id-reuse-window", 0, "with --id-reuse failed-only or reject, only runs that ended within this duration count (default: every run kept)")
+	durationVar(f, &ff.idReuseWindow, "id-reuse-window", 0, client.MaxIDReuseWindow, "with --id-reuse failed-only or reject, only runs that ended within this duration count (0: every run kept)")
 }
 
 // apply puts the flags on opts.

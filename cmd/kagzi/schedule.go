@@ -94,7 +94,7 @@ each fire's run by a delay in [0, D), the same for the same fire time.
 				return err
 			}
 			if jitter < 0 || jitter > store.MaxJitter || jitter%time.Millisecond != 0 {
-				return usagef("--jitter %v: use whole milliseconds from 0 to %v", jitter, store.MaxJitter)
+				return usagef("--jitter %s: use whole milliseconds from 0 to %s", fmtDur(jitter), fmtDur(store.MaxJitter))
 			}
 			st, err := a.Store(cmd.Context())
 			if err != nil {
@@ -122,7 +122,7 @@ each fire's run by a delay in [0, D), the same for the same fire time.
 	f.IntVar(&maxCatchup, "max-catchup", 0, fmt.Sprintf("missed fire times to fire after downtime, 0 to %d", store.MaxCatchupLimit))
 	f.StringVar(&version, "version", "", "workflow version of the fired runs")
 	f.StringVar(&overlap, "overlap", "allow-all", overlapFlagHelp)
-	f.DurationVar(&jitter, "jitter", 0, "delay each fire's run by up to this, e.g. 30s (0: none)")
+	durationVar(f, &jitter, "jitter", 0, store.MaxJitter, "delay each fire's run by up to this, e.g. 30s (0: none)")
 	f.StringVar(&concurrencyKey, "concurrency-key", "", "concurrency key of every fired run (kagzi limit set --per-key)")
 	f.StringVar(&rateKey, "rate-limit-key", "", "rate limit key of every fired run (kagzi rate-limit set)")
 	_ = c.MarkFlagRequired("cron")
@@ -150,8 +150,8 @@ tables, as next_cursor with --json).`,
   kagzi --json schedule list --limit 10`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if limit < 1 || limit > 1000 {
-				return usagef("--limit %d: use 1 to 1000", limit)
+			if limit < 1 || limit > store.MaxPageSize {
+				return usagef("--limit %d: use 1 to %d", limit, store.MaxPageSize)
 			}
 			p := store.SchedulesListParams{Namespace: a.Namespace, Limit: limit}
 			if cursor != "" {
@@ -189,7 +189,7 @@ tables, as next_cursor with --json).`,
 			return err
 		},
 	}
-	c.Flags().IntVar(&limit, "limit", 50, "page size, 1 to 1000")
+	c.Flags().IntVar(&limit, "limit", 50, fmt.Sprintf("page size, 1 to %d", store.MaxPageSize))
 	c.Flags().StringVar(&cursor, "cursor", "", "continue from the cursor a previous page printed")
 	return c
 }
@@ -209,7 +209,7 @@ func scheduleFields(w io.Writer, sc store.Schedule) {
 	row("Max catch-up", fmt.Sprint(sc.MaxCatchup))
 	row("Overlap", string(sc.Overlap))
 	if sc.Jitter > 0 {
-		row("Jitter", sc.Jitter.String())
+		row("Jitter", fmtDur(sc.Jitter))
 	}
 	if sc.BufferedFireAt != nil {
 		row("Buffered fire", fmtTimeP(sc.BufferedFireAt))
@@ -378,8 +378,8 @@ func newScheduleHistoryCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if limit < 1 || limit > 1000 {
-				return usagef("--limit %d: use 1 to 1000", limit)
+			if limit < 1 || limit > store.MaxPageSize {
+				return usagef("--limit %d: use 1 to %d", limit, store.MaxPageSize)
 			}
 			st, err := a.Store(cmd.Context())
 			if err != nil {
@@ -398,6 +398,6 @@ func newScheduleHistoryCmd(a *app) *cobra.Command {
 			})
 		},
 	}
-	c.Flags().IntVar(&limit, "limit", 50, "how many runs, 1 to 1000")
+	c.Flags().IntVar(&limit, "limit", 50, fmt.Sprintf("how many runs, 1 to %d", store.MaxPageSize))
 	return c
 }

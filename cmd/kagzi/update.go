@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kagzi/kagzi/pkg/client"
+	"github.com/kagzi/kagzi/pkg/workflow"
 )
 
 // updateJSON is what `run update` prints with --json.
@@ -57,7 +58,7 @@ later). --payload takes inline JSON, @FILE to read a file, or - for stdin.`,
 				return err
 			}
 			if timeout < 0 {
-				return usagef("--timeout %v must not be negative", timeout)
+				return usagef("--timeout %s must not be negative", fmtDur(timeout))
 			}
 			var req any
 			if body != nil {
@@ -80,8 +81,8 @@ later). --payload takes inline JSON, @FILE to read a file, or - for stdin.`,
 			}
 			out, err := cl.UpdateResult(wctx, runID, id)
 			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-				return fmt.Errorf("timed out after %v waiting for the answer to update %s of run %s; it stays queued and the run answers it when it handles %q",
-					timeout, id, runID, name)
+				return fmt.Errorf("timed out after %s waiting for the answer to update %s of run %s; it stays queued and the run answers it when it handles %q",
+					fmtDur(timeout), id, runID, name)
 			}
 			if err != nil {
 				return explainUpdate(err)
@@ -92,8 +93,21 @@ later). --payload takes inline JSON, @FILE to read a file, or - for stdin.`,
 		},
 	}
 	c.Flags().StringVar(&data, "payload", "", "the request: JSON, @FILE, or - for stdin (default null)")
-	c.Flags().DurationVar(&timeout, "timeout", 0, "give up waiting for the answer after this duration (the update stays queued)")
+	durationVar(c.Flags(), &timeout, "timeout", 0, 0, "give up waiting for the answer after this duration (the update stays queued)")
 	return c
+}
+
+// plainErrorType is the error type of an error made by errors.New or
+// fmt.Errorf: Go's "errorString", which says nothing to the reader.
+var plainErrorType = workflow.ErrorType(errors.New(""))
+
+// errTypeNote names a handler's error type, if it has one of its own
+// (workflow.TypedError, or an error type of the handler's code).
+func errTypeNote(t string) string {
+	if t == "" || t == plainErrorType {
+		return ""
+	}
+	return " (error type " + t + ")"
 }
 
 // explainUpdate adds to an update's typed failure what it means for the
@@ -106,9 +120,9 @@ func explainUpdate(err error) error {
 	)
 	switch {
 	case errors.As(err, &failed):
-		return fmt.Errorf("%w (error type %s); the run goes on", err, orDash(failed.Type))
+		return fmt.Errorf("%w%s; the run goes on", err, errTypeNote(failed.Type))
 	case errors.As(err, &rejected):
-		return fmt.Errorf("%w (error type %s); the handler did not run", err, orDash(rejected.Type))
+		return fmt.Errorf("%w%s; the handler did not run", err, errTypeNote(rejected.Type))
 	case errors.As(err, &unanswered):
 		return fmt.Errorf("%w; see `kagzi run show %s`", err, unanswered.RunID)
 	case errors.Is(err, client.ErrRunFinished):

@@ -82,6 +82,15 @@ func TestRunUpdate(t *testing.T) {
 		t.Fatalf("failed update: exit %d, out %q", r.code, r.out)
 	}
 	mustContain(t, "failed update", r.errOut, "sold out", "OutOfStock", "the run goes on")
+	// An error of errors.New has no type worth naming: Go's "errorString"
+	// is left out.
+	done = update("--payload", `{"price": 30}`)
+	answerNext(t, st, l, "event:update.AddItem#3", "update:AddItem#3", `{"error":"price too high","type":"errorString"}`)
+	r = <-done
+	if r.code != 1 || strings.Contains(r.errOut, "errorString") || strings.Contains(r.errOut, "error type") {
+		t.Fatalf("failed update with a plain error: exit %d, err %q", r.code, r.errOut)
+	}
+	mustContain(t, "failed update with a plain error", r.errOut, "price too high", "the run goes on")
 	// Nobody answers within the timeout: exit 1, the update stays queued.
 	r = <-update("--timeout", "200ms")
 	if r.code != 1 {

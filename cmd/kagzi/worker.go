@@ -134,5 +134,5 @@ func ago(t time.Time) string {
 	if d < 0 {
 		d = 0
 	}
-	return d.Round(time.Second).String() + " ago"
+	return fmtDur(d.Round(time.Second)) + " ago"
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/sethvargo/go-envconfig"
 )
@@ -20,6 +21,11 @@ import (
 // ErrInvalid is wrapped by every configuration error; mains exit with
 // code 2 on it.
 var ErrInvalid = errors.New("invalid configuration")
+
+// MaxLease bounds KAGZI_LEASE of the dispatcher and the reaper: a run
+// whose worker lost it (a delivery or report lost on the way) runs again
+// once its lease expires, so a longer lease would strand it.
+const MaxLease = time.Hour
 
 // Common are the variables every service reads.
 type Common struct {

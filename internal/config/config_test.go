@@ -18,6 +18,7 @@ import (
 
 	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/services/dispatcher"
+	"github.com/kagzi/kagzi/services/reaper"
 	workersvc "github.com/kagzi/kagzi/services/worker"
 )
 
@@ -109,6 +110,14 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 		{&workersvc.Config{}, map[string]string{"KAGZI_QUEUE": "a.b"}, "KAGZI_QUEUE"},
 		{&workersvc.Config{}, map[string]string{"KAGZI_MAX_CONCURRENCY": "-1"}, "KAGZI_MAX_CONCURRENCY"},
 		{&workersvc.Config{}, map[string]string{"KAGZI_WAIT_TIMEOUT": "1ms"}, "KAGZI_WAIT_TIMEOUT"},
+		// Every duration has a maximum.
+		{&dispatcher.Config{}, map[string]string{"KAGZI_LEASE": "2h"}, "KAGZI_LEASE"},
+		{&reaper.Config{}, map[string]string{"KAGZI_LEASE": "2h"}, "KAGZI_LEASE"},
+		{&dispatcher.Config{}, map[string]string{"KAGZI_DELIVERY_TIMEOUT": "876000h"}, "KAGZI_DELIVERY_TIMEOUT"},
+		{&reaper.Config{}, map[string]string{"KAGZI_WORKER_RETENTION": "2562047h"}, "KAGZI_WORKER_RETENTION"},
+		{&workersvc.Config{}, map[string]string{"KAGZI_HEARTBEAT_INTERVAL": "2h"}, "KAGZI_HEARTBEAT_INTERVAL"},
+		{&workersvc.Config{}, map[string]string{"KAGZI_DRAIN_TIMEOUT": "876000h"}, "KAGZI_DRAIN_TIMEOUT"},
+		{&workersvc.Config{}, map[string]string{"KAGZI_MAX_INLINE_RETRY": "1h"}, "KAGZI_MAX_INLINE_RETRY"},
 	}
 	for _, c := range cases {
 		err := config.LoadFrom(context.Background(), c.cfg, envconfig.MapLookuper(c.env))
@@ -120,7 +129,7 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 
 func TestDefaultsAreValid(t *testing.T) {
 	t.Parallel()
-	for _, cfg := range []any{&dispatcher.Config{}, &workersvc.Config{}} {
+	for _, cfg := range []any{&dispatcher.Config{}, &reaper.Config{}, &workersvc.Config{}} {
 		if err := config.LoadFrom(context.Background(), cfg, envconfig.MapLookuper(nil)); err != nil {
 			t.Errorf("%T defaults: %v", cfg, err)
 		}

@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -226,7 +227,7 @@ type StartOptions struct {
 	// runs that held it and ended (see IDReusePolicy; default
 	// AllowDuplicate). IDReuseWindow bounds, for AllowDuplicateFailedOnly
 	// and RejectDuplicate, how long ago such a run ended to count (0: as
-	// long as retention keeps it).
+	// long as retention keeps it; at most MaxIDReuseWindow).
 	IDReusePolicy IDReusePolicy
 	IDReuseWindow time.Duration
 }
@@ -274,24 +275,46 @@ func (c *Client) params(typ string, input any, o StartOptions) (store.RunsCreate
 	return p, nil
 }
 
+// encodeInput encodes an input or payload as JSON; a json.RawMessage is
+// taken as it is. JSON text is UTF-8: raw JSON (or a RawMessage inside a
+// value) that is not is refused, where a decoder would silently read each
+// bad byte as U+FFFD.
 func encodeInput(input any) ([]byte, error) {
-	switch v := input.(type) {
-	case nil:
+	raw, ok := input.(json.RawMessage)
+	switch {
+	case input == nil:
 		return []byte("null"), nil
-	case json.RawMessage:
-		if !json.Valid(v) {
+	case ok:
+		if !json.Valid(raw) {
 			return nil, fmt.Errorf("%w: input is not valid JSON", store.ErrInvalidArgument)
 		}
-		return v, nil
+	default:
+		var err error
+		if raw, err = json.Marshal(input); err != nil {
+			return nil, fmt.Errorf("%w: input does not encode as JSON: %v", store.ErrInvalidArgument, err)
+		}
 	}
-	raw, err := json.Marshal(input)
-	if err != nil {
-		return nil, fmt.Errorf("%w: input does not encode as JSON: %v", store.ErrInvalidArgument, err)
+	if !utf8.Valid(raw) {
+		return nil, fmt.Errorf("%w: input is not UTF-8 (JSON text must be; byte %d is not)", store.ErrInvalidArgument, badUTF8(raw))
 	}
 	return raw, nil
 }
 
-// Start starts a run of workflow type typ with input (encoded as JSON).
+// badUTF8 is the offset of the first byte of b that is not UTF-8.
+func badUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
+}
+
+// Start starts a run of workflow type typ with input (encoded as JSON; a
+// json.RawMessage is taken as it is, and must be valid JSON and UTF-8, or
+// the start is ErrInvalidArgument).
 func (c *Client) Start(ctx context.Context, typ string, input any, opts StartOptions) (*Handle, error) {
 	return c.start(ctx, c.st, typ, input, opts)
 }
@@ -305,7 +328,7 @@ func (c *Client) StartTx(ctx context.Context, tx pgx.Tx, typ string, input any, 
 func (c *Client) start(ctx context.Context, st *store.Store, typ string, input any, opts StartOptions) (*Handle, error) {
 	p, err := c.params(typ, input, opts)
 	if err != nil {
-		return nil, fmt.Errorf("start %s: %w", typ, err)
+		return nil, fmt.Errorf("start %s: %w", protocol.Echo(typ), err)
 	}
 	ctx, span := c.startSpan(ctx, &p)
 	defer span.End()
@@ -313,7 +336,7 @@ func (c *Client) start(ctx context.Context, st *store.Store, typ string, input a
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
-		return nil, fmt.Errorf("start %s: %w", typ, flowError(err))
+		return nil, fmt.Errorf("start %s: %w", protocol.Echo(typ), flowError(err))
 	}
 	span.SetAttributes(attribute.String("kagzi.run_id", run.ID.String()), attribute.Bool("kagzi.created", created))
 	if created {
@@ -437,12 +460,23 @@ func (c *Client) GetByExternalID(ctx context.Context, externalID string) (*Run, 
 	return c.Get(ctx, r.ID)
 }
 
+// The page size of List.
+const (
+	// DefaultPageSize is ListOptions.Limit when 0.
+	DefaultPageSize = store.DefaultPageSize
+	// MaxPageSize is the largest ListOptions.Limit; read more with the
+	// cursor.
+	MaxPageSize = store.MaxPageSize
+)
+
 // ListOptions filter List.
 type ListOptions struct {
 	Statuses []RunStatus
 	Type     string
 	Queue    string
-	Limit    int
+	// Limit is the page size: 0 for DefaultPageSize, at most MaxPageSize;
+	// a negative one is ErrInvalidArgument.
+	Limit int
 	// Cursor continues from a previous page's next cursor.
 	Cursor string
 }
@@ -582,7 +616,7 @@ func (c *Client) sendEvent(ctx context.Context, p store.EventsSendParams, name s
 	}
 	raw, err := encodeInput(payload)
 	if err != nil {
-		return nil, fmt.Errorf("send event %q: %w", name, err)
+		return nil, fmt.Errorf("send event %q: %w", protocol.Echo(name), err)
 	}
 	p.Namespace, p.Name, p.Payload = c.ns, name, raw
 	ev, err := c.st.EventsSend(ctx, p)

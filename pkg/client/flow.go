@@ -73,9 +73,12 @@ func rateLimitFrom(r store.RateLimit) RateLimit {
 	return RateLimit{Key: r.Key, Limit: r.Limit, Period: r.Period, Claims: r.Claims, WindowStart: r.WindowStart, UpdatedAt: r.UpdatedAt}
 }
 
+// MaxRatePeriod is the longest rate limit period (a day).
+const MaxRatePeriod = store.MaxRatePeriod
+
 // SetRateLimit allows at most limit claims of runs started with
 // StartOptions.RateLimitKey key per period (a whole number of
-// milliseconds). Windows are fixed and aligned to the Unix epoch: no
+// milliseconds, at most MaxRatePeriod). Windows are fixed and aligned to the Unix epoch: no
 // window holds more than limit claims, so any interval of one period
 // holds at most twice limit. Runs the limit holds back wait, without
 // polling, until the window that has room for them.

@@ -38,13 +38,26 @@ const (
 // Window from now; once the run is claimed, the next start opens a new
 // one. The merged start's Handle has Created false and the open run's id.
 // The run's other options are those of the start that opened it. A
-// debounced start takes no ExternalID, IDReusePolicy or StartAt.
+// debounced start takes no ExternalID, IDReusePolicy or StartAt. Window
+// is at most MaxDebounceWindow and MaxWait at most MaxDebounceWait (7
+// days each); more is ErrInvalidArgument.
 type Debounce struct {
 	Key     string
 	Window  time.Duration
 	Keep    DebounceKeep
 	MaxWait time.Duration
 }
+
+// Bounds of the flow control options of a start.
+const (
+	// MaxDebounceWindow is the longest Debounce.Window.
+	MaxDebounceWindow = store.MaxDebounceWindow
+	// MaxDebounceWait is the longest Debounce.MaxWait.
+	MaxDebounceWait = store.MaxDebounceWait
+	// MaxIDReuseWindow is the longest StartOptions.IDReuseWindow, the
+	// longest retention period: no ended run is kept longer.
+	MaxIDReuseWindow = store.MaxIDReuseWindow
+)
 
 // IDReusePolicy says whether a start's ExternalID may name a new run given
 // the runs that held it before. Under every policy but TerminateIfRunning

@@ -110,22 +110,22 @@ type ScheduleOptions struct {
 // overlap policy or jitter is ErrInvalidArgument and stores nothing.
 func (c *Client) CreateSchedule(ctx context.Context, typ string, input any, o ScheduleOptions) (*Schedule, error) {
 	if err := protocol.ValidToken("workflow type", typ); err != nil {
-		return nil, fmt.Errorf("create schedule %s: %w: %v", typ, store.ErrInvalidArgument, err)
+		return nil, fmt.Errorf("create schedule %s: %w: %v", protocol.Echo(typ), store.ErrInvalidArgument, err)
 	}
 	q := o.Queue
 	if q == "" {
 		q = c.queue
 	}
 	if err := protocol.ValidToken("queue", q); err != nil {
-		return nil, fmt.Errorf("create schedule %s: %w: %v", typ, store.ErrInvalidArgument, err)
+		return nil, fmt.Errorf("create schedule %s: %w: %v", protocol.Echo(typ), store.ErrInvalidArgument, err)
 	}
 	overlap, err := scheduleOverlapParams(o)
 	if err != nil {
-		return nil, fmt.Errorf("create schedule %s: %w", typ, err)
+		return nil, fmt.Errorf("create schedule %s: %w", protocol.Echo(typ), err)
 	}
 	raw, err := encodeInput(input)
 	if err != nil {
-		return nil, fmt.Errorf("create schedule %s: %w", typ, err)
+		return nil, fmt.Errorf("create schedule %s: %w", protocol.Echo(typ), err)
 	}
 	sc, err := c.st.SchedulesCreate(ctx, store.SchedulesCreateParams{
 		ScheduleID: o.ID, Namespace: c.ns, Queue: q, Type: typ, Version: o.Version,
@@ -133,7 +133,7 @@ func (c *Client) CreateSchedule(ctx context.Context, typ string, input any, o Sc
 		Overlap: overlap, Jitter: o.Jitter, ConcurrencyKey: o.ConcurrencyKey, RateLimitKey: o.RateLimitKey,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("create schedule %s: %w", typ, err)
+		return nil, fmt.Errorf("create schedule %s: %w", protocol.Echo(typ), err)
 	}
 	return scheduleFrom(sc), nil
 }

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -87,14 +86,8 @@ func (c *Client) BackfillSchedule(ctx context.Context, scheduleID uuid.UUID, fro
 	return out, nil
 }
 
-// scheduleOverlapParams checks a ScheduleOptions' policy and jitter.
+// scheduleOverlapParams checks a ScheduleOptions' policy (the store
+// checks the jitter, for every caller).
 func scheduleOverlapParams(o ScheduleOptions) (store.OverlapPolicy, error) {
-	p, err := store.ParseOverlap(string(o.Overlap))
-	if err != nil {
-		return "", err
-	}
-	if o.Jitter < 0 || o.Jitter > MaxJitter {
-		return "", fmt.Errorf("%w: jitter %v must be between 0 and %v", ErrInvalidArgument, o.Jitter, MaxJitter)
-	}
-	return p, nil
+	return store.ParseOverlap(string(o.Overlap))
 }

@@ -40,11 +40,8 @@ func (c *Client) readState(ctx context.Context, runID uuid.UUID, key string) (st
 	if runID == uuid.Nil {
 		return store.StateRead{}, fmt.Errorf("read state: %w: run id is required", ErrInvalidArgument)
 	}
-	r, err := c.st.StepsState(ctx, store.StepsStateParams{Namespace: c.ns, RunID: runID, Key: key})
-	if err != nil {
-		return store.StateRead{}, fmt.Errorf("read state of %s: %w", runID, err)
-	}
-	return r, nil
+	// The store's error says what it read, and of which run.
+	return c.st.StepsState(ctx, store.StepsStateParams{Namespace: c.ns, RunID: runID, Key: key})
 }
 
 // StateList returns the latest value of every state key the run set, by

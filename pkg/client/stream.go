@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/workflow"
 )
@@ -23,11 +24,14 @@ type StreamEntry struct {
 }
 
 // StreamEntries reads the entries of the run's stream name from index
-// from (1 or less: from the first) that are recorded now, without
+// from (1 or less: from the first; at most MaxStreamEntries) that are recorded now, without
 // waiting, and whether the stream has ended (closed, or its run ended):
 // no entry will follow those returned. An unknown run is ErrNotFound.
 func (c *Client) StreamEntries(ctx context.Context, runID uuid.UUID, name string, from int) ([]StreamEntry, bool, error) {
-	after := max(from-1, 0)
+	after, err := streamAfter(name, runID, from)
+	if err != nil {
+		return nil, false, err
+	}
 	var out []StreamEntry
 	for {
 		r, err := c.readStream(ctx, runID, name, after)
@@ -44,15 +48,27 @@ func (c *Client) StreamEntries(ctx context.Context, runID uuid.UUID, name string
 	}
 }
 
+// MaxStreamEntries is the most entries one stream of a run holds
+// (workflow.Stream): entries are numbered 1 to MaxStreamEntries.
+const MaxStreamEntries = protocol.MaxStreamEntries
+
+// streamAfter is the index a read from entry from starts after: from 1 or
+// less reads from the first entry; from above MaxStreamEntries names no
+// entry that can exist and is ErrInvalidArgument.
+func streamAfter(name string, runID uuid.UUID, from int) (int, error) {
+	if from > MaxStreamEntries {
+		return 0, fmt.Errorf("read stream %q of %s: %w: entry %d is above the maximum %d (a stream holds at most %d entries)",
+			protocol.Echo(name), runID, ErrInvalidArgument, from, MaxStreamEntries, MaxStreamEntries)
+	}
+	return max(from-1, 0), nil
+}
+
 func (c *Client) readStream(ctx context.Context, runID uuid.UUID, name string, after int) (store.StreamRead, error) {
 	if runID == uuid.Nil {
 		return store.StreamRead{}, fmt.Errorf("read stream: %w: run id is required", ErrInvalidArgument)
 	}
-	r, err := c.st.StepsStream(ctx, store.StepsStreamParams{Namespace: c.ns, RunID: runID, Name: name, After: after})
-	if err != nil {
-		return store.StreamRead{}, fmt.Errorf("read stream %q of %s: %w", name, runID, err)
-	}
-	return r, nil
+	// The store's error says what it read, and of which run.
+	return c.st.StepsStream(ctx, store.StepsStreamParams{Namespace: c.ns, RunID: runID, Name: name, After: after})
 }
 
 // RawStreamReader follows a run's stream live, entry by entry, as JSON
@@ -70,14 +86,15 @@ type RawStreamReader struct {
 }
 
 // ReadStreamRaw returns a reader of the run's stream name from index from
-// (1 or less: from the first entry). It subscribes to the run's progress
+// (1 or less: from the first entry; at most MaxStreamEntries). It subscribes to the run's progress
 // before it returns, so it misses nothing written after; what was written
 // before is read from Postgres. Close it when done (it closes itself at
 // the end of the stream).
 func (c *Client) ReadStreamRaw(ctx context.Context, runID uuid.UUID, name string, from int) *RawStreamReader {
-	r := &RawStreamReader{c: c, runID: runID, name: name, after: max(from-1, 0)}
+	after, err := streamAfter(name, runID, from)
+	r := &RawStreamReader{c: c, runID: runID, name: name, after: after, err: err}
 	r.last = r.after
-	if c.nc != nil {
+	if err == nil && c.nc != nil {
 		r.f, r.err = c.follow(ctx, runID, true)
 	}
 	return r

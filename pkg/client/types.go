@@ -106,6 +106,10 @@ type Run struct {
 	// Filled by Get only.
 	DebounceKey    string
 	DebounceStarts int
+	// ConcurrencyKey and RateLimitKey are the keys the run was started
+	// with (StartOptions), "" for none. Filled by Get only.
+	ConcurrencyKey string
+	RateLimitKey   string
 	// Input and Output (JSON) are filled by Get and Wait; List leaves them
 	// nil.
 	Input  []byte
@@ -118,7 +122,7 @@ func runFrom(r store.Run) Run {
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, DeadlineAt: r.DeadlineAt, RetryPolicy: r.RetryPolicy,
 		Priority: r.Priority, ParentRunID: r.ParentRunID, ParentStepID: r.ParentStepID, ScheduleID: r.ScheduleID, ScheduleFireAt: r.ScheduleFireAt,
 		CancelRequestedAt: r.CancelRequestedAt, ContinuedAs: r.ContinuedAs, Input: r.Input, Output: r.Output,
-		DebounceKey: r.DebounceKey, DebounceStarts: r.DebounceStarts}
+		DebounceKey: r.DebounceKey, DebounceStarts: r.DebounceStarts, ConcurrencyKey: r.ConcurrencyKey, RateLimitKey: r.RateLimitKey}
 }
 
 // SentEvent is an event stored for a run, and what it did to the run.

@@ -133,7 +133,7 @@ func Update[Req, Resp any](ctx context.Context, c *Client, runID uuid.UUID, u wo
 func (c *Client) UpdateRaw(ctx context.Context, runID uuid.UUID, name string, payload json.RawMessage) (json.RawMessage, error) {
 	f, err := c.follow(ctx, runID, true)
 	if err != nil {
-		return nil, fmt.Errorf("update %q: %w", name, err)
+		return nil, fmt.Errorf("update %q: %w", protocol.Echo(name), err)
 	}
 	defer f.close()
 	id, err := c.UpdateSend(ctx, runID, name, payload)
@@ -154,7 +154,7 @@ func (c *Client) UpdateSend(ctx context.Context, runID uuid.UUID, name string, p
 	}
 	raw, err := encodeInput(payload)
 	if err != nil {
-		return uuid.Nil, fmt.Errorf("update %q: %w", name, err)
+		return uuid.Nil, fmt.Errorf("update %q: %w", protocol.Echo(name), err)
 	}
 	ev, err := c.st.UpdatesSend(ctx, store.UpdatesSendParams{Namespace: c.ns, RunID: runID, Name: name, Payload: raw})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kagzi/kagzi/internal/durations"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
@@ -128,7 +129,9 @@ func errStatus(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, store.ErrConflict):
 		return http.StatusConflict
-	case errors.Is(err, store.ErrInvalidArgument), errors.Is(err, store.ErrPayloadTooLarge):
+	case errors.Is(err, store.ErrPayloadTooLarge):
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, store.ErrInvalidArgument):
 		return http.StatusBadRequest
 	case errors.Is(err, context.Canceled):
 		return 499
@@ -173,13 +176,30 @@ func (c *Console) idClient(r *http.Request, ns string) (uuid.UUID, *client.Clien
 	return id, cl, err
 }
 
+// maxBody bounds a write's request body: one payload of the default limit
+// (2 MiB), even quoted as a JSON string, and a few fields. A namespace that
+// raised its payload limit above it starts larger runs with the client or
+// the CLI.
+const maxBody = 4 << 20
+
+// bodyErr types the error of reading a request body: one cut off at
+// maxBody is ErrPayloadTooLarge (413), whatever the parser made of it.
+func bodyErr(err error) error {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return fmt.Errorf("%w: the request body is larger than %d bytes", store.ErrPayloadTooLarge, tooBig.Limit)
+	}
+	return fmt.Errorf("%w: %v", store.ErrInvalidArgument, err)
+}
+
 // params reads a write's parameters from a JSON object or a form.
 func params(r *http.Request) (map[string]string, error) {
 	out := map[string]string{}
+	r.Body = http.MaxBytesReader(nil, r.Body, maxBody)
 	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
-		body, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
+		body, err := io.ReadAll(r.Body)
 		if err != nil {
-			return nil, err
+			return nil, bodyErr(err)
 		}
 		var m map[string]any
 		if len(body) > 0 {
@@ -199,9 +219,8 @@ func params(r *http.Request) (map[string]string, error) {
 		}
 		return out, nil
 	}
-	r.Body = http.MaxBytesReader(nil, r.Body, 4<<20)
 	if err := r.ParseForm(); err != nil {
-		return nil, fmt.Errorf("%w: %v", store.ErrInvalidArgument, err)
+		return nil, bodyErr(err)
 	}
 	for k := range r.PostForm {
 		out[k] = r.PostForm.Get(k)
@@ -314,7 +333,7 @@ func (c *Console) runData(r *http.Request, ns string) (any, error) {
 	}
 	d := RunDetail{Run: runRow(run), Input: pretty(run.Input), Output: pretty(run.Output),
 		Attempts: timeline(run, steps, time.Now()), Events: []EventView{}, TraceID: traceID(run.TraceContext),
-		DebounceKey: run.DebounceKey, DebounceStarts: run.DebounceStarts}
+		DebounceKey: run.DebounceKey, DebounceStarts: run.DebounceStarts, ConcurrencyKey: run.ConcurrencyKey, RateLimitKey: run.RateLimitKey}
 	for _, e := range events {
 		d.Events = append(d.Events, EventView{ID: e.ID, Name: e.Name, Payload: pretty(e.Payload), CreatedAt: e.CreatedAt,
 			ConsumedAt: e.ConsumedAt, ConsumedBy: e.ConsumedBy, Unreceived: e.Unreceived})
@@ -528,7 +547,9 @@ func (c *Console) createSchedule(r *http.Request, ns string) (any, error) {
 		return nil, err
 	}
 	if j := p["jitter"]; j != "" {
-		if o.Jitter, err = time.ParseDuration(j); err != nil {
+		if o.Jitter, err = durations.Parse(j); errors.Is(err, durations.ErrTooLong) {
+			return nil, fmt.Errorf("%w: jitter %s is above the maximum %s", store.ErrInvalidArgument, j, durations.Format(client.MaxJitter))
+		} else if err != nil {
 			return nil, fmt.Errorf("%w: jitter %q: give a duration such as 30s", store.ErrInvalidArgument, j)
 		}
 	}

@@ -33,3 +33,22 @@ func TestRunPageDebounce(t *testing.T) {
 		t.Errorf("run page lacks the debounce key:\n%s", page)
 	}
 }
+
+// A run's page and its JSON name its concurrency and rate limit keys.
+func TestRunPageFlowKeys(t *testing.T) {
+	e := start(t, console.Options{})
+	h, err := e.cl.Start(t.Context(), "Unserved", nil, client.StartOptions{ConcurrencyKey: "customer-7", RateLimitKey: "crm-api"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := h.RunID.String()
+	var got console.RunDetail
+	e.getJSON("/api/v1/runs/"+id+"?ns=default", &got)
+	if got.ConcurrencyKey != "customer-7" || got.RateLimitKey != "crm-api" {
+		t.Fatalf("detail: keys %q %q", got.ConcurrencyKey, got.RateLimitKey)
+	}
+	_, page := e.do(http.MethodGet, "/runs/"+id+"?ns=default", nil)
+	if !strings.Contains(string(page), `<dd id="concurrency-key">customer-7</dd>`) || !strings.Contains(string(page), `<dd id="rate-key">crm-api</dd>`) {
+		t.Errorf("run page lacks the flow keys:\n%s", page)
+	}
+}

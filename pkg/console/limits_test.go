@@ -30,9 +30,9 @@ func TestLimitsPanel(t *testing.T) {
 	if _, err := st.LimitsSetPerKey(ctx, "default", "default", typ, 2); err != nil {
 		t.Fatal(err)
 	}
-	// A window of 1,000 hours: the claims below and the reads after them
-	// fall in the same one.
-	if _, err := st.RateLimitsSet(ctx, "default", "crm-api", 5, 1000*time.Hour); err != nil {
+	// A window of a day, the longest: the claims below and the reads
+	// after them fall in the same one.
+	if _, err := st.RateLimitsSet(ctx, "default", "crm-api", 5, store.MaxRatePeriod); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []store.RunsCreateParams{
@@ -69,8 +69,8 @@ func TestLimitsPanel(t *testing.T) {
 		t.Fatalf("rate limits: %+v", got.Rate)
 	}
 	r := got.Rate[0]
-	if r.Key != "crm-api" || r.Limit != 5 || r.PeriodMS != (1000*time.Hour).Milliseconds() || r.Claims != 3 ||
-		!r.WindowEnd.Equal(r.WindowStart.Add(1000*time.Hour)) || !r.WindowEnd.After(time.Now()) {
+	if r.Key != "crm-api" || r.Limit != 5 || r.PeriodMS != store.MaxRatePeriod.Milliseconds() || r.Claims != 3 ||
+		!r.WindowEnd.Equal(r.WindowStart.Add(store.MaxRatePeriod)) || !r.WindowEnd.After(time.Now()) {
 		t.Fatalf("rate limit: %+v", r)
 	}
 
@@ -95,7 +95,7 @@ func TestLimitsPanel(t *testing.T) {
 		`data-key="acme"`, `acme <b>2</b>/2`,
 		`beta <b>1</b>/2`,
 		html.EscapeString(hostileKey) + ` <b>1</b>/2`,
-		`<tr data-rate-key="crm-api"><td>crm-api</td><td>5 per 1000h0m0s</td><td class="claims">3 / 5</td>`,
+		`<tr data-rate-key="crm-api"><td>crm-api</td><td>5 per 24h0m0s</td><td class="claims">3 / 5</td>`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("queues page lacks %q:\n%s", want, page)

@@ -1,12 +1,13 @@
 package console
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/kagzi/kagzi/internal/durations"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/store"
 )
@@ -97,23 +98,19 @@ func parsePeriod(what, s string) (*time.Duration, error) {
 	if s == "" {
 		return nil, nil
 	}
-	bad := fmt.Errorf("%w: %s %q: give days (7d), a duration (12h) or forever", store.ErrInvalidArgument, what, s)
 	var d time.Duration
-	if s != "0" && s != "forever" {
-		if days, rest, ok := strings.Cut(s, "d"); ok {
-			n, err := strconv.Atoi(days)
-			if err != nil || n < 0 || n > 100*365 {
-				return nil, bad
-			}
-			d, s = time.Duration(n)*day, rest
-		}
-		if s != "" {
-			more, err := time.ParseDuration(s)
-			if err != nil || more < 0 {
-				return nil, bad
-			}
-			d += more
-		}
+	if s == "0" || s == "forever" {
+		return &d, nil
+	}
+	d, err := durations.Parse(s)
+	switch {
+	case errors.Is(err, durations.ErrTooLong):
+		// Too long to hold: the store, which checks every other period,
+		// cannot see it.
+		return nil, fmt.Errorf("%w: %s retention %s is above the maximum %s (0 keeps for ever)", store.ErrInvalidArgument, what, s,
+			durations.Format(store.MaxKeep))
+	case err != nil || d < 0:
+		return nil, fmt.Errorf("%w: %s %q: give days (7d), a duration (12h) or forever", store.ErrInvalidArgument, what, s)
 	}
 	return &d, nil
 }

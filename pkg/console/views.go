@@ -134,6 +134,9 @@ type RunDetail struct {
 	// of starts it took in, its first included (client.Debounce).
 	DebounceKey    string `json:"debounce_key,omitempty"`
 	DebounceStarts int    `json:"debounce_starts,omitempty"`
+	// ConcurrencyKey and RateLimitKey are the run's flow control keys.
+	ConcurrencyKey string `json:"concurrency_key,omitempty"`
+	RateLimitKey   string `json:"rate_limit_key,omitempty"`
 }
 
 // pretty indents a JSON payload for display; other bytes are shown as is.

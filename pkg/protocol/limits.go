@@ -91,6 +91,28 @@ func ValidWorkerIdentity(hostname, version string, labels map[string]string) err
 	return nil
 }
 
+// MaxEchoLen is how many characters of a name an error message repeats:
+// enough to recognise it, never a flood (a 100 KB type name refused for
+// its length).
+const MaxEchoLen = 100
+
+// Echo is s as an error message repeats it: cut to MaxEchoLen characters
+// (the last one "…") when longer. Quote it (%q) where s may hold control
+// characters.
+func Echo(s string) string {
+	if len(s) <= MaxEchoLen || utf8.RuneCountInString(s) <= MaxEchoLen {
+		return s
+	}
+	n := 0
+	for i := range s {
+		if n == MaxEchoLen-1 {
+			return s[:i] + "…"
+		}
+		n++
+	}
+	return s
+}
+
 // ClipText makes text from user code (an error message or type) fit a
 // limit and any text column: NUL bytes and invalid UTF-8 are replaced, and
 // the text is cut to at most n bytes at a character boundary. The SDK

@@ -549,14 +549,14 @@ type ReportItem struct {
 // MaxNameLen bytes of printable UTF-8 without spaces, '*', '>' or '@'.
 func ValidEventName(s string) error {
 	if s == "" || len(s) > MaxNameLen {
-		return fmt.Errorf("event name %q must be 1 to %d bytes", s, MaxNameLen)
+		return fmt.Errorf("event name %q must be 1 to %d bytes", Echo(s), MaxNameLen)
 	}
 	if !utf8.ValidString(s) {
-		return fmt.Errorf("event name %q is not valid UTF-8", s)
+		return fmt.Errorf("event name %q is not valid UTF-8", Echo(s))
 	}
 	for _, r := range s {
 		if r <= ' ' || !unicode.IsPrint(r) || strings.ContainsRune("*>@", r) {
-			return fmt.Errorf("event name %q must not contain spaces, control characters or any of * > @", s)
+			return fmt.Errorf("event name %q must not contain spaces, control characters or any of * > @", Echo(s))
 		}
 	}
 	return nil

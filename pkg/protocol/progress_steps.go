@@ -42,7 +42,7 @@ func ValidProgressName(what, s string) error {
 		return fmt.Errorf("%s is %d bytes, at most %d", what, len(s), MaxProgressNameLen)
 	}
 	if strings.ContainsRune(s, '#') {
-		return fmt.Errorf("%s %q must not contain #", what, s)
+		return fmt.Errorf("%s %q must not contain #", what, Echo(s))
 	}
 	return nil
 }

@@ -141,11 +141,11 @@ func ValidToken(what, s string) error {
 		return fmt.Errorf("%s is %d bytes, at most %d", what, len(s), MaxNameLen)
 	}
 	if !utf8.ValidString(s) {
-		return fmt.Errorf("%s %q is not valid UTF-8", what, s)
+		return fmt.Errorf("%s %q is not valid UTF-8", what, Echo(s))
 	}
 	for _, r := range s {
 		if r <= ' ' || !unicode.IsPrint(r) || strings.ContainsRune(".*>@", r) {
-			return fmt.Errorf("%s %q must not contain spaces, control characters or any of . * > @", what, s)
+			return fmt.Errorf("%s %q must not contain spaces, control characters or any of . * > @", what, Echo(s))
 		}
 	}
 	return nil

@@ -39,10 +39,10 @@ const (
 // MaxUpdateNameLen bytes, without '#' (which numbers the steps).
 func ValidUpdateName(name string) error {
 	if name == "" || len(name) > MaxUpdateNameLen {
-		return fmt.Errorf("update name %q must be 1 to %d bytes", name, MaxUpdateNameLen)
+		return fmt.Errorf("update name %q must be 1 to %d bytes", Echo(name), MaxUpdateNameLen)
 	}
 	if strings.Contains(name, "#") {
-		return fmt.Errorf("update name %q must not contain #", name)
+		return fmt.Errorf("update name %q must not contain #", Echo(name))
 	}
 	if err := ValidEventName(name); err != nil {
 		return fmt.Errorf("update name: %w", err)

@@ -33,19 +33,32 @@ type RunsSearchParams struct {
 	// against the payload (e.g. `$.customer == "ada"`); a payload that is
 	// not JSON, or for which the predicate is not a boolean, does not match.
 	InputMatch, OutputMatch string
-	// Limit is the page size (default 50, at most 1000).
+	// Limit is the page size (0: DefaultPageSize, at most MaxPageSize).
 	Limit int
 	// After continues a previous page.
 	After *Cursor
 }
 
-// pageLimit is a listing's page size: limit, 50 when not set, at most 1000.
+// The page size of a listing of runs or schedules.
+const (
+	// DefaultPageSize is the page size when none is given (0).
+	DefaultPageSize = 50
+	// MaxPageSize bounds one page: what one statement reads and one
+	// answer carries. More is read page by page, with the cursor.
+	MaxPageSize = 1000
+)
+
+// pageLimit is a listing's page size: limit, DefaultPageSize when 0, at
+// most MaxPageSize. A negative limit is a mistake, not a request for the
+// default.
 func pageLimit(limit int) (int, error) {
-	if limit <= 0 {
-		return 50, nil
-	}
-	if limit > 1000 {
-		return 0, invalidf("limit %d is above 1000", limit)
+	switch {
+	case limit == 0:
+		return DefaultPageSize, nil
+	case limit < 0:
+		return 0, invalidf("limit %d is negative; give 1 to %d, or 0 for %d", limit, MaxPageSize, DefaultPageSize)
+	case limit > MaxPageSize:
+		return 0, invalidf("limit %d is above the maximum %d", limit, MaxPageSize)
 	}
 	return limit, nil
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/kagzi/kagzi/pkg/protocol"
 )
 
 // DefaultVersion is the version a start without a version gets for one
@@ -43,7 +45,7 @@ INSERT INTO kagzi.workflow_defaults (namespace_id, workflow_type, version) VALUE
 ON CONFLICT (namespace_id, workflow_type) DO UPDATE SET version = excluded.version, updated_at = now()
 RETURNING namespace_id, workflow_type, version, updated_at`, pgx.NamedArgs{"namespace": namespace, "type": typ, "version": version})
 	d, err := scanDefault(row)
-	return d, mapErr(fmt.Sprintf("set default version of %s", typ), err)
+	return d, mapErr(fmt.Sprintf("set default version of %s", protocol.Echo(typ)), err)
 }
 
 // DefaultsDelete removes the default version of typ; an absent one is
@@ -52,10 +54,10 @@ func (s *Store) DefaultsDelete(ctx context.Context, namespace, typ string) error
 	tag, err := s.db.Exec(ctx, `DELETE FROM kagzi.workflow_defaults WHERE namespace_id = @namespace AND workflow_type = @type`,
 		pgx.NamedArgs{"namespace": namespace, "type": typ})
 	if err != nil {
-		return mapErr(fmt.Sprintf("delete default version of %s", typ), err)
+		return mapErr(fmt.Sprintf("delete default version of %s", protocol.Echo(typ)), err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("delete default version of %s: %w", typ, ErrNotFound)
+		return fmt.Errorf("delete default version of %s: %w", protocol.Echo(typ), ErrNotFound)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -40,6 +41,14 @@ var (
 // 005_recovery.sql).
 const sqlStateNoWorker = "KZ001"
 
+// noWorkerMessage is kagzi.require_worker's message without the "@" it
+// prints after a type started without a version ("serves T@ on queue"):
+// no type holds an '@' (protocol.ValidToken), so "@ on queue " follows
+// only an empty version.
+func noWorkerMessage(msg string) string {
+	return strings.Replace(msg, "@ on queue ", " on queue ", 1)
+}
+
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
 }
@@ -70,7 +79,7 @@ func mapErr(what string, err error) error {
 		case "23514", "22P02", "22023", "22007", "22008": // check, bad text repr, bad parameter, datetime
 			return fmt.Errorf("%s: %w: %s", what, ErrInvalidArgument, pgErr.Message)
 		case sqlStateNoWorker:
-			return fmt.Errorf("%s: %w: %s", what, ErrNoWorker, pgErr.Message)
+			return fmt.Errorf("%s: %w: %s", what, ErrNoWorker, noWorkerMessage(pgErr.Message))
 		}
 	}
 	return fmt.Errorf("%s: %w", what, err)

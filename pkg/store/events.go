@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/kagzi/kagzi/pkg/protocol"
 )
 
 // Event is a message sent to a run, consumed once by a WaitForEvent step.
@@ -226,7 +228,7 @@ func (s *Store) EventsConsume(ctx context.Context, l Lease, name, stepID string)
 		return Event{}, s.leaseCheckDone(ctx, "consume event", l, "")
 	}
 	if id == nil {
-		return Event{}, fmt.Errorf("consume event %q for run %s: %w", name, l.RunID, ErrNotFound)
+		return Event{}, fmt.Errorf("consume event %q for run %s: %w", protocol.Echo(name), l.RunID, ErrNotFound)
 	}
 	ev := Event{ID: *id, Namespace: *ns, RunID: *runID, Name: *nm, Payload: payload, CreatedAt: *created, ConsumedAt: consumed}
 	if by != nil {

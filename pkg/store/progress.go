@@ -103,7 +103,7 @@ func (s *Store) StepsState(ctx context.Context, p StepsStateParams) (StateRead, 
 		return StateRead{}, mapErr("read state", err)
 	}
 	if !found {
-		return StateRead{}, fmt.Errorf("read state of run %s: %w", p.RunID, ErrNotFound)
+		return StateRead{}, fmt.Errorf("read state: run %s: %w", p.RunID, ErrNotFound)
 	}
 	return out, nil
 }
@@ -121,7 +121,8 @@ type StepsStreamParams struct {
 	RunID     uuid.UUID
 	Name      string
 	// After is the index of the last entry the reader has: entries with a
-	// higher index are returned (0 for all).
+	// higher index are returned (0 for all; at most
+	// protocol.MaxStreamEntries, the most entries a stream holds).
 	After int
 	// Limit bounds the entries returned (default DefaultStreamRead, at
 	// most MaxStreamRead).
@@ -187,16 +188,21 @@ func (s *Store) StepsStream(ctx context.Context, p StepsStreamParams) (StreamRea
 	if p.After < 0 {
 		return StreamRead{}, invalidf("stream index %d is negative", p.After)
 	}
+	if p.After > protocol.MaxStreamEntries {
+		return StreamRead{}, invalidf("stream index %d is above the maximum %d: a stream holds at most %d entries",
+			p.After, protocol.MaxStreamEntries, protocol.MaxStreamEntries)
+	}
 	switch {
 	case p.Limit == 0:
 		p.Limit = DefaultStreamRead
 	case p.Limit < 0 || p.Limit > MaxStreamRead:
 		return StreamRead{}, invalidf("stream read limit %d: 1 to %d", p.Limit, MaxStreamRead)
 	}
+	what := fmt.Sprintf("read stream %q", p.Name)
 	rows, err := stepsStreamSQL.query(ctx, s.db, pgx.NamedArgs{"ns": p.Namespace, "run_id": p.RunID,
 		"prefix": protocol.StreamPrefix + p.Name + "#", "end": protocol.StreamEnd, "after": p.After, "limit": p.Limit})
 	if err != nil {
-		return StreamRead{}, mapErr("read stream", err)
+		return StreamRead{}, mapErr(what, err)
 	}
 	defer rows.Close()
 	var out StreamRead
@@ -206,7 +212,7 @@ func (s *Store) StepsStream(ctx context.Context, p StepsStreamParams) (StreamRea
 		var n *int
 		var e StreamEntry
 		if err := rows.Scan(&out.Status, &n, &e.Value, &e.RecordedAt); err != nil {
-			return StreamRead{}, mapErr("read stream", err)
+			return StreamRead{}, mapErr(what, err)
 		}
 		switch {
 		case n == nil:
@@ -220,10 +226,10 @@ func (s *Store) StepsStream(ctx context.Context, p StepsStreamParams) (StreamRea
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return StreamRead{}, mapErr("read stream", err)
+		return StreamRead{}, mapErr(what, err)
 	}
 	if !found {
-		return StreamRead{}, fmt.Errorf("read stream of run %s: %w", p.RunID, ErrNotFound)
+		return StreamRead{}, fmt.Errorf("%s: run %s: %w", what, p.RunID, ErrNotFound)
 	}
 	return out, nil
 }

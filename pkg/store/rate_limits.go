@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/kagzi/kagzi/internal/durations"
+	"github.com/kagzi/kagzi/pkg/protocol"
 )
 
 // RateLimit allows at most Limit claims of runs with rate key Key per
@@ -28,8 +31,15 @@ type RateLimit struct {
 	UpdatedAt   time.Time
 }
 
+// MaxRatePeriod is the longest rate limit period. A day is the coarsest
+// quota an external service states; a longer period would hold the runs
+// it defers for as long (a run held back is due in the window that has
+// room for it, many periods ahead).
+const MaxRatePeriod = 24 * time.Hour
+
 // RateLimitsSet sets (or replaces) the rate limit of a key. The period is
-// a whole number of milliseconds, at least one; the limit at least one.
+// a whole number of milliseconds, 1ms to MaxRatePeriod; the limit at least
+// one.
 // Changing the period starts counting afresh at the next claim. Runs the
 // limit already held back keep the windows they were given.
 func (s *Store) RateLimitsSet(ctx context.Context, namespace, key string, limit int, period time.Duration) (RateLimit, error) {
@@ -47,6 +57,9 @@ func (s *Store) RateLimitsSet(ctx context.Context, namespace, key string, limit 
 	}
 	if period < time.Millisecond || period%time.Millisecond != 0 {
 		return RateLimit{}, invalidf("rate limit period %v must be a whole number of milliseconds, at least 1ms", period)
+	}
+	if period > MaxRatePeriod {
+		return RateLimit{}, invalidf("rate limit period %s is above the maximum %s", durations.Format(period), durations.Format(MaxRatePeriod))
 	}
 	r := RateLimit{Namespace: namespace, Key: key, Limit: limit, Period: period}
 	err := s.db.QueryRow(ctx, `
@@ -74,7 +87,7 @@ func (s *Store) RateLimitsDelete(ctx context.Context, namespace, key string) err
 		return mapErr("delete rate limit", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("delete rate limit of %q: %w", key, ErrNotFound)
+		return fmt.Errorf("delete rate limit of %q: %w", protocol.Echo(key), ErrNotFound)
 	}
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/kagzi/kagzi/internal/durations"
 )
 
 // Retention: finished runs are deleted, with every row that belongs to
@@ -104,8 +106,12 @@ func checkKeep(what string, d *time.Duration) error {
 	if d == nil || *d == 0 {
 		return nil
 	}
-	if *d < MinKeep || *d > MaxKeep {
-		return invalidf("%s retention %v: 0 (keep for ever) or %v to %v", what, *d, MinKeep, MaxKeep)
+	switch {
+	case *d > MaxKeep:
+		return invalidf("%s retention %s is above the maximum %s (0 keeps for ever)", what, durations.Format(*d), durations.Format(MaxKeep))
+	case *d < MinKeep:
+		return invalidf("%s retention %s: 0 (keep for ever) or %s to %s", what, durations.Format(*d), durations.Format(MinKeep),
+			durations.Format(MaxKeep))
 	}
 	return nil
 }

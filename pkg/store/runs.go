@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -99,13 +100,26 @@ func checkTime(field string, t *time.Time) error {
 func pgText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
 // checkExternalID checks an optional idempotency key: any text up to
-// maxNameLen bytes.
+// maxNameLen bytes without control characters. Every edge that takes an
+// external id (a start, an event by external id) checks it here. The id
+// is printed where operators read (the CLI's tables, the console), so
+// one holding a terminal's escape sequence would act on their screen.
 func checkExternalID(v string) error {
 	if len(v) > maxNameLen {
 		return invalidf("external id is %d bytes, at most %d", len(v), maxNameLen)
 	}
+	return checkPrintable("external id", v)
+}
+
+// checkPrintable checks an id or key the caller chose (an external id, a
+// debounce, concurrency or rate key): UTF-8 text without control
+// characters (NUL included), so that printing it is safe.
+func checkPrintable(what, v string) error {
 	if !pgText(v) {
-		return invalidf("external id %q is not UTF-8 text without NUL bytes", v)
+		return invalidf("%s %q is not UTF-8 text without NUL bytes", what, protocol.Echo(v))
+	}
+	if i := strings.IndexFunc(v, unicode.IsControl); i >= 0 {
+		return invalidf("%s %q holds a control character (%U at byte %d)", what, protocol.Echo(v), []rune(v[i:])[0], i)
 	}
 	return nil
 }
@@ -459,19 +473,21 @@ func (s *Store) RunsCreateMany(ctx context.Context, ps []RunsCreateParams) ([]Ru
 // RunsGet returns a run of the namespace with its input and output.
 func (s *Store) RunsGet(ctx context.Context, namespace string, id uuid.UUID) (Run, error) {
 	row := s.db.QueryRow(ctx, `
-SELECT `+runCols+`, r.input, r.output, r.continued_as, coalesce(r.debounce_key, ''), coalesce(r.debounce_starts, 0)
+SELECT `+runCols+`, r.input, r.output, r.continued_as, coalesce(r.debounce_key, ''), coalesce(r.debounce_starts, 0),
+	coalesce(r.concurrency_key, ''), coalesce(r.rate_key, '')
 FROM kagzi.workflow_runs r
 WHERE r.namespace_id = @namespace AND r.run_id = @run_id`, pgx.NamedArgs{"namespace": namespace, "run_id": id})
 	var in, out []byte
 	var cont *uuid.UUID
-	var dkey string
+	var dkey, ckey, rkey string
 	var dstarts int
-	run, err := scanRun(row, &in, &out, &cont, &dkey, &dstarts)
+	run, err := scanRun(row, &in, &out, &cont, &dkey, &dstarts, &ckey, &rkey)
 	if err != nil {
 		return Run{}, mapErr(fmt.Sprintf("get run %s", id), err)
 	}
 	run.Input, run.Output, run.ContinuedAs = in, out, cont
 	run.DebounceKey, run.DebounceStarts = dkey, dstarts
+	run.ConcurrencyKey, run.RateLimitKey = ckey, rkey
 	return run, nil
 }
 
@@ -535,7 +551,7 @@ type RunsListParams struct {
 	Queue      string
 	ScheduleID *uuid.UUID
 	ParentID   *uuid.UUID
-	// Limit is the page size (default 50, at most 1000).
+	// Limit is the page size (0: DefaultPageSize, at most MaxPageSize).
 	Limit int
 	// After continues a previous page.
 	After *Cursor

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/kagzi/kagzi/internal/durations"
 )
 
 // DebounceKeep says which start's input a debounced run keeps.
@@ -37,21 +39,37 @@ type Debounce struct {
 	MaxWait time.Duration // 0: no cap
 }
 
+// Window is at most MaxDebounceWindow and MaxWait at most MaxDebounceWait.
+
+// Bounds of a debounce. A week covers a daily digest that waits out a
+// quiet weekend; a longer window would park a run nobody is waiting for.
+const (
+	// MaxDebounceWindow is the longest Debounce.Window.
+	MaxDebounceWindow = 7 * 24 * time.Hour
+	// MaxDebounceWait is the longest Debounce.MaxWait.
+	MaxDebounceWait = 7 * 24 * time.Hour
+)
+
 // checkDebounce checks p's debounce options and what they exclude.
 func checkDebounce(p *RunsCreateParams) error {
 	d := p.Debounce
 	if d == nil {
 		return nil
 	}
+	if err := checkPrintable("debounce key", d.Key); err != nil {
+		return err
+	}
 	switch {
 	case d.Key == "":
 		return invalidf("debounce key is required")
 	case len(d.Key) > maxNameLen:
 		return invalidf("debounce key is %d bytes, at most %d", len(d.Key), maxNameLen)
-	case !pgText(d.Key):
-		return invalidf("debounce key %q is not UTF-8 text without NUL bytes", d.Key)
 	case d.Window <= 0:
 		return invalidf("debounce window %s must be positive", d.Window)
+	case d.Window > MaxDebounceWindow:
+		return invalidf("debounce window %s is above the maximum %s", durations.Format(d.Window), durations.Format(MaxDebounceWindow))
+	case d.MaxWait > MaxDebounceWait:
+		return invalidf("debounce max wait %s is above the maximum %s", durations.Format(d.MaxWait), durations.Format(MaxDebounceWait))
 	case d.MaxWait < 0 || (d.MaxWait > 0 && d.MaxWait < d.Window):
 		return invalidf("debounce max wait %s must be 0 (no cap) or at least the window %s", d.MaxWait, d.Window)
 	case d.Keep != DebounceLast && d.Keep != DebounceFirst:

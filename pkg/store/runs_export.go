@@ -33,11 +33,16 @@ type RunsExportParams struct {
 	// FinishedBefore, if set, takes only runs that finished before it:
 	// with the retention period, what retention deletes by then.
 	FinishedBefore *time.Time
-	// Limit is the page size in runs (default 100, at most 1000).
+	// Limit is the page size in runs (0: DefaultExportPage, at most
+	// MaxPageSize).
 	Limit int
 	// After continues a previous page.
 	After *Cursor
 }
+
+// DefaultExportPage is RunsExportParams.Limit when 0: each run comes with
+// its payloads, steps and events, so a page is smaller than a listing's.
+const DefaultExportPage = 100
 
 // RunsExport returns a page of the namespace's runs, newest first, each
 // with its payloads, steps and events, in one round trip after the page's
@@ -46,8 +51,11 @@ type RunsExportParams struct {
 // caller's transaction, whose isolation then applies): a run that
 // retention deletes meanwhile is in it whole or not at all.
 func (s *Store) RunsExport(ctx context.Context, p RunsExportParams) (records []RunRecord, next *Cursor, err error) {
-	if p.Limit <= 0 {
-		p.Limit = 100
+	switch {
+	case p.Limit == 0:
+		p.Limit = DefaultExportPage
+	case p.Limit < 0:
+		return nil, nil, invalidf("export page size %d is negative", p.Limit)
 	}
 	if err := checkTime("finished before", p.FinishedBefore); err != nil {
 		return nil, nil, err

@@ -27,8 +27,8 @@ func checkFlowKeys(concurrencyKey, rateKey string) error {
 		if len(k.v) > maxFlowKeyLen {
 			return invalidf("%s is %d bytes, more than %d", k.what, len(k.v), maxFlowKeyLen)
 		}
-		if !pgText(k.v) {
-			return invalidf("%s must be valid UTF-8 without NUL", k.what)
+		if err := checkPrintable(k.what, k.v); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/kagzi/kagzi/pkg/protocol"
 )
 
 // ConcurrencyLimit caps the RUNNING runs of one workflow type in one
@@ -84,7 +86,7 @@ DELETE FROM kagzi.concurrency_limits WHERE namespace_id = @namespace AND task_qu
 		return mapErr("delete concurrency limit", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("delete concurrency limit of %s in queue %s: %w", typ, queue, ErrNotFound)
+		return fmt.Errorf("delete concurrency limit of %s in queue %s: %w", protocol.Echo(typ), protocol.Echo(queue), ErrNotFound)
 	}
 	return nil
 }

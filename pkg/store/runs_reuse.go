@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/kagzi/kagzi/internal/durations"
 )
 
 // IDReusePolicy says whether a start's external id may name a new run,
@@ -59,6 +61,10 @@ func (e *IDReuseError) Error() string {
 // hold.
 func (e *IDReuseError) Unwrap() error { return ErrIDReused }
 
+// MaxIDReuseWindow is the longest RunsCreateParams.IDReuseWindow: no run
+// is kept longer (MaxKeep), so a longer window would count nothing more.
+const MaxIDReuseWindow = MaxKeep
+
 // checkIDReuse checks p's id reuse policy.
 func checkIDReuse(p *RunsCreateParams) error {
 	switch p.IDReuse {
@@ -69,6 +75,9 @@ func checkIDReuse(p *RunsCreateParams) error {
 	case IDReuseFailedOnly, IDReuseReject:
 		if p.IDReuseWindow < 0 {
 			return invalidf("id reuse window %s is negative", p.IDReuseWindow)
+		}
+		if p.IDReuseWindow > MaxIDReuseWindow {
+			return invalidf("id reuse window %s is above the maximum %s", durations.Format(p.IDReuseWindow), durations.Format(MaxIDReuseWindow))
 		}
 	default:
 		return invalidf("id reuse policy %q is not one of \"\", %s, %s, %s", p.IDReuse, IDReuseFailedOnly, IDReuseReject, IDReuseTerminate)

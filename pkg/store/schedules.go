@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/kagzi/kagzi/internal/durations"
 	"github.com/kagzi/kagzi/pkg/retry"
 )
 
@@ -314,15 +315,22 @@ func (s *Store) SchedulesCreate(ctx context.Context, p SchedulesCreateParams) (S
 	if err != nil {
 		return Schedule{}, err
 	}
-	if p.MaxCatchup < 0 || p.MaxCatchup > MaxCatchupLimit {
+	switch {
+	case p.MaxCatchup > MaxCatchupLimit:
+		return Schedule{}, invalidf("max catch-up %d is above the maximum %d", p.MaxCatchup, MaxCatchupLimit)
+	case p.MaxCatchup < 0:
 		return Schedule{}, invalidf("max catch-up %d must be between 0 and %d", p.MaxCatchup, MaxCatchupLimit)
 	}
 	overlap, err := ParseOverlap(string(p.Overlap))
 	if err != nil {
 		return Schedule{}, err
 	}
-	if p.Jitter < 0 || p.Jitter > MaxJitter || p.Jitter%time.Millisecond != 0 {
-		return Schedule{}, invalidf("jitter %v must be whole milliseconds between 0 and %v", p.Jitter, MaxJitter)
+	switch {
+	case p.Jitter > MaxJitter:
+		return Schedule{}, invalidf("jitter %s is above the maximum %s", durations.Format(p.Jitter), durations.Format(MaxJitter))
+	case p.Jitter < 0 || p.Jitter%time.Millisecond != 0:
+		return Schedule{}, invalidf("jitter %s must be whole milliseconds between 0 and %s", durations.Format(p.Jitter),
+			durations.Format(MaxJitter))
 	}
 	var jitterMS *int64
 	if p.Jitter > 0 {
@@ -393,7 +401,7 @@ WHERE r.namespace_id = @namespace AND r.run_id = @run_id AND `+isTemplate, pgx.N
 // SchedulesListParams page a listing of schedules.
 type SchedulesListParams struct {
 	Namespace string
-	// Limit is the page size (default 50, at most 1000).
+	// Limit is the page size (0: DefaultPageSize, at most MaxPageSize).
 	Limit int
 	// After continues a previous page.
 	After *Cursor
@@ -525,14 +533,12 @@ SELECT 1 FROM d`, pgx.NamedArgs{"namespace": namespace, "run_id": id})
 }
 
 // SchedulesHistory returns the runs a schedule fired, newest fire time
-// first, at most limit (default 50, at most 1000). An unknown schedule is
-// ErrNotFound.
+// first, at most limit (0: DefaultPageSize, at most MaxPageSize). An
+// unknown schedule is ErrNotFound.
 func (s *Store) SchedulesHistory(ctx context.Context, namespace string, id uuid.UUID, limit int) ([]Run, error) {
-	if limit <= 0 {
-		limit = 50
-	}
-	if limit > 1000 {
-		return nil, invalidf("limit %d is above 1000", limit)
+	limit, err := pageLimit(limit)
+	if err != nil {
+		return nil, err
 	}
 	rows, err := s.db.Query(ctx, `
 SELECT `+runCols+` FROM kagzi.workflow_runs r

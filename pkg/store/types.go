@@ -98,6 +98,10 @@ type Run struct {
 	// RunsGet only.
 	DebounceKey    string
 	DebounceStarts int
+	// ConcurrencyKey and RateLimitKey are the run's flow control keys
+	// (RunsCreateParams), "" for none; filled by RunsGet only.
+	ConcurrencyKey string
+	RateLimitKey   string
 
 	// Input and Output are filled by the methods that say so (RunsGet,
 	// RunsClaim); list methods leave them nil to keep rows narrow.

@@ -58,13 +58,13 @@ func (s *Store) UpdatesSend(ctx context.Context, p UpdatesSendParams) (SentEvent
 	var out SentEvent
 	err = s.InTx(ctx, func(tx *Store) error {
 		if err := tx.eventTarget(ctx, EventsSendParams{Namespace: p.Namespace, RunID: p.RunID}, &out); err != nil {
-			return fmt.Errorf("update %q of run %s: %w", p.Name, p.RunID, err)
+			return fmt.Errorf("update %q of run %s: %w", protocol.Echo(p.Name), p.RunID, err)
 		}
 		switch {
 		case out.RunStatus.Terminal():
-			return fmt.Errorf("update %q of run %s: %w (%s)", p.Name, out.RunID, ErrRunFinished, out.RunStatus)
+			return fmt.Errorf("update %q of run %s: %w (%s)", protocol.Echo(p.Name), out.RunID, ErrRunFinished, out.RunStatus)
 		case out.RunStatus == StatusScheduled || out.RunStatus == StatusPaused:
-			return fmt.Errorf("update %q of run %s: %w: it is a schedule template", p.Name, out.RunID, ErrConflict)
+			return fmt.Errorf("update %q of run %s: %w: it is a schedule template", protocol.Echo(p.Name), out.RunID, ErrConflict)
 		}
 		err = eventsSendSQL.queryRow(ctx, tx.db,
 			pgx.NamedArgs{"event_id": id, "namespace": p.Namespace, "run_id": out.RunID, "name": name, "payload": p.Payload,

@@ -343,14 +343,21 @@ func (s *Store) WorkersGet(ctx context.Context, namespace string, id uuid.UUID) 
 	return w, nil
 }
 
-// WorkersListParams filter a listing of workers.
+// The size of WorkersList's answer. Workers are listed whole (no cursor):
+// the bound is what one answer carries.
+const (
+	DefaultWorkersPage = 1000
+	MaxWorkersPage     = 10000
+)
+
+// WorkersListParams filter WorkersList.
 type WorkersListParams struct {
 	Namespace string
 	// Queue filter; empty means every queue.
 	Queue string
 	// Status filter; empty means every status.
 	Status WorkerStatus
-	// Limit caps the list (default 1000, at most 10000).
+	// Limit caps the list (0: DefaultWorkersPage, at most MaxWorkersPage).
 	Limit int
 }
 
@@ -363,11 +370,13 @@ func (s *Store) WorkersList(ctx context.Context, p WorkersListParams) ([]Worker,
 	if p.Status != "" && !p.Status.Valid() {
 		return nil, invalidf("unknown worker status %q", p.Status)
 	}
-	if p.Limit <= 0 {
-		p.Limit = 1000
-	}
-	if p.Limit > 10000 {
-		return nil, invalidf("limit %d is above 10000", p.Limit)
+	switch {
+	case p.Limit == 0:
+		p.Limit = DefaultWorkersPage
+	case p.Limit < 0:
+		return nil, invalidf("limit %d is negative; give 1 to %d, or 0 for %d", p.Limit, MaxWorkersPage, DefaultWorkersPage)
+	case p.Limit > MaxWorkersPage:
+		return nil, invalidf("limit %d is above the maximum %d", p.Limit, MaxWorkersPage)
 	}
 	rows, err := s.db.Query(ctx, `
 SELECT `+workerCols+` FROM kagzi.workers

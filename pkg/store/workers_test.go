@@ -392,8 +392,14 @@ func TestWorkersServingAndRequireWorker(t *testing.T) {
 	if n := serving("ns", "q", "T", ""); n != 0 {
 		t.Fatalf("no workers: %d serve", n)
 	}
-	if err := start(store.RunsCreateParams{Type: "T"}); !errors.Is(err, store.ErrNoWorker) || !strings.Contains(err.Error(), "T@ on queue q") {
+	// The message names type@version, or the type alone without a
+	// version (no dangling "@").
+	if err := start(store.RunsCreateParams{Type: "T"}); !errors.Is(err, store.ErrNoWorker) || !strings.Contains(err.Error(), "serves T on queue q of namespace ns") {
 		t.Fatalf("require a worker with none: %v", err)
+	}
+	if err := start(store.RunsCreateParams{Type: "T", Version: "v9"}); !errors.Is(err, store.ErrNoWorker) ||
+		!strings.Contains(err.Error(), "serves T@v9 on queue q of namespace ns") {
+		t.Fatalf("require a worker of a version with none: %v", err)
 	}
 	a := registerWorker(t, s, "ns", "q") // T@v1
 	unversioned, err := s.WorkersRegister(ctx, store.WorkersRegisterParams{WorkerID: uuid.New(), Namespace: "ns", Queue: "q",

@@ -47,8 +47,24 @@ func Inbox(namespace, identity string) nats.Option {
 	return nats.CustomInboxPrefix(protocol.WorkerInbox(namespace, identity))
 }
 
-// MaxWaitTimeout bounds Config.WaitTimeout (what a dispatcher accepts).
-const MaxWaitTimeout = 10 * time.Minute
+// Maxima of Config's durations; a longer one is refused by New.
+const (
+	// MaxWaitTimeout bounds WaitTimeout (what a dispatcher accepts).
+	MaxWaitTimeout = 10 * time.Minute
+	// MaxHeartbeatInterval bounds HeartbeatInterval: the longest worker
+	// timeout a reaper takes (KAGZI_WORKER_TIMEOUT); heartbeats rarer
+	// than the reaper's timeout make a live worker look dead.
+	MaxHeartbeatInterval = time.Hour
+	// MaxReportTimeout bounds ReportTimeout: a report that waits longer
+	// holds its run's slot for nothing; the report is retried anyway.
+	MaxReportTimeout = 10 * time.Minute
+	// MaxDrainTimeout bounds DrainTimeout: a stopping worker holds its
+	// runs (no other worker may take them) for at most this long.
+	MaxDrainTimeout = time.Hour
+	// MaxInlineRetryWait bounds MaxInlineRetry: a longer backoff holds a
+	// slot idle that a suspended run would free.
+	MaxInlineRetryWait = 10 * time.Minute
+)
 
 // Config configures a Worker. Zero fields take their defaults.
 type Config struct {
@@ -146,17 +162,20 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxConcurrency < 1 || c.MaxConcurrency > protocol.MaxCredits {
 		errs = append(errs, fmt.Errorf("max concurrency %d must be 1 to %d", c.MaxConcurrency, protocol.MaxCredits))
 	}
-	if c.HeartbeatInterval < 0 {
-		errs = append(errs, fmt.Errorf("heartbeat interval %v is negative", c.HeartbeatInterval))
+	if c.HeartbeatInterval < 0 || c.HeartbeatInterval > MaxHeartbeatInterval {
+		errs = append(errs, fmt.Errorf("heartbeat interval %v must be 0 (default) to %v", c.HeartbeatInterval, MaxHeartbeatInterval))
 	}
 	if c.WaitTimeout < time.Millisecond || c.WaitTimeout > MaxWaitTimeout {
 		errs = append(errs, fmt.Errorf("wait timeout %v must be 1ms to %v", c.WaitTimeout, MaxWaitTimeout))
 	}
-	if c.ReportTimeout < 0 {
-		errs = append(errs, fmt.Errorf("report timeout %v is negative", c.ReportTimeout))
+	if c.ReportTimeout < 0 || c.ReportTimeout > MaxReportTimeout {
+		errs = append(errs, fmt.Errorf("report timeout %v must be 0 (default) to %v", c.ReportTimeout, MaxReportTimeout))
 	}
-	if c.DrainTimeout < 0 {
-		errs = append(errs, fmt.Errorf("drain timeout %v is negative", c.DrainTimeout))
+	if c.DrainTimeout < 0 || c.DrainTimeout > MaxDrainTimeout {
+		errs = append(errs, fmt.Errorf("drain timeout %v must be 0 (default) to %v", c.DrainTimeout, MaxDrainTimeout))
+	}
+	if c.MaxInlineRetry > MaxInlineRetryWait {
+		errs = append(errs, fmt.Errorf("max inline retry %v is above the maximum %v", c.MaxInlineRetry, MaxInlineRetryWait))
 	}
 	if err := protocol.ValidWorkerIdentity(c.Hostname, c.Version, c.Labels); err != nil {
 		errs = append(errs, err)

@@ -39,6 +39,10 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 		{worker.Config{HeartbeatInterval: -time.Second}, "heartbeat"},
 		{worker.Config{DrainTimeout: -time.Second}, "drain timeout"},
 		{worker.Config{ReportTimeout: -time.Second}, "report timeout"},
+		{worker.Config{HeartbeatInterval: worker.MaxHeartbeatInterval + time.Second}, "heartbeat"},
+		{worker.Config{DrainTimeout: worker.MaxDrainTimeout + time.Second}, "drain timeout"},
+		{worker.Config{ReportTimeout: worker.MaxReportTimeout + time.Second}, "report timeout"},
+		{worker.Config{MaxInlineRetry: worker.MaxInlineRetryWait + time.Second}, "above the maximum"},
 		{worker.Config{Version: strings.Repeat("v", 201)}, "version"},
 	}
 	for _, tc := range bad {

@@ -177,9 +177,10 @@ func New(cfg Config, nc *nats.Conn) (*Worker, error) {
 		ready:  make(chan struct{}),
 		done:   make(chan struct{}),
 	}
-	if !strings.HasPrefix(nc.Opts.InboxPrefix, protocol.WorkerInbox(cfg.Namespace, "")) {
-		// Without it the worker works where NATS enforces no permissions,
-		// and receives nothing where it does (see Inbox).
+	if nc.AuthRequired() && !strings.HasPrefix(nc.Opts.InboxPrefix, protocol.WorkerInbox(cfg.Namespace, "")) {
+		// Without it the worker receives nothing where NATS enforces
+		// permissions (see Inbox); where the server asks for no
+		// credentials, nothing is enforced and nothing needs saying.
 		w.log.Warn("the NATS connection has no worker inbox prefix (worker.Inbox): with NATS authorization no delivery reaches this worker",
 			"inbox_prefix", nc.Opts.InboxPrefix)
 	}

@@ -9,6 +9,10 @@ import (
 	"github.com/kagzi/kagzi/pkg/protocol"
 )
 
+// MaxDeliveryTimeout bounds KAGZI_DELIVERY_TIMEOUT: runs delivered to a
+// worker that does not acknowledge them wait this long to be released.
+const MaxDeliveryTimeout = time.Minute
+
 // Config is the dispatcher service's configuration, read from the environment
 // (config.Load); every variable is documented in the README.
 type Config struct {
@@ -44,10 +48,10 @@ func (c *Config) Validate() error {
 		return err
 	}
 	switch {
-	case c.Lease < time.Second:
-		return fmt.Errorf("KAGZI_LEASE %v: at least 1s", c.Lease)
-	case c.DeliveryTimeout <= 0:
-		return fmt.Errorf("KAGZI_DELIVERY_TIMEOUT %v: must be positive", c.DeliveryTimeout)
+	case c.Lease < time.Second || c.Lease > config.MaxLease:
+		return fmt.Errorf("KAGZI_LEASE %v: 1s to %v", c.Lease, config.MaxLease)
+	case c.DeliveryTimeout <= 0 || c.DeliveryTimeout > MaxDeliveryTimeout:
+		return fmt.Errorf("KAGZI_DELIVERY_TIMEOUT %v: positive, at most %v", c.DeliveryTimeout, MaxDeliveryTimeout)
 	case c.MaxClaim < 1 || c.MaxClaim > 10000:
 		return fmt.Errorf("KAGZI_MAX_CLAIM %d: 1 to 10000", c.MaxClaim)
 	case c.ReportWriters < 1 || c.ReportWriters > 64:

@@ -50,8 +50,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.WorkerTimeout < 100*time.Millisecond || c.WorkerTimeout > time.Hour:
 		return fmt.Errorf("KAGZI_WORKER_TIMEOUT %v: 100ms to 1h", c.WorkerTimeout)
-	case c.Lease < time.Second:
-		return fmt.Errorf("KAGZI_LEASE %v: at least 1s", c.Lease)
+	case c.Lease < time.Second || c.Lease > config.MaxLease:
+		return fmt.Errorf("KAGZI_LEASE %v: 1s to %v", c.Lease, config.MaxLease)
 	case c.FlushInterval <= 0 || c.FlushInterval > c.Lease/3:
 		return fmt.Errorf("KAGZI_FLUSH_INTERVAL %v: positive, at most a third of KAGZI_LEASE (%v)", c.FlushInterval, c.Lease)
 	case c.LeaseGrace < 2*c.FlushInterval || c.LeaseGrace >= c.Lease:
@@ -59,8 +59,8 @@ func (c *Config) Validate() error {
 			c.LeaseGrace, c.FlushInterval, c.Lease)
 	case c.BeaconInterval < 10*time.Millisecond || c.BeaconInterval > protocol.MaxBeaconInterval:
 		return fmt.Errorf("KAGZI_BEACON_INTERVAL %v: 10ms to %v", c.BeaconInterval, protocol.MaxBeaconInterval)
-	case c.WorkerRetention < 0:
-		return fmt.Errorf("KAGZI_WORKER_RETENTION %v: must not be negative", c.WorkerRetention)
+	case c.WorkerRetention < 0 || c.WorkerRetention > store.MaxKeep:
+		return fmt.Errorf("KAGZI_WORKER_RETENTION %v: 0 (keep) to %v", c.WorkerRetention, store.MaxKeep)
 	case c.RetentionBatch < 1 || c.RetentionBatch > store.MaxDeleteBatch:
 		return fmt.Errorf("KAGZI_RETENTION_BATCH %d: 1 to %d", c.RetentionBatch, store.MaxDeleteBatch)
 	case c.RetentionPause < time.Millisecond || c.RetentionPause > time.Minute:

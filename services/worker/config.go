@@ -7,6 +7,7 @@ import (
 	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/hops"
 	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/worker"
 )
 
 // Config is the worker service's configuration, read from the environment
@@ -56,12 +57,14 @@ func (c *Config) Validate() error {
 	switch {
 	case c.MaxConcurrency < 1 || c.MaxConcurrency > protocol.MaxCredits:
 		return fmt.Errorf("KAGZI_MAX_CONCURRENCY %d: 1 to %d", c.MaxConcurrency, protocol.MaxCredits)
-	case c.WaitTimeout < 100*time.Millisecond || c.WaitTimeout > 10*time.Minute:
-		return fmt.Errorf("KAGZI_WAIT_TIMEOUT %v: 100ms to 10m", c.WaitTimeout)
-	case c.HeartbeatInterval <= 0:
-		return fmt.Errorf("KAGZI_HEARTBEAT_INTERVAL %v: must be positive", c.HeartbeatInterval)
-	case c.DrainTimeout < 0:
-		return fmt.Errorf("KAGZI_DRAIN_TIMEOUT %v: must not be negative", c.DrainTimeout)
+	case c.WaitTimeout < 100*time.Millisecond || c.WaitTimeout > worker.MaxWaitTimeout:
+		return fmt.Errorf("KAGZI_WAIT_TIMEOUT %v: 100ms to %v", c.WaitTimeout, worker.MaxWaitTimeout)
+	case c.HeartbeatInterval <= 0 || c.HeartbeatInterval > worker.MaxHeartbeatInterval:
+		return fmt.Errorf("KAGZI_HEARTBEAT_INTERVAL %v: positive, at most %v", c.HeartbeatInterval, worker.MaxHeartbeatInterval)
+	case c.DrainTimeout < 0 || c.DrainTimeout > worker.MaxDrainTimeout:
+		return fmt.Errorf("KAGZI_DRAIN_TIMEOUT %v: 0 to %v", c.DrainTimeout, worker.MaxDrainTimeout)
+	case c.MaxInlineRetry > worker.MaxInlineRetryWait:
+		return fmt.Errorf("KAGZI_MAX_INLINE_RETRY %v: at most %v (negative: always suspend)", c.MaxInlineRetry, worker.MaxInlineRetryWait)
 	}
 	return nil
 }

@@ -473,8 +473,8 @@ func browserActions(t *testing.T, e *env, ctx context.Context) {
 			t.Fatal(err)
 		}
 		defer func() { _ = e.cl.RemoveConcurrencyLimit(bg, "default", "Echo") }()
-		// A window of 1,000 hours: every claim below falls in one.
-		if _, err := e.cl.SetRateLimit(bg, "crm", 100, 1000*time.Hour); err != nil {
+		// A window of a day, the longest: every claim below falls in one.
+		if _, err := e.cl.SetRateLimit(bg, "crm", 100, client.MaxRatePeriod); err != nil {
 			t.Fatal(err)
 		}
 		defer func() { _ = e.cl.RemoveRateLimit(bg, "crm") }()
