@@ -75,6 +75,8 @@ var notDelivered = map[string]string{
 	"ContinuedAs":       "set only on a run that ended",
 	"DebounceKey":       "how the run was started, not used by replay",
 	"DebounceStarts":    "how the run was started, not used by replay",
+	"ConcurrencyKey":    "applied by the claim, not used by replay",
+	"RateLimitKey":      "applied by the claim, not used by replay",
 }
 
 // Wire names of claimed-run fields that are renamed on the wire.
