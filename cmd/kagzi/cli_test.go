@@ -179,7 +179,7 @@ func TestUsageErrorsExit2BeforeConnecting(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"run", "show", "not-a-uuid"}, "not a UUID"},
+		{[]string{"run", "retry", "not-a-uuid"}, "not a UUID"},
 		{[]string{"run", "cancel", "1234"}, "not a UUID"},
 		{[]string{"schedule", "pause", "xyz"}, "not a UUID"},
 		{[]string{"schedule", "history", "xyz"}, "not a UUID"},

@@ -289,8 +289,9 @@ type runShowJSON struct {
 }
 
 func newRunShowCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:   "show RUN_ID",
+	var byExternal bool
+	c := &cobra.Command{
+		Use:   "show RUN_ID|EXTERNAL_ID",
 		Short: "Show a run, the timeline of its steps and its events",
 		Long: `Show a run's fields, input and output, then every attempt of every step in
 the order they were recorded: step id, kind, attempt, status, start,
@@ -300,18 +301,31 @@ still receive it) or UNRECEIVED (the run ended without receiving it: its
 workflow never waited for or drained it after it came). For a run waiting
 to be claimed (PENDING or SLEEPING), it says how many live workers serve
 its type@version on its queue, and warns when none does: the run waits
-until one registers.`,
+until one registers.
+
+The run is named by its run id or, as with kagzi event send, by an external
+id: the live run holding it, else the newest. An argument that parses as a
+UUID is taken as a run id; add --external-id to take it as an external id
+anyway.`,
 		Example: `  kagzi run show 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e
+  kagzi run show order-42
   kagzi --json run show 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e | jq .steps`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseID("run id", args[0])
-			if err != nil {
-				return err
+			if args[0] == "" {
+				return usagef("name the run by its run id or external id")
 			}
 			st, err := a.Store(cmd.Context())
 			if err != nil {
 				return err
+			}
+			id, err := parseUUID(args[0])
+			if err != nil || byExternal {
+				r, err := st.RunsGetByExternalID(cmd.Context(), a.Namespace, args[0])
+				if err != nil {
+					return err
+				}
+				id = r.ID
 			}
 			run, err := st.RunsGet(cmd.Context(), a.Namespace, id)
 			if err != nil {
@@ -386,6 +400,8 @@ until one registers.`,
 			})
 		},
 	}
+	c.Flags().BoolVar(&byExternal, "external-id", false, "take the argument as an external id even if it looks like a UUID")
+	return c
 }
 
 // runFields prints a run's fields as a two-column list.

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
 	"github.com/kagzi/kagzi/pkg/client"
@@ -94,7 +97,12 @@ one JSON value per line (with --json, one object per line with the entry's
 index, value and time). --from N starts at entry N (from 1). Without
 --follow, it prints the entries recorded so far and exits. With --follow,
 it waits for new entries by push (NATS) and prints each as it is recorded,
-until the workflow closes the stream or the run ends.`,
+until the workflow closes the stream or the run ends.
+
+A stream the run has not written to is not an error, since it may be
+written later: with --follow the command waits for it and says so on
+stderr, naming the streams the run did write; without --follow stderr
+says the same and nothing is printed.`,
 		Example: `  kagzi run stream 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e tokens --follow
   kagzi --json run stream 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e tokens --from 10`,
 		Args: cobra.ExactArgs(2),
@@ -125,6 +133,7 @@ until the workflow closes the stream or the run ends.`,
 				}
 				return err
 			}
+			errOut := cmd.ErrOrStderr()
 			if !follow {
 				entries, _, err := cl.StreamEntries(ctx, id, args[1], from)
 				if err != nil {
@@ -135,10 +144,25 @@ until the workflow closes the stream or the run ends.`,
 						return err
 					}
 				}
+				if len(entries) == 0 {
+					if written, others := streamWritten(ctx, cl, id, args[1]); !written {
+						fmt.Fprintf(errOut, "Run %s has written nothing to stream %q (%s).\n", id, args[1], others)
+					}
+				}
 				return nil
 			}
+			// The reader subscribes before the check below: an entry
+			// written meanwhile is not missed.
 			r := cl.ReadStreamRaw(ctx, id, args[1], from)
 			defer r.Close()
+			if written, others := streamWritten(ctx, cl, id, args[1]); !written {
+				if run, err := cl.Get(ctx, id); err == nil && !run.Status.Terminal() {
+					fmt.Fprintf(errOut, "Waiting for stream %q of run %s, which nothing has written to yet (%s); Ctrl-C stops.\n",
+						args[1], id, others)
+				} else if err == nil {
+					fmt.Fprintf(errOut, "Run %s ended %s without writing to stream %q (%s).\n", id, run.Status, args[1], others)
+				}
+			}
 			for {
 				e, err := r.Next(ctx)
 				if errors.Is(err, io.EOF) {
@@ -156,6 +180,27 @@ until the workflow closes the stream or the run ends.`,
 	c.Flags().IntVar(&from, "from", 1, "the first entry to print (entries are numbered from 1)")
 	c.Flags().BoolVarP(&follow, "follow", "f", false, "wait for new entries until the stream is closed or the run ends")
 	return c
+}
+
+// streamWritten reports whether the run wrote to stream name (an entry or
+// its close) and, if not, names the streams it did write to: a mistyped
+// name waits for ever with --follow, and the note shows the right one.
+func streamWritten(ctx context.Context, cl *client.Client, id uuid.UUID, name string) (bool, string) {
+	infos, err := cl.Streams(ctx, id)
+	if err != nil {
+		return true, "" // the read itself reports what went wrong
+	}
+	names := make([]string, 0, len(infos))
+	for _, s := range infos {
+		if s.Name == name {
+			return true, ""
+		}
+		names = append(names, fmt.Sprintf("%q", s.Name))
+	}
+	if len(names) == 0 {
+		return false, "it has written to no stream yet"
+	}
+	return false, "its streams: " + strings.Join(names, ", ")
 }
 
 // compactJSON is raw JSON on one line.

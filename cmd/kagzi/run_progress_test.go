@@ -92,3 +92,68 @@ func TestRunStateAndStream(t *testing.T) {
 	}
 	c.fails(exitUsage, "run", "stream", id, "tokens", "--from", "-1")
 }
+
+// A stream the run never wrote to: --follow waits, saying so on stderr
+// with the streams the run did write (a mistyped name is seen at once);
+// without --follow, nothing is printed on stdout and stderr says why.
+func TestRunStreamNeverWritten(t *testing.T) {
+	t.Parallel()
+	c, natsURL := waitEnv(t)
+	st := c.store()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, _, err := st.RunsCreate(ctx, store.RunsCreateParams{Namespace: "default", Queue: "default", Type: "Gen"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := st.RunsClaim(ctx, store.RunsClaimParams{Namespace: "default", Queue: "default", WorkerID: uuid.New(),
+		Types: []store.TypeVersion{{Type: "Gen", Version: "v1"}}, Limit: 1, Lease: time.Minute})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("claim: %v %v", runs, err)
+	}
+	l := store.Lease{Namespace: "default", RunID: run.ID, Token: runs[0].LeaseToken}
+	if err := st.StepsRecord(ctx, store.StepsRecordParams{Lease: l, StepID: protocol.StreamStepID("tokens", 1), Attempt: 1,
+		Kind: store.StepFunction, Status: store.StepCompleted, Output: []byte(`"a"`)}); err != nil {
+		t.Fatal(err)
+	}
+	id := run.ID.String()
+
+	out, errOut, code := c.run("run", "stream", id, "tokenz")
+	if code != 0 || out != "" || !strings.Contains(errOut, `has written nothing to stream "tokenz" (its streams: "tokens")`) {
+		t.Errorf("run stream of a stream never written: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+
+	var so, se strings.Builder
+	stderr := &lockedBuilder{b: &se}
+	done := make(chan int, 1)
+	go func() {
+		done <- execute(ctx, []string{"--database-url", c.url, "--nats-url", natsURL, "run", "stream", id, "tokenz", "--follow"},
+			strings.NewReader(""), &lockedBuilder{b: &so}, stderr)
+	}()
+	want := `Waiting for stream "tokenz" of run ` + id + `, which nothing has written to yet (its streams: "tokens")`
+	for !strings.Contains(stderr.String(), want) {
+		select {
+		case code := <-done:
+			t.Fatalf("run stream --follow exited %d before the run ended; stderr %q", code, stderr.String())
+		case <-ctx.Done():
+			t.Fatalf("run stream --follow says nothing while it waits; stderr %q", stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if err := st.RunsComplete(ctx, l, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("run stream --follow at the run's end: exit %d; stderr %q", code, stderr.String())
+		}
+	case <-ctx.Done():
+		t.Fatal("run stream --follow did not end with the run")
+	}
+	// The run ended: a follow ends at once, saying the stream was never written.
+	_, errOut, code = c.run("--nats-url", natsURL, "run", "stream", id, "tokenz", "--follow")
+	if code != 0 || !strings.Contains(errOut, "ended COMPLETED without writing to stream \"tokenz\"") {
+		t.Errorf("run stream --follow of an ended run: exit %d, stderr %q", code, errOut)
+	}
+}

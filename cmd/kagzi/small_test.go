@@ -121,3 +121,27 @@ func TestRunShowFlowKeys(t *testing.T) {
 		t.Errorf("a run without keys shows empty ones:\n%s", out)
 	}
 }
+
+// run show takes an external id, as event send does: the live run holding
+// it, else the newest; --external-id for one that looks like a UUID.
+func TestRunShowByExternalID(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.ok("migrate")
+	id := uuidRE.FindString(c.ok("run", "start", "Echo", "--id", "order-42"))
+	var v runShowJSON
+	c.okJSON(&v, "run", "show", "order-42")
+	if v.RunID.String() != id || v.ExternalID != "order-42" {
+		t.Errorf("run show order-42: run %s (%q), want %s", v.RunID, v.ExternalID, id)
+	}
+	uuidLike := "3f0e2c1a-0000-4000-8000-000000000000"
+	byUUID := uuidRE.FindString(c.ok("run", "start", "Echo", "--id", uuidLike))
+	c.okJSON(&v, "run", "show", "--external-id", uuidLike)
+	if v.RunID.String() != byUUID {
+		t.Errorf("run show --external-id %s: run %s, want %s", uuidLike, v.RunID, byUUID)
+	}
+	_, errOut := c.fails(exitFailed, "run", "show", "no-such-order")
+	mustContain(t, "run show of an unknown external id", errOut, `external id "no-such-order"`, "not found")
+	_, errOut = c.fails(exitFailed, "run", "show", uuidLike)
+	mustContain(t, "run show of a UUID no run has", errOut, "not found")
+}

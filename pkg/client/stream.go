@@ -48,6 +48,31 @@ func (c *Client) StreamEntries(ctx context.Context, runID uuid.UUID, name string
 	}
 }
 
+// StreamInfo sums up one stream a run wrote to.
+type StreamInfo struct {
+	Name string
+	// Entries counts the recorded entries, and Last is the highest index.
+	Entries int
+	Last    int
+	// Closed: the workflow closed the stream.
+	Closed bool
+}
+
+// Streams lists the streams the run wrote to (at least one entry, or a
+// close), by name; a stream never written is not listed, and neither is
+// any of an unknown run's.
+func (c *Client) Streams(ctx context.Context, runID uuid.UUID) ([]StreamInfo, error) {
+	ss, err := c.st.StepsStreams(ctx, c.ns, runID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]StreamInfo, len(ss))
+	for i, s := range ss {
+		out[i] = StreamInfo(s)
+	}
+	return out, nil
+}
+
 // MaxStreamEntries is the most entries one stream of a run holds
 // (workflow.Stream): entries are numbered 1 to MaxStreamEntries.
 const MaxStreamEntries = protocol.MaxStreamEntries

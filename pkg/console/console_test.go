@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -265,9 +266,11 @@ func TestCSRF(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("cross-site: %d", resp.StatusCode)
+	// Refused for where it comes from, and told so: its token is right.
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "another site") || strings.Contains(string(body), "CSRF token") {
+		t.Fatalf("cross-site: %d %s", resp.StatusCode, body)
 	}
 	e.post("/api/v1/runs?ns=default", map[string]any{"type": "Echo"}, http.StatusOK, nil)
 }

@@ -5,10 +5,13 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"github.com/kagzi/kagzi/pkg/protocol"
 )
 
 // The console's guard, in front of every route: authentication (basic
@@ -55,9 +58,14 @@ func (c *Console) guard(next http.Handler) http.Handler {
 			if sent == "" && !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
 				sent = r.FormValue("csrf_token")
 			}
-			site := r.Header.Get("Sec-Fetch-Site")
-			if token == "" || subtle.ConstantTimeCompare([]byte(sent), []byte(token)) != 1 ||
-				(site != "" && site != "same-origin" && site != "none") {
+			// Each refusal says which rule refused: a cross-site write
+			// with a right token is not a token problem.
+			if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+				writeJSON(w, http.StatusForbidden, map[string]string{"error": fmt.Sprintf(
+					"writes come from the console's own pages or from scripts, not from another site (Sec-Fetch-Site: %s)", protocol.Echo(site))})
+				return
+			}
+			if token == "" || subtle.ConstantTimeCompare([]byte(sent), []byte(token)) != 1 {
 				writeJSON(w, http.StatusForbidden, map[string]string{"error": "missing or wrong CSRF token (read it from GET /api/v1/csrf)"})
 				return
 			}

@@ -501,7 +501,7 @@ ORDER BY (r.status IN ('COMPLETED', 'FAILED', 'CANCELLED')), r.created_at DESC L
 		pgx.NamedArgs{"namespace": namespace, "external_id": externalID})
 	run, err := scanRun(row)
 	if err != nil {
-		return Run{}, mapErr(fmt.Sprintf("get run by external id %q", externalID), err)
+		return Run{}, mapErr(fmt.Sprintf("get run by external id %q", protocol.Echo(externalID)), err)
 	}
 	return run, nil
 }
