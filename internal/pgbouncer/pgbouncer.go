@@ -104,18 +104,17 @@ func Start(ctx context.Context, o Options) (*Bouncer, error) {
 			_ = os.RemoveAll(dir)
 		}
 	}()
-	var runAs []string
+	uid, gid := -1, -1
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
 			return nil, fmt.Errorf("pgbouncer: running as root needs a postgres user to run it as: %w", err)
 		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
+		uid, _ = strconv.Atoi(u.Uid)
+		gid, _ = strconv.Atoi(u.Gid)
 		if err := os.Chown(dir, uid, gid); err != nil {
 			return nil, err
 		}
-		runAs = []string{"-u", "postgres"}
 	}
 	// auth_type trust still wants every user in the auth file.
 	auth := fmt.Sprintf("%q \"\"\n", srv.User)
@@ -134,8 +133,8 @@ func Start(ctx context.Context, o Options) (*Bouncer, error) {
 		if err := os.WriteFile(filepath.Join(dir, "pgbouncer.ini"), []byte(conf), 0o644); err != nil {
 			return nil, err
 		}
-		args := append(append([]string(nil), runAs...), filepath.Join(dir, "pgbouncer.ini"))
-		b.cmd = exec.Command(bin, args...)
+		b.cmd = exec.Command(bin, filepath.Join(dir, "pgbouncer.ini"))
+		asUser(b.cmd, uid, gid)
 		b.cmd.Stdout, b.cmd.Stderr = nil, nil // it logs to its file
 		if err := b.cmd.Start(); err != nil {
 			return nil, fmt.Errorf("pgbouncer: start: %w", err)
