@@ -114,9 +114,9 @@ func retryLoop(ctx context.Context, retry time.Duration, onError func(error), se
 
 // lockedConn opens a dedicated connection to url (lockConnConfig), checks
 // that it is a session of its own on Postgres (not through a pooler:
-// ErrSessionPooled) and waits, for as long as ctx allows, until its session holds advisory lock
-// key. what names the caller in errors. The lock lives as long as the
-// connection.
+// ErrSessionPooled) and waits, for as long as ctx allows, until its
+// session holds advisory lock key. what names the caller in errors. The
+// lock lives as long as the connection.
 func lockedConn(ctx context.Context, url string, key int64, what string) (*pgx.Conn, error) {
 	cfg, err := lockConnConfig(url)
 	if err != nil {
