@@ -7,11 +7,12 @@ PG_URL = $$(scripts/ensure-postgres.sh)
 # the root does not reach (see README.md, "Modules").
 MODULES := $(shell scripts/modules.sh)
 
-.PHONY: test test-auth test-faults run build lint fuzz bench-store bench bench-targets chaos vendor-js download
+.PHONY: test test-auth test-faults test-pooler run build lint fuzz bench-store bench bench-targets chaos vendor-js download
 
 ## test: start Postgres if none is reachable (and, as root, install iproute2
 ## for the failover test's network namespaces, chromium for the console's
-## browser tests and Debian's nats-server, the oldest supported, if
+## browser tests, Debian's nats-server, the oldest supported, and Debian's
+## pgbouncer, the pooler the services are tested through, if
 ## missing), build the pinned nats-server the tests run
 ## as processes (once; then cached), then run every test of every module
 ## with -race, and the end-to-end suite once more with NATS authorization
@@ -22,10 +23,11 @@ test: download
 	@scripts/ensure-iproute2.sh
 	@scripts/ensure-chromium.sh
 	@scripts/ensure-nats-server.sh
+	@scripts/ensure-pgbouncer.sh
 	@url="$(PG_URL)"; failed=(); \
 	for m in $(MODULES); do \
 		echo "go test -race ./... ($$m)"; \
-		KAGZI_TEST_DATABASE_URL="$$url" $(GO) -C "$$m" test -race -count=1 -timeout 9m ./... || failed+=("$$m"); \
+		KAGZI_TEST_DATABASE_URL="$$url" $(GO) -C "$$m" test -race -count=1 -timeout 15m ./... || failed+=("$$m"); \
 	done; \
 	if (( $${#failed[@]} )); then echo "tests failed in: $${failed[*]}"; exit 1; fi
 	@$(MAKE) --no-print-directory test-auth
@@ -37,7 +39,7 @@ test: download
 ## quick case of each; .ci/run runs this after it.
 test-faults:
 	@scripts/ensure-nats-server.sh
-	KAGZI_TEST_DATABASE_URL="$(PG_URL)" KAGZI_E2E_FULL=1 $(GO) test -race -count=1 -timeout 9m \
+	KAGZI_TEST_DATABASE_URL="$(PG_URL)" KAGZI_E2E_FULL=1 $(GO) test -race -count=1 -timeout 15m \
 		-run 'TestFrozenDispatcherUnderLoad|TestNATSClusterWorkerNodeFrozen|TestFrozenStandbyDeposesNoOne|TestFrozenDispatcherStrandsNoWorker|TestFrozenWorkerRunsNoReleasedDelivery' ./internal/e2e/
 
 ## download: the modules of every go.mod.
@@ -47,7 +49,16 @@ download:
 ## test-auth: the end-to-end suite on a NATS server with the users and
 ## permissions of `kagzi nats-config`, every component connecting as its role.
 test-auth:
-	KAGZI_TEST_DATABASE_URL="$(PG_URL)" KAGZI_E2E_NATS_AUTH=1 $(GO) test -race -count=1 -timeout 9m ./internal/e2e/
+	KAGZI_TEST_DATABASE_URL="$(PG_URL)" KAGZI_E2E_NATS_AUTH=1 $(GO) test -race -count=1 -timeout 15m ./internal/e2e/
+
+## test-pooler: the end-to-end suite with every system the tests assemble
+## doing its pooled work (services and client) through a PgBouncer in
+## transaction mode and its sessions (the relay, the leaders) directly
+## (KAGZI_E2E_PGBOUNCER; installs Debian's pgbouncer as root). Not part of
+## `make test`, which runs the quick cases through the pooler.
+test-pooler:
+	@scripts/ensure-pgbouncer.sh
+	KAGZI_TEST_DATABASE_URL="$(PG_URL)" KAGZI_E2E_PGBOUNCER=1 $(GO) test -race -count=1 -timeout 15m ./internal/e2e/
 
 ## build: build every package of every module, every binary into bin/.
 build:

@@ -70,6 +70,7 @@ Scenarios:
               ratios and verdicts (about 3 minutes; add --own-postgres)`,
 		Example: `  kagzi bench --scenario throughput --steps 1 --runs 20000
   kagzi bench --scenario throughput --steps 1 --own-postgres --compare river
+  kagzi bench --scenario throughput --own-postgres --pgbouncer
   kagzi bench --scenario latency --rate 200 --json
   kagzi bench --scenario sleep --json
   kagzi bench --scenario throughput --steps 1 --sleepers 500 --own-postgres --json
@@ -164,6 +165,7 @@ Scenarios:
 	f.BoolVar(&o.CountStatements, "count-statements", false, "run the dispatcher inside the bench process and count every statement of it and the client (throughput)")
 	f.BoolVar(&o.OwnPostgres, "own-postgres", false, "run on a throwaway Postgres cluster the bench starts (durable, pg_stat_statements preloaded): every Postgres process's CPU and every statement is the scenario's")
 	f.StringVar(&o.Compare, "compare", "", "run the same workload on another system afterwards and print the ratios (river; throughput and latency)")
+	f.BoolVar(&o.PgBouncer, "pgbouncer", false, "run the services' pooled work and the client's through a PgBouncer in transaction mode the bench starts (Debian's pgbouncer; sessions stay direct), and count its CPU")
 	f.BoolVar(&o.Hops, "hops", false, "latency: have the services record each run's dispatch hops (KAGZI_HOPS_DIR) and print each hop's p50 and p99")
 	f.BoolVar(&verbose, "verbose", false, "print progress and the services' logs to stderr")
 	return cmd

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -69,7 +70,7 @@ when run on their own.`,
 				return usagef("%v", err)
 			}
 			log = log.With("service", "dev")
-			if err := migrateDatabase(cmd, a.DatabaseURL); err != nil {
+			if err := migrateDatabase(cmd, a.SessionURL()); err != nil {
 				return err
 			}
 			var dcfg dispatcher.Config
@@ -105,7 +106,7 @@ when run on their own.`,
 				natsURL = ns.URL()
 			}
 			srv, err := devserver.Start(ctx, devserver.Options{
-				DatabaseURL: a.DatabaseURL, NATSURL: natsURL, Workers: workers,
+				DatabaseURL: a.DatabaseURL, SessionURL: a.SessionURL(), NATSURL: natsURL, Workers: workers,
 				Worker: wcfg, Register: registerAll, Dispatcher: dcfg, Scheduler: scfg, Reaper: rcfg, Log: log,
 			})
 			if err != nil {
@@ -212,11 +213,14 @@ func natsAnswers(url string) bool {
 // migrateDatabase creates the database if needed and applies migrations.
 func migrateDatabase(cmd *cobra.Command, url string) error {
 	_, err := store.Migrate(cmd.Context(), url)
-	if err != nil && strings.Contains(err.Error(), "SQLSTATE 3D000") {
+	if err != nil && store.IsDatabaseMissing(err) {
 		if _, err = createDatabase(cmd, url); err != nil {
-			return err
+			return sessionHint(err)
 		}
 		_, err = store.Migrate(cmd.Context(), url)
+	}
+	if errors.Is(err, store.ErrSessionPooled) {
+		return sessionHint(err)
 	}
 	if err != nil {
 		return fmt.Errorf("%w\nCheck that Postgres is reachable at %s (--database-url or KAGZI_DATABASE_URL).", err, redactURL(url))

@@ -53,7 +53,7 @@ func exitCode(err error) int {
 func hint(cmd *cobra.Command, a *app, err error) string {
 	msg := err.Error()
 	switch {
-	case strings.Contains(msg, "SQLSTATE 3D000"): // invalid_catalog_name
+	case strings.Contains(msg, "SQLSTATE 3D000"), store.IsDatabaseMissing(err): // invalid_catalog_name, or a pooler's
 		return "Hint: the database does not exist; create and migrate it with `kagzi migrate`."
 	case strings.Contains(msg, "SQLSTATE 42P01"), strings.Contains(msg, "SQLSTATE 3F000"): // undefined table, schema
 		return "Hint: the database has no Kagzi schema; apply it with `kagzi migrate`."

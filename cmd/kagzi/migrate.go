@@ -33,6 +33,13 @@ the schema version. If that database does not exist, it is created first
 (through the "postgres" database of the same server). Migrating is
 idempotent and safe to run from several processes at once.
 
+Migrating holds a session (an advisory lock, and the owner's role with
+--roles), which a connection pooler in transaction mode (PgBouncer) cannot
+give: when --database-url is a pooler, give the same database's direct URL
+as --database-session-url (KAGZI_DATABASE_SESSION_URL). Everything is then
+done through the direct URL, and migrate checks that --database-url
+answers too. A session URL that reaches a pooler is refused, naming it.
+
 When KAGZI_PAYLOAD_WARN_BYTES or KAGZI_PAYLOAD_MAX_BYTES is set, migrate then
 writes it to the database's settings (see kagzi settings), the one place
 every process reads the payload limits from.
@@ -51,6 +58,7 @@ KAGZI_DB_RUNTIME_ROLE) is given, migrate (connected as the owner) grants it
 the same after migrating.`,
 		Example: `  kagzi migrate
   kagzi migrate --database-url 'postgres://kagzi:secret@db:5432/kagzi?sslmode=verify-full'
+  kagzi migrate --database-url postgres://kagzi@pgbouncer:6432/kagzi --database-session-url postgres://kagzi@db:5432/kagzi
   KAGZI_DB_OWNER_PASSWORD=... KAGZI_DB_RUNTIME_PASSWORD=... kagzi migrate --roles --database-url postgres://postgres:secret@db/kagzi`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -59,37 +67,53 @@ the same after migrating.`,
 			if err != nil {
 				return err
 			}
+			// Migrating holds a session (its lock, the owner's role): it
+			// works on the session URL, which must reach Postgres directly.
+			session := a.SessionURL()
 			migrate := func() (int32, error) {
 				if !withRoles {
-					return store.Migrate(ctx, a.DatabaseURL)
+					return store.Migrate(ctx, session)
 				}
-				if err := store.RolesEnsure(ctx, a.DatabaseURL, roles); err != nil {
+				if err := store.RolesEnsure(ctx, session, roles); err != nil {
 					return 0, err
 				}
-				return store.MigrateAs(ctx, a.DatabaseURL, roles.Owner)
+				return store.MigrateAs(ctx, session, roles.Owner)
 			}
 			created := false
 			v, err := migrate()
-			if err != nil && strings.Contains(err.Error(), "SQLSTATE 3D000") { // the database does not exist
-				if created, err = createDatabase(cmd, a.DatabaseURL); err != nil {
-					return err
+			if err != nil && store.IsDatabaseMissing(err) {
+				if created, err = createDatabase(cmd, session); err != nil {
+					return sessionHint(err)
 				}
 				v, err = migrate()
 			}
 			if err != nil {
-				return fmt.Errorf("%w\nCheck that Postgres is reachable at %s (--database-url or KAGZI_DATABASE_URL).",
-					err, redactURL(a.DatabaseURL))
+				if errors.Is(err, store.ErrSessionPooled) {
+					return sessionHint(err)
+				}
+				return fmt.Errorf("%w\nCheck that Postgres is reachable at %s (%s).", err, redactURL(session), sessionFlag(a))
 			}
 			switch {
 			case withRoles:
-				err = store.RolesGrantRuntime(ctx, a.DatabaseURL, roles.Owner, roles.Runtime)
+				err = store.RolesGrantRuntime(ctx, session, roles.Owner, roles.Runtime)
 			case os.Getenv("KAGZI_DB_RUNTIME_ROLE") != "" || cmd.Flags().Changed("runtime-role"):
-				err = store.RolesGrantRuntime(ctx, a.DatabaseURL, "", roles.Runtime)
+				err = store.RolesGrantRuntime(ctx, session, "", roles.Runtime)
 			}
 			if err != nil {
 				return err
 			}
 			out := migrateJSON{Version: v, DatabaseCreated: created}
+			if session != a.DatabaseURL {
+				// The services' URL (a pooler, say) must reach what was
+				// migrated: say so now rather than when they start.
+				st, err := a.Store(ctx)
+				if err == nil {
+					err = st.Ping(ctx)
+				}
+				if err != nil {
+					return fmt.Errorf("migrated through --database-session-url, but --database-url does not answer: %w", err)
+				}
+			}
 			if warn > 0 || max > 0 {
 				st, err := a.Store(ctx)
 				if err != nil {
@@ -103,7 +127,7 @@ the same after migrating.`,
 			}
 			return a.print(cmd, out, func(w io.Writer) {
 				if created {
-					fmt.Fprintf(w, "Created database %s\n", redactURL(a.DatabaseURL))
+					fmt.Fprintf(w, "Created database %s\n", redactURL(session))
 				}
 				fmt.Fprintf(w, "Database at schema version %d\n", v)
 				if withRoles {
@@ -121,6 +145,24 @@ the same after migrating.`,
 	return c
 }
 
+// sessionHint adds to err, a session URL found to reach a pooler, what
+// to do about it (a usage error: exit 2).
+func sessionHint(err error) error {
+	if !errors.Is(err, store.ErrSessionPooled) {
+		return err
+	}
+	return usagef("%w\nmigrating needs a direct connection to Postgres: give the database's direct URL as "+
+		"--database-session-url (or KAGZI_DATABASE_SESSION_URL); --database-url may stay on the pooler", err)
+}
+
+// sessionFlag names where the session URL came from, for messages.
+func sessionFlag(a *app) string {
+	if a.DatabaseSessionURL != "" {
+		return "--database-session-url or KAGZI_DATABASE_SESSION_URL"
+	}
+	return "--database-url or KAGZI_DATABASE_URL"
+}
+
 // createDatabase creates the database named in dbURL through the
 // "postgres" database of the same server. It reports false when another
 // process created it first.
@@ -132,6 +174,11 @@ func createDatabase(cmd *cobra.Command, dbURL string) (bool, error) {
 	admin, err := store.DatabaseURL(dbURL, "postgres")
 	if err != nil {
 		return false, usagef("--database-url: %v", err)
+	}
+	// Through the session URL's server directly: refused through a
+	// pooler, as migrating after it would be.
+	if err := store.SessionCheck(cmd.Context(), admin); errors.Is(err, store.ErrSessionPooled) {
+		return false, fmt.Errorf("database %q does not exist, and migrate creates it only through a direct connection: %w", name, err)
 	}
 	err = store.DatabaseCreate(cmd.Context(), admin, name, "")
 	switch {

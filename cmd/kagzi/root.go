@@ -55,8 +55,13 @@ func register(newCmd func(*app) *cobra.Command) { commands = append(commands, ne
 // connections opened so far. Commands open only what they need, through
 // Store, NATS and Client; execute closes them all when the command returns.
 type app struct {
-	// DatabaseURL is --database-url (env KAGZI_DATABASE_URL).
+	// DatabaseURL is --database-url (env KAGZI_DATABASE_URL): Postgres,
+	// or a connection pooler in transaction mode in front of it.
 	DatabaseURL string
+	// DatabaseSessionURL is --database-session-url (env
+	// KAGZI_DATABASE_SESSION_URL): the same database reached directly,
+	// for what needs a session of its own (see SessionURL).
+	DatabaseSessionURL string
 	// NATSURL is --nats-url (env KAGZI_NATS_URL).
 	NATSURL string
 	// Namespace is --namespace (env KAGZI_NAMESPACE), validated before any
@@ -96,6 +101,16 @@ func (a *app) Store(ctx context.Context) (*store.Store, error) {
 	a.pool = pool
 	a.st = store.New(pool, store.Options{})
 	return a.st, nil
+}
+
+// SessionURL is the URL of what needs a session of its own (migrating,
+// the relay and the leaders under dev): --database-session-url, else
+// --database-url.
+func (a *app) SessionURL() string {
+	if a.DatabaseSessionURL != "" {
+		return a.DatabaseSessionURL
+	}
+	return a.DatabaseURL
 }
 
 // NATS returns a NATS connection opened on first use. Unlike a service,
@@ -187,7 +202,7 @@ PostgreSQL and NATS: migrate the database, start, inspect, cancel and retry
 runs, send events, manage cron schedules and list workers.
 
 Global flags read their defaults from the environment (KAGZI_DATABASE_URL,
-KAGZI_NATS_URL, KAGZI_NAMESPACE). Every command prints a table by default and
+KAGZI_DATABASE_SESSION_URL, KAGZI_NATS_URL, KAGZI_NAMESPACE). Every command prints a table by default and
 JSON with --json.
 
 Exit codes: 0 success, 1 the operation failed (not found, conflict, a run
@@ -211,6 +226,8 @@ func newRoot(a *app) *cobra.Command {
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.DatabaseURL, "database-url", envOr("KAGZI_DATABASE_URL", defaultDatabaseURL),
 		"Postgres connection string (env KAGZI_DATABASE_URL)")
+	pf.StringVar(&a.DatabaseSessionURL, "database-session-url", envOr("KAGZI_DATABASE_SESSION_URL", ""),
+		"Postgres connection string that reaches the database directly, for migrate and dev's sessions when --database-url is a connection pooler (env KAGZI_DATABASE_SESSION_URL; default --database-url)")
 	pf.StringVar(&a.NATSURL, "nats-url", envOr("KAGZI_NATS_URL", defaultNATSURL),
 		"NATS server URL (env KAGZI_NATS_URL)")
 	pf.StringVar(&a.Namespace, "namespace", envOr("KAGZI_NAMESPACE", defaultNamespace),
@@ -219,6 +236,7 @@ func newRoot(a *app) *cobra.Command {
 	// Help shows the built-in defaults, never a value from the environment
 	// (a database URL may carry a password).
 	pf.Lookup("database-url").DefValue = defaultDatabaseURL
+	pf.Lookup("database-session-url").DefValue = ""
 	pf.Lookup("nats-url").DefValue = defaultNATSURL
 	pf.Lookup("namespace").DefValue = defaultNamespace
 

@@ -67,8 +67,37 @@ type NATSAuth struct {
 
 // Database is read by the services that use Postgres.
 type Database struct {
-	// DatabaseURL is the Postgres connection string.
+	// DatabaseURL is the Postgres connection string of the pooled work:
+	// Postgres itself or a connection pooler in transaction mode in front
+	// of it.
 	DatabaseURL string `env:"KAGZI_DATABASE_URL, default=postgres://postgres@127.0.0.1:5432/kagzi?sslmode=disable"`
+	// DatabaseSessionURL is the connection string of the sessions (the
+	// relay's LISTEN, the leaders' advisory locks), which must reach
+	// Postgres directly; empty means DatabaseURL.
+	DatabaseSessionURL string `env:"KAGZI_DATABASE_SESSION_URL"`
+}
+
+// SessionURL is the URL of the sessions: DatabaseSessionURL, else
+// DatabaseURL.
+func (d *Database) SessionURL() string {
+	if d.DatabaseSessionURL != "" {
+		return d.DatabaseSessionURL
+	}
+	return d.DatabaseURL
+}
+
+// SessionPooled is the configuration error of a session URL found to
+// reach a connection pooler (err says how it was seen): it names the
+// variable to set.
+func (d *Database) SessionPooled(err error) error {
+	v := "KAGZI_DATABASE_SESSION_URL"
+	if d.DatabaseSessionURL == "" {
+		v = "KAGZI_DATABASE_URL (KAGZI_DATABASE_SESSION_URL is not set, so sessions use it)"
+	}
+	return fmt.Errorf("%w: %s reaches a connection pooler, not Postgres itself; "+
+		"the relay's LISTEN and the leaders' advisory locks need sessions of their own: "+
+		"set KAGZI_DATABASE_SESSION_URL to a URL that reaches Postgres directly (KAGZI_DATABASE_URL may stay on the pooler) [%v]",
+		ErrInvalid, v, err)
 }
 
 // Console configures `kagzi console`, the web console.

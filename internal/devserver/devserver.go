@@ -31,8 +31,12 @@ import (
 
 // Options configure a dev server. Zero fields take the defaults.
 type Options struct {
-	// DatabaseURL of a migrated database (required).
+	// DatabaseURL of a migrated database (required): Postgres, or a
+	// connection pooler in transaction mode in front of it.
 	DatabaseURL string
+	// SessionURL reaches the same database directly, for the relay's and
+	// the reaper's sessions (default DatabaseURL).
+	SessionURL string
 	// NATSURL of the NATS server to use (required).
 	NATSURL string
 	// Dispatchers is the number of dispatcher replicas (default 1).
@@ -121,6 +125,14 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if o.NATSURL == "" {
 		return nil, errors.New("devserver: a nats url is required")
 	}
+	if o.SessionURL == "" {
+		o.SessionURL = o.DatabaseURL
+	}
+	// As the services do: a session URL that reaches a pooler fails now
+	// rather than campaigning for ever.
+	if err := store.SessionCheck(ctx, o.SessionURL); err != nil {
+		return nil, fmt.Errorf("devserver: %w", err)
+	}
 	s := &Server{log: o.Log, NATSURL: o.NATSURL, opts: o.NATSOptions}
 	ok := false
 	defer func() {
@@ -143,7 +155,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	s.Store = store.New(pool, store.Options{OnLargePayload: process.LogLargePayload(o.Log)})
 
 	dcfg := o.Dispatcher
-	dcfg.DatabaseURL = o.DatabaseURL
+	dcfg.DatabaseURL, dcfg.DatabaseSessionURL = o.DatabaseURL, o.SessionURL
 	// Every replica competes for the relay lock, as in production.
 	dcfg.Relay = true
 	for i := 0; i < o.Dispatchers; i++ {
@@ -165,7 +177,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		}
 	}
 	scfg := o.Scheduler
-	scfg.DatabaseURL = o.DatabaseURL
+	scfg.DatabaseURL, scfg.DatabaseSessionURL = o.DatabaseURL, o.SessionURL
 	for i := 0; i < o.Schedulers; i++ {
 		nc, err := s.connect(fmt.Sprintf("scheduler-%d", i), protocol.RoleScheduler, nats.CustomInboxPrefix(protocol.ServiceInbox(protocol.RoleScheduler)))
 		if err != nil {
@@ -178,7 +190,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		s.Schedulers = append(s.Schedulers, sc.(*scheduler.Scheduler))
 	}
 	rcfg := o.Reaper
-	rcfg.DatabaseURL = o.DatabaseURL
+	rcfg.DatabaseURL, rcfg.DatabaseSessionURL = o.DatabaseURL, o.SessionURL
 	for i := 0; i < o.Reapers; i++ {
 		nc, err := s.connect(fmt.Sprintf("reaper-%d", i), protocol.RoleReaper, nats.CustomInboxPrefix(protocol.ServiceInbox(protocol.RoleReaper)))
 		if err != nil {

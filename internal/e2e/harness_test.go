@@ -16,6 +16,7 @@ import (
 	"github.com/kagzi/kagzi/internal/devserver"
 	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/internal/testnats"
+	"github.com/kagzi/kagzi/internal/testpgbouncer"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
@@ -51,6 +52,10 @@ type opts struct {
 	limits *store.Settings
 	// natsMaxPayload, if set, is the NATS server's message size limit.
 	natsMaxPayload int32
+	// pooler runs the services' pooled work (and the client's) through a
+	// PgBouncer in transaction mode, their sessions (the relay's, the
+	// reaper's) directly; KAGZI_E2E_PGBOUNCER sets it for every test.
+	pooler bool
 }
 
 func start(t *testing.T, o opts) *env {
@@ -90,8 +95,12 @@ func start(t *testing.T, o opts) *env {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
+	pooled := url
+	if o.pooler || pooler() {
+		pooled = testpgbouncer.URL(t, testpgbouncer.Start(t, url), url)
+	}
 	dopts := devserver.Options{
-		DatabaseURL: url, NATSURL: ns.URL(), Dispatchers: o.dispatchers, Workers: o.workers,
+		DatabaseURL: pooled, SessionURL: url, NATSURL: ns.URL(), Dispatchers: o.dispatchers, Workers: o.workers,
 		Worker:     workersvc.Config{MaxConcurrency: o.concurrency, HeartbeatInterval: time.Second, WaitTimeout: o.wait},
 		Register:   o.register,
 		Statements: o.stmts,
@@ -136,6 +145,11 @@ func skipUnderAuth(t *testing.T) {
 		t.Skip("assembles its own NATS server without authorization: the run without KAGZI_E2E_NATS_AUTH covers it")
 	}
 }
+
+// pooler reports whether KAGZI_E2E_PGBOUNCER asks for the systems of
+// start to do their pooled work through a PgBouncer in transaction mode
+// (`make test-pooler`).
+func pooler() bool { return os.Getenv("KAGZI_E2E_PGBOUNCER") != "" }
 
 // natsAuth reports whether KAGZI_E2E_NATS_AUTH asks for the systems of
 // start to run on a NATS server with the users and permissions of `kagzi

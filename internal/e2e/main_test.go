@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kagzi/kagzi/internal/devserver"
+	"github.com/kagzi/kagzi/internal/lifecycle/process"
 )
 
 // envServe makes the test binary run one service instead of the tests, as
@@ -32,8 +32,7 @@ func serve(service string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := devserver.Serve(ctx, service, nil); err != nil && ctx.Err() == nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		process.Exit(service, err) // the exit codes of the service binaries
 	}
 	return 0
 }

@@ -16,7 +16,11 @@ import (
 
 // Connect opens a database pool for databaseURL (a PostgreSQL URL or DSN
 // that pgx accepts), checks it answers, and returns a client over it and
-// nc. Close closes the pool.
+// nc. Close closes the pool. databaseURL may reach Postgres directly or
+// through a connection pooler in transaction mode (PgBouncer), which the
+// pool notices (see store.Connect); a pool given to NewFromPool through
+// such a pooler must not prepare statements by name: put
+// default_query_exec_mode=cache_describe in its URL.
 func Connect(ctx context.Context, databaseURL string, nc *nats.Conn, opts Options) (*Client, error) {
 	pool, err := store.Connect(ctx, databaseURL)
 	if err != nil {

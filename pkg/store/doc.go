@@ -6,7 +6,9 @@
 // ErrInvalidArgument, ErrLeaseLost, ErrPayloadTooLarge). It also owns the
 // schema's migrations (Migrate), the databases and roles an operator
 // creates (DatabaseCreate, RolesEnsure …) and the dedicated sessions that
-// hold a leader lock (Leader, LockedConnect).
+// hold a leader lock (Leader, LockedConnect). Pools (Connect) work through
+// a connection pooler in transaction mode; sessions (a leader's, the
+// migrator's) refuse one (ErrSessionPooled, SessionCheck): see pooler.go.
 //
 // Who it is for: Kagzi's services, its CLI and operators' tools.
 // Applications use pkg/client, which is built on it and keeps its own

@@ -1,4 +1,13 @@
 package store
 
+import "context"
+
 // LockConnConfig exposes lockConnConfig to the store's tests.
 var LockConnConfig = lockConnConfig
+
+// Exec runs sql on s's executor, for tests that look at a session's state.
+func (s *Store) Exec(ctx context.Context, sql string) (string, error) {
+	var v string
+	err := s.db.QueryRow(ctx, sql).Scan(&v)
+	return v, err
+}

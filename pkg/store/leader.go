@@ -24,7 +24,8 @@ import (
 // seconds (see lockConnConfig): the server ends the session, releasing the
 // lock, about when the deposed leader steps down.
 type Leader struct {
-	// URL is the database to connect to.
+	// URL is the database to connect to, directly: a campaign through a
+	// connection pooler fails with ErrSessionPooled.
 	URL string
 	// LockKey is the advisory lock that elects the leader.
 	LockKey int64

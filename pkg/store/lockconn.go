@@ -112,10 +112,11 @@ func retryLoop(ctx context.Context, retry time.Duration, onError func(error), se
 	}
 }
 
-// lockedConn opens a dedicated connection to url (lockConnConfig) and
-// waits, for as long as ctx allows, until its session holds advisory lock
-// key. what names the caller in errors. The lock lives as long as the
-// connection.
+// lockedConn opens a dedicated connection to url (lockConnConfig), checks
+// that it is a session of its own on Postgres (not through a pooler:
+// ErrSessionPooled) and waits, for as long as ctx allows, until its
+// session holds advisory lock key. what names the caller in errors. The
+// lock lives as long as the connection.
 func lockedConn(ctx context.Context, url string, key int64, what string) (*pgx.Conn, error) {
 	cfg, err := lockConnConfig(url)
 	if err != nil {
@@ -123,7 +124,13 @@ func lockedConn(ctx context.Context, url string, key int64, what string) (*pgx.C
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%s: connect: %w", what, err)
+		return nil, sessionConnectErr(what, err)
+	}
+	// Through a pooler the lock would be held by a server session the
+	// pooler hands to others, and never released.
+	if err := sessionDirect(ctx, conn, what); err != nil {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		return nil, err
 	}
 	// Blocks while another session holds the lock; ctx's end cancels it.
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(@key)", pgx.NamedArgs{"key": key}); err != nil {

@@ -60,9 +60,11 @@ func migrateFS(ctx context.Context, url string, fsys fs.FS, setup func(*pgx.Conn
 	if err != nil {
 		return 0, fmt.Errorf("migrate: load: %w", err)
 	}
-	conn, err := pgx.Connect(ctx, url)
+	// A session of its own: the lock below and MigrateAs's role are
+	// session state.
+	conn, err := connectSession(ctx, url, "migrate")
 	if err != nil {
-		return 0, fmt.Errorf("migrate: connect: %w", err)
+		return 0, err
 	}
 	defer conn.Close(ctx)
 	if setup != nil {

@@ -121,6 +121,8 @@ func clip(s string) string {
 // so of many processes listening through it one listens at a time, and a
 // standby's blocked request is granted as soon as the holder's session
 // ends (it died, was cut off, or was terminated: LockHolderTerminate).
+// url must reach Postgres directly: through a connection pooler the
+// connect fails with ErrSessionPooled.
 func LockedConnect(url string, key int64) func(ctx context.Context) (*pgx.Conn, error) {
 	return func(ctx context.Context) (*pgx.Conn, error) { return lockedConn(ctx, url, key, "listener") }
 }

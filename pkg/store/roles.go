@@ -29,9 +29,9 @@ func RolesEnsure(ctx context.Context, url string, r Roles) error {
 	if r.Owner == "" || r.Runtime == "" || r.Owner == r.Runtime {
 		return fmt.Errorf("%w: two distinct role names are needed (owner %q, runtime %q)", ErrInvalidArgument, r.Owner, r.Runtime)
 	}
-	conn, err := pgx.Connect(ctx, url)
+	conn, err := connectSession(ctx, url, "roles")
 	if err != nil {
-		return fmt.Errorf("roles: connect to %s: %w", redact(url), err)
+		return err
 	}
 	defer conn.Close(ctx)
 	// Concurrent grants on one object fail ("tuple concurrently
@@ -104,9 +104,9 @@ func MigrateAs(ctx context.Context, url, role string) (int32, error) {
 // owner create (default privileges). It runs as the owner (or a
 // superuser) and is idempotent. An empty owner is the connection's role.
 func RolesGrantRuntime(ctx context.Context, url, owner, runtime string) error {
-	conn, err := pgx.Connect(ctx, url)
+	conn, err := connectSession(ctx, url, "roles")
 	if err != nil {
-		return fmt.Errorf("roles: connect to %s: %w", redact(url), err)
+		return err
 	}
 	defer conn.Close(ctx)
 	if err := lockRoles(ctx, conn); err != nil {

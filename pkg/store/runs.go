@@ -1034,7 +1034,7 @@ func (s *Store) RunsClaimExplain(ctx context.Context, p RunsClaimParams) (string
 	if err != nil {
 		return "", err
 	}
-	tx, err := s.db.Begin(ctx)
+	tx, err := s.beginTx(ctx)
 	if err != nil {
 		return "", mapErr("explain claim: begin", err)
 	}

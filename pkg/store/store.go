@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -38,26 +39,44 @@ type Store struct {
 	db       DBTX
 	opts     Options
 	settings *settingsCache
+	// begin, if set, begins InTx's transactions on db (a pool whose
+	// sessions do not bound idle transactions themselves: beginBounded).
+	begin func(ctx context.Context) (pgx.Tx, error)
 }
 
 // New returns a Store over db (usually a *pgxpool.Pool).
 func New(db DBTX, opts Options) *Store {
-	return &Store{db: db, opts: opts, settings: &settingsCache{}}
+	s := &Store{db: db, opts: opts, settings: &settingsCache{}}
+	// A pool whose sessions carry no bound on idle transactions (one
+	// through a pooler, or one the caller made) gets it per transaction.
+	if p, ok := db.(*pgxpool.Pool); ok {
+		if _, set := p.Config().ConnConfig.RuntimeParams[idleParam]; !set {
+			s.begin = func(ctx context.Context) (pgx.Tx, error) {
+				return p.BeginTx(ctx, pgx.TxOptions{BeginQuery: beginBounded})
+			}
+		}
+	}
+	return s
 }
 
-// Connect opens a pool for url and checks it answers.
+// Connect opens a pool for url and checks it answers. The URL may reach
+// Postgres directly or through a connection pooler in transaction mode
+// (PgBouncer): through a pooler, the pool keeps nothing on the server
+// between transactions (see pooler.go); a URL that sets
+// default_query_exec_mode keeps its own mode (e.g. cache_statement through
+// a PgBouncer of 1.21 or later with max_prepared_statements).
 func Connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	return connect(ctx, url, nil)
 }
 
-// connect opens a pool for url, with its configuration adjusted by setup
-// (if given), and checks it answers.
 // IdleInTransactionTimeout is how long the pools Connect opens let a
 // session sit idle inside a transaction before the server ends it: the
 // bound on how long a frozen process holds the rows its transaction
 // locked.
 const IdleInTransactionTimeout = 5 * time.Second
 
+// connect opens a pool for url, with its configuration adjusted by setup
+// (if given), and checks it answers.
 func connect(ctx context.Context, url string, setup func(*pgxpool.Config)) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -70,8 +89,31 @@ func connect(ctx context.Context, url string, setup func(*pgxpool.Config)) (*pgx
 	// transactions last milliseconds, so the server ends a session idle
 	// inside one for IdleInTransactionTimeout, which releases its locks.
 	// A URL that sets the parameter keeps its own value.
-	if _, set := cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"]; !set {
-		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.Itoa(int(IdleInTransactionTimeout / time.Millisecond))
+	_, urlIdle := cfg.ConnConfig.RuntimeParams[idleParam]
+	if !urlIdle {
+		cfg.ConnConfig.RuntimeParams[idleParam] = strconv.Itoa(int(IdleInTransactionTimeout / time.Millisecond))
+	}
+	pooled, err := poolerProbe(ctx, cfg.ConnConfig, !urlIdle)
+	switch {
+	case err != nil && unsupportedStartupParameter(err):
+		return nil, fmt.Errorf("ping database: %w (the URL reaches a connection pooler that refuses a setting the URL makes; remove it: "+
+			"Kagzi bounds its idle transactions per transaction there)", err)
+	case err != nil:
+		return nil, fmt.Errorf("ping database: %w", err)
+	}
+	if pooled {
+		// The server sessions are shared: settings go per transaction
+		// (Store.begin), and statements are described once per connection
+		// and sent unnamed, never prepared on a session that another
+		// client gets next (pgx's default prepares them, and a pooler
+		// without prepared statement support answers "prepared statement
+		// already exists" or "does not exist").
+		if !urlIdle {
+			delete(cfg.ConnConfig.RuntimeParams, idleParam)
+		}
+		if !strings.Contains(url, "default_query_exec_mode") {
+			cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+		}
 	}
 	if setup != nil {
 		setup(cfg)
@@ -99,10 +141,19 @@ func (s *Store) WithTx(tx pgx.Tx) *Store {
 	return &Store{db: tx, opts: s.opts, settings: s.settings}
 }
 
+// beginTx begins a transaction on s's executor (a savepoint when s is
+// bound to one).
+func (s *Store) beginTx(ctx context.Context) (pgx.Tx, error) {
+	if s.begin != nil {
+		return s.begin(ctx)
+	}
+	return s.db.Begin(ctx)
+}
+
 // InTx runs fn in a transaction (a savepoint when s is already bound to
 // one) and commits if fn returns nil.
 func (s *Store) InTx(ctx context.Context, fn func(tx *Store) error) error {
-	tx, err := s.db.Begin(ctx)
+	tx, err := s.beginTx(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}

@@ -28,7 +28,10 @@ const RelayLockKey int64 = 0x6b61677a6901 // "kagzi" 01
 
 // RelayConfig configures a Relay.
 type RelayConfig struct {
-	// DatabaseURL is where the relay holds its dedicated connection.
+	// DatabaseURL is where the relay holds its dedicated connection, a
+	// session that LISTENs and holds the relay lock: it must reach
+	// Postgres directly, not through a connection pooler (the service
+	// gives it KAGZI_DATABASE_SESSION_URL).
 	DatabaseURL string
 	// Retry is the wait before reconnecting after a lost connection.
 	Retry time.Duration

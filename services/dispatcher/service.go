@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 
 	"github.com/kagzi/kagzi/internal/lifecycle/process"
@@ -27,7 +28,7 @@ func Assemble(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) proc
 	var relay *Relay
 	if cfg.Relay {
 		opts.Published = NewPublished()
-		relay = NewRelay(RelayConfig{DatabaseURL: cfg.DatabaseURL, Published: opts.Published, Store: st,
+		relay = NewRelay(RelayConfig{DatabaseURL: cfg.SessionURL(), Published: opts.Published, Store: st,
 			BeaconInterval: cfg.BeaconInterval, Hops: cfg.hops}, nc, log)
 		opts.RelayID = relay.LeaderID
 	}
@@ -51,6 +52,16 @@ func Assemble(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) proc
 
 // Run runs the dispatcher service until ctx ends.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if cfg.Relay {
+		// The relay's session must not go through a pooler: better not
+		// to start than to relay nothing.
+		if err := store.SessionCheck(ctx, cfg.SessionURL()); err != nil {
+			if errors.Is(err, store.ErrSessionPooled) {
+				return cfg.SessionPooled(err)
+			}
+			return err
+		}
+	}
 	pool, err := store.Connect(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err

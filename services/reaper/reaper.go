@@ -35,7 +35,9 @@ const (
 // Options tunes a Reaper. Zero fields take the defaults.
 type Options struct {
 	// DatabaseURL is where the leader election holds its dedicated
-	// connection (required).
+	// connection (required), a session that holds the leader lock: it
+	// must reach Postgres directly, not through a connection pooler (the
+	// service gives it KAGZI_DATABASE_SESSION_URL).
 	DatabaseURL string
 	// WorkerTimeout: a worker not heard for this long is marked OFFLINE and
 	// its runs are recovered (default 6 s: three missed heartbeats at the

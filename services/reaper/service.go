@@ -2,6 +2,7 @@ package reaper
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 
 	"github.com/kagzi/kagzi/internal/lifecycle/process"
@@ -24,7 +25,7 @@ func Assemble(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) proc
 		retention = -1 // keep
 	}
 	r := New(Options{
-		DatabaseURL: cfg.DatabaseURL, WorkerTimeout: cfg.WorkerTimeout, FlushInterval: cfg.FlushInterval,
+		DatabaseURL: cfg.SessionURL(), WorkerTimeout: cfg.WorkerTimeout, FlushInterval: cfg.FlushInterval,
 		Lease: cfg.Lease, LeaseGrace: cfg.LeaseGrace, WorkerRetention: retention, BeaconInterval: cfg.BeaconInterval,
 		RetentionBatch: cfg.RetentionBatch, RetentionPause: cfg.RetentionPause,
 	}, st, nc, log)
@@ -36,6 +37,14 @@ func Assemble(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) proc
 
 // Run runs the reaper service until ctx ends.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	// The leader's session must not go through a pooler: better not to
+	// start than never to lead.
+	if err := store.SessionCheck(ctx, cfg.SessionURL()); err != nil {
+		if errors.Is(err, store.ErrSessionPooled) {
+			return cfg.SessionPooled(err)
+		}
+		return err
+	}
 	pool, err := store.Connect(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err

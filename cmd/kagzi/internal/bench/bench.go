@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/pgbouncer"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
@@ -82,6 +83,12 @@ type Options struct {
 	// Hops has the services record each run's dispatch hops and the
 	// latency scenario print each hop's percentiles (see internal/hops).
 	Hops bool
+	// PgBouncer puts a PgBouncer in transaction mode (internal/pgbouncer)
+	// in front of the bench database: the services' pooled work and the
+	// client's go through it, their sessions (the relay, the leaders)
+	// straight to Postgres (KAGZI_DATABASE_SESSION_URL), as in a
+	// production deployment with a pooler. Its CPU is counted.
+	PgBouncer bool
 }
 
 // Result holds a scenario's figures; zero fields do not apply to it.
@@ -172,10 +179,14 @@ func (o *Options) defaults() error {
 
 // env is a bench environment: its database, NATS and service processes.
 type env struct {
-	o       *Options
-	dbName  string
-	dbURL   string
-	natsURL string
+	o      *Options
+	dbName string
+	// dbURL is the services' and the client's database URL (through the
+	// pooler with --pgbouncer), sessionURL the same database's direct one.
+	dbURL      string
+	sessionURL string
+	bouncer    *pgbouncer.Bouncer
+	natsURL    string
 	// nats is the NATS server process the bench started (nil: --nats-url),
 	// natsMonitor its monitoring address.
 	nats        *exec.Cmd
@@ -273,9 +284,18 @@ func (e *env) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	e.dbURL = url
+	e.dbURL, e.sessionURL = url, url
 	if _, err := store.Migrate(ctx, url); err != nil {
 		return err
+	}
+	if e.o.PgBouncer {
+		if e.bouncer, err = pgbouncer.Start(ctx, pgbouncer.Options{Server: e.o.AdminURL}); err != nil {
+			return err
+		}
+		if e.dbURL, err = e.bouncer.URL(url); err != nil {
+			return err
+		}
+		e.o.Log.Info("pgbouncer", "addr", e.bouncer.Addr(), "log", e.bouncer.LogPath())
 	}
 	e.natsURL = e.o.NATSURL
 	if e.natsURL == "" {
@@ -284,7 +304,7 @@ func (e *env) setup(ctx context.Context) error {
 		}
 	}
 	e.x.tally = store.NewStatementTally()
-	pool, err := store.ConnectTraced(ctx, withApp(url, benchApp), e.x.tally)
+	pool, err := store.ConnectTraced(ctx, withApp(e.dbURL, benchApp), e.x.tally)
 	if err != nil {
 		return err
 	}
@@ -318,7 +338,7 @@ func (e *env) setup(ctx context.Context) error {
 	}
 	defer func() { _ = s1.Unsubscribe() }()
 	_ = e.nc.Flush()
-	common := []string{"KAGZI_DATABASE_URL=" + e.dbURL, "KAGZI_NATS_URL=" + e.natsURL, "KAGZI_HTTP_ADDR=", "KAGZI_LOG_LEVEL=warn",
+	common := []string{"KAGZI_DATABASE_URL=" + e.dbURL, "KAGZI_DATABASE_SESSION_URL=" + e.sessionURL, "KAGZI_NATS_URL=" + e.natsURL, "KAGZI_HTTP_ADDR=", "KAGZI_LOG_LEVEL=warn",
 		"KAGZI_NAMESPACE=bench", "KAGZI_QUEUE=bench"}
 	e.x.common = append(common, e.o.serviceEnv()...)
 	hopsEnv, err := e.hopsEnv()
@@ -357,7 +377,8 @@ func (e *env) spawn(ctx context.Context, service string, env []string) error {
 	cmd := exec.CommandContext(ctx, e.o.Exe, "serve", service)
 	cmd.Env = append(os.Environ(), env...)
 	if service != "worker" {
-		cmd.Env = append(cmd.Env, "KAGZI_DATABASE_URL="+withApp(e.dbURL, "kagzi-"+service))
+		cmd.Env = append(cmd.Env, "KAGZI_DATABASE_URL="+withApp(e.dbURL, "kagzi-"+service),
+			"KAGZI_DATABASE_SESSION_URL="+withApp(e.sessionURL, "kagzi-"+service))
 	}
 	if e.o.ProfileDir != "" {
 		n := 0
@@ -405,6 +426,9 @@ func (e *env) close(ctx context.Context) {
 	if e.nats != nil {
 		_ = e.nats.Process.Signal(os.Interrupt)
 		_ = e.nats.Wait()
+	}
+	if e.bouncer != nil {
+		e.bouncer.Stop()
 	}
 	if e.dbName != "" && !e.o.Keep {
 		if err := store.DatabaseDrop(context.WithoutCancel(ctx), e.o.AdminURL, e.dbName); err != nil {

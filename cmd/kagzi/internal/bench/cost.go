@@ -156,7 +156,8 @@ func round3(x float64) float64 {
 // startDispatcherHere runs a dispatcher in this process, configured like
 // the process would be, over a pool whose statements e.x.tally counts.
 func (e *env) startDispatcherHere(ctx context.Context) error {
-	vars := map[string]string{"KAGZI_DATABASE_URL": withApp(e.dbURL, "kagzi-dispatcher"), "KAGZI_NATS_URL": e.natsURL,
+	vars := map[string]string{"KAGZI_DATABASE_URL": withApp(e.dbURL, "kagzi-dispatcher"),
+		"KAGZI_DATABASE_SESSION_URL": withApp(e.sessionURL, "kagzi-dispatcher"), "KAGZI_NATS_URL": e.natsURL,
 		"KAGZI_HTTP_ADDR": "", "KAGZI_LOG_LEVEL": "warn"}
 	for _, kv := range e.x.common {
 		if k, v, ok := strings.Cut(kv, "="); ok {

@@ -42,7 +42,7 @@ type CPU struct {
 	// cluster of the bench's own, else the bench database's backends.
 	PostgresUSPerRun float64 `json:"postgres_us_per_run"`
 	// ServicesUSPerRun is everything else: the Kagzi services, the bench
-	// process with its client and embedded NATS.
+	// process with its client and embedded NATS, PgBouncer (--pgbouncer).
 	ServicesUSPerRun float64 `json:"services_us_per_run"`
 	// PostgresSource says which Postgres figure PostgresUSPerRun is.
 	PostgresSource string `json:"postgres_source"`
@@ -354,6 +354,9 @@ func (e *env) cpuProcs() []labeledPID {
 	}
 	if e.nats != nil {
 		out = append(out, labeledPID{label: "nats", pid: e.nats.Process.Pid})
+	}
+	if e.bouncer != nil {
+		out = append(out, labeledPID{label: "pgbouncer", pid: e.bouncer.PID()})
 	}
 	label := "bench (client)"
 	if e.o.CountStatements {

@@ -264,6 +264,10 @@ var statementNames = []struct{ fragment, name string }{
 // do, others by their first words.
 func statementName(sql string) string {
 	s := strings.Join(strings.Fields(sql), " ")
+	if l := strings.ToLower(s); strings.HasPrefix(l, "begin; set local ") {
+		// A transaction through a pooler, which sets its own bounds.
+		return "begin"
+	}
 	switch strings.ToLower(s) {
 	case "begin", "begin isolation level read committed":
 		return "begin"
