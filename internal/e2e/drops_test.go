@@ -142,17 +142,22 @@ func TestDroppedScheduleChangeIsRecoveredByTheBacklog(t *testing.T) {
 	}
 }
 
-// Work requests dropped while the dispatcher's request handler is held up
-// were never parked: the dispatcher asks every worker to renew its own,
+// Work requests dropped while the dispatcher's request handlers are held
+// up were never parked: the dispatcher asks every worker to renew its own,
 // once at the drop and once more when it has caught up (the renewals sent
 // while it was still held up were dropped too), and the run is claimed.
+// Both of its subscriptions that take work requests are held, the queue
+// group's and the one addressed to it, since a worker uses either.
 func TestDroppedWorkRequestIsRenewed(t *testing.T) {
 	t.Parallel()
 	e := newDropEnv(t)
 	d := e.startDispatcher(t)
 	pub := e.ns.Connect(t)
-	if err := pub.PublishRequest(protocol.SubjectWork("default", "default"), pub.NewInbox(), []byte("{")); err != nil {
-		t.Fatal(err)
+	group := protocol.SubjectWork("default", "default")
+	for _, subj := range []string{group, protocol.SubjectDirect(d.ID(), group)} {
+		if err := pub.PublishRequest(subj, pub.NewInbox(), []byte("{")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	e.held(t, "request")
 	// Its requests would be renewed after ten minutes.

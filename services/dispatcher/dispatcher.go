@@ -209,6 +209,10 @@ func New(cfg Options, st *store.Store, nc *nats.Conn, log *slog.Logger) *Dispatc
 	}
 }
 
+// ID is the dispatcher's id, drawn at Start: its beacons carry it, and
+// workers address messages to it on protocol.SubjectDirect with it.
+func (d *Dispatcher) ID() uuid.UUID { return d.beacons.id }
+
 // Stats returns the dispatcher's counters.
 func (d *Dispatcher) Stats() Stats {
 	d.mu.Lock()
