@@ -19,7 +19,7 @@ MODULES := $(shell scripts/modules.sh)
 ## on (test-auth). Screenshots of the console land in artifacts/console/.
 test: download
 	@# Builds the pinned nats-server outside the timed tests.
-	$(GO) test -count=1 -run '^TestStartConnectStop$$' ./internal/testnats/
+	$(GO) test -count=1 -run '^TestStartConnectStop$$' ./tests/testnats/
 	@scripts/ensure-iproute2.sh
 	@scripts/ensure-chromium.sh
 	@scripts/ensure-nats-server.sh
@@ -40,7 +40,7 @@ test: download
 test-faults:
 	@scripts/ensure-nats-server.sh
 	KAGZI_TEST_DATABASE_URL="$(PG_URL)" KAGZI_E2E_FULL=1 $(GO) test -race -count=1 -timeout 15m \
-		-run 'TestFrozenDispatcherUnderLoad|TestNATSClusterWorkerNodeFrozen|TestFrozenStandbyDeposesNoOne|TestFrozenDispatcherStrandsNoWorker|TestFrozenWorkerRunsNoReleasedDelivery' ./internal/e2e/
+		-run 'TestFrozenDispatcherUnderLoad|TestNATSClusterWorkerNodeFrozen|TestFrozenStandbyDeposesNoOne|TestFrozenDispatcherStrandsNoWorker|TestFrozenWorkerRunsNoReleasedDelivery' ./tests/e2e/
 
 ## download: the modules of every go.mod.
 download:
@@ -49,7 +49,7 @@ download:
 ## test-auth: the end-to-end suite on a NATS server with the users and
 ## permissions of `kagzi nats-config`, every component connecting as its role.
 test-auth:
-	KAGZI_TEST_DATABASE_URL="$(PG_URL)" KAGZI_E2E_NATS_AUTH=1 $(GO) test -race -count=1 -timeout 15m ./internal/e2e/
+	KAGZI_TEST_DATABASE_URL="$(PG_URL)" KAGZI_E2E_NATS_AUTH=1 $(GO) test -race -count=1 -timeout 15m ./tests/e2e/
 
 ## test-pooler: the end-to-end suite with every system the tests assemble
 ## doing its pooled work (services and client) through a PgBouncer in
@@ -58,7 +58,7 @@ test-auth:
 ## `make test`, which runs the quick cases through the pooler.
 test-pooler:
 	@scripts/ensure-pgbouncer.sh
-	KAGZI_TEST_DATABASE_URL="$(PG_URL)" KAGZI_E2E_PGBOUNCER=1 $(GO) test -race -count=1 -timeout 15m ./internal/e2e/
+	KAGZI_TEST_DATABASE_URL="$(PG_URL)" KAGZI_E2E_PGBOUNCER=1 $(GO) test -race -count=1 -timeout 15m ./tests/e2e/
 
 ## build: build every package of every module, every binary into bin/.
 build:
@@ -119,7 +119,7 @@ bench-targets:
 ## lost or applied twice and exits 1 on any violation (a few minutes; not part of
 ## `make test`). It runs its own Postgres cluster and NATS server. CHAOS_FLAGS
 ## adds flags (e.g. CHAOS_FLAGS="--runs 500 --duration 20s"; CHAOS_FLAGS="--model
-## --regressions internal/modeltest/testdata/regressions.json" runs 3,000 random
+## --regressions tests/modeltest/testdata/regressions.json" runs 3,000 random
 ## programs of the model test instead). See docs/BENCHMARKS.md.
 chaos:
 	$(GO) -C cmd/kagzi mod download

@@ -300,14 +300,14 @@ postgres_standin() {
 	fi
 }
 
-# nats: the nats-server internal/testnats/natsbin/go.mod pins.
-NATS_VERSION=$(awk '$1 == "github.com/nats-io/nats-server/v2" {print $2}' internal/testnats/natsbin/go.mod)
+# nats: the nats-server tests/testnats/natsbin/go.mod pins.
+NATS_VERSION=$(awk '$1 == "github.com/nats-io/nats-server/v2" {print $2}' tests/testnats/natsbin/go.mod)
 nats_binary() {
-	[[ -n $NATS_VERSION ]] || die "no nats-server version in internal/testnats/natsbin/go.mod"
+	[[ -n $NATS_VERSION ]] || die "no nats-server version in tests/testnats/natsbin/go.mod"
 	local bin=$CACHE/nats-server-$NATS_VERSION
 	[[ -x $bin ]] && return
 	log "building nats-server $NATS_VERSION"
-	(cd internal/testnats/natsbin && GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' \
+	(cd tests/testnats/natsbin && GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' \
 		-o "$bin.tmp" github.com/nats-io/nats-server/v2) >"$ART/nats-build.log" 2>&1 && mv "$bin.tmp" "$bin" ||
 		die "building nats-server (see $ART/nats-build.log)"
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs iproute2 (the ip command) when it is missing and we are root:
-# internal/e2e's failover test runs leaders in a network namespace it then
+# tests/e2e's failover test runs leaders in a network namespace it then
 # cuts off. Not root, that test skips and nothing is needed.
 set -euo pipefail
 if [[ "$(id -u)" != 0 ]] || command -v ip >/dev/null 2>&1; then exit 0; fi

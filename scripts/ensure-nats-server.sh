@@ -2,7 +2,7 @@
 # Installs Debian's nats-server package (2.9 in bookworm, the oldest
 # version Kagzi supports: protocol.MinServerVersion) when it is missing and
 # we are root: the tests run the claims about NATS's default settings on
-# it as well as on the pinned server (internal/testnats, Binaries). The
+# it as well as on the pinned server (tests/testnats, Binaries). The
 # package's service is not started; the tests run the binary themselves.
 # Not root and not installed, those cases skip (outside CI).
 set -euo pipefail

@@ -2,7 +2,7 @@
 # Installs Debian's pgbouncer package (1.18 in bookworm: no prepared
 # statements in transaction mode, the oldest pooler Kagzi supports) when it
 # is missing and we are root: the tests run the services through it in
-# transaction mode (internal/testpgbouncer). The package's service is not
+# transaction mode (tests/testpgbouncer). The package's service is not
 # started; the tests run the binary themselves, on ports of their own.
 # Not root and not installed, those tests skip with a word (outside CI).
 set -euo pipefail

@@ -12,7 +12,7 @@
 #      Each build gives the service binaries (cmd/dispatcher, cmd/scheduler,
 #      cmd/reaper) and the CLI (cmd/kagzi); workers are `kagzi serve
 #      worker`, which registers the test flows: the runs are of the Chaos
-#      probe (internal/testflows): 5 steps with a durable sleep after step
+#      probe (tests/testflows): 5 steps with a durable sleep after step
 #      2, every step invocation logged to $KAGZI_CHAOS_DIR by whichever
 #      worker process ran it.
 #   2. A fresh database (kagzi_upgrade_<pid>) migrated by the OLD `kagzi
@@ -355,8 +355,8 @@ else
 	NATS_BIN=$(command -v nats-server || true)
 	if [[ -z $NATS_BIN ]]; then
 		NATS_BIN=$BIN_NEW/nats-server
-		log "building nats-server (internal/testnats/natsbin's version)"
-		go -C internal/testnats/natsbin build -o "$NATS_BIN" github.com/nats-io/nats-server/v2 >"$ART/logs/build-nats.log" 2>&1 ||
+		log "building nats-server (tests/testnats/natsbin's version)"
+		go -C tests/testnats/natsbin build -o "$NATS_BIN" github.com/nats-io/nats-server/v2 >"$ART/logs/build-nats.log" 2>&1 ||
 			die "building nats-server (see artifacts/upgrade-test/logs/build-nats.log)"
 	fi
 	port=$(free_port) || die "no free port"

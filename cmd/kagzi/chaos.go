@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kagzi/kagzi/cmd/kagzi/internal/natsserver"
-	"github.com/kagzi/kagzi/internal/chaos"
-	"github.com/kagzi/kagzi/internal/modeltest"
+	"github.com/kagzi/kagzi/tests/chaos"
+	"github.com/kagzi/kagzi/tests/modeltest"
 )
 
 func init() { register(newChaosCmd) }
@@ -50,7 +50,7 @@ It prints
   chaos: N runs, N completed, 0 lost, 0 duplicate results, max recovery X ms
 
 With --model, the runs are instead random programs of the model test
-(internal/modeltest: sequences and Parallel groups of steps with scripted
+(tests/modeltest: sequences and Parallel groups of steps with scripted
 outcomes per attempt, retry policies, durable sleeps, event waits, child
 workflows, deadlines, cancel requests, terminations, children left running
 under each parent-close policy), 3000 unless --runs says otherwise, generated from
@@ -125,7 +125,7 @@ to stderr. See docs/BENCHMARKS.md.`,
 	f := cmd.Flags()
 	f.IntVar(&o.Runs, "runs", 0, fmt.Sprintf("runs to start (default %d; %d programs with --model)", chaos.DefaultRuns, chaos.DefaultModelPrograms))
 	f.BoolVar(&o.Model, "model", false, "run random programs of the model test and check each against the reference model")
-	f.StringVar(&regPath, "regressions", "", "with --model: also run the regression cases of this file (internal/modeltest/testdata/regressions.json)")
+	f.StringVar(&regPath, "regressions", "", "with --model: also run the regression cases of this file (tests/modeltest/testdata/regressions.json)")
 	f.IntVar(&o.ShrinkTries, "shrink-tries", 60, "with --model: engine runs spent shrinking one divergence")
 	f.IntVar(&o.Steps, "steps", chaos.DefaultSteps, "steps per run")
 	f.DurationVar(&o.Duration, "duration", chaos.DefaultDuration, "chaos phase: runs start over its first 80%, the faults happen within it")

@@ -23,11 +23,11 @@ import (
 
 	"github.com/kagzi/kagzi/cmd/kagzi/internal/natsserver"
 	"github.com/kagzi/kagzi/internal/config"
-	"github.com/kagzi/kagzi/internal/devserver"
-	"github.com/kagzi/kagzi/internal/examples"
 	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/tests/devserver"
+	"github.com/kagzi/kagzi/tests/examples"
 )
 
 func init() { register(newDevCmd) }

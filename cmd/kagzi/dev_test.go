@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kagzi/kagzi/internal/testdb"
-	"github.com/kagzi/kagzi/internal/testnats"
+	"github.com/kagzi/kagzi/tests/testdb"
+	"github.com/kagzi/kagzi/tests/testnats"
 )
 
 // kagzi dev serves /healthz, /readyz and /metrics like each service: ready

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kagzi/kagzi/internal/testdb"
-	"github.com/kagzi/kagzi/internal/testnats"
+	"github.com/kagzi/kagzi/tests/testdb"
+	"github.com/kagzi/kagzi/tests/testnats"
 )
 
 // TestDevLoggerIsReadable: dev's services log text, warnings and errors

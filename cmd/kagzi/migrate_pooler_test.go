@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kagzi/kagzi/internal/testdb"
-	"github.com/kagzi/kagzi/internal/testpgbouncer"
 	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/tests/testdb"
+	"github.com/kagzi/kagzi/tests/testpgbouncer"
 )
 
 // migrate with the services' URL on a PgBouncer in transaction mode (which

@@ -8,10 +8,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench"
-	"github.com/kagzi/kagzi/internal/devserver"
-	"github.com/kagzi/kagzi/internal/examples"
-	"github.com/kagzi/kagzi/internal/testflows"
 	"github.com/kagzi/kagzi/pkg/worker"
+	"github.com/kagzi/kagzi/tests/devserver"
+	"github.com/kagzi/kagzi/tests/examples"
+	"github.com/kagzi/kagzi/tests/testflows"
 )
 
 func init() { register(newServeCmd) }

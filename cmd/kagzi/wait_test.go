@@ -9,9 +9,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/services/dispatcher"
+	"github.com/kagzi/kagzi/tests/testnats"
 )
 
 // waitEnv is a test database with NATS and the NOTIFY relay running, so

@@ -1,5 +1,5 @@
 // Command worker is Kagzi's reference worker: it registers the example
-// workflows (internal/examples) and runs them. It needs NATS only —
+// workflows (tests/examples) and runs them. It needs NATS only —
 // no database connection and no database credentials. Configuration comes
 // from the environment (see the README).
 package main
@@ -13,8 +13,8 @@ import (
 	"github.com/kagzi/kagzi/internal/lifecycle/process"
 
 	"github.com/kagzi/kagzi/internal/config"
-	"github.com/kagzi/kagzi/internal/examples"
 	"github.com/kagzi/kagzi/services/worker"
+	"github.com/kagzi/kagzi/tests/examples"
 )
 
 func main() {

@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/internal/natsauth"
-	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/tests/testnats"
 )
 
 // violations waits until the server refused every one of subjects

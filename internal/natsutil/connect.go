@@ -24,7 +24,7 @@ import (
 const (
 	// ServerPingInterval and ServerMaxPingsOut are the ping_interval and
 	// ping_max of every NATS server Kagzi runs or ships: the embedded one
-	// (cmd/kagzi/internal/natsserver), the tests' (internal/testnats),
+	// (cmd/kagzi/internal/natsserver), the tests' (tests/testnats),
 	// deploy/nats/nats.conf and its copy in the dev overlay.
 	ServerPingInterval = time.Second
 	ServerMaxPingsOut  = 2

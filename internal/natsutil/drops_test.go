@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/internal/natsutil"
-	"github.com/kagzi/kagzi/internal/testnats"
+	"github.com/kagzi/kagzi/tests/testnats"
 )
 
 // A drop reaches the handler of the subscription that dropped, once, and

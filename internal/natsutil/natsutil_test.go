@@ -16,7 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/kagzi/kagzi/internal/natsutil"
-	"github.com/kagzi/kagzi/internal/testnats"
+	"github.com/kagzi/kagzi/tests/testnats"
 )
 
 // Every listener runs after a reconnect, and the reconnect handler the

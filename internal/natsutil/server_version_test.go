@@ -12,9 +12,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/internal/natsutil"
-	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/worker"
+	"github.com/kagzi/kagzi/tests/testnats"
 )
 
 // oldServer speaks just enough of NATS's client protocol to be connected

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/internal/natsutil"
-	"github.com/kagzi/kagzi/internal/testnats"
+	"github.com/kagzi/kagzi/tests/testnats"
 )
 
 // A frozen server (SIGSTOP) keeps its TCP sessions open: a connection of

@@ -8,11 +8,11 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/kagzi/kagzi/internal/testdb"
-	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/tests/testdb"
+	"github.com/kagzi/kagzi/tests/testnats"
 )
 
 type fixture struct {

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/pkg/console"
 	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/tests/testdb"
 )
 
 // BenchmarkRunsPage renders the runs view (HTML, counts included) of a

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/kagzi/kagzi/internal/lifecycle"
-	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/pkg/console"
+	"github.com/kagzi/kagzi/tests/testdb"
 )
 
 // TestStartOnceStopTwice: a console starts once (its second Start fails as

@@ -292,7 +292,7 @@ func parse2(subject, root string) (string, string, error) {
 }
 
 // SubjectModelSignal is where the workflows of one model-test driver
-// (internal/modeltest, `kagzi chaos --model`) tell it they reached an
+// (tests/modeltest, `kagzi chaos --model`) tell it they reached an
 // event's point: driver is the driver's random id. It is not a subject of
 // the engine; it lives here with every other subject.
 func SubjectModelSignal(driver string) string {

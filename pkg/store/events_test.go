@@ -11,8 +11,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/tests/testdb"
 )
 
 func sendEvent(t *testing.T, s *store.Store, ns string, runID uuid.UUID, name, payload string) store.SentEvent {

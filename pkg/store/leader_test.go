@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/tests/testdb"
 )
 
 // term is one leadership term seen by a test Leader.

@@ -39,7 +39,7 @@ import (
 // second, so the peer was last heard at most a second before the cut and
 // the session ends 4 to 5 s after it; a session the server notifies (the
 // relay's) ends lockConnUserTimeout after the first notification sent after
-// the cut, at worst about 10 s after it. internal/e2e's
+// the cut, at worst about 10 s after it. tests/e2e's
 // TestFailoverNetworkCut measures both against the 15 s the architecture
 // promises.
 //

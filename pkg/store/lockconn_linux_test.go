@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/kagzi/kagzi/internal/testdb"
+	"github.com/kagzi/kagzi/tests/testdb"
 )
 
 // TestLockConnClientSocket checks that the client end of a leader's

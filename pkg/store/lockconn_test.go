@@ -8,13 +8,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/tests/testdb"
 )
 
 // TestLockConnDetectsDeadPeers checks that a leader's dedicated connection
 // asks the server to end the session of a silent client within seconds and
-// lets a URL override a server setting. (internal/e2e's TestFailoverNetworkCut measures the effect.)
+// lets a URL override a server setting. (tests/e2e's TestFailoverNetworkCut measures the effect.)
 func TestLockConnDetectsDeadPeers(t *testing.T) {
 	t.Parallel()
 	url := testdb.New(t)

@@ -12,9 +12,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kagzi/kagzi/internal/pgbouncer"
-	"github.com/kagzi/kagzi/internal/testdb"
-	"github.com/kagzi/kagzi/internal/testpgbouncer"
 	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/tests/testdb"
+	"github.com/kagzi/kagzi/tests/testpgbouncer"
 )
 
 // Two processes' pools through a PgBouncer in transaction mode with two

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/tests/testdb"
 )
 
 // withLimits sets the payload limits of s's database and returns s.

@@ -12,8 +12,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/kagzi/kagzi/internal/testdb"
 	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/tests/testdb"
 )
 
 // leasedRun creates a run of type T on a queue of its own in ns and claims

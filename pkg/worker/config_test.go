@@ -9,9 +9,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/worker"
 	"github.com/kagzi/kagzi/pkg/workflow"
+	"github.com/kagzi/kagzi/tests/testnats"
 )
 
 func TestConfigDefaultsAndValidation(t *testing.T) {

@@ -7,11 +7,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/kagzi/kagzi/internal/testlog"
-	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/worker"
 	"github.com/kagzi/kagzi/pkg/workflow"
+	"github.com/kagzi/kagzi/tests/testlog"
+	"github.com/kagzi/kagzi/tests/testnats"
 )
 
 // A delivery NATS dropped consumed the worker's request at the dispatcher

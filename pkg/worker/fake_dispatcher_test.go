@@ -13,9 +13,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
-	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/worker"
+	"github.com/kagzi/kagzi/tests/testnats"
 )
 
 // waitLimit bounds every wait of a test: reaching it is a failure.

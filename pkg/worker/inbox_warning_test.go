@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/worker"
+	"github.com/kagzi/kagzi/tests/testnats"
 )
 
 // A worker warns that its connection lacks the worker inbox prefix only

@@ -9,9 +9,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/worker"
 	"github.com/kagzi/kagzi/pkg/workflow"
+	"github.com/kagzi/kagzi/tests/testnats"
 )
 
 // gatedDialer lets the first connection through and holds every later

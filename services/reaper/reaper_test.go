@@ -10,10 +10,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/kagzi/kagzi/internal/clock"
-	"github.com/kagzi/kagzi/internal/testlog"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/services/reaper"
+	"github.com/kagzi/kagzi/tests/testlog"
 )
 
 // flushStatements is what a flush costs: one transaction of BEGIN, the

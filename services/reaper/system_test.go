@@ -16,9 +16,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
-	"github.com/kagzi/kagzi/internal/devserver"
-	"github.com/kagzi/kagzi/internal/testdb"
-	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/retry"
@@ -27,6 +24,9 @@ import (
 	"github.com/kagzi/kagzi/pkg/workflow"
 	"github.com/kagzi/kagzi/services/dispatcher"
 	"github.com/kagzi/kagzi/services/reaper"
+	"github.com/kagzi/kagzi/tests/devserver"
+	"github.com/kagzi/kagzi/tests/testdb"
+	"github.com/kagzi/kagzi/tests/testnats"
 )
 
 // The test binary doubles as a worker process (see runWorkerProcess).

@@ -16,10 +16,10 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/kagzi/kagzi/internal/config"
-	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/worker"
 	"github.com/kagzi/kagzi/pkg/workflow"
 	workersvc "github.com/kagzi/kagzi/services/worker"
+	"github.com/kagzi/kagzi/tests/testnats"
 )
 
 const secret = "s3cret-Pa55"

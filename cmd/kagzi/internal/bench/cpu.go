@@ -16,7 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/kagzi/kagzi/internal/pgcluster"
+	"github.com/kagzi/kagzi/tests/pgcluster"
 )
 
 // CPU accounting: what each process spent during a scenario's measured

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/kagzi/kagzi/cmd/kagzi/internal/natsserver"
-	"github.com/kagzi/kagzi/internal/devserver"
-	"github.com/kagzi/kagzi/internal/testdb"
+	"github.com/kagzi/kagzi/tests/devserver"
+	"github.com/kagzi/kagzi/tests/testdb"
 )
 
 // childEnv makes the test binary act as the kagzi binary's `serve` and

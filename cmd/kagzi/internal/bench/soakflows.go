@@ -111,7 +111,7 @@ func SoakChild(ctx workflow.Context, _ struct{}) (int, error) {
 
 // RegisterWorkflows registers the workflows of the bench's own scenarios
 // (Soak, SoakChild) on w; `kagzi serve worker` registers them next to the
-// harness workflows of internal/testflows.
+// harness workflows of tests/testflows.
 func RegisterWorkflows(w *worker.Worker) error {
 	return errors.Join(worker.Register(w, SoakType, Soak), worker.Register(w, SoakChildType, SoakChild))
 }

@@ -33,7 +33,7 @@ func TestStart(t *testing.T) {
 		t.Errorf("max payload %d, want %d", got, protocol.NATSMaxPayload)
 	}
 	// Pings as every server Kagzi runs: a frozen client is dropped within
-	// seconds (internal/testnats's TestFrozenClientIsEvicted shows it).
+	// seconds (tests/testnats's TestFrozenClientIsEvicted shows it).
 	if v, err := s.Varz(nil); err != nil {
 		t.Error(err)
 	} else if v.PingInterval != natsutil.ServerPingInterval || v.MaxPingsOut != natsutil.ServerMaxPingsOut {

@@ -15,14 +15,14 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/kagzi/kagzi/internal/devserver"
-	"github.com/kagzi/kagzi/internal/testdb"
-	"github.com/kagzi/kagzi/internal/testnats"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/console"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/worker"
+	"github.com/kagzi/kagzi/tests/devserver"
+	"github.com/kagzi/kagzi/tests/testdb"
+	"github.com/kagzi/kagzi/tests/testnats"
 )
 
 // Env is one assembled engine and console.
