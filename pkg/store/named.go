@@ -109,3 +109,18 @@ func (q *namedSQL) only(args pgx.NamedArgs) pgx.NamedArgs {
 func (q *namedSQL) queue(b *pgx.Batch, args pgx.NamedArgs) {
 	b.Queue(q.text, boundArgs{q, args})
 }
+
+// A statement without named parameters ($1, $2 …, or none) takes its
+// arguments in order: these run it as written.
+
+func (q *namedSQL) queryPos(ctx context.Context, db DBTX, args ...any) (pgx.Rows, error) {
+	return db.Query(ctx, q.sql, args...)
+}
+
+func (q *namedSQL) queryRowPos(ctx context.Context, db DBTX, args ...any) pgx.Row {
+	return db.QueryRow(ctx, q.sql, args...)
+}
+
+func (q *namedSQL) execPos(ctx context.Context, db DBTX, args ...any) (pgconn.CommandTag, error) {
+	return db.Exec(ctx, q.sql, args...)
+}

@@ -129,9 +129,11 @@ func connect(ctx context.Context, url string, setup func(*pgxpool.Config)) (*pgx
 	return pool, nil
 }
 
+var storePingSQL = stmt("StorePing")
+
 // Ping checks the database answers.
 func (s *Store) Ping(ctx context.Context) error {
-	_, err := s.db.Exec(ctx, "SELECT 1")
+	_, err := storePingSQL.execPos(ctx, s.db)
 	return err
 }
 

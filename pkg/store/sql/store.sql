@@ -1,0 +1,4 @@
+-- Statements about the store itself, not one table.
+
+-- name: StorePing :exec
+SELECT 1
