@@ -27,6 +27,23 @@ var ErrInvalid = errors.New("invalid configuration")
 // once its lease expires, so a longer lease would strand it.
 const MaxLease = time.Hour
 
+// Lease is KAGZI_LEASE, declared once for the two services that read it:
+// the dispatchers lease each claim for it, and the reaper extends a live
+// worker's leases to it, so the two must agree (the reaper's must not
+// outlast the dispatchers').
+type Lease struct {
+	// Duration is how long a claim holds without heartbeats.
+	Duration time.Duration `env:"KAGZI_LEASE, default=30s"`
+}
+
+// Validate checks the lease is within 1s and MaxLease.
+func (l Lease) Validate() error {
+	if l.Duration < time.Second || l.Duration > MaxLease {
+		return fmt.Errorf("KAGZI_LEASE %v: 1s to %v", l.Duration, MaxLease)
+	}
+	return nil
+}
+
 // Common are the variables every service reads.
 type Common struct {
 	// NATSURL is the NATS server to connect to.

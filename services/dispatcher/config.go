@@ -18,8 +18,7 @@ const MaxDeliveryTimeout = time.Minute
 type Config struct {
 	config.Common
 	config.Database
-	// Lease is how long a claim holds without heartbeats.
-	Lease time.Duration `env:"KAGZI_LEASE, default=30s"`
+	config.Lease
 	// DeliveryTimeout bounds a worker's ack of a delivery.
 	DeliveryTimeout time.Duration `env:"KAGZI_DELIVERY_TIMEOUT, default=5s"`
 	// MaxClaim caps the runs one claim statement takes.
@@ -47,9 +46,10 @@ func (c *Config) Validate() error {
 	if err := c.Database.Validate(); err != nil {
 		return err
 	}
+	if err := c.Lease.Validate(); err != nil {
+		return err
+	}
 	switch {
-	case c.Lease < time.Second || c.Lease > config.MaxLease:
-		return fmt.Errorf("KAGZI_LEASE %v: 1s to %v", c.Lease, config.MaxLease)
 	case c.DeliveryTimeout <= 0 || c.DeliveryTimeout > MaxDeliveryTimeout:
 		return fmt.Errorf("KAGZI_DELIVERY_TIMEOUT %v: positive, at most %v", c.DeliveryTimeout, MaxDeliveryTimeout)
 	case c.MaxClaim < 1 || c.MaxClaim > 10000:

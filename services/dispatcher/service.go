@@ -22,7 +22,7 @@ import (
 // lease service and, if cfg.Relay, the relay, with the readiness checks.
 func Assemble(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) process.Parts {
 	opts := Options{
-		Lease: cfg.Lease, DeliveryTimeout: cfg.DeliveryTimeout, MaxClaim: cfg.MaxClaim, ReportWriters: cfg.ReportWriters,
+		Lease: cfg.Lease.Duration, DeliveryTimeout: cfg.DeliveryTimeout, MaxClaim: cfg.MaxClaim, ReportWriters: cfg.ReportWriters,
 		BeaconInterval: cfg.BeaconInterval, Hops: cfg.hops,
 	}
 	var relay *Relay

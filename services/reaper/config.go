@@ -19,9 +19,7 @@ type Config struct {
 	WorkerTimeout time.Duration `env:"KAGZI_WORKER_TIMEOUT, default=6s"`
 	// FlushInterval batches the writes of heartbeats and lease extensions.
 	FlushInterval time.Duration `env:"KAGZI_FLUSH_INTERVAL, default=2s"`
-	// Lease is what a live worker's runs' leases are extended to; it must
-	// not exceed the dispatchers' (same variable).
-	Lease time.Duration `env:"KAGZI_LEASE, default=30s"`
+	config.Lease
 	// LeaseGrace: a run locked to a live worker that does not list it is
 	// released once its lease was last set this long before.
 	LeaseGrace time.Duration `env:"KAGZI_LEASE_GRACE, default=10s"`
@@ -47,16 +45,17 @@ func (c *Config) Validate() error {
 	if err := c.Database.Validate(); err != nil {
 		return err
 	}
+	if err := c.Lease.Validate(); err != nil {
+		return err
+	}
 	switch {
 	case c.WorkerTimeout < 100*time.Millisecond || c.WorkerTimeout > time.Hour:
 		return fmt.Errorf("KAGZI_WORKER_TIMEOUT %v: 100ms to 1h", c.WorkerTimeout)
-	case c.Lease < time.Second || c.Lease > config.MaxLease:
-		return fmt.Errorf("KAGZI_LEASE %v: 1s to %v", c.Lease, config.MaxLease)
-	case c.FlushInterval <= 0 || c.FlushInterval > c.Lease/3:
-		return fmt.Errorf("KAGZI_FLUSH_INTERVAL %v: positive, at most a third of KAGZI_LEASE (%v)", c.FlushInterval, c.Lease)
-	case c.LeaseGrace < 2*c.FlushInterval || c.LeaseGrace >= c.Lease:
+	case c.FlushInterval <= 0 || c.FlushInterval > c.Lease.Duration/3:
+		return fmt.Errorf("KAGZI_FLUSH_INTERVAL %v: positive, at most a third of KAGZI_LEASE (%v)", c.FlushInterval, c.Lease.Duration)
+	case c.LeaseGrace < 2*c.FlushInterval || c.LeaseGrace >= c.Lease.Duration:
 		return fmt.Errorf("KAGZI_LEASE_GRACE %v: at least twice KAGZI_FLUSH_INTERVAL (%v), less than KAGZI_LEASE (%v)",
-			c.LeaseGrace, c.FlushInterval, c.Lease)
+			c.LeaseGrace, c.FlushInterval, c.Lease.Duration)
 	case c.BeaconInterval < 10*time.Millisecond || c.BeaconInterval > protocol.MaxBeaconInterval:
 		return fmt.Errorf("KAGZI_BEACON_INTERVAL %v: 10ms to %v", c.BeaconInterval, protocol.MaxBeaconInterval)
 	case c.WorkerRetention < 0 || c.WorkerRetention > store.MaxKeep:

@@ -26,7 +26,7 @@ func Assemble(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) proc
 	}
 	r := New(Options{
 		DatabaseURL: cfg.SessionURL(), WorkerTimeout: cfg.WorkerTimeout, FlushInterval: cfg.FlushInterval,
-		Lease: cfg.Lease, LeaseGrace: cfg.LeaseGrace, WorkerRetention: retention, BeaconInterval: cfg.BeaconInterval,
+		Lease: cfg.Lease.Duration, LeaseGrace: cfg.LeaseGrace, WorkerRetention: retention, BeaconInterval: cfg.BeaconInterval,
 		RetentionBatch: cfg.RetentionBatch, RetentionPause: cfg.RetentionPause,
 	}, st, nc, log)
 	registerMetrics(r)

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/retry"
@@ -254,7 +255,7 @@ func TestKilledWorkerProcessRunsCompleteElsewhere(t *testing.T) {
 	t.Parallel()
 	const timeout = time.Second
 	s := startSystem(t, reaper.Config{WorkerTimeout: timeout, FlushInterval: 100 * time.Millisecond,
-		Lease: 10 * time.Second, LeaseGrace: time.Second})
+		Lease: config.Lease{Duration: 10 * time.Second}, LeaseGrace: time.Second})
 	path := t.TempDir() + "/steps.log"
 	proc := startWorkerProcess(t, s.srv.NATSURL, envFile+"="+path)
 	cmd, next, wait := proc.cmd, proc.next, proc.wait

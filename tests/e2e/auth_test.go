@@ -225,7 +225,7 @@ func TestServiceWithBadCredentialsFailsAtStart(t *testing.T) {
 	auth := testnats.StartAuth(t, testnats.AuthOptions{})
 	var cfg dispatcher.Config
 	cfg.DatabaseURL, cfg.NATSURL, cfg.HTTPAddr = testdb.New(t), auth.URL(), ""
-	cfg.Lease, cfg.DeliveryTimeout, cfg.MaxClaim, cfg.ReportWriters, cfg.BeaconInterval = 30*time.Second, 5*time.Second, 10, 1, time.Second
+	cfg.Lease.Duration, cfg.DeliveryTimeout, cfg.MaxClaim, cfg.ReportWriters, cfg.BeaconInterval = 30*time.Second, 5*time.Second, 10, 1, time.Second
 	cfg.NATSUser, cfg.NATSPassword = "dispatcher", "not-"+auth.Password("dispatcher")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
