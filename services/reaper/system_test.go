@@ -348,7 +348,7 @@ func TestDrainingWorkerFinishesItsRunsAndNothingIsRecovered(t *testing.T) {
 	t.Parallel()
 	const timeout = 500 * time.Millisecond
 	s := startSystem(t, reaper.Config{WorkerTimeout: timeout, FlushInterval: 100 * time.Millisecond,
-		Lease: 3 * time.Second, LeaseGrace: time.Second})
+		Lease: config.Lease{Duration: 3 * time.Second}, LeaseGrace: time.Second})
 	release := make(chan struct{})
 	entered := make(chan struct{}, 10)
 	w := s.startWorker(t, func(w *worker.Worker) error {
@@ -424,7 +424,7 @@ func TestDrainingWorkerFinishesItsRunsAndNothingIsRecovered(t *testing.T) {
 func TestDeadlinePassesWhileRunSleeps(t *testing.T) {
 	t.Parallel()
 	s := startSystem(t, reaper.Config{WorkerTimeout: time.Second, FlushInterval: 100 * time.Millisecond,
-		Lease: 3 * time.Second, LeaseGrace: time.Second})
+		Lease: config.Lease{Duration: 3 * time.Second}, LeaseGrace: time.Second})
 	s.startWorker(t, func(w *worker.Worker) error {
 		return worker.Register(w, "Nap", func(ctx workflow.Context, in int) (int, error) {
 			if err := workflow.Sleep(ctx, "nap", time.Hour); err != nil {
@@ -474,7 +474,7 @@ func TestExpiredLeaseIsRecovered(t *testing.T) {
 	t.Parallel()
 	const lease = 2 * time.Second
 	s := startSystem(t, reaper.Config{WorkerTimeout: time.Second, FlushInterval: 100 * time.Millisecond,
-		Lease: lease, LeaseGrace: 500 * time.Millisecond})
+		Lease: config.Lease{Duration: lease}, LeaseGrace: 500 * time.Millisecond})
 	ctx := context.Background()
 	st := s.srv.Store
 	// Let the re-reads scheduled by taking over pass, so that only the
@@ -520,7 +520,7 @@ func TestUntrackedClaimerLeaseExpires(t *testing.T) {
 	t.Parallel()
 	const lease = 2 * time.Second
 	s := startSystemWith(t, reaper.Config{WorkerTimeout: time.Second, FlushInterval: 100 * time.Millisecond,
-		Lease: lease, LeaseGrace: 500 * time.Millisecond}, dispatcher.Config{Lease: lease})
+		Lease: config.Lease{Duration: lease}, LeaseGrace: 500 * time.Millisecond}, dispatcher.Config{Lease: config.Lease{Duration: lease}})
 	ctx := context.Background()
 	st := s.srv.Store
 	run, _, err := st.RunsCreate(ctx, store.RunsCreateParams{Namespace: "default", Queue: "default", Type: "T"})
@@ -590,7 +590,7 @@ func TestUndeliveredRunsKeepTheirAttempt(t *testing.T) {
 	t.Parallel()
 	const timeout = time.Second
 	s := startSystem(t, reaper.Config{WorkerTimeout: timeout, FlushInterval: 100 * time.Millisecond,
-		Lease: 3 * time.Second, LeaseGrace: 2 * time.Second})
+		Lease: config.Lease{Duration: 3 * time.Second}, LeaseGrace: 2 * time.Second})
 	ctx := context.Background()
 	st := s.srv.Store
 	// A live worker, made of NATS messages, that will die.
@@ -684,7 +684,7 @@ func TestUndeliveredRunsKeepTheirAttempt(t *testing.T) {
 func TestPoisonRunThatKillsItsWorkerFails(t *testing.T) {
 	t.Parallel()
 	s := startSystem(t, reaper.Config{WorkerTimeout: 2 * time.Second, FlushInterval: 100 * time.Millisecond,
-		Lease: 30 * time.Second, LeaseGrace: time.Second})
+		Lease: config.Lease{Duration: 30 * time.Second}, LeaseGrace: time.Second})
 	beats := make(chan *nats.Msg, 10000)
 	sub, err := s.nc.ChanSubscribe(protocol.SubjectWorkerHeartbeatAll, beats)
 	if err != nil {
