@@ -145,6 +145,16 @@ func Load(ctx context.Context, cfg any) error {
 	return LoadFrom(ctx, cfg, envconfig.OsLookuper())
 }
 
+// Defaults returns a T with every variable at its env tag's default, as
+// if the environment set none, validated: how the dev assembly and tests
+// build a configuration, so that the env tags stay the only defaults.
+// They set the fields they mean to change on what it returns.
+func Defaults[T any](ctx context.Context) (T, error) {
+	var cfg T
+	err := LoadFrom(ctx, &cfg, envconfig.MapLookuper(nil))
+	return cfg, err
+}
+
 // LoadFrom is Load with another source of variables (tests).
 func LoadFrom(ctx context.Context, cfg any, l envconfig.Lookuper) error {
 	if err := envconfig.ProcessWith(ctx, &envconfig.Config{Target: cfg, Lookuper: l}); err != nil {

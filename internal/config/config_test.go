@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sethvargo/go-envconfig"
 
@@ -133,5 +134,19 @@ func TestDefaultsAreValid(t *testing.T) {
 		if err := config.LoadFrom(context.Background(), cfg, envconfig.MapLookuper(nil)); err != nil {
 			t.Errorf("%T defaults: %v", cfg, err)
 		}
+	}
+}
+
+func TestDefaultsAreTheTags(t *testing.T) {
+	type cfg struct {
+		config.Common
+		config.Lease
+	}
+	c, err := config.Defaults[cfg](t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Lease.Duration != 30*time.Second || c.NATSURL != "nats://127.0.0.1:4222" {
+		t.Errorf("defaults: lease %v, NATS URL %q", c.Lease.Duration, c.NATSURL)
 	}
 }
