@@ -197,12 +197,12 @@ func (d *Database) Validate() error {
 // nameVariable rewrites go-envconfig's "Field: problem" into
 // "KAGZI_VARIABLE: problem", so the message names what the user sets.
 func nameVariable(cfg any, msg string) string {
-	field, rest, ok := strings.Cut(msg, ": ")
-	if !ok {
-		return msg
-	}
-	var find func(t reflect.Type) string
-	find = func(t reflect.Type) string {
+	var find func(t reflect.Type, msg string) string
+	find = func(t reflect.Type, msg string) string {
+		field, rest, ok := strings.Cut(msg, ": ")
+		if !ok {
+			return ""
+		}
 		for t.Kind() == reflect.Pointer {
 			t = t.Elem()
 		}
@@ -212,20 +212,27 @@ func nameVariable(cfg any, msg string) string {
 		for i := 0; i < t.NumField(); i++ {
 			f := t.Field(i)
 			if f.Anonymous {
-				if v := find(f.Type); v != "" {
+				// go-envconfig names an embedded struct's field after
+				// the struct's ("Lease: Duration: ...") or not at all.
+				if f.Name == field {
+					if v := find(f.Type, rest); v != "" {
+						return v
+					}
+				}
+				if v := find(f.Type, msg); v != "" {
 					return v
 				}
 				continue
 			}
 			if f.Name == field {
 				name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
-				return strings.TrimSpace(name)
+				return strings.TrimSpace(name) + ": " + rest
 			}
 		}
 		return ""
 	}
-	if v := find(reflect.TypeOf(cfg)); v != "" {
-		return v + ": " + rest
+	if v := find(reflect.TypeOf(cfg), msg); v != "" {
+		return v
 	}
 	return msg
 }
