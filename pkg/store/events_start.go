@@ -32,10 +32,7 @@ type SentWithStart struct {
 // A concurrent transition to a final status that commits first makes the
 // row fail the status check once the lock is granted (Postgres re-checks
 // the updated row), so a run found here stays live until the event is in.
-var eventsLiveTargetSQL = prepareNamed(`
-SELECT run_id, status, task_queue, workflow_type FROM kagzi.workflow_runs
-WHERE namespace_id = @namespace AND external_id = @external_id AND status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED')
-FOR NO KEY UPDATE`)
+var eventsLiveTargetSQL = stmt("EventsWithStartTarget")
 
 // sendWithStartTries bounds how often the live run of an external id is
 // looked for and a start attempted: each round fails only if a run that
