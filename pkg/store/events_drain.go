@@ -99,7 +99,7 @@ func (s *Store) EventsDrain(ctx context.Context, p EventsDrainParams) (EventsDra
 	what := fmt.Sprintf("drain events %q of run %s", p.Name, p.Lease.RunID)
 	err = s.InTx(ctx, func(tx *Store) error {
 		var one int
-		err := runsLockSQL.queryRow(ctx, tx.db, leaseArgs(p.Lease, pgx.NamedArgs{})).Scan(&one)
+		err := runsWaitLockSQL.queryRow(ctx, tx.db, leaseArgs(p.Lease, pgx.NamedArgs{})).Scan(&one)
 		if isNoRows(err) {
 			return tx.leaseCheckDone(ctx, "drain events of run", p.Lease, "")
 		}

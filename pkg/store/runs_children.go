@@ -123,7 +123,7 @@ func (s *Store) RunsStartChild(ctx context.Context, p RunsStartChildParams) erro
 	args["child_type"], args["child_version"], args["child_queue"], args["child_policy"] = p.Type, p.Version, p.Queue, policy
 	args["child_priority"], args["child_input"], args["child_close"], args["child_trace"] = p.Priority, p.Input, string(p.ParentClosePolicy), tc
 	var res stepResult
-	err = runsStartChildSQL.queryRow(ctx, s.db, args).Scan(&res.held, &res.wrote, &res.before, &res.cancel)
+	err = runsChildStartSQL.queryRow(ctx, s.db, args).Scan(&res.held, &res.wrote, &res.before, &res.cancel)
 	if err != nil {
 		return mapErr(fmt.Sprintf("start child %q of run %s", p.StepID, p.Lease.RunID), err)
 	}
@@ -146,7 +146,7 @@ type RunsWaitParams struct {
 }
 
 // runsWaitSQL suspends a run under its lease; it runs right after the run
-// row was locked (runsLockSQL), in the same transaction, so its snapshot
+// row was locked (runsWaitLockSQL), in the same transaction, so its snapshot
 // sees every child and event that committed before the lock: a child that
 // finishes or an event that arrives later finds the run waiting.
 //
@@ -156,8 +156,8 @@ type RunsWaitParams struct {
 // a matching event is already there or every named child already finished.
 var runsWaitSQL = stmt("RunsWait")
 
-// runsLockSQL locks a run row under its lease (no row: the lease is gone).
-var runsLockSQL = stmt("RunsWaitLock")
+// runsWaitLockSQL locks a run row under its lease (no row: the lease is gone).
+var runsWaitLockSQL = stmt("RunsWaitLock")
 
 // RunsWait suspends a run, releasing its lease and slot, until its timer
 // (Until), the children it names, or an event one of its waits in progress
@@ -179,7 +179,7 @@ func (s *Store) RunsWait(ctx context.Context, p RunsWaitParams) (ready bool, err
 		children = []string{}
 	}
 	b := &pgx.Batch{}
-	runsLockSQL.queue(b, leaseArgs(p.Lease, pgx.NamedArgs{}))
+	runsWaitLockSQL.queue(b, leaseArgs(p.Lease, pgx.NamedArgs{}))
 	runsWaitSQL.queue(b, leaseArgs(p.Lease, pgx.NamedArgs{"until": p.Until, "child_steps": children}))
 	br := s.db.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
@@ -200,7 +200,7 @@ func (s *Store) RunsWait(ctx context.Context, p RunsWaitParams) (ready bool, err
 	return false, s.leaseCheckDone(ctx, "wait", p.Lease, StatusSleeping)
 }
 
-// runsStartChildSQL records a CHILD step under the parent's lease (as
+// runsChildStartSQL records a CHILD step under the parent's lease (as
 // stepRecordSQL does) and inserts the child run and its input, in one
 // statement.
-var runsStartChildSQL = stmt("RunsChildStart")
+var runsChildStartSQL = stmt("RunsChildStart")

@@ -109,8 +109,8 @@ type forkPair struct {
 // found, whether its step was, and the fork it inserted (NULL if none).
 var runsForkSQL = stmt("RunsFork")
 
-// forksOfSQL reads the forks of the (run, step) pairs given.
-var forksOfSQL = stmt("RunsForkFind")
+// runsForkFindSQL reads the forks of the (run, step) pairs given.
+var runsForkFindSQL = stmt("RunsForkFind")
 
 func checkForkStep(step string) error {
 	if len(step) > maxNameLen {
@@ -239,7 +239,7 @@ func (s *Store) runsForkTx(ctx context.Context, namespace string, pairs []forkPa
 	// Read back every fork, made now or earlier: a fork a concurrent
 	// request committed after this statement began is not in its snapshot,
 	// but the conflict waited for its commit, so this statement sees it.
-	rows, err = forksOfSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "from_ids": fromIDs, "steps": steps})
+	rows, err = runsForkFindSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "from_ids": fromIDs, "steps": steps})
 	if err != nil {
 		return err
 	}
@@ -320,9 +320,9 @@ type RunsForkManyResult struct {
 	Forks []Fork
 }
 
-// forkSelectSQL selects the runs RunsForkManyParams describe, with the
+// runsForkSelectSQL selects the runs RunsForkManyParams describe, with the
 // step each is forked from and whether it recorded that step.
-var forkSelectSQL = stmt("RunsForkSelect")
+var runsForkSelectSQL = stmt("RunsForkSelect")
 
 // RunsForkMany forks every run p selects (at most p.Limit), each as
 // RunsFork would, in one transaction, and reports how many it forked and
@@ -368,7 +368,7 @@ func (s *Store) RunsForkMany(ctx context.Context, p RunsForkManyParams) (RunsFor
 	}
 	var res RunsForkManyResult
 	err := s.InTx(ctx, func(tx *Store) error {
-		rows, err := forkSelectSQL.query(ctx, tx.db, pgx.NamedArgs{"namespace": p.Namespace, "status": string(p.Status),
+		rows, err := runsForkSelectSQL.query(ctx, tx.db, pgx.NamedArgs{"namespace": p.Namespace, "status": string(p.Status),
 			"type": p.Type, "after": p.FinishedAfter, "before": p.FinishedBefore, "error_group": p.ErrorGroup,
 			"error_type": p.ErrorType, "step": p.Step, "from_failed": p.FromFailedStep, "limit": p.Limit})
 		if err != nil {
