@@ -34,7 +34,14 @@ type Event struct {
 	Unreceived bool
 }
 
-const eventCols = `e.event_id, e.namespace_id, e.run_id, e.name, e.payload, e.created_at, e.consumed_at, coalesce(e.consumed_by, '')`
+// eventsTargetByIDSQL, eventsTargetByExternalIDSQL and
+// eventsTargetLastByExternalIDSQL find the run an event is sent to (see
+// eventTarget).
+var (
+	eventsTargetByIDSQL             = stmt("EventsTargetByID")
+	eventsTargetByExternalIDSQL     = stmt("EventsTargetByExternalID")
+	eventsTargetLastByExternalIDSQL = stmt("EventsTargetLastByExternalID")
+)
 
 // eventTarget finds and locks the run an event is sent to. An external id
 // names its live run (found through the partial unique index); only when
@@ -43,21 +50,13 @@ const eventCols = `e.event_id, e.namespace_id, e.run_id, e.name, e.payload, e.cr
 func (s *Store) eventTarget(ctx context.Context, p EventsSendParams, out *SentEvent) error {
 	var row pgx.Row
 	if p.RunID != uuid.Nil {
-		row = s.db.QueryRow(ctx, `
-SELECT run_id, status, task_queue FROM kagzi.workflow_runs WHERE namespace_id = @namespace AND run_id = @run_id
-FOR NO KEY UPDATE`, pgx.NamedArgs{"namespace": p.Namespace, "run_id": p.RunID})
+		row = eventsTargetByIDSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": p.Namespace, "run_id": p.RunID})
 	} else {
-		row = s.db.QueryRow(ctx, `
-SELECT run_id, status, task_queue FROM kagzi.workflow_runs
-WHERE namespace_id = @namespace AND external_id = @external_id AND status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED')
-FOR NO KEY UPDATE`, pgx.NamedArgs{"namespace": p.Namespace, "external_id": p.ExternalID})
+		row = eventsTargetByExternalIDSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": p.Namespace, "external_id": p.ExternalID})
 	}
 	err := row.Scan(&out.RunID, &out.RunStatus, &out.Queue)
 	if isNoRows(err) && p.RunID == uuid.Nil {
-		err = s.db.QueryRow(ctx, `
-SELECT run_id, status, task_queue FROM kagzi.workflow_runs
-WHERE namespace_id = @namespace AND external_id = @external_id
-ORDER BY created_at DESC LIMIT 1`, pgx.NamedArgs{"namespace": p.Namespace, "external_id": p.ExternalID}).Scan(&out.RunID, &out.RunStatus, &out.Queue)
+		err = eventsTargetLastByExternalIDSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": p.Namespace, "external_id": p.ExternalID}).Scan(&out.RunID, &out.RunStatus, &out.Queue)
 	}
 	return mapErr("find run", err)
 }
@@ -92,25 +91,7 @@ type SentEvent struct {
 // (RunsCompleteBatch). Any other run is stamped with its count as it is and
 // its row is written only to wake it, so an event to a suspended run that
 // does not wait for it costs no row version.
-var eventsSendSQL = prepareNamed(`
-WITH x AS (
-	SELECT r.event_seq, r.status = 'RUNNING' AS running,
-		r.status = 'SLEEPING' AND (r.available_at IS NULL OR r.available_at > now())
-		AND EXISTS (SELECT 1 FROM kagzi.step_runs s
-			WHERE s.run_id = @run_id AND s.kind = 'EVENT' AND s.is_latest AND s.status IN ('PENDING', 'RUNNING')
-			  AND s.input = @name_bytes::bytea) AS wake
-	FROM kagzi.workflow_runs r WHERE r.run_id = @run_id
-), u AS (
-	UPDATE kagzi.workflow_runs r SET event_seq = r.event_seq + CASE WHEN x.running THEN 1 ELSE 0 END,
-		available_at = CASE WHEN x.wake THEN now() ELSE r.available_at END
-	FROM x WHERE r.run_id = @run_id AND (x.running OR x.wake)
-	RETURNING r.event_seq
-), e AS (
-	INSERT INTO kagzi.workflow_events (event_id, namespace_id, run_id, name, payload, seq)
-	SELECT @event_id, @namespace, @run_id, @name, @payload, coalesce((SELECT event_seq FROM u), x.event_seq) FROM x
-	RETURNING created_at
-)
-SELECT (SELECT created_at FROM e), coalesce((SELECT wake FROM x), false)`)
+var eventsSendSQL = stmt("EventsSend")
 
 // EventsSend stores an event for a run and, if the run is SLEEPING in a
 // wait for an event of that name (a wait in progress: see EventsReceive),
@@ -171,31 +152,7 @@ func (s *Store) EventsSend(ctx context.Context, p EventsSendParams) (SentEvent, 
 }
 
 // eventsConsumeSQL is EventsConsume's statement.
-var eventsConsumeSQL = prepareNamed(`
-WITH r AS (
-	SELECT run_id FROM kagzi.workflow_runs` + leaseWhere + `
-	FOR SHARE
-), prev AS (
-	SELECT e.event_id FROM kagzi.workflow_events e JOIN r USING (run_id)
-	WHERE e.name = @name AND e.consumed_by = @step_id AND e.consumed_at IS NOT NULL
-	ORDER BY e.consumed_at, e.event_id
-	LIMIT 1
-), pick AS (
-	SELECT e.event_id FROM kagzi.workflow_events e JOIN r USING (run_id)
-	WHERE e.name = @name AND e.consumed_at IS NULL AND NOT EXISTS (SELECT 1 FROM prev)
-	ORDER BY e.created_at, e.event_id
-	LIMIT 1
-	FOR UPDATE OF e SKIP LOCKED
-), c AS (
-	UPDATE kagzi.workflow_events e SET consumed_at = now(), consumed_by = @step_id
-	FROM pick WHERE e.event_id = pick.event_id
-	RETURNING e.event_id, e.consumed_at
-)
-SELECT r.run_id IS NOT NULL, ` + eventCols + `, got.fresh
-FROM (SELECT 1) one
-LEFT JOIN r ON true
-LEFT JOIN (SELECT event_id, NULL::timestamptz AS fresh FROM prev UNION ALL SELECT event_id, consumed_at FROM c) got ON true
-LEFT JOIN kagzi.workflow_events e ON e.event_id = got.event_id`)
+var eventsConsumeSQL = stmt("EventsConsume")
 
 // EventsConsume consumes, under the lease, the oldest unconsumed event of
 // that name sent to the run, for step stepID, and returns it. It is
@@ -242,18 +199,17 @@ func (s *Store) EventsConsume(ctx context.Context, l Lease, name, stepID string)
 	return ev, nil
 }
 
+// eventsListSQL reads a run's events, joined to the run (one row of NULL
+// events for a run without any).
+var eventsListSQL = stmt("EventsList")
+
 // EventsList returns every event sent to a run, oldest first, with
 // payloads, each marked Unreceived if the run ended without it. An unknown
 // run is ErrNotFound.
 func (s *Store) EventsList(ctx context.Context, namespace string, runID uuid.UUID) ([]Event, error) {
 	// The run is joined so an unknown run is told from one without events
 	// in the same round trip, and an unreceived event from a pending one.
-	rows, err := s.db.Query(ctx, `
-SELECT `+eventCols+`, e.consumed_at IS NULL AND r.status IN ('COMPLETED', 'FAILED', 'CANCELLED')
-FROM kagzi.workflow_runs r
-LEFT JOIN kagzi.workflow_events e ON e.run_id = r.run_id
-WHERE r.namespace_id = @namespace AND r.run_id = @run_id
-ORDER BY e.created_at, e.event_id`, pgx.NamedArgs{"namespace": namespace, "run_id": runID})
+	rows, err := eventsListSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "run_id": runID})
 	if err != nil {
 		return nil, mapErr("list events", err)
 	}
@@ -336,18 +292,11 @@ type EventsReceiveResult struct {
 
 // eventsWaitStateSQL reads the state of a wait's step attempt, and its
 // deadline.
-var eventsWaitStateSQL = prepareNamed(`
-SELECT s.status, s.output, d.at, coalesce(d.at <= now(), false)
-FROM (SELECT 1) one
-LEFT JOIN kagzi.step_runs s ON s.run_id = @run_id AND s.step_id = @step_id AND s.attempt_number = @attempt
-CROSS JOIN LATERAL (SELECT CASE WHEN s.status IS NULL THEN @until::timestamptz ELSE s.retry_at END AS at) d`)
+var eventsWaitStateSQL = stmt("EventsWaitState")
 
 // eventsReceivedSQL reads the run and the step attempt of a wait whose
 // lease matched no run.
-var eventsReceivedSQL = prepareNamed(`
-SELECT r.status, r.lease_token, s.status, s.output FROM kagzi.workflow_runs r
-LEFT JOIN kagzi.step_runs s ON s.run_id = r.run_id AND s.step_id = @step_id AND s.attempt_number = @attempt
-WHERE r.namespace_id = @namespace AND r.run_id = @run_id`)
+var eventsReceivedSQL = stmt("EventsReceived")
 
 // EventsReceive settles a wait for an event under the lease, in one
 // transaction (a savepoint inside the caller's): with the run row locked, it
@@ -377,7 +326,7 @@ func (s *Store) EventsReceive(ctx context.Context, p EventsReceiveParams) (Event
 	held := true
 	err := s.InTx(ctx, func(tx *Store) error {
 		var one int
-		err := runsLockSQL.queryRow(ctx, tx.db, leaseArgs(p.Lease, pgx.NamedArgs{})).Scan(&one)
+		err := runsWaitLockSQL.queryRow(ctx, tx.db, leaseArgs(p.Lease, pgx.NamedArgs{})).Scan(&one)
 		if isNoRows(err) {
 			held = false
 			return nil

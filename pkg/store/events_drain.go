@@ -41,46 +41,23 @@ type EventsDrainResult struct {
 // eventsDrainStepSQL reads the drain step's attempt as recorded: a drain
 // that runs again appends to it (a forked run's copied drain step holds
 // events of the run it was forked from).
-var eventsDrainStepSQL = prepareNamed(`
-SELECT kind, status, coalesce(input, ''::bytea), output FROM kagzi.step_runs
-WHERE run_id = @run_id AND step_id = @step_id AND attempt_number = 1`)
+var eventsDrainStepSQL = stmt("EventsDrainStep")
 
 // eventsDrainSQL takes, for the drain step @step_id, the unconsumed events
 // of @name, oldest first, at most @max_events of them whose payloads (with
 // a comma each) fit in @max_bytes, and returns them in that order. The
 // caller holds the run row lock, which every consumer of the run's events
 // takes, so no row lock on the events is needed.
-var eventsDrainSQL = prepareNamed(`
-WITH pend AS (
-	SELECT e.event_id, row_number() OVER w AS n, sum(coalesce(octet_length(e.payload), 4) + 1) OVER w AS upto
-	FROM kagzi.workflow_events e
-	WHERE e.run_id = @run_id AND e.name = @name AND e.consumed_at IS NULL
-	WINDOW w AS (ORDER BY e.created_at, e.event_id)
-), c AS (
-	UPDATE kagzi.workflow_events e SET consumed_at = now(), consumed_by = @step_id
-	FROM pend
-	WHERE e.event_id = pend.event_id AND pend.n <= @max_events AND pend.upto <= @max_bytes
-	RETURNING e.event_id, e.payload, e.created_at
-)
-SELECT event_id, payload FROM c ORDER BY created_at, event_id`)
+var eventsDrainSQL = stmt("EventsDrain")
 
 // eventsDrainGiveBackSQL leaves events a drain took pending again (those
 // whose payloads, as JSON, would not fit its output).
-var eventsDrainGiveBackSQL = prepareNamed(`
-UPDATE kagzi.workflow_events SET consumed_at = NULL, consumed_by = NULL WHERE event_id = ANY(@ids::uuid[])`)
+var eventsDrainGiveBackSQL = stmt("EventsDrainGiveBack")
 
 // eventsDrainRecordSQL records the drain step COMPLETED with its output,
 // or replaces the output of the drain step already recorded (it grows).
 // A step of that id that is not this drain is left alone: no row.
-var eventsDrainRecordSQL = prepareNamed(`
-INSERT INTO kagzi.step_runs AS s (run_id, step_id, attempt_number, namespace_id, kind, status, is_latest, input, output,
-	started_at, finished_at, run_attempt)
-SELECT r.run_id, @step_id, 1, r.namespace_id, 'EVENT', 'COMPLETED', true, @name_bytes::bytea, @output::bytea,
-	@started_at::timestamptz, now(), r.epoch
-FROM kagzi.workflow_runs r WHERE r.run_id = @run_id
-ON CONFLICT (run_id, step_id, attempt_number) DO UPDATE SET output = excluded.output, finished_at = excluded.finished_at
-WHERE s.kind = 'EVENT' AND s.status = 'COMPLETED' AND s.input = excluded.input
-RETURNING 1`)
+var eventsDrainRecordSQL = stmt("EventsDrainRecord")
 
 // EventsDrain takes, under the lease, every unconsumed event of p.Name sent
 // to the run, oldest first, for the drain step p.StepID, and returns what
@@ -122,7 +99,7 @@ func (s *Store) EventsDrain(ctx context.Context, p EventsDrainParams) (EventsDra
 	what := fmt.Sprintf("drain events %q of run %s", p.Name, p.Lease.RunID)
 	err = s.InTx(ctx, func(tx *Store) error {
 		var one int
-		err := runsLockSQL.queryRow(ctx, tx.db, leaseArgs(p.Lease, pgx.NamedArgs{})).Scan(&one)
+		err := runsWaitLockSQL.queryRow(ctx, tx.db, leaseArgs(p.Lease, pgx.NamedArgs{})).Scan(&one)
 		if isNoRows(err) {
 			return tx.leaseCheckDone(ctx, "drain events of run", p.Lease, "")
 		}

@@ -77,8 +77,7 @@ func (e *EventsSeen) seqArg() *int64 {
 }
 
 // eventsGuardLockSQL locks a run under its lease and reads its event count.
-var eventsGuardLockSQL = prepareNamed(`SELECT event_seq FROM kagzi.workflow_runs` + leaseWhere + `
-FOR NO KEY UPDATE`)
+var eventsGuardLockSQL = stmt("EventsGuardLock")
 
 // eventsGuardRequeueSQL makes the run claimable at once, as a release does
 // (no attempt counted, the lease token kept for the next claim to move on),
@@ -89,12 +88,7 @@ FOR NO KEY UPDATE`)
 // row first). A subquery of the lock's own statement would not do: its
 // snapshot predates the wait for the lock, and the re-check of the newly
 // locked row does not refresh it.
-var eventsGuardRequeueSQL = prepareNamed(`
-UPDATE kagzi.workflow_runs r SET status = 'PENDING', available_at = now(), locked_by = NULL, lease_expires_at = NULL
-WHERE r.run_id = @run_id AND EXISTS (
-	SELECT 1 FROM kagzi.workflow_events e
-	WHERE e.run_id = @run_id AND e.consumed_at IS NULL AND e.seq > @seen
-	  AND (@all OR e.name = ANY(@names::text[])))`)
+var eventsGuardRequeueSQL = stmt("EventsGuardRequeue")
 
 // eventsGuard is the slow path of an end under l whose count check failed
 // (or may have): it locks the run under the lease and, if an event the

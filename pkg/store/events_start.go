@@ -28,14 +28,11 @@ type SentWithStart struct {
 	Started bool
 }
 
-// eventsLiveTargetSQL finds and locks the live run holding an external id.
+// eventsWithStartTargetSQL finds and locks the live run holding an external id.
 // A concurrent transition to a final status that commits first makes the
 // row fail the status check once the lock is granted (Postgres re-checks
 // the updated row), so a run found here stays live until the event is in.
-var eventsLiveTargetSQL = prepareNamed(`
-SELECT run_id, status, task_queue, workflow_type FROM kagzi.workflow_runs
-WHERE namespace_id = @namespace AND external_id = @external_id AND status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED')
-FOR NO KEY UPDATE`)
+var eventsWithStartTargetSQL = stmt("EventsWithStartTarget")
 
 // sendWithStartTries bounds how often the live run of an external id is
 // looked for and a start attempted: each round fails only if a run that
@@ -125,7 +122,7 @@ func (s *Store) EventsSendWithStart(ctx context.Context, p EventsSendWithStartPa
 // run holds the id.
 func (s *Store) eventsLiveTarget(ctx context.Context, r RunsCreateParams, out *SentWithStart) (found bool, err error) {
 	var typ string
-	err = eventsLiveTargetSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": r.Namespace, "external_id": r.ExternalID}).
+	err = eventsWithStartTargetSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": r.Namespace, "external_id": r.ExternalID}).
 		Scan(&out.RunID, &out.RunStatus, &out.Queue, &typ)
 	if isNoRows(err) {
 		return false, nil

@@ -33,14 +33,8 @@ type PayloadPart struct {
 // payloadsReadOutputSQL and payloadsReadInputSQL read part of a step
 // attempt's output and of a run's input, under the run's lease.
 var (
-	payloadsReadOutputSQL = prepareNamed(`
-SELECT substring(x.output FROM @offset + 1 FOR @length), coalesce(octet_length(x.output), 0)
-FROM kagzi.workflow_runs r JOIN kagzi.step_runs x ON x.run_id = r.run_id AND x.step_id = @step_id AND x.attempt_number = @attempt
-WHERE r.namespace_id = @namespace AND r.run_id = @run_id AND r.lease_token = @token AND r.status = 'RUNNING'`)
-	payloadsReadInputSQL = prepareNamed(`
-SELECT substring(r.input FROM @offset + 1 FOR @length), coalesce(octet_length(r.input), 0)
-FROM kagzi.workflow_runs r
-WHERE r.namespace_id = @namespace AND r.run_id = @run_id AND r.lease_token = @token AND r.status = 'RUNNING'`)
+	payloadsReadOutputSQL = stmt("PayloadsReadOutput")
+	payloadsReadInputSQL  = stmt("PayloadsReadInput")
 )
 
 // PayloadsRead returns part of a payload of a run whose lease p.Lease

@@ -48,22 +48,7 @@ type StateRead struct {
 	Values []StateValue
 }
 
-var stepsStateSQL = prepareNamed(`
-SELECT r.status, v.key, v.n, v.output, v.finished_at FROM kagzi.workflow_runs r
-LEFT JOIN LATERAL (
-	SELECT DISTINCT ON (p.key) p.key, p.n, p.output, p.finished_at FROM (
-		SELECT split_part(substr(s.step_id, length(@prefix::text) + 1), '#', 1) AS key,
-			CASE WHEN split_part(substr(s.step_id, length(@prefix::text) + 1), '#', 2) ~ '^[1-9][0-9]{0,8}$'
-				THEN split_part(substr(s.step_id, length(@prefix::text) + 1), '#', 2)::int END AS n,
-			s.output, s.finished_at
-		FROM kagzi.step_runs s
-		WHERE s.run_id = r.run_id AND s.is_latest AND s.status = 'COMPLETED' AND starts_with(s.step_id, @prefix::text)
-	) p
-	WHERE p.n IS NOT NULL AND (@key::text = '' OR p.key = @key::text)
-	ORDER BY p.key, p.n DESC
-) v ON true
-WHERE r.namespace_id = @ns AND r.run_id = @run_id
-ORDER BY v.key`)
+var stepsStateSQL = stmt("StepsState")
 
 // StepsState returns the latest value of a run's state keys (the Set with
 // the highest number of each key) and the run's status. An unknown run is
@@ -157,23 +142,7 @@ func (r StreamRead) Ended() bool {
 
 // The closing step sorts first (n 0), then the entries by number; the
 // limit leaves room for it and for one entry beyond the page (More).
-var stepsStreamSQL = prepareNamed(`
-SELECT r.status, e.n, e.output, e.finished_at FROM kagzi.workflow_runs r
-LEFT JOIN LATERAL (
-	SELECT p.n, p.output, p.finished_at FROM (
-		SELECT CASE WHEN substr(s.step_id, length(@prefix::text) + 1) = @end::text THEN 0
-				WHEN substr(s.step_id, length(@prefix::text) + 1) ~ '^[1-9][0-9]{0,8}$'
-				THEN substr(s.step_id, length(@prefix::text) + 1)::int END AS n,
-			s.output, s.finished_at
-		FROM kagzi.step_runs s
-		WHERE s.run_id = r.run_id AND s.is_latest AND s.status = 'COMPLETED' AND starts_with(s.step_id, @prefix::text)
-	) p
-	WHERE p.n = 0 OR p.n > @after::int
-	ORDER BY p.n
-	LIMIT @limit::int + 2
-) e ON true
-WHERE r.namespace_id = @ns AND r.run_id = @run_id
-ORDER BY e.n`)
+var stepsStreamSQL = stmt("StepsStream")
 
 // StepsStream returns the entries of a run's stream with an index above
 // p.After, in index order, whether the stream was closed, and the run's
@@ -243,19 +212,7 @@ type StreamInfo struct {
 	Closed  bool
 }
 
-var stepsStreamsSQL = prepareNamed(`
-SELECT p.name, count(p.n) FILTER (WHERE p.n > 0), coalesce(max(p.n), 0), bool_or(p.n = 0) FROM (
-	SELECT split_part(substr(s.step_id, length(@prefix::text) + 1), '#', 1) AS name,
-		CASE WHEN split_part(substr(s.step_id, length(@prefix::text) + 1), '#', 2) = @end::text THEN 0
-			WHEN split_part(substr(s.step_id, length(@prefix::text) + 1), '#', 2) ~ '^[1-9][0-9]{0,8}$'
-			THEN split_part(substr(s.step_id, length(@prefix::text) + 1), '#', 2)::int END AS n
-	FROM kagzi.step_runs s
-	WHERE s.run_id = @run_id AND s.namespace_id = @ns AND s.is_latest AND s.status = 'COMPLETED'
-		AND starts_with(s.step_id, @prefix::text)
-) p
-WHERE p.n IS NOT NULL
-GROUP BY p.name
-ORDER BY p.name`)
+var stepsStreamsSQL = stmt("StepsStreams")
 
 // StepsStreams lists the streams a run wrote to, by name. An unknown run
 // gives an empty list.

@@ -24,15 +24,14 @@ import (
 // reaches a terminal status, the statement that moves it there also records
 // the parent's CHILD step as COMPLETED (with the child's output) or FAILED
 // (with its error), removes the step id from the parent's waiting_on, and
-// makes the parent claimable when the list became empty: parentWakeCTEs,
-// appended to every terminal transition of a run (RunsComplete,
-// RunsCompleteMany, RunsFail, RunsFailAttempt, RunsCancel,
+// makes the parent claimable when the list became empty: the CTEs pstep
+// and pwake, written into every terminal transition of a run
+// (RunsComplete, RunsCompleteMany, RunsFail, RunsFailAttempt, RunsCancel,
 // RunsFailPastDeadline, and the recoveries that fail exhausted runs).
 // Being part of the terminal statement itself, it cannot be skipped by a
 // caller, needs no trigger, and commits with the transition or not at all.
-
-// parentWakeCTEs is appended (after a comma) to a statement that defines two
-// CTEs:
+//
+// Such a statement defines two CTEs before them:
 //
 //	done(run_id, parent_run_id, parent_step_id, status, error, output)
 //	    the runs the statement moved to a terminal status (output: bytea,
@@ -50,29 +49,6 @@ import (
 // of commits. Parents the statement itself updates are left out, since a row
 // may only be updated once per statement (e.g. a parent cancelled together
 // with its children).
-const parentWakeCTEs = `
-pstep AS (
-	UPDATE kagzi.step_runs s SET
-		status = CASE WHEN d.status = 'COMPLETED' THEN 'COMPLETED' ELSE 'FAILED' END,
-		output = d.output,
-		error = CASE WHEN d.status = 'COMPLETED' THEN NULL
-			ELSE 'child run ' || d.run_id || ' ' || lower(d.status) || coalesce(': ' || d.error, '') END,
-		error_type = CASE d.status WHEN 'FAILED' THEN 'ChildFailed' WHEN 'CANCELLED' THEN 'ChildCancelled' END,
-		finished_at = now()
-	FROM done d
-	WHERE d.parent_run_id IS NOT NULL AND s.run_id = d.parent_run_id AND s.step_id = d.parent_step_id
-	  AND s.is_latest AND s.kind = 'CHILD' AND s.child_run_id = d.run_id AND s.status IN ('PENDING', 'RUNNING')
-	RETURNING 1
-), pwake AS (
-	UPDATE kagzi.workflow_runs p SET
-		waiting_on = kagzi.array_minus(p.waiting_on, f.steps),
-		available_at = CASE WHEN p.status = 'SLEEPING' AND p.waiting_on IS NOT NULL
-			AND kagzi.array_minus(p.waiting_on, f.steps) IS NULL THEN now() ELSE p.available_at END
-	FROM (SELECT parent_run_id, array_agg(parent_step_id) AS steps FROM done
-		WHERE parent_run_id IS NOT NULL GROUP BY parent_run_id) f
-	WHERE p.run_id = f.parent_run_id AND p.run_id NOT IN (SELECT run_id FROM touched)
-	RETURNING 1
-)`
 
 // RunsStartChildParams describe a child run a parent starts as its step.
 type RunsStartChildParams struct {
@@ -147,7 +123,7 @@ func (s *Store) RunsStartChild(ctx context.Context, p RunsStartChildParams) erro
 	args["child_type"], args["child_version"], args["child_queue"], args["child_policy"] = p.Type, p.Version, p.Queue, policy
 	args["child_priority"], args["child_input"], args["child_close"], args["child_trace"] = p.Priority, p.Input, string(p.ParentClosePolicy), tc
 	var res stepResult
-	err = runsStartChildSQL.queryRow(ctx, s.db, args).Scan(&res.held, &res.wrote, &res.before, &res.cancel)
+	err = runsChildStartSQL.queryRow(ctx, s.db, args).Scan(&res.held, &res.wrote, &res.before, &res.cancel)
 	if err != nil {
 		return mapErr(fmt.Sprintf("start child %q of run %s", p.StepID, p.Lease.RunID), err)
 	}
@@ -170,7 +146,7 @@ type RunsWaitParams struct {
 }
 
 // runsWaitSQL suspends a run under its lease; it runs right after the run
-// row was locked (runsLockSQL), in the same transaction, so its snapshot
+// row was locked (runsWaitLockSQL), in the same transaction, so its snapshot
 // sees every child and event that committed before the lock: a child that
 // finishes or an event that arrives later finds the run waiting.
 //
@@ -178,31 +154,10 @@ type RunsWaitParams struct {
 // PENDING: woken by a matching event, due at the earliest of their
 // timeouts) and for the CHILD steps named in @child_steps. It is claimable at once if
 // a matching event is already there or every named child already finished.
-var runsWaitSQL = prepareNamed(`
-WITH ev AS (
-	SELECT coalesce(bool_or(EXISTS (SELECT 1 FROM kagzi.workflow_events e
-			WHERE e.run_id = s.run_id AND e.name = convert_from(s.input, 'UTF8') AND e.consumed_at IS NULL)), false) AS ready,
-		min(s.retry_at) AS due
-	FROM kagzi.step_runs s
-	WHERE s.run_id = @run_id AND s.is_latest AND s.kind = 'EVENT' AND s.status IN ('PENDING', 'RUNNING')
-), ch AS (
-	SELECT array_agg(s.step_id) AS ids FROM kagzi.step_runs s
-	WHERE s.run_id = @run_id AND s.is_latest AND s.kind = 'CHILD' AND s.status IN ('PENDING', 'RUNNING')
-	  AND s.step_id = ANY(@child_steps::text[])
-), u AS (
-	UPDATE kagzi.workflow_runs w SET status = 'SLEEPING', locked_by = NULL, lease_expires_at = NULL,
-		waiting_on = ch.ids,
-		available_at = CASE WHEN ev.ready OR (cardinality(@child_steps::text[]) > 0 AND ch.ids IS NULL)
-			OR (w.cancel_requested_at IS NOT NULL AND NOT w.cancel_delivered) THEN now() ELSE least(@until::timestamptz, ev.due) END
-	FROM ev CROSS JOIN ch
-	WHERE w.namespace_id = @namespace AND w.run_id = @run_id AND w.lease_token = @token AND w.status = 'RUNNING'
-	RETURNING w.available_at IS NOT NULL AND w.available_at <= now() AS ready
-)
-SELECT count(*), coalesce(bool_or(ready), false) FROM u`)
+var runsWaitSQL = stmt("RunsWait")
 
-// runsLockSQL locks a run row under its lease (no row: the lease is gone).
-var runsLockSQL = prepareNamed(`SELECT 1 FROM kagzi.workflow_runs` + leaseWhere + `
-FOR NO KEY UPDATE`)
+// runsWaitLockSQL locks a run row under its lease (no row: the lease is gone).
+var runsWaitLockSQL = stmt("RunsWaitLock")
 
 // RunsWait suspends a run, releasing its lease and slot, until its timer
 // (Until), the children it names, or an event one of its waits in progress
@@ -224,7 +179,7 @@ func (s *Store) RunsWait(ctx context.Context, p RunsWaitParams) (ready bool, err
 		children = []string{}
 	}
 	b := &pgx.Batch{}
-	runsLockSQL.queue(b, leaseArgs(p.Lease, pgx.NamedArgs{}))
+	runsWaitLockSQL.queue(b, leaseArgs(p.Lease, pgx.NamedArgs{}))
 	runsWaitSQL.queue(b, leaseArgs(p.Lease, pgx.NamedArgs{"until": p.Until, "child_steps": children}))
 	br := s.db.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
@@ -245,17 +200,7 @@ func (s *Store) RunsWait(ctx context.Context, p RunsWaitParams) (ready bool, err
 	return false, s.leaseCheckDone(ctx, "wait", p.Lease, StatusSleeping)
 }
 
-// runsStartChildSQL records a CHILD step under the parent's lease (see
-// stepWriteCTEs) and inserts the child run and its input, in one statement.
-var runsStartChildSQL = prepareNamed(`
-WITH ` + stepWriteCTEs + `, c AS (
-	INSERT INTO kagzi.workflow_runs (run_id, namespace_id, task_queue, workflow_type, version, status, available_at,
-		retry_policy, priority, parent_run_id, parent_step_id, trace_context, parent_close_policy, input)
-	SELECT @child_run_id::uuid, r.namespace_id, coalesce(nullif(@child_queue::text, ''), r.task_queue), @child_type::text,
-		` + defaultVersion("@child_version::text", "r.namespace_id", "@child_type::text") + `, 'PENDING', now(),
-		@child_policy::jsonb, @child_priority::int, r.run_id, @step_id::text, coalesce(r.trace_context, @child_trace::text), nullif(@child_close::text, ''),
-		@child_input::bytea
-	FROM r
-	ON CONFLICT DO NOTHING
-	RETURNING run_id
-)` + stepOutcomeSelect)
+// runsChildStartSQL records a CHILD step under the parent's lease (as
+// stepRecordSQL does) and inserts the child run and its input, in one
+// statement.
+var runsChildStartSQL = stmt("RunsChildStart")

@@ -8,33 +8,17 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// continuedTrace is the SQL for the trace context of a run continuing one
-// whose context is col: the same span context, so the chain is one trace,
+// runsContinueAsNewSQL is RunsContinueAsNew's statement. The new run's
+// trace context is the old one's span context, so the chain is one trace,
 // with the W3C random-trace-id flag set (true of Kagzi's and the SDK's
 // trace ids, ignored by propagation otherwise) so that a context the store
 // gave the chain's first run is no longer taken for one whose root is still
 // to be reported (BirthRoot): the dispatcher reports the root once.
-func continuedTrace(col string) string {
-	return `CASE WHEN ` + col + ` LIKE '%-01' THEN left(` + col + `, length(` + col + `) - 2) || '03' ELSE ` + col + ` END`
-}
+var runsContinueAsNewSQL = stmt("RunsContinueAsNew")
 
-// runsContinueAsNewSQL is RunsContinueAsNew's statement.
-var runsContinueAsNewSQL = prepareNamed(`
-WITH o AS (
-	UPDATE kagzi.workflow_runs SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL,
-		continued_as = @new_run_id, output = 'null'::bytea
-	` + leaseWhere + ` AND parent_run_id IS NULL AND (@seen::bigint IS NULL OR event_seq = @seen)
-	RETURNING namespace_id, external_id, task_queue, workflow_type, retry_policy, priority, trace_context, concurrency_key, rate_key
-), n AS (
-	INSERT INTO kagzi.workflow_runs (run_id, namespace_id, external_id, task_queue, workflow_type, version,
-		status, available_at, retry_policy, priority, trace_context, concurrency_key, rate_key, input)
-	SELECT @new_run_id, o.namespace_id, o.external_id, o.task_queue, o.workflow_type,
-		` + defaultVersion("''", "o.namespace_id", "o.workflow_type") + `, 'PENDING', now(), o.retry_policy, o.priority,
-		` + continuedTrace("o.trace_context") + `, o.concurrency_key, o.rate_key, @input::bytea
-	FROM o
-	RETURNING run_id
-)
-SELECT o.workflow_type FROM n, o`)
+// runsContinueAsNewStateSQL reads what became of a run whose continuation
+// matched no running lease.
+var runsContinueAsNewStateSQL = stmt("RunsContinueAsNewState")
 
 // RunsContinueAsNew ends the run held by l COMPLETED, without output, and
 // starts in the same statement the run newID that continues it: the same
@@ -101,8 +85,7 @@ func (s *Store) RunsContinueAsNew(ctx context.Context, l Lease, newID uuid.UUID,
 		parent *uuid.UUID
 		cont   *uuid.UUID
 	)
-	err = s.db.QueryRow(ctx, `SELECT status, lease_token, parent_run_id, continued_as FROM kagzi.workflow_runs
-WHERE namespace_id = @namespace AND run_id = @run_id`, pgx.NamedArgs{"namespace": l.Namespace, "run_id": l.RunID}).Scan(&st, &tok, &parent, &cont)
+	err = runsContinueAsNewStateSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": l.Namespace, "run_id": l.RunID}).Scan(&st, &tok, &parent, &cont)
 	if err != nil {
 		return "", mapErr(fmt.Sprintf("continue run %s as new", l.RunID), err)
 	}

@@ -95,29 +95,7 @@ func checkDebounce(p *RunsCreateParams) error {
 // comes while the row is locked skips it (SKIP LOCKED) and finds it on
 // its next look, at the due time this statement sets. A merged start
 // replaces the open run's input only when @keep_last.
-var runsDebounceSQL = prepareNamed(`
-WITH chk AS (
-	SELECT kagzi.require_worker(EXISTS (SELECT 1 FROM kagzi.workers w WHERE ` +
-	workerServes("w", "@namespace::text", "@queue::text", "@type::text", "@version::text") + `),
-		@namespace::text, @queue::text, @type::text, @version::text) AS ok
-	WHERE @require_worker::boolean
-), r AS (
-	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, task_queue, workflow_type, version, status,
-		available_at, deadline_at, retry_policy, priority, trace_context, debounce_key, debounce_starts, concurrency_key, rate_key, input)
-	SELECT @run_id::uuid, @namespace::text, @queue::text, @type::text,
-		` + defaultVersion("@version::text", "@namespace::text", "@type::text") + `, 'PENDING', now() + @window::interval,
-		@deadline::timestamptz, @retry_policy::jsonb, @priority::int, @trace_context::text, @key::text, 1,
-		@concurrency_key::text, @rate_key::text, @input::bytea
-	WHERE (SELECT ok FROM chk) IS NOT FALSE
-	ON CONFLICT (namespace_id, workflow_type, debounce_key)
-		WHERE debounce_key IS NOT NULL AND status = 'PENDING' AND started_at IS NULL
-	DO UPDATE SET
-		available_at = least(greatest(r.available_at, now() + @window::interval), r.created_at + @max_wait::interval),
-		debounce_starts = r.debounce_starts + 1,
-		input = CASE WHEN @keep_last::boolean THEN excluded.input ELSE r.input END
-	RETURNING ` + runCols + `
-)
-SELECT * FROM r`)
+var runsDebounceSQL = stmt("RunsDebounce")
 
 // runsDebounce starts the validated, debounced run p: it opens a run
 // (created) or merges into the open one of its key, and returns that run

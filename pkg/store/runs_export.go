@@ -63,7 +63,7 @@ func (s *Store) RunsExport(ctx context.Context, p RunsExportParams) (records []R
 	_, bound := s.db.(pgx.Tx)
 	err = s.InTx(ctx, func(tx *Store) error {
 		if !bound {
-			if _, err := tx.db.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY`); err != nil {
+			if _, err := runsExportSnapshotSQL.execPos(ctx, tx.db); err != nil {
 				return mapErr("export runs", err)
 			}
 		}
@@ -75,6 +75,16 @@ func (s *Store) RunsExport(ctx context.Context, p RunsExportParams) (records []R
 	}
 	return records, next, nil
 }
+
+// runsExportSnapshotSQL makes the export's transaction read one snapshot.
+var runsExportSnapshotSQL = stmt("RunsExportSnapshot")
+
+// A page's payloads, steps and events, read in one round trip.
+var (
+	runsExportPayloadsSQL = stmt("RunsExportPayloads")
+	runsExportStepsSQL    = stmt("RunsExportSteps")
+	runsExportEventsSQL   = stmt("RunsExportEvents")
+)
 
 func (s *Store) runsExport(ctx context.Context, p RunsExportParams) (records []RunRecord, next *Cursor, err error) {
 	runs, next, err := s.RunsSearch(ctx, RunsSearchParams{Namespace: p.Namespace, Statuses: p.Statuses, Type: p.Type,
@@ -88,14 +98,9 @@ func (s *Store) runsExport(ctx context.Context, p RunsExportParams) (records []R
 	}
 	args := pgx.NamedArgs{"namespace": p.Namespace, "run_ids": ids}
 	b := &pgx.Batch{}
-	b.Queue(`SELECT run_id, input, output FROM kagzi.workflow_runs WHERE run_id = ANY(@run_ids::uuid[]) AND namespace_id = @namespace`,
-		args)
-	b.Queue(`SELECT `+stepCols+` FROM kagzi.step_runs s
-WHERE s.run_id = ANY(@run_ids::uuid[]) AND s.namespace_id = @namespace
-ORDER BY s.run_id, s.created_at, s.step_id, s.attempt_number`, args)
-	b.Queue(`SELECT `+eventCols+` FROM kagzi.workflow_events e
-WHERE e.run_id = ANY(@run_ids::uuid[]) AND e.namespace_id = @namespace
-ORDER BY e.run_id, e.created_at, e.event_id`, args)
+	runsExportPayloadsSQL.queue(b, args)
+	runsExportStepsSQL.queue(b, args)
+	runsExportEventsSQL.queue(b, args)
 	br := s.db.SendBatch(ctx, b)
 	defer br.Close()
 

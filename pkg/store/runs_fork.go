@@ -107,44 +107,10 @@ type forkPair struct {
 // inserted in (run, step) order, so concurrent batches wait for each other
 // instead of deadlocking. It returns, per row of v, whether its run was
 // found, whether its step was, and the fork it inserted (NULL if none).
-var runsForkSQL = `
-WITH v AS (
-	SELECT * FROM unnest(@from_ids::uuid[], @steps::text[], @new_ids::uuid[], @versions::text[], @trace_contexts::text[])
-		WITH ORDINALITY AS v(from_id, step, new_id, version, trace_context, ord)
-), o AS (
-	SELECT v.*, r.namespace_id, r.task_queue, r.workflow_type, r.version AS from_version, r.retry_policy, r.priority,
-		r.concurrency_key, r.rate_key, r.input,
-		(SELECT min(s.created_at) FROM kagzi.step_runs s WHERE s.run_id = v.from_id AND s.step_id = v.step) AS cut
-	FROM v JOIN kagzi.workflow_runs r ON r.run_id = v.from_id AND r.namespace_id = @namespace AND r.cron_expr IS NULL
-), ins AS (
-	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, task_queue, workflow_type, version, status, available_at,
-		retry_policy, priority, trace_context, forked_from, forked_at_step, concurrency_key, rate_key, input)
-	SELECT o.new_id, o.namespace_id, o.task_queue, o.workflow_type,
-		coalesce(nullif(o.version, ''), ` + defaultVersion("o.from_version", "o.namespace_id", "o.workflow_type") + `),
-		'PENDING', now(), o.retry_policy, o.priority, o.trace_context, o.from_id, o.step, o.concurrency_key, o.rate_key, o.input
-	FROM o WHERE o.step = '' OR o.cut IS NOT NULL
-	ORDER BY o.from_id, o.step
-	ON CONFLICT (forked_from, forked_at_step) WHERE forked_from IS NOT NULL DO NOTHING
-	RETURNING r.run_id, r.forked_from, r.forked_at_step
-), st AS (
-	INSERT INTO kagzi.step_runs (run_id, step_id, attempt_number, namespace_id, kind, status, is_latest, input, output,
-		created_at, started_at, finished_at, child_run_id, run_attempt)
-	SELECT ins.run_id, s.step_id, s.attempt_number, s.namespace_id, s.kind, s.status, true, s.input, s.output,
-		s.created_at, s.started_at, s.finished_at, s.child_run_id, NULL
-	FROM ins JOIN o ON o.from_id = ins.forked_from AND o.step = ins.forked_at_step
-	JOIN kagzi.step_runs s ON s.run_id = ins.forked_from AND s.is_latest AND s.status = 'COMPLETED'
-		AND s.step_id <> o.step AND s.created_at < o.cut
-	WHERE o.step <> ''
-)
-SELECT v.ord, o.from_id IS NOT NULL, (o.step = '' OR o.cut IS NOT NULL) IS TRUE, ins.run_id
-FROM v LEFT JOIN o USING (ord) LEFT JOIN ins ON ins.forked_from = v.from_id AND ins.forked_at_step = v.step
-ORDER BY v.ord`
+var runsForkSQL = stmt("RunsFork")
 
-// forksOfSQL reads the forks of the (run, step) pairs given.
-const forksOfSQL = `
-SELECT ` + runCols + `, r.forked_from, r.forked_at_step, r.input FROM kagzi.workflow_runs r
-JOIN unnest(@from_ids::uuid[], @steps::text[]) AS v(from_id, step) ON r.forked_from = v.from_id AND r.forked_at_step = v.step
-WHERE r.namespace_id = @namespace`
+// runsForkFindSQL reads the forks of the (run, step) pairs given.
+var runsForkFindSQL = stmt("RunsForkFind")
 
 func checkForkStep(step string) error {
 	if len(step) > maxNameLen {
@@ -246,7 +212,7 @@ func (s *Store) runsForkTx(ctx context.Context, namespace string, pairs []forkPa
 		}
 		fromIDs[k], steps[k], versions[k], newIDs[k], traces[k] = pairs[i].from, pairs[i].step, pairs[i].version, id, tc
 	}
-	rows, err := s.db.Query(ctx, runsForkSQL, pgx.NamedArgs{"namespace": namespace, "from_ids": fromIDs, "steps": steps,
+	rows, err := runsForkSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "from_ids": fromIDs, "steps": steps,
 		"new_ids": newIDs, "versions": versions, "trace_contexts": traces})
 	if err != nil {
 		return err
@@ -273,7 +239,7 @@ func (s *Store) runsForkTx(ctx context.Context, namespace string, pairs []forkPa
 	// Read back every fork, made now or earlier: a fork a concurrent
 	// request committed after this statement began is not in its snapshot,
 	// but the conflict waited for its commit, so this statement sees it.
-	rows, err = s.db.Query(ctx, forksOfSQL, pgx.NamedArgs{"namespace": namespace, "from_ids": fromIDs, "steps": steps})
+	rows, err = runsForkFindSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "from_ids": fromIDs, "steps": steps})
 	if err != nil {
 		return err
 	}
@@ -354,25 +320,9 @@ type RunsForkManyResult struct {
 	Forks []Fork
 }
 
-// forkSelectSQL selects the runs RunsForkManyParams describe, with the
+// runsForkSelectSQL selects the runs RunsForkManyParams describe, with the
 // step each is forked from and whether it recorded that step.
-const forkSelectSQL = `
-SELECT r.run_id, CASE WHEN @from_failed THEN coalesce(fs.step_id, '') ELSE @step END,
-	@step = '' OR @from_failed OR EXISTS (SELECT 1 FROM kagzi.step_runs s WHERE s.run_id = r.run_id AND s.step_id = @step)
-FROM kagzi.workflow_runs r
-LEFT JOIN LATERAL (
-	SELECT s.step_id, coalesce(s.error_type, '') AS step_error_type FROM kagzi.step_runs s
-	WHERE s.run_id = r.run_id AND s.is_latest AND s.status = 'FAILED'
-	ORDER BY s.created_at DESC, s.step_id LIMIT 1
-) fs ON true
-WHERE r.namespace_id = @namespace AND r.status = @status AND r.cron_expr IS NULL
-	AND (@type = '' OR r.workflow_type = @type)
-	AND (@after::timestamptz IS NULL OR r.finished_at >= @after)
-	AND (@before::timestamptz IS NULL OR r.finished_at < @before)
-	AND (@error_group = '' OR ` + fingerprintSQL + ` = @error_group)
-	AND (@error_type = '' OR fs.step_error_type = @error_type)
-ORDER BY r.finished_at DESC NULLS LAST, r.run_id DESC
-LIMIT @limit`
+var runsForkSelectSQL = stmt("RunsForkSelect")
 
 // RunsForkMany forks every run p selects (at most p.Limit), each as
 // RunsFork would, in one transaction, and reports how many it forked and
@@ -418,7 +368,7 @@ func (s *Store) RunsForkMany(ctx context.Context, p RunsForkManyParams) (RunsFor
 	}
 	var res RunsForkManyResult
 	err := s.InTx(ctx, func(tx *Store) error {
-		rows, err := tx.db.Query(ctx, forkSelectSQL, pgx.NamedArgs{"namespace": p.Namespace, "status": string(p.Status),
+		rows, err := runsForkSelectSQL.query(ctx, tx.db, pgx.NamedArgs{"namespace": p.Namespace, "status": string(p.Status),
 			"type": p.Type, "after": p.FinishedAfter, "before": p.FinishedBefore, "error_group": p.ErrorGroup,
 			"error_type": p.ErrorType, "step": p.Step, "from_failed": p.FromFailedStep, "limit": p.Limit})
 		if err != nil {
@@ -472,15 +422,14 @@ func (s *Store) RunsForkMany(ctx context.Context, p RunsForkManyParams) (RunsFor
 	return res, nil
 }
 
+// runsForkLinksSQL reads a run's fork links, one row per fork (one row
+// of NULL forks for a run without any).
+var runsForkLinksSQL = stmt("RunsForkLinks")
+
 // RunsForkLinks returns a run's fork links: the run it was forked from,
 // if any, and its own forks. An unknown run is ErrNotFound.
 func (s *Store) RunsForkLinks(ctx context.Context, namespace string, id uuid.UUID) (ForkLinks, error) {
-	rows, err := s.db.Query(ctx, `
-SELECT r.forked_from, coalesce(r.forked_at_step, ''), f.run_id, f.forked_at_step, f.status, f.created_at
-FROM kagzi.workflow_runs r
-LEFT JOIN kagzi.workflow_runs f ON f.forked_from = r.run_id AND f.namespace_id = r.namespace_id
-WHERE r.namespace_id = @namespace AND r.run_id = @run_id
-ORDER BY f.created_at, f.run_id`, pgx.NamedArgs{"namespace": namespace, "run_id": id})
+	rows, err := runsForkLinksSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "run_id": id})
 	if err != nil {
 		return ForkLinks{}, mapErr("fork links", err)
 	}

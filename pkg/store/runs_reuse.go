@@ -93,31 +93,25 @@ func checkIDReuse(p *RunsCreateParams) error {
 	return nil
 }
 
-// reuseLockSQL serialises the starts with an id reuse policy of one
+// runsReuseLockSQL serialises the starts with an id reuse policy of one
 // external id, for their transaction: each reads the runs that hold the id
 // and inserts knowing no other such start is between the two. The
 // two-key form keeps these locks apart from the single-key locks the
 // leaders and the migrator hold; two ids whose hashes meet only wait for
 // each other.
-const reuseLockSQL = `SELECT pg_advisory_xact_lock(@class::int, hashtext(@namespace::text || chr(10) || @external_id::text))`
+var runsReuseLockSQL = stmt("RunsReuseLock")
 
-// reuseLockClass is the first key of reuseLockSQL's locks ("kgir").
+// reuseLockClass is the first key of runsReuseLockSQL's locks ("kgir").
 const reuseLockClass = 0x6b676972
 
-// reuseLiveSQL finds the live run holding an external id, as
+// runsReuseLiveSQL finds the live run holding an external id, as
 // runsFindConflict does.
-const reuseLiveSQL = `
-SELECT ` + runCols + `, r.input FROM kagzi.workflow_runs r
-WHERE r.namespace_id = @namespace AND r.external_id = @external_id AND r.status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED')`
+var runsReuseLiveSQL = stmt("RunsReuseLive")
 
-// reuseLastEndedSQL finds the run that held an external id and ended last,
+// runsReuseLastEndedSQL finds the run that held an external id and ended last,
 // if it ended after @since (NULL: ever), by
 // workflow_runs_external_id_finished_idx.
-const reuseLastEndedSQL = `
-SELECT run_id, status, finished_at FROM kagzi.workflow_runs
-WHERE namespace_id = @namespace AND external_id = @external_id AND status IN ('COMPLETED', 'FAILED', 'CANCELLED')
-	AND (@window::interval IS NULL OR finished_at > now() - @window::interval)
-ORDER BY finished_at DESC LIMIT 1`
+var runsReuseLastEndedSQL = stmt("RunsReuseLastEnded")
 
 // reuseTries bounds the rounds of runsCreateReuse: a round fails only if
 // a start without a policy took the id between its look and its insert.
@@ -135,12 +129,12 @@ func (s *Store) runsCreateReuse(ctx context.Context, p RunsCreateParams, policy 
 	err := s.InTx(ctx, func(tx *Store) error {
 		args := pgx.NamedArgs{"namespace": p.Namespace, "external_id": p.ExternalID}
 		lock := pgx.NamedArgs{"class": reuseLockClass, "namespace": p.Namespace, "external_id": p.ExternalID}
-		if _, err := tx.db.Exec(ctx, reuseLockSQL, lock); err != nil {
+		if _, err := runsReuseLockSQL.exec(ctx, tx.db, lock); err != nil {
 			return mapErr(what, err)
 		}
 		for try := 0; try < reuseTries; try++ {
 			var input []byte
-			live, err := scanRun(tx.db.QueryRow(ctx, reuseLiveSQL, args), &input)
+			live, err := scanRun(runsReuseLiveSQL.queryRow(ctx, tx.db, args), &input)
 			switch {
 			case err == nil && p.IDReuse != IDReuseTerminate:
 				live.Input = input
@@ -191,7 +185,7 @@ func (s *Store) reuseCheckEnded(ctx context.Context, p RunsCreateParams) error {
 		window = &p.IDReuseWindow
 	}
 	e := IDReuseError{ExternalID: p.ExternalID, Policy: p.IDReuse}
-	err := s.db.QueryRow(ctx, reuseLastEndedSQL, pgx.NamedArgs{"namespace": p.Namespace, "external_id": p.ExternalID,
+	err := runsReuseLastEndedSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": p.Namespace, "external_id": p.ExternalID,
 		"window": window}).Scan(&e.ExistingRunID, &e.Status, &e.FinishedAt)
 	if isNoRows(err) {
 		return nil

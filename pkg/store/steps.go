@@ -41,10 +41,10 @@ type StepsRecordParams struct {
 	NonRetryable bool
 }
 
-// stepWriteCTEs writes one step attempt under a lease; statements using it
-// take the parameters of stepWriteArgs and may add more. The attempt
-// records the run's retry epoch (run_attempt), which scopes the step's
-// retry budget.
+// stepRecordSQL records one step attempt under a lease, taking the
+// parameters of stepWriteArgs, and returns the row stepOutcome reads
+// (stepResult). The attempt records the run's retry epoch (run_attempt),
+// which scopes the step's retry budget.
 //
 // r is the lease check: the run row is locked FOR SHARE so a concurrent
 // re-claim (which updates the row) waits for this report to commit, and the
@@ -56,121 +56,34 @@ type StepsRecordParams struct {
 // The new attempt is latest unless a later attempt already exists (an
 // out-of-order retry of an old report). On the primary key, a finished row
 // is left alone (a retried report is a no-op; the first result wins) and a
-// wait in progress is moved on.
-const stepWriteCTEs = `
-r AS (
-	SELECT run_id, namespace_id, epoch, task_queue, trace_context, cancel_requested_at FROM kagzi.workflow_runs
-	WHERE namespace_id = @ns AND run_id = @run_id AND lease_token = @tok AND status = 'RUNNING'
-	FOR SHARE
-), prev AS (
-	UPDATE kagzi.step_runs s SET is_latest = false
-	FROM r
-	WHERE s.run_id = r.run_id AND s.step_id = @step_id AND s.is_latest AND s.attempt_number < @attempt
-	RETURNING 1
-), ins AS (
-	INSERT INTO kagzi.step_runs AS s ` + stepInsertCols + `
-	SELECT r.run_id, @step_id::text, @attempt::int, r.namespace_id, @kind::text, @status::text,
-		NOT EXISTS (SELECT 1 FROM kagzi.step_runs l WHERE l.run_id = r.run_id AND l.step_id = @step_id AND l.attempt_number > @attempt),
-		@input::bytea, @output::bytea, @error::text, @started_at::timestamptz,
-		coalesce(@finished_at::timestamptz, CASE WHEN @status::text IN ('COMPLETED', 'FAILED') THEN now() END),
-		@retry_at::timestamptz, @child_run_id::uuid, r.epoch, @error_type::text, @non_retryable::bool
-	FROM r CROSS JOIN (SELECT count(*) FROM prev) AS flipped` + stepUpsert + `
-	RETURNING 1
-)`
-
-// stepInsertCols and stepUpsert are the parts of the step insert that
-// stepWriteCTEs and stepSetCTEs share, so that a report means the same
-// whichever path applies it.
-const (
-	stepInsertCols = `(run_id, step_id, attempt_number, namespace_id, kind, status, is_latest,
-		input, output, error, started_at, finished_at, retry_at, child_run_id, run_attempt, error_type, non_retryable)`
-	stepUpsert = `
-	ON CONFLICT (run_id, step_id, attempt_number) DO UPDATE SET
-		kind = excluded.kind, status = excluded.status,
-		input = coalesce(excluded.input, s.input), output = excluded.output, error = excluded.error,
-		started_at = coalesce(s.started_at, excluded.started_at), finished_at = excluded.finished_at,
-		retry_at = excluded.retry_at, child_run_id = coalesce(excluded.child_run_id, s.child_run_id),
-		error_type = excluded.error_type, non_retryable = excluded.non_retryable
-	WHERE s.status IN ('PENDING', 'RUNNING')`
-)
-
-// stepOutcomeSelect ends a statement built on stepWriteCTEs with the row
-// stepOutcome reads: whether the lease held, whether the row was written,
+// wait in progress is moved on. RunsChildStart and the set-wise statements
+// (StepsRecordMany, the reports of a completion batch) write a step the
+// same way, so a report means the same whichever path applies it.
+//
+// The last row says whether the lease held, whether the row was written,
 // the attempt's status as it was before the statement, and whether the run
 // was asked to cancel.
-const stepOutcomeSelect = `
-SELECT (SELECT count(*) FROM r) > 0, (SELECT count(*) FROM ins) > 0,
-	(SELECT status FROM kagzi.step_runs WHERE run_id = @run_id AND step_id = @step_id AND attempt_number = @attempt),
-	coalesce((SELECT cancel_requested_at IS NOT NULL FROM r), false)`
+var stepRecordSQL = stmt("StepsRecord")
 
-// stepRecordSQL records one step attempt (see stepWriteCTEs). It and
-// stepRecordManySQL run for every report batch: rewritten once (namedSQL).
-var stepRecordSQL = prepareNamed(`
-WITH ` + stepWriteCTEs + stepOutcomeSelect)
-
-// stepReports are the step reports of a set-wise statement as rows, one per
-// element of the parallel arrays of stepArrays.args, with their ordinal
-// (from 1). A statement may hold them as l.
-const stepReports = `
-	SELECT * FROM unnest(@ns::text[], @run_id::uuid[], @tok::bigint[], @step_id::text[], @attempt::int[], @kind::text[],
-		@status::text[], @input::bytea[], @output::bytea[], @error::text[], @started_at::timestamptz[],
-		@finished_at::timestamptz[], @retry_at::timestamptz[], @child_run_id::uuid[], @error_type::text[],
-		@non_retryable::bool[])
-	WITH ORDINALITY AS l(ns, run_id, tok, step_id, attempt, kind, status, input, output, error,
-		started_at, finished_at, retry_at, child_run_id, error_type, non_retryable, ord)`
-
-// stepSetCTEs write the reports of r — the rows of l (stepReports) whose
-// lease held, each with its run's namespace_id, epoch and
-// cancel_requested_at — as stepWriteCTEs writes one. ins returns the
-// (run, step) it wrote, which names the report since the pairs are
-// distinct.
-const stepSetCTEs = `
-prev AS (
-	UPDATE kagzi.step_runs s SET is_latest = false
-	FROM r
-	WHERE s.run_id = r.run_id AND s.step_id = r.step_id AND s.is_latest AND s.attempt_number < r.attempt
-	RETURNING 1
-), ins AS (
-	INSERT INTO kagzi.step_runs AS s ` + stepInsertCols + `
-	SELECT r.run_id, r.step_id, r.attempt, r.namespace_id, r.kind, r.status,
-		NOT EXISTS (SELECT 1 FROM kagzi.step_runs x WHERE x.run_id = r.run_id AND x.step_id = r.step_id AND x.attempt_number > r.attempt),
-		r.input, r.output, r.error, r.started_at,
-		coalesce(r.finished_at, CASE WHEN r.status IN ('COMPLETED', 'FAILED') THEN now() END),
-		r.retry_at, r.child_run_id, r.epoch, r.error_type, r.non_retryable
-	FROM r CROSS JOIN (SELECT count(*) FROM prev) AS flipped` + stepUpsert + `
-	RETURNING s.run_id, s.step_id
-)`
-
-// stepSetOutcomes are the rows stepsRecordSet reads, one per report of l:
-// its ordinal, held, wrote, the status before and whether the run was asked
-// to cancel. Every read outside r sees the snapshot taken before the
-// statement, so before is the status before. The CTEs are probed with IN
-// (hashed) and the attempt by its primary key, so the cost grows with the
-// reports, not with their square or the table.
-const stepSetOutcomes = `
-SELECT l.ord, l.ord IN (SELECT ord FROM r) AS held,
-	(l.run_id, l.step_id) IN (SELECT run_id, step_id FROM ins) AS wrote,
-	(SELECT b.status FROM kagzi.step_runs b WHERE b.run_id = l.run_id AND b.step_id = l.step_id AND b.attempt_number = l.attempt) AS before,
-	l.ord IN (SELECT ord FROM r WHERE cancel_requested_at IS NOT NULL) AS cancel
-FROM l`
-
-// stepRecordManySQL is stepRecordSQL for many reports at once (stepReports),
-// returning stepSetOutcomes. It requires the reports' (run, step) pairs to
-// be distinct: one INSERT ... ON CONFLICT cannot update a row twice, and two
-// attempts of one step would each see no later attempt and both become
-// latest.
+// stepRecordManySQL is stepRecordSQL for many reports at once: l holds the
+// parallel arrays of stepArrays.args as rows, with their ordinal (from 1),
+// and r those whose lease held, each with its run's namespace_id, epoch and
+// cancel_requested_at. ins returns the (run, step) it wrote, which names
+// the report since the pairs are distinct. It requires the reports' (run,
+// step) pairs to be distinct: one INSERT ... ON CONFLICT cannot update a
+// row twice, and two attempts of one step would each see no later attempt
+// and both become latest.
 //
 // r locks the run rows in run id order, whatever the order of the reports,
 // so statements that lock several of the same runs wait for each other
 // instead of deadlocking.
-var stepRecordManySQL = prepareNamed(`
-WITH l AS (` + stepReports + `
-), r AS (
-	SELECT l.*, w.namespace_id, w.epoch, w.cancel_requested_at FROM l JOIN kagzi.workflow_runs w
-		ON w.namespace_id = l.ns AND w.run_id = l.run_id AND w.lease_token = l.tok AND w.status = 'RUNNING'
-	ORDER BY w.run_id
-	FOR SHARE OF w
-), ` + stepSetCTEs + stepSetOutcomes)
+//
+// It returns one row per report: its ordinal, held, wrote, the status
+// before and whether the run was asked to cancel. Every read outside r sees
+// the snapshot taken before the statement, so before is the status before.
+// The CTEs are probed with IN (hashed) and the attempt by its primary key,
+// so the cost grows with the reports, not with their square or the table.
+var stepRecordManySQL = stmt("StepsRecordMany")
 
 // minSetSteps is the fewest reports StepsRecordMany applies with
 // stepRecordManySQL. Postgres plans a prepared statement afresh for every
@@ -215,7 +128,7 @@ func (a *stepArrays) add(p *StepsRecordParams) {
 	a.nonRetryable = append(a.nonRetryable, p.NonRetryable)
 }
 
-// args are the arrays as the parameters of stepReports.
+// args are the arrays as the parameters of stepRecordManySQL.
 func (a *stepArrays) args() pgx.NamedArgs {
 	return pgx.NamedArgs{"ns": a.ns, "run_id": a.runID, "tok": a.tok, "step_id": a.stepID, "attempt": a.attempt,
 		"kind": a.kind, "status": a.status, "input": a.input, "output": a.output, "error": a.errMsg,
@@ -262,7 +175,7 @@ func (s *Store) validateStep(ctx context.Context, p *StepsRecordParams) error {
 	return s.checkPayload(ctx, "step output", p.Output)
 }
 
-// stepWriteArgs are the parameters of stepWriteCTEs for one report.
+// stepWriteArgs are the parameters of stepRecordSQL for one report.
 func stepWriteArgs(p *StepsRecordParams) pgx.NamedArgs {
 	return pgx.NamedArgs{"ns": p.Lease.Namespace, "run_id": p.Lease.RunID, "tok": p.Lease.Token, "step_id": p.StepID,
 		"attempt": p.Attempt, "kind": string(p.Kind), "status": string(p.Status), "input": p.Input, "output": p.Output,
@@ -288,6 +201,10 @@ func stepOutcome(p *StepsRecordParams, r stepResult) (bool, error) {
 	return true, nil
 }
 
+// stepsLeaseFailedSQL reads the run and the step attempt of a report whose
+// lease matched no running run.
+var stepsLeaseFailedSQL = stmt("StepsLeaseFailed")
+
 // stepLeaseFailed decides what a step report that found no running lease
 // means: a retry of a report that was applied before the run moved on under
 // the same lease is a success; anything else lost the lease.
@@ -297,11 +214,7 @@ func (s *Store) stepLeaseFailed(ctx context.Context, p *StepsRecordParams) error
 		tok  int64
 		prev *string
 	)
-	err := s.db.QueryRow(ctx, `
-SELECT r.status, r.lease_token, s.status FROM kagzi.workflow_runs r
-LEFT JOIN kagzi.step_runs s ON s.run_id = r.run_id AND s.step_id = @step_id AND s.attempt_number = @attempt
-WHERE r.namespace_id = @ns AND r.run_id = @run_id`,
-		pgx.NamedArgs{"ns": p.Lease.Namespace, "run_id": p.Lease.RunID, "step_id": p.StepID, "attempt": p.Attempt}).Scan(&st, &tok, &prev)
+	err := stepsLeaseFailedSQL.queryRow(ctx, s.db, pgx.NamedArgs{"ns": p.Lease.Namespace, "run_id": p.Lease.RunID, "step_id": p.StepID, "attempt": p.Attempt}).Scan(&st, &tok, &prev)
 	if err != nil {
 		return mapErr(fmt.Sprintf("record step %s", p.Lease.RunID), err)
 	}
@@ -416,8 +329,8 @@ func (s *Store) StepsRecordBatch(ctx context.Context, ps []StepsRecordParams) ([
 	return out, nil
 }
 
-// stepResult is one report's row of stepOutcomeSelect or
-// stepRecordManySQL, as stepOutcome reads it.
+// stepResult is one report's row of stepRecordSQL or stepRecordManySQL,
+// as stepOutcome reads it.
 type stepResult struct {
 	held, wrote bool
 	before      *string
@@ -491,14 +404,14 @@ func (s *Store) stepsRecordPipelined(ctx context.Context, ps []StepsRecordParams
 	return res, nil
 }
 
-// scanStepResult reads a row of stepOutcomeSelect.
+// scanStepResult reads a row of stepRecordSQL.
 func scanStepResult(row pgx.Row, r *stepResult) error {
 	return row.Scan(&r.held, &r.wrote, &r.before, &r.cancel)
 }
 
-const stepCols = `s.run_id, s.step_id, s.attempt_number, s.namespace_id, s.kind, s.status, s.is_latest,
-	s.input, s.output, coalesce(s.error, ''), s.created_at, s.started_at, s.finished_at, s.retry_at, s.child_run_id,
-	coalesce(s.run_attempt, 0), coalesce(s.error_type, ''), s.non_retryable`
+// stepsListSQL reads every attempt of a run's steps, joined to the run
+// (one row of NULL steps for a run without any).
+var stepsListSQL = stmt("StepsList")
 
 // StepsList returns every attempt of every step of a run, in the order they
 // were recorded (created_at, then step id and attempt): a timeline. An
@@ -506,11 +419,7 @@ const stepCols = `s.run_id, s.step_id, s.attempt_number, s.namespace_id, s.kind,
 func (s *Store) StepsList(ctx context.Context, namespace string, runID uuid.UUID) ([]Step, error) {
 	// The run is joined, not just the steps read, so an unknown run can be
 	// told from one without steps in the same round trip.
-	rows, err := s.db.Query(ctx, `
-SELECT s.step_id IS NOT NULL, `+stepCols+` FROM kagzi.workflow_runs r
-LEFT JOIN kagzi.step_runs s ON s.run_id = r.run_id
-WHERE r.namespace_id = @ns AND r.run_id = @run_id
-ORDER BY s.created_at, s.step_id, s.attempt_number`, pgx.NamedArgs{"ns": namespace, "run_id": runID})
+	rows, err := stepsListSQL.query(ctx, s.db, pgx.NamedArgs{"ns": namespace, "run_id": runID})
 	if err != nil {
 		return nil, mapErr("list steps", err)
 	}
@@ -553,6 +462,9 @@ ORDER BY s.created_at, s.step_id, s.attempt_number`, pgx.NamedArgs{"ns": namespa
 	return out, nil
 }
 
+// stepsLatestSQL reads the latest attempt of the steps of many runs.
+var stepsLatestSQL = stmt("StepsLatest")
+
 // StepsLatest returns the latest attempt of every step of the given runs of
 // the namespace, in one query, by run id and then by step id. Runs without
 // steps (or unknown, or of another namespace) are absent from the map.
@@ -561,11 +473,7 @@ func (s *Store) StepsLatest(ctx context.Context, namespace string, runIDs []uuid
 	if len(runIDs) == 0 {
 		return out, nil
 	}
-	rows, err := s.db.Query(ctx, `
-SELECT run_id, step_id, status, attempt_number, output, coalesce(error, ''), coalesce(error_type, ''), retry_at,
-	coalesce(run_attempt, 0), non_retryable FROM kagzi.step_runs
-WHERE run_id = ANY(@run_ids::uuid[]) AND is_latest AND namespace_id = @ns
-ORDER BY run_id, step_id`, pgx.NamedArgs{"ns": namespace, "run_ids": runIDs})
+	rows, err := stepsLatestSQL.query(ctx, s.db, pgx.NamedArgs{"ns": namespace, "run_ids": runIDs})
 	if err != nil {
 		return nil, mapErr("latest steps", err)
 	}

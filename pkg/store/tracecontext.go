@@ -42,7 +42,7 @@ func birthSpanID(tid [16]byte) [8]byte {
 // BirthRoot reports whether tc is a trace context the store gave a run
 // created outside any trace (newTraceParent), with its trace and root span
 // ids. A context from a real span matches only by a 1 in 2^64 chance; a
-// continuation's copy (random flag set, see continuedTrace) does not.
+// continuation's copy (random flag set, see RunsContinueAsNew) does not.
 func BirthRoot(tc string) (traceID [16]byte, spanID [8]byte, ok bool) {
 	parts := strings.Split(tc, "-")
 	if len(parts) != 4 || parts[0] != "00" || len(parts[1]) != 32 || len(parts[2]) != 16 || parts[3] != "01" {
