@@ -1,8 +1,11 @@
-// Package wfexec is the engine's entry into the workflow runtime: what the
-// worker (and the test kit) hands package workflow to execute a delivered
-// run once, and how the execution ended. It is internal so that
-// applications see only the workflow API, not the runtime's driver; package
-// workflow registers the implementation when it is linked.
+// Package wfexec holds the types of the engine's entry into the workflow
+// runtime: what the worker (and the test kit) hands package workflow to
+// execute a delivered run once (Execution), and how the execution ended
+// (Outcome). The runtime itself is package workflow's, and the worker
+// calls it directly through the workflow it registered
+// (workflow.Func.Execute). That method is public, but its argument's type
+// is this internal package's, so only the engine's own packages can call
+// it: applications see the workflow API, not the runtime's driver.
 package wfexec
 
 import (
@@ -63,9 +66,6 @@ type Execution struct {
 	// Run is the delivered run, with the latest attempt of each of its
 	// steps. Execute does not modify it.
 	Run *protocol.DeliveredRun
-	// Func is the workflow function registered for Run.Type: a
-	// workflow.Func (or a function of its signature).
-	Func any
 	// Reporter sends the execution's reports. If it is an EndReporter, the
 	// end report is handed to its ReportEnd.
 	Reporter Reporter
@@ -144,23 +144,4 @@ type Outcome struct {
 	// Err is the failure (OutcomeFailed) or the reason the execution was
 	// abandoned (OutcomeAbandoned).
 	Err error
-}
-
-var impl func(context.Context, Execution) Outcome
-
-// Register installs the runtime; package workflow calls it from init.
-func Register(f func(context.Context, Execution) Outcome) { impl = f }
-
-// Execute runs one execution of a delivered run under ctx, the run's
-// context: it calls e.Func, replays steps recorded in e.Run.Steps, reports
-// new step results, and finally reports run_completed or run_failed unless
-// the execution was suspended or abandoned. It recovers panics of the
-// workflow function and reports them as failures. It returns when the
-// workflow function has returned and the final report is recorded (taken,
-// with an EndReporter).
-func Execute(ctx context.Context, e Execution) Outcome {
-	if impl == nil {
-		panic("wfexec: package workflow is not linked")
-	}
-	return impl(ctx, e)
 }

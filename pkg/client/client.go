@@ -2,9 +2,10 @@
 // follow them. Build it with Connect (a database URL) or NewFromPool (the
 // application's pgx pool) and a NATS connection; start runs of a workflow
 // declared with workflow.New with StartWorkflow, whose handle's Result is
-// the workflow's output type. The client returns its own types and errors
-// (ErrNotFound, ErrConflict, …): an application never imports the
-// engine's data layer.
+// the workflow's output type. The client returns the engine's row types
+// (pkg/kagzitype, under the client's names: Run, Schedule, RunStatus …)
+// and its errors (ErrNotFound, ErrConflict, …): an application never
+// imports the engine's data layer.
 //
 // It offers Start (optionally inside the application's own pgx
 // transaction), StartMany, Get, List, Cancel, Result, which waits for a
@@ -443,11 +444,10 @@ func (c *Client) Get(ctx context.Context, id uuid.UUID) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := runFrom(r)
-	if err := c.forkLinks(ctx, &out); err != nil {
+	if err := c.forkLinks(ctx, &r); err != nil {
 		return nil, err
 	}
-	return &out, nil
+	return &r, nil
 }
 
 // GetByExternalID returns the run holding externalID: the live one, else
@@ -483,7 +483,7 @@ type ListOptions struct {
 
 // List lists runs newest first; next is "" on the last page.
 func (c *Client) List(ctx context.Context, o ListOptions) (runs []Run, next string, err error) {
-	p := store.RunsListParams{Namespace: c.ns, Statuses: runStatusesTo(o.Statuses), Type: o.Type, Queue: o.Queue, Limit: o.Limit}
+	p := store.RunsListParams{Namespace: c.ns, Statuses: o.Statuses, Type: o.Type, Queue: o.Queue, Limit: o.Limit}
 	if o.Cursor != "" {
 		cur, err := store.ParseCursor(o.Cursor)
 		if err != nil {
@@ -495,14 +495,10 @@ func (c *Client) List(ctx context.Context, o ListOptions) (runs []Run, next stri
 	if err != nil {
 		return nil, "", err
 	}
-	runs = make([]Run, len(rs))
-	for i, r := range rs {
-		runs[i] = runFrom(r)
-	}
 	if nc != nil {
 		next = nc.String()
 	}
-	return runs, next, nil
+	return nonNil(rs), next, nil
 }
 
 // Cancel asks a live run to cancel, and with it the children it started
@@ -624,7 +620,7 @@ func (c *Client) sendEvent(ctx context.Context, p store.EventsSendParams, name s
 		return nil, err
 	}
 	return &SentEvent{ID: ev.ID, RunID: ev.RunID, Name: ev.Name, Payload: ev.Payload, CreatedAt: ev.CreatedAt,
-		RunStatus: RunStatus(ev.RunStatus), Queue: ev.Queue, Woken: ev.Woken}, nil
+		RunStatus: ev.RunStatus, Queue: ev.Queue, Woken: ev.Woken}, nil
 }
 
 // Retry gives a failed run a fresh start (a dead letter back into the
@@ -641,8 +637,7 @@ func (c *Client) Retry(ctx context.Context, id uuid.UUID) (*Run, error) {
 	_, span := c.tracer.Start(tracectx.WithTraceParent(ctx, r.TraceContext), "kagzi.retry "+r.Type, trace.WithTimestamp(start),
 		trace.WithAttributes(attribute.String("kagzi.run_id", r.ID.String()), attribute.String("kagzi.workflow_type", r.Type)))
 	span.End()
-	out := runFrom(r)
-	return &out, nil
+	return &r, nil
 }
 
 // SetConcurrencyLimit allows at most max runs of workflow type typ to run

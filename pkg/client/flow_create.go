@@ -164,7 +164,7 @@ func flowError(err error) error {
 		}
 	}
 	return &IDReuseError{ExternalID: se.ExternalID, Policy: pol, ExistingRunID: se.ExistingRunID,
-		Status: RunStatus(se.Status), FinishedAt: se.FinishedAt}
+		Status: se.Status, FinishedAt: se.FinishedAt}
 }
 
 // countDebounced counts n starts merged into open debounced runs.

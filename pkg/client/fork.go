@@ -28,15 +28,6 @@ type ForkOptions struct {
 	Version string
 }
 
-// ForkRef is one fork of a run, as Run.Forks lists it.
-type ForkRef struct {
-	RunID uuid.UUID
-	// Step is the step the fork executes again from ("" from the start).
-	Step      string
-	Status    RunStatus
-	CreatedAt time.Time
-}
-
 // Fork starts a new run that reruns run runID from a step (DBOS's fork,
 // Temporal's reset, Inngest's rerun from a step): same type, queue, input,
 // retry policy, priority and version, with the run's completed steps
@@ -140,7 +131,7 @@ type ForkedRun struct {
 // like Fork: a second call forks nothing twice and counts the forks that
 // exist in AlreadyForked.
 func (c *Client) ForkMany(ctx context.Context, f ForkFilter) (ForkResult, error) {
-	p := store.RunsForkManyParams{Namespace: c.ns, Type: f.Type, Status: store.RunStatus(f.Status), ErrorGroup: f.ErrorGroup,
+	p := store.RunsForkManyParams{Namespace: c.ns, Type: f.Type, Status: f.Status, ErrorGroup: f.ErrorGroup,
 		ErrorType: f.ErrorType, Step: f.Step, FromFailedStep: f.FromFailedStep, Version: f.Version, Limit: f.Limit}
 	if !f.Since.IsZero() {
 		p.FinishedAfter = &f.Since
@@ -168,9 +159,6 @@ func (c *Client) forkLinks(ctx context.Context, r *Run) error {
 	if err != nil {
 		return err
 	}
-	r.ForkedFrom, r.ForkedAtStep = l.ForkedFrom, l.ForkedAtStep
-	for _, f := range l.Forks {
-		r.Forks = append(r.Forks, ForkRef{RunID: f.RunID, Step: f.Step, Status: RunStatus(f.Status), CreatedAt: f.CreatedAt})
-	}
+	r.ForkedFrom, r.ForkedAtStep, r.Forks = l.ForkedFrom, l.ForkedAtStep, l.Forks
 	return nil
 }

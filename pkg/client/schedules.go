@@ -11,56 +11,17 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kagzi/kagzi/internal/tracectx"
+	"github.com/kagzi/kagzi/pkg/kagzitype"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/retry"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
-// Schedule is a cron schedule: a template that starts a run of its
-// workflow type, with its input, at every time of its cron expression.
-type Schedule struct {
-	ID        uuid.UUID
-	Namespace string
-	Queue     string
-	Type      string
-	Version   string
-	Cron      string
-	// Timezone is the IANA zone the cron expression is read in.
-	Timezone string
-	// Input is filled by GetSchedule only.
-	Input      []byte
-	MaxCatchup int
-	// Status is StatusScheduled or StatusPaused.
-	Status RunStatus
-	// NextFireAt is the next fire time; nil while paused.
-	NextFireAt  *time.Time
-	LastFiredAt *time.Time
-	CreatedAt   time.Time
-	RetryPolicy *retry.Policy
-	// Overlap is what a fire does while a run of the schedule is live.
-	Overlap OverlapPolicy
-	// Jitter delays each fire's run by up to this.
-	Jitter time.Duration
-	// BufferedFireAt is the fire time a buffer-one schedule holds until
-	// its live run ends; nil when none.
-	BufferedFireAt *time.Time
-	// ConcurrencyKey and RateLimitKey are given to every run the schedule
-	// starts (ScheduleOptions).
-	ConcurrencyKey, RateLimitKey string
-}
-
 // Schedule statuses.
 const (
-	StatusScheduled RunStatus = "SCHEDULED"
-	StatusPaused    RunStatus = "PAUSED"
+	StatusScheduled = kagzitype.StatusScheduled
+	StatusPaused    = kagzitype.StatusPaused
 )
-
-func scheduleFrom(sc store.Schedule) *Schedule {
-	return &Schedule{ID: sc.ID, Namespace: sc.Namespace, Queue: sc.Queue, Type: sc.Type, Version: sc.Version, Cron: sc.Cron, Timezone: sc.Timezone,
-		Input: sc.Input, MaxCatchup: sc.MaxCatchup, Status: RunStatus(sc.Status), NextFireAt: sc.NextFireAt, LastFiredAt: sc.LastFiredAt,
-		CreatedAt: sc.CreatedAt, RetryPolicy: sc.RetryPolicy, Overlap: OverlapPolicy(sc.Overlap), Jitter: sc.Jitter,
-		BufferedFireAt: sc.BufferedFireAt, ConcurrencyKey: sc.ConcurrencyKey, RateLimitKey: sc.RateLimitKey}
-}
 
 // MaxCatchupLimit bounds ScheduleOptions.MaxCatchup.
 const MaxCatchupLimit = store.MaxCatchupLimit
@@ -135,7 +96,7 @@ func (c *Client) CreateSchedule(ctx context.Context, typ string, input any, o Sc
 	if err != nil {
 		return nil, fmt.Errorf("create schedule %s: %w", protocol.Echo(typ), err)
 	}
-	return scheduleFrom(sc), nil
+	return &sc, nil
 }
 
 // GetSchedule returns a schedule with its input.
@@ -144,7 +105,7 @@ func (c *Client) GetSchedule(ctx context.Context, id uuid.UUID) (*Schedule, erro
 	if err != nil {
 		return nil, err
 	}
-	return scheduleFrom(sc), nil
+	return &sc, nil
 }
 
 // ListSchedulesOptions page ListSchedules.
@@ -170,14 +131,10 @@ func (c *Client) ListSchedules(ctx context.Context, o ListSchedulesOptions) (sch
 	if err != nil {
 		return nil, "", err
 	}
-	schedules = make([]Schedule, len(scs))
-	for i, sc := range scs {
-		schedules[i] = *scheduleFrom(sc)
-	}
 	if nc != nil {
 		next = nc.String()
 	}
-	return schedules, next, nil
+	return nonNil(scs), next, nil
 }
 
 // PauseSchedule pauses a schedule: it fires nothing until resumed. Pausing
@@ -187,7 +144,7 @@ func (c *Client) PauseSchedule(ctx context.Context, id uuid.UUID) (*Schedule, er
 	if err != nil {
 		return nil, err
 	}
-	return scheduleFrom(sc), nil
+	return &sc, nil
 }
 
 // ResumeSchedule resumes a paused schedule at its first fire time after
@@ -198,7 +155,7 @@ func (c *Client) ResumeSchedule(ctx context.Context, id uuid.UUID) (*Schedule, e
 	if err != nil {
 		return nil, err
 	}
-	return scheduleFrom(sc), nil
+	return &sc, nil
 }
 
 // TriggerSchedule starts a run of the schedule now, outside its cron,
@@ -231,9 +188,5 @@ func (c *Client) ScheduleHistory(ctx context.Context, id uuid.UUID, limit int) (
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Run, len(rs))
-	for i, r := range rs {
-		out[i] = runFrom(r)
-	}
-	return out, nil
+	return nonNil(rs), nil
 }

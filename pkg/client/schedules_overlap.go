@@ -6,38 +6,33 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kagzi/kagzi/pkg/kagzitype"
 	"github.com/kagzi/kagzi/pkg/store"
 )
-
-// OverlapPolicy says what a schedule does when a fire time comes while a
-// run it started (fired, triggered or backfilled) is still live: pending,
-// running or sleeping. The zero value is OverlapAllowAll.
-type OverlapPolicy string
 
 // The overlap policies (README "Schedules").
 const (
 	// OverlapAllowAll starts every fire, however many runs are live: what
 	// every schedule did before policies existed, and the default.
-	OverlapAllowAll OverlapPolicy = "allow-all"
+	OverlapAllowAll = kagzitype.OverlapAllowAll
 	// OverlapSkip starts nothing while a run is live.
-	OverlapSkip OverlapPolicy = "skip"
+	OverlapSkip = kagzitype.OverlapSkip
 	// OverlapBufferOne holds one fire while a run is live and starts it
 	// as soon as the run ends (the scheduler is told by the run's end, not
 	// by polling); further fires while one is held are dropped.
-	OverlapBufferOne OverlapPolicy = "buffer-one"
+	OverlapBufferOne = kagzitype.OverlapBufferOne
 	// OverlapCancelOther asks the live runs to cancel (as CancelRun) and
 	// starts the new run at once.
-	OverlapCancelOther OverlapPolicy = "cancel-other"
+	OverlapCancelOther = kagzitype.OverlapCancelOther
 	// OverlapTerminateOther terminates the live runs (as TerminateRun)
 	// and starts the new run.
-	OverlapTerminateOther OverlapPolicy = "terminate-other"
+	OverlapTerminateOther = kagzitype.OverlapTerminateOther
 )
 
 // ParseOverlapPolicy reads a policy's name ("" is OverlapAllowAll); an
 // unknown name is ErrInvalidArgument.
 func ParseOverlapPolicy(s string) (OverlapPolicy, error) {
-	p, err := store.ParseOverlap(s)
-	return OverlapPolicy(p), err
+	return store.ParseOverlap(s)
 }
 
 // MaxBackfill bounds how many fire times one BackfillSchedule may cover.
@@ -74,15 +69,12 @@ type BackfillResult struct {
 // ErrNotFound.
 func (c *Client) BackfillSchedule(ctx context.Context, scheduleID uuid.UUID, from, to time.Time, overlap OverlapPolicy) (*BackfillResult, error) {
 	r, err := c.st.SchedulesBackfill(ctx, store.SchedulesBackfillParams{Namespace: c.ns, ScheduleID: scheduleID,
-		From: from, To: to, Overlap: store.OverlapPolicy(overlap), Now: time.Now()})
+		From: from, To: to, Overlap: overlap, Now: time.Now()})
 	if err != nil {
 		return nil, err
 	}
 	out := &BackfillResult{FireTimes: r.FireTimes, Existing: r.Existing, Dropped: r.Dropped, Buffered: r.Buffered,
-		Stopped: r.Stopped, Runs: make([]Run, len(r.Runs))}
-	for i, run := range r.Runs {
-		out.Runs[i] = runFrom(run)
-	}
+		Stopped: r.Stopped, Runs: nonNil(r.Runs)}
 	return out, nil
 }
 

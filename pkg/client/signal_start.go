@@ -99,7 +99,7 @@ func (c *Client) SignalWithStart(ctx context.Context, req SignalWithStartRequest
 		Handle:  &Handle{c: c, RunID: sent.RunID, Created: sent.Started},
 		Started: sent.Started,
 		Event: SentEvent{ID: sent.ID, RunID: sent.RunID, Name: sent.Name, Payload: sent.Payload, CreatedAt: sent.CreatedAt,
-			RunStatus: RunStatus(sent.RunStatus), Queue: sent.Queue, Woken: sent.Woken},
+			RunStatus: sent.RunStatus, Queue: sent.Queue, Woken: sent.Woken},
 	}, nil
 }
 

@@ -97,7 +97,7 @@ func (c *Client) StateWait(ctx context.Context, runID uuid.UUID, key string, aft
 			return r.Values[0].Value, r.Values[0].Version, nil
 		}
 		if r.Status.Terminal() {
-			return nil, 0, &RunFinishedError{RunID: runID, Status: RunStatus(r.Status)}
+			return nil, 0, &RunFinishedError{RunID: runID, Status: r.Status}
 		}
 		if err := f.wait(ctx, resync); err != nil {
 			return nil, 0, err

@@ -7,9 +7,9 @@ import (
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
-// The client's statuses are its own types, converted from the data
-// layer's by value: a value that drifts would turn every comparison a
-// caller makes into a silent false.
+// The client's statuses are the engine's (run statuses are one type,
+// kagzitype's; worker statuses are converted by value): a value that
+// drifts would turn every comparison a caller makes into a silent false.
 func TestStatusesMatchTheEngine(t *testing.T) {
 	runs := map[client.RunStatus]store.RunStatus{
 		client.StatusPending: store.StatusPending, client.StatusRunning: store.StatusRunning,

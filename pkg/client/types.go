@@ -5,7 +5,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/kagzi/kagzi/pkg/retry"
+	"github.com/kagzi/kagzi/pkg/kagzitype"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
@@ -27,103 +27,37 @@ var (
 	ErrPayloadTooLarge = store.ErrPayloadTooLarge
 )
 
-// RunStatus is the status of a run (or of a schedule: StatusScheduled,
-// StatusPaused). The values are the engine's, as the CLI and the console
-// print them.
-type RunStatus string
+// The row types are kagzitype's: the client returns what the store read,
+// not a copy, under the client's own names.
+type (
+	// RunStatus is the status of a run (or of a schedule: StatusScheduled,
+	// StatusPaused). The values are the engine's, as the CLI and the
+	// console print them.
+	RunStatus = kagzitype.RunStatus
+	// Run is a workflow run as the client shows it. Its fields after
+	// Output are the engine's bookkeeping, left out of its JSON.
+	Run = kagzitype.Run
+	// ForkRef is one fork of a run, as Run.Forks lists it.
+	ForkRef = kagzitype.ForkRef
+	// Schedule is a cron schedule: a template that starts a run of its
+	// workflow type, with its input, at every time of its cron
+	// expression.
+	Schedule = kagzitype.Schedule
+	// OverlapPolicy says what a schedule does when a fire time comes while
+	// a run it started (fired, triggered or backfilled) is still live:
+	// pending, running or sleeping. The zero value is OverlapAllowAll.
+	OverlapPolicy = kagzitype.OverlapPolicy
+)
 
 // Run statuses.
 const (
-	StatusPending   RunStatus = "PENDING"
-	StatusRunning   RunStatus = "RUNNING"
-	StatusSleeping  RunStatus = "SLEEPING"
-	StatusCompleted RunStatus = "COMPLETED"
-	StatusFailed    RunStatus = "FAILED"
-	StatusCancelled RunStatus = "CANCELLED"
+	StatusPending   = kagzitype.StatusPending
+	StatusRunning   = kagzitype.StatusRunning
+	StatusSleeping  = kagzitype.StatusSleeping
+	StatusCompleted = kagzitype.StatusCompleted
+	StatusFailed    = kagzitype.StatusFailed
+	StatusCancelled = kagzitype.StatusCancelled
 )
-
-// Terminal reports whether a run in this status will never change again
-// (short of an explicit retry of a failed run).
-func (s RunStatus) Terminal() bool {
-	return s == StatusCompleted || s == StatusFailed || s == StatusCancelled
-}
-
-// Valid reports whether s is a known run or schedule status.
-func (s RunStatus) Valid() bool { return store.RunStatus(s).Valid() }
-
-func runStatusesTo(ss []RunStatus) []store.RunStatus {
-	if ss == nil {
-		return nil
-	}
-	out := make([]store.RunStatus, len(ss))
-	for i, s := range ss {
-		out[i] = store.RunStatus(s)
-	}
-	return out
-}
-
-// Run is a workflow run as the client shows it.
-type Run struct {
-	ID         uuid.UUID
-	Namespace  string
-	ExternalID string
-	Queue      string
-	Type       string
-	Version    string
-	Status     RunStatus
-	// Attempts counts the run's attempts against its retry policy.
-	Attempts int
-	// AvailableAt is when a PENDING or SLEEPING run is next due (nil while
-	// it waits for an event or children only, or is finished).
-	AvailableAt *time.Time
-	// Error is the last failure's message.
-	Error       string
-	CreatedAt   time.Time
-	StartedAt   *time.Time
-	FinishedAt  *time.Time
-	DeadlineAt  *time.Time
-	RetryPolicy *retry.Policy
-	Priority    int
-	// ParentRunID and ParentStepID are set on a child run.
-	ParentRunID  *uuid.UUID
-	ParentStepID string
-	// ScheduleID and ScheduleFireAt are set on a run fired by a schedule.
-	ScheduleID     *uuid.UUID
-	ScheduleFireAt *time.Time
-	// CancelRequestedAt is when cancellation was asked for.
-	CancelRequestedAt *time.Time
-	// ContinuedAs is the run this one continued as (workflow.ContinueAsNew):
-	// it ended COMPLETED without output and its work goes on there.
-	ContinuedAs *uuid.UUID
-	// ForkedFrom is the run this one was forked from (Client.Fork), at
-	// step ForkedAtStep ("" from the start); Forks are the forks made
-	// from this run, oldest first. Filled by Get only.
-	ForkedFrom   *uuid.UUID
-	ForkedAtStep string
-	Forks        []ForkRef
-	// DebounceKey is a debounced run's key (StartOptions.Debounce) and
-	// DebounceStarts the number of starts it took in, its first included.
-	// Filled by Get only.
-	DebounceKey    string
-	DebounceStarts int
-	// ConcurrencyKey and RateLimitKey are the keys the run was started
-	// with (StartOptions), "" for none. Filled by Get only.
-	ConcurrencyKey string
-	RateLimitKey   string
-	// Input and Output (JSON) are filled by Get and Wait; List leaves them
-	// nil.
-	Input  []byte
-	Output []byte
-}
-
-func runFrom(r store.Run) Run {
-	return Run{ID: r.ID, Namespace: r.Namespace, ExternalID: r.ExternalID, Queue: r.Queue, Type: r.Type,
-		Version: r.Version, Status: RunStatus(r.Status), Attempts: r.Attempts, AvailableAt: r.AvailableAt, Error: r.Error, CreatedAt: r.CreatedAt,
-		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, DeadlineAt: r.DeadlineAt, RetryPolicy: r.RetryPolicy,
-		Priority: r.Priority, ParentRunID: r.ParentRunID, ParentStepID: r.ParentStepID, ScheduleID: r.ScheduleID, ScheduleFireAt: r.ScheduleFireAt,
-		CancelRequestedAt: r.CancelRequestedAt, ContinuedAs: r.ContinuedAs, Input: r.Input, Output: r.Output,
-		DebounceKey: r.DebounceKey, DebounceStarts: r.DebounceStarts, ConcurrencyKey: r.ConcurrencyKey, RateLimitKey: r.RateLimitKey}
-}
 
 // SentEvent is an event stored for a run, and what it did to the run.
 type SentEvent struct {
@@ -192,4 +126,13 @@ func workerFrom(w store.Worker) Worker {
 		out.Types = append(out.Types, s)
 	}
 	return out
+}
+
+// nonNil keeps a list the client returns non-nil when empty, as a JSON
+// array rather than null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }

@@ -190,7 +190,7 @@ func (c *Client) updateAwait(ctx context.Context, f *follower, runID, updateID u
 		}
 		if st.RunStatus.Terminal() {
 			return nil, &UpdateUnansweredError{RunID: runID, UpdateID: updateID, Name: st.Name,
-				Status: RunStatus(st.RunStatus), Received: st.ReceivedBy != ""}
+				Status: st.RunStatus, Received: st.ReceivedBy != ""}
 		}
 		if err := f.wait(ctx, resync); err != nil {
 			return nil, err

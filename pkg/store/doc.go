@@ -11,10 +11,11 @@
 // migrator's) refuse one (ErrSessionPooled, SessionCheck): see pooler.go.
 //
 // Who it is for: Kagzi's services, its CLI and operators' tools.
-// Applications use pkg/client, which is built on it and keeps its own
-// types. The package is public and documented, but it promises no
-// compatibility beyond the schema version: a method's signature may change
-// in any release, as River's riverdriver does.
+// Applications use pkg/client, which is built on it and returns the row
+// types the store reads (pkg/kagzitype) as they are. The package is public
+// and documented, but it promises no compatibility beyond the schema
+// version: a method's signature may change in any release, as River's
+// riverdriver does.
 //
 // The store does not log: it returns errors, and reports large payloads
 // through the OnLargePayload hook for the caller to log or count.

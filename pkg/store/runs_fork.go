@@ -82,14 +82,6 @@ type ForkLinks struct {
 	Forks []ForkRef
 }
 
-// ForkRef is one fork of a run.
-type ForkRef struct {
-	RunID     uuid.UUID
-	Step      string
-	Status    RunStatus
-	CreatedAt time.Time
-}
-
 // forkPair is one (run, step) to fork, with what the fork gets.
 type forkPair struct {
 	from    uuid.UUID

@@ -20,42 +20,6 @@ import (
 	"github.com/kagzi/kagzi/pkg/retry"
 )
 
-// Schedule is a cron schedule: a template row of workflow_runs that fires
-// runs of its type with its input.
-type Schedule struct {
-	ID        uuid.UUID
-	Namespace string
-	Queue     string
-	Type      string
-	Version   string
-	Cron      string
-	// Timezone is the IANA zone the cron expression is read in.
-	Timezone string
-	// Input is filled by SchedulesGet only.
-	Input      []byte
-	MaxCatchup int
-	// Status is StatusScheduled or StatusPaused.
-	Status RunStatus
-	// NextFireAt is the next fire time; nil while paused.
-	NextFireAt  *time.Time
-	LastFiredAt *time.Time
-	CreatedAt   time.Time
-	RetryPolicy *retry.Policy
-	// Overlap is what a fire does while an instance is live (never "").
-	Overlap OverlapPolicy
-	// Jitter delays each fire's run by up to this (JitterDelay).
-	Jitter time.Duration
-	// BufferedFireAt is the fire time an OverlapBufferOne schedule holds
-	// until its live instance ends; nil when none.
-	BufferedFireAt *time.Time
-	// ConcurrencyKey and RateLimitKey are given to every run the schedule
-	// starts (RunsCreateParams); "" none.
-	ConcurrencyKey, RateLimitKey string
-	// heldNextAt is the next fire time while the end of an instance made
-	// the schedule due early (migration 015): the catch-up goes on from it.
-	heldNextAt *time.Time
-}
-
 // scheduleCols is runCols and the template columns of migration 015, in
 // scanSchedule's order.
 const scheduleCols = runCols + `, coalesce(r.overlap_policy, 'allow-all'), coalesce(r.jitter_ms, 0), r.buffered_fire_at,
@@ -74,7 +38,7 @@ func scanSchedule(row pgx.Row, extra ...any) (Schedule, error) {
 	sc := scheduleFromRun(run)
 	sc.ConcurrencyKey, sc.RateLimitKey = ckey, rkey
 	sc.Overlap, sc.Jitter, sc.BufferedFireAt = OverlapPolicy(overlap), time.Duration(jitterMS)*time.Millisecond, buffered
-	sc.heldNextAt = held
+	sc.HeldNextAt = held
 	return sc, nil
 }
 
@@ -370,7 +334,7 @@ WITH r AS (
 )
 SELECT * FROM r`, pgx.NamedArgs{"run_id": p.ScheduleID, "namespace": p.Namespace, "queue": p.Queue, "type": p.Type,
 		"version": p.Version, "available_at": first, "retry_policy": policy, "cron": cron, "timezone": tz,
-		"max_catchup": p.MaxCatchup, "input": p.Input, "overlap": overlap.column(), "jitter_ms": jitterMS,
+		"max_catchup": p.MaxCatchup, "input": p.Input, "overlap": overlapColumn(overlap), "jitter_ms": jitterMS,
 		"concurrency_key": nullText(p.ConcurrencyKey), "rate_key": nullText(p.RateLimitKey)})
 	sc, err := scanSchedule(row)
 	if err != nil {
@@ -723,10 +687,10 @@ func (s *Store) SchedulesFireDueMany(
 			continue
 		}
 		from := *sc.NextFireAt
-		if sc.heldNextAt != nil && sc.heldNextAt.After(from) {
+		if sc.HeldNextAt != nil && sc.HeldNextAt.After(from) {
 			// Due early to start a held fire: the times before the held
 			// next fire time were planned already.
-			from = *sc.heldNextAt
+			from = *sc.HeldNextAt
 		}
 		fires, next, err := CatchUp(sc.Cron, sc.Timezone, from, now, sc.MaxCatchup, window)
 		if err != nil {

@@ -13,30 +13,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// OverlapPolicy says what a schedule does when a fire time comes while a
-// run it started (an instance: fired, triggered or backfilled) is still
-// live (PENDING, RUNNING or SLEEPING).
-type OverlapPolicy string
-
-// The overlap policies. The empty policy is OverlapAllowAll, what every
-// schedule did before policies existed.
-const (
-	// OverlapAllowAll starts every fire, however many instances are live.
-	OverlapAllowAll OverlapPolicy = "allow-all"
-	// OverlapSkip starts nothing while an instance is live.
-	OverlapSkip OverlapPolicy = "skip"
-	// OverlapBufferOne holds one fire while an instance is live and starts
-	// it when the last live instance ends; later fires while one is held
-	// are dropped.
-	OverlapBufferOne OverlapPolicy = "buffer-one"
-	// OverlapCancelOther asks the live instances to cancel (RunsCancel)
-	// and starts the new run at once.
-	OverlapCancelOther OverlapPolicy = "cancel-other"
-	// OverlapTerminateOther terminates the live instances (RunsTerminate)
-	// and starts the new run.
-	OverlapTerminateOther OverlapPolicy = "terminate-other"
-)
-
 // OverlapPolicies lists the policies, in the order of the documentation.
 var OverlapPolicies = []OverlapPolicy{OverlapSkip, OverlapBufferOne, OverlapAllowAll, OverlapCancelOther, OverlapTerminateOther}
 
@@ -50,15 +26,6 @@ func ParseOverlap(s string) (OverlapPolicy, error) {
 		return p, nil
 	}
 	return "", invalidf("overlap policy %q: want one of skip, buffer-one, allow-all, cancel-other, terminate-other", s)
-}
-
-// column is the policy as stored: NULL for allow-all.
-func (p OverlapPolicy) column() *string {
-	if p == "" || p == OverlapAllowAll {
-		return nil
-	}
-	s := string(p)
-	return &s
 }
 
 // MaxJitter bounds a schedule's jitter.

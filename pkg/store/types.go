@@ -5,139 +5,86 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/kagzi/kagzi/pkg/retry"
+	"github.com/kagzi/kagzi/pkg/kagzitype"
 )
 
-// RunStatus is the state of a workflow run or schedule template.
-type RunStatus string
+// The row types the client hands to applications are kagzitype's, written
+// once there; the store names them too, so its code and its callers read
+// store.Run as before.
+type (
+	// RunStatus is the state of a workflow run or schedule template.
+	RunStatus = kagzitype.RunStatus
+	// Run is a workflow run or a schedule template (Status SCHEDULED or
+	// PAUSED). Input and Output are filled by the methods that say so
+	// (RunsGet, RunsClaim); list methods leave them nil.
+	Run = kagzitype.Run
+	// ParentClosePolicy says what happens to a live child run when its
+	// parent reaches a terminal status.
+	ParentClosePolicy = kagzitype.ParentClosePolicy
+	// Schedule is a cron schedule: a template row of workflow_runs that
+	// fires runs of its type with its input.
+	Schedule = kagzitype.Schedule
+	// OverlapPolicy says what a schedule does when a fire time comes while
+	// a run it started (an instance) is still live.
+	OverlapPolicy = kagzitype.OverlapPolicy
+	// ForkRef is one fork of a run.
+	ForkRef = kagzitype.ForkRef
+)
 
 // Run statuses. SCHEDULED and PAUSED belong to schedule templates only.
 const (
-	StatusPending   RunStatus = "PENDING"
-	StatusRunning   RunStatus = "RUNNING"
-	StatusSleeping  RunStatus = "SLEEPING"
-	StatusCompleted RunStatus = "COMPLETED"
-	StatusFailed    RunStatus = "FAILED"
-	StatusCancelled RunStatus = "CANCELLED"
-	StatusScheduled RunStatus = "SCHEDULED"
-	StatusPaused    RunStatus = "PAUSED"
+	StatusPending   = kagzitype.StatusPending
+	StatusRunning   = kagzitype.StatusRunning
+	StatusSleeping  = kagzitype.StatusSleeping
+	StatusCompleted = kagzitype.StatusCompleted
+	StatusFailed    = kagzitype.StatusFailed
+	StatusCancelled = kagzitype.StatusCancelled
+	StatusScheduled = kagzitype.StatusScheduled
+	StatusPaused    = kagzitype.StatusPaused
 )
 
-// Terminal reports whether a run in this status will never change again
-// (short of an explicit retry of a failed run).
-func (s RunStatus) Terminal() bool {
-	return s == StatusCompleted || s == StatusFailed || s == StatusCancelled
-}
+// Parent-close policies.
+const (
+	// ParentCloseTerminate ends the child at once (the default).
+	ParentCloseTerminate = kagzitype.ParentCloseTerminate
+	// ParentCloseRequestCancel asks the child to cancel (RunsCancel).
+	ParentCloseRequestCancel = kagzitype.ParentCloseRequestCancel
+	// ParentCloseAbandon leaves the child running.
+	ParentCloseAbandon = kagzitype.ParentCloseAbandon
+)
 
-// Valid reports whether s is a known status.
-func (s RunStatus) Valid() bool {
-	switch s {
-	case StatusPending, StatusRunning, StatusSleeping, StatusCompleted, StatusFailed,
-		StatusCancelled, StatusScheduled, StatusPaused:
-		return true
+// The overlap policies. The empty policy is OverlapAllowAll, what every
+// schedule did before policies existed.
+const (
+	// OverlapAllowAll starts every fire, however many instances are live.
+	OverlapAllowAll = kagzitype.OverlapAllowAll
+	// OverlapSkip starts nothing while an instance is live.
+	OverlapSkip = kagzitype.OverlapSkip
+	// OverlapBufferOne holds one fire while an instance is live and starts
+	// it when the last live instance ends; later fires while one is held
+	// are dropped.
+	OverlapBufferOne = kagzitype.OverlapBufferOne
+	// OverlapCancelOther asks the live instances to cancel (RunsCancel)
+	// and starts the new run at once.
+	OverlapCancelOther = kagzitype.OverlapCancelOther
+	// OverlapTerminateOther terminates the live instances (RunsTerminate)
+	// and starts the new run.
+	OverlapTerminateOther = kagzitype.OverlapTerminateOther
+)
+
+// overlapColumn is a policy as stored: NULL for allow-all.
+func overlapColumn(p OverlapPolicy) *string {
+	if p == "" || p == OverlapAllowAll {
+		return nil
 	}
-	return false
+	s := string(p)
+	return &s
 }
 
 // TypeVersion names a workflow type at a version, as a worker registers it.
 type TypeVersion struct {
 	Type    string `json:"type"`
 	Version string `json:"version"`
-}
-
-// Run is a workflow run or a schedule template (Status SCHEDULED/PAUSED).
-// Nullable columns are pointers.
-type Run struct {
-	ID         uuid.UUID
-	Namespace  string
-	ExternalID string
-	Queue      string
-	Type       string
-	Version    string
-	Status     RunStatus
-	// Attempts counts the run's attempts, against its policy's max
-	// attempts: the first claim makes it 1, and every retry adds one — of
-	// a failed workflow, or of an execution lost with its worker or lease.
-	Attempts int
-	// Epoch is the run's retry epoch, from 1: it grows only when the
-	// workflow's failure is retried. Steps' retry budgets and final
-	// failures hold within an epoch, so a crash does not change them.
-	Epoch          int
-	AvailableAt    *time.Time
-	LockedBy       *uuid.UUID
-	LeaseToken     int64
-	LeaseExpiresAt *time.Time
-	Error          string
-	CreatedAt      time.Time
-	StartedAt      *time.Time
-	FinishedAt     *time.Time
-	DeadlineAt     *time.Time
-	RetryPolicy    *retry.Policy
-	ParentRunID    *uuid.UUID
-	ParentStepID   string
-	CronExpr       string
-	Timezone       string
-	MaxCatchup     int
-	LastFiredAt    *time.Time
-	ScheduleID     *uuid.UUID
-	ScheduleFireAt *time.Time
-	TraceContext   string
-	Priority       int
-	// CancelRequestedAt is when cancellation was asked for (RunsCancel):
-	// the workflow's context is cancelled and it ends CANCELLED if it
-	// returns an error.
-	CancelRequestedAt *time.Time
-	// ParentClosePolicy, for a child run, says what happens to it when its
-	// parent ends ("" is TERMINATE).
-	ParentClosePolicy ParentClosePolicy
-	// ContinuedAs is the run this one continued as (RunsContinueAsNew);
-	// filled by RunsGet only.
-	ContinuedAs *uuid.UUID
-	// DebounceKey is the key of a debounced run and DebounceStarts the
-	// number of starts it took in (RunsCreateParams.Debounce); filled by
-	// RunsGet only.
-	DebounceKey    string
-	DebounceStarts int
-	// ConcurrencyKey and RateLimitKey are the run's flow control keys
-	// (RunsCreateParams), "" for none; filled by RunsGet only.
-	ConcurrencyKey string
-	RateLimitKey   string
-
-	// Input and Output are filled by the methods that say so (RunsGet,
-	// RunsClaim); list methods leave them nil to keep rows narrow.
-	Input  []byte
-	Output []byte
-}
-
-// Policy is the run's retry policy with defaults applied.
-func (r *Run) Policy() retry.Policy {
-	if r.RetryPolicy == nil {
-		return retry.Default()
-	}
-	return r.RetryPolicy.WithDefaults()
-}
-
-// ParentClosePolicy says what happens to a live child run when its parent
-// reaches a terminal status.
-type ParentClosePolicy string
-
-// Parent-close policies.
-const (
-	// ParentCloseTerminate ends the child at once (the default).
-	ParentCloseTerminate ParentClosePolicy = "TERMINATE"
-	// ParentCloseRequestCancel asks the child to cancel (RunsCancel).
-	ParentCloseRequestCancel ParentClosePolicy = "REQUEST_CANCEL"
-	// ParentCloseAbandon leaves the child running.
-	ParentCloseAbandon ParentClosePolicy = "ABANDON"
-)
-
-// Valid reports whether p is a known policy ("" is the default).
-func (p ParentClosePolicy) Valid() bool {
-	switch p {
-	case "", ParentCloseTerminate, ParentCloseRequestCancel, ParentCloseAbandon:
-		return true
-	}
-	return false
 }
 
 // StepKind is what a step records.

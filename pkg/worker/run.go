@@ -133,10 +133,9 @@ func (w *Worker) execute(rs *runState) {
 			attribute.String("kagzi.worker_id", w.cfg.WorkerID.String()),
 		))
 	rs.span = span
-	rs.outcome = wfexec.Execute(ctx, wfexec.Execution{
+	rs.outcome = rs.reg.fn.Execute(ctx, wfexec.Execution{
 		Cancel:         trace.ContextWithSpan(rs.soft, span),
 		Run:            rs.run,
-		Func:           rs.reg.fn,
 		Reporter:       rep,
 		Payloads:       rep,
 		Limits:         rs.limits,

@@ -18,7 +18,7 @@ func TestNowAndSideEffectReplay(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	calls := 0
-	fn := func(ctx workflow.Context, _ json.RawMessage) (json.RawMessage, error) {
+	fn := workflow.Func(func(ctx workflow.Context, _ json.RawMessage) (json.RawMessage, error) {
 		a := workflow.Now(ctx)
 		b := workflow.Now(ctx)
 		id, err := workflow.SideEffect(ctx, "id", func() int { calls++; return 40 + calls })
@@ -26,9 +26,9 @@ func TestNowAndSideEffectReplay(t *testing.T) {
 			return nil, err
 		}
 		return json.Marshal([]any{a, b, id})
-	}
+	})
 	rep := &recorder{}
-	out := wfexec.Execute(t.Context(), wfexec.Execution{Run: newRun(nil), Func: fn, Reporter: rep, Now: func() time.Time { return t0 }})
+	out := fn.Execute(t.Context(), wfexec.Execution{Run: newRun(nil), Reporter: rep, Now: func() time.Time { return t0 }})
 	if out.Status != wfexec.OutcomeCompleted {
 		t.Fatalf("outcome %v %v", out.Status, out.Err)
 	}
@@ -44,7 +44,7 @@ func TestNowAndSideEffectReplay(t *testing.T) {
 		steps = append(steps, protocol.StepState{StepID: it.StepID, Status: "COMPLETED", Attempt: 1, Output: it.Output})
 	}
 	rep2 := &recorder{}
-	out = wfexec.Execute(t.Context(), wfexec.Execution{Run: newRun(nil, steps...), Func: fn, Reporter: rep2,
+	out = fn.Execute(t.Context(), wfexec.Execution{Run: newRun(nil, steps...), Reporter: rep2,
 		Now: func() time.Time { return t0.Add(time.Hour) }})
 	if out.Status != wfexec.OutcomeCompleted {
 		t.Fatalf("replay outcome %v %v", out.Status, out.Err)

@@ -228,12 +228,11 @@ func TestDrainEventsErrors(t *testing.T) {
 	run := newRun(nil, completed("drain:a", 1, []string{"kept"}))
 	var got []string
 	var gotErr error
-	wfexec.Execute(context.Background(), wfexec.Execution{Run: run, Reporter: rep, Cancel: cctx,
-		Func: workflow.Func(func(ctx workflow.Context, _ json.RawMessage) (json.RawMessage, error) {
-			got, _ = workflow.DrainEvents[string](ctx, "a")
-			_, gotErr = workflow.DrainEvents[string](ctx, "b")
-			return json.RawMessage(`1`), nil
-		})})
+	workflow.Func(func(ctx workflow.Context, _ json.RawMessage) (json.RawMessage, error) {
+		got, _ = workflow.DrainEvents[string](ctx, "a")
+		_, gotErr = workflow.DrainEvents[string](ctx, "b")
+		return json.RawMessage(`1`), nil
+	}).Execute(context.Background(), wfexec.Execution{Run: run, Reporter: rep, Cancel: cctx})
 	if !slices.Equal(got, []string{"kept"}) || !errors.Is(gotErr, workflow.ErrCancelled) {
 		t.Fatalf("cancelled drains: %q, %v", got, gotErr)
 	}

@@ -66,7 +66,7 @@ func TestStepExhaustsItsAttemptsThenReplaysTheFailure(t *testing.T) {
 	run := newRun(nil)
 	calls := 0
 	var stepErr error
-	fn := func(ctx workflow.Context, _ json.RawMessage) (json.RawMessage, error) {
+	var fn workflow.Func = func(ctx workflow.Context, _ json.RawMessage) (json.RawMessage, error) {
 		_, stepErr = workflow.Step(ctx, "s", func(context.Context) (int, error) { calls++; return 0, &flaky{"y"} },
 			workflow.WithRetry(retry.Policy{MaxAttempts: 3, InitialInterval: time.Millisecond, Jitter: -1}))
 		// The workflow handles the failure and sleeps.
@@ -144,7 +144,7 @@ func TestLongBackoffSuspendsUntilTheRetryTime(t *testing.T) {
 	rep := &recorder{}
 	run := newRun(nil)
 	calls := 0
-	fn := func(ctx workflow.Context, _ json.RawMessage) (json.RawMessage, error) {
+	var fn workflow.Func = func(ctx workflow.Context, _ json.RawMessage) (json.RawMessage, error) {
 		v, err := workflow.Step(ctx, "s", func(context.Context) (int, error) {
 			calls++
 			if calls == 1 {
@@ -157,8 +157,8 @@ func TestLongBackoffSuspendsUntilTheRetryTime(t *testing.T) {
 		}
 		return json.Marshal(v)
 	}
-	e := wfexec.Execution{Run: run, Func: fn, Reporter: rep, Now: func() time.Time { return clock }}
-	if out := wfexec.Execute(t.Context(), e); out.Status != wfexec.OutcomeSuspended {
+	e := wfexec.Execution{Run: run, Reporter: rep, Now: func() time.Time { return clock }}
+	if out := fn.Execute(t.Context(), e); out.Status != wfexec.OutcomeSuspended {
 		t.Fatalf("outcome %v", out)
 	}
 	items := rep.all()
@@ -171,7 +171,7 @@ func TestLongBackoffSuspendsUntilTheRetryTime(t *testing.T) {
 	clock = want.Add(time.Second)
 	rep = &recorder{}
 	e.Reporter = rep
-	if out := wfexec.Execute(t.Context(), e); out.Status != wfexec.OutcomeCompleted || calls != 2 {
+	if out := fn.Execute(t.Context(), e); out.Status != wfexec.OutcomeCompleted || calls != 2 {
 		t.Fatalf("outcome %v, %d calls", out, calls)
 	}
 	if got := rep.all(); got[0].Attempt != 2 || got[0].Kind != protocol.ReportStepCompleted {
@@ -210,7 +210,7 @@ func TestWaitForEvent(t *testing.T) {
 	rep := &recorder{answer: ev.answer}
 	var got []int
 	var waitErr error
-	fn := func(ctx workflow.Context, _ json.RawMessage) (json.RawMessage, error) {
+	var fn workflow.Func = func(ctx workflow.Context, _ json.RawMessage) (json.RawMessage, error) {
 		for i := 0; i < 2; i++ {
 			p, err := workflow.WaitForEvent[paid](ctx, "paid", time.Hour)
 			if err != nil {
@@ -257,7 +257,7 @@ func TestChildrenStartTogetherAndFanIn(t *testing.T) {
 	run := newRun(nil)
 	var outs []int
 	var joined error
-	fn := func(ctx workflow.Context, _ json.RawMessage) (json.RawMessage, error) {
+	var fn workflow.Func = func(ctx workflow.Context, _ json.RawMessage) (json.RawMessage, error) {
 		var fs []*workflow.ChildFuture[int]
 		for i := 0; i < 3; i++ {
 			fs = append(fs, workflow.StartChild[int](ctx, fmt.Sprintf("c%d", i), "Square", i, workflow.WithChildQueue("math")))
@@ -357,7 +357,7 @@ func TestParallelSuspendsOnceNoBranchCanGoOn(t *testing.T) {
 	rep := &recorder{answer: (&events{}).answer}
 	run := newRun(nil)
 	after := 0
-	fn := func(ctx workflow.Context, _ json.RawMessage) (json.RawMessage, error) {
+	var fn workflow.Func = func(ctx workflow.Context, _ json.RawMessage) (json.RawMessage, error) {
 		err := workflow.Parallel(ctx, workflow.CollectAll,
 			func(ctx workflow.Context) error { return workflow.Sleep(ctx, "nap", time.Hour) },
 			func(ctx workflow.Context) error {
@@ -375,8 +375,8 @@ func TestParallelSuspendsOnceNoBranchCanGoOn(t *testing.T) {
 		after++
 		return nil, err
 	}
-	e := wfexec.Execution{Run: run, Func: fn, Reporter: rep, Now: func() time.Time { return now }}
-	if out := wfexec.Execute(t.Context(), e); out.Status != wfexec.OutcomeSuspended || after != 0 {
+	e := wfexec.Execution{Run: run, Reporter: rep, Now: func() time.Time { return now }}
+	if out := fn.Execute(t.Context(), e); out.Status != wfexec.OutcomeSuspended || after != 0 {
 		t.Fatalf("outcome %v, code after Parallel ran %d times", out, after)
 	}
 	items := rep.all()
@@ -402,7 +402,7 @@ func TestParallelSuspendsOnceNoBranchCanGoOn(t *testing.T) {
 	now = wake.Add(time.Second)
 	rep = &recorder{}
 	e.Reporter = rep
-	if out := wfexec.Execute(t.Context(), e); out.Status != wfexec.OutcomeCompleted || after != 1 || kinds(rep.all()) != "run_completed" {
+	if out := fn.Execute(t.Context(), e); out.Status != wfexec.OutcomeCompleted || after != 1 || kinds(rep.all()) != "run_completed" {
 		t.Fatalf("replay: %v, after=%d, reports %s", out, after, kinds(rep.all()))
 	}
 }

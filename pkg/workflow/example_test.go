@@ -61,7 +61,7 @@ func (e *engine) Report(_ context.Context, items ...protocol.ReportItem) ([]prot
 func (e *engine) execute(fn workflow.Func) {
 	run := &protocol.DeliveredRun{RunID: uuid.MustParse("0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e"), Namespace: "default",
 		Queue: "default", Type: "Example", Attempt: 1, LeaseToken: 1, Input: json.RawMessage("null")}
-	out := wfexec.Execute(context.Background(), wfexec.Execution{Run: run, Func: fn, Reporter: e})
+	out := fn.Execute(context.Background(), wfexec.Execution{Run: run, Reporter: e})
 	for _, l := range e.report {
 		fmt.Println(l)
 	}

@@ -41,24 +41,17 @@ type Func func(ctx Context, input json.RawMessage) (json.RawMessage, error)
 // waits for in the worker by default; a longer one suspends the run.
 const DefaultMaxInlineRetry = 2 * time.Second
 
-func init() { wfexec.Register(execute) }
-
-// execute runs one execution of a delivered run under ctx, the run's
-// context (wfexec.Execute): it calls e.Func, replays steps recorded in e.Run.Steps, reports
-// new step results, and finally reports run_completed or run_failed unless
-// the execution was suspended or abandoned. It recovers panics of the
-// workflow function and reports them as failures. It returns when the
-// workflow function has returned and the final report is recorded (taken,
+// Execute is the runtime's entry: it runs one execution of the delivered
+// run e.Run with fn under ctx, the run's context. It calls fn, replays the
+// steps recorded in e.Run.Steps, reports new step results, and finally
+// reports run_completed or run_failed unless the execution was suspended
+// or abandoned. It recovers panics of fn and reports them as failures. It
+// returns when fn has returned and the final report is recorded (taken,
 // with a wfexec.EndReporter).
-func execute(ctx context.Context, e wfexec.Execution) wfexec.Outcome {
-	fn, ok := e.Func.(Func)
-	if !ok {
-		f, isFunc := e.Func.(func(Context, json.RawMessage) (json.RawMessage, error))
-		if !isFunc {
-			return wfexec.Outcome{Status: wfexec.OutcomeFailed, Err: fmt.Errorf("workflow: execution of %T, not a workflow.Func", e.Func)}
-		}
-		fn = f
-	}
+//
+// The worker (package worker) and the test kit (package workflowtest)
+// call it; e's type is internal to the engine, so applications cannot.
+func (fn Func) Execute(ctx context.Context, e wfexec.Execution) wfexec.Outcome {
 	ex := newExecution(ctx, e)
 	soft := e.Cancel
 	if soft == nil {

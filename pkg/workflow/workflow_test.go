@@ -75,7 +75,7 @@ func completed(id string, attempt int, v any) protocol.StepState {
 
 func exec(t *testing.T, ctx context.Context, run *protocol.DeliveredRun, rep *recorder, fn workflow.Func) wfexec.Outcome {
 	t.Helper()
-	return wfexec.Execute(ctx, wfexec.Execution{Run: run, Func: fn, Reporter: rep})
+	return fn.Execute(ctx, wfexec.Execution{Run: run, Reporter: rep})
 }
 
 func kinds(items []protocol.ReportItem) string {
@@ -252,7 +252,7 @@ func TestSleepSuspendsThenReplays(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	after := 0
-	fn := func(ctx workflow.Context, _ json.RawMessage) (json.RawMessage, error) {
+	var fn workflow.Func = func(ctx workflow.Context, _ json.RawMessage) (json.RawMessage, error) {
 		if err := workflow.Sleep(ctx, "nap", time.Hour); err != nil {
 			return nil, err
 		}
@@ -261,7 +261,7 @@ func TestSleepSuspendsThenReplays(t *testing.T) {
 	}
 	rep := &recorder{}
 	run := newRun(nil)
-	out := wfexec.Execute(t.Context(), wfexec.Execution{Run: run, Func: fn, Reporter: rep, Now: func() time.Time { return now }})
+	out := fn.Execute(t.Context(), wfexec.Execution{Run: run, Reporter: rep, Now: func() time.Time { return now }})
 	items := rep.all()
 	if out.Status != wfexec.OutcomeSuspended || after != 0 || rep.calls != 1 {
 		t.Fatalf("outcome %v, code after sleep ran %d times, %d round trips", out, after, rep.calls)
@@ -278,14 +278,14 @@ func TestSleepSuspendsThenReplays(t *testing.T) {
 	// Delivered again early: sleeps the rest, records no new step.
 	rep = &recorder{}
 	run.Steps = []protocol.StepState{{StepID: "nap", Status: "COMPLETED", Attempt: 1, Output: items[0].Output}}
-	out = wfexec.Execute(t.Context(), wfexec.Execution{Run: run, Func: fn, Reporter: rep, Now: func() time.Time { return now.Add(time.Minute) }})
+	out = fn.Execute(t.Context(), wfexec.Execution{Run: run, Reporter: rep, Now: func() time.Time { return now.Add(time.Minute) }})
 	if got := rep.all(); out.Status != wfexec.OutcomeSuspended || kinds(got) != "run_sleep" || !got[0].Until.Equal(wake) {
 		t.Fatalf("early replay: %v %s", out, kinds(got))
 	}
 
 	// Delivered after the wake time: continues.
 	rep = &recorder{}
-	out = wfexec.Execute(t.Context(), wfexec.Execution{Run: run, Func: fn, Reporter: rep, Now: func() time.Time { return wake.Add(time.Second) }})
+	out = fn.Execute(t.Context(), wfexec.Execution{Run: run, Reporter: rep, Now: func() time.Time { return wake.Add(time.Second) }})
 	if got := rep.all(); out.Status != wfexec.OutcomeCompleted || kinds(got) != "run_completed" || after != 1 {
 		t.Fatalf("late replay: %v %s, after=%d", out, kinds(got), after)
 	}
@@ -430,7 +430,7 @@ func TestHeldResultDurableAcrossBranches(t *testing.T) {
 		}
 	}}
 	aDone := make(chan struct{})
-	out := wfexec.Execute(t.Context(), wfexec.Execution{Run: newRun(nil), Reporter: rep, Func: func(ctx workflow.Context, _ json.RawMessage) (json.RawMessage, error) {
+	fn := workflow.Func(func(ctx workflow.Context, _ json.RawMessage) (json.RawMessage, error) {
 		err := workflow.Parallel(ctx, workflow.CollectAll,
 			func(ctx workflow.Context) error {
 				if _, err := workflow.Step(ctx, "a", func(context.Context) (int, error) { return 1, nil }); err != nil {
@@ -452,7 +452,8 @@ func TestHeldResultDurableAcrossBranches(t *testing.T) {
 				return err
 			})
 		return nil, err
-	}})
+	})
+	out := fn.Execute(t.Context(), wfexec.Execution{Run: newRun(nil), Reporter: rep})
 	if out.Status != wfexec.OutcomeCompleted {
 		t.Fatalf("outcome %v %v", out.Status, out.Err)
 	}

@@ -299,7 +299,7 @@ func RunFunc(e *Env, typ string, fn workflow.Func, input json.RawMessage) (json.
 		}
 		e.mu.Unlock()
 
-		out := wfexec.Execute(ctx, wfexec.Execution{Run: &run, Func: fn, Reporter: (*reporter)(e), Cancel: soft,
+		out := fn.Execute(ctx, wfexec.Execution{Run: &run, Reporter: (*reporter)(e), Cancel: soft,
 			Now: e.Now, MaxInlineRetry: -1, Rand: func() float64 { return 0.5 }})
 
 		e.mu.Lock()

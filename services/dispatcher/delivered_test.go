@@ -77,6 +77,9 @@ var notDelivered = map[string]string{
 	"DebounceStarts":    "how the run was started, not used by replay",
 	"ConcurrencyKey":    "applied by the claim, not used by replay",
 	"RateLimitKey":      "applied by the claim, not used by replay",
+	"ForkedFrom":        "fork links are the client's reading, never claimed",
+	"ForkedAtStep":      "fork links are the client's reading, never claimed",
+	"Forks":             "fork links are the client's reading, never claimed",
 }
 
 // Wire names of claimed-run fields that are renamed on the wire.
