@@ -105,8 +105,8 @@ func checkJSON(m any, what string, raw json.RawMessage) error {
 
 // TypeVersion is a workflow type at a version, as a worker registers it.
 type TypeVersion struct {
-	Type    string `json:"type"`
-	Version string `json:"version"`
+	Type    string `json:"type" kagzi:"1"`
+	Version string `json:"version" kagzi:"2"`
 }
 
 func checkTypes(m any, tvs []TypeVersion) error {
@@ -245,17 +245,17 @@ func (m *RelayUp) Validate() error {
 // Wait passes, then delivers with a request of its own to that inbox.
 type WorkRequest struct {
 	Versioned
-	WorkerID  uuid.UUID     `json:"worker_id"`
-	Namespace string        `json:"ns"`
-	Queue     string        `json:"queue"`
-	Credits   int           `json:"credits"`
-	Types     []TypeVersion `json:"types"`
+	WorkerID  uuid.UUID     `json:"worker_id" kagzi:"1"`
+	Namespace string        `json:"ns" kagzi:"2"`
+	Queue     string        `json:"queue" kagzi:"3"`
+	Credits   int           `json:"credits" kagzi:"4"`
+	Types     []TypeVersion `json:"types" kagzi:"5"`
 	// Seq numbers the worker's requests; a delivery for an older Seq is
 	// refused, so a request that outlived its worker's patience cannot
 	// overfill the worker.
-	Seq uint64 `json:"seq"`
+	Seq uint64 `json:"seq" kagzi:"6"`
 	// WaitMS is how long the request may stay parked.
-	WaitMS int64 `json:"wait_ms"`
+	WaitMS int64 `json:"wait_ms" kagzi:"7"`
 }
 
 // Validate implements Message.
@@ -281,84 +281,84 @@ func (m *WorkRequest) Validate() error {
 // StepState is the latest attempt of a step, delivered with a run so the
 // workflow replays without a round trip per step.
 type StepState struct {
-	StepID    string          `json:"step_id"`
-	Status    string          `json:"status"`
-	Attempt   int             `json:"attempt"`
-	Output    json.RawMessage `json:"output,omitempty"`
-	Error     string          `json:"error,omitempty"`
-	ErrorType string          `json:"error_type,omitempty"`
+	StepID    string          `json:"step_id" kagzi:"1"`
+	Status    string          `json:"status" kagzi:"2"`
+	Attempt   int             `json:"attempt" kagzi:"3"`
+	Output    json.RawMessage `json:"output,omitempty" kagzi:"4"`
+	Error     string          `json:"error,omitempty" kagzi:"5"`
+	ErrorType string          `json:"error_type,omitempty" kagzi:"6"`
 	// RetryAt is, for a FAILED attempt, when it is tried again (absent: the
 	// failure is final); for a wait in progress (a PENDING EVENT step), when
 	// the wait times out.
-	RetryAt *time.Time `json:"retry_at,omitempty"`
+	RetryAt *time.Time `json:"retry_at,omitempty" kagzi:"7"`
 	// RunAttempt is the run attempt that made this step attempt (0: an
 	// earlier retry epoch). A failed step of another run attempt than the
 	// delivered one gets a fresh retry budget.
-	RunAttempt int `json:"run_attempt,omitempty"`
+	RunAttempt int `json:"run_attempt,omitempty" kagzi:"8"`
 	// Tries is, for a FAILED attempt, how many attempts of the step run
 	// attempt RunAttempt made: the retry budget used.
-	Tries int `json:"tries,omitempty"`
+	Tries int `json:"tries,omitempty" kagzi:"9"`
 	// OutputSize is set, instead of Output, when the output is too large
 	// to travel inline: the worker fetches it when the replay needs it
 	// (PayloadRequest).
-	OutputSize int `json:"output_size,omitempty"`
+	OutputSize int `json:"output_size,omitempty" kagzi:"10"`
 	// NonRetryable: a FAILED attempt's error was marked non-retryable; a
 	// replay of the final failure carries the mark.
-	NonRetryable bool `json:"non_retryable,omitempty"`
+	NonRetryable bool `json:"non_retryable,omitempty" kagzi:"11"`
 }
 
 // DeliveredRun is one claimed run handed to a worker.
 type DeliveredRun struct {
-	RunID     uuid.UUID `json:"run_id"`
-	Namespace string    `json:"ns"`
-	Queue     string    `json:"queue"`
-	Type      string    `json:"type"`
-	Version   string    `json:"version"`
+	RunID     uuid.UUID `json:"run_id" kagzi:"1"`
+	Namespace string    `json:"ns" kagzi:"2"`
+	Queue     string    `json:"queue" kagzi:"3"`
+	Type      string    `json:"type" kagzi:"4"`
+	Version   string    `json:"version" kagzi:"5"`
 	// Attempt is the run's retry epoch: it grows when the workflow's
 	// failure is retried, not when a lost execution is taken back. Steps'
 	// retry budgets and final failures hold within it.
-	Attempt    int             `json:"attempt"`
-	LeaseToken int64           `json:"lease"`
-	Input      json.RawMessage `json:"input,omitempty"`
-	Steps      []StepState     `json:"steps,omitempty"`
+	Attempt    int             `json:"attempt" kagzi:"6"`
+	LeaseToken int64           `json:"lease" kagzi:"7"`
+	Input      json.RawMessage `json:"input,omitempty" kagzi:"8"`
+	Steps      []StepState     `json:"steps,omitempty" kagzi:"9"`
 	// TraceParent is the W3C traceparent, in the run's trace, that the
 	// execution's attempt span takes as its parent: the dispatch span that
 	// delivered it (the run's stored context when the dispatcher traces
 	// nothing).
-	TraceParent string        `json:"traceparent,omitempty"`
-	DeadlineAt  *time.Time    `json:"deadline_at,omitempty"`
-	RetryPolicy *retry.Policy `json:"retry_policy,omitempty"`
+	TraceParent string        `json:"traceparent,omitempty" kagzi:"10"`
+	DeadlineAt  *time.Time    `json:"deadline_at,omitempty" kagzi:"11"`
+	RetryPolicy *retry.Policy `json:"retry_policy,omitempty" kagzi:"12"`
 	// AvailableAt is when the run became due (dispatch latency starts there).
-	AvailableAt *time.Time `json:"available_at,omitempty"`
+	AvailableAt *time.Time `json:"available_at,omitempty" kagzi:"13"`
 	// InputSize is set, instead of Input, when the input is too large to
 	// travel inline (see StepState.OutputSize).
-	InputSize int `json:"input_size,omitempty"`
+	InputSize int `json:"input_size,omitempty" kagzi:"14"`
 	// CancelRequestedAt is set when the run was asked to cancel: its
 	// workflow context starts cancelled.
-	CancelRequestedAt *time.Time `json:"cancel_requested_at,omitempty"`
+	CancelRequestedAt *time.Time `json:"cancel_requested_at,omitempty" kagzi:"15"`
 	// EventSeq is the run's event count as claimed (absent from an older
 	// dispatcher): the run's end names it (ReportItem.EventsSeen), and the
 	// engine refuses the end if an event of a name the execution waited
 	// for or drained arrived after it and is unconsumed.
-	EventSeq *int64 `json:"event_seq,omitempty"`
+	EventSeq *int64 `json:"event_seq,omitempty" kagzi:"16"`
 }
 
 // PayloadLimits are the payload limits in force (the database's), told to
 // workers with every delivery: an output, child input or run output above
 // MaxBytes is refused, one above WarnBytes is logged.
 type PayloadLimits struct {
-	WarnBytes int `json:"warn_bytes"`
-	MaxBytes  int `json:"max_bytes"`
+	WarnBytes int `json:"warn_bytes" kagzi:"1"`
+	MaxBytes  int `json:"max_bytes" kagzi:"2"`
 }
 
 // Delivery carries claimed runs to the worker that asked for them.
 type Delivery struct {
 	Versioned
-	WorkerID uuid.UUID      `json:"worker_id"`
-	Seq      uint64         `json:"seq"`
-	Runs     []DeliveredRun `json:"runs"`
+	WorkerID uuid.UUID      `json:"worker_id" kagzi:"1"`
+	Seq      uint64         `json:"seq" kagzi:"2"`
+	Runs     []DeliveredRun `json:"runs" kagzi:"3"`
 	// Limits apply to what the worker reports for these runs.
-	Limits PayloadLimits `json:"limits"`
+	Limits PayloadLimits `json:"limits" kagzi:"4"`
 }
 
 // Validate implements Message.
@@ -426,7 +426,7 @@ func (m *Delivery) Validate() error {
 // the dispatcher must release the runs at once.
 type DeliveryAck struct {
 	Versioned
-	Accepted bool `json:"accepted"`
+	Accepted bool `json:"accepted" kagzi:"1"`
 }
 
 // Validate implements Message.
@@ -484,16 +484,16 @@ func ContinuedRunID(run uuid.UUID) uuid.UUID {
 
 // ChildSpec is the child run a child_start item starts.
 type ChildSpec struct {
-	Type    string `json:"type"`
-	Version string `json:"version,omitempty"`
+	Type    string `json:"type" kagzi:"1"`
+	Version string `json:"version,omitempty" kagzi:"2"`
 	// Queue defaults to the parent's.
-	Queue       string          `json:"queue,omitempty"`
-	Input       json.RawMessage `json:"input,omitempty"`
-	RetryPolicy *retry.Policy   `json:"retry_policy,omitempty"`
-	Priority    int             `json:"priority,omitempty"`
+	Queue       string          `json:"queue,omitempty" kagzi:"3"`
+	Input       json.RawMessage `json:"input,omitempty" kagzi:"4"`
+	RetryPolicy *retry.Policy   `json:"retry_policy,omitempty" kagzi:"5"`
+	Priority    int             `json:"priority,omitempty" kagzi:"6"`
 	// ParentClosePolicy is what happens to the child if the parent ends
 	// first: TERMINATE (default, ""), REQUEST_CANCEL or ABANDON.
-	ParentClosePolicy string `json:"parent_close_policy,omitempty"`
+	ParentClosePolicy string `json:"parent_close_policy,omitempty" kagzi:"7"`
 }
 
 // ChildRunID is the id of the child run that attempt attempt of step stepID
@@ -505,34 +505,34 @@ func ChildRunID(parent uuid.UUID, stepID string, attempt int) uuid.UUID {
 
 // ReportItem is one outcome, made under the lease (RunID, LeaseToken).
 type ReportItem struct {
-	Kind       ReportKind `json:"kind"`
-	RunID      uuid.UUID  `json:"run_id"`
-	LeaseToken int64      `json:"lease"`
+	Kind       ReportKind `json:"kind" kagzi:"1"`
+	RunID      uuid.UUID  `json:"run_id" kagzi:"2"`
+	LeaseToken int64      `json:"lease" kagzi:"3"`
 	// Step fields.
-	StepID   string `json:"step_id,omitempty"`
-	StepKind string `json:"step_kind,omitempty"`
-	Attempt  int    `json:"attempt,omitempty"`
+	StepID   string `json:"step_id,omitempty" kagzi:"4"`
+	StepKind string `json:"step_kind,omitempty" kagzi:"5"`
+	Attempt  int    `json:"attempt,omitempty" kagzi:"6"`
 	// Output of a completed step or run (JSON).
-	Output json.RawMessage `json:"output,omitempty"`
+	Output json.RawMessage `json:"output,omitempty" kagzi:"7"`
 	// Error of a failed step or run; ErrorType names its kind for
 	// non-retryable matching.
-	Error        string `json:"error,omitempty"`
-	ErrorType    string `json:"error_type,omitempty"`
-	NonRetryable bool   `json:"non_retryable,omitempty"`
+	Error        string `json:"error,omitempty" kagzi:"8"`
+	ErrorType    string `json:"error_type,omitempty" kagzi:"9"`
+	NonRetryable bool   `json:"non_retryable,omitempty" kagzi:"10"`
 	// Until is the wake time of a sleep or the retry time of a failed step.
-	Until      *time.Time `json:"until,omitempty"`
-	StartedAt  *time.Time `json:"started_at,omitempty"`
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	Until      *time.Time `json:"until,omitempty" kagzi:"11"`
+	StartedAt  *time.Time `json:"started_at,omitempty" kagzi:"12"`
+	FinishedAt *time.Time `json:"finished_at,omitempty" kagzi:"13"`
 	// Name is the awaited event's name (event_wait).
-	Name string `json:"name,omitempty"`
+	Name string `json:"name,omitempty" kagzi:"14"`
 	// Suspend: an event_wait that finds no event suspends the run.
-	Suspend bool `json:"suspend,omitempty"`
+	Suspend bool `json:"suspend,omitempty" kagzi:"15"`
 	// Steps are the CHILD steps a run_sleep waits for.
-	Steps []string `json:"steps,omitempty"`
+	Steps []string `json:"steps,omitempty" kagzi:"16"`
 	// Events: a run_sleep also honours the run's event waits in progress.
-	Events bool `json:"events,omitempty"`
+	Events bool `json:"events,omitempty" kagzi:"17"`
 	// Child is the run a child_start starts.
-	Child *ChildSpec `json:"child,omitempty"`
+	Child *ChildSpec `json:"child,omitempty" kagzi:"18"`
 	// EventsSeen, on a run_completed or run_continue, is the event count
 	// of the delivery (DeliveredRun.EventSeq) and EventNames the event
 	// names the execution waited for or drained (at most MaxEventNames;
@@ -540,9 +540,9 @@ type ReportItem struct {
 	// event of those names arrived after the delivery unconsumed, and
 	// otherwise answers ResultRerun. Absent (an older worker, or an
 	// execution that used no event name), the run ends as reported.
-	EventsSeen *int64   `json:"events_seen,omitempty"`
-	EventNames []string `json:"event_names,omitempty"`
-	AllEvents  bool     `json:"all_events,omitempty"`
+	EventsSeen *int64   `json:"events_seen,omitempty" kagzi:"19"`
+	EventNames []string `json:"event_names,omitempty" kagzi:"20"`
+	AllEvents  bool     `json:"all_events,omitempty" kagzi:"21"`
 }
 
 // ValidEventName reports an error unless s can name an event: 1 to
@@ -565,9 +565,9 @@ func ValidEventName(s string) error {
 // Report carries a worker's outcomes for runs of one namespace.
 type Report struct {
 	Versioned
-	WorkerID  uuid.UUID    `json:"worker_id"`
-	Namespace string       `json:"ns"`
-	Items     []ReportItem `json:"items"`
+	WorkerID  uuid.UUID    `json:"worker_id" kagzi:"1"`
+	Namespace string       `json:"ns" kagzi:"2"`
+	Items     []ReportItem `json:"items" kagzi:"3"`
 }
 
 // Validate implements Message.
@@ -722,28 +722,28 @@ const (
 
 // ReportResult is the outcome of one item.
 type ReportResult struct {
-	Code    ResultCode `json:"code"`
-	Message string     `json:"message,omitempty"`
+	Code    ResultCode `json:"code" kagzi:"1"`
+	Message string     `json:"message,omitempty" kagzi:"2"`
 	// Output is what an item asked for: the payload of the event an
 	// event_wait received, the payloads an event_drain holds.
-	Output json.RawMessage `json:"output,omitempty"`
+	Output json.RawMessage `json:"output,omitempty" kagzi:"3"`
 	// Waiting: an event_wait found no event and its wait is recorded.
-	Waiting bool `json:"waiting,omitempty"`
+	Waiting bool `json:"waiting,omitempty" kagzi:"4"`
 	// OutputSize is set, instead of Output, when the received event's
 	// payload (an event_drain's list) is too large to travel inline: the
 	// worker fetches it as the output of the EVENT step that received it
 	// (PayloadRequest).
-	OutputSize int `json:"output_size,omitempty"`
+	OutputSize int `json:"output_size,omitempty" kagzi:"5"`
 	// CancelRequested: the run was asked to cancel (said with step
 	// records, so a worker that missed the pushed notice learns it at the
 	// run's next step).
-	CancelRequested bool `json:"cancel_requested,omitempty"`
+	CancelRequested bool `json:"cancel_requested,omitempty" kagzi:"6"`
 }
 
 // ReportReply answers a Report with one result per item, in order.
 type ReportReply struct {
 	Versioned
-	Results []ReportResult `json:"results"`
+	Results []ReportResult `json:"results" kagzi:"1"`
 }
 
 // Validate implements Message.
