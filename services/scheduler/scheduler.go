@@ -33,7 +33,9 @@
 // short backoff (at most maxRetryInterval, 5 s), well within the window.
 //
 // The service is this package whole: Config is its configuration from the
-// environment, Assemble builds the Scheduler over a store and a NATS
+// environment, which New takes whole (defaulted by its env tags and
+// validated by config.Load or config.Defaults; Deps are its clock and
+// telemetry), Assemble builds the Scheduler over a store and a NATS
 // connection, and Run runs it as a process (cmd/scheduler calls it).
 package scheduler
 
