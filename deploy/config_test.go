@@ -79,6 +79,9 @@ func structVars(t *testing.T, typ reflect.Type, vars map[string]processVar) {
 		parts := strings.Split(tag, ",")
 		name := strings.TrimSpace(parts[0])
 		if name == "" {
+			if tag == ",noinit" {
+				continue // a field no variable sets, left nil
+			}
 			t.Fatalf("%v.%s: env tag %q without a variable name", typ, f.Name, tag)
 		}
 		var v processVar

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/telemetry"
 	"github.com/kagzi/kagzi/internal/telemetry/otlptest"
 	"github.com/kagzi/kagzi/pkg/client"
@@ -99,8 +100,13 @@ func TestOneConnectedTracePerRunOnEveryPath(t *testing.T) {
 		otel.SetTracerProvider(noop.NewTracerProvider())
 	})
 	var failed sync.Map
+	wcfg, err := config.Defaults[workersvc.Config](ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wcfg.MaxConcurrency, wcfg.HeartbeatInterval = 8, time.Second
 	srv, err := devserver.Start(ctx, devserver.Options{DatabaseURL: url, NATSURL: ns.URL(), Workers: 1,
-		Worker: workersvc.Config{MaxConcurrency: 8, HeartbeatInterval: time.Second}, Register: traceWorkflows(&failed)})
+		Worker: wcfg, Register: traceWorkflows(&failed)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/services/dispatcher"
 	"github.com/kagzi/kagzi/tests/testnats"
@@ -20,7 +21,12 @@ func waitEnv(t *testing.T) (*cli, string) {
 	t.Helper()
 	c := newCLI(t)
 	ns := testnats.Start(t)
-	relay := dispatcher.NewRelay(dispatcher.RelayConfig{DatabaseURL: c.url, Retry: 50 * time.Millisecond}, ns.Connect(t), nil)
+	cfg, err := config.Defaults[dispatcher.Config](context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DatabaseURL = c.url
+	relay := dispatcher.NewRelay(cfg, dispatcher.RelayDeps{Retry: 50 * time.Millisecond}, ns.Connect(t), nil)
 	if err := relay.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -44,6 +44,19 @@ func (l Lease) Validate() error {
 	return nil
 }
 
+// Check is the rule between the reaper's lease (l) and a dispatcher's
+// (dispatcher, which its beacons announce: protocol.HeaderLease): the
+// reaper extends a live worker's leases to l from its last heartbeat, so
+// with a longer l than the dispatcher's a run would stay leased past what
+// its dispatcher promised. The error names both and what to set.
+func (l Lease) Check(dispatcher time.Duration, dispatcherID string) error {
+	if l.Duration <= dispatcher {
+		return nil
+	}
+	return fmt.Errorf("%w: the reaper's KAGZI_LEASE %v exceeds dispatcher %s's %v: "+
+		"set KAGZI_LEASE the same for the dispatchers and the reaper", ErrInvalid, l.Duration, dispatcherID, dispatcher)
+}
+
 // Common are the variables every service reads.
 type Common struct {
 	// NATSURL is the NATS server to connect to.

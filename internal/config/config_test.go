@@ -20,11 +20,13 @@ import (
 	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/services/dispatcher"
 	"github.com/kagzi/kagzi/services/reaper"
+	"github.com/kagzi/kagzi/services/scheduler"
 	workersvc "github.com/kagzi/kagzi/services/worker"
 )
 
-// envTags returns every variable declared in this package's structs and
-// the services' (services/*/config.go) with its default, read from the
+// envTags returns every variable declared in this package's structs, the
+// services' (services/*/config.go) and the worker SDK's, which the worker
+// service embeds (pkg/worker/config.go), with its default, read from the
 // source so a new struct is covered without being listed here.
 func envTags(t *testing.T) map[string]string {
 	t.Helper()
@@ -33,7 +35,7 @@ func envTags(t *testing.T) map[string]string {
 		t.Fatalf("services' config files: %v %v", services, err)
 	}
 	vars := map[string]string{}
-	for _, file := range append([]string{"config.go"}, services...) {
+	for _, file := range append([]string{"config.go", "../../pkg/worker/config.go"}, services...) {
 		fset := token.NewFileSet()
 		f, err := parser.ParseFile(fset, file, nil, 0)
 		if err != nil {
@@ -62,6 +64,9 @@ func envTagsOf(t *testing.T, f *ast.File, vars map[string]string) {
 			return true
 		}
 		name, rest, _ := strings.Cut(env, ",")
+		if strings.TrimSpace(name) == "" {
+			return true // options only (noinit): no variable
+		}
 		def := ""
 		if _, d, ok := strings.Cut(rest, "default="); ok {
 			def = d
@@ -130,10 +135,39 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 
 func TestDefaultsAreValid(t *testing.T) {
 	t.Parallel()
-	for _, cfg := range []any{&dispatcher.Config{}, &reaper.Config{}, &workersvc.Config{}} {
+	for _, cfg := range []any{&dispatcher.Config{}, &reaper.Config{}, &scheduler.Config{}, &workersvc.Config{}} {
 		if err := config.LoadFrom(context.Background(), cfg, envconfig.MapLookuper(nil)); err != nil {
 			t.Errorf("%T defaults: %v", cfg, err)
 		}
+	}
+}
+
+// The worker service's configuration embeds the SDK's: its variables
+// land there, and the logger (no variable) stays unset.
+func TestWorkerServiceEmbedsTheSDKConfig(t *testing.T) {
+	c, err := config.Defaults[workersvc.Config](t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxConcurrency != 100 || c.DrainTimeout != 30*time.Second || c.Namespace != "default" || c.Identity != "worker" {
+		t.Errorf("worker service defaults: %+v", c)
+	}
+	if c.Logger != nil {
+		t.Error("reading the environment set the worker's Logger")
+	}
+}
+
+// The reaper's lease may not exceed a dispatcher's.
+func TestLeaseCheck(t *testing.T) {
+	l := config.Lease{Duration: 30 * time.Second}
+	if err := l.Check(30*time.Second, "d1"); err != nil {
+		t.Errorf("equal leases: %v", err)
+	}
+	if err := l.Check(time.Minute, "d1"); err != nil {
+		t.Errorf("a longer dispatcher lease: %v", err)
+	}
+	if err := l.Check(20*time.Second, "d1"); !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "d1's 20s") {
+		t.Errorf("a shorter dispatcher lease: %v", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -49,6 +50,27 @@ type DispatcherBeacon struct {
 // group's. It is a header, not a field, because a reader rejects a message
 // with fields it does not know, and older workers read these beacons.
 const HeaderDirect = "Kagzi-Direct"
+
+// HeaderLease on a DispatcherBeacon is the dispatcher's lease
+// (KAGZI_LEASE) in milliseconds (FormatLease): how long its claims hold
+// without heartbeats. The reaper, which extends a live worker's leases by
+// its own lease, checks it is no longer (a longer one would hold the runs
+// of a worker that died past the dispatchers' lease). A header for the
+// reason HeaderDirect is one.
+const HeaderLease = "Kagzi-Lease"
+
+// FormatLease is HeaderLease's value for lease.
+func FormatLease(lease time.Duration) string { return strconv.FormatInt(lease.Milliseconds(), 10) }
+
+// ParseLease reads HeaderLease's value; ok is false when v is not one (a
+// beacon of a dispatcher that does not announce its lease has none).
+func ParseLease(v string) (lease time.Duration, ok bool) {
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || ms <= 0 {
+		return 0, false
+	}
+	return time.Duration(ms) * time.Millisecond, true
+}
 
 // Interval is the time between the dispatcher's beacons.
 func (m *DispatcherBeacon) Interval() time.Duration {

@@ -71,6 +71,7 @@ func Permissions(role, namespace, identity string) (Permission, error) {
 			Subscribe: []string{
 				SubjectWorkerRegisterAll, SubjectWorkerHeartbeatAll, SubjectWorkerDeregisterAll,
 				SubjectReadyAll, SubjectRelayUp, SubjectWorkAll, SubjectDirectWorkAll, SubjectLeaderBeacon(LeaderReaper),
+				SubjectDispatcherBeacon, // the dispatchers' leases (HeaderLease)
 				ServiceInbox(RoleReaper) + ".>",
 			},
 		}, nil

@@ -66,42 +66,51 @@ const (
 	MaxInlineRetryWait = 10 * time.Minute
 )
 
-// Config configures a Worker. Zero fields take their defaults.
+// Config configures a Worker. Zero fields take their defaults (withDefaults,
+// the one place they are set).
+//
+// The env tags are the worker service's (services/worker, whose
+// configuration embeds Config and is read from the environment): its
+// variables and its defaults, which differ from a zero field's where a
+// service process is sized differently from a worker embedded in an
+// application (100 runs at once, not 10; a drain of 30 s, not 20 s). A Go
+// program that builds a Config ignores them.
 type Config struct {
 	// Namespace the worker serves (default "default").
-	Namespace string
+	Namespace string `env:"KAGZI_NAMESPACE, default=default"`
 	// Queue is the task queue the worker serves (default "default").
-	Queue string
+	Queue string `env:"KAGZI_QUEUE, default=default"`
 	// MaxConcurrency is how many runs may execute at once (default 10).
 	// A run's slot is free once its end report is sent; as many more runs
 	// may wait for that report's acknowledgement.
-	MaxConcurrency int
+	MaxConcurrency int `env:"KAGZI_MAX_CONCURRENCY, default=100"`
 	// HeartbeatInterval is how often liveness and held runs are
 	// published (default 2 s); accepted runs are also announced at once.
-	HeartbeatInterval time.Duration
+	HeartbeatInterval time.Duration `env:"KAGZI_HEARTBEAT_INTERVAL, default=2s"`
 	// WaitTimeout is how long a work request may stay parked at a
 	// dispatcher before the worker renews it (default 30 s, at most 10 min).
-	WaitTimeout time.Duration
+	WaitTimeout time.Duration `env:"KAGZI_WAIT_TIMEOUT, default=30s"`
 	// ReportTimeout bounds one attempt of a report round trip (default 5 s);
 	// a report is retried until acknowledged or its run ends.
 	ReportTimeout time.Duration
 	// DrainTimeout is how long Stop lets in-flight runs finish, and their
 	// end reports be acknowledged, before it cancels and releases them
 	// (default 20 s).
-	DrainTimeout time.Duration
+	DrainTimeout time.Duration `env:"KAGZI_DRAIN_TIMEOUT, default=30s"`
 	// MaxInlineRetry is the longest backoff before a step's next attempt
 	// that a run waits for in the worker, keeping its slot (default
 	// workflow.DefaultMaxInlineRetry, 2 s; negative: never). A longer
 	// backoff suspends the run until the retry time, freeing the slot.
-	MaxInlineRetry time.Duration
+	MaxInlineRetry time.Duration `env:"KAGZI_MAX_INLINE_RETRY, default=2s"`
 	// Hostname reported at registration (default os.Hostname()).
 	Hostname string
 	// Version of the worker binary, reported at registration (optional).
 	Version string
 	// Labels reported at registration (optional, at most 64).
 	Labels map[string]string
-	// Logger receives the worker's logs (default: discarded).
-	Logger *slog.Logger
+	// Logger receives the worker's logs (default: discarded). (noinit:
+	// reading the environment leaves it nil.)
+	Logger *slog.Logger `env:",noinit"`
 	// WorkerID identifies this worker process (default: a new UUID v7).
 	WorkerID uuid.UUID
 	// TracerProvider and MeterProvider default to the otel globals.

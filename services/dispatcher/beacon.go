@@ -105,12 +105,13 @@ func (d *Dispatcher) leave() {
 // beacon publishes the dispatcher's beacon, to a probe's reply subject if
 // one is given; leaving and renew set its flags. Every beacon says, in
 // protocol.HeaderDirect, that the dispatcher takes what is addressed to it
-// (onDirect).
+// (onDirect), and in protocol.HeaderLease how long its claims hold: the
+// reaper checks its own KAGZI_LEASE against it (config.Lease.Check).
 func (d *Dispatcher) beacon(reply string, leaving, renew bool) {
 	b := protocol.DispatcherBeacon{DispatcherID: d.beacons.id, IntervalMS: d.cfg.BeaconInterval.Milliseconds(),
 		Leaving: leaving, Renew: renew}
-	if d.cfg.RelayID != nil && !leaving {
-		b.RelayID = d.cfg.RelayID()
+	if d.deps.RelayID != nil && !leaving {
+		b.RelayID = d.deps.RelayID()
 	}
 	data, err := protocol.Encode(&b)
 	if err == nil {
@@ -121,7 +122,8 @@ func (d *Dispatcher) beacon(reply string, leaving, renew bool) {
 		// The header tells workers this dispatcher reads binary work
 		// requests and reports (protocol.HeaderEncodings).
 		err = d.nc.PublishMsg(&nats.Msg{Subject: subject, Data: data,
-			Header: nats.Header{protocol.HeaderEncodings: []string{protocol.EncodingsBinary}, protocol.HeaderDirect: []string{"1"}}})
+			Header: nats.Header{protocol.HeaderEncodings: []string{protocol.EncodingsBinary}, protocol.HeaderDirect: []string{"1"},
+				protocol.HeaderLease: []string{protocol.FormatLease(d.cfg.Lease.Duration)}}})
 	}
 	if err != nil && d.ctx.Err() == nil {
 		d.log.Warn("beacon not sent", "leaving", leaving, "err", err)

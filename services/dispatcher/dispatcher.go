@@ -20,30 +20,15 @@ import (
 	"github.com/kagzi/kagzi/internal/hops"
 	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/internal/natsutil"
-	"github.com/kagzi/kagzi/internal/tracectx"
 
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
-// Options tunes a Dispatcher. Zero fields take the defaults.
-type Options struct {
-	// Lease is how long a claim holds without heartbeats (default 30 s).
-	Lease time.Duration
-	// DeliveryTimeout bounds the wait for a worker's ack of a delivery
-	// (default 5 s); unacked runs are released at once.
-	DeliveryTimeout time.Duration
-	// MaxClaim caps the runs one claim takes (default 256).
-	MaxClaim int
-	// ReportBatch caps the report items applied in one transaction
-	// (default 512).
-	ReportBatch int
-	// ReportWriters is the number of transactions applying reports at once
-	// (default 4).
-	ReportWriters int
-	// BeaconInterval is the time between liveness beacons (default
-	// protocol.DefaultBeaconInterval; see beacon.go).
-	BeaconInterval time.Duration
+// Deps are what a Dispatcher is given besides its Config: its neighbours
+// in this process and its telemetry. Zero fields mean none (the otel
+// globals for the providers).
+type Deps struct {
 	// RelayID, if set, returns the id of the relay this process runs while
 	// it relays ("" otherwise); beacons carry it (see beacon.go).
 	RelayID func() string
@@ -51,42 +36,20 @@ type Options struct {
 	// same NATS connection): the run ends the dispatcher announces are not
 	// relayed a second time.
 	Published *Published
-	// PendingLimit is how many messages a subscription may hold unread
-	// before NATS drops the next ones (default 1<<20; see drops.go).
+	// PendingLimit, if positive, replaces pendingLimit (tests of NATS
+	// dropping messages; see drops.go).
 	PendingLimit int
-	// Hops, if set, records when each claimed run's wakeup arrived, its
-	// claim ran and its delivery was published (the dispatch-hop
-	// diagnostic, KAGZI_HOPS_DIR).
-	Hops *hops.Recorder
 	// TracerProvider and MeterProvider default to the otel globals.
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
 }
 
-func (c Options) withDefaults() Options {
-	if c.Lease <= 0 {
-		c.Lease = 30 * time.Second
-	}
-	if c.DeliveryTimeout <= 0 {
-		c.DeliveryTimeout = 5 * time.Second
-	}
-	if c.MaxClaim <= 0 {
-		c.MaxClaim = 256
-	}
-	if c.ReportBatch <= 0 {
-		c.ReportBatch = 512
-	}
-	if c.ReportWriters <= 0 {
-		c.ReportWriters = 4
-	}
-	if c.BeaconInterval <= 0 {
-		c.BeaconInterval = protocol.DefaultBeaconInterval
-	}
-	if c.PendingLimit <= 0 {
-		c.PendingLimit = 1 << 20
-	}
-	return c
-}
+// reportBatch caps the report items applied in one transaction.
+const reportBatch = 512
+
+// pendingLimit is how many messages a subscription may hold unread
+// before NATS drops the next ones (see drops.go).
+const pendingLimit = 1 << 20
 
 // Stats are the dispatcher's counters.
 type Stats struct {
@@ -141,7 +104,7 @@ type queue struct {
 	// nextDue: a read of the next due time runs (readNextDue);
 	// nextDueAgain: another was asked for meanwhile.
 	nextDue, nextDueAgain bool
-	// woke is the last wakeup's hops (only with Options.Hops).
+	// woke is the last wakeup's hops (only with KAGZI_HOPS_DIR).
 	woke wakeHops
 }
 
@@ -162,10 +125,15 @@ type parked struct {
 
 // Dispatcher is the lease service.
 type Dispatcher struct {
-	cfg Options
-	st  *store.Store
-	nc  *nats.Conn
-	log *slog.Logger
+	cfg  Config
+	deps Deps
+	// hops is cfg's recorder, if Run opened one (KAGZI_HOPS_DIR): it
+	// records when each claimed run's wakeup arrived, its claim ran and
+	// its delivery was published.
+	hops *hops.Recorder
+	st   *store.Store
+	nc   *nats.Conn
+	log  *slog.Logger
 
 	mu     sync.Mutex
 	queues map[qkey]*queue
@@ -190,22 +158,29 @@ type Dispatcher struct {
 	payloadReads, runsRefused, reruns                   atomic.Int64
 }
 
-// New returns a dispatcher over st and nc; Start runs it.
-func New(cfg Options, st *store.Store, nc *nats.Conn, log *slog.Logger) *Dispatcher {
+// New returns a dispatcher over st and nc, configured by cfg (as
+// config.Load or config.Defaults return it: New does not check it again);
+// Start runs it.
+func New(cfg Config, deps Deps, st *store.Store, nc *nats.Conn, log *slog.Logger) *Dispatcher {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if deps.PendingLimit <= 0 {
+		deps.PendingLimit = pendingLimit
+	}
 	return &Dispatcher{
-		cfg:     cfg.withDefaults(),
+		cfg:     cfg,
+		deps:    deps,
+		hops:    cfg.hops,
 		st:      st,
 		nc:      nc,
 		log:     log.With("component", "dispatcher"),
 		queues:  map[qkey]*queue{},
 		reports: make(chan *reportJob, 8192),
-		tel:     newInstruments(cfg.TracerProvider, cfg.MeterProvider),
+		tel:     newInstruments(deps.TracerProvider, deps.MeterProvider),
 		drops:   natsutil.WatchDrops(nc),
 		// Errors: a malformed request or report is a peer's bug.
-		malformed: natsutil.NewMalformed("dispatcher", log, slog.LevelError, cfg.MeterProvider),
+		malformed: natsutil.NewMalformed("dispatcher", log, slog.LevelError, deps.MeterProvider),
 	}
 }
 
@@ -266,7 +241,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 			d.life.Stop(nil)
 			return fmt.Errorf("dispatcher: subscribe %s: %w", s.subject, err)
 		}
-		_ = sub.SetPendingLimits(d.cfg.PendingLimit, 1<<30)
+		_ = sub.SetPendingLimits(d.deps.PendingLimit, 1<<30)
 		d.watchDrops(s.subject, sub)
 		d.subs = append(d.subs, sub)
 	}
@@ -283,7 +258,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		return err
 	}
 	d.checkPayloadLimits()
-	if err := registerQueueDepth(d.cfg.MeterProvider, d.st, func() context.Context { return d.ctx }); err != nil {
+	if err := registerQueueDepth(d.deps.MeterProvider, d.st, func() context.Context { return d.ctx }); err != nil {
 		d.log.Warn("queue depth metric", "err", err)
 	}
 	for i := 0; i < d.cfg.ReportWriters; i++ {
@@ -414,7 +389,7 @@ func (d *Dispatcher) onTimer(q *queue) {
 }
 
 func (d *Dispatcher) onWakeup(m *nats.Msg) {
-	woken := d.cfg.Hops.Now()
+	woken := d.hops.Now()
 	var w protocol.Wakeup
 	if err := protocol.Decode(m.Data, &w); err != nil {
 		d.dropMalformed(m, err)
@@ -558,10 +533,10 @@ func (d *Dispatcher) serve(q *queue) {
 		limit := min(p.req.Credits, d.cfg.MaxClaim)
 		d.claims.Add(1)
 		claimStart := time.Now()
-		claiming := d.cfg.Hops.Now()
+		claiming := d.hops.Now()
 		runs, flow, err := d.st.RunsClaimStats(d.ctx, store.RunsClaimParams{
 			Namespace: q.key.ns, Queue: q.key.queue, WorkerID: p.req.WorkerID,
-			Types: p.types, Limit: limit, Lease: d.cfg.Lease, InlineBytes: protocol.InlinePayloadBytes,
+			Types: p.types, Limit: limit, Lease: d.cfg.Lease.Duration, InlineBytes: protocol.InlinePayloadBytes,
 		})
 		if err != nil {
 			if d.ctx.Err() != nil {
@@ -670,267 +645,20 @@ func (d *Dispatcher) nextDueLoop(q *queue) {
 	}
 }
 
-// deliver hands claimed runs to the worker and releases them at once if it
-// does not take them.
-func (d *Dispatcher) deliver(p *parked, runs []store.ClaimedRun) {
-	limits, err := d.payloadLimits()
-	if err != nil {
-		d.log.Error("read payload limits; releasing", "err", err)
-		d.release(runs)
-		d.repark(p)
-		return
-	}
-	msg := protocol.Delivery{WorkerID: p.req.WorkerID, Seq: p.req.Seq, Runs: make([]protocol.DeliveredRun, len(runs)), Limits: limits}
-	spans := make([]trace.Span, len(runs))
-	for i := range runs {
-		msg.Runs[i] = deliveredRun(&runs[i])
-		// The attempt the delivery starts is a child of its dispatch span.
-		if tp := d.tel.startDispatch(d.ctx, &runs[i], p.req.WorkerID.String(), &spans[i]); tp != "" {
-			msg.Runs[i].TraceParent = tp
-		}
-	}
-	data, release, err := d.fit(&msg, p.enc, &runs)
-	d.tel.endDispatch(spans[len(runs):], errReleased)
-	spans = spans[:len(runs)]
-	d.release(release)
-	if err != nil {
-		d.log.Error("delivery does not encode; releasing", "err", err)
-		d.tel.endDispatch(spans, err)
-		d.release(runs)
-		d.repark(p)
-		return
-	}
-	if data == nil {
-		// The one run left cannot be delivered at all; fit failed it.
-		d.tel.endDispatch(spans, errUndeliverable)
-		d.repark(p)
-		return
-	}
-	// A delivery of one run carries its dispatch span as the W3C header
-	// too; several runs are several traces, each in its DeliveredRun.
-	hctx := d.ctx
-	if len(spans) == 1 && spans[0] != nil {
-		hctx = trace.ContextWithSpan(hctx, spans[0])
-	}
-	if d.cfg.Hops != nil {
-		now := d.cfg.Hops.Now()
-		for i := range runs {
-			d.cfg.Hops.Mark(runs[i].ID, hops.Delivered, now)
-		}
-	}
-	reply, err := d.nc.RequestMsg(tracectx.Msg(hctx, p.reply, data), d.cfg.DeliveryTimeout)
-	d.tel.endDispatch(spans, err)
-	if err != nil {
-		d.log.Warn("delivery not acknowledged; releasing", "worker_id", p.req.WorkerID, "runs", len(runs), "err", err)
-		d.release(runs)
-		return
-	}
-	var ack protocol.DeliveryAck
-	if err := protocol.Decode(reply.Data, &ack); err != nil {
-		d.dropMalformed(reply, err)
-		d.release(runs)
-		return
-	}
-	if !ack.Accepted {
-		d.release(runs)
-		return
-	}
-	d.deliveries.Add(1)
-}
-
-// fit encodes msg within the NATS server's message size: runs that do not
-// fit are left out (halving) and returned to be released; a single run
-// whose inline payloads do not fit is sent with all of them by size (the
-// worker fetches them); a single run whose history does not fit even so is
-// failed with a clear error, and fit returns no data. msg.Runs and *runs
-// are cut to what is sent.
-func (d *Dispatcher) fit(msg *protocol.Delivery, enc protocol.Encoding, runs *[]store.ClaimedRun) (data []byte, release []store.ClaimedRun, err error) {
-	limit := d.nc.MaxPayload()
-	data, err = protocol.EncodeAs(msg, enc)
-	for err == nil && int64(len(data)) > limit && len(msg.Runs) > 1 {
-		half := len(msg.Runs) / 2
-		release = append(release, (*runs)[half:]...)
-		*runs, msg.Runs = (*runs)[:half], msg.Runs[:half]
-		data, err = protocol.EncodeAs(msg, enc)
-	}
-	if err != nil || int64(len(data)) <= limit {
-		return data, release, err
-	}
-	byReference(&msg.Runs[0])
-	if data, err = protocol.EncodeAs(msg, enc); err != nil || int64(len(data)) <= limit {
-		return data, release, err
-	}
-	c := &(*runs)[0]
-	d.failRun(store.Lease{Namespace: c.Namespace, RunID: c.ID, Token: c.LeaseToken}, c.Type,
-		fmt.Sprintf("the run's history cannot be delivered: its %d step records take %d bytes without any payload, "+
-			"more than the NATS server's max_payload of %d bytes", len(c.Steps), len(data), limit))
-	*runs = nil
-	return nil, release, nil
-}
-
-// byReference leaves every payload of r out of the delivery, sending its
-// size instead.
-func byReference(r *protocol.DeliveredRun) {
-	if len(r.Input) > 0 {
-		r.InputSize, r.Input = len(r.Input), nil
-	}
-	for i := range r.Steps {
-		if s := &r.Steps[i]; len(s.Output) > 0 {
-			s.OutputSize, s.Output = len(s.Output), nil
-		}
-	}
-}
-
-// payloadLimits are the limits workers are told: the database's, within
-// what one NATS message of this server can carry around one payload.
-func (d *Dispatcher) payloadLimits() (protocol.PayloadLimits, error) {
-	set, err := d.st.Limits(d.ctx)
-	if err != nil {
-		return protocol.PayloadLimits{}, err
-	}
-	max := min(set.PayloadMaxBytes, protocol.MessagePayloadLimit(d.nc.MaxPayload()))
-	return protocol.PayloadLimits{MaxBytes: max, WarnBytes: min(set.PayloadWarnBytes, max)}, nil
-}
-
-// checkPayloadLimits warns when the NATS server cannot carry payloads as
-// large as the database allows: workers are then told the smaller limit.
-func (d *Dispatcher) checkPayloadLimits() {
-	set, err := d.st.Limits(d.ctx)
-	if err != nil {
-		d.log.Warn("read payload limits", "err", err)
-		return
-	}
-	if fit := protocol.MessagePayloadLimit(d.nc.MaxPayload()); fit < set.PayloadMaxBytes {
-		d.log.Warn("NATS max_payload is smaller than the payload limit: outputs reported by workers are limited to what fits",
-			"nats_max_payload", d.nc.MaxPayload(), "payload_max_bytes", set.PayloadMaxBytes, "reportable_bytes", fit)
-	}
-}
-
-// repark puts back a request whose delivery failed before it reached the
-// worker, so the worker is not left waiting for its request to time out.
-func (d *Dispatcher) repark(p *parked) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.ctx.Err() != nil || time.Now().After(p.expires) {
-		return
-	}
-	q := d.queueLocked(qkey{p.req.Namespace, p.req.Queue})
-	for _, x := range q.parked {
-		if x.req.WorkerID == p.req.WorkerID {
-			return // superseded by a newer request
-		}
-	}
-	q.parked = append(q.parked, p)
-	d.signal(q)
-}
-
-// failRun ends a run for good with reason, under its lease, and announces
-// it.
-func (d *Dispatcher) failRun(l store.Lease, typ, reason string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), 10*time.Second)
-	defer cancel()
-	if err := d.st.RunsFail(ctx, l, reason); err != nil {
-		d.log.Error("fail run", "run_id", l.RunID, "reason", reason, "err", err)
-		return
-	}
-	d.log.Warn("run failed by the dispatcher", "run_id", l.RunID, "reason", reason)
-	d.tel.finished(d.ctx, l.Namespace, typ, string(store.StatusFailed))
-	if data, err := protocol.Encode(&protocol.RunFinished{Namespace: l.Namespace, RunID: l.RunID, Status: string(store.StatusFailed)}); err == nil {
-		_ = d.nc.Publish(protocol.SubjectDone(l.Namespace, l.RunID), data)
-	}
-}
-
-func (d *Dispatcher) release(runs []store.ClaimedRun) {
-	if len(runs) == 0 {
-		return
-	}
-	leases := make([]store.Lease, len(runs))
-	for i, r := range runs {
-		leases[i] = store.Lease{Namespace: r.Namespace, RunID: r.ID, Token: r.LeaseToken}
-	}
-	// The dispatcher's own context may be ending; the release must still
-	// happen or the runs wait for their lease to expire.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), 10*time.Second)
-	defer cancel()
-	n, err := d.st.RunsReleaseMany(ctx, leases)
-	if err != nil {
-		d.log.Error("release undelivered runs", "runs", len(runs), "err", err)
-		return
-	}
-	d.released.Add(n)
-}
-
 // markClaimed records the hops of claimed runs up to the claim's return;
 // the wakeup's are the last one the queue received before the claim.
 func (d *Dispatcher) markClaimed(runs []store.ClaimedRun, woke wakeHops, claiming int64) {
-	claimed := d.cfg.Hops.Now()
+	claimed := d.hops.Now()
 	for i := range runs {
 		id := runs[i].ID
 		if woke.woken != 0 {
 			if woke.notified != 0 {
-				d.cfg.Hops.Mark(id, hops.Notified, woke.notified)
-				d.cfg.Hops.Mark(id, hops.Relayed, woke.relayed)
+				d.hops.Mark(id, hops.Notified, woke.notified)
+				d.hops.Mark(id, hops.Relayed, woke.relayed)
 			}
-			d.cfg.Hops.Mark(id, hops.Woken, woke.woken)
+			d.hops.Mark(id, hops.Woken, woke.woken)
 		}
-		d.cfg.Hops.Mark(id, hops.Claiming, claiming)
-		d.cfg.Hops.Mark(id, hops.Claimed, claimed)
+		d.hops.Mark(id, hops.Claiming, claiming)
+		d.hops.Mark(id, hops.Claimed, claimed)
 	}
-}
-
-// localWakeup is a wakeup handed over in process, awaiting its NATS copy.
-type localWakeup struct {
-	key qkey
-	at  time.Time
-}
-
-// maxLocal bounds the wakeups remembered for want of their NATS copy (a
-// publish that failed leaves one behind until a later copy passes it).
-const maxLocal = 1024
-
-// expectLocal remembers a wakeup the relay of this process is about to
-// publish and hand over (wakeLocal); safe on nil. The same wakeup arrives
-// from NATS too (other dispatchers and reapers need it): the relay
-// publishes in order and NATS keeps one publisher's order, so its copy is
-// the oldest one remembered here, and handedOver drops it rather than
-// claim a second time for one start. It is remembered before the publish,
-// so the copy cannot come first.
-func (d *Dispatcher) expectLocal(w *protocol.Wakeup) {
-	if d == nil {
-		return
-	}
-	d.mu.Lock()
-	if len(d.local) == maxLocal {
-		d.local = append(d.local[:0], d.local[1:]...)
-	}
-	d.local = append(d.local, localWakeup{qkey{w.Namespace, w.Queue}, w.AvailableAt})
-	d.mu.Unlock()
-}
-
-// wakeLocal takes a wakeup from the relay of this process, after the
-// relay published it: the queue loop it wakes is then the goroutine made
-// runnable last, the one that runs when the relay waits again (not NATS's
-// flusher). Safe on nil.
-func (d *Dispatcher) wakeLocal(w *protocol.Wakeup) {
-	if d == nil {
-		return
-	}
-	d.onWakeupAt(w, d.cfg.Hops.Now())
-}
-
-// handedOver reports whether w is the NATS copy of a wakeup the relay of
-// this process handed over already, forgetting it and any older one
-// whose copy never came.
-func (d *Dispatcher) handedOver(w *protocol.Wakeup) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for i, l := range d.local {
-		if l.key.ns == w.Namespace && l.key.queue == w.Queue && l.at.Equal(w.AvailableAt) {
-			n := copy(d.local, d.local[i+1:])
-			clear(d.local[n:])
-			d.local = d.local[:n]
-			return true
-		}
-	}
-	return false
 }

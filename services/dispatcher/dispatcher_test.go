@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/tests/testdb"
@@ -33,14 +35,29 @@ type env struct {
 	d   *Dispatcher
 }
 
-func newEnv(t *testing.T, cfg Options, maxPayload int32) *env {
+// testConfig is the dispatcher's configuration at its defaults, with
+// what set changes (set may be nil).
+func testConfig(t *testing.T, set func(*Config)) Config {
+	t.Helper()
+	cfg, err := config.Defaults[Config](context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set != nil {
+		set(&cfg)
+	}
+	return cfg
+}
+
+func newEnv(t *testing.T, set func(*Config), maxPayload int32) *env {
 	t.Helper()
 	t.Parallel()
+	cfg := testConfig(t, set)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	srv := testnats.StartWithMaxPayload(t, maxPayload)
 	e := &env{t: t, ctx: ctx, st: testdb.Store(t), nc: srv.Connect(t)}
-	e.d = New(cfg, e.st, srv.Connect(t), nil)
+	e.d = New(cfg, Deps{}, e.st, srv.Connect(t), nil)
 	if err := e.d.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +222,7 @@ func runIDs(d protocol.Delivery) []uuid.UUID {
 // wakeup forgets it, and the parked request is served, by its latest
 // sequence number.
 func TestParkedRequestWaitsForAWakeup(t *testing.T) {
-	e := newEnv(t, Options{}, testnats.MaxPayload)
+	e := newEnv(t, nil, testnats.MaxPayload)
 	w := e.worker(accept)
 	w.request(2)
 	e.waitFor("the first claim's empty answer remembered", func() bool { return e.remembersEmpty(ttype) })
@@ -234,7 +251,7 @@ func TestParkedRequestWaitsForAWakeup(t *testing.T) {
 // The empty-queue memory is per type set: a worker serving other types
 // still queries, and a wakeup for another queue leaves it in place.
 func TestEmptyMemoryIsPerTypeSetAndQueue(t *testing.T) {
-	e := newEnv(t, Options{}, testnats.MaxPayload)
+	e := newEnv(t, nil, testnats.MaxPayload)
 	w := e.worker(accept)
 	w.request(1)
 	e.waitFor("the first claim's empty answer remembered", func() bool { return e.remembersEmpty(ttype) })
@@ -267,7 +284,7 @@ func TestEmptyMemoryIsPerTypeSetAndQueue(t *testing.T) {
 // its work request's, a report reply in its report's. Its beacons say it
 // reads binary.
 func TestAnswersInTheQuestionsEncoding(t *testing.T) {
-	e := newEnv(t, Options{}, testnats.MaxPayload)
+	e := newEnv(t, nil, testnats.MaxPayload)
 	beacon, err := e.nc.Request(protocol.SubjectDispatcherProbe, mustEncode(t, &protocol.DispatcherProbe{WorkerID: uuid.New()}), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -312,7 +329,7 @@ func mustEncode(t *testing.T, m protocol.Message) []byte {
 }
 
 func TestTimerServesARunWhenDue(t *testing.T) {
-	e := newEnv(t, Options{}, testnats.MaxPayload)
+	e := newEnv(t, nil, testnats.MaxPayload)
 	w := e.worker(accept)
 	due := time.Now().Add(700 * time.Millisecond)
 	id := e.run(&due, `{}`)
@@ -336,7 +353,7 @@ func TestTimerServesARunWhenDue(t *testing.T) {
 func TestUnacceptedDeliveryIsReleased(t *testing.T) {
 	for _, mode := range []ackMode{refuse, silent} {
 		t.Run(map[ackMode]string{refuse: "refused", silent: "unanswered"}[mode], func(t *testing.T) {
-			e := newEnv(t, Options{DeliveryTimeout: 300 * time.Millisecond}, testnats.MaxPayload)
+			e := newEnv(t, func(c *Config) { c.DeliveryTimeout = 300 * time.Millisecond }, testnats.MaxPayload)
 			id := e.run(nil, `{}`)
 			w := e.worker(mode)
 			w.request(1)
@@ -369,7 +386,7 @@ func TestDeliverySplitsWhatDoesNotFit(t *testing.T) {
 	// (under protocol.InlinePayloadBytes) do not fit one message, 6 do.
 	const maxPayload = 96 << 10
 	const runs = 8
-	e := newEnv(t, Options{}, maxPayload)
+	e := newEnv(t, nil, maxPayload)
 	input := `"` + strings.Repeat("x", 14<<10) + `"`
 	want := map[uuid.UUID]bool{}
 	for i := 0; i < runs; i++ {
@@ -409,8 +426,8 @@ func TestDeliverySplitsWhatDoesNotFit(t *testing.T) {
 // Stop is safe before Start and twice, with requests parked; a stopped
 // dispatcher does not start again.
 func TestStopIsSafeTwice(t *testing.T) {
-	e := newEnv(t, Options{}, testnats.MaxPayload)
-	New(Options{}, e.st, e.nc, nil).Stop()
+	e := newEnv(t, nil, testnats.MaxPayload)
+	New(testConfig(t, nil), Deps{}, e.st, e.nc, nil).Stop()
 	w := e.worker(accept)
 	w.request(1)
 	e.waitFor("the request parked", func() bool { return e.remembersEmpty(ttype) })
@@ -418,5 +435,27 @@ func TestStopIsSafeTwice(t *testing.T) {
 	e.d.Stop()
 	if err := e.d.Start(e.ctx); err == nil {
 		t.Fatal("a stopped dispatcher started again")
+	}
+}
+
+// A dispatcher's beacons announce its lease, and the reaper's check
+// against it refuses a longer reaper lease with an error naming both.
+func TestBeaconAnnouncesTheLease(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.Lease.Duration = 20 * time.Second }, testnats.MaxPayload)
+	beacon, err := e.nc.Request(protocol.SubjectDispatcherProbe, mustEncode(t, &protocol.DispatcherProbe{WorkerID: uuid.New()}), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease, ok := protocol.ParseLease(beacon.Header.Get(protocol.HeaderLease))
+	if !ok || lease != 20*time.Second {
+		t.Fatalf("beacon header %s: %q", protocol.HeaderLease, beacon.Header.Get(protocol.HeaderLease))
+	}
+	id := e.d.ID().String()
+	if err := (config.Lease{Duration: 20 * time.Second}).Check(lease, id); err != nil {
+		t.Fatalf("an equal lease: %v", err)
+	}
+	err = (config.Lease{Duration: 30 * time.Second}).Check(lease, id)
+	if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), id) || !strings.Contains(err.Error(), "KAGZI_LEASE 30s") {
+		t.Fatalf("a longer reaper lease: %v", err)
 	}
 }

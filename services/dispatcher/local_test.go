@@ -26,7 +26,8 @@ func TestLocalRelayWakesOnce(t *testing.T) {
 	srv := testnats.Start(t)
 	e := &env{t: t, ctx: ctx, st: store.New(pool, store.Options{}), nc: srv.Connect(t)}
 	shared := srv.Connect(t) // the dispatcher's and the relay's, as Assemble has it
-	e.d = New(Options{}, e.st, shared, nil)
+	cfg := testConfig(t, func(c *Config) { c.DatabaseURL = url })
+	e.d = New(cfg, Deps{}, e.st, shared, nil)
 	if err := e.d.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +40,7 @@ func TestLocalRelayWakesOnce(t *testing.T) {
 	if err := e.nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	r := NewRelay(RelayConfig{DatabaseURL: url, Local: e.d}, shared, nil)
+	r := NewRelay(cfg, RelayDeps{Local: e.d}, shared, nil)
 	if err := r.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -26,14 +26,16 @@ import (
 // RelayLockKey is the advisory lock that elects the one relaying replica.
 const RelayLockKey int64 = 0x6b61677a6901 // "kagzi" 01
 
-// RelayConfig configures a Relay.
-type RelayConfig struct {
-	// DatabaseURL is where the relay holds its dedicated connection, a
-	// session that LISTENs and holds the relay lock: it must reach
-	// Postgres directly, not through a connection pooler (the service
-	// gives it KAGZI_DATABASE_SESSION_URL).
-	DatabaseURL string
-	// Retry is the wait before reconnecting after a lost connection.
+// RelayDeps are what a Relay is given besides the dispatcher's Config,
+// whose KAGZI_DATABASE_SESSION_URL (else KAGZI_DATABASE_URL) it holds its
+// dedicated connection at (a session that LISTENs and holds the relay
+// lock: it must reach Postgres directly, not through a connection pooler)
+// and whose KAGZI_BEACON_INTERVAL it beacons at while it leads (a
+// standby takes over from a leader silent for three of them). Zero
+// fields mean none.
+type RelayDeps struct {
+	// Retry, if positive, replaces the wait before reconnecting after a
+	// lost connection (relayRetry).
 	Retry time.Duration
 	// MeterProvider defaults to the otel global.
 	MeterProvider metric.MeterProvider
@@ -45,19 +47,15 @@ type RelayConfig struct {
 	// that stopped making progress (see package leadership); without it
 	// the relay lock alone elects, and a frozen leader keeps it.
 	Store *store.Store
-	// BeaconInterval is the time between the leader's beacons (default
-	// protocol.DefaultBeaconInterval); a standby takes over from a leader
-	// silent for three of them.
-	BeaconInterval time.Duration
 	// Local, if set, is the dispatcher of this process: each wakeup is
 	// handed to it directly as it is published, so the dispatcher
 	// next to the relay claims without waiting for the wakeup's round
 	// trip through the NATS server (see Dispatcher.Local).
 	Local *Dispatcher
-	// Hops, if set, stamps each wakeup with when its NOTIFY arrived and
-	// when it was published (the dispatch-hop diagnostic).
-	Hops *hops.Recorder
 }
+
+// relayRetry is the wait before reconnecting after a lost connection.
+const relayRetry = 200 * time.Millisecond
 
 // RelayStats are the relay's counters.
 type RelayStats struct {
@@ -70,10 +68,15 @@ type RelayStats struct {
 // Relay republishes Postgres notifications on NATS. Every dispatcher
 // replica runs one; the advisory lock lets exactly one of them listen.
 type Relay struct {
-	cfg RelayConfig
-	nc  *nats.Conn
-	log *slog.Logger
-	id  string
+	cfg  Config
+	deps RelayDeps
+	// hops is cfg's recorder, if Run opened one (KAGZI_HOPS_DIR): it
+	// stamps each wakeup with when its NOTIFY arrived and when it was
+	// published.
+	hops *hops.Recorder
+	nc   *nats.Conn
+	log  *slog.Logger
+	id   string
 
 	relayed   atomic.Int64
 	deduped   atomic.Int64
@@ -82,7 +85,7 @@ type Relay struct {
 	leader    atomic.Bool
 
 	// watch beacons while this replica relays and watches the leader
-	// while it does not (nil without RelayConfig.Store).
+	// while it does not (nil without RelayDeps.Store).
 	watch *leadership.Watch
 
 	life lifecycle.Base
@@ -92,16 +95,20 @@ type Relay struct {
 	stopReconnect func()
 }
 
-// NewRelay returns a relay; Start runs it.
-func NewRelay(cfg RelayConfig, nc *nats.Conn, log *slog.Logger) *Relay {
+// NewRelay returns a relay configured by the dispatcher's cfg (as
+// config.Load or config.Defaults return it); Start runs it.
+func NewRelay(cfg Config, deps RelayDeps, nc *nats.Conn, log *slog.Logger) *Relay {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Relay{cfg: cfg, nc: nc, log: log.With("component", "relay"), id: uuid.NewString(),
-		tel: newInstruments(nil, cfg.MeterProvider), malformed: natsutil.NewMalformed("relay", log, slog.LevelError, cfg.MeterProvider)}
-	if cfg.Store != nil {
+	if deps.Retry <= 0 {
+		deps.Retry = relayRetry
+	}
+	r := &Relay{cfg: cfg, deps: deps, hops: cfg.hops, nc: nc, log: log.With("component", "relay"), id: uuid.NewString(),
+		tel: newInstruments(nil, deps.MeterProvider), malformed: natsutil.NewMalformed("relay", log, slog.LevelError, deps.MeterProvider)}
+	if deps.Store != nil {
 		r.watch = leadership.New(leadership.Options{Role: protocol.LeaderRelay, LockKey: RelayLockKey, Interval: cfg.BeaconInterval},
-			cfg.Store, nc, log)
+			deps.Store, nc, log)
 	}
 	return r
 }
@@ -139,18 +146,14 @@ func (r *Relay) Start(ctx context.Context) error {
 	r.mu.Lock()
 	r.stopReconnect = stop
 	r.mu.Unlock()
-	retry := r.cfg.Retry
-	if retry <= 0 {
-		retry = 200 * time.Millisecond
-	}
 	// pgxlisten owns the LISTEN loop: its Connect hook waits for the relay
 	// lock on a dedicated session, and it reconnects (campaigns again)
 	// after every lost session. Its backlog hook runs once LISTEN is
 	// active on a new session, which is when this replica leads.
 	l := &pgxlisten.Listener{
-		Connect:        store.LockedConnect(r.cfg.DatabaseURL, RelayLockKey),
+		Connect:        store.LockedConnect(r.cfg.SessionURL(), RelayLockKey),
 		LogError:       r.onListenError,
-		ReconnectDelay: retry,
+		ReconnectDelay: r.deps.Retry,
 	}
 	l.Handle(store.NotifyChannel, relayHandler{r})
 	r.life.Go(func() { _ = l.Listen(ctx) })
@@ -237,7 +240,7 @@ func (r *Relay) onReconnect() {
 }
 
 func (r *Relay) onNotification(ctx context.Context, payload string) {
-	notified := r.cfg.Hops.Now()
+	notified := r.hops.Now()
 	n, err := store.ParseNotification(payload)
 	if err != nil {
 		r.malformed.Drop(ctx, "", err)
@@ -247,16 +250,16 @@ func (r *Relay) onNotification(ctx context.Context, payload string) {
 	case store.NotifyReady:
 		w := &protocol.Wakeup{Namespace: n.Namespace, Queue: n.Queue, AvailableAt: *n.At}
 		if notified != 0 {
-			w.NotifiedNS, w.RelayedNS = notified, r.cfg.Hops.Now()
+			w.NotifiedNS, w.RelayedNS = notified, r.hops.Now()
 		}
-		r.cfg.Local.expectLocal(w)
+		r.deps.Local.expectLocal(w)
 		r.publish(ctx, protocol.SubjectReady(n.Namespace, n.Queue), w)
-		r.cfg.Local.wakeLocal(w)
+		r.deps.Local.wakeLocal(w)
 	case store.NotifyDone:
 		for _, f := range n.Finished {
 			subject := protocol.SubjectDone(n.Namespace, f.RunID)
 			msg := &protocol.RunFinished{Namespace: n.Namespace, RunID: f.RunID, Status: string(f.Status)}
-			if r.cfg.Published.once(f.RunID, string(f.Status), func() bool { return r.publish(ctx, subject, msg) }) {
+			if r.deps.Published.once(f.RunID, string(f.Status), func() bool { return r.publish(ctx, subject, msg) }) {
 				r.deduped.Add(1)
 			}
 		}

@@ -63,7 +63,7 @@ func (d *Dispatcher) reportWriter() {
 		batch := []*reportJob{first}
 		items := len(first.report.Items)
 	collect:
-		for items < d.cfg.ReportBatch {
+		for items < reportBatch {
 			select {
 			case j := <-d.reports:
 				batch = append(batch, j)
@@ -494,7 +494,7 @@ func stepParams(l store.Lease, it *protocol.ReportItem) store.StepsRecordParams 
 
 // reply answers the worker and, after the commit, announces finished runs
 // directly. The relay announces them too, unless it runs in this process
-// (Options.Published): then whichever of the two comes first announces,
+// (Deps.Published): then whichever of the two comes first announces,
 // since both would go out on the same connection.
 func (d *Dispatcher) reply(j *reportJob) {
 	for _, f := range j.finished {
@@ -502,7 +502,7 @@ func (d *Dispatcher) reply(j *reportJob) {
 	}
 	for i := range j.finished {
 		f := &j.finished[i].RunFinished
-		d.cfg.Published.once(f.RunID, f.Status, func() bool {
+		d.deps.Published.once(f.RunID, f.Status, func() bool {
 			data, err := protocol.Encode(f)
 			return err == nil && d.nc.Publish(protocol.SubjectDone(f.Namespace, f.RunID), data) == nil
 		})

@@ -21,20 +21,16 @@ import (
 // Assemble returns the dispatcher service's parts over st and nc: the
 // lease service and, if cfg.Relay, the relay, with the readiness checks.
 func Assemble(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) process.Parts {
-	opts := Options{
-		Lease: cfg.Lease.Duration, DeliveryTimeout: cfg.DeliveryTimeout, MaxClaim: cfg.MaxClaim, ReportWriters: cfg.ReportWriters,
-		BeaconInterval: cfg.BeaconInterval, Hops: cfg.hops,
-	}
+	var deps Deps
 	var relay *Relay
 	if cfg.Relay {
-		opts.Published = NewPublished()
-		relay = NewRelay(RelayConfig{DatabaseURL: cfg.SessionURL(), Published: opts.Published, Store: st,
-			BeaconInterval: cfg.BeaconInterval, Hops: cfg.hops}, nc, log)
-		opts.RelayID = relay.LeaderID
+		deps.Published = NewPublished()
+		relay = NewRelay(cfg, RelayDeps{Published: deps.Published, Store: st}, nc, log)
+		deps.RelayID = relay.LeaderID
 	}
-	d := New(opts, st, nc, log)
+	d := New(cfg, deps, st, nc, log)
 	if relay != nil {
-		relay.cfg.Local = d
+		relay.deps.Local = d
 	}
 	natsutil.OnReconnect(nc, d.Resync)
 	p := process.Parts{Components: []lifecycle.Component{d}, Checks: map[string]lifecycle.Check{

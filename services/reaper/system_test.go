@@ -54,17 +54,33 @@ type system struct {
 	nc  *nats.Conn
 }
 
-func startSystem(t *testing.T, rcfg reaper.Config) *system {
+// startSystem starts it with the reaper's configuration at its defaults
+// but for what setReaper changes.
+func startSystem(t *testing.T, setReaper func(*reaper.Config)) *system {
 	t.Helper()
-	return startSystemWith(t, rcfg, dispatcher.Config{})
+	return startSystemWith(t, setReaper, nil)
 }
 
-func startSystemWith(t *testing.T, rcfg reaper.Config, dcfg dispatcher.Config) *system {
+// startSystemWith is startSystem with what setDispatcher (if not nil)
+// changes in the dispatchers' configuration.
+func startSystemWith(t *testing.T, setReaper func(*reaper.Config), setDispatcher func(*dispatcher.Config)) *system {
 	t.Helper()
 	url := testdb.New(t)
 	ns := testnats.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
+	rcfg, err := config.Defaults[reaper.Config](ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setReaper(&rcfg)
+	dcfg, err := config.Defaults[dispatcher.Config](ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if setDispatcher != nil {
+		setDispatcher(&dcfg)
+	}
 	srv, err := devserver.Start(ctx, devserver.Options{DatabaseURL: url, NATSURL: ns.URL(), Workers: -1,
 		Reaper: rcfg, Dispatcher: dcfg, Log: testLogger(t)})
 	if err != nil {
@@ -254,8 +270,9 @@ func startWorkerProcess(t *testing.T, natsURL string, env ...string) *workerProc
 func TestKilledWorkerProcessRunsCompleteElsewhere(t *testing.T) {
 	t.Parallel()
 	const timeout = time.Second
-	s := startSystem(t, reaper.Config{WorkerTimeout: timeout, FlushInterval: 100 * time.Millisecond,
-		Lease: config.Lease{Duration: 10 * time.Second}, LeaseGrace: time.Second})
+	s := startSystem(t, func(c *reaper.Config) {
+		c.WorkerTimeout, c.FlushInterval, c.Lease.Duration, c.LeaseGrace = timeout, 100*time.Millisecond, 10*time.Second, time.Second
+	})
 	path := t.TempDir() + "/steps.log"
 	proc := startWorkerProcess(t, s.srv.NATSURL, envFile+"="+path)
 	cmd, next, wait := proc.cmd, proc.next, proc.wait
@@ -347,8 +364,9 @@ func TestKilledWorkerProcessRunsCompleteElsewhere(t *testing.T) {
 func TestDrainingWorkerFinishesItsRunsAndNothingIsRecovered(t *testing.T) {
 	t.Parallel()
 	const timeout = 500 * time.Millisecond
-	s := startSystem(t, reaper.Config{WorkerTimeout: timeout, FlushInterval: 100 * time.Millisecond,
-		Lease: config.Lease{Duration: 3 * time.Second}, LeaseGrace: time.Second})
+	s := startSystem(t, func(c *reaper.Config) {
+		c.WorkerTimeout, c.FlushInterval, c.Lease.Duration, c.LeaseGrace = timeout, 100*time.Millisecond, 3*time.Second, time.Second
+	})
 	release := make(chan struct{})
 	entered := make(chan struct{}, 10)
 	w := s.startWorker(t, func(w *worker.Worker) error {
@@ -423,8 +441,9 @@ func TestDrainingWorkerFinishesItsRunsAndNothingIsRecovered(t *testing.T) {
 // A run asleep when its deadline passes fails at the deadline.
 func TestDeadlinePassesWhileRunSleeps(t *testing.T) {
 	t.Parallel()
-	s := startSystem(t, reaper.Config{WorkerTimeout: time.Second, FlushInterval: 100 * time.Millisecond,
-		Lease: config.Lease{Duration: 3 * time.Second}, LeaseGrace: time.Second})
+	s := startSystem(t, func(c *reaper.Config) {
+		c.WorkerTimeout, c.FlushInterval, c.Lease.Duration, c.LeaseGrace = time.Second, 100*time.Millisecond, 3*time.Second, time.Second
+	})
 	s.startWorker(t, func(w *worker.Worker) error {
 		return worker.Register(w, "Nap", func(ctx workflow.Context, in int) (int, error) {
 			if err := workflow.Sleep(ctx, "nap", time.Hour); err != nil {
@@ -473,8 +492,9 @@ func TestDeadlinePassesWhileRunSleeps(t *testing.T) {
 func TestExpiredLeaseIsRecovered(t *testing.T) {
 	t.Parallel()
 	const lease = 2 * time.Second
-	s := startSystem(t, reaper.Config{WorkerTimeout: time.Second, FlushInterval: 100 * time.Millisecond,
-		Lease: config.Lease{Duration: lease}, LeaseGrace: 500 * time.Millisecond})
+	s := startSystem(t, func(c *reaper.Config) {
+		c.WorkerTimeout, c.FlushInterval, c.Lease.Duration, c.LeaseGrace = time.Second, 100*time.Millisecond, lease, 500*time.Millisecond
+	})
 	ctx := context.Background()
 	st := s.srv.Store
 	// Let the re-reads scheduled by taking over pass, so that only the
@@ -519,8 +539,9 @@ func TestExpiredLeaseIsRecovered(t *testing.T) {
 func TestUntrackedClaimerLeaseExpires(t *testing.T) {
 	t.Parallel()
 	const lease = 2 * time.Second
-	s := startSystemWith(t, reaper.Config{WorkerTimeout: time.Second, FlushInterval: 100 * time.Millisecond,
-		Lease: config.Lease{Duration: lease}, LeaseGrace: 500 * time.Millisecond}, dispatcher.Config{Lease: config.Lease{Duration: lease}})
+	s := startSystemWith(t, func(c *reaper.Config) {
+		c.WorkerTimeout, c.FlushInterval, c.Lease.Duration, c.LeaseGrace = time.Second, 100*time.Millisecond, lease, 500*time.Millisecond
+	}, func(c *dispatcher.Config) { c.Lease.Duration = lease })
 	ctx := context.Background()
 	st := s.srv.Store
 	run, _, err := st.RunsCreate(ctx, store.RunsCreateParams{Namespace: "default", Queue: "default", Type: "T"})
@@ -589,8 +610,9 @@ func TestUntrackedClaimerLeaseExpires(t *testing.T) {
 func TestUndeliveredRunsKeepTheirAttempt(t *testing.T) {
 	t.Parallel()
 	const timeout = time.Second
-	s := startSystem(t, reaper.Config{WorkerTimeout: timeout, FlushInterval: 100 * time.Millisecond,
-		Lease: config.Lease{Duration: 3 * time.Second}, LeaseGrace: 2 * time.Second})
+	s := startSystem(t, func(c *reaper.Config) {
+		c.WorkerTimeout, c.FlushInterval, c.Lease.Duration, c.LeaseGrace = timeout, 100*time.Millisecond, 3*time.Second, 2*time.Second
+	})
 	ctx := context.Background()
 	st := s.srv.Store
 	// A live worker, made of NATS messages, that will die.
@@ -683,8 +705,9 @@ func TestUndeliveredRunsKeepTheirAttempt(t *testing.T) {
 // workers for ever.
 func TestPoisonRunThatKillsItsWorkerFails(t *testing.T) {
 	t.Parallel()
-	s := startSystem(t, reaper.Config{WorkerTimeout: 2 * time.Second, FlushInterval: 100 * time.Millisecond,
-		Lease: config.Lease{Duration: 30 * time.Second}, LeaseGrace: time.Second})
+	s := startSystem(t, func(c *reaper.Config) {
+		c.WorkerTimeout, c.FlushInterval, c.Lease.Duration, c.LeaseGrace = 2*time.Second, 100*time.Millisecond, 30*time.Second, time.Second
+	})
 	beats := make(chan *nats.Msg, 10000)
 	sub, err := s.nc.ChanSubscribe(protocol.SubjectWorkerHeartbeatAll, beats)
 	if err != nil {

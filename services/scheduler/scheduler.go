@@ -26,14 +26,16 @@
 // template change reaches this scheduler as any other does.
 //
 // Which due times fire after downtime is store.CatchUp's decision: the due
-// times at most Options.CatchUpWindow old fire (at most
+// times at most KAGZI_SCHEDULER_CATCHUP_WINDOW old fire (at most
 // store.MaxWindowFires per schedule, the most recent), so an outage shorter
 // than the window loses nothing; older ones were missed and only the most
 // recent max_catchup of them fire. A failed statement is retried after a
-// short backoff (Options.MaxRetryInterval, 5 s), well within the window.
+// short backoff (at most maxRetryInterval, 5 s), well within the window.
 //
 // The service is this package whole: Config is its configuration from the
-// environment, Assemble builds the Scheduler over a store and a NATS
+// environment, which New takes whole (defaulted by its env tags and
+// validated by config.Load or config.Defaults; Deps are its clock and
+// telemetry), Assemble builds the Scheduler over a store and a NATS
 // connection, and Run runs it as a process (cmd/scheduler calls it).
 package scheduler
 
@@ -56,54 +58,33 @@ import (
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
-// Options tunes a Scheduler. Zero fields take the defaults.
-type Options struct {
-	// Batch is how many due schedules one statement reads (default 100).
-	Batch int
-	// CatchUpWindow is how late a fire time may be fired and still count
-	// as due (default store.DefaultCatchUpWindow). Older due times were
-	// missed: only the most recent max_catchup of them fire.
-	CatchUpWindow time.Duration
-	// RetryInterval is the first wait before retrying after a failed
-	// statement (default 500 ms); it doubles up to MaxRetryInterval.
-	RetryInterval time.Duration
-	// MaxRetryInterval caps the retry wait (default 5 s). Kept far below
-	// the catch-up window: once the database is back, the fires an outage
-	// delayed go out within this, not after a long backoff. A retry during
-	// an outage costs one failed statement (or connection attempt).
-	MaxRetryInterval time.Duration
-	// Clock is the source of time (default the wall clock).
+// Deps are what a Scheduler is given besides its Config. Zero fields
+// mean none: the wall clock, the otel globals.
+type Deps struct {
+	// Clock is the source of time (tests).
 	Clock Clock
-	// PendingLimit is how many messages a subscription may hold unread
-	// before NATS drops the next ones (default 1<<20); a drop is answered
-	// with a backlog read.
+	// PendingLimit, if positive, replaces pendingLimit (tests of NATS
+	// dropping messages).
 	PendingLimit int
 	// TracerProvider and MeterProvider default to the otel globals.
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
 }
 
-func (c Options) withDefaults() Options {
-	if c.Batch <= 0 {
-		c.Batch = 100
-	}
-	if c.CatchUpWindow <= 0 {
-		c.CatchUpWindow = store.DefaultCatchUpWindow
-	}
-	if c.RetryInterval <= 0 {
-		c.RetryInterval = 500 * time.Millisecond
-	}
-	if c.MaxRetryInterval < c.RetryInterval {
-		c.MaxRetryInterval = max(5*time.Second, c.RetryInterval)
-	}
-	if c.Clock == nil {
-		c.Clock = RealClock{}
-	}
-	if c.PendingLimit <= 0 {
-		c.PendingLimit = 1 << 20
-	}
-	return c
-}
+// The wait before retrying after a failed statement starts at
+// retryInterval and doubles up to maxRetryInterval, kept far below the
+// catch-up window: once the database is back, the fires an outage delayed
+// go out within it, not after a long backoff. A retry during an outage
+// costs one failed statement (or connection attempt).
+const (
+	retryInterval    = 500 * time.Millisecond
+	maxRetryInterval = 5 * time.Second
+)
+
+// pendingLimit is how many messages a subscription may hold unread
+// before NATS drops the next ones; a drop is answered with a backlog
+// read.
+const pendingLimit = 1 << 20
 
 // Stats are the scheduler's counters.
 type Stats struct {
@@ -129,7 +110,8 @@ type Stats struct {
 
 // Scheduler is the cron firing service.
 type Scheduler struct {
-	cfg   Options
+	cfg   Config
+	deps  Deps
 	st    *store.Store
 	nc    *nats.Conn
 	log   *slog.Logger
@@ -168,18 +150,25 @@ type Scheduler struct {
 	malformed                                      *natsutil.Malformed
 }
 
-// New returns a scheduler over st and nc; Start runs it.
-func New(cfg Options, st *store.Store, nc *nats.Conn, log *slog.Logger) *Scheduler {
+// New returns a scheduler over st and nc, configured by cfg (as
+// config.Load or config.Defaults return it: New does not check it again);
+// Start runs it.
+func New(cfg Config, deps Deps, st *store.Store, nc *nats.Conn, log *slog.Logger) *Scheduler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	cfg = cfg.withDefaults()
+	if deps.Clock == nil {
+		deps.Clock = RealClock{}
+	}
+	if deps.PendingLimit <= 0 {
+		deps.PendingLimit = pendingLimit
+	}
 	return &Scheduler{
-		cfg: cfg, st: st, nc: nc, clock: cfg.Clock, in: newInstruments(cfg.TracerProvider, cfg.MeterProvider),
+		cfg: cfg, deps: deps, st: st, nc: nc, clock: deps.Clock, in: newInstruments(deps.TracerProvider, deps.MeterProvider),
 		log:       log.With("component", "scheduler"),
 		kick:      make(chan struct{}, 1),
 		drops:     natsutil.WatchDrops(nc),
-		malformed: natsutil.NewMalformed("scheduler", log, slog.LevelError, cfg.MeterProvider),
+		malformed: natsutil.NewMalformed("scheduler", log, slog.LevelError, deps.MeterProvider),
 	}
 }
 
@@ -222,7 +211,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 			s.abort()
 			return fmt.Errorf("scheduler: subscribe %s: %w", sub.subject, err)
 		}
-		_ = ns.SetPendingLimits(s.cfg.PendingLimit, 1<<30)
+		_ = ns.SetPendingLimits(s.deps.PendingLimit, 1<<30)
 		// A dropped change or relay announcement is a lost wakeup.
 		s.drops.Add(ns, func() {
 			s.log.Warn("NATS dropped messages: reading the backlog", "subject", sub.subject)
@@ -324,7 +313,7 @@ func (s *Scheduler) pass() {
 	now := s.clock.Now()
 	failed := false
 	for s.ctx.Err() == nil && !failed {
-		due, err := s.st.SchedulesDue(s.ctx, now, s.cfg.Batch)
+		due, err := s.st.SchedulesDue(s.ctx, now, s.cfg.SchedulerBatch)
 		if err != nil {
 			s.failed("read due schedules", err)
 			failed = true
@@ -333,7 +322,7 @@ func (s *Scheduler) pass() {
 		// One statement fires the whole batch: one commit, so the last
 		// schedule of a busy second is not late by the others' commits.
 		started := time.Now()
-		res, err := s.st.SchedulesFireDueMany(s.ctx, due, now, s.cfg.CatchUpWindow, "")
+		res, err := s.st.SchedulesFireDueMany(s.ctx, due, now, s.cfg.SchedulerCatchUpWindow, "")
 		if err != nil {
 			s.failed("fire schedules", err, "schedules", len(due))
 			failed = true
@@ -362,7 +351,7 @@ func (s *Scheduler) pass() {
 			s.logFired(sc, r.Runs, now)
 			s.in.fired(s.ctx, sc, r.Runs, started, s.clock.Now())
 		}
-		if len(due) < s.cfg.Batch {
+		if len(due) < s.cfg.SchedulerBatch {
 			break
 		}
 	}
@@ -431,9 +420,9 @@ func (s *Scheduler) failed(what string, err error, args ...any) {
 // retryLocked arms the timer for a retry after a failure, backing off.
 func (s *Scheduler) retryLocked() {
 	if s.backoff == 0 {
-		s.backoff = s.cfg.RetryInterval
+		s.backoff = retryInterval
 	} else {
-		s.backoff = min(2*s.backoff, s.cfg.MaxRetryInterval)
+		s.backoff = min(2*s.backoff, maxRetryInterval)
 	}
 	s.armLocked(s.clock.Now().Add(s.backoff), uuid.Nil)
 }

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/kagzi/kagzi/internal/clock"
+	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/services/dispatcher"
@@ -49,7 +50,10 @@ func newHarness(t *testing.T, relay bool) *harness {
 		sub, err := h.nc.ChanSubscribe(protocol.SubjectRelayUp, up)
 		must(t, err)
 		must(t, h.nc.Flush())
-		r := dispatcher.NewRelay(dispatcher.RelayConfig{DatabaseURL: url}, ns.Connect(t), nil)
+		dcfg, err := config.Defaults[dispatcher.Config](t.Context())
+		must(t, err)
+		dcfg.DatabaseURL = url
+		r := dispatcher.NewRelay(dcfg, dispatcher.RelayDeps{}, ns.Connect(t), nil)
 		must(t, r.Start(t.Context()))
 		t.Cleanup(r.Stop)
 		// Schedulers started from now on never see this announcement.
@@ -63,12 +67,23 @@ func newHarness(t *testing.T, relay bool) *harness {
 	return h
 }
 
-// scheduler starts a scheduler with its own pool (counted by stmts when
-// given) and NATS connection, stopped when the test ends.
-func (h *harness) scheduler(cfg scheduler.Options, stmts *store.StatementCounter) *scheduler.Scheduler {
+// scheduler starts a scheduler at the default configuration with its
+// own pool (counted by stmts when given) and NATS connection, stopped when
+// the test ends.
+func (h *harness) scheduler(deps scheduler.Deps, stmts *store.StatementCounter) *scheduler.Scheduler {
+	h.t.Helper()
+	return h.schedulerWith(nil, deps, stmts)
+}
+
+// schedulerWith is scheduler with what set changes in the configuration.
+func (h *harness) schedulerWith(set func(*scheduler.Config), deps scheduler.Deps, stmts *store.StatementCounter) *scheduler.Scheduler {
 	h.t.Helper()
 	ctx := h.t.Context()
-	var err error
+	cfg, err := config.Defaults[scheduler.Config](ctx)
+	must(h.t, err)
+	if set != nil {
+		set(&cfg)
+	}
 	var st *store.Store
 	if stmts != nil {
 		pool, err := store.ConnectCounting(ctx, h.url, stmts)
@@ -81,7 +96,7 @@ func (h *harness) scheduler(cfg scheduler.Options, stmts *store.StatementCounter
 		h.t.Cleanup(pool.Close)
 		st = store.New(pool, store.Options{})
 	}
-	s := scheduler.New(cfg, st, h.ns.Connect(h.t), slog.New(slog.DiscardHandler))
+	s := scheduler.New(cfg, deps, st, h.ns.Connect(h.t), slog.New(slog.DiscardHandler))
 	err = s.Start(ctx)
 	must(h.t, err)
 	h.t.Cleanup(s.Stop)
@@ -180,7 +195,7 @@ func TestReplicasFireEachTimeExactlyOnce(t *testing.T) {
 	h := newHarness(t, true)
 	var scs []*scheduler.Scheduler
 	for i := 0; i < 3; i++ {
-		s := h.scheduler(scheduler.Options{}, nil)
+		s := h.scheduler(scheduler.Deps{}, nil)
 		scs = append(scs, s)
 	}
 	for _, s := range scs {
@@ -236,7 +251,7 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 	clk := clock.NewFake(c0)
 	three := h.create(store.SchedulesCreateParams{Cron: "* * * * *", MaxCatchup: 3, Now: c0})
 	none := h.create(store.SchedulesCreateParams{Cron: "* * * * *", MaxCatchup: 0, Now: c0})
-	first := h.scheduler(scheduler.Options{Clock: clk}, nil)
+	first := h.scheduler(scheduler.Deps{Clock: clk}, nil)
 	waitFor(t, "the timer armed at 10:01", armedAt(first, at(1, 0)))
 	// Downtime: no scheduler runs from before 10:01 to 10:20:30, so
 	// 10:01 … 10:20 are 20 due times, 10:16 … 10:20 within the window.
@@ -246,7 +261,7 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 	}
 	clk.Set(at(20, 30))
 	rec, reader := tracetest.NewSpanRecorder(), sdkmetric.NewManualReader()
-	s := h.scheduler(scheduler.Options{Clock: clk, TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)),
+	s := h.scheduler(scheduler.Deps{Clock: clk, TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)),
 		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))}, nil)
 	waitFor(t, "the backlog read and the timer armed at 10:21", func() bool {
 		return s.Stats().Passes >= 1 && armedAt(s, at(21, 0))()
@@ -301,7 +316,7 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 
 	// Away again for longer than a short window: only max_catchup fires.
 	rec2, reader2 := tracetest.NewSpanRecorder(), sdkmetric.NewManualReader()
-	short := h.scheduler(scheduler.Options{Clock: clk, CatchUpWindow: 10 * time.Second,
+	short := h.schedulerWith(func(c *scheduler.Config) { c.SchedulerCatchUpWindow = 10 * time.Second }, scheduler.Deps{Clock: clk,
 		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec2)),
 		MeterProvider:  sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader2))}, nil)
 	s.Stop()
@@ -348,7 +363,7 @@ func TestPauseAndResume(t *testing.T) {
 	h := newHarness(t, true)
 	clk := clock.NewFake(c0)
 	sc := h.create(store.SchedulesCreateParams{Cron: "* * * * *", MaxCatchup: 5, Now: c0})
-	s := h.scheduler(scheduler.Options{Clock: clk}, nil)
+	s := h.scheduler(scheduler.Deps{Clock: clk}, nil)
 	waitFor(t, "the timer armed at 10:01", armedAt(s, at(1, 0)))
 	clk.Set(at(1, 0))
 	waitFor(t, "the timer re-armed at 10:02", armedAt(s, at(2, 0)))
@@ -394,7 +409,7 @@ func TestNewScheduleArrivesByPushAndDeleteDisarms(t *testing.T) {
 	h := newHarness(t, true)
 	clk := clock.NewFake(c0)
 	stmts := &store.StatementCounter{}
-	s := h.scheduler(scheduler.Options{Clock: clk}, stmts)
+	s := h.scheduler(scheduler.Deps{Clock: clk}, stmts)
 	waitFor(t, "the first backlog read", passesAbove(s, 0))
 	if s.Stats().ArmedAt != nil || len(clk.Armed()) != 0 {
 		t.Fatalf("armed with no schedule: %+v", s.Stats())
@@ -437,7 +452,7 @@ func TestIdleIssuesNoStatements(t *testing.T) {
 		t.Fatalf("schedule due in %v, want an hour", d)
 	}
 	stmts := &store.StatementCounter{}
-	s := h.scheduler(scheduler.Options{}, stmts)
+	s := h.scheduler(scheduler.Deps{}, stmts)
 	waitFor(t, "the timer armed an hour out", func() bool { return passesAbove(s, 0)() && armedAt(s, *sc.NextFireAt)() })
 	before, passes := stmts.Load(), s.Stats().Passes
 	<-time.After(2 * time.Second) // the measured idle window itself
@@ -458,7 +473,7 @@ func TestMalformedMessagesAreDropped(t *testing.T) {
 	h := newHarness(t, true)
 	clk := clock.NewFake(c0)
 	sc := h.create(store.SchedulesCreateParams{Cron: "* * * * *", Now: c0})
-	s := h.scheduler(scheduler.Options{Clock: clk}, nil)
+	s := h.scheduler(scheduler.Deps{Clock: clk}, nil)
 	// The push can arm the timer before the backlog read ends: the read
 	// must be over, or it counts as a change the messages made.
 	waitFor(t, "the first backlog read and the timer armed at 10:01", func() bool {
@@ -507,7 +522,7 @@ func TestReconnectReadsBacklog(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, false) // no relay: nothing but the reconnect tells the scheduler
 	clk := clock.NewFake(c0)
-	s := h.scheduler(scheduler.Options{Clock: clk}, nil)
+	s := h.scheduler(scheduler.Deps{Clock: clk}, nil)
 	waitFor(t, "the first backlog read", passesAbove(s, 0))
 	sc := h.create(store.SchedulesCreateParams{Cron: "* * * * *", Now: c0})
 	if s.Stats().ArmedAt != nil {
@@ -533,7 +548,7 @@ func TestConcurrentCatchUpFiresOnce(t *testing.T) {
 	clk.Set(at(30, 30))
 	var scs []*scheduler.Scheduler
 	for i := 0; i < 4; i++ {
-		scs = append(scs, h.scheduler(scheduler.Options{Clock: clk}, nil))
+		scs = append(scs, h.scheduler(scheduler.Deps{Clock: clk}, nil))
 	}
 	for _, s := range scs {
 		waitFor(t, "the backlog read", func() bool { return passesAbove(s, 0)() && armedAt(s, at(31, 0))() })

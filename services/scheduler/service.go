@@ -16,7 +16,7 @@ import (
 // Assemble returns the scheduler service's parts over st and nc (the
 // scheduler resyncs on NATS reconnect by itself) with the readiness checks.
 func Assemble(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) process.Parts {
-	s := New(Options{Batch: cfg.SchedulerBatch, CatchUpWindow: cfg.SchedulerCatchUpWindow}, st, nc, log)
+	s := New(cfg, Deps{}, st, nc, log)
 	return process.Parts{Components: []lifecycle.Component{s}, Checks: map[string]lifecycle.Check{
 		"postgres": st.Ping, "nats": lifecycle.NATSCheck(nc),
 	}}

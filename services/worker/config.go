@@ -11,27 +11,19 @@ import (
 )
 
 // Config is the worker service's configuration, read from the environment
-// (config.Load); every variable is documented in the README.
+// (config.Load); every variable is documented in the README. The SDK's
+// worker.Config is embedded whole: its env tags are the service's
+// variables and defaults (KAGZI_NAMESPACE, KAGZI_QUEUE,
+// KAGZI_MAX_CONCURRENCY, KAGZI_HEARTBEAT_INTERVAL, KAGZI_WAIT_TIMEOUT,
+// KAGZI_DRAIN_TIMEOUT, KAGZI_MAX_INLINE_RETRY), and New hands it to
+// worker.New as it is.
 type Config struct {
 	config.Common
-	// Namespace and Queue the worker serves.
-	Namespace string `env:"KAGZI_NAMESPACE, default=default"`
-	Queue     string `env:"KAGZI_QUEUE, default=default"`
+	worker.Config
 	// Identity names the worker's inbox prefix
 	// (protocol.WorkerInbox(namespace, identity)): a worker's NATS user
 	// may read that inbox only (kagzi nats-config --worker NS/IDENTITY).
 	Identity string `env:"KAGZI_WORKER_IDENTITY, default=worker"`
-	// MaxConcurrency is the number of runs executed at once.
-	MaxConcurrency int `env:"KAGZI_MAX_CONCURRENCY, default=100"`
-	// HeartbeatInterval between heartbeats to the reaper.
-	HeartbeatInterval time.Duration `env:"KAGZI_HEARTBEAT_INTERVAL, default=2s"`
-	// WaitTimeout is how long a work request stays parked before renewal.
-	WaitTimeout time.Duration `env:"KAGZI_WAIT_TIMEOUT, default=30s"`
-	// DrainTimeout bounds the graceful drain on shutdown.
-	DrainTimeout time.Duration `env:"KAGZI_DRAIN_TIMEOUT, default=30s"`
-	// MaxInlineRetry is the longest step retry backoff waited for in the
-	// worker; a longer one suspends the run (negative: always suspend).
-	MaxInlineRetry time.Duration `env:"KAGZI_MAX_INLINE_RETRY, default=2s"`
 	// HopsDir, if set, is where the worker appends when each delivered run
 	// arrived and began (a diagnostic; see internal/hops).
 	HopsDir string `env:"KAGZI_HOPS_DIR"`

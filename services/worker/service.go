@@ -14,13 +14,12 @@ import (
 	"github.com/kagzi/kagzi/pkg/worker"
 )
 
-// New returns a worker over nc with the workflows register adds.
+// New returns a worker over nc with the workflows register adds,
+// configured by cfg (as config.Load or config.Defaults return it), which
+// logs to log.
 func New(cfg Config, nc *nats.Conn, log *slog.Logger, register func(*worker.Worker) error) (*worker.Worker, error) {
-	wc := worker.Config{
-		Namespace: cfg.Namespace, Queue: cfg.Queue, MaxConcurrency: cfg.MaxConcurrency,
-		HeartbeatInterval: cfg.HeartbeatInterval, WaitTimeout: cfg.WaitTimeout, DrainTimeout: cfg.DrainTimeout,
-		MaxInlineRetry: cfg.MaxInlineRetry, Logger: log,
-	}
+	wc := cfg.Config
+	wc.Logger = log
 	if cfg.hops != nil {
 		wc.DispatchHops = cfg.hops.Mark
 	}

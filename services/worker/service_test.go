@@ -77,8 +77,7 @@ func TestCredentialsAreNeverLogged(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			logs := &logBuf{running: make(chan struct{})}
 			log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-			cfg := workersvc.Config{Namespace: "default", Queue: "default", MaxConcurrency: 1,
-				HeartbeatInterval: time.Second, WaitTimeout: time.Second, DrainTimeout: time.Second}
+			cfg := testConfig(t)
 			cfg.NATSURL, cfg.NATSAuth, cfg.LogLevel = c.url, c.auth, "debug"
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -185,8 +184,7 @@ func TestTokenAndNKeyAuth(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			logs := &logBuf{running: make(chan struct{})}
-			cfg := workersvc.Config{Namespace: "default", Queue: "default", Identity: "worker", MaxConcurrency: 1,
-				HeartbeatInterval: time.Second, WaitTimeout: time.Second, DrainTimeout: time.Second}
+			cfg := testConfig(t)
 			cfg.NATSURL, cfg.NATSAuth = c.url, c.auth
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -254,8 +252,7 @@ func TestCredsFileAuth(t *testing.T) {
 		ok   bool
 	}{{"creds", config.NATSAuth{NATSCreds: credsFile}, true}, {"none", config.NATSAuth{}, false}} {
 		logs := &logBuf{running: make(chan struct{})}
-		cfg := workersvc.Config{Namespace: "default", Queue: "default", Identity: "worker", MaxConcurrency: 1,
-			HeartbeatInterval: time.Second, WaitTimeout: time.Second, DrainTimeout: time.Second}
+		cfg := testConfig(t)
 		cfg.NATSURL, cfg.NATSAuth = ns.URL(), c.auth
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -278,4 +275,17 @@ func TestCredsFileAuth(t *testing.T) {
 		}
 		cancel()
 	}
+}
+
+// testConfig is the worker service's configuration at its defaults, with
+// one slot, short timeouts and no HTTP endpoints.
+func testConfig(t *testing.T) workersvc.Config {
+	t.Helper()
+	cfg, err := config.Defaults[workersvc.Config](context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConcurrency, cfg.HeartbeatInterval, cfg.WaitTimeout, cfg.DrainTimeout = 1, time.Second, time.Second, time.Second
+	cfg.HTTPAddr = ""
+	return cfg
 }

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"time"
 
 	"github.com/kagzi/kagzi/internal/lifecycle/process"
@@ -19,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
@@ -29,7 +31,10 @@ import (
 	workersvc "github.com/kagzi/kagzi/services/worker"
 )
 
-// Options configure a dev server. Zero fields take the defaults.
+// Options configure a dev server. Zero fields take the defaults; a
+// service's configuration is either zero (its defaults, config.Defaults)
+// or whole (config.Load's or config.Defaults', changed), and Start
+// validates it as config.Load does.
 type Options struct {
 	// DatabaseURL of a migrated database (required): Postgres, or a
 	// connection pooler in transaction mode in front of it.
@@ -44,23 +49,25 @@ type Options struct {
 	// Schedulers is the number of scheduler replicas (default 1, negative
 	// for none).
 	Schedulers int
-	// Scheduler configures each scheduler (database and NATS fields are
-	// filled in; zero knobs take the scheduler's defaults).
+	// Scheduler configures each scheduler: as config.Defaults returns it
+	// when zero. Its database fields are set to DatabaseURL and SessionURL.
 	Scheduler scheduler.Config
 	// Workers is the number of workers (default 1, negative for none);
 	// each gets its own NATS connection, as separate processes would.
 	Workers int
-	// Worker configures each worker; Register adds its workflows.
+	// Worker configures each worker (as config.Defaults returns it when
+	// zero); Register adds its workflows.
 	Worker   workersvc.Config
 	Register func(*worker.Worker) error
-	// Dispatcher configures each dispatcher (database and NATS fields are
-	// filled in).
+	// Dispatcher configures each dispatcher: as config.Defaults returns it
+	// when zero. Its database fields are set to DatabaseURL and SessionURL,
+	// and Relay to true.
 	Dispatcher dispatcher.Config
 	// Reapers is the number of reaper replicas (default 1, negative for
 	// none); they compete for leadership as in production.
 	Reapers int
-	// Reaper configures each reaper (database and NATS fields are filled
-	// in; zero durations take the reaper's defaults).
+	// Reaper configures each reaper: as config.Defaults returns it when
+	// zero. Its database fields are set to DatabaseURL and SessionURL.
 	Reaper reaper.Config
 	Log    *slog.Logger
 	// NATSOptions, if set, gives the extra options (credentials, TLS) of
@@ -154,10 +161,14 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	s.Pool = pool
 	s.Store = store.New(pool, store.Options{OnLargePayload: process.LogLargePayload(o.Log)})
 
-	dcfg := o.Dispatcher
-	dcfg.DatabaseURL, dcfg.DatabaseSessionURL = o.DatabaseURL, o.SessionURL
-	// Every replica competes for the relay lock, as in production.
-	dcfg.Relay = true
+	dcfg, err := configure(ctx, o.Dispatcher, func(c *dispatcher.Config) {
+		c.DatabaseURL, c.DatabaseSessionURL = o.DatabaseURL, o.SessionURL
+		// Every replica competes for the relay lock, as in production.
+		c.Relay = true
+	})
+	if err != nil {
+		return nil, err
+	}
 	for i := 0; i < o.Dispatchers; i++ {
 		nc, err := s.connect(fmt.Sprintf("dispatcher-%d", i), protocol.RoleDispatcher, nats.CustomInboxPrefix(protocol.ServiceInbox(protocol.RoleDispatcher)))
 		if err != nil {
@@ -176,8 +187,12 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			return nil, err
 		}
 	}
-	scfg := o.Scheduler
-	scfg.DatabaseURL, scfg.DatabaseSessionURL = o.DatabaseURL, o.SessionURL
+	scfg, err := configure(ctx, o.Scheduler, func(c *scheduler.Config) {
+		c.DatabaseURL, c.DatabaseSessionURL = o.DatabaseURL, o.SessionURL
+	})
+	if err != nil {
+		return nil, err
+	}
 	for i := 0; i < o.Schedulers; i++ {
 		nc, err := s.connect(fmt.Sprintf("scheduler-%d", i), protocol.RoleScheduler, nats.CustomInboxPrefix(protocol.ServiceInbox(protocol.RoleScheduler)))
 		if err != nil {
@@ -189,8 +204,16 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		}
 		s.Schedulers = append(s.Schedulers, sc.(*scheduler.Scheduler))
 	}
-	rcfg := o.Reaper
-	rcfg.DatabaseURL, rcfg.DatabaseSessionURL = o.DatabaseURL, o.SessionURL
+	rcfg, err := configure(ctx, o.Reaper, func(c *reaper.Config) {
+		c.DatabaseURL, c.DatabaseSessionURL = o.DatabaseURL, o.SessionURL
+	})
+	if err != nil {
+		return nil, err
+	}
+	wcfg, err := configure(ctx, o.Worker, nil)
+	if err != nil {
+		return nil, err
+	}
 	for i := 0; i < o.Reapers; i++ {
 		nc, err := s.connect(fmt.Sprintf("reaper-%d", i), protocol.RoleReaper, nats.CustomInboxPrefix(protocol.ServiceInbox(protocol.RoleReaper)))
 		if err != nil {
@@ -203,11 +226,11 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		s.Reapers = append(s.Reapers, r.(*reaper.Reaper))
 	}
 	for i := 0; i < o.Workers; i++ {
-		nc, err := s.connect(fmt.Sprintf("worker-%d", i), protocol.RoleWorker, worker.Inbox(o.Worker.Namespace, o.Worker.Identity))
+		nc, err := s.connect(fmt.Sprintf("worker-%d", i), protocol.RoleWorker, worker.Inbox(wcfg.Namespace, wcfg.Identity))
 		if err != nil {
 			return nil, err
 		}
-		w, err := workersvc.New(o.Worker, nc, o.Log.With("worker", i), o.Register)
+		w, err := workersvc.New(wcfg, nc, o.Log.With("worker", i), o.Register)
 		if err != nil {
 			return nil, err
 		}
@@ -218,6 +241,27 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	ok = true
 	return s, nil
+}
+
+// configure returns cfg, or the defaults if it is zero, with what set
+// changes, validated as config.Load validates.
+func configure[C any, P interface {
+	*C
+	Validate() error
+}](ctx context.Context, cfg C, set func(P)) (C, error) {
+	if reflect.ValueOf(&cfg).Elem().IsZero() {
+		var err error
+		if cfg, err = config.Defaults[C](ctx); err != nil {
+			return cfg, fmt.Errorf("devserver: %w", err)
+		}
+	}
+	if set != nil {
+		set(P(&cfg))
+	}
+	if err := P(&cfg).Validate(); err != nil {
+		return cfg, fmt.Errorf("devserver: %w: %v", config.ErrInvalid, err)
+	}
+	return cfg, nil
 }
 
 func (s *Server) connect(name, role string, extra ...nats.Option) (*nats.Conn, error) {

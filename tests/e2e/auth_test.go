@@ -66,8 +66,8 @@ func startSecuredOn(t *testing.T, dbURL string, tls bool, register func(*worker.
 func TestEngineRunsWithTLS(t *testing.T) {
 	t.Parallel()
 	s := startSecured(t, true)
-	cfg := workersvc.Config{Namespace: "default", Queue: "default", Identity: "worker", MaxConcurrency: 4,
-		HeartbeatInterval: time.Second, WaitTimeout: 5 * time.Second, DrainTimeout: time.Second}
+	cfg := defaults[workersvc.Config](t)
+	cfg.MaxConcurrency, cfg.HeartbeatInterval, cfg.WaitTimeout, cfg.DrainTimeout, cfg.HTTPAddr = 4, time.Second, 5*time.Second, time.Second, ""
 	cfg.NATSURL, cfg.LogLevel = s.auth.URL(), "error"
 	cfg.NATSAuth = s.auth.TLS
 	cfg.NATSUser, cfg.NATSPassword = "worker-default-worker", s.auth.Password("worker-default-worker")
@@ -223,9 +223,9 @@ func TestEngineRunsAsTheRuntimeRole(t *testing.T) {
 func TestServiceWithBadCredentialsFailsAtStart(t *testing.T) {
 	t.Parallel()
 	auth := testnats.StartAuth(t, testnats.AuthOptions{})
-	var cfg dispatcher.Config
-	cfg.DatabaseURL, cfg.NATSURL, cfg.HTTPAddr = testdb.New(t), auth.URL(), ""
-	cfg.Lease.Duration, cfg.DeliveryTimeout, cfg.MaxClaim, cfg.ReportWriters, cfg.BeaconInterval = 30*time.Second, 5*time.Second, 10, 1, time.Second
+	cfg := dispatcherConfig(t, testdb.New(t), nil)
+	cfg.NATSURL, cfg.HTTPAddr = auth.URL(), ""
+	cfg.MaxClaim, cfg.ReportWriters, cfg.Relay = 10, 1, false
 	cfg.NATSUser, cfg.NATSPassword = "dispatcher", "not-"+auth.Password("dispatcher")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -46,7 +46,7 @@ func newDropEnv(t *testing.T) *dropEnv {
 // in a handler fills any of its subscriptions: the next is dropped.
 func (e *dropEnv) startDispatcher(t *testing.T) *dispatcher.Dispatcher {
 	t.Helper()
-	d := dispatcher.New(dispatcher.Options{PendingLimit: 1}, e.st, e.ns.Connect(t), slog.New(e.stall))
+	d := dispatcher.New(defaults[dispatcher.Config](t), dispatcher.Deps{PendingLimit: 1}, e.st, e.ns.Connect(t), slog.New(e.stall))
 	if err := d.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestDroppedScheduleChangeIsRecoveredByTheBacklog(t *testing.T) {
 	t.Parallel()
 	e := newDropEnv(t)
 	ctx := context.Background()
-	s := scheduler.New(scheduler.Options{PendingLimit: 1}, e.st, e.ns.Connect(t), slog.New(e.stall))
+	s := scheduler.New(defaults[scheduler.Config](t), scheduler.Deps{PendingLimit: 1}, e.st, e.ns.Connect(t), slog.New(e.stall))
 	if err := s.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
-	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/worker"
@@ -110,8 +109,7 @@ func frozenWorkerRunsNoReleasedDelivery(t *testing.T, ns *testnats.Server, evict
 	// otherwise find the dispatcher silent (its beacons wait unread in the
 	// socket) and renew the request, which may refuse the delivery before
 	// the worker knows it stalled. The test is of the latter.
-	comps := dispatcher.Assemble(dispatcher.Config{Database: config.Database{DatabaseURL: url}, Relay: true,
-		BeaconInterval: protocol.MaxBeaconInterval}, st, ns.Connect(t), nil).Components
+	comps := dispatcher.Assemble(dispatcherConfig(t, url, func(c *dispatcher.Config) { c.BeaconInterval = protocol.MaxBeaconInterval }), st, ns.Connect(t), nil).Components
 	for i, c := range comps {
 		if err := c.Start(context.Background()); err != nil {
 			t.Fatal(err)

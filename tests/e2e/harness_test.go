@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
@@ -99,9 +101,16 @@ func start(t *testing.T, o opts) *env {
 	if o.pooler || pooler() {
 		pooled = testpgbouncer.URL(t, testpgbouncer.Start(t, url), url)
 	}
+	wcfg := defaults[workersvc.Config](t)
+	// No concurrency given: the SDK's default, as a worker embedded in a
+	// test program has.
+	wcfg.MaxConcurrency, wcfg.HeartbeatInterval = cmp.Or(o.concurrency, worker.DefaultMaxConcurrency), time.Second
+	if o.wait > 0 {
+		wcfg.WaitTimeout = o.wait
+	}
 	dopts := devserver.Options{
 		DatabaseURL: pooled, SessionURL: url, NATSURL: ns.URL(), Dispatchers: o.dispatchers, Workers: o.workers,
-		Worker:     workersvc.Config{MaxConcurrency: o.concurrency, HeartbeatInterval: time.Second, WaitTimeout: o.wait},
+		Worker:     wcfg,
 		Register:   o.register,
 		Statements: o.stmts,
 	}
@@ -178,10 +187,33 @@ func openStore(t *testing.T, url string, stmts *store.StatementCounter) *store.S
 	return store.New(pool, store.Options{})
 }
 
+// defaults is a configuration at its defaults (config.Defaults): tests
+// change what they mean to on it.
+func defaults[C any](t testing.TB) C {
+	t.Helper()
+	cfg, err := config.Defaults[C](context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// dispatcherConfig is the dispatcher's configuration at its defaults on
+// the database at url, with what set (if not nil) changes.
+func dispatcherConfig(t testing.TB, url string, set func(*dispatcher.Config)) dispatcher.Config {
+	t.Helper()
+	cfg := defaults[dispatcher.Config](t)
+	cfg.DatabaseURL = url
+	if set != nil {
+		set(&cfg)
+	}
+	return cfg
+}
+
 // startRelay starts a relay on nc, stopped when t ends.
 func startRelay(t *testing.T, url string, nc *nats.Conn) *dispatcher.Relay {
 	t.Helper()
-	r := dispatcher.NewRelay(dispatcher.RelayConfig{DatabaseURL: url}, nc, nil)
+	r := dispatcher.NewRelay(dispatcherConfig(t, url, nil), dispatcher.RelayDeps{}, nc, nil)
 	if err := r.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

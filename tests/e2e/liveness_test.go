@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
-	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
@@ -120,7 +119,7 @@ func (o *observer) requestsOf(id uuid.UUID) int {
 // process, on its own connection.
 func inProcessDispatcher(t *testing.T, st *store.Store, url string, ns *testnats.Server, relay bool) (d *dispatcher.Dispatcher, stop func()) {
 	t.Helper()
-	comps := dispatcher.Assemble(dispatcher.Config{Database: config.Database{DatabaseURL: url}, Relay: relay},
+	comps := dispatcher.Assemble(dispatcherConfig(t, url, func(c *dispatcher.Config) { c.Relay = relay }),
 		st, ns.Connect(t), nil).Components
 	d = comps[0].(*dispatcher.Dispatcher)
 	var started []lifecycle.Component

@@ -82,11 +82,12 @@ func TestNATSClusterNodeKilled(t *testing.T) {
 	if err := watch.Flush(); err != nil {
 		t.Fatal(err)
 	}
+	wcfg, rcfg := defaults[workersvc.Config](t), defaults[reaper.Config](t)
+	wcfg.MaxConcurrency, wcfg.HeartbeatInterval = 50, 200*time.Millisecond
+	rcfg.WorkerTimeout, rcfg.FlushInterval, rcfg.LeaseGrace = 2*time.Second, 100*time.Millisecond, time.Second
 	srv, err := devserver.Start(ctx, devserver.Options{
 		DatabaseURL: url, NATSURL: testnats.ClusterURL(nodes), Dispatchers: 1, Workers: 2,
-		Worker:   workersvc.Config{MaxConcurrency: 50, HeartbeatInterval: 200 * time.Millisecond},
-		Reaper:   reaper.Config{WorkerTimeout: 2 * time.Second, FlushInterval: 100 * time.Millisecond, LeaseGrace: time.Second},
-		Register: register,
+		Worker: wcfg, Reaper: rcfg, Register: register,
 	})
 	if err != nil {
 		t.Fatal(err)

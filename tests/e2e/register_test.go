@@ -14,7 +14,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
-	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/natsauth"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
@@ -120,7 +119,7 @@ func (s *regSystem) dispatch() {
 	if s.auth != nil {
 		nc = s.auth.ConnectAs(s.t, nil, protocol.RoleDispatcher, "", "")
 	}
-	comps := dispatcher.Assemble(dispatcher.Config{Database: config.Database{DatabaseURL: s.url}, Relay: true},
+	comps := dispatcher.Assemble(dispatcherConfig(s.t, s.url, nil),
 		s.st, nc, nil).Components
 	for i, c := range comps {
 		if err := c.Start(context.Background()); err != nil {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/services/dispatcher"
@@ -54,7 +53,7 @@ func TestWorkerStartedBeforeDispatchers(t *testing.T) {
 		t.Fatal("the worker sent no work request")
 	}
 
-	comps := dispatcher.Assemble(dispatcher.Config{Database: config.Database{DatabaseURL: url}, Relay: true},
+	comps := dispatcher.Assemble(dispatcherConfig(t, url, nil),
 		st, ns.Connect(t), nil).Components
 	for i, c := range comps {
 		if err := c.Start(ctx); err != nil {

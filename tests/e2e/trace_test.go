@@ -30,8 +30,9 @@ func TestOneTracePerRun(t *testing.T) {
 	pool, url := testdb.Pool(t)
 	st := store.New(pool, store.Options{})
 	ns := testnats.Start(t)
-	d := dispatcher.New(dispatcher.Options{TracerProvider: tp}, st, ns.Connect(t), nil)
-	relay := dispatcher.NewRelay(dispatcher.RelayConfig{DatabaseURL: url}, ns.Connect(t), nil)
+	dcfg := dispatcherConfig(t, url, nil)
+	d := dispatcher.New(dcfg, dispatcher.Deps{TracerProvider: tp}, st, ns.Connect(t), nil)
+	relay := dispatcher.NewRelay(dcfg, dispatcher.RelayDeps{}, ns.Connect(t), nil)
 	w, err := worker.New(worker.Config{TracerProvider: tp}, ns.Connect(t))
 	if err != nil {
 		t.Fatal(err)

@@ -35,7 +35,7 @@ func TestRunsNoWorkerServes(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	d := dispatcher.New(dispatcher.Options{MeterProvider: mp}, e.srv.Store, e.ns.Connect(t), nil)
+	d := dispatcher.New(defaults[dispatcher.Config](t), dispatcher.Deps{MeterProvider: mp}, e.srv.Store, e.ns.Connect(t), nil)
 	if err := d.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/console"
 	"github.com/kagzi/kagzi/pkg/protocol"
@@ -57,8 +58,12 @@ func Start(t testing.TB, opts console.Options, register func(*worker.Worker) err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	dopts := devserver.Options{DatabaseURL: url, NATSURL: ns.URL(), Workers: 1,
-		Worker: workersvc.Config{MaxConcurrency: 8, HeartbeatInterval: time.Second}, Register: register}
+	wcfg, err := config.Defaults[workersvc.Config](ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wcfg.MaxConcurrency, wcfg.HeartbeatInterval = 8, time.Second
+	dopts := devserver.Options{DatabaseURL: url, NATSURL: ns.URL(), Workers: 1, Worker: wcfg, Register: register}
 	if auth != nil {
 		dopts.NATSOptions = func(role string) []nats.Option { return auth.Options(t, role, "default", "worker") }
 	}
