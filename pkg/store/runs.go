@@ -259,34 +259,7 @@ func nullText(s string) *string {
 // inserted runs. If a row that requires a worker has no live one (see
 // RunsCreateParams.RequireWorker), kagzi.require_worker fails the
 // statement and nothing is inserted.
-var runsCreateSQL = prepareNamed(`
-WITH v AS (
-	SELECT * FROM unnest(@run_ids::uuid[], @namespaces::text[], @external_ids::text[], @queues::text[], @types::text[],
-		@versions::text[], @available_ats::timestamptz[], @deadlines::timestamptz[], @retry_policies::jsonb[], @priorities::int[],
-		@parent_run_ids::uuid[], @parent_step_ids::text[], @trace_contexts::text[], @schedule_ids::uuid[],
-		@schedule_fire_ats::timestamptz[], @require_workers::boolean[], @inputs::bytea[],
-		@concurrency_keys::text[], @rate_keys::text[])
-		AS v(run_id, namespace_id, external_id, task_queue, workflow_type, version, available_at, deadline_at,
-		retry_policy, priority, parent_run_id, parent_step_id, trace_context, schedule_id, schedule_fire_at, require_worker, input,
-		concurrency_key, rate_key)
-), chk AS (
-	SELECT bool_and(kagzi.require_worker(EXISTS (SELECT 1 FROM kagzi.workers w WHERE ` +
-	workerServes("w", "g.namespace_id", "g.task_queue", "g.workflow_type", "g.version") + `),
-		g.namespace_id, g.task_queue, g.workflow_type, g.version)) AS ok
-	FROM (SELECT DISTINCT namespace_id, task_queue, workflow_type, version FROM v WHERE require_worker) g
-), r AS (
-	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, external_id, task_queue, workflow_type, version,
-		status, available_at, deadline_at, retry_policy, priority, parent_run_id, parent_step_id, trace_context,
-		schedule_id, schedule_fire_at, concurrency_key, rate_key, input)
-	SELECT run_id, namespace_id, external_id, task_queue, workflow_type,
-		` + defaultVersion("v.version", "v.namespace_id", "v.workflow_type") + `, 'PENDING',
-		coalesce(available_at, now()), deadline_at, retry_policy, priority, parent_run_id, parent_step_id, trace_context,
-		schedule_id, schedule_fire_at, concurrency_key, rate_key, input
-	FROM v WHERE (SELECT ok FROM chk) IS NOT FALSE
-	ON CONFLICT DO NOTHING
-	RETURNING ` + runCols + `
-)
-SELECT * FROM r`)
+var runsCreateSQL = stmt("RunsCreate")
 
 // RunsCreate starts a run. With an external id that a live run already
 // holds, it returns that run and created=false instead. It is
@@ -413,15 +386,12 @@ func (s *Store) runsInsert(ctx context.Context, ps []RunsCreateParams, policies 
 	return out, nil
 }
 
+// runsFindConflictSQL is runsFindConflict's statement.
+var runsFindConflictSQL = stmt("RunsFindConflict")
+
 // runsFindConflict finds the run that made an insert of p conflict.
 func (s *Store) runsFindConflict(ctx context.Context, p RunsCreateParams) (Run, error) {
-	row := s.db.QueryRow(ctx, `
-SELECT `+runCols+`, r.input FROM kagzi.workflow_runs r
-WHERE r.namespace_id = @namespace AND (
-	(@external_id::text IS NOT NULL AND r.external_id = @external_id AND r.status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED'))
-	OR (@schedule_id::uuid IS NOT NULL AND r.schedule_id = @schedule_id AND r.schedule_fire_at = @schedule_fire_at)
-	OR r.run_id = @run_id)
-LIMIT 1`, pgx.NamedArgs{"namespace": p.Namespace, "external_id": nullText(p.ExternalID), "schedule_id": p.ScheduleID,
+	row := runsFindConflictSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": p.Namespace, "external_id": nullText(p.ExternalID), "schedule_id": p.ScheduleID,
 		"schedule_fire_at": p.ScheduleFireAt, "run_id": p.RunID})
 	var input []byte
 	run, err := scanRun(row, &input)
@@ -470,13 +440,12 @@ func (s *Store) RunsCreateMany(ctx context.Context, ps []RunsCreateParams) ([]Ru
 	return out, nil
 }
 
+// runsGetSQL is RunsGet's statement.
+var runsGetSQL = stmt("RunsGet")
+
 // RunsGet returns a run of the namespace with its input and output.
 func (s *Store) RunsGet(ctx context.Context, namespace string, id uuid.UUID) (Run, error) {
-	row := s.db.QueryRow(ctx, `
-SELECT `+runCols+`, r.input, r.output, r.continued_as, coalesce(r.debounce_key, ''), coalesce(r.debounce_starts, 0),
-	coalesce(r.concurrency_key, ''), coalesce(r.rate_key, '')
-FROM kagzi.workflow_runs r
-WHERE r.namespace_id = @namespace AND r.run_id = @run_id`, pgx.NamedArgs{"namespace": namespace, "run_id": id})
+	row := runsGetSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "run_id": id})
 	var in, out []byte
 	var cont *uuid.UUID
 	var dkey, ckey, rkey string
@@ -491,13 +460,13 @@ WHERE r.namespace_id = @namespace AND r.run_id = @run_id`, pgx.NamedArgs{"namesp
 	return run, nil
 }
 
+// runsGetByExternalIDSQL is RunsGetByExternalID's statement.
+var runsGetByExternalIDSQL = stmt("RunsGetByExternalID")
+
 // RunsGetByExternalID returns the newest run of the namespace with that
 // external id (the live one if any).
 func (s *Store) RunsGetByExternalID(ctx context.Context, namespace, externalID string) (Run, error) {
-	row := s.db.QueryRow(ctx, `
-SELECT `+runCols+` FROM kagzi.workflow_runs r
-WHERE r.namespace_id = @namespace AND r.external_id = @external_id
-ORDER BY (r.status IN ('COMPLETED', 'FAILED', 'CANCELLED')), r.created_at DESC LIMIT 1`,
+	row := runsGetByExternalIDSQL.queryRow(ctx, s.db,
 		pgx.NamedArgs{"namespace": namespace, "external_id": externalID})
 	run, err := scanRun(row)
 	if err != nil {
@@ -576,10 +545,13 @@ func collectRuns(rows pgx.Rows) ([]Run, error) {
 	return out, rows.Err()
 }
 
+// runsCountSQL is RunsCount's statement.
+var runsCountSQL = stmt("RunsCount")
+
 // RunsCount counts the namespace's runs by status (templates included under
 // their own statuses).
 func (s *Store) RunsCount(ctx context.Context, namespace string) (map[RunStatus]int64, error) {
-	rows, err := s.db.Query(ctx, `SELECT status, count(*) FROM kagzi.workflow_runs WHERE namespace_id = @namespace GROUP BY status`,
+	rows, err := runsCountSQL.query(ctx, s.db,
 		pgx.NamedArgs{"namespace": namespace})
 	if err != nil {
 		return nil, mapErr("count runs", err)
@@ -597,6 +569,9 @@ func (s *Store) RunsCount(ctx context.Context, namespace string) (map[RunStatus]
 	return out, mapErr("count runs", rows.Err())
 }
 
+// runsCancelSQL is the statement of RunsCancel.
+var runsCancelSQL = stmt("RunsCancel")
+
 // RunsCancel asks a live run to cancel, and with it every live run it
 // started as a child, recursively, except children started with the
 // ABANDON parent-close policy (and their descendants). Cancellation is a
@@ -609,39 +584,16 @@ func (s *Store) RunsCount(ctx context.Context, namespace string) (map[RunStatus]
 // template is ErrConflict. Returns the run as it is now.
 func (s *Store) RunsCancel(ctx context.Context, namespace string, id uuid.UUID) (Run, error) {
 	return s.retryDeadlock(ctx, "cancel run", func() (Run, error) {
-		return scanRun(s.db.QueryRow(ctx, `
-WITH RECURSIVE tree AS (
-	SELECT run_id FROM kagzi.workflow_runs WHERE namespace_id = @namespace AND run_id = @run_id AND status IN `+liveStatuses+`
-	UNION
-	SELECT c.run_id FROM kagzi.workflow_runs c JOIN tree t ON c.parent_run_id = t.run_id
-	WHERE coalesce(c.parent_close_policy, 'TERMINATE') <> 'ABANDON'
-), x AS (
-	SELECT r.run_id, r.status = 'PENDING' AND r.started_at IS NULL AS unstarted FROM kagzi.workflow_runs r
-	JOIN tree USING (run_id) WHERE r.status IN `+liveStatuses+`
-	ORDER BY r.run_id
-	FOR NO KEY UPDATE OF r
-), u AS (
-	UPDATE kagzi.workflow_runs r SET
-		cancel_requested_at = coalesce(r.cancel_requested_at, now()),
-		status = CASE WHEN x.unstarted THEN 'CANCELLED' ELSE r.status END,
-		finished_at = CASE WHEN x.unstarted THEN now() ELSE r.finished_at END,
-		error = CASE WHEN x.unstarted THEN CASE WHEN r.run_id = @run_id THEN 'cancelled' ELSE 'parent cancelled' END ELSE r.error END,
-		waiting_on = CASE WHEN x.unstarted THEN NULL ELSE r.waiting_on END,
-		available_at = CASE WHEN x.unstarted THEN NULL WHEN r.status IN ('PENDING', 'SLEEPING') THEN now() ELSE r.available_at END
-	FROM x WHERE r.run_id = x.run_id
-	RETURNING r.*
-), done AS (
-	SELECT run_id, parent_run_id, parent_step_id, status, error, NULL::bytea AS output FROM u WHERE status = 'CANCELLED'
-), touched AS (
-	SELECT run_id FROM u
-), `+parentWakeCTEs+`
-SELECT `+runCols+` FROM u r WHERE r.run_id = @run_id`, pgx.NamedArgs{"namespace": namespace, "run_id": id}))
+		return scanRun(runsCancelSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "run_id": id}))
 	}, namespace, id)
 }
 
 // TerminatedError is the error recorded on a terminated run (followed by
 // ": " and the reason, if one was given).
 const TerminatedError = "terminated"
+
+// runsTerminateSQL is the statement of RunsTerminate.
+var runsTerminateSQL = stmt("RunsTerminate")
 
 // RunsTerminate ends a live run at once, CANCELLED, with the error
 // "terminated" and reason: no cleanup runs, and a running run's lease is
@@ -655,18 +607,7 @@ func (s *Store) RunsTerminate(ctx context.Context, namespace string, id uuid.UUI
 		msg += ": " + reason
 	}
 	return s.retryDeadlock(ctx, "terminate run", func() (Run, error) {
-		return scanRun(s.db.QueryRow(ctx, `
-WITH u AS (
-	UPDATE kagzi.workflow_runs r SET status = 'CANCELLED', finished_at = now(), available_at = NULL,
-		lease_expires_at = NULL, waiting_on = NULL, error = @error
-	WHERE r.namespace_id = @namespace AND r.run_id = @run_id AND r.status IN `+liveStatuses+`
-	RETURNING r.*
-), done AS (
-	SELECT run_id, parent_run_id, parent_step_id, status, error, NULL::bytea AS output FROM u
-), touched AS (
-	SELECT run_id FROM u
-), `+parentWakeCTEs+`
-SELECT `+runCols+` FROM u r`, pgx.NamedArgs{"namespace": namespace, "run_id": id, "error": clipError(msg)}))
+		return scanRun(runsTerminateSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "run_id": id, "error": clipError(msg)}))
 	}, namespace, id)
 }
 
@@ -695,6 +636,9 @@ func (s *Store) retryDeadlock(ctx context.Context, what string, stmt func() (Run
 	}
 }
 
+// runsRetrySQL is the statement of RunsRetry.
+var runsRetrySQL = stmt("RunsRetry")
+
 // RunsRetry gives a FAILED run a fresh start, resuming from its last
 // completed step: it becomes PENDING and claimable now, with its attempt
 // count reset to 0 (so the run's retry policy grants a full budget again),
@@ -712,18 +656,7 @@ func (s *Store) RunsRetry(ctx context.Context, namespace string, id uuid.UUID) (
 	if err != nil {
 		return Run{}, err
 	}
-	row := s.db.QueryRow(ctx, `
-WITH u AS (
-	UPDATE kagzi.workflow_runs r SET status = 'PENDING', attempts = 0, epoch = 1, error = NULL, finished_at = NULL,
-		available_at = now(), locked_by = NULL, lease_expires_at = NULL, waiting_on = NULL,
-		deadline_at = CASE WHEN r.deadline_at <= now() THEN NULL ELSE r.deadline_at END,
-		trace_context = coalesce(r.trace_context, @trace_context)
-	WHERE r.namespace_id = @namespace AND r.run_id = @run_id AND r.status = 'FAILED'
-	RETURNING r.*
-), epoch AS (
-	UPDATE kagzi.step_runs s SET run_attempt = NULL FROM u WHERE s.run_id = u.run_id AND s.run_attempt IS NOT NULL
-)
-SELECT `+runCols+` FROM u r`, pgx.NamedArgs{"namespace": namespace, "run_id": id, "trace_context": tc})
+	row := runsRetrySQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "run_id": id, "trace_context": tc})
 	run, err := scanRun(row)
 	if err == nil {
 		return run, nil
@@ -759,59 +692,26 @@ type RunsClaimParams struct {
 	InlineBytes int
 }
 
-// claimUpdate is the second half of both claim statements: it claims the
-// runs of CTE c and returns them with their inputs and the latest attempt of
-// each of their steps, read in one scan of the latest-step index per run
-// (st, ordered by step id); tries (the retry budget used) is counted only
-// for a failed latest attempt. Payloads larger than @inline_bytes bytes are returned
-// as their size only (octet_length reads a stored value's size without
-// reading the value).
-const claimUpdate = `
-UPDATE kagzi.workflow_runs r SET status = 'RUNNING', locked_by = @worker_id, lease_token = r.lease_token + 1,
-	lease_expires_at = now() + @lease_ms * interval '1 millisecond', available_at = NULL, waiting_on = NULL, limited = c.limited, held = false,
-	attempts = greatest(r.attempts, 1), started_at = coalesce(r.started_at, now()),
-	cancel_delivered = r.cancel_requested_at IS NOT NULL,
-	version = CASE WHEN r.version = '' THEN (@versions::text[])[array_position(@types::text[], r.workflow_type)] ELSE r.version END
-FROM c LEFT JOIN LATERAL (
-	SELECT array_agg(s.step_id) AS ids, array_agg(s.status) AS statuses, array_agg(s.attempt_number) AS attempts,
-		array_agg(CASE WHEN octet_length(s.output) <= @inline_bytes THEN s.output ELSE ''::bytea END) AS outputs,
-		array_agg(CASE WHEN octet_length(s.output) > @inline_bytes THEN octet_length(s.output) ELSE 0 END) AS output_sizes,
-		array_agg(coalesce(s.error, '')) AS errs,
-		array_agg(coalesce(s.error_type, '')) AS error_types, array_agg(s.retry_at) AS retry_ats,
-		array_agg(coalesce(s.run_attempt, 0)) AS run_attempts, array_agg(s.non_retryable) AS non_retryables,
-		array_agg(CASE WHEN s.status = 'FAILED' THEN (SELECT count(*) FROM kagzi.step_runs x
-			WHERE x.run_id = s.run_id AND x.step_id = s.step_id AND x.run_attempt = s.run_attempt) ELSE 0 END) AS tries
-	FROM (SELECT * FROM kagzi.step_runs s WHERE s.run_id = c.run_id AND s.is_latest ORDER BY s.step_id) s
-) st ON true
-WHERE r.run_id = c.run_id
-RETURNING ` + runCols + `, c.due_at,
-	CASE WHEN octet_length(r.input) <= @inline_bytes THEN r.input END,
-	coalesce(CASE WHEN octet_length(r.input) > @inline_bytes THEN octet_length(r.input) END, 0),
-	st.ids, st.statuses, st.attempts, st.outputs, st.output_sizes, st.errs, st.error_types, st.retry_ats, st.run_attempts, st.tries,
-	st.non_retryables, r.event_seq`
-
 // runsClaimSQL is the claim statement when none of the requested types has
 // a concurrency limit (the common case); RunsClaim runs it and
 // RunsClaimExplain explains it, with the arguments claimArgs builds. The
 // NOT EXISTS is uncorrelated: a one-time filter, evaluated once, that makes
 // the statement claim nothing when a requested type has a limit (RunsClaim
 // then runs runsClaimLimitedSQL); it leaves the plan on the claim index.
-// The second, rateDueProbe, makes it claim nothing when a run with a rate
-// key is due (RunsClaim then runs runsClaimFlowSQL): one probe of an index
-// that holds only rate-keyed runs, empty when no run has a rate key.
-var runsClaimSQL = prepareNamed(`
-WITH c AS (
-	SELECT run_id, available_at AS due_at, false AS limited FROM kagzi.workflow_runs
-	WHERE namespace_id = @namespace AND task_queue = @queue AND status IN ('PENDING', 'SLEEPING') AND available_at <= now()
-	  AND workflow_type = ANY(@types::text[])
-	  AND (version = '' OR workflow_type || '@' || version = ANY(@type_versions::text[]))
-	  AND NOT EXISTS (SELECT 1 FROM kagzi.concurrency_limits l
-		WHERE l.namespace_id = @namespace AND l.task_queue = @queue AND l.workflow_type = ANY(@types::text[]))
-	  AND NOT EXISTS (` + rateDueProbe + `)
-	ORDER BY priority DESC, (started_at IS NULL OR rate_key IS NOT NULL), available_at
-	LIMIT @limit
-	FOR UPDATE SKIP LOCKED
-)` + claimUpdate)
+// The second makes it claim nothing when a run with a rate key of a
+// requested type is due (RunsClaim then runs runsClaimFlowSQL): one probe
+// of workflow_runs_claim_rate_due_idx, which holds only rate-keyed runs
+// and is empty when no run has a rate key.
+//
+// Every claim statement (this one, runsClaimLimitedSQL, runsClaimFlowSQL)
+// ends with the same update: it claims the runs of CTE c and returns them
+// with their inputs and the latest attempt of each of their steps, read in
+// one scan of the latest-step index per run (st, ordered by step id);
+// tries (the retry budget used) is counted only for a failed latest
+// attempt. Payloads larger than @inline_bytes bytes are returned as their
+// size only (octet_length reads a stored value's size without reading the
+// value). scanClaimed reads its rows.
+var runsClaimSQL = stmt("RunsClaim")
 
 // runsClaimLimitedSQL is the claim statement when some requested types
 // (@limited_types) have a concurrency limit. The unlimited types are claimed by c1 as
@@ -820,41 +720,12 @@ WITH c AS (
 // commits, so that claims of a limited type serialise and never overshoot
 // (see 003_durable.sql) — and marked limited, which puts them in the index
 // that count uses. c picks the best @limit of both by priority and age.
-var runsClaimLimitedSQL = prepareNamed(`
-WITH lim AS (
-	SELECT t AS workflow_type, kagzi.claim_slots(@namespace, @queue, t) AS free FROM unnest(@limited_types::text[]) AS t
-), c1 AS (
-	SELECT run_id, priority, (started_at IS NULL OR rate_key IS NOT NULL) AS fresh, available_at, false AS limited FROM kagzi.workflow_runs
-	WHERE namespace_id = @namespace AND task_queue = @queue AND status IN ('PENDING', 'SLEEPING') AND available_at <= now()
-	  AND workflow_type = ANY(@types::text[]) AND workflow_type <> ALL (@limited_types::text[])
-	  AND (version = '' OR workflow_type || '@' || version = ANY(@type_versions::text[])) AND rate_key IS NULL
-	ORDER BY priority DESC, (started_at IS NULL OR rate_key IS NOT NULL), available_at
-	LIMIT @limit
-	FOR UPDATE SKIP LOCKED
-), c2 AS (
-	SELECT x.run_id, x.priority, x.fresh, x.available_at, true AS limited FROM lim CROSS JOIN LATERAL (
-		SELECT run_id, priority, (started_at IS NULL OR rate_key IS NOT NULL) AS fresh, available_at FROM kagzi.workflow_runs
-		WHERE namespace_id = @namespace AND task_queue = @queue AND status IN ('PENDING', 'SLEEPING') AND available_at <= now()
-		  AND workflow_type = lim.workflow_type
-		  AND (version = '' OR workflow_type || '@' || version = ANY(@type_versions::text[])) AND rate_key IS NULL
-		ORDER BY priority DESC, (started_at IS NULL OR rate_key IS NOT NULL), available_at
-		LIMIT least(coalesce(lim.free, @limit), @limit)
-		FOR UPDATE SKIP LOCKED
-	) x
-), c AS (
-	SELECT run_id, available_at AS due_at, limited FROM (SELECT * FROM c1 UNION ALL SELECT * FROM c2) u
-	ORDER BY priority DESC, fresh, available_at
-	LIMIT @limit
-)` + claimUpdate)
+var runsClaimLimitedSQL = stmt("RunsClaimLimited")
 
 // limitedTypesSQL lists which of the requested types (@types) have a
 // concurrency limit in the namespace and queue, whether one of those has a
 // per-key limit, and whether a run with a rate key is due (claimRoute).
-var limitedTypesSQL = prepareNamed(`
-SELECT coalesce(array_agg(workflow_type), '{}'), coalesce(bool_or(max_per_key IS NOT NULL), false),
-	EXISTS (` + rateDueProbe + `)
-FROM kagzi.concurrency_limits
-WHERE namespace_id = @namespace AND task_queue = @queue AND workflow_type = ANY(@types::text[])`)
+var limitedTypesSQL = stmt("RunsClaimRoute")
 
 // claimStatement picks the claim statement RunsClaim would run for args.
 func (s *Store) claimStatement(ctx context.Context, db DBTX, args pgx.NamedArgs) (*namedSQL, pgx.NamedArgs, error) {
@@ -1070,30 +941,7 @@ func (s *Store) RunsClaimExplain(ctx context.Context, p RunsClaimParams) (string
 // time in the future. A queue holds few distinct priorities, so this is a
 // handful of index probes, with no index of its own ordered by due time
 // alone, in which every run made or woken would write an entry.
-var runsNextDueSQL = prepareNamed(`
-WITH RECURSIVE p AS (
-	(SELECT priority FROM kagzi.workflow_runs
-	WHERE namespace_id = @namespace AND task_queue = @queue AND status IN ('PENDING', 'SLEEPING') AND available_at IS NOT NULL
-	ORDER BY priority DESC, (started_at IS NULL OR rate_key IS NOT NULL), available_at LIMIT 1)
-	UNION ALL
-	SELECT n.priority FROM p CROSS JOIN LATERAL (
-		SELECT priority FROM kagzi.workflow_runs
-		WHERE namespace_id = @namespace AND task_queue = @queue AND status IN ('PENDING', 'SLEEPING') AND available_at IS NOT NULL
-		  AND priority < p.priority
-		ORDER BY priority DESC, (started_at IS NULL OR rate_key IS NOT NULL), available_at LIMIT 1) n
-), g AS (
-	SELECT p.priority, x.fresh, f.first FROM p CROSS JOIN (VALUES (false), (true)) x(fresh) CROSS JOIN LATERAL (
-		SELECT available_at AS first FROM kagzi.workflow_runs
-		WHERE namespace_id = @namespace AND task_queue = @queue AND status IN ('PENDING', 'SLEEPING') AND available_at IS NOT NULL
-		  AND priority = p.priority AND (started_at IS NULL OR rate_key IS NOT NULL) = x.fresh
-		ORDER BY available_at LIMIT 1) f
-)
-SELECT min(CASE WHEN g.first > now() THEN g.first ELSE f.at END), coalesce(bool_or(g.first <= now()), false)
-FROM g LEFT JOIN LATERAL (
-	SELECT available_at AS at FROM kagzi.workflow_runs
-	WHERE g.first <= now() AND namespace_id = @namespace AND task_queue = @queue AND status IN ('PENDING', 'SLEEPING')
-	  AND priority = g.priority AND (started_at IS NULL OR rate_key IS NOT NULL) = g.fresh AND available_at > now()
-	ORDER BY available_at LIMIT 1) f ON true`)
+var runsNextDueSQL = stmt("RunsNextDue")
 
 // RunsNextDue returns, for the namespace and queue, the earliest due time
 // in the future of a claimable run (nil when there is none), and whether
@@ -1116,13 +964,13 @@ type QueueDue struct {
 	DueAt     time.Time
 }
 
+// runsQueuesDueSQL is the statement of RunsQueuesDue.
+var runsQueuesDueSQL = stmt("RunsQueuesDue")
+
 // RunsQueuesDue lists every queue with claimable runs and the earliest
 // due time of each: the backlog a dispatcher reads on start and reconnect.
 func (s *Store) RunsQueuesDue(ctx context.Context) ([]QueueDue, error) {
-	rows, err := s.db.Query(ctx, `
-SELECT namespace_id, task_queue, min(available_at) FROM kagzi.workflow_runs
-WHERE status IN ('PENDING', 'SLEEPING') AND available_at IS NOT NULL
-GROUP BY namespace_id, task_queue`)
+	rows, err := runsQueuesDueSQL.queryPos(ctx, s.db)
 	if err != nil {
 		return nil, mapErr("due queues", err)
 	}
@@ -1172,7 +1020,7 @@ func (s *Store) leaseTransition(ctx context.Context, what string, l Lease, done 
 }
 
 // leaseCheckSQL reads the state of a run a report under a lease matched.
-var leaseCheckSQL = prepareNamed(`SELECT status, lease_token FROM kagzi.workflow_runs WHERE namespace_id = @namespace AND run_id = @run_id`)
+var leaseCheckSQL = stmt("RunsLeaseCheck")
 
 // leaseCheckDone decides what a report that matched no running lease means.
 func (s *Store) leaseCheckDone(ctx context.Context, what string, l Lease, done RunStatus) error {
@@ -1201,17 +1049,7 @@ func (s *Store) RunsComplete(ctx context.Context, l Lease, output []byte) error 
 }
 
 // runsFailSQL is RunsFail's statement.
-var runsFailSQL = prepareNamed(`
-WITH r AS (
-	UPDATE kagzi.workflow_runs SET status = 'FAILED', finished_at = now(), lease_expires_at = NULL, error = @error
-	` + leaseWhere + `
-	RETURNING run_id, parent_run_id, parent_step_id, status, error
-), done AS (
-	SELECT r.*, NULL::bytea AS output FROM r
-), touched AS (
-	SELECT run_id FROM r
-), ` + parentWakeCTEs + `
-SELECT count(*) FROM r`)
+var runsFailSQL = stmt("RunsFail")
 
 // RunsFail records a run's final failure (and, for a child, wakes its
 // parent).
@@ -1237,10 +1075,7 @@ func (s *Store) RunsSleep(ctx context.Context, l Lease, until *time.Time) error 
 }
 
 // runsSleepSQL is RunsSleep's statement.
-var runsSleepSQL = prepareNamed(`
-UPDATE kagzi.workflow_runs SET status = 'SLEEPING',
-	available_at = CASE WHEN cancel_requested_at IS NOT NULL AND NOT cancel_delivered THEN now() ELSE @until::timestamptz END,
-	locked_by = NULL, lease_expires_at = NULL` + leaseWhere)
+var runsSleepSQL = stmt("RunsSleep")
 
 // RunsRetryAt ends the current attempt with an error and makes the run
 // claimable again at the given time as its next attempt.
@@ -1249,9 +1084,7 @@ func (s *Store) RunsRetryAt(ctx context.Context, l Lease, at time.Time, errMsg s
 }
 
 // runsRetryAtSQL is RunsRetryAt's statement.
-var runsRetryAtSQL = prepareNamed(`
-UPDATE kagzi.workflow_runs SET status = 'PENDING', available_at = @at, attempts = attempts + 1,
-	locked_by = NULL, lease_expires_at = NULL, error = @error` + leaseWhere)
+var runsRetryAtSQL = stmt("RunsRetryAt")
 
 // RunsRelease gives a claimed run back, claimable at once, without counting
 // an attempt: a delivery nobody received, or a worker draining.
@@ -1359,12 +1192,11 @@ const leaseHolders = `h AS (
 )`
 
 var (
-	runsRecoverWorkerSQL = prepareNamed(`WITH ` + recoverHead + `locked_by = @worker_id` + recoverTail)
+	runsRecoverWorkerSQL = stmt("RunsRecoverWorker")
 	// The expired leases are, for each holder whose earliest lease expired,
 	// a range of its entries in the lease index.
-	runsExpireLeasesSQL = prepareNamed(`WITH RECURSIVE ` + leaseHolders + `, ` + recoverHead +
-		`locked_by = ANY(ARRAY(SELECT locked_by FROM h WHERE first <= @now)) AND lease_expires_at <= @now` + recoverTail)
-	runsNextLeaseExpirySQL = prepareNamed(`WITH RECURSIVE ` + leaseHolders + ` SELECT min(first) FROM h`)
+	runsExpireLeasesSQL    = stmt("RunsExpireLeases")
+	runsNextLeaseExpirySQL = stmt("RunsNextLeaseExpiry")
 )
 
 func (s *Store) recoverRuns(ctx context.Context, what string, q *namedSQL, args pgx.NamedArgs) ([]RecoveredRun, error) {
@@ -1416,24 +1248,13 @@ func (s *Store) RunsNextLeaseExpiry(ctx context.Context) (*time.Time, error) {
 // DeadlineError is the error recorded on a run that missed its deadline.
 const DeadlineError = "deadline exceeded"
 
+// runsFailPastDeadlineSQL is the statement of RunsFailPastDeadline.
+var runsFailPastDeadlineSQL = stmt("RunsFailPastDeadline")
+
 // RunsFailPastDeadline fails every live run whose deadline is at or before
 // now, whatever its state, and returns them.
 func (s *Store) RunsFailPastDeadline(ctx context.Context, now time.Time) ([]Run, error) {
-	rows, err := s.db.Query(ctx, `
-WITH u AS (
-	UPDATE kagzi.workflow_runs r SET status = 'FAILED', finished_at = now(), available_at = NULL,
-		lease_expires_at = NULL, error = @error
-	WHERE r.run_id IN (
-		SELECT run_id FROM kagzi.workflow_runs
-		WHERE deadline_at IS NOT NULL AND deadline_at <= @now AND status IN `+liveStatuses+`
-		FOR UPDATE SKIP LOCKED)
-	RETURNING r.*
-), done AS (
-	SELECT run_id, parent_run_id, parent_step_id, status, error, NULL::bytea AS output FROM u
-), touched AS (
-	SELECT run_id FROM u
-), `+parentWakeCTEs+`
-SELECT `+runCols+` FROM u r`, pgx.NamedArgs{"now": now, "error": DeadlineError})
+	rows, err := runsFailPastDeadlineSQL.query(ctx, s.db, pgx.NamedArgs{"now": now, "error": DeadlineError})
 	if err != nil {
 		return nil, mapErr("fail past deadline", err)
 	}
@@ -1441,11 +1262,13 @@ SELECT `+runCols+` FROM u r`, pgx.NamedArgs{"now": now, "error": DeadlineError})
 	return runs, mapErr("fail past deadline", err)
 }
 
+// runsNextDeadlineSQL is the statement of RunsNextDeadline.
+var runsNextDeadlineSQL = stmt("RunsNextDeadline")
+
 // RunsNextDeadline returns the earliest deadline of a live run, or nil.
 func (s *Store) RunsNextDeadline(ctx context.Context) (*time.Time, error) {
 	var t *time.Time
-	err := s.db.QueryRow(ctx, `
-SELECT min(deadline_at) FROM kagzi.workflow_runs WHERE deadline_at IS NOT NULL AND status IN `+liveStatuses).Scan(&t)
+	err := runsNextDeadlineSQL.queryRowPos(ctx, s.db).Scan(&t)
 	return t, mapErr("next deadline", err)
 }
 
@@ -1459,33 +1282,7 @@ type RunsExtendLeasesParams struct {
 }
 
 // runsExtendLeasesSQL is RunsExtendLeases' statement.
-var runsExtendLeasesSQL = prepareNamed(`
-WITH w AS (
-	SELECT * FROM unnest(@worker_ids::uuid[], @untils::timestamptz[]) AS w(worker_id, until)
-), held AS (
-	SELECT * FROM unnest(@run_worker_ids::uuid[], @run_ids::uuid[]) AS h(worker_id, run_id)
-), lk AS (
-	SELECT r.run_id, w.until FROM kagzi.workflow_runs r
-	JOIN held ON held.run_id = r.run_id AND held.worker_id = r.locked_by
-	JOIN w ON w.worker_id = held.worker_id
-	WHERE r.status = 'RUNNING'
-	FOR NO KEY UPDATE OF r SKIP LOCKED
-), ext AS (
-	UPDATE kagzi.workflow_runs r SET lease_expires_at = greatest(r.lease_expires_at, lk.until), held = true
-	FROM lk WHERE r.run_id = lk.run_id
-	RETURNING r.run_id
-), stray AS (
-	SELECT r.run_id FROM kagzi.workflow_runs r JOIN w ON r.locked_by = w.worker_id
-	WHERE r.status = 'RUNNING'
-	  AND r.lease_expires_at < w.until - @grace_ms * interval '1 millisecond'
-	  AND NOT EXISTS (SELECT 1 FROM held WHERE held.run_id = r.run_id AND held.worker_id = w.worker_id)
-	FOR NO KEY UPDATE OF r SKIP LOCKED
-), rel AS (
-	UPDATE kagzi.workflow_runs r SET status = 'PENDING', available_at = now(), locked_by = NULL, lease_expires_at = NULL
-	FROM stray WHERE r.run_id = stray.run_id
-	RETURNING r.run_id
-)
-SELECT (SELECT count(*) FROM ext), (SELECT count(*) FROM rel)`)
+var runsExtendLeasesSQL = stmt("RunsExtendLeases")
 
 // RunsExtendLeases persists heartbeats in one statement: the leases of the
 // runs each worker lists are extended to its Until, and those runs are

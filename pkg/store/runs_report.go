@@ -38,6 +38,12 @@ const failAttemptSet = `
 	epoch = CASE WHEN f.final THEN r.epoch ELSE r.epoch + 1 END,
 	available_at = CASE WHEN f.final THEN NULL ELSE now() + x.delay_ms * interval '1 millisecond' END`
 
+// runsFailAttemptSQL is the statement of RunsFailAttempt.
+var runsFailAttemptSQL = stmt("RunsFailAttempt")
+
+// runsFailAttemptCheckSQL is the statement of RunsFailAttempt's check of a retried report.
+var runsFailAttemptCheckSQL = stmt("RunsFailAttemptCheck")
+
 // RunsFailAttempt ends the current attempt with errMsg under the lease: the
 // run is retried with its policy's backoff while attempts remain and the
 // error is retryable (errType not listed as non-retryable and nonRetryable
@@ -46,22 +52,7 @@ const failAttemptSet = `
 // request, which is how it says it stopped. One statement.
 func (s *Store) RunsFailAttempt(ctx context.Context, l Lease, errMsg, errType string, nonRetryable bool) (RunsFailAttemptResult, error) {
 	var res RunsFailAttemptResult
-	err := s.db.QueryRow(ctx, `
-WITH u AS (
-	UPDATE kagzi.workflow_runs r0 SET `+failAttemptSet+`
-	FROM kagzi.workflow_runs r `+recoverFrom+`
-	CROSS JOIN LATERAL (
-		SELECT x.exhausted OR @non_retryable OR coalesce(r.retry_policy->'non_retryable' ? @error_type, false)
-			OR r.cancel_requested_at IS NOT NULL AS final
-	) f
-	WHERE r0.run_id = r.run_id AND r.namespace_id = @ns AND r.run_id = @run_id AND r.lease_token = @tok AND r.status = 'RUNNING'
-	RETURNING r0.run_id, r0.parent_run_id, r0.parent_step_id, r0.status, r0.error, r0.available_at, r0.workflow_type
-), done AS (
-	SELECT run_id, parent_run_id, parent_step_id, status, error, NULL::bytea AS output FROM u WHERE status IN ('FAILED', 'CANCELLED')
-), touched AS (
-	SELECT run_id FROM u
-), `+parentWakeCTEs+`
-SELECT status, available_at, workflow_type FROM u`, pgx.NamedArgs{"error": clipError(errMsg), "ns": l.Namespace, "run_id": l.RunID,
+	err := runsFailAttemptSQL.queryRow(ctx, s.db, pgx.NamedArgs{"error": clipError(errMsg), "ns": l.Namespace, "run_id": l.RunID,
 		"tok": l.Token, "non_retryable": nonRetryable, "error_type": protocol.ClipText(errType, maxNameLen)}).
 		Scan(&res.Status, &res.AvailableAt, &res.Type)
 	if err == nil {
@@ -74,7 +65,7 @@ SELECT status, available_at, workflow_type FROM u`, pgx.NamedArgs{"error": clipE
 	var st RunStatus
 	var tok int64
 	var at *time.Time
-	err = s.db.QueryRow(ctx, `SELECT status, lease_token, available_at FROM kagzi.workflow_runs WHERE namespace_id = @ns AND run_id = @run_id`,
+	err = runsFailAttemptCheckSQL.queryRow(ctx, s.db,
 		pgx.NamedArgs{"ns": l.Namespace, "run_id": l.RunID}).Scan(&st, &tok, &at)
 	if err != nil {
 		return res, mapErr(fmt.Sprintf("fail attempt %s", l.RunID), err)
@@ -84,6 +75,9 @@ SELECT status, available_at, workflow_type FROM u`, pgx.NamedArgs{"error": clipE
 	}
 	return res, fmt.Errorf("fail attempt %s: %w (run is %s under lease %d, report names lease %d)", l.RunID, ErrLeaseLost, st, tok, l.Token)
 }
+
+// runsReleaseManySQL is the statement of RunsReleaseMany.
+var runsReleaseManySQL = stmt("RunsReleaseMany")
 
 // RunsReleaseMany releases claimed runs that never reached their worker,
 // claimable at once and without counting an attempt, in one statement.
@@ -98,10 +92,7 @@ func (s *Store) RunsReleaseMany(ctx context.Context, leases []Lease) (int64, err
 	for i, l := range leases {
 		ns[i], ids[i], toks[i] = l.Namespace, l.RunID.String(), l.Token
 	}
-	tag, err := s.db.Exec(ctx, `
-UPDATE kagzi.workflow_runs r SET status = 'PENDING', available_at = now(), locked_by = NULL, lease_expires_at = NULL
-FROM unnest(@ns::text[], @run_id::uuid[], @tok::bigint[]) AS l(ns, run_id, tok)
-WHERE r.namespace_id = l.ns AND r.run_id = l.run_id AND r.lease_token = l.tok AND r.status = 'RUNNING'`,
+	tag, err := runsReleaseManySQL.exec(ctx, s.db,
 		pgx.NamedArgs{"ns": ns, "run_id": ids, "tok": toks})
 	if err != nil {
 		return 0, mapErr("release runs", err)
@@ -161,19 +152,11 @@ func (s *Store) RunsCompleteMany(ctx context.Context, items []RunsCompleteItem) 
 	return errs, types, nil
 }
 
-// completeTail ends a completion statement whose u completed runs of c
-// (writing their outputs into their rows): the parents' wake-up and a row
-// per completed run ('c', its id and type).
-const completeTail = `
-), done AS (
-	SELECT u.run_id, u.parent_run_id, u.parent_step_id, u.status, u.error, c.output FROM u JOIN c USING (run_id)
-), touched AS (
-	SELECT run_id FROM u
-), ` + parentWakeCTEs + `
-SELECT 'c', 0::bigint, run_id::text, workflow_type, false, false, NULL::text, false FROM u`
-
 // runsCompleteSQL completes the runs of c (and records the step reports of
-// l that come with them) in one statement. k is the lease check of every
+// l that come with them) in one statement. Both completion statements end
+// alike: u completed runs of c (writing their outputs into their rows), the
+// parents of children among them wake (parentWakeCTEs), and a row comes
+// back per completed run ('c', its id and type). k is the lease check of every
 // run, locking its row in run id order (as every multi-run statement
 // does); a step report whose run is in k is written as stepRecordManySQL
 // writes it, and a run is completed unless one of its step reports is not
@@ -182,31 +165,7 @@ SELECT 'c', 0::bigint, run_id::text, workflow_type, false, false, NULL::text, fa
 // stepOutcome calls a conflict).
 // Its rows: one per completed run ('c', its run id and type) and one per
 // step report ('s', stepSetOutcomes).
-var runsCompleteSQL = prepareNamed(`
-WITH c AS (
-	SELECT * FROM unnest(@c_ns::text[], @c_run_id::uuid[], @c_tok::bigint[], @c_output::bytea[], @c_seen::bigint[])
-		AS c(ns, run_id, tok, output, seen)
-), k AS (
-	SELECT w.run_id, w.namespace_id, w.epoch, w.cancel_requested_at, c.tok, c.output, c.seen FROM c JOIN kagzi.workflow_runs w
-		ON w.namespace_id = c.ns AND w.run_id = c.run_id AND w.lease_token = c.tok AND w.status = 'RUNNING'
-	ORDER BY w.run_id
-	FOR NO KEY UPDATE OF w
-), l AS (` + stepReports + `
-), r AS (
-	SELECT l.*, k.namespace_id, k.epoch, k.cancel_requested_at FROM l JOIN k ON k.run_id = l.run_id AND k.tok = l.tok
-), ` + stepSetCTEs + `, so AS (` + stepSetOutcomes + `
-), bad AS (
-	SELECT l.run_id FROM so JOIN l USING (ord)
-	WHERE NOT (so.held AND (so.wrote OR so.before IS NULL OR so.before = l.status OR l.status NOT IN ('COMPLETED', 'FAILED')))
-), u AS (
-	UPDATE kagzi.workflow_runs w SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL,
-		output = k.output FROM k
-	WHERE w.namespace_id = k.namespace_id AND w.run_id = k.run_id AND k.run_id NOT IN (SELECT run_id FROM bad)
-	  AND (k.seen IS NULL OR w.event_seq = k.seen)
-	RETURNING w.run_id, w.parent_run_id, w.parent_step_id, w.status, w.error, w.workflow_type
-` + completeTail + `
-UNION ALL
-SELECT 's', ord, NULL::text, NULL::text, held, wrote, before, cancel FROM so`)
+var runsCompleteSQL = stmt("RunsCompleteWithSteps")
 
 // runsCompleteOnlySQL is runsCompleteSQL for completions that carry no
 // step: the run rows are found once, by the update itself, which costs less
@@ -217,17 +176,7 @@ SELECT 's', ord, NULL::text, NULL::text, held, wrote, before, cancel FROM so`)
 // so it holds for the newest version: an event sender that held the row
 // lock when the update reached it and committed is seen, and one that
 // comes after waits for this transaction, then finds the run finished.
-var runsCompleteOnlySQL = prepareNamed(`
-WITH c AS (
-	SELECT * FROM unnest(@c_ns::text[], @c_run_id::uuid[], @c_tok::bigint[], @c_output::bytea[], @c_seen::bigint[])
-		AS c(ns, run_id, tok, output, seen)
-), u AS (
-	UPDATE kagzi.workflow_runs w SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL,
-		output = c.output FROM c
-	WHERE w.namespace_id = c.ns AND w.run_id = c.run_id AND w.lease_token = c.tok AND w.status = 'RUNNING'
-	  AND (c.seen IS NULL OR w.event_seq = c.seen)
-	RETURNING w.run_id, w.parent_run_id, w.parent_step_id, w.status, w.error, w.workflow_type
-` + completeTail)
+var runsCompleteOnlySQL = stmt("RunsComplete")
 
 // RunsCompleteBatch is RunsCompleteMany with each completion's outcome in
 // full, and the step reports that come with the completions recorded in the
@@ -442,6 +391,9 @@ type QueueDepth struct {
 	OldestDueAt time.Time
 }
 
+// runsQueueDepthsSQL is the statement of RunsQueueDepths.
+var runsQueueDepthsSQL = stmt("RunsQueueDepths")
+
 // RunsQueueDepths counts the due, unclaimed runs of every queue, and of
 // them those no live worker serves, with when the longest-waiting became
 // due (for the queue metrics, read when metrics are scraped). Every queue
@@ -449,23 +401,7 @@ type QueueDepth struct {
 // dashboard shows 0 rather than no data. The workers are checked once per
 // type and version, not per run.
 func (s *Store) RunsQueueDepths(ctx context.Context) ([]QueueDepth, error) {
-	rows, err := s.db.Query(ctx, `
-WITH d AS (
-	SELECT namespace_id, task_queue, workflow_type, version, count(*) AS n, min(available_at) AS oldest FROM kagzi.workflow_runs
-	WHERE status IN ('PENDING', 'SLEEPING') AND available_at <= now()
-	GROUP BY namespace_id, task_queue, workflow_type, version
-), q AS (
-	SELECT namespace_id, task_queue, sum(n)::bigint AS due,
-		coalesce(sum(n) FILTER (WHERE NOT EXISTS (SELECT 1 FROM kagzi.workers w WHERE `+
-		workerServes("w", "d.namespace_id", "d.task_queue", "d.workflow_type", "d.version")+`)), 0)::bigint AS unserved,
-		min(oldest) AS oldest
-	FROM d GROUP BY namespace_id, task_queue
-)
-SELECT namespace_id, task_queue, due, unserved, oldest FROM q
-UNION ALL
-SELECT DISTINCT w.namespace_id, w.task_queue, 0::bigint, 0::bigint, NULL::timestamptz FROM kagzi.workers w
-WHERE w.status <> 'OFFLINE'
-	AND NOT EXISTS (SELECT 1 FROM q WHERE q.namespace_id = w.namespace_id AND q.task_queue = w.task_queue)`)
+	rows, err := runsQueueDepthsSQL.queryPos(ctx, s.db)
 	if err != nil {
 		return nil, mapErr("queue depths", err)
 	}
