@@ -2,52 +2,41 @@ package store
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/kagzi/kagzi/pkg/retry"
 )
 
 // Taking runs back from holders that went away, failing runs past their
 // deadlines, and persisting the heartbeats that keep leases alive.
 
-// recoverFrom computes, per run r, whether its attempts are exhausted and the
-// backoff delay, from its retry policy with the defaults of package retry. It
-// mirrors retry.Policy.Delay (jitter included) in SQL so a whole batch moves
-// in one statement.
-const recoverFrom = `
-	CROSS JOIN LATERAL (
-		SELECT coalesce((r.retry_policy->>'max_attempts')::int, 5) AS max_attempts,
-		       coalesce((r.retry_policy->>'initial_interval_ms')::float8, 1000) AS initial_ms,
-		       coalesce((r.retry_policy->>'backoff_coefficient')::float8, 2) AS coef,
-		       coalesce((r.retry_policy->>'max_interval_ms')::float8, 60000) AS max_ms,
-		       coalesce((r.retry_policy->>'jitter')::float8, 0.2) AS jitter
-	) pol
-	CROSS JOIN LATERAL (
-		SELECT (pol.max_attempts > 0 AND r.attempts >= pol.max_attempts) AS exhausted,
-		       -- Past e^600 the max interval is reached long since; power()
-		       -- would overflow float8 (an error that fails the whole batch).
-		       CASE WHEN greatest(r.attempts - 1, 0) * ln(greatest(pol.coef, 1)) >= 600 THEN pol.max_ms
-		            ELSE least(pol.initial_ms * power(pol.coef, greatest(r.attempts - 1, 0)), pol.max_ms) END
-		         * (1 + greatest(pol.jitter, 0) * (2 * random() - 1)) AS delay_ms
-	) x`
+// A failed attempt's backoff is computed here, in Go, by package retry
+// (retry.Policy.Delay, jitter included) and given to the statement that
+// moves the run: the policy's defaults and formula exist once.
 
-// lostSet takes runs back from a holder that went away (recoverRunsSQL;
-// @error is the error message): retried with the policy's backoff while attempts
-// remain, failed once exhausted. Only a run its holder is known to have
-// received — t.held: a heartbeat of the holder listed it since the claim —
-// counts the lost attempt, and may fail as exhausted. A run that never
-// reached its holder (the dispatcher died between claim and delivery, or
-// the worker died with a request the dispatcher then served) goes back to
-// PENDING, claimable at once, its attempts and error unchanged.
-const lostSet = `
-	locked_by = NULL, lease_expires_at = NULL, held = false,
-	error = CASE WHEN t.held THEN @error ELSE r0.error END,
-	status = CASE WHEN t.held AND x.exhausted THEN 'FAILED' ELSE 'PENDING' END,
-	finished_at = CASE WHEN t.held AND x.exhausted THEN now() END,
-	attempts = CASE WHEN t.held AND NOT x.exhausted THEN r0.attempts + 1 ELSE r0.attempts END,
-	available_at = CASE WHEN NOT t.held THEN now() WHEN x.exhausted THEN NULL
-		ELSE now() + x.delay_ms * interval '1 millisecond' END`
+// storedPolicy decodes a run's stored retry policy (NULL: the defaults),
+// with the defaults filled, as scanRun does.
+func storedPolicy(raw []byte, run uuid.UUID) (retry.Policy, error) {
+	var p retry.Policy
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return retry.Policy{}, fmt.Errorf("decode retry policy of run %s: %w", run, err)
+		}
+	}
+	return p.WithDefaults(), nil
+}
+
+// backoffMS is the wait after a run's failed attempt number attempts under
+// p, in milliseconds (the statements add it to now()), with fresh jitter.
+func backoffMS(p retry.Policy, attempts int) float64 {
+	return float64(p.Delay(attempts, rand.Float64())) / float64(time.Millisecond)
+}
 
 // RecoveredRun is a run taken back from a lost holder.
 type RecoveredRun struct {
@@ -63,54 +52,75 @@ type RecoveredRun struct {
 	Undelivered bool
 }
 
-// recoverHead and recoverTail make a statement that takes back the
-// running runs a condition between them picks (see lostSet): the runs
-// @received lists were received by their holder, whatever their held flag.
-const (
-	recoverHead = `t AS (
-	SELECT run_id, held OR run_id = ANY(@received::uuid[]) AS held FROM kagzi.workflow_runs
-	WHERE status = 'RUNNING' AND `
-	recoverTail = ` FOR UPDATE SKIP LOCKED
-), u AS (
-	UPDATE kagzi.workflow_runs r0 SET ` + lostSet + `
-	FROM t JOIN kagzi.workflow_runs r ON r.run_id = t.run_id ` + recoverFrom + `
-	WHERE r0.run_id = t.run_id
-	RETURNING r0.namespace_id, r0.run_id, r0.task_queue, r0.status, r0.available_at, r0.parent_run_id, r0.parent_step_id, r0.error,
-		NOT t.held AS undelivered
-), done AS (
-	SELECT run_id, parent_run_id, parent_step_id, status, error, NULL::bytea AS output FROM u WHERE status = 'FAILED'
-), touched AS (
-	SELECT run_id FROM u
-), ` + parentWakeCTEs + `
-SELECT namespace_id, run_id, task_queue, status, available_at, undelivered FROM u`
-)
-
-// leaseHolders is a CTE, h, that walks the lease index (locked_by,
-// lease_expires_at over running runs) by a loose scan: one probe per
-// worker that holds running runs, each yielding the worker and its
-// earliest lease expiry (the first entry of its range). Workers holding
-// runs are few next to the runs they hold, and every running run has a
-// holder (workflow_runs_running_holder_check), so the walk sees them all.
-const leaseHolders = `h AS (
-	(SELECT locked_by, lease_expires_at AS first FROM kagzi.workflow_runs
-	WHERE status = 'RUNNING' ORDER BY locked_by, lease_expires_at LIMIT 1)
-	UNION ALL
-	SELECT n.locked_by, n.first FROM h CROSS JOIN LATERAL (
-		SELECT locked_by, lease_expires_at AS first FROM kagzi.workflow_runs
-		WHERE status = 'RUNNING' AND locked_by > h.locked_by
-		ORDER BY locked_by, lease_expires_at LIMIT 1) n
-)`
-
+// A run is taken back from a holder that went away in two statements. The
+// pick reads the candidates' attempts and retry policies, without locking;
+// Go computes each one's backoff; the recovery (runsRecoverWorkerSQL,
+// runsExpireLeasesSQL) then locks the candidates that still qualify and
+// still show the attempts the backoff was computed for (a run that moved
+// on meanwhile is skipped, as a row another transaction holds is), and
+// moves them: retried with the backoff while attempts remain, failed once
+// exhausted. Only a run its holder is known to have received — held: a
+// heartbeat of the holder listed it since the claim, or it is among the
+// @received runs — counts the lost attempt, and may fail as exhausted. A
+// run that never reached its holder (the dispatcher died between claim
+// and delivery, or the worker died with a request the dispatcher then
+// served) goes back to PENDING, claimable at once, its attempts and error
+// unchanged. A sweep that finds nothing costs the pick alone.
+//
+// The expired leases are, for each holder whose earliest lease expired, a
+// range of its entries in the lease index. The pick finds the holders by
+// walking that index (locked_by, lease_expires_at over running runs) by a
+// loose scan, h: one probe per worker that holds running runs, each
+// yielding the worker and its earliest lease expiry (the first entry of
+// its range). Workers holding runs are few next to the runs they hold, and
+// every running run has a holder (workflow_runs_running_holder_check), so
+// the walk sees them all. runsNextLeaseExpirySQL walks it the same way.
 var (
-	runsRecoverWorkerSQL = stmt("RunsRecoverWorker")
-	// The expired leases are, for each holder whose earliest lease expired,
-	// a range of its entries in the lease index.
-	runsExpireLeasesSQL    = stmt("RunsExpireLeases")
-	runsNextLeaseExpirySQL = stmt("RunsNextLeaseExpiry")
+	runsRecoverWorkerPickSQL = stmt("RunsRecoverWorkerPick")
+	runsRecoverWorkerSQL     = stmt("RunsRecoverWorker")
+	runsExpireLeasesPickSQL  = stmt("RunsExpireLeasesPick")
+	runsExpireLeasesSQL      = stmt("RunsExpireLeases")
+	runsNextLeaseExpirySQL   = stmt("RunsNextLeaseExpiry")
 )
 
-func (s *Store) recoverRuns(ctx context.Context, what string, q *namedSQL, args pgx.NamedArgs) ([]RecoveredRun, error) {
-	rows, err := q.query(ctx, s.db, args)
+// recoverRuns runs pick with args, computes the backoff of each run it
+// finds, and runs move with args and the backoffs.
+func (s *Store) recoverRuns(ctx context.Context, what string, pick, move *namedSQL, args pgx.NamedArgs) ([]RecoveredRun, error) {
+	rows, err := pick.query(ctx, s.db, pick.only(args))
+	if err != nil {
+		return nil, mapErr(what, err)
+	}
+	var (
+		ids       []uuid.UUID
+		attempts  []int32
+		exhausted []bool
+		delays    []float64
+	)
+	for rows.Next() {
+		var id uuid.UUID
+		var n int32
+		var raw []byte
+		if err := rows.Scan(&id, &n, &raw); err != nil {
+			rows.Close()
+			return nil, mapErr(what, err)
+		}
+		p, err := storedPolicy(raw, id)
+		if err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		ids, attempts = append(ids, id), append(attempts, n)
+		exhausted, delays = append(exhausted, p.Exhausted(int(n))), append(delays, backoffMS(p, int(n)))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, mapErr(what, err)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	args["run_ids"], args["attempts"], args["exhausted"], args["delay_ms"] = ids, attempts, exhausted, delays
+	rows, err = move.query(ctx, s.db, move.only(args))
 	if err != nil {
 		return nil, mapErr(what, err)
 	}
@@ -129,21 +139,21 @@ func (s *Store) recoverRuns(ctx context.Context, what string, q *namedSQL, args 
 // RunsRecoverWorker takes back every run the worker holds: each it had
 // received is retried with backoff if attempts remain, else failed; each it
 // never received is claimable again at once, without an attempt counted
-// (see lostSet). A run is received when a persisted heartbeat marked it
+// (see recoverRuns). A run is received when a persisted heartbeat marked it
 // held, or when it is among received: the runs the worker's last heartbeat
 // listed, which the caller heard (a flush may have skipped marking them).
 func (s *Store) RunsRecoverWorker(ctx context.Context, workerID uuid.UUID, received ...uuid.UUID) ([]RecoveredRun, error) {
 	if received == nil {
 		received = []uuid.UUID{}
 	}
-	return s.recoverRuns(ctx, "recover worker runs", runsRecoverWorkerSQL,
+	return s.recoverRuns(ctx, "recover worker runs", runsRecoverWorkerPickSQL, runsRecoverWorkerSQL,
 		pgx.NamedArgs{"error": "worker " + workerID.String() + " lost", "worker_id": workerID, "received": received})
 }
 
 // RunsExpireLeases takes back every running run whose lease expired at or
 // before now, like RunsRecoverWorker (a run is received when held).
 func (s *Store) RunsExpireLeases(ctx context.Context, now time.Time) ([]RecoveredRun, error) {
-	return s.recoverRuns(ctx, "expire leases", runsExpireLeasesSQL,
+	return s.recoverRuns(ctx, "expire leases", runsExpireLeasesPickSQL, runsExpireLeasesSQL,
 		pgx.NamedArgs{"error": "lease expired", "now": now, "received": []uuid.UUID{}})
 }
 
@@ -197,7 +207,7 @@ var runsExtendLeasesSQL = stmt("RunsExtendLeases")
 // RunsExtendLeases persists heartbeats in one statement: the leases of the
 // runs each worker lists are extended to its Until, and those runs are
 // marked held (received by their worker, so a lost attempt counts: see
-// lostSet); a run locked to one of
+// recoverRuns); a run locked to one of
 // these workers that it no longer lists (a delivery lost on the way) is
 // released, claimable at once, if its lease was last set more than grace
 // before the heartbeat (so a delivery still in flight when the heartbeat was

@@ -25,51 +25,66 @@ type RunsFailAttemptResult struct {
 	Type string
 }
 
-// failAttemptSet ends the attempt of RunsFailAttempt (@error is the error):
-// retried with the policy's backoff in a new retry epoch unless f.final
-// (attempts exhausted, the error non-retryable, or cancellation requested,
-// which ends the run CANCELLED rather than FAILED).
-const failAttemptSet = `
-	locked_by = NULL, lease_expires_at = NULL,
-	error = @error,
-	status = CASE WHEN NOT f.final THEN 'PENDING' WHEN r.cancel_requested_at IS NOT NULL THEN 'CANCELLED' ELSE 'FAILED' END,
-	finished_at = CASE WHEN f.final THEN now() END,
-	attempts = CASE WHEN f.final THEN r.attempts ELSE r.attempts + 1 END,
-	epoch = CASE WHEN f.final THEN r.epoch ELSE r.epoch + 1 END,
-	available_at = CASE WHEN f.final THEN NULL ELSE now() + x.delay_ms * interval '1 millisecond' END`
+// runsFailAttemptReadSQL reads what RunsFailAttempt decides on: the run's
+// lease, its attempts and retry policy (and, for a retried report, what the
+// first report made of it).
+var runsFailAttemptReadSQL = stmt("RunsFailAttemptRead")
 
-// runsFailAttemptSQL is the statement of RunsFailAttempt.
+// runsFailAttemptSQL ends the attempt of RunsFailAttempt (@error is the
+// error): retried after @delay_ms in a new retry epoch unless @final
+// (attempts exhausted or the error non-retryable) or cancellation was
+// requested, which ends the run CANCELLED rather than FAILED. It applies
+// only while the lease holds and the run shows the attempts @final and
+// @delay_ms were computed for.
 var runsFailAttemptSQL = stmt("RunsFailAttempt")
-
-// runsFailAttemptCheckSQL is the statement of RunsFailAttempt's check of a retried report.
-var runsFailAttemptCheckSQL = stmt("RunsFailAttemptCheck")
 
 // RunsFailAttempt ends the current attempt with errMsg under the lease: the
 // run is retried with its policy's backoff while attempts remain and the
 // error is retryable (errType not listed as non-retryable and nonRetryable
 // false), else it fails for good — or, if it was asked to cancel
 // (RunsCancel), it ends CANCELLED: the workflow returned an error after the
-// request, which is how it says it stopped. One statement.
+// request, which is how it says it stopped. Two statements: a read of the
+// run's attempts and retry policy, from which package retry computes the
+// outcome and the backoff, and the update that applies them.
 func (s *Store) RunsFailAttempt(ctx context.Context, l Lease, errMsg, errType string, nonRetryable bool) (RunsFailAttemptResult, error) {
 	var res RunsFailAttemptResult
-	err := runsFailAttemptSQL.queryRow(ctx, s.db, pgx.NamedArgs{"error": clipError(errMsg), "ns": l.Namespace, "run_id": l.RunID,
-		"tok": l.Token, "non_retryable": nonRetryable, "error_type": protocol.ClipText(errType, maxNameLen)}).
-		Scan(&res.Status, &res.AvailableAt, &res.Type)
-	if err == nil {
-		return res, nil
+	var (
+		st       RunStatus
+		tok      int64
+		at       *time.Time
+		attempts int32
+		raw      []byte
+	)
+	read := func() error {
+		err := runsFailAttemptReadSQL.queryRow(ctx, s.db,
+			pgx.NamedArgs{"ns": l.Namespace, "run_id": l.RunID}).Scan(&st, &tok, &at, &attempts, &raw)
+		return mapErr(fmt.Sprintf("fail attempt %s", l.RunID), err)
 	}
-	if !isNoRows(err) {
-		return res, mapErr("fail attempt", err)
+	if err := read(); err != nil {
+		return res, err
+	}
+	if st == StatusRunning && tok == l.Token {
+		p, err := storedPolicy(raw, l.RunID)
+		if err != nil {
+			return res, fmt.Errorf("fail attempt: %w", err)
+		}
+		errType = protocol.ClipText(errType, maxNameLen)
+		final := p.Exhausted(int(attempts)) || nonRetryable || p.IsNonRetryable(errType)
+		err = runsFailAttemptSQL.queryRow(ctx, s.db, pgx.NamedArgs{"error": clipError(errMsg), "ns": l.Namespace, "run_id": l.RunID,
+			"tok": l.Token, "attempts": attempts, "final": final, "delay_ms": backoffMS(p, int(attempts))}).
+			Scan(&res.Status, &res.AvailableAt, &res.Type)
+		if err == nil {
+			return res, nil
+		}
+		if !isNoRows(err) {
+			return res, mapErr("fail attempt", err)
+		}
+		// The run moved on between the read and the update.
+		if err := read(); err != nil {
+			return res, err
+		}
 	}
 	// A retried report finds the run already moved on under the same token.
-	var st RunStatus
-	var tok int64
-	var at *time.Time
-	err = runsFailAttemptCheckSQL.queryRow(ctx, s.db,
-		pgx.NamedArgs{"ns": l.Namespace, "run_id": l.RunID}).Scan(&st, &tok, &at)
-	if err != nil {
-		return res, mapErr(fmt.Sprintf("fail attempt %s", l.RunID), err)
-	}
 	if tok == l.Token && (st == StatusFailed || st == StatusPending || st == StatusCancelled) {
 		return RunsFailAttemptResult{Status: st, AvailableAt: at}, nil
 	}

@@ -1,35 +1,41 @@
 -- Runs taken back from a holder that went away, deadlines, and the
 -- heartbeats that keep leases alive.
 
+-- name: RunsRecoverWorkerPick :many
+SELECT run_id, attempts, retry_policy FROM kagzi.workflow_runs WHERE status = 'RUNNING' AND locked_by = @worker_id
+
+-- name: RunsExpireLeasesPick :many
+WITH RECURSIVE h AS (
+	(SELECT locked_by, lease_expires_at AS first FROM kagzi.workflow_runs
+	WHERE status = 'RUNNING' ORDER BY locked_by, lease_expires_at LIMIT 1)
+	UNION ALL
+	SELECT n.locked_by, n.first FROM h CROSS JOIN LATERAL (
+		SELECT locked_by, lease_expires_at AS first FROM kagzi.workflow_runs
+		WHERE status = 'RUNNING' AND locked_by > h.locked_by
+		ORDER BY locked_by, lease_expires_at LIMIT 1) n
+)
+SELECT run_id, attempts, retry_policy FROM kagzi.workflow_runs
+WHERE status = 'RUNNING' AND locked_by = ANY(ARRAY(SELECT locked_by FROM h WHERE first <= @now)) AND lease_expires_at <= @now
+
 -- name: RunsRecoverWorker :many
-WITH t AS (
-	SELECT run_id, held OR run_id = ANY(@received::uuid[]) AS held FROM kagzi.workflow_runs
-	WHERE status = 'RUNNING' AND locked_by = @worker_id FOR UPDATE SKIP LOCKED
+WITH v AS (
+	SELECT * FROM unnest(@run_ids::uuid[], @attempts::int[], @exhausted::boolean[], @delay_ms::float8[])
+		AS v(run_id, attempts, exhausted, delay_ms)
+), t AS (
+	SELECT r.run_id, r.held OR r.run_id = ANY(@received::uuid[]) AS held, v.exhausted, v.delay_ms
+	FROM v JOIN kagzi.workflow_runs r ON r.run_id = v.run_id AND r.attempts = v.attempts
+	WHERE r.status = 'RUNNING' AND r.locked_by = @worker_id
+	FOR UPDATE OF r SKIP LOCKED
 ), u AS (
 	UPDATE kagzi.workflow_runs r0 SET
 	locked_by = NULL, lease_expires_at = NULL, held = false,
 	error = CASE WHEN t.held THEN @error ELSE r0.error END,
-	status = CASE WHEN t.held AND x.exhausted THEN 'FAILED' ELSE 'PENDING' END,
-	finished_at = CASE WHEN t.held AND x.exhausted THEN now() END,
-	attempts = CASE WHEN t.held AND NOT x.exhausted THEN r0.attempts + 1 ELSE r0.attempts END,
-	available_at = CASE WHEN NOT t.held THEN now() WHEN x.exhausted THEN NULL
-		ELSE now() + x.delay_ms * interval '1 millisecond' END
-	FROM t JOIN kagzi.workflow_runs r ON r.run_id = t.run_id
-	CROSS JOIN LATERAL (
-		SELECT coalesce((r.retry_policy->>'max_attempts')::int, 5) AS max_attempts,
-		       coalesce((r.retry_policy->>'initial_interval_ms')::float8, 1000) AS initial_ms,
-		       coalesce((r.retry_policy->>'backoff_coefficient')::float8, 2) AS coef,
-		       coalesce((r.retry_policy->>'max_interval_ms')::float8, 60000) AS max_ms,
-		       coalesce((r.retry_policy->>'jitter')::float8, 0.2) AS jitter
-	) pol
-	CROSS JOIN LATERAL (
-		SELECT (pol.max_attempts > 0 AND r.attempts >= pol.max_attempts) AS exhausted,
-		       -- Past e^600 the max interval is reached long since; power()
-		       -- would overflow float8 (an error that fails the whole batch).
-		       CASE WHEN greatest(r.attempts - 1, 0) * ln(greatest(pol.coef, 1)) >= 600 THEN pol.max_ms
-		            ELSE least(pol.initial_ms * power(pol.coef, greatest(r.attempts - 1, 0)), pol.max_ms) END
-		         * (1 + greatest(pol.jitter, 0) * (2 * random() - 1)) AS delay_ms
-	) x
+	status = CASE WHEN t.held AND t.exhausted THEN 'FAILED' ELSE 'PENDING' END,
+	finished_at = CASE WHEN t.held AND t.exhausted THEN now() END,
+	attempts = CASE WHEN t.held AND NOT t.exhausted THEN r0.attempts + 1 ELSE r0.attempts END,
+	available_at = CASE WHEN NOT t.held THEN now() WHEN t.exhausted THEN NULL
+		ELSE now() + t.delay_ms * interval '1 millisecond' END
+	FROM t
 	WHERE r0.run_id = t.run_id
 	RETURNING r0.namespace_id, r0.run_id, r0.task_queue, r0.status, r0.available_at, r0.parent_run_id, r0.parent_step_id, r0.error,
 		NOT t.held AS undelivered
@@ -63,42 +69,24 @@ pstep AS (
 SELECT namespace_id, run_id, task_queue, status, available_at, undelivered FROM u
 
 -- name: RunsExpireLeases :many
-WITH RECURSIVE h AS (
-	(SELECT locked_by, lease_expires_at AS first FROM kagzi.workflow_runs
-	WHERE status = 'RUNNING' ORDER BY locked_by, lease_expires_at LIMIT 1)
-	UNION ALL
-	SELECT n.locked_by, n.first FROM h CROSS JOIN LATERAL (
-		SELECT locked_by, lease_expires_at AS first FROM kagzi.workflow_runs
-		WHERE status = 'RUNNING' AND locked_by > h.locked_by
-		ORDER BY locked_by, lease_expires_at LIMIT 1) n
+WITH v AS (
+	SELECT * FROM unnest(@run_ids::uuid[], @attempts::int[], @exhausted::boolean[], @delay_ms::float8[])
+		AS v(run_id, attempts, exhausted, delay_ms)
 ), t AS (
-	SELECT run_id, held OR run_id = ANY(@received::uuid[]) AS held FROM kagzi.workflow_runs
-	WHERE status = 'RUNNING' AND locked_by = ANY(ARRAY(SELECT locked_by FROM h WHERE first <= @now)) AND lease_expires_at <= @now FOR UPDATE SKIP LOCKED
+	SELECT r.run_id, r.held OR r.run_id = ANY(@received::uuid[]) AS held, v.exhausted, v.delay_ms
+	FROM v JOIN kagzi.workflow_runs r ON r.run_id = v.run_id AND r.attempts = v.attempts
+	WHERE r.status = 'RUNNING' AND r.lease_expires_at <= @now
+	FOR UPDATE OF r SKIP LOCKED
 ), u AS (
 	UPDATE kagzi.workflow_runs r0 SET
 	locked_by = NULL, lease_expires_at = NULL, held = false,
 	error = CASE WHEN t.held THEN @error ELSE r0.error END,
-	status = CASE WHEN t.held AND x.exhausted THEN 'FAILED' ELSE 'PENDING' END,
-	finished_at = CASE WHEN t.held AND x.exhausted THEN now() END,
-	attempts = CASE WHEN t.held AND NOT x.exhausted THEN r0.attempts + 1 ELSE r0.attempts END,
-	available_at = CASE WHEN NOT t.held THEN now() WHEN x.exhausted THEN NULL
-		ELSE now() + x.delay_ms * interval '1 millisecond' END
-	FROM t JOIN kagzi.workflow_runs r ON r.run_id = t.run_id
-	CROSS JOIN LATERAL (
-		SELECT coalesce((r.retry_policy->>'max_attempts')::int, 5) AS max_attempts,
-		       coalesce((r.retry_policy->>'initial_interval_ms')::float8, 1000) AS initial_ms,
-		       coalesce((r.retry_policy->>'backoff_coefficient')::float8, 2) AS coef,
-		       coalesce((r.retry_policy->>'max_interval_ms')::float8, 60000) AS max_ms,
-		       coalesce((r.retry_policy->>'jitter')::float8, 0.2) AS jitter
-	) pol
-	CROSS JOIN LATERAL (
-		SELECT (pol.max_attempts > 0 AND r.attempts >= pol.max_attempts) AS exhausted,
-		       -- Past e^600 the max interval is reached long since; power()
-		       -- would overflow float8 (an error that fails the whole batch).
-		       CASE WHEN greatest(r.attempts - 1, 0) * ln(greatest(pol.coef, 1)) >= 600 THEN pol.max_ms
-		            ELSE least(pol.initial_ms * power(pol.coef, greatest(r.attempts - 1, 0)), pol.max_ms) END
-		         * (1 + greatest(pol.jitter, 0) * (2 * random() - 1)) AS delay_ms
-	) x
+	status = CASE WHEN t.held AND t.exhausted THEN 'FAILED' ELSE 'PENDING' END,
+	finished_at = CASE WHEN t.held AND t.exhausted THEN now() END,
+	attempts = CASE WHEN t.held AND NOT t.exhausted THEN r0.attempts + 1 ELSE r0.attempts END,
+	available_at = CASE WHEN NOT t.held THEN now() WHEN t.exhausted THEN NULL
+		ELSE now() + t.delay_ms * interval '1 millisecond' END
+	FROM t
 	WHERE r0.run_id = t.run_id
 	RETURNING r0.namespace_id, r0.run_id, r0.task_queue, r0.status, r0.available_at, r0.parent_run_id, r0.parent_step_id, r0.error,
 		NOT t.held AS undelivered

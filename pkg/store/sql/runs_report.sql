@@ -169,36 +169,17 @@ SELECT count(*) FROM r
 
 -- name: RunsFailAttempt :one
 WITH u AS (
-	UPDATE kagzi.workflow_runs r0 SET
+	UPDATE kagzi.workflow_runs r SET
 	locked_by = NULL, lease_expires_at = NULL,
 	error = @error,
-	status = CASE WHEN NOT f.final THEN 'PENDING' WHEN r.cancel_requested_at IS NOT NULL THEN 'CANCELLED' ELSE 'FAILED' END,
-	finished_at = CASE WHEN f.final THEN now() END,
-	attempts = CASE WHEN f.final THEN r.attempts ELSE r.attempts + 1 END,
-	epoch = CASE WHEN f.final THEN r.epoch ELSE r.epoch + 1 END,
-	available_at = CASE WHEN f.final THEN NULL ELSE now() + x.delay_ms * interval '1 millisecond' END
-	FROM kagzi.workflow_runs r
-	CROSS JOIN LATERAL (
-		SELECT coalesce((r.retry_policy->>'max_attempts')::int, 5) AS max_attempts,
-		       coalesce((r.retry_policy->>'initial_interval_ms')::float8, 1000) AS initial_ms,
-		       coalesce((r.retry_policy->>'backoff_coefficient')::float8, 2) AS coef,
-		       coalesce((r.retry_policy->>'max_interval_ms')::float8, 60000) AS max_ms,
-		       coalesce((r.retry_policy->>'jitter')::float8, 0.2) AS jitter
-	) pol
-	CROSS JOIN LATERAL (
-		SELECT (pol.max_attempts > 0 AND r.attempts >= pol.max_attempts) AS exhausted,
-		       -- Past e^600 the max interval is reached long since; power()
-		       -- would overflow float8 (an error that fails the whole batch).
-		       CASE WHEN greatest(r.attempts - 1, 0) * ln(greatest(pol.coef, 1)) >= 600 THEN pol.max_ms
-		            ELSE least(pol.initial_ms * power(pol.coef, greatest(r.attempts - 1, 0)), pol.max_ms) END
-		         * (1 + greatest(pol.jitter, 0) * (2 * random() - 1)) AS delay_ms
-	) x
-	CROSS JOIN LATERAL (
-		SELECT x.exhausted OR @non_retryable OR coalesce(r.retry_policy->'non_retryable' ? @error_type, false)
-			OR r.cancel_requested_at IS NOT NULL AS final
-	) f
-	WHERE r0.run_id = r.run_id AND r.namespace_id = @ns AND r.run_id = @run_id AND r.lease_token = @tok AND r.status = 'RUNNING'
-	RETURNING r0.run_id, r0.parent_run_id, r0.parent_step_id, r0.status, r0.error, r0.available_at, r0.workflow_type
+	status = CASE WHEN r.cancel_requested_at IS NOT NULL THEN 'CANCELLED' WHEN @final::boolean THEN 'FAILED' ELSE 'PENDING' END,
+	finished_at = CASE WHEN @final::boolean OR r.cancel_requested_at IS NOT NULL THEN now() END,
+	attempts = CASE WHEN @final::boolean OR r.cancel_requested_at IS NOT NULL THEN r.attempts ELSE r.attempts + 1 END,
+	epoch = CASE WHEN @final::boolean OR r.cancel_requested_at IS NOT NULL THEN r.epoch ELSE r.epoch + 1 END,
+	available_at = CASE WHEN @final::boolean OR r.cancel_requested_at IS NOT NULL THEN NULL
+		ELSE now() + @delay_ms::float8 * interval '1 millisecond' END
+	WHERE r.namespace_id = @ns AND r.run_id = @run_id AND r.lease_token = @tok AND r.status = 'RUNNING' AND r.attempts = @attempts
+	RETURNING r.run_id, r.parent_run_id, r.parent_step_id, r.status, r.error, r.available_at, r.workflow_type
 ), done AS (
 	SELECT run_id, parent_run_id, parent_step_id, status, error, NULL::bytea AS output FROM u WHERE status IN ('FAILED', 'CANCELLED')
 ), touched AS (
@@ -228,8 +209,8 @@ pstep AS (
 )
 SELECT status, available_at, workflow_type FROM u
 
--- name: RunsFailAttemptCheck :one
-SELECT status, lease_token, available_at FROM kagzi.workflow_runs WHERE namespace_id = @ns AND run_id = @run_id
+-- name: RunsFailAttemptRead :one
+SELECT status, lease_token, available_at, attempts, retry_policy FROM kagzi.workflow_runs WHERE namespace_id = @ns AND run_id = @run_id
 
 -- name: RunsSleep :exec
 UPDATE kagzi.workflow_runs SET status = 'SLEEPING',
