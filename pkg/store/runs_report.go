@@ -12,7 +12,7 @@ import (
 )
 
 // Run transitions made on a worker's report that need more than one of the
-// plain lease transitions in runs.go.
+// plain lease transitions in runs_lease.go.
 
 // RunsFailAttemptResult says what became of a failed attempt.
 type RunsFailAttemptResult struct {
