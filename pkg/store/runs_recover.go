@@ -90,12 +90,7 @@ func (s *Store) recoverRuns(ctx context.Context, what string, pick, move *namedS
 	if err != nil {
 		return nil, mapErr(what, err)
 	}
-	var (
-		ids       []uuid.UUID
-		attempts  []int32
-		exhausted []bool
-		delays    []float64
-	)
+	var c recoverCandidates
 	for rows.Next() {
 		var id uuid.UUID
 		var n int32
@@ -104,23 +99,45 @@ func (s *Store) recoverRuns(ctx context.Context, what string, pick, move *namedS
 			rows.Close()
 			return nil, mapErr(what, err)
 		}
-		p, err := storedPolicy(raw, id)
-		if err != nil {
+		if err := c.add(id, n, raw); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
-		ids, attempts = append(ids, id), append(attempts, n)
-		exhausted, delays = append(exhausted, p.Exhausted(int(n))), append(delays, backoffMS(p, int(n)))
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, mapErr(what, err)
 	}
-	if len(ids) == 0 {
+	if len(c.ids) == 0 {
 		return nil, nil
 	}
-	args["run_ids"], args["attempts"], args["exhausted"], args["delay_ms"] = ids, attempts, exhausted, delays
-	rows, err = move.query(ctx, s.db, move.only(args))
+	return s.recoverMove(ctx, what, move, args, &c)
+}
+
+// recoverCandidates are the runs a recovery's pick found, each with the
+// attempts it showed and what a lost attempt leads to under its policy.
+type recoverCandidates struct {
+	ids       []uuid.UUID
+	attempts  []int32
+	exhausted []bool
+	delays    []float64 // milliseconds
+}
+
+// add adds a run that showed attempts, with its stored retry policy raw.
+func (c *recoverCandidates) add(id uuid.UUID, attempts int32, raw []byte) error {
+	p, err := storedPolicy(raw, id)
+	if err != nil {
+		return err
+	}
+	c.ids, c.attempts = append(c.ids, id), append(c.attempts, attempts)
+	c.exhausted, c.delays = append(c.exhausted, p.Exhausted(int(attempts))), append(c.delays, backoffMS(p, int(attempts)))
+	return nil
+}
+
+// recoverMove runs move, a recovery, with args and the candidates c.
+func (s *Store) recoverMove(ctx context.Context, what string, move *namedSQL, args pgx.NamedArgs, c *recoverCandidates) ([]RecoveredRun, error) {
+	args["run_ids"], args["attempts"], args["exhausted"], args["delay_ms"] = c.ids, c.attempts, c.exhausted, c.delays
+	rows, err := move.query(ctx, s.db, move.only(args))
 	if err != nil {
 		return nil, mapErr(what, err)
 	}

@@ -2316,3 +2316,36 @@ func TestRunsFailAttemptBackoff(t *testing.T) {
 		return err
 	}(), store.ErrLeaseLost)
 }
+
+// A recovery moves only the runs that still qualify when it locks them and
+// still show the attempts their backoff was computed for: a run that moved
+// on after the recovery's pick read it is left alone.
+func TestRunsRecoverWorkerSkipsMovedRuns(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.create(store.RunsCreateParams{})
+	w, x := uuid.New(), uuid.New()
+	c := e.claimOne(claimParams(w, 1), r.ID)
+	e.hold(w, r.ID)
+	row := e.rawRow(r.ID)
+	if rec, err := e.s.RunsRecoverWorkerAsPicked(e.ctx, w, []uuid.UUID{r.ID}, []int32{int32(c.Attempts) + 1}); err != nil || len(rec) != 0 {
+		t.Fatalf("recovery with other attempts: %+v %v", rec, err)
+	}
+	if e.rawRow(r.ID) != row {
+		t.Fatal("a recovery computed for other attempts changed the run")
+	}
+	rec, err := e.s.RunsRecoverWorkerAsPicked(e.ctx, w, []uuid.UUID{r.ID}, []int32{int32(c.Attempts)})
+	if err != nil || len(rec) != 1 || rec[0].Status != store.StatusPending || rec[0].Undelivered {
+		t.Fatalf("recovery: %+v %v", rec, err)
+	}
+	// Taken by another worker since: not w's to recover.
+	e.exec(`UPDATE kagzi.workflow_runs SET available_at = now() WHERE run_id = $1`, r.ID)
+	c = e.claimOne(claimParams(x, 1), r.ID)
+	row = e.rawRow(r.ID)
+	if rec, err := e.s.RunsRecoverWorkerAsPicked(e.ctx, w, []uuid.UUID{r.ID}, []int32{int32(c.Attempts)}); err != nil || len(rec) != 0 {
+		t.Fatalf("recovery of a run another worker holds: %+v %v", rec, err)
+	}
+	if e.rawRow(r.ID) != row {
+		t.Fatal("recovering w changed a run x holds")
+	}
+}
