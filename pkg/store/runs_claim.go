@@ -265,6 +265,8 @@ func (s *Store) RunsClaimExplain(ctx context.Context, p RunsClaimParams) (string
 		}
 		args = runsClaimFlowSQL.only(args)
 	}
+	// The one statement built here: EXPLAIN of a claim statement as
+	// sql/runs_claim.sql writes it, so the plan shown is the claim's own.
 	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT TEXT) "+q.text, args)
 	if err != nil {
 		return "", mapErr("explain claim", err)
