@@ -37,6 +37,9 @@ type RateLimit struct {
 // room for it, many periods ahead).
 const MaxRatePeriod = 24 * time.Hour
 
+// rateLimitsSetSQL is the statement of RateLimitsSet.
+var rateLimitsSetSQL = stmt("RateLimitsSet")
+
 // RateLimitsSet sets (or replaces) the rate limit of a key. The period is
 // a whole number of milliseconds, 1ms to MaxRatePeriod; the limit at least
 // one.
@@ -62,13 +65,7 @@ func (s *Store) RateLimitsSet(ctx context.Context, namespace, key string, limit 
 		return RateLimit{}, invalidf("rate limit period %s is above the maximum %s", durations.Format(period), durations.Format(MaxRatePeriod))
 	}
 	r := RateLimit{Namespace: namespace, Key: key, Limit: limit, Period: period}
-	err := s.db.QueryRow(ctx, `
-INSERT INTO kagzi.rate_limits AS rl (namespace_id, rate_key, max_claims, period_ms) VALUES (@namespace, @key, @limit, @period_ms)
-ON CONFLICT (namespace_id, rate_key) DO UPDATE SET max_claims = excluded.max_claims, period_ms = excluded.period_ms,
-	window_start = CASE WHEN rl.period_ms = excluded.period_ms THEN rl.window_start ELSE 'epoch' END,
-	claims = CASE WHEN rl.period_ms = excluded.period_ms THEN rl.claims ELSE 0 END,
-	updated_at = now()
-RETURNING window_start, claims, updated_at`,
+	err := rateLimitsSetSQL.queryRow(ctx, s.db,
 		pgx.NamedArgs{"namespace": namespace, "key": key, "limit": limit, "period_ms": period.Milliseconds()}).
 		Scan(&r.WindowStart, &r.Claims, &r.UpdatedAt)
 	if err != nil {
@@ -77,11 +74,14 @@ RETURNING window_start, claims, updated_at`,
 	return r, nil
 }
 
+// rateLimitsDeleteSQL is the statement of RateLimitsDelete.
+var rateLimitsDeleteSQL = stmt("RateLimitsDelete")
+
 // RateLimitsDelete removes the rate limit of a key; an absent one is
 // ErrNotFound. Runs with the key are then claimed without a limit (runs it
 // held back keep the windows they were given).
 func (s *Store) RateLimitsDelete(ctx context.Context, namespace, key string) error {
-	tag, err := s.db.Exec(ctx, `DELETE FROM kagzi.rate_limits WHERE namespace_id = @namespace AND rate_key = @key`,
+	tag, err := rateLimitsDeleteSQL.exec(ctx, s.db,
 		pgx.NamedArgs{"namespace": namespace, "key": key})
 	if err != nil {
 		return mapErr("delete rate limit", err)
@@ -92,14 +92,13 @@ func (s *Store) RateLimitsDelete(ctx context.Context, namespace, key string) err
 	return nil
 }
 
+// rateLimitsListSQL is the statement of RateLimitsList.
+var rateLimitsListSQL = stmt("RateLimitsList")
+
 // RateLimitsList lists the namespace's rate limits by key, with the claims
 // counted in the current window (0 when the last counted window is over).
 func (s *Store) RateLimitsList(ctx context.Context, namespace string) ([]RateLimit, error) {
-	rows, err := s.db.Query(ctx, `
-SELECT namespace_id, rate_key, max_claims, period_ms,
-	kagzi.rate_window(now(), period_ms),
-	CASE WHEN window_start = kagzi.rate_window(now(), period_ms) THEN claims ELSE 0 END, updated_at
-FROM kagzi.rate_limits WHERE namespace_id = @namespace ORDER BY rate_key`, pgx.NamedArgs{"namespace": namespace})
+	rows, err := rateLimitsListSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace})
 	if err != nil {
 		return nil, mapErr("list rate limits", err)
 	}

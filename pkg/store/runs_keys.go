@@ -34,19 +34,12 @@ func checkFlowKeys(concurrencyKey, rateKey string) error {
 	return nil
 }
 
-// rateDueProbe is true when a run with a rate key is due in the claim's
-// namespace and queue, of a requested type: one probe of
-// workflow_runs_claim_rate_due_idx, which holds only rate-keyed runs.
-const rateDueProbe = `SELECT 1 FROM kagzi.workflow_runs k
-		WHERE k.namespace_id = @namespace AND k.task_queue = @queue AND k.rate_key IS NOT NULL
-		  AND k.status IN ('PENDING', 'SLEEPING') AND k.available_at <= now() AND k.workflow_type = ANY(@types::text[])`
-
 // runsClaimFlowSQL is the claim statement when a requested type has a
 // per-key limit or a rate-keyed run is due: kagzi.claim_flow (migration
 // 013) picks and locks the runs — the limit rows of the requested types
 // locked first, so claims of a limited type serialise across dispatchers
-// and its per-key and per-type counts are exact — and claimUpdate claims
-// them. It claims every requested type, limited or not.
+// and its per-key and per-type counts are exact — and the claim update of
+// runsClaimSQL claims them. It claims every requested type, limited or not.
 //
 // They are two statements of one transaction: runsClaimFlowPickSQL picks
 // and locks, then runsClaimFlowSQL claims what it picked (the setting
@@ -56,20 +49,14 @@ const rateDueProbe = `SELECT 1 FROM kagzi.workflow_runs k
 // a run whose suspending report committed in between would be delivered
 // without the steps that report recorded, which its worker would then run
 // again.
-var runsClaimFlowPickSQL = prepareNamed(`
-SELECT count(*) FROM kagzi.claim_flow(@namespace, @queue, @types::text[], @type_versions::text[], @limit::int)`)
+var runsClaimFlowPickSQL = stmt("RunsClaimFlowPick")
 
 // runsClaimFlowSQL claims the runs runsClaimFlowPickSQL picked.
-var runsClaimFlowSQL = prepareNamed(`
-WITH c AS (
-	SELECT (e->>0)::uuid AS run_id, (e->>1)::timestamptz AS due_at, (e->>2)::boolean AS limited
-	FROM json_array_elements(coalesce(nullif(current_setting('kagzi.flow_taken', true), ''), '[]')::json) e
-)` + claimUpdate)
+var runsClaimFlowSQL = stmt("RunsClaimFlow")
 
 // flowStatsSQL reads what the flow claim before it, in the same
 // transaction, held back (settings local to the transaction).
-const flowStatsSQL = `SELECT coalesce(nullif(current_setting('kagzi.flow_key_full', true), ''), '0')::int,
-	coalesce(nullif(current_setting('kagzi.flow_rate_held', true), ''), '0')::int`
+var flowStatsSQL = stmt("RunsClaimFlowStats")
 
 // claimRoute is what RunsClaim reads beside the plain claim: the requested
 // types with a concurrency limit, whether one of them has a per-key limit,
@@ -120,7 +107,7 @@ func (s *Store) runsClaimFlow(ctx context.Context, args pgx.NamedArgs, stats *Cl
 	b := &pgx.Batch{}
 	runsClaimFlowPickSQL.queue(b, runsClaimFlowPickSQL.only(args))
 	runsClaimFlowSQL.queue(b, runsClaimFlowSQL.only(args))
-	b.Queue(flowStatsSQL)
+	b.Queue(flowStatsSQL.sql)
 	br := s.db.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
@@ -166,6 +153,9 @@ func (s *Store) flowClaimErr(ctx context.Context, err error) error {
 	return mapErr("claim runs", err)
 }
 
+// claimsStuckTerminateSQL is the statement of ClaimsStuckTerminate.
+var claimsStuckTerminateSQL = stmt("ClaimsStuckTerminate")
+
 // ClaimsStuckTerminate ends the sessions running a claim statement that
 // have been waiting to send its result to their client for longer than
 // after, and returns how many. A claim is one statement, committed when
@@ -174,15 +164,16 @@ func (s *Store) flowClaimErr(ctx context.Context, err error) error {
 // claims of the same type or key wait for — until its session ends.
 func (s *Store) ClaimsStuckTerminate(ctx context.Context, after time.Duration) (int, error) {
 	var n int
-	err := s.db.QueryRow(ctx, `
-SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'active'
-  AND wait_event_type = 'Client' AND wait_event = 'ClientWrite'
-  AND (query LIKE '%kagzi.claim_flow(%' OR query LIKE '%kagzi.flow_taken%' OR query LIKE '%kagzi.claim_slots(%')
-  AND query_start < clock_timestamp() - make_interval(secs => @after_ms::float8 / 1000)`,
+	err := claimsStuckTerminateSQL.queryRow(ctx, s.db,
 		pgx.NamedArgs{"after_ms": after.Milliseconds()}).Scan(&n)
 	return n, mapErr("terminate stuck claims", err)
 }
+
+// limitsPerKeyRemoveSQL is the statement of LimitsSetPerKey, removing a per-key limit.
+var limitsPerKeyRemoveSQL = stmt("LimitsPerKeyRemove")
+
+// limitsPerKeySetSQL is the statement of LimitsSetPerKey.
+var limitsPerKeySetSQL = stmt("LimitsPerKeySet")
 
 // LimitsSetPerKey sets (or replaces) the per-key limit of a workflow type
 // in a queue: at most maxPerKey of its runs RUNNING at once per
@@ -200,17 +191,7 @@ func (s *Store) LimitsSetPerKey(ctx context.Context, namespace, queue, typ strin
 	}
 	args := pgx.NamedArgs{"namespace": namespace, "queue": queue, "type": typ}
 	if maxPerKey == 0 {
-		_, err := s.db.Exec(ctx, `
-WITH u AS (
-	UPDATE kagzi.concurrency_limits SET max_per_key = NULL, updated_at = now()
-	WHERE namespace_id = @namespace AND task_queue = @queue AND workflow_type = @type AND max_running IS NOT NULL
-	RETURNING 1
-), d AS (
-	DELETE FROM kagzi.concurrency_limits
-	WHERE namespace_id = @namespace AND task_queue = @queue AND workflow_type = @type AND max_running IS NULL
-	RETURNING 1
-)
-SELECT (SELECT count(*) FROM u) + (SELECT count(*) FROM d)`, args)
+		_, err := limitsPerKeyRemoveSQL.exec(ctx, s.db, args)
 		if err != nil {
 			return ConcurrencyLimit{}, mapErr("remove per-key limit", err)
 		}
@@ -219,17 +200,7 @@ SELECT (SELECT count(*) FROM u) + (SELECT count(*) FROM d)`, args)
 	args["per_key"] = maxPerKey
 	l := ConcurrencyLimit{Namespace: namespace, Queue: queue, Type: typ, MaxPerKey: maxPerKey}
 	var maxRunning *int32
-	err := s.db.QueryRow(ctx, `
-WITH l AS (
-	INSERT INTO kagzi.concurrency_limits (namespace_id, task_queue, workflow_type, max_running, max_per_key)
-	VALUES (@namespace, @queue, @type, NULL, @per_key)
-	ON CONFLICT (namespace_id, task_queue, workflow_type) DO UPDATE SET max_per_key = excluded.max_per_key, updated_at = now()
-	RETURNING max_running, updated_at
-), running AS (
-	UPDATE kagzi.workflow_runs SET limited = true
-	WHERE namespace_id = @namespace AND task_queue = @queue AND workflow_type = @type AND status = 'RUNNING' AND NOT limited
-)
-SELECT max_running, updated_at FROM l`, args).Scan(&maxRunning, &l.UpdatedAt)
+	err := limitsPerKeySetSQL.queryRow(ctx, s.db, args).Scan(&maxRunning, &l.UpdatedAt)
 	if err != nil {
 		return ConcurrencyLimit{}, mapErr("set per-key limit", err)
 	}
@@ -246,6 +217,9 @@ type KeyUsage struct {
 	Running int
 }
 
+// limitsKeyUsageSQL is the statement of LimitsKeyUsage.
+var limitsKeyUsageSQL = stmt("LimitsKeyUsage")
+
 // LimitsKeyUsage returns the concurrency keys of a type in a queue with
 // the most RUNNING runs counted by its per-key limit, busiest first, at
 // most top of them.
@@ -253,11 +227,7 @@ func (s *Store) LimitsKeyUsage(ctx context.Context, namespace, queue, typ string
 	if top <= 0 {
 		return nil, invalidf("top %d must be positive", top)
 	}
-	rows, err := s.db.Query(ctx, `
-SELECT concurrency_key, count(*) FROM kagzi.workflow_runs
-WHERE namespace_id = @namespace AND task_queue = @queue AND workflow_type = @type
-  AND status = 'RUNNING' AND limited AND concurrency_key IS NOT NULL
-GROUP BY concurrency_key ORDER BY count(*) DESC, concurrency_key LIMIT @top`,
+	rows, err := limitsKeyUsageSQL.query(ctx, s.db,
 		pgx.NamedArgs{"namespace": namespace, "queue": queue, "type": typ, "top": top})
 	if err != nil {
 		return nil, mapErr("read key usage", err)

@@ -30,6 +30,9 @@ type ConcurrencyLimit struct {
 // and no total one.
 const NoLimit = -1
 
+// limitsSetSQL is the statement of LimitsSet.
+var limitsSetSQL = stmt("LimitsSet")
+
 // LimitsSet sets (or replaces) the concurrency limit of a workflow type in
 // a queue. A limit of 0 pauses the type: no run of it is claimed. The runs
 // of the type already running count against it; it applies to the claims
@@ -47,16 +50,7 @@ func (s *Store) LimitsSet(ctx context.Context, namespace, queue, typ string, max
 	l := ConcurrencyLimit{Namespace: namespace, Queue: queue, Type: typ, MaxRunning: maxRunning}
 	// The runs already running are marked limited, so the limit's count
 	// (which reads only limited runs) sees them.
-	err := s.db.QueryRow(ctx, `
-WITH l AS (
-	INSERT INTO kagzi.concurrency_limits (namespace_id, task_queue, workflow_type, max_running) VALUES (@namespace, @queue, @type, @max_running)
-	ON CONFLICT (namespace_id, task_queue, workflow_type) DO UPDATE SET max_running = excluded.max_running, updated_at = now()
-	RETURNING updated_at, coalesce(max_per_key, 0) AS max_per_key
-), running AS (
-	UPDATE kagzi.workflow_runs SET limited = true
-	WHERE namespace_id = @namespace AND task_queue = @queue AND workflow_type = @type AND status = 'RUNNING' AND NOT limited
-)
-SELECT updated_at, max_per_key FROM l`, pgx.NamedArgs{"namespace": namespace, "queue": queue, "type": typ, "max_running": maxRunning}).Scan(&l.UpdatedAt, &l.MaxPerKey)
+	err := limitsSetSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "queue": queue, "type": typ, "max_running": maxRunning}).Scan(&l.UpdatedAt, &l.MaxPerKey)
 	if err != nil {
 		return ConcurrencyLimit{}, mapErr("set concurrency limit", err)
 	}
@@ -75,12 +69,14 @@ func checkLimitOf(namespace, queue, typ string) error {
 	return checkName("workflow type", typ, true)
 }
 
+// limitsDeleteSQL is the statement of LimitsDelete.
+var limitsDeleteSQL = stmt("LimitsDelete")
+
 // LimitsDelete removes the concurrency limit of a workflow type in a queue,
 // announcing the queue as claimable as a raise does; an absent limit is
 // ErrNotFound.
 func (s *Store) LimitsDelete(ctx context.Context, namespace, queue, typ string) error {
-	tag, err := s.db.Exec(ctx, `
-DELETE FROM kagzi.concurrency_limits WHERE namespace_id = @namespace AND task_queue = @queue AND workflow_type = @type`,
+	tag, err := limitsDeleteSQL.exec(ctx, s.db,
 		pgx.NamedArgs{"namespace": namespace, "queue": queue, "type": typ})
 	if err != nil {
 		return mapErr("delete concurrency limit", err)
@@ -91,11 +87,12 @@ DELETE FROM kagzi.concurrency_limits WHERE namespace_id = @namespace AND task_qu
 	return nil
 }
 
+// limitsListSQL is the statement of LimitsList.
+var limitsListSQL = stmt("LimitsList")
+
 // LimitsList lists the namespace's concurrency limits by queue and type.
 func (s *Store) LimitsList(ctx context.Context, namespace string) ([]ConcurrencyLimit, error) {
-	rows, err := s.db.Query(ctx, `
-SELECT namespace_id, task_queue, workflow_type, coalesce(max_running, -1), coalesce(max_per_key, 0), updated_at FROM kagzi.concurrency_limits
-WHERE namespace_id = @namespace ORDER BY task_queue, workflow_type`, pgx.NamedArgs{"namespace": namespace})
+	rows, err := limitsListSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace})
 	if err != nil {
 		return nil, mapErr("list concurrency limits", err)
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // Run transitions made on a worker's report that need more than one of the
-// plain lease transitions in runs.go.
+// plain lease transitions in runs_lease.go.
 
 // RunsFailAttemptResult says what became of a failed attempt.
 type RunsFailAttemptResult struct {
@@ -25,65 +25,74 @@ type RunsFailAttemptResult struct {
 	Type string
 }
 
-// failAttemptSet ends the attempt of RunsFailAttempt (@error is the error):
-// retried with the policy's backoff in a new retry epoch unless f.final
-// (attempts exhausted, the error non-retryable, or cancellation requested,
-// which ends the run CANCELLED rather than FAILED).
-const failAttemptSet = `
-	locked_by = NULL, lease_expires_at = NULL,
-	error = @error,
-	status = CASE WHEN NOT f.final THEN 'PENDING' WHEN r.cancel_requested_at IS NOT NULL THEN 'CANCELLED' ELSE 'FAILED' END,
-	finished_at = CASE WHEN f.final THEN now() END,
-	attempts = CASE WHEN f.final THEN r.attempts ELSE r.attempts + 1 END,
-	epoch = CASE WHEN f.final THEN r.epoch ELSE r.epoch + 1 END,
-	available_at = CASE WHEN f.final THEN NULL ELSE now() + x.delay_ms * interval '1 millisecond' END`
+// runsFailAttemptReadSQL reads what RunsFailAttempt decides on: the run's
+// lease, its attempts and retry policy (and, for a retried report, what the
+// first report made of it).
+var runsFailAttemptReadSQL = stmt("RunsFailAttemptRead")
+
+// runsFailAttemptSQL ends the attempt of RunsFailAttempt (@error is the
+// error): retried after @delay_ms in a new retry epoch unless @final
+// (attempts exhausted or the error non-retryable) or cancellation was
+// requested, which ends the run CANCELLED rather than FAILED. It applies
+// only while the lease holds and the run shows the attempts @final and
+// @delay_ms were computed for.
+var runsFailAttemptSQL = stmt("RunsFailAttempt")
 
 // RunsFailAttempt ends the current attempt with errMsg under the lease: the
 // run is retried with its policy's backoff while attempts remain and the
 // error is retryable (errType not listed as non-retryable and nonRetryable
 // false), else it fails for good — or, if it was asked to cancel
 // (RunsCancel), it ends CANCELLED: the workflow returned an error after the
-// request, which is how it says it stopped. One statement.
+// request, which is how it says it stopped. Two statements: a read of the
+// run's attempts and retry policy, from which package retry computes the
+// outcome and the backoff, and the update that applies them.
 func (s *Store) RunsFailAttempt(ctx context.Context, l Lease, errMsg, errType string, nonRetryable bool) (RunsFailAttemptResult, error) {
 	var res RunsFailAttemptResult
-	err := s.db.QueryRow(ctx, `
-WITH u AS (
-	UPDATE kagzi.workflow_runs r0 SET `+failAttemptSet+`
-	FROM kagzi.workflow_runs r `+recoverFrom+`
-	CROSS JOIN LATERAL (
-		SELECT x.exhausted OR @non_retryable OR coalesce(r.retry_policy->'non_retryable' ? @error_type, false)
-			OR r.cancel_requested_at IS NOT NULL AS final
-	) f
-	WHERE r0.run_id = r.run_id AND r.namespace_id = @ns AND r.run_id = @run_id AND r.lease_token = @tok AND r.status = 'RUNNING'
-	RETURNING r0.run_id, r0.parent_run_id, r0.parent_step_id, r0.status, r0.error, r0.available_at, r0.workflow_type
-), done AS (
-	SELECT run_id, parent_run_id, parent_step_id, status, error, NULL::bytea AS output FROM u WHERE status IN ('FAILED', 'CANCELLED')
-), touched AS (
-	SELECT run_id FROM u
-), `+parentWakeCTEs+`
-SELECT status, available_at, workflow_type FROM u`, pgx.NamedArgs{"error": clipError(errMsg), "ns": l.Namespace, "run_id": l.RunID,
-		"tok": l.Token, "non_retryable": nonRetryable, "error_type": protocol.ClipText(errType, maxNameLen)}).
-		Scan(&res.Status, &res.AvailableAt, &res.Type)
-	if err == nil {
-		return res, nil
+	var (
+		st       RunStatus
+		tok      int64
+		at       *time.Time
+		attempts int32
+		raw      []byte
+	)
+	read := func() error {
+		err := runsFailAttemptReadSQL.queryRow(ctx, s.db,
+			pgx.NamedArgs{"ns": l.Namespace, "run_id": l.RunID}).Scan(&st, &tok, &at, &attempts, &raw)
+		return mapErr(fmt.Sprintf("fail attempt %s", l.RunID), err)
 	}
-	if !isNoRows(err) {
-		return res, mapErr("fail attempt", err)
+	if err := read(); err != nil {
+		return res, err
+	}
+	if st == StatusRunning && tok == l.Token {
+		p, err := storedPolicy(raw, l.RunID)
+		if err != nil {
+			return res, fmt.Errorf("fail attempt: %w", err)
+		}
+		errType = protocol.ClipText(errType, maxNameLen)
+		final := p.Exhausted(int(attempts)) || nonRetryable || p.IsNonRetryable(errType)
+		err = runsFailAttemptSQL.queryRow(ctx, s.db, pgx.NamedArgs{"error": clipError(errMsg), "ns": l.Namespace, "run_id": l.RunID,
+			"tok": l.Token, "attempts": attempts, "final": final, "delay_ms": backoffMS(p, int(attempts))}).
+			Scan(&res.Status, &res.AvailableAt, &res.Type)
+		if err == nil {
+			return res, nil
+		}
+		if !isNoRows(err) {
+			return res, mapErr("fail attempt", err)
+		}
+		// The run moved on between the read and the update.
+		if err := read(); err != nil {
+			return res, err
+		}
 	}
 	// A retried report finds the run already moved on under the same token.
-	var st RunStatus
-	var tok int64
-	var at *time.Time
-	err = s.db.QueryRow(ctx, `SELECT status, lease_token, available_at FROM kagzi.workflow_runs WHERE namespace_id = @ns AND run_id = @run_id`,
-		pgx.NamedArgs{"ns": l.Namespace, "run_id": l.RunID}).Scan(&st, &tok, &at)
-	if err != nil {
-		return res, mapErr(fmt.Sprintf("fail attempt %s", l.RunID), err)
-	}
 	if tok == l.Token && (st == StatusFailed || st == StatusPending || st == StatusCancelled) {
 		return RunsFailAttemptResult{Status: st, AvailableAt: at}, nil
 	}
 	return res, fmt.Errorf("fail attempt %s: %w (run is %s under lease %d, report names lease %d)", l.RunID, ErrLeaseLost, st, tok, l.Token)
 }
+
+// runsReleaseManySQL is the statement of RunsReleaseMany.
+var runsReleaseManySQL = stmt("RunsReleaseMany")
 
 // RunsReleaseMany releases claimed runs that never reached their worker,
 // claimable at once and without counting an attempt, in one statement.
@@ -98,10 +107,7 @@ func (s *Store) RunsReleaseMany(ctx context.Context, leases []Lease) (int64, err
 	for i, l := range leases {
 		ns[i], ids[i], toks[i] = l.Namespace, l.RunID.String(), l.Token
 	}
-	tag, err := s.db.Exec(ctx, `
-UPDATE kagzi.workflow_runs r SET status = 'PENDING', available_at = now(), locked_by = NULL, lease_expires_at = NULL
-FROM unnest(@ns::text[], @run_id::uuid[], @tok::bigint[]) AS l(ns, run_id, tok)
-WHERE r.namespace_id = l.ns AND r.run_id = l.run_id AND r.lease_token = l.tok AND r.status = 'RUNNING'`,
+	tag, err := runsReleaseManySQL.exec(ctx, s.db,
 		pgx.NamedArgs{"ns": ns, "run_id": ids, "tok": toks})
 	if err != nil {
 		return 0, mapErr("release runs", err)
@@ -161,19 +167,11 @@ func (s *Store) RunsCompleteMany(ctx context.Context, items []RunsCompleteItem) 
 	return errs, types, nil
 }
 
-// completeTail ends a completion statement whose u completed runs of c
-// (writing their outputs into their rows): the parents' wake-up and a row
-// per completed run ('c', its id and type).
-const completeTail = `
-), done AS (
-	SELECT u.run_id, u.parent_run_id, u.parent_step_id, u.status, u.error, c.output FROM u JOIN c USING (run_id)
-), touched AS (
-	SELECT run_id FROM u
-), ` + parentWakeCTEs + `
-SELECT 'c', 0::bigint, run_id::text, workflow_type, false, false, NULL::text, false FROM u`
-
 // runsCompleteSQL completes the runs of c (and records the step reports of
-// l that come with them) in one statement. k is the lease check of every
+// l that come with them) in one statement. Both completion statements end
+// alike: u completed runs of c (writing their outputs into their rows), the
+// parents of children among them wake (parentWakeCTEs), and a row comes
+// back per completed run ('c', its id and type). k is the lease check of every
 // run, locking its row in run id order (as every multi-run statement
 // does); a step report whose run is in k is written as stepRecordManySQL
 // writes it, and a run is completed unless one of its step reports is not
@@ -182,31 +180,7 @@ SELECT 'c', 0::bigint, run_id::text, workflow_type, false, false, NULL::text, fa
 // stepOutcome calls a conflict).
 // Its rows: one per completed run ('c', its run id and type) and one per
 // step report ('s', stepSetOutcomes).
-var runsCompleteSQL = prepareNamed(`
-WITH c AS (
-	SELECT * FROM unnest(@c_ns::text[], @c_run_id::uuid[], @c_tok::bigint[], @c_output::bytea[], @c_seen::bigint[])
-		AS c(ns, run_id, tok, output, seen)
-), k AS (
-	SELECT w.run_id, w.namespace_id, w.epoch, w.cancel_requested_at, c.tok, c.output, c.seen FROM c JOIN kagzi.workflow_runs w
-		ON w.namespace_id = c.ns AND w.run_id = c.run_id AND w.lease_token = c.tok AND w.status = 'RUNNING'
-	ORDER BY w.run_id
-	FOR NO KEY UPDATE OF w
-), l AS (` + stepReports + `
-), r AS (
-	SELECT l.*, k.namespace_id, k.epoch, k.cancel_requested_at FROM l JOIN k ON k.run_id = l.run_id AND k.tok = l.tok
-), ` + stepSetCTEs + `, so AS (` + stepSetOutcomes + `
-), bad AS (
-	SELECT l.run_id FROM so JOIN l USING (ord)
-	WHERE NOT (so.held AND (so.wrote OR so.before IS NULL OR so.before = l.status OR l.status NOT IN ('COMPLETED', 'FAILED')))
-), u AS (
-	UPDATE kagzi.workflow_runs w SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL,
-		output = k.output FROM k
-	WHERE w.namespace_id = k.namespace_id AND w.run_id = k.run_id AND k.run_id NOT IN (SELECT run_id FROM bad)
-	  AND (k.seen IS NULL OR w.event_seq = k.seen)
-	RETURNING w.run_id, w.parent_run_id, w.parent_step_id, w.status, w.error, w.workflow_type
-` + completeTail + `
-UNION ALL
-SELECT 's', ord, NULL::text, NULL::text, held, wrote, before, cancel FROM so`)
+var runsCompleteSQL = stmt("RunsCompleteWithSteps")
 
 // runsCompleteOnlySQL is runsCompleteSQL for completions that carry no
 // step: the run rows are found once, by the update itself, which costs less
@@ -217,17 +191,7 @@ SELECT 's', ord, NULL::text, NULL::text, held, wrote, before, cancel FROM so`)
 // so it holds for the newest version: an event sender that held the row
 // lock when the update reached it and committed is seen, and one that
 // comes after waits for this transaction, then finds the run finished.
-var runsCompleteOnlySQL = prepareNamed(`
-WITH c AS (
-	SELECT * FROM unnest(@c_ns::text[], @c_run_id::uuid[], @c_tok::bigint[], @c_output::bytea[], @c_seen::bigint[])
-		AS c(ns, run_id, tok, output, seen)
-), u AS (
-	UPDATE kagzi.workflow_runs w SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL,
-		output = c.output FROM c
-	WHERE w.namespace_id = c.ns AND w.run_id = c.run_id AND w.lease_token = c.tok AND w.status = 'RUNNING'
-	  AND (c.seen IS NULL OR w.event_seq = c.seen)
-	RETURNING w.run_id, w.parent_run_id, w.parent_step_id, w.status, w.error, w.workflow_type
-` + completeTail)
+var runsCompleteOnlySQL = stmt("RunsComplete")
 
 // RunsCompleteBatch is RunsCompleteMany with each completion's outcome in
 // full, and the step reports that come with the completions recorded in the
@@ -442,6 +406,9 @@ type QueueDepth struct {
 	OldestDueAt time.Time
 }
 
+// runsQueueDepthsSQL is the statement of RunsQueueDepths.
+var runsQueueDepthsSQL = stmt("RunsQueueDepths")
+
 // RunsQueueDepths counts the due, unclaimed runs of every queue, and of
 // them those no live worker serves, with when the longest-waiting became
 // due (for the queue metrics, read when metrics are scraped). Every queue
@@ -449,23 +416,7 @@ type QueueDepth struct {
 // dashboard shows 0 rather than no data. The workers are checked once per
 // type and version, not per run.
 func (s *Store) RunsQueueDepths(ctx context.Context) ([]QueueDepth, error) {
-	rows, err := s.db.Query(ctx, `
-WITH d AS (
-	SELECT namespace_id, task_queue, workflow_type, version, count(*) AS n, min(available_at) AS oldest FROM kagzi.workflow_runs
-	WHERE status IN ('PENDING', 'SLEEPING') AND available_at <= now()
-	GROUP BY namespace_id, task_queue, workflow_type, version
-), q AS (
-	SELECT namespace_id, task_queue, sum(n)::bigint AS due,
-		coalesce(sum(n) FILTER (WHERE NOT EXISTS (SELECT 1 FROM kagzi.workers w WHERE `+
-		workerServes("w", "d.namespace_id", "d.task_queue", "d.workflow_type", "d.version")+`)), 0)::bigint AS unserved,
-		min(oldest) AS oldest
-	FROM d GROUP BY namespace_id, task_queue
-)
-SELECT namespace_id, task_queue, due, unserved, oldest FROM q
-UNION ALL
-SELECT DISTINCT w.namespace_id, w.task_queue, 0::bigint, 0::bigint, NULL::timestamptz FROM kagzi.workers w
-WHERE w.status <> 'OFFLINE'
-	AND NOT EXISTS (SELECT 1 FROM q WHERE q.namespace_id = w.namespace_id AND q.task_queue = w.task_queue)`)
+	rows, err := runsQueueDepthsSQL.queryPos(ctx, s.db)
 	if err != nil {
 		return nil, mapErr("queue depths", err)
 	}

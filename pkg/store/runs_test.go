@@ -2265,3 +2265,87 @@ func TestRunsCreateInCallerTransaction(t *testing.T) {
 		t.Fatalf("committed run: %v %v", got.ID, err)
 	}
 }
+
+// A failed attempt is retried after its policy's backoff (package retry's
+// Delay, jitter included) until its attempts are spent, and fails at once
+// with an error type its policy lists as non-retryable.
+func TestRunsFailAttemptBackoff(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	pol := &retry.Policy{MaxAttempts: 3, InitialInterval: 10 * time.Second, BackoffCoefficient: 2, MaxInterval: 15 * time.Second,
+		Jitter: 0.1, NonRetryable: []string{"Fatal"}}
+	r := e.create(store.RunsCreateParams{RetryPolicy: pol})
+	w := uuid.New()
+	for attempt := 1; attempt <= 3; attempt++ {
+		c := e.claimOne(claimParams(w, 1), r.ID)
+		if c.Attempts != attempt || c.Epoch != attempt {
+			t.Fatalf("attempt %d claimed with attempts %d, epoch %d", attempt, c.Attempts, c.Epoch)
+		}
+		start := e.dbNow()
+		res, err := e.s.RunsFailAttempt(e.ctx, leaseOf(c), "boom", "Boom", false)
+		end := e.dbNow()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if attempt == 3 {
+			if res.Status != store.StatusFailed || res.AvailableAt != nil || res.Type != "T" {
+				t.Fatalf("exhausted attempt: %+v", res)
+			}
+			break
+		}
+		lo, hi := backoffBounds(pol.WithDefaults(), attempt, start, end)
+		if res.Status != store.StatusPending {
+			t.Fatalf("attempt %d: %+v", attempt, res)
+		}
+		within(t, "retry time", res.AvailableAt, lo, hi)
+		// A repeated report finds the attempt already ended.
+		again, err := e.s.RunsFailAttempt(e.ctx, leaseOf(c), "boom", "Boom", false)
+		if err != nil || again.Status != store.StatusPending || !again.AvailableAt.Equal(*res.AvailableAt) || again.Type != "" {
+			t.Fatalf("repeated report: %+v %v", again, err)
+		}
+		e.exec(`UPDATE kagzi.workflow_runs SET available_at = now() WHERE run_id = $1`, r.ID)
+	}
+
+	f := e.create(store.RunsCreateParams{RetryPolicy: pol})
+	c := e.claimOne(claimParams(w, 1), f.ID)
+	if res, err := e.s.RunsFailAttempt(e.ctx, leaseOf(c), "bad", "Fatal", false); err != nil || res.Status != store.StatusFailed {
+		t.Fatalf("non-retryable error type: %+v %v", res, err)
+	}
+	wantErr(t, func() error {
+		_, err := e.s.RunsFailAttempt(e.ctx, store.Lease{Namespace: "ns", RunID: f.ID, Token: c.LeaseToken + 1}, "x", "", false)
+		return err
+	}(), store.ErrLeaseLost)
+}
+
+// A recovery moves only the runs that still qualify when it locks them and
+// still show the attempts their backoff was computed for: a run that moved
+// on after the recovery's pick read it is left alone.
+func TestRunsRecoverWorkerSkipsMovedRuns(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.create(store.RunsCreateParams{})
+	w, x := uuid.New(), uuid.New()
+	c := e.claimOne(claimParams(w, 1), r.ID)
+	e.hold(w, r.ID)
+	row := e.rawRow(r.ID)
+	if rec, err := e.s.RunsRecoverWorkerAsPicked(e.ctx, w, []uuid.UUID{r.ID}, []int32{int32(c.Attempts) + 1}); err != nil || len(rec) != 0 {
+		t.Fatalf("recovery with other attempts: %+v %v", rec, err)
+	}
+	if e.rawRow(r.ID) != row {
+		t.Fatal("a recovery computed for other attempts changed the run")
+	}
+	rec, err := e.s.RunsRecoverWorkerAsPicked(e.ctx, w, []uuid.UUID{r.ID}, []int32{int32(c.Attempts)})
+	if err != nil || len(rec) != 1 || rec[0].Status != store.StatusPending || rec[0].Undelivered {
+		t.Fatalf("recovery: %+v %v", rec, err)
+	}
+	// Taken by another worker since: not w's to recover.
+	e.exec(`UPDATE kagzi.workflow_runs SET available_at = now() WHERE run_id = $1`, r.ID)
+	c = e.claimOne(claimParams(x, 1), r.ID)
+	row = e.rawRow(r.ID)
+	if rec, err := e.s.RunsRecoverWorkerAsPicked(e.ctx, w, []uuid.UUID{r.ID}, []int32{int32(c.Attempts)}); err != nil || len(rec) != 0 {
+		t.Fatalf("recovery of a run another worker holds: %+v %v", rec, err)
+	}
+	if e.rawRow(r.ID) != row {
+		t.Fatal("recovering w changed a run x holds")
+	}
+}
