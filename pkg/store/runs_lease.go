@@ -64,7 +64,7 @@ func (s *Store) leaseCheckDone(ctx context.Context, what string, l Lease, done R
 }
 
 // RunsComplete records a run's successful end and its output (and, for a
-// child, wakes its parent: see parentWakeCTEs). It is RunsCompleteMany for
+// child, wakes its parent: the wake-up CTEs pstep and pwake, explained in runs_children.go). It is RunsCompleteMany for
 // one run, so a completion means the same whichever way it arrives.
 func (s *Store) RunsComplete(ctx context.Context, l Lease, output []byte) error {
 	errs, _, err := s.RunsCompleteMany(ctx, []RunsCompleteItem{{Lease: l, Output: output}})

@@ -148,7 +148,7 @@ type RunsCompleteOutcome struct {
 }
 
 // RunsCompleteMany records many runs' successful ends in one statement (and
-// wakes the parents of children among them, see parentWakeCTEs), so
+// wakes the parents of children among them, the wake-up CTEs pstep and pwake, explained in runs_children.go), so
 // a batch of reports costs one update (and one pass of the notify trigger)
 // instead of one per run. errs[i] is the outcome of items[i], as
 // RunsComplete would return it, and types[i] the run's workflow type when
@@ -170,7 +170,7 @@ func (s *Store) RunsCompleteMany(ctx context.Context, items []RunsCompleteItem) 
 // runsCompleteSQL completes the runs of c (and records the step reports of
 // l that come with them) in one statement. Both completion statements end
 // alike: u completed runs of c (writing their outputs into their rows), the
-// parents of children among them wake (parentWakeCTEs), and a row comes
+// parents of children among them wake (the wake-up CTEs, explained in runs_children.go), and a row comes
 // back per completed run ('c', its id and type). k is the lease check of every
 // run, locking its row in run id order (as every multi-run statement
 // does); a step report whose run is in k is written as stepRecordManySQL
@@ -179,7 +179,7 @@ func (s *Store) RunsCompleteMany(ctx context.Context, items []RunsCompleteItem) 
 // and the attempt was recorded finished otherwise before, which
 // stepOutcome calls a conflict).
 // Its rows: one per completed run ('c', its run id and type) and one per
-// step report ('s', stepSetOutcomes).
+// step report ('s', as StepsRecordMany writes it).
 var runsCompleteSQL = stmt("RunsCompleteWithSteps")
 
 // runsCompleteOnlySQL is runsCompleteSQL for completions that carry no
