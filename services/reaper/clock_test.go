@@ -30,21 +30,19 @@ type clocked struct {
 	stepped chan struct{}
 }
 
-func (h *harness) clocked(cfg reaper.Options) *clocked {
+func (h *harness) clocked(set func(c *reaper.Config)) *clocked {
 	h.t.Helper()
-	cfg.Clock = clock.NewFake(time.Now())
-	k := h.clockedOn(cfg, testLogger(h.t))
+	k := h.clockedOn(reaper.Knobs{Clock: clock.NewFake(time.Now())}, testLogger(h.t), set)
 	waitLeader(h.t, k.r)
 	return k
 }
 
-// clockedOn is clocked on cfg.Clock (a *clock.Fake, which several reapers
+// clockedOn is clocked on kn.Clock (a *clock.Fake, which several reapers
 // may share) with its own logger.
-func (h *harness) clockedOn(cfg reaper.Options, log *slog.Logger) *clocked {
+func (h *harness) clockedOn(kn reaper.Knobs, log *slog.Logger, set func(c *reaper.Config)) *clocked {
 	h.t.Helper()
-	k := &clocked{t: h.t, c: cfg.Clock.(*clock.Fake), stepped: make(chan struct{})}
-	cfg.DatabaseURL = h.url
-	k.r = reaper.New(cfg, h.rst, h.ns.Connect(h.t), log)
+	k := &clocked{t: h.t, c: kn.Clock.(*clock.Fake), stepped: make(chan struct{})}
+	k.r = reaper.NewWith(h.config(set), kn, h.rst, h.ns.Connect(h.t), log)
 	reaper.SetStepHook(k.r, func(at time.Time) {
 		k.mu.Lock()
 		k.last = at
@@ -86,7 +84,7 @@ func TestLeaseExpiresOnTheClock(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	run := h.claimed(uuid.New(), 1, 3, time.Hour)[0] // a worker the reaper does not track
-	k := h.clocked(reaper.Options{})
+	k := h.clocked(nil)
 	r, c := k.r, k.c
 	c.Set(run.LeaseExpiresAt.Add(-time.Second))
 	k.settle()
@@ -110,7 +108,7 @@ func TestDeadlineFailsOnTheClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := h.clocked(reaper.Options{})
+	k := h.clocked(nil)
 	r, c := k.r, k.c
 	c.Set(deadline.Add(-time.Second))
 	k.settle()
@@ -129,7 +127,7 @@ func TestDeadlineFailsOnTheClock(t *testing.T) {
 func TestSilentWorkerIsLostOnTheClock(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	k := h.clocked(reaper.Options{WorkerTimeout: 10 * time.Second})
+	k := h.clocked(func(c *reaper.Config) { c.WorkerTimeout = 10 * time.Second })
 	r, c := k.r, k.c
 	f := h.fake()
 	f.register()
@@ -166,7 +164,7 @@ func TestNATSOutageIsNotDeath(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	const timeout = 10 * time.Second
-	k := h.clocked(reaper.Options{WorkerTimeout: timeout})
+	k := h.clocked(func(c *reaper.Config) { c.WorkerTimeout = timeout })
 	r, c := k.r, k.c
 	f := h.fake()
 	f.register()

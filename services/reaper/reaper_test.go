@@ -38,7 +38,7 @@ func TestHeartbeatsOfManyWorkersTakeTwoStatementsPerFlush(t *testing.T) {
 		stmts   int64
 	}
 	flushes := make(chan flush, 1000)
-	r := h.reaper(reaper.Options{FlushInterval: 100 * time.Millisecond, WorkerTimeout: 10 * time.Second}, func(workers int) {
+	r := h.reaper(reaper.Knobs{}, func(c *reaper.Config) { c.FlushInterval, c.WorkerTimeout = 100*time.Millisecond, 10*time.Second }, func(workers int) {
 		flushes <- flush{workers, h.stmts.Load()}
 	})
 	waitLeader(t, r)
@@ -125,7 +125,7 @@ func TestSilentWorkerIsMarkedOfflineAndItsRunsRecovered(t *testing.T) {
 	f := h.fake()
 	retried := h.claimed(f.id, 1, 0, time.Hour)[0]
 	exhausted := h.claimed(f.id, 1, 1, time.Hour)[0]
-	k := h.clocked(reaper.Options{WorkerTimeout: timeout})
+	k := h.clocked(func(c *reaper.Config) { c.WorkerTimeout = timeout })
 	r, c := k.r, k.c
 	f.register()
 	h.flush()
@@ -182,7 +182,7 @@ func TestDeregisterRecoversNothing(t *testing.T) {
 	f := h.fake()
 	held := h.claimed(f.id, 1, 0, time.Hour)[0]
 	const timeout = 10 * time.Second
-	k := h.clocked(reaper.Options{WorkerTimeout: timeout, FlushInterval: time.Second})
+	k := h.clocked(func(c *reaper.Config) { c.WorkerTimeout, c.FlushInterval = timeout, time.Second })
 	r, c := k.r, k.c
 	f.register()
 	f.beat(false, held.ID)
@@ -229,8 +229,9 @@ func TestLeaderFailover(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	const timeout = 10 * time.Second
-	cfg := reaper.Options{WorkerTimeout: timeout, Clock: clock.NewFake(time.Now())}
-	a, b := h.clockedOn(cfg, testLogger(t)), h.clockedOn(cfg, testLogger(t))
+	kn := reaper.Knobs{Clock: clock.NewFake(time.Now())}
+	set := func(c *reaper.Config) { c.WorkerTimeout = timeout }
+	a, b := h.clockedOn(kn, testLogger(t), set), h.clockedOn(kn, testLogger(t), set)
 	c := a.c
 	leader, standby := a, b
 	if waitLeader(t, a.r, b.r) == b.r {
@@ -304,7 +305,7 @@ func TestLeaderFailover(t *testing.T) {
 func TestMalformedLivenessMessagesAreDropped(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	r := h.reaper(reaper.Options{}, nil)
+	r := h.reaper(reaper.Knobs{}, nil, nil)
 	waitLeader(t, r)
 	bad := []struct{ subject, data string }{
 		{protocol.SubjectWorkerRegister("default"), `{"v":1,"worker_id":"not-a-uuid"}`},
@@ -365,7 +366,7 @@ func TestDroppedHeartbeatsAreNotDeath(t *testing.T) {
 	// messages pile up behind it.
 	st := testlog.NewStall(t, "dropping malformed message")
 	c := clock.NewFake(time.Now())
-	k := h.clockedOn(reaper.Options{WorkerTimeout: timeout, PendingLimit: 1, Clock: c}, slog.New(st))
+	k := h.clockedOn(reaper.Knobs{PendingLimit: 1, Clock: c}, slog.New(st), func(c *reaper.Config) { c.WorkerTimeout = timeout })
 	t.Cleanup(st.Release)
 	r := k.r
 	waitLeader(t, r)
@@ -416,7 +417,7 @@ func TestDroppedHeartbeatsAreNotDeath(t *testing.T) {
 func TestRepeatedRegistrationCompletesAWorkerKnownFromHeartbeats(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	r := h.reaper(reaper.Options{}, nil)
+	r := h.reaper(reaper.Knobs{}, nil, nil)
 	waitLeader(t, r)
 	f := h.fake()
 	f.beat(false)

@@ -56,7 +56,7 @@ func (h *harness) complete(f *fake) bool {
 func TestWorkerKnownFromHeartbeatsIsAskedToRegister(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	r := h.reaper(reaper.Options{WorkerTimeout: 10 * time.Second}, nil)
+	r := h.reaper(reaper.Knobs{}, func(c *reaper.Config) { c.WorkerTimeout = 10 * time.Second }, nil)
 	waitLeader(t, r)
 	f := h.fake()
 	notices := f.notices()
@@ -121,7 +121,7 @@ func TestLeaderAnnouncesItself(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.flush()
-	r := h.reaper(reaper.Options{}, nil)
+	r := h.reaper(reaper.Knobs{}, nil, nil)
 	waitLeader(t, r)
 	select {
 	case m := <-ups:
@@ -164,7 +164,7 @@ func TestTakeoverCompletesARowWrittenFromHeartbeats(t *testing.T) {
 		_ = l.Run(leaderCtx)
 	}()
 	<-held
-	r := h.reaper(reaper.Options{LockKey: key, WorkerTimeout: 10 * time.Second}, nil)
+	r := h.reaper(reaper.Knobs{LockKey: key}, func(c *reaper.Config) { c.WorkerTimeout = 10 * time.Second }, nil)
 	f := h.fake()
 	notices := f.notices()
 	f.register()

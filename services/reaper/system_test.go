@@ -54,6 +54,18 @@ type system struct {
 	nc  *nats.Conn
 }
 
+// reaperConfig is a reaper's configuration at its defaults with lease and
+// liveness set (a WorkerRetention of 0 keeps OFFLINE workers).
+func reaperConfig(t *testing.T, lease time.Duration, live reaper.LivenessConfig) reaper.Config {
+	t.Helper()
+	cfg, err := config.Defaults[reaper.Config](context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Lease.Duration, cfg.LivenessConfig = lease, live
+	return cfg
+}
+
 func startSystem(t *testing.T, rcfg reaper.Config) *system {
 	t.Helper()
 	return startSystemWith(t, rcfg, dispatcher.Config{})
@@ -254,8 +266,8 @@ func startWorkerProcess(t *testing.T, natsURL string, env ...string) *workerProc
 func TestKilledWorkerProcessRunsCompleteElsewhere(t *testing.T) {
 	t.Parallel()
 	const timeout = time.Second
-	s := startSystem(t, reaper.Config{WorkerTimeout: timeout, FlushInterval: 100 * time.Millisecond,
-		Lease: config.Lease{Duration: 10 * time.Second}, LeaseGrace: time.Second})
+	s := startSystem(t, reaperConfig(t, 10*time.Second, reaper.LivenessConfig{WorkerTimeout: timeout, FlushInterval: 100 * time.Millisecond,
+		LeaseGrace: time.Second}))
 	path := t.TempDir() + "/steps.log"
 	proc := startWorkerProcess(t, s.srv.NATSURL, envFile+"="+path)
 	cmd, next, wait := proc.cmd, proc.next, proc.wait
@@ -347,8 +359,8 @@ func TestKilledWorkerProcessRunsCompleteElsewhere(t *testing.T) {
 func TestDrainingWorkerFinishesItsRunsAndNothingIsRecovered(t *testing.T) {
 	t.Parallel()
 	const timeout = 500 * time.Millisecond
-	s := startSystem(t, reaper.Config{WorkerTimeout: timeout, FlushInterval: 100 * time.Millisecond,
-		Lease: config.Lease{Duration: 3 * time.Second}, LeaseGrace: time.Second})
+	s := startSystem(t, reaperConfig(t, 3*time.Second, reaper.LivenessConfig{WorkerTimeout: timeout, FlushInterval: 100 * time.Millisecond,
+		LeaseGrace: time.Second}))
 	release := make(chan struct{})
 	entered := make(chan struct{}, 10)
 	w := s.startWorker(t, func(w *worker.Worker) error {
@@ -423,8 +435,8 @@ func TestDrainingWorkerFinishesItsRunsAndNothingIsRecovered(t *testing.T) {
 // A run asleep when its deadline passes fails at the deadline.
 func TestDeadlinePassesWhileRunSleeps(t *testing.T) {
 	t.Parallel()
-	s := startSystem(t, reaper.Config{WorkerTimeout: time.Second, FlushInterval: 100 * time.Millisecond,
-		Lease: config.Lease{Duration: 3 * time.Second}, LeaseGrace: time.Second})
+	s := startSystem(t, reaperConfig(t, 3*time.Second, reaper.LivenessConfig{WorkerTimeout: time.Second, FlushInterval: 100 * time.Millisecond,
+		LeaseGrace: time.Second}))
 	s.startWorker(t, func(w *worker.Worker) error {
 		return worker.Register(w, "Nap", func(ctx workflow.Context, in int) (int, error) {
 			if err := workflow.Sleep(ctx, "nap", time.Hour); err != nil {
@@ -473,8 +485,8 @@ func TestDeadlinePassesWhileRunSleeps(t *testing.T) {
 func TestExpiredLeaseIsRecovered(t *testing.T) {
 	t.Parallel()
 	const lease = 2 * time.Second
-	s := startSystem(t, reaper.Config{WorkerTimeout: time.Second, FlushInterval: 100 * time.Millisecond,
-		Lease: config.Lease{Duration: lease}, LeaseGrace: 500 * time.Millisecond})
+	s := startSystem(t, reaperConfig(t, lease, reaper.LivenessConfig{WorkerTimeout: time.Second, FlushInterval: 100 * time.Millisecond,
+		LeaseGrace: 500 * time.Millisecond}))
 	ctx := context.Background()
 	st := s.srv.Store
 	// Let the re-reads scheduled by taking over pass, so that only the
@@ -519,8 +531,8 @@ func TestExpiredLeaseIsRecovered(t *testing.T) {
 func TestUntrackedClaimerLeaseExpires(t *testing.T) {
 	t.Parallel()
 	const lease = 2 * time.Second
-	s := startSystemWith(t, reaper.Config{WorkerTimeout: time.Second, FlushInterval: 100 * time.Millisecond,
-		Lease: config.Lease{Duration: lease}, LeaseGrace: 500 * time.Millisecond}, dispatcher.Config{Lease: config.Lease{Duration: lease}})
+	s := startSystemWith(t, reaperConfig(t, lease, reaper.LivenessConfig{WorkerTimeout: time.Second, FlushInterval: 100 * time.Millisecond,
+		LeaseGrace: 500 * time.Millisecond}), dispatcher.Config{Lease: config.Lease{Duration: lease}})
 	ctx := context.Background()
 	st := s.srv.Store
 	run, _, err := st.RunsCreate(ctx, store.RunsCreateParams{Namespace: "default", Queue: "default", Type: "T"})
@@ -589,8 +601,8 @@ func TestUntrackedClaimerLeaseExpires(t *testing.T) {
 func TestUndeliveredRunsKeepTheirAttempt(t *testing.T) {
 	t.Parallel()
 	const timeout = time.Second
-	s := startSystem(t, reaper.Config{WorkerTimeout: timeout, FlushInterval: 100 * time.Millisecond,
-		Lease: config.Lease{Duration: 3 * time.Second}, LeaseGrace: 2 * time.Second})
+	s := startSystem(t, reaperConfig(t, 3*time.Second, reaper.LivenessConfig{WorkerTimeout: timeout, FlushInterval: 100 * time.Millisecond,
+		LeaseGrace: 2 * time.Second}))
 	ctx := context.Background()
 	st := s.srv.Store
 	// A live worker, made of NATS messages, that will die.
@@ -683,8 +695,8 @@ func TestUndeliveredRunsKeepTheirAttempt(t *testing.T) {
 // workers for ever.
 func TestPoisonRunThatKillsItsWorkerFails(t *testing.T) {
 	t.Parallel()
-	s := startSystem(t, reaper.Config{WorkerTimeout: 2 * time.Second, FlushInterval: 100 * time.Millisecond,
-		Lease: config.Lease{Duration: 30 * time.Second}, LeaseGrace: time.Second})
+	s := startSystem(t, reaperConfig(t, 30*time.Second, reaper.LivenessConfig{WorkerTimeout: 2 * time.Second, FlushInterval: 100 * time.Millisecond,
+		LeaseGrace: time.Second}))
 	beats := make(chan *nats.Msg, 10000)
 	sub, err := s.nc.ChanSubscribe(protocol.SubjectWorkerHeartbeatAll, beats)
 	if err != nil {

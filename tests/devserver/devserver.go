@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/lifecycle/process"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -60,7 +61,7 @@ type Options struct {
 	// none); they compete for leadership as in production.
 	Reapers int
 	// Reaper configures each reaper (database and NATS fields are filled
-	// in; zero durations take the reaper's defaults).
+	// in; the zero Config takes config.Defaults).
 	Reaper reaper.Config
 	Log    *slog.Logger
 	// NATSOptions, if set, gives the extra options (credentials, TLS) of
@@ -190,6 +191,11 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		s.Schedulers = append(s.Schedulers, sc.(*scheduler.Scheduler))
 	}
 	rcfg := o.Reaper
+	if rcfg == (reaper.Config{}) {
+		if rcfg, err = config.Defaults[reaper.Config](ctx); err != nil {
+			return nil, err
+		}
+	}
 	rcfg.DatabaseURL, rcfg.DatabaseSessionURL = o.DatabaseURL, o.SessionURL
 	for i := 0; i < o.Reapers; i++ {
 		nc, err := s.connect(fmt.Sprintf("reaper-%d", i), protocol.RoleReaper, nats.CustomInboxPrefix(protocol.ServiceInbox(protocol.RoleReaper)))

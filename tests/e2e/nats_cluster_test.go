@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
@@ -82,10 +83,15 @@ func TestNATSClusterNodeKilled(t *testing.T) {
 	if err := watch.Flush(); err != nil {
 		t.Fatal(err)
 	}
+	rcfg, err := config.Defaults[reaper.Config](ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcfg.WorkerTimeout, rcfg.FlushInterval, rcfg.LeaseGrace = 2*time.Second, 100*time.Millisecond, time.Second
 	srv, err := devserver.Start(ctx, devserver.Options{
 		DatabaseURL: url, NATSURL: testnats.ClusterURL(nodes), Dispatchers: 1, Workers: 2,
 		Worker:   workersvc.Config{MaxConcurrency: 50, HeartbeatInterval: 200 * time.Millisecond},
-		Reaper:   reaper.Config{WorkerTimeout: 2 * time.Second, FlushInterval: 100 * time.Millisecond, LeaseGrace: time.Second},
+		Reaper:   rcfg,
 		Register: register,
 	})
 	if err != nil {
