@@ -72,8 +72,6 @@ func (g *registration) Start(ctx context.Context) error {
 // Stop stops the sweep; safe to call twice.
 func (g *registration) Stop() { g.life.Stop(nil) }
 
-func (g *registration) errs() int64 { return g.faults.errs() }
-
 // gain takes over: registrations are written anew by this term.
 func (g *registration) gain(context.Context, time.Time) error {
 	g.tm = registrationTerm{}
