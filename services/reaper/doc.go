@@ -35,14 +35,14 @@
 //
 // # Writes in batches
 //
-// The leader persists liveness on a flush tick (Options.FlushInterval) with
+// The leader persists liveness on a flush tick (Config.FlushInterval) with
 // at most two statements, whatever the number of workers:
 // store.WorkersHeartbeat for every worker heard since the last flush, and
 // store.RunsExtendLeases, which extends the leases of the runs those
-// workers list to (last heard + Options.Lease), marks them held (received:
+// workers list to (last heard + Config.Lease), marks them held (received:
 // see below), and releases a run locked to
 // one of them that it no longer lists (a delivery lost on the way) once the
-// run's lease was last set more than Options.LeaseGrace before. A flush is
+// run's lease was last set more than Config.LeaseGrace before. A flush is
 // only issued when it matters: some worker holds runs, changed its draining
 // state, or was last persisted a third of a lease ago (so leases never come
 // near expiry and `kagzi worker list` is at most that stale). Idle workers
@@ -51,7 +51,7 @@
 //
 // # Dead workers
 //
-// A worker not heard for Options.WorkerTimeout is dead. The leader's one
+// A worker not heard for Config.WorkerTimeout is dead. The leader's one
 // timer is armed at the earliest moment any worker could be dead (its last
 // heartbeat plus the timeout), never a periodic scan. When it fires, the
 // leader flushes what it has heard (so the database agrees with memory),
@@ -107,7 +107,7 @@
 // # Retention
 //
 // A third timer deletes finished runs past their retention period
-// (store.RunsDeleteExpired: up to Options.RetentionBatch runs with their
+// (store.RunsDeleteExpired: up to Config.RetentionBatch runs with their
 // steps, payloads and events in one statement, in a fenced transaction, so
 // a run goes whole or not at all). It is armed at the next expiry, which
 // store.RunsNextExpiry reads with one probe of an index over finished runs
@@ -115,19 +115,26 @@
 // hour (and once per shortest period), because nothing announces a changed
 // policy or the end of a parent whose finished children were spared. A
 // backlog goes one batch per step of the leader's loop, each followed by a
-// pause at least as long as the batch took (and Options.RetentionPause), so
+// pause at least as long as the batch took (and Config.RetentionPause), so
 // the cleanup holds a connection at most half the time and liveness work
 // waits for one batch at most.
 //
 // # Layout
 //
-// One file per concern: liveness.go (following workers, flushing, dead
-// workers and their runs), leases.go (lease expiry), deadlines.go
-// (deadlines), retention.go (expired finished runs); lead.go is the
-// leader's loop that serves them from one timer, reaper.go the service
-// around it. Time comes from Options.Clock,
-// which also gives the database its "now" for leases and deadlines, so a
-// test moves a fake clock instead of waiting.
+// Each of the leader's duties is a sweep of its own, with its own state,
+// configuration where it has any, counters, Start/Stop and test file
+// (sweep.go says what a sweep is): liveness.go (following workers,
+// flushing, dead workers and their runs; its memory of the workers in
+// workers.go), registration.go
+// (writing what liveness heard, acknowledging, asking, announcing),
+// leases.go (lease expiry), deadlines.go (deadlines), retention.go
+// (expired finished runs). reaper.go composes them into the service:
+// every replica starts every sweep, so a standby hears what the leader
+// hears; lead.go is leadership, which decides when they act: the leader's
+// loop takes over with each, steps each when anything is due, and serves
+// them all from one timer. Time comes from a clock tests replace (the
+// wall clock otherwise), which also gives the database its "now" for
+// leases and deadlines, so a test moves a fake clock instead of waiting.
 //
 // # The service
 //

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/retry"
 	"github.com/kagzi/kagzi/pkg/store"
@@ -54,12 +55,26 @@ func testLogger(t *testing.T) *slog.Logger {
 	return nil
 }
 
-// reaper starts a reaper on its own NATS connection; hook, if set, sees
-// every flush.
-func (h *harness) reaper(cfg reaper.Options, hook func(workers int)) *reaper.Reaper {
+// config is a reaper's configuration at its defaults on the harness's
+// database, with set (if any) applied.
+func (h *harness) config(set func(c *reaper.Config)) reaper.Config {
 	h.t.Helper()
+	cfg, err := config.Defaults[reaper.Config](context.Background())
+	if err != nil {
+		h.t.Fatal(err)
+	}
 	cfg.DatabaseURL = h.url
-	r := reaper.New(cfg, h.rst, h.ns.Connect(h.t), testLogger(h.t))
+	if set != nil {
+		set(&cfg)
+	}
+	return cfg
+}
+
+// reaper starts a reaper on its own NATS connection with the knobs k;
+// hook, if set, sees every flush.
+func (h *harness) reaper(k reaper.Knobs, set func(c *reaper.Config), hook func(workers int)) *reaper.Reaper {
+	h.t.Helper()
+	r := reaper.NewWith(h.config(set), k, h.rst, h.ns.Connect(h.t), testLogger(h.t))
 	if hook != nil {
 		reaper.SetFlushHook(r, hook)
 	}

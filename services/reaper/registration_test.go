@@ -12,6 +12,46 @@ import (
 	"github.com/kagzi/kagzi/services/reaper"
 )
 
+// A worker whose registration no reaper heard (it started first) is known
+// from its heartbeats alone, without its types; its repeated registration
+// completes the row, and a registration repeated unchanged writes nothing.
+func TestRepeatedRegistrationCompletesAWorkerKnownFromHeartbeats(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	r := h.reaper(reaper.Knobs{}, nil, nil)
+	waitLeader(t, r)
+	f := h.fake()
+	f.beat(false)
+	h.flush()
+	eventually(t, 10*time.Second, "worker written from its heartbeat", func() bool {
+		w, ok := h.worker(f.id)
+		return ok && w.Status == store.WorkerOnline
+	})
+	if w, _ := h.worker(f.id); len(w.Types) != 0 {
+		t.Fatalf("types %v known from a heartbeat alone", w.Types)
+	}
+	f.register()
+	h.flush()
+	eventually(t, 10*time.Second, "registration completes the row", func() bool {
+		w, _ := h.worker(f.id)
+		return len(w.Types) == 1 && w.Hostname == "fake" && w.PID == 7
+	})
+	before := settled(t, r, "registration counted", func(st reaper.Stats) bool { return st.Registered >= 2 }).Registered
+	for i := 0; i < 3; i++ {
+		f.register()
+		f.beat(false)
+	}
+	// A new worker's registration after them: once it is written, the
+	// leader has handled every message before it (one channel, in order).
+	g := h.fake()
+	g.register()
+	h.flush()
+	eventually(t, 10*time.Second, "marker worker written", func() bool { _, ok := h.worker(g.id); return ok })
+	if got := settled(t, r, "marker counted", func(st reaper.Stats) bool { return st.Registered >= before+1 }).Registered; got != before+1 {
+		t.Errorf("an unchanged registration repeated 3 times wrote %d rows, want none", got-before-1)
+	}
+}
+
 // notices subscribes to f's registration notices.
 func (f *fake) notices() chan protocol.RegistrationNotice {
 	f.h.t.Helper()
@@ -56,7 +96,7 @@ func (h *harness) complete(f *fake) bool {
 func TestWorkerKnownFromHeartbeatsIsAskedToRegister(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	r := h.reaper(reaper.Options{WorkerTimeout: 10 * time.Second}, nil)
+	r := h.reaper(reaper.Knobs{}, func(c *reaper.Config) { c.WorkerTimeout = 10 * time.Second }, nil)
 	waitLeader(t, r)
 	f := h.fake()
 	notices := f.notices()
@@ -121,7 +161,7 @@ func TestLeaderAnnouncesItself(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.flush()
-	r := h.reaper(reaper.Options{}, nil)
+	r := h.reaper(reaper.Knobs{}, nil, nil)
 	waitLeader(t, r)
 	select {
 	case m := <-ups:
@@ -164,7 +204,7 @@ func TestTakeoverCompletesARowWrittenFromHeartbeats(t *testing.T) {
 		_ = l.Run(leaderCtx)
 	}()
 	<-held
-	r := h.reaper(reaper.Options{LockKey: key, WorkerTimeout: 10 * time.Second}, nil)
+	r := h.reaper(reaper.Knobs{LockKey: key}, func(c *reaper.Config) { c.WorkerTimeout = 10 * time.Second }, nil)
 	f := h.fake()
 	notices := f.notices()
 	f.register()

@@ -2,7 +2,12 @@ package reaper
 
 import (
 	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/kagzi/kagzi/internal/lifecycle"
 
 	"github.com/kagzi/kagzi/pkg/store"
 )
@@ -12,18 +17,6 @@ import (
 // of its loop, at the moment store.RunsNextExpiry says the next one
 // expires. Between two batches of a backlog it pauses; with nothing due,
 // its timer waits for the next expiry.
-
-// Defaults of Options.RetentionBatch and Options.RetentionPause.
-const (
-	// DefaultRetentionBatch is the most runs one batch (one transaction)
-	// deletes: with their steps, payloads and events some thousands of
-	// rows, tens of milliseconds of a transaction that locks nothing the
-	// hot path uses (finished runs only).
-	DefaultRetentionBatch = store.DefaultDeleteBatch
-	// DefaultRetentionPause is the least time between two batches of a
-	// backlog.
-	DefaultRetentionPause = 100 * time.Millisecond
-)
 
 const (
 	// retentionRecheck bounds the wait between two reads of the next
@@ -46,45 +39,108 @@ const (
 	retentionCoalesce = time.Second
 )
 
-// retention serves the retention timer: it deletes a batch when runs are
+// retention is the retention sweep.
+type retention struct {
+	*shared
+	faults
+	cfg RetentionConfig
+	// onBatch, if set (tests), is called in each batch's transaction,
+	// after its deletion and before its commit.
+	onBatch func(ctx context.Context, tx *store.Store)
+
+	// mu guards expiry, what the leader last read of the next expiry (nil
+	// on a standby).
+	mu     sync.Mutex
+	expiry *store.RunsExpiry
+	tm     retentionTerm
+	c      retentionCounters
+
+	life lifecycle.Base
+}
+
+// retentionTerm is the retention sweep's state for one term.
+type retentionTerm struct {
+	// at is when retention acts next (zero: at the first step): deletes a
+	// batch if due, else reads the next expiry.
+	at  time.Time
+	due bool
+	// readAt is when the next expiry was last read; busy the backoff
+	// after batches that left due runs others held; pass the runs deleted
+	// since the last pass ended.
+	readAt time.Time
+	busy   time.Duration
+	pass   int64
+}
+
+type retentionCounters struct {
+	deleted, batches, queries atomic.Int64
+}
+
+func newRetention(sh *shared, cfg RetentionConfig) *retention {
+	return &retention{shared: sh, faults: faults{lg: sh.log}, cfg: cfg}
+}
+
+// Start starts the sweep, which listens to nothing: its timer is the
+// next expiry.
+func (s *retention) Start(ctx context.Context) error {
+	if _, err := s.life.Begin(ctx); err != nil {
+		return fmt.Errorf("retention: %w", err)
+	}
+	return nil
+}
+
+// Stop stops the sweep; safe to call twice.
+func (s *retention) Stop() { s.life.Stop(nil) }
+
+// gain takes over: retention acts at the first step.
+func (s *retention) gain(context.Context, time.Time) error {
+	s.tm = retentionTerm{}
+	return nil
+}
+
+// next is when retention acts next.
+func (s *retention) next() time.Time { return s.tm.at }
+
+// step serves the retention timer: it deletes a batch when runs are
 // due and reads when the next ones will be.
-func (r *Reaper) retention(ctx context.Context, t *term) {
-	now := r.cfg.Clock.Now()
-	if t.retainAt.After(now) || ctx.Err() != nil {
+func (s *retention) step(ctx context.Context) {
+	t := &s.tm
+	now := s.clock.Now()
+	if t.at.After(now) || ctx.Err() != nil {
 		return
 	}
 	acted := false
-	if t.retainDue {
-		n, err := r.deleteExpired(ctx, now)
+	if t.due {
+		n, err := s.deleteExpired(ctx, now)
 		if err != nil {
 			if ctx.Err() == nil {
-				r.failed("delete expired runs", err)
+				s.failed("delete expired runs", err)
 			}
-			t.retainAt = now.Add(retryAfter)
+			t.at = now.Add(retryAfter)
 			return
 		}
-		t.retainPass += n
-		if n >= int64(r.cfg.RetentionBatch) {
+		t.pass += n
+		if n >= int64(s.cfg.RetentionBatch) {
 			// More are due. The next batch waits at least as long as
 			// this one took (and RetentionPause): the cleanup holds a
 			// connection half the time at most, and the statements of
 			// the hot path never queue behind a stream of deletions.
-			took := r.cfg.Clock.Now().Sub(now)
-			t.retainAt, t.retainBusy = now.Add(max(r.cfg.RetentionPause, took)), 0
-			if now.Sub(t.retainReadAt) >= retentionRefresh {
-				_, _ = r.readExpiry(ctx, t, now)
+			took := s.clock.Now().Sub(now)
+			t.at, t.busy = now.Add(max(s.cfg.RetentionPause, took)), 0
+			if now.Sub(t.readAt) >= retentionRefresh {
+				_, _ = s.readExpiry(ctx, now)
 			}
 			return
 		}
 		acted = true
-		if t.retainPass > 0 {
-			r.log.Info("expired runs deleted", "runs", t.retainPass)
+		if t.pass > 0 {
+			s.log.Info("expired runs deleted", "runs", t.pass)
 		}
-		t.retainPass = 0
+		t.pass = 0
 	}
-	exp, err := r.readExpiry(ctx, t, now)
+	exp, err := s.readExpiry(ctx, now)
 	if err != nil {
-		t.retainAt = now.Add(retryAfter)
+		t.at = now.Add(retryAfter)
 		return
 	}
 	// A run that finishes from now on expires no sooner than the shortest
@@ -96,76 +152,76 @@ func (r *Reaper) retention(ctx context.Context, t *term) {
 	}
 	switch {
 	case exp.Next == nil || exp.Next.After(bound):
-		t.retainAt, t.retainDue, t.retainBusy = bound, false, 0
+		t.at, t.due, t.busy = bound, false, 0
 	case exp.Next.After(now):
 		at := *exp.Next
 		if acted {
 			at = later(at, now.Add(retentionCoalesce))
 		}
-		t.retainAt, t.retainDue, t.retainBusy = at, true, 0
+		t.at, t.due, t.busy = at, true, 0
 	case acted:
 		// Due runs the batch could not take: another transaction held
 		// them or their parent (a retry, a child's end). Look again after
 		// a backoff, not in a loop.
-		t.retainBusy = min(max(2*t.retainBusy, recheck), retentionBusyMax)
-		t.retainAt, t.retainDue = now.Add(t.retainBusy), true
+		t.busy = min(max(2*t.busy, recheck), retentionBusyMax)
+		t.at, t.due = now.Add(t.busy), true
 	default:
-		t.retainAt, t.retainDue = now, true
-		r.retention(ctx, t)
+		t.at, t.due = now, true
+		s.step(ctx)
 	}
 }
 
 // deleteExpired deletes one batch in a transaction fenced by the leader's
 // term.
-func (r *Reaper) deleteExpired(ctx context.Context, now time.Time) (int64, error) {
-	n, err := fenced(ctx, r, func(st *store.Store) (int64, error) {
-		n, err := st.RunsDeleteExpired(ctx, store.RunsDeleteExpiredParams{Now: now, Limit: r.cfg.RetentionBatch})
-		if err == nil && r.onRetention != nil {
-			r.onRetention(ctx, st)
+func (s *retention) deleteExpired(ctx context.Context, now time.Time) (int64, error) {
+	n, err := fenced(ctx, s.shared, func(st *store.Store) (int64, error) {
+		n, err := st.RunsDeleteExpired(ctx, store.RunsDeleteExpiredParams{Now: now, Limit: s.cfg.RetentionBatch})
+		if err == nil && s.onBatch != nil {
+			s.onBatch(ctx, st)
 		}
 		return n, err
 	})
 	if err != nil {
 		return 0, err
 	}
-	r.c.retainBatches.Add(1)
-	r.c.runsDeleted.Add(n)
-	r.log.Debug("expired runs deleted", "runs", n)
+	s.c.batches.Add(1)
+	s.c.deleted.Add(n)
+	s.log.Debug("expired runs deleted", "runs", n)
 	return n, nil
 }
 
 // readExpiry reads the next expiry and keeps it for the gauges.
-func (r *Reaper) readExpiry(ctx context.Context, t *term, now time.Time) (store.RunsExpiry, error) {
-	r.c.retainQ.Add(1)
-	exp, err := r.st.RunsNextExpiry(ctx)
+func (s *retention) readExpiry(ctx context.Context, now time.Time) (store.RunsExpiry, error) {
+	s.c.queries.Add(1)
+	exp, err := s.st.RunsNextExpiry(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			r.failed("next expiry", err)
+			s.failed("next expiry", err)
 		}
 		return exp, err
 	}
-	t.retainReadAt = now
-	r.mu.Lock()
-	r.expiry = &exp
-	r.mu.Unlock()
+	s.tm.readAt = now
+	s.mu.Lock()
+	s.expiry = &exp
+	s.mu.Unlock()
 	return exp, nil
 }
 
 // forgetExpiry drops what the leader read: a standby exports no retention
 // gauge.
-func (r *Reaper) forgetExpiry() {
-	r.mu.Lock()
-	r.expiry = nil
-	r.mu.Unlock()
+func (s *retention) forgetExpiry() {
+	s.mu.Lock()
+	s.expiry = nil
+	s.mu.Unlock()
 }
 
-// retentionAges are the retention gauges at now: how long ago the oldest
+// ages are the retention gauges at now: how long ago the oldest
 // finished run finished, and how long the most overdue run has been due
 // (0: none is). ok is false where no leader's read is at hand.
-func (r *Reaper) retentionAges(now time.Time) (oldest, overdue time.Duration, ok bool) {
-	r.mu.Lock()
-	exp := r.expiry
-	r.mu.Unlock()
+func (s *retention) ages(now time.Time) (oldest, overdue time.Duration, ok bool) {
+	s.mu.Lock()
+	exp := s.expiry
+	s.mu.Unlock()
 	if exp == nil {
 		return 0, 0, false
 	}

@@ -118,7 +118,7 @@ func TestRetentionDeletesOnTheClock(t *testing.T) {
 	h := newHarness(t)
 	done := h.finish(store.RunsCreateParams{}, store.StatusCompleted, 2)
 	failed := h.finish(store.RunsCreateParams{}, store.StatusFailed, 1)
-	k := h.clocked(reaper.Options{})
+	k := h.clocked(nil)
 	r, c := k.r, k.c
 	k.settle()
 	expires := done.FinishedAt.Add(store.DefaultKeepCompleted)
@@ -175,7 +175,7 @@ func TestRetentionBatchesAreBoundedAndPaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	const pause = 5 * time.Second
-	k := h.clocked(reaper.Options{RetentionBatch: 3, RetentionPause: pause})
+	k := h.clocked(func(c *reaper.Config) { c.RetentionBatch, c.RetentionPause = 3, pause })
 	r, c := k.r, k.c
 	c.Set(finished.Add(store.DefaultKeepCompleted + time.Minute))
 	for i, want := range []int64{3, 6, 8} {
@@ -233,7 +233,7 @@ func TestRetentionPoliciesThroughTheReaper(t *testing.T) {
 	shortDone := h.finish(store.RunsCreateParams{Type: "Short"}, store.StatusCompleted, 1)
 	shortFailed := h.finish(store.RunsCreateParams{Type: "Short"}, store.StatusFailed, 1)
 
-	k := h.clocked(reaper.Options{})
+	k := h.clocked(nil)
 	r, c := k.r, k.c
 	c.Advance(3 * time.Hour)
 	settled(t, r, "the Short type's completed run deleted", func(s reaper.Stats) bool { return s.RunsDeleted == 1 })
@@ -281,7 +281,7 @@ func TestRetentionKilledBatchLeavesNoPartialRun(t *testing.T) {
 			Input: []byte(`"first"`)}, store.StatusCompleted, 3))
 	}
 	var kills atomic.Int32
-	k := h.clockedWith(reaper.Options{}, func(r *reaper.Reaper) {
+	k := h.clockedWith(nil, func(r *reaper.Reaper) {
 		reaper.SetRetentionHook(r, func(ctx context.Context, tx *store.Store) {
 			if kills.Add(1) != 1 {
 				return
@@ -341,12 +341,11 @@ func TestRetentionKilledBatchLeavesNoPartialRun(t *testing.T) {
 
 // clockedWith is clocked with setup called on the reaper before it starts
 // (to set test hooks).
-func (h *harness) clockedWith(cfg reaper.Options, setup func(*reaper.Reaper)) *clocked {
+func (h *harness) clockedWith(set func(c *reaper.Config), setup func(*reaper.Reaper)) *clocked {
 	h.t.Helper()
-	cfg.Clock = clock.NewFake(time.Now())
-	cfg.DatabaseURL = h.url
-	k := &clocked{t: h.t, c: cfg.Clock.(*clock.Fake), stepped: make(chan struct{})}
-	k.r = reaper.New(cfg, h.rst, h.ns.Connect(h.t), testLogger(h.t))
+	c := clock.NewFake(time.Now())
+	k := &clocked{t: h.t, c: c, stepped: make(chan struct{})}
+	k.r = reaper.NewWith(h.config(set), reaper.Knobs{Clock: c}, h.rst, h.ns.Connect(h.t), testLogger(h.t))
 	reaper.SetStepHook(k.r, func(at time.Time) {
 		k.mu.Lock()
 		k.last = at
@@ -378,7 +377,7 @@ func TestRetentionCoalescesExpiries(t *testing.T) {
 	if !last.After(*runs[0].FinishedAt) {
 		t.Fatalf("runs finished at the same instant: %v", last)
 	}
-	k := h.clocked(reaper.Options{})
+	k := h.clocked(nil)
 	r, c := k.r, k.c
 	k.settle()
 	// The first run's expiry: one batch, that run.

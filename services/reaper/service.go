@@ -20,15 +20,7 @@ import (
 // Assemble returns the reaper service's parts over st and nc (the reaper
 // watches its NATS connection itself) with the readiness checks.
 func Assemble(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) process.Parts {
-	retention := cfg.WorkerRetention
-	if retention == 0 {
-		retention = -1 // keep
-	}
-	r := New(Options{
-		DatabaseURL: cfg.SessionURL(), WorkerTimeout: cfg.WorkerTimeout, FlushInterval: cfg.FlushInterval,
-		Lease: cfg.Lease.Duration, LeaseGrace: cfg.LeaseGrace, WorkerRetention: retention, BeaconInterval: cfg.BeaconInterval,
-		RetentionBatch: cfg.RetentionBatch, RetentionPause: cfg.RetentionPause,
-	}, st, nc, log)
+	r := New(cfg, st, nc, log)
 	registerMetrics(r)
 	return process.Parts{Components: []lifecycle.Component{r},
 		Checks: map[string]lifecycle.Check{"postgres": st.Ping, "nats": lifecycle.NATSCheck(nc)},
@@ -90,7 +82,7 @@ func registerMetrics(rp *Reaper) {
 		o.ObserveInt64(lost, st.WorkersLost)
 		o.ObserveInt64(deadlines, st.DeadlinesMissed)
 		o.ObserveInt64(deleted, st.RunsDeleted)
-		if age, late, ok := rp.retentionAges(rp.cfg.Clock.Now()); ok {
+		if age, late, ok := rp.retain.ages(rp.sh.clock.Now()); ok {
 			o.ObserveFloat64(oldest, age.Seconds())
 			o.ObserveFloat64(overdue, late.Seconds())
 		}

@@ -16,6 +16,81 @@ import (
 	"github.com/kagzi/kagzi/tests/testlog"
 )
 
+// A worker silent for the timeout on the reaper's clock is lost and its
+// runs taken back; heard again before, it is not.
+func TestSilentWorkerIsLostOnTheClock(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	k := h.clocked(func(c *reaper.Config) { c.WorkerTimeout = 10 * time.Second })
+	r, c := k.r, k.c
+	f := h.fake()
+	f.register()
+	h.flush()
+	eventually(t, 10*time.Second, "the worker registered", func() bool { _, ok := h.worker(f.id); return ok })
+	run := h.claimed(f.id, 1, 3, time.Hour)[0]
+	f.beat(false, run.ID)
+	h.flush()
+	settled(t, r, "the heartbeat heard", func(s reaper.Stats) bool { return s.Heartbeats >= 1 })
+
+	c.Advance(9 * time.Second) // within the timeout: a flush, no death
+	k.settle()
+	f.beat(false, run.ID)
+	h.flush()
+	settled(t, r, "the second heartbeat heard", func(s reaper.Stats) bool { return s.Heartbeats >= 2 })
+	c.Advance(9 * time.Second) // 18 s since the first beat, 9 s since the last
+	k.settle()
+	if st := r.Stats(); st.WorkersLost != 0 {
+		t.Fatalf("a worker heard 9 s ago on a 10 s timeout was lost: %+v", st)
+	}
+
+	c.Advance(2 * time.Second) // 11 s of silence
+	settled(t, r, "the worker lost", func(s reaper.Stats) bool { return s.WorkersLost == 1 })
+	eventually(t, 10*time.Second, "its run taken back", func() bool { return h.run(run.ID).Status != store.StatusRunning })
+	if w, _ := h.worker(f.id); w.Status != "OFFLINE" {
+		t.Fatalf("lost worker is %s, want OFFLINE", w.Status)
+	}
+}
+
+// A NATS outage is not death, however long it lasts on the reaper's
+// clock: after the reconnect every worker has one full timeout to be
+// heard, and one silent past it is lost.
+func TestNATSOutageIsNotDeath(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	const timeout = 10 * time.Second
+	k := h.clocked(func(c *reaper.Config) { c.WorkerTimeout = timeout })
+	r, c := k.r, k.c
+	f := h.fake()
+	f.register()
+	h.flush()
+	eventually(t, 10*time.Second, "the worker registered", func() bool { _, ok := h.worker(f.id); return ok })
+	run := h.claimed(f.id, 1, 3, time.Hour)[0]
+	f.beat(false, run.ID)
+	h.flush()
+	settled(t, r, "the heartbeat heard", func(s reaper.Stats) bool { return s.Heartbeats >= 1 && s.NATSUp })
+
+	h.ns.Stop()
+	settled(t, r, "the outage seen", func(s reaper.Stats) bool { return !s.NATSUp })
+	c.Advance(4 * timeout)
+	k.settle()
+	h.ns.Restart(t)
+	eventually(t, 20*time.Second, "the reconnect seen", func() bool { return r.Stats().NATSUp })
+
+	c.Advance(timeout - time.Second) // silent since before the outage, within a timeout of the reconnect
+	k.settle()
+	if st := r.Stats(); st.WorkersLost != 0 {
+		t.Fatalf("a worker was lost to the outage: %+v", st)
+	}
+	if w, _ := h.worker(f.id); w.Status != store.WorkerOnline {
+		t.Fatalf("worker is %s after the outage", w.Status)
+	}
+	if got := h.run(run.ID); got.Status != store.StatusRunning || got.Attempts != 1 {
+		t.Fatalf("run after the outage: %s attempts %d", got.Status, got.Attempts)
+	}
+	c.Advance(2 * time.Second)
+	settled(t, r, "the silent worker lost", func(s reaper.Stats) bool { return s.WorkersLost == 1 })
+}
+
 // flushStatements is what a flush costs: one transaction of BEGIN, the
 // leader's fence (store.Fenced), the heartbeats, the leases and COMMIT.
 const flushStatements = 5
@@ -38,7 +113,7 @@ func TestHeartbeatsOfManyWorkersTakeTwoStatementsPerFlush(t *testing.T) {
 		stmts   int64
 	}
 	flushes := make(chan flush, 1000)
-	r := h.reaper(reaper.Options{FlushInterval: 100 * time.Millisecond, WorkerTimeout: 10 * time.Second}, func(workers int) {
+	r := h.reaper(reaper.Knobs{}, func(c *reaper.Config) { c.FlushInterval, c.WorkerTimeout = 100*time.Millisecond, 10*time.Second }, func(workers int) {
 		flushes <- flush{workers, h.stmts.Load()}
 	})
 	waitLeader(t, r)
@@ -125,7 +200,7 @@ func TestSilentWorkerIsMarkedOfflineAndItsRunsRecovered(t *testing.T) {
 	f := h.fake()
 	retried := h.claimed(f.id, 1, 0, time.Hour)[0]
 	exhausted := h.claimed(f.id, 1, 1, time.Hour)[0]
-	k := h.clocked(reaper.Options{WorkerTimeout: timeout})
+	k := h.clocked(func(c *reaper.Config) { c.WorkerTimeout = timeout })
 	r, c := k.r, k.c
 	f.register()
 	h.flush()
@@ -182,7 +257,7 @@ func TestDeregisterRecoversNothing(t *testing.T) {
 	f := h.fake()
 	held := h.claimed(f.id, 1, 0, time.Hour)[0]
 	const timeout = 10 * time.Second
-	k := h.clocked(reaper.Options{WorkerTimeout: timeout, FlushInterval: time.Second})
+	k := h.clocked(func(c *reaper.Config) { c.WorkerTimeout, c.FlushInterval = timeout, time.Second })
 	r, c := k.r, k.c
 	f.register()
 	f.beat(false, held.ID)
@@ -221,90 +296,12 @@ func TestDeregisterRecoversNothing(t *testing.T) {
 	}
 }
 
-// Two reapers on one clock: killing the leader's lock connection hands
-// leadership to the standby within 2 s, and the new leader gives every
-// worker it did not hear one timeout on the clock before it marks it
-// OFFLINE.
-func TestLeaderFailover(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
-	const timeout = 10 * time.Second
-	cfg := reaper.Options{WorkerTimeout: timeout, Clock: clock.NewFake(time.Now())}
-	a, b := h.clockedOn(cfg, testLogger(t)), h.clockedOn(cfg, testLogger(t))
-	c := a.c
-	leader, standby := a, b
-	if waitLeader(t, a.r, b.r) == b.r {
-		leader, standby = b, a
-	}
-	// A live worker with a run: it must sail through the failover (as must
-	// late, registered during it).
-	alive := h.fake()
-	held := h.claimed(alive.id, 1, 0, time.Hour)[0]
-	alive.register()
-	h.flush()
-	eventually(t, 5*time.Second, "live worker registered", func() bool {
-		_, ok := h.worker(alive.id)
-		return ok
-	})
-	// A worker only the database knows (as after a crash of the old
-	// leader before it noticed): alive as of the failover, for one timeout.
-	ghost, err := h.st.WorkersRegister(context.Background(), store.WorkersRegisterParams{WorkerID: uuid.New(),
-		Namespace: "default", Queue: "q", MaxConcurrency: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	killed := time.Now()
-	if n, err := h.st.LockHolderTerminate(context.Background(), reaper.LockKey); err != nil || n != 1 {
-		t.Fatalf("terminate the leader's session: %d, %v", n, err)
-	}
-	late := h.fake()
-	late.register()
-	h.flush()
-	took := eventually(t, 2*time.Second, "standby acts", func() bool {
-		_, ok := h.worker(late.id)
-		return standby.r.IsLeader() && ok
-	})
-	t.Logf("standby took over and wrote a registration %v after the kill", took.Sub(killed))
-	eventually(t, 2*time.Second, "old leader steps down", func() bool { return !leader.r.IsLeader() })
-	tookOver := c.Now()
-
-	beat := func(n int64) {
-		t.Helper()
-		alive.beat(false, held.ID)
-		late.beat(false)
-		h.flush()
-		settled(t, standby.r, "the live worker heard", func(s reaper.Stats) bool { return s.Heartbeats >= n })
-		standby.settle()
-	}
-	beat(2)
-	c.Set(tookOver.Add(timeout - time.Second))
-	beat(4)
-	if w, _ := h.worker(ghost.ID); w.Status != store.WorkerOnline || standby.r.Stats().WorkersLost != 0 {
-		t.Fatalf("a worker the new leader never heard is %s a second before one timeout after the failover", w.Status)
-	}
-	c.Set(tookOver.Add(timeout + time.Second))
-	settled(t, standby.r, "the ghost worker lost", func(s reaper.Stats) bool { return s.WorkersLost == 1 })
-	if w, _ := h.worker(ghost.ID); w.Status != store.WorkerOffline {
-		t.Fatalf("ghost worker is %s one timeout after the failover, want OFFLINE", w.Status)
-	}
-	if w, _ := h.worker(alive.id); w.Status != store.WorkerOnline {
-		t.Fatalf("live worker is %s after the failover", w.Status)
-	}
-	if run := h.run(held.ID); run.Status != store.StatusRunning || run.Attempts != 1 || run.LockedBy == nil || *run.LockedBy != alive.id {
-		t.Fatalf("live worker's run after the failover: %s attempts %d", run.Status, run.Attempts)
-	}
-	if st := standby.r.Stats(); st.RunsRetried+st.RunsFailed != 0 || st.Terms != 1 {
-		t.Fatalf("new leader's stats: %+v", st)
-	}
-}
-
 // Malformed messages on the liveness subjects are counted and dropped;
 // what follows is served.
 func TestMalformedLivenessMessagesAreDropped(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	r := h.reaper(reaper.Options{}, nil)
+	r := h.reaper(reaper.Knobs{}, nil, nil)
 	waitLeader(t, r)
 	bad := []struct{ subject, data string }{
 		{protocol.SubjectWorkerRegister("default"), `{"v":1,"worker_id":"not-a-uuid"}`},
@@ -365,7 +362,7 @@ func TestDroppedHeartbeatsAreNotDeath(t *testing.T) {
 	// messages pile up behind it.
 	st := testlog.NewStall(t, "dropping malformed message")
 	c := clock.NewFake(time.Now())
-	k := h.clockedOn(reaper.Options{WorkerTimeout: timeout, PendingLimit: 1, Clock: c}, slog.New(st))
+	k := h.clockedOn(reaper.Knobs{PendingLimit: 1, Clock: c}, slog.New(st), func(c *reaper.Config) { c.WorkerTimeout = timeout })
 	t.Cleanup(st.Release)
 	r := k.r
 	waitLeader(t, r)
@@ -407,45 +404,5 @@ func TestDroppedHeartbeatsAreNotDeath(t *testing.T) {
 	settled(t, r, "the silent worker lost", func(s reaper.Stats) bool { return s.WorkersLost == 1 })
 	if s, _ := h.worker(w.id); s.Status != store.WorkerOffline {
 		t.Fatalf("lost worker is %s, want OFFLINE", s.Status)
-	}
-}
-
-// A worker whose registration no reaper heard (it started first) is known
-// from its heartbeats alone, without its types; its repeated registration
-// completes the row, and a registration repeated unchanged writes nothing.
-func TestRepeatedRegistrationCompletesAWorkerKnownFromHeartbeats(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
-	r := h.reaper(reaper.Options{}, nil)
-	waitLeader(t, r)
-	f := h.fake()
-	f.beat(false)
-	h.flush()
-	eventually(t, 10*time.Second, "worker written from its heartbeat", func() bool {
-		w, ok := h.worker(f.id)
-		return ok && w.Status == store.WorkerOnline
-	})
-	if w, _ := h.worker(f.id); len(w.Types) != 0 {
-		t.Fatalf("types %v known from a heartbeat alone", w.Types)
-	}
-	f.register()
-	h.flush()
-	eventually(t, 10*time.Second, "registration completes the row", func() bool {
-		w, _ := h.worker(f.id)
-		return len(w.Types) == 1 && w.Hostname == "fake" && w.PID == 7
-	})
-	before := settled(t, r, "registration counted", func(st reaper.Stats) bool { return st.Registered >= 2 }).Registered
-	for i := 0; i < 3; i++ {
-		f.register()
-		f.beat(false)
-	}
-	// A new worker's registration after them: once it is written, the
-	// leader has handled every message before it (one channel, in order).
-	g := h.fake()
-	g.register()
-	h.flush()
-	eventually(t, 10*time.Second, "marker worker written", func() bool { _, ok := h.worker(g.id); return ok })
-	if got := settled(t, r, "marker counted", func(st reaper.Stats) bool { return st.Registered >= before+1 }).Registered; got != before+1 {
-		t.Errorf("an unchanged registration repeated 3 times wrote %d rows, want none", got-before-1)
 	}
 }
