@@ -31,6 +31,8 @@ package migrations
 
 import "embed"
 
+//go:generate go run ./internal/schemagen
+
 // FS holds the numbered migration files, NNN_name.sql from 001 without a
 // gap: the up migration above "---- create above / drop below ----", which
 // the migrator applies; the down migration below it, which nothing applies
