@@ -37,14 +37,18 @@ func redact(url string) string {
 	return strings.Replace(url, cfg.Password, "xxxxx", 1)
 }
 
+var (
+	lockSessionsSQL            = stmt("LockSessions")
+	lockHolderTerminateSQL     = stmt("LockHolderTerminate")
+	lockHolderTerminateIdleSQL = stmt("LockHolderTerminateIdle")
+	serverAutovacuumSQL        = stmt("ServerAutovacuum")
+)
+
 // LockSessions counts the sessions of the current database that hold and
 // that wait for the advisory lock key (as Leader and Listener take it):
 // whether someone leads, and how many standbys are queued to take over.
 func (s *Store) LockSessions(ctx context.Context, key int64) (held, waiting int, err error) {
-	err = s.db.QueryRow(ctx, `
-SELECT count(*) FILTER (WHERE granted), count(*) FILTER (WHERE NOT granted) FROM pg_locks
-WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-  AND ((classid::bigint << 32) | objid::bigint) = @key`, pgx.NamedArgs{"key": key}).Scan(&held, &waiting)
+	err = lockSessionsSQL.queryRow(ctx, s.db, pgx.NamedArgs{"key": key}).Scan(&held, &waiting)
 	return held, waiting, mapErr("advisory lock sessions", err)
 }
 
@@ -53,10 +57,7 @@ WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE da
 // move relay leadership; tests use it to kill a relay's connection.
 func (s *Store) LockHolderTerminate(ctx context.Context, key int64) (int, error) {
 	var n int
-	err := s.db.QueryRow(ctx, `
-SELECT count(pg_terminate_backend(pid)) FROM pg_locks
-WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-  AND ((classid::bigint << 32) | objid::bigint) = @key`, pgx.NamedArgs{"key": key}).Scan(&n)
+	err := lockHolderTerminateSQL.queryRow(ctx, s.db, pgx.NamedArgs{"key": key}).Scan(&n)
 	return n, mapErr("terminate lock holder", err)
 }
 
@@ -69,11 +70,7 @@ WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_datab
 // silent.
 func (s *Store) LockHolderTerminateIdle(ctx context.Context, key int64, idle time.Duration) (int, error) {
 	var n int
-	err := s.db.QueryRow(ctx, `
-SELECT count(pg_terminate_backend(l.pid)) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-WHERE l.locktype = 'advisory' AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-  AND ((l.classid::bigint << 32) | l.objid::bigint) = @key
-  AND a.state = 'idle' AND a.state_change < clock_timestamp() - make_interval(secs => @idle_ms::float8 / 1000)`,
+	err := lockHolderTerminateIdleSQL.queryRow(ctx, s.db,
 		pgx.NamedArgs{"key": key, "idle_ms": idle.Milliseconds()}).Scan(&n)
 	return n, mapErr("terminate idle lock holder", err)
 }
@@ -84,6 +81,6 @@ WHERE l.locktype = 'advisory' AND l.granted AND l.database = (SELECT oid FROM pg
 // per-table settings of migration 010 only tune it).
 func (s *Store) ServerAutovacuum(ctx context.Context) (bool, error) {
 	var on bool
-	err := s.db.QueryRow(ctx, `SELECT current_setting('autovacuum')::bool`).Scan(&on)
+	err := serverAutovacuumSQL.queryRowPos(ctx, s.db).Scan(&on)
 	return on, mapErr("read autovacuum setting", err)
 }
