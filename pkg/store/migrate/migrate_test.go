@@ -361,3 +361,35 @@ func TestMigrateRefusesBadSets(t *testing.T) {
 		})
 	}
 }
+
+// An early migration runs the current definition of a function a later
+// one redefines (migrations/functions): a database upgraded from an old
+// version with rows in it, whose triggers fire during the migrations
+// between the two, still migrates.
+func TestMigrateWithRowsFromOlderVersions(t *testing.T) {
+	t.Parallel()
+	for _, old := range []int32{2, 4, 12} {
+		t.Run(fmt.Sprint(old), func(t *testing.T) {
+			t.Parallel()
+			url := testdb.Empty(t)
+			if _, err := migrate.UpFS(t.Context(), url, firstMigrations(t, old)); err != nil {
+				t.Fatal(err)
+			}
+			conn := connect(t, url)
+			if _, err := conn.Exec(t.Context(), `INSERT INTO kagzi.workflow_runs (run_id, namespace_id, task_queue, workflow_type, status)
+				VALUES (gen_random_uuid(), 'default', 'q', 'T', 'RUNNING'), (gen_random_uuid(), 'default', 'q', 'T', 'PENDING'),
+				       (gen_random_uuid(), 'default', 'q', 'T', 'COMPLETED')`); err != nil {
+				t.Fatal(err)
+			}
+			if old >= 3 {
+				if _, err := conn.Exec(t.Context(), `INSERT INTO kagzi.concurrency_limits (namespace_id, task_queue, workflow_type, max_running)
+					VALUES ('default', 'q', 'T', 1)`); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if v, err := migrate.Up(t.Context(), url); err != nil || v != latest(t) {
+				t.Fatalf("migrate from %d with rows: version %d, %v; want %d", old, v, err, latest(t))
+			}
+		})
+	}
+}
