@@ -14,9 +14,9 @@ import (
 // migrations/embed.go).
 var directive = regexp.MustCompile(`^--\s*kagzi:function\s+([a-z_][a-z0-9_]*)(?:\s+sha256:([0-9a-f]{16}))?\s*$`)
 
-// directivePrefix starts every directive; a line that starts so and does
+// directiveLike starts every directive; a line that starts so and does
 // not parse is refused rather than run as a comment.
-const directivePrefix = "-- kagzi:"
+var directiveLike = regexp.MustCompile(`^--\s*kagzi:`)
 
 // named is one function directive of a migration file.
 type named struct {
@@ -43,7 +43,7 @@ func (f functions) expand(file, up string) (string, error) {
 	var b strings.Builder
 	for i, line := range strings.SplitAfter(up, "\n") {
 		t := strings.TrimSpace(line)
-		if !strings.HasPrefix(t, directivePrefix) {
+		if !directiveLike.MatchString(t) {
 			b.WriteString(line)
 			continue
 		}

@@ -140,11 +140,11 @@ func load(fsys fs.FS) ([]migration, error) {
 }
 
 // hasSQL reports whether sql holds more than blank lines and line
-// comments; a function directive counts as SQL.
+// comments; a function directive (or a line meant as one) counts as SQL.
 func hasSQL(sql string) bool {
 	for line := range strings.Lines(sql) {
 		l := strings.TrimSpace(line)
-		if l != "" && (!strings.HasPrefix(l, "--") || directive.MatchString(l)) {
+		if l != "" && (!strings.HasPrefix(l, "--") || directiveLike.MatchString(l)) {
 			return true
 		}
 	}

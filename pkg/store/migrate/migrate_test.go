@@ -351,6 +351,12 @@ func TestMigrateRefusesBadSets(t *testing.T) {
 		{"not from 1", fstest.MapFS{"002_b.sql": {Data: ok}}, "missing migration 1"},
 		{"empty up", fstest.MapFS{"001_a.sql": {Data: []byte("-- nothing\n\n---- create above / drop below ----\nDROP TABLE x;\n")}}, "no SQL"},
 		{"none", fstest.MapFS{"README.md": {Data: ok}}, "no migrations"},
+		{"malformed directive", fstest.MapFS{"001_a.sql": {Data: []byte("--kagzi:functon f\n")}}, "malformed directive"},
+		{"no function file", fstest.MapFS{"001_a.sql": {Data: []byte("-- kagzi:function f\n")}}, "function f"},
+		{"stale pin", fstest.MapFS{
+			"001_a.sql":       {Data: []byte("-- kagzi:function f sha256:0000000000000000\n")},
+			"functions/f.sql": {Data: ok},
+		}, "not the 0000000000000000 this migration pinned"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			// No database behind the URL: loading fails first.
