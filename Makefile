@@ -82,6 +82,13 @@ run:
 	url="$$(scripts/ensure-postgres.sh kagzi)"; echo "database: $$url"; KAGZI_DATABASE_URL="$$url" $(GO) -C cmd/kagzi run . dev --demo; \
 	exit $$?
 
+## schema: regenerate migrations/schema.sql, the schema a database migrated
+## from empty has (pg_dump of schema kagzi); TestSchemaFileIsCurrent fails
+## when it is stale.
+.PHONY: schema
+schema:
+	KAGZI_TEST_DATABASE_URL="$(PG_URL)" $(GO) generate ./migrations
+
 ## lint: formatting, and vet in every module.
 lint:
 	@out="$$(gofmt -l .)"; if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

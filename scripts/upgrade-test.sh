@@ -288,14 +288,62 @@ git diff --stat "$OLD" -- migrations/ | sed 's/^/    /'
 
 # An applied migration is never applied again: its SQL (the up part, less
 # comments and blank lines) must be OLD's, or upgraded databases and fresh
-# ones differ. Comments may change.
-migration_sql() { sed -e '/^---- create above \/ drop below ----/,$d' -e 's/^[[:space:]]*--.*$//' -e 's/[[:space:]]*$//' | grep -v '^$' || true; }
+# ones differ. Comments may change. A function of migrations/functions/ is
+# compared apart: a migration's "-- kagzi:function NAME" line and a
+# definition of NAME written out (as migrations before the functions/ files
+# did) both read "FUNCTION NAME" here, and below.
+FUNCTIONS=" $(find migrations/functions -name '*.sql' -printf '%f ' 2>/dev/null | sed 's/\.sql / /g')"
+# fold_functions: stdin with each definition of, or directive naming, a
+# function of $FUNCTIONS as the line "FUNCTION NAME".
+fold_functions() {
+	awk -v names="$FUNCTIONS" '
+		skip { if ($0 ~ /^[$][$];[[:space:]]*$/) skip = 0; next }
+		/^[[:space:]]*CREATE[[:space:]]+(OR[[:space:]]+REPLACE[[:space:]]+)?FUNCTION[[:space:]]+kagzi[.][a-z_0-9]+[(]/ {
+			n = $0; sub(/^.*FUNCTION[[:space:]]+kagzi[.]/, "", n); sub(/[(].*$/, "", n)
+			if (index(names, " " n " ")) { print "FUNCTION " n; skip = 1; next }
+		}
+		/^[[:space:]]*--[[:space:]]*kagzi:function[[:space:]]/ {
+			n = $0; sub(/^[[:space:]]*--[[:space:]]*kagzi:function[[:space:]]+/, "", n); sub(/[[:space:]].*$/, "", n)
+			print "FUNCTION " n; next
+		}
+		{ print }'
+}
+up_part() { sed -e '/^---- create above \/ drop below ----/,$d'; }
+sql_only() { sed -e 's/^[[:space:]]*--.*$//' -e 's/[[:space:]]*$//' | grep -v '^$' || true; }
+migration_sql() { up_part | fold_functions | sql_only; }
 for f in $(git ls-tree --name-only "$OLD" migrations/ | grep -E '^migrations/[0-9]+_.*\.sql$'); do
 	if [[ ! -f $f ]]; then
 		fail "$f of OLD is gone from the work tree"
 	elif ! diff <(git show "$OLD:$f" | migration_sql) <(migration_sql <"$f") >"$TMP/migration.diff"; then
 		fail "$f: its SQL differs from OLD's, which databases at OLD's version already applied:"
 		sed 's/^/    /' "$TMP/migration.diff" | head -n 20
+	fi
+done
+# A function whose pinning migration (the last naming it) OLD applied is
+# OLD's definition: OLD's functions/ file, or else the last definition its
+# migrations wrote out. Otherwise upgraded databases would keep OLD's.
+function_sql() { sql_only | sed -E 's/^CREATE[[:space:]]+FUNCTION/CREATE OR REPLACE FUNCTION/'; }
+old_function() { # name: OLD's definition of kagzi.name
+	local fn=$1 f def=
+	if git cat-file -e "$OLD:migrations/functions/$fn.sql" 2>/dev/null; then
+		git show "$OLD:migrations/functions/$fn.sql"
+		return
+	fi
+	for f in $(git ls-tree --name-only "$OLD" migrations/ | grep -E '^migrations/[0-9]+_.*\.sql$' | sort); do
+		local d
+		d=$(git show "$OLD:$f" | up_part | awk -v fn="$fn" '
+			/^[[:space:]]*CREATE[[:space:]]+(OR[[:space:]]+REPLACE[[:space:]]+)?FUNCTION[[:space:]]+kagzi[.]/ && index($0, "kagzi." fn "(") { on = 1 }
+			on { print; if ($0 ~ /^[$][$];[[:space:]]*$/) on = 0 }')
+		[[ -n $d ]] && def=$d
+	done
+	printf '%s\n' "$def"
+}
+for fn in $FUNCTIONS; do
+	pin=$(grep -lE "^-- kagzi:function $fn sha256:" migrations/[0-9]*_*.sql | sort | tail -n 1)
+	[[ -n $pin ]] && git cat-file -e "$OLD:$pin" 2>/dev/null || continue
+	if ! diff <(old_function "$fn" | function_sql) <(function_sql <"migrations/functions/$fn.sql") >"$TMP/function.diff"; then
+		fail "migrations/functions/$fn.sql differs from OLD's kagzi.$fn, though OLD applied $pin, which pins it: a change needs a new migration naming it:"
+		sed 's/^/    /' "$TMP/function.diff" | head -n 20
 	fi
 done
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/pkg/store/dbadmin"
 	"github.com/kagzi/kagzi/tests/testdb"
 	"github.com/kagzi/kagzi/tests/testnats"
 )
@@ -249,14 +250,14 @@ func TestMigrateCreatesDatabase(t *testing.T) {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	name := "kagzi_t_cli_" + hex.EncodeToString(b[:])
-	url, err := store.DatabaseURL(testdb.AdminURL(), name)
+	url, err := dbadmin.DatabaseURL(testdb.AdminURL(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := store.DatabaseDrop(ctx, testdb.AdminURL(), name); err != nil {
+		if err := dbadmin.DatabaseDrop(ctx, testdb.AdminURL(), name); err != nil {
 			t.Logf("drop %s: %v", name, err)
 		}
 	})
@@ -288,17 +289,17 @@ func TestMigrateRoles(t *testing.T) {
 	_, _ = rand.Read(b[:])
 	suffix := hex.EncodeToString(b[:])
 	name, owner, runtime := "kagzi_t_cli_"+suffix, "kagzi_o_"+suffix, "kagzi_rt_"+suffix
-	dbURL, err := store.DatabaseURL(testdb.AdminURL(), name)
+	dbURL, err := dbadmin.DatabaseURL(testdb.AdminURL(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := store.DatabaseDrop(ctx, testdb.AdminURL(), name); err != nil {
+		if err := dbadmin.DatabaseDrop(ctx, testdb.AdminURL(), name); err != nil {
 			t.Logf("drop %s: %v", name, err)
 		}
-		if err := store.RolesDrop(ctx, testdb.AdminURL(), owner, runtime); err != nil {
+		if err := dbadmin.RolesDrop(ctx, testdb.AdminURL(), owner, runtime); err != nil {
 			t.Logf("drop roles: %v", err)
 		}
 	})

@@ -26,6 +26,7 @@ import (
 	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/pkg/store/migrate"
 	"github.com/kagzi/kagzi/tests/devserver"
 	"github.com/kagzi/kagzi/tests/examples"
 )
@@ -212,12 +213,12 @@ func natsAnswers(url string) bool {
 
 // migrateDatabase creates the database if needed and applies migrations.
 func migrateDatabase(cmd *cobra.Command, url string) error {
-	_, err := store.Migrate(cmd.Context(), url)
+	_, err := migrate.Up(cmd.Context(), url)
 	if err != nil && store.IsDatabaseMissing(err) {
 		if _, err = createDatabase(cmd, url); err != nil {
 			return sessionHint(err)
 		}
-		_, err = store.Migrate(cmd.Context(), url)
+		_, err = migrate.Up(cmd.Context(), url)
 	}
 	if errors.Is(err, store.ErrSessionPooled) {
 		return sessionHint(err)

@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/pkg/store/dbadmin"
+	"github.com/kagzi/kagzi/pkg/store/migrate"
 )
 
 func init() { register(newMigrateCmd) }
@@ -24,7 +26,7 @@ type migrateJSON struct {
 
 func newMigrateCmd(a *app) *cobra.Command {
 	var withRoles bool
-	roles := store.Roles{OwnerPassword: os.Getenv("KAGZI_DB_OWNER_PASSWORD"), RuntimePassword: os.Getenv("KAGZI_DB_RUNTIME_PASSWORD")}
+	roles := dbadmin.Roles{OwnerPassword: os.Getenv("KAGZI_DB_OWNER_PASSWORD"), RuntimePassword: os.Getenv("KAGZI_DB_RUNTIME_PASSWORD")}
 	c := &cobra.Command{
 		Use:   "migrate",
 		Short: "Create the database if needed and apply pending migrations",
@@ -70,22 +72,22 @@ the same after migrating.`,
 			// Migrating holds a session (its lock, the owner's role): it
 			// works on the session URL, which must reach Postgres directly.
 			session := a.SessionURL()
-			migrate := func() (int32, error) {
+			apply := func() (int32, error) {
 				if !withRoles {
-					return store.Migrate(ctx, session)
+					return migrate.Up(ctx, session)
 				}
-				if err := store.RolesEnsure(ctx, session, roles); err != nil {
+				if err := dbadmin.RolesEnsure(ctx, session, roles); err != nil {
 					return 0, err
 				}
-				return store.MigrateAs(ctx, session, roles.Owner)
+				return migrate.UpAs(ctx, session, roles.Owner)
 			}
 			created := false
-			v, err := migrate()
+			v, err := apply()
 			if err != nil && store.IsDatabaseMissing(err) {
 				if created, err = createDatabase(cmd, session); err != nil {
 					return sessionHint(err)
 				}
-				v, err = migrate()
+				v, err = apply()
 			}
 			if err != nil {
 				if errors.Is(err, store.ErrSessionPooled) {
@@ -95,9 +97,9 @@ the same after migrating.`,
 			}
 			switch {
 			case withRoles:
-				err = store.RolesGrantRuntime(ctx, session, roles.Owner, roles.Runtime)
+				err = dbadmin.RolesGrantRuntime(ctx, session, roles.Owner, roles.Runtime)
 			case os.Getenv("KAGZI_DB_RUNTIME_ROLE") != "" || cmd.Flags().Changed("runtime-role"):
-				err = store.RolesGrantRuntime(ctx, session, "", roles.Runtime)
+				err = dbadmin.RolesGrantRuntime(ctx, session, "", roles.Runtime)
 			}
 			if err != nil {
 				return err
@@ -171,7 +173,7 @@ func createDatabase(cmd *cobra.Command, dbURL string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	admin, err := store.DatabaseURL(dbURL, "postgres")
+	admin, err := dbadmin.DatabaseURL(dbURL, "postgres")
 	if err != nil {
 		return false, usagef("--database-url: %v", err)
 	}
@@ -180,7 +182,7 @@ func createDatabase(cmd *cobra.Command, dbURL string) (bool, error) {
 	if err := store.SessionCheck(cmd.Context(), admin); errors.Is(err, store.ErrSessionPooled) {
 		return false, fmt.Errorf("database %q does not exist, and migrate creates it only through a direct connection: %w", name, err)
 	}
-	err = store.DatabaseCreate(cmd.Context(), admin, name, "")
+	err = dbadmin.DatabaseCreate(cmd.Context(), admin, name, "")
 	switch {
 	case err == nil:
 		return true, nil

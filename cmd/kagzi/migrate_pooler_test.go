@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/pkg/store/dbadmin"
 	"github.com/kagzi/kagzi/tests/testdb"
 	"github.com/kagzi/kagzi/tests/testpgbouncer"
 )
@@ -24,14 +24,14 @@ func TestMigrateThroughPooler(t *testing.T) {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	name := "kagzi_t_cli_" + hex.EncodeToString(b[:])
-	direct, err := store.DatabaseURL(testdb.AdminURL(), name)
+	direct, err := dbadmin.DatabaseURL(testdb.AdminURL(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := store.DatabaseDrop(ctx, testdb.AdminURL(), name); err != nil {
+		if err := dbadmin.DatabaseDrop(ctx, testdb.AdminURL(), name); err != nil {
 			t.Logf("drop %s: %v", name, err)
 		}
 	})
@@ -40,7 +40,7 @@ func TestMigrateThroughPooler(t *testing.T) {
 	c := &cli{t: t, url: pooled}
 	_, errOut := c.fails(exitUsage, "migrate")
 	mustContain(t, "migrate through the pooler alone", errOut, "connection pooler", "--database-session-url")
-	exists, err := store.DatabaseList(context.Background(), testdb.AdminURL(), name)
+	exists, err := dbadmin.DatabaseList(context.Background(), testdb.AdminURL(), name)
 	if err != nil || len(exists) != 0 {
 		t.Fatalf("after the refused migrate: databases %v (%v), want none created", exists, err)
 	}

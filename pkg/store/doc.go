@@ -3,9 +3,9 @@
 // StepsRecord, WorkersHeartbeat, SchedulesDue …) over one Store value that
 // wraps either a pool or a transaction, returns domain types, and maps
 // database failures onto typed errors (ErrNotFound, ErrConflict,
-// ErrInvalidArgument, ErrLeaseLost, ErrPayloadTooLarge). It also owns the
-// schema's migrations (Migrate), the databases and roles an operator
-// creates (DatabaseCreate, RolesEnsure …) and the dedicated sessions that
+// ErrInvalidArgument, ErrLeaseLost, ErrPayloadTooLarge). Its subpackages
+// migrate (the migrator) and dbadmin (the databases and roles an operator
+// creates) hold administration; it owns the dedicated sessions that
 // hold a leader lock (Leader, LockedConnect). Pools (Connect) work through
 // a connection pooler in transaction mode; sessions (a leader's, the
 // migrator's) refuse one (ErrSessionPooled, SessionCheck): see pooler.go.

@@ -13,6 +13,8 @@ import (
 
 	"github.com/kagzi/kagzi/internal/pgbouncer"
 	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/pkg/store/dbadmin"
+	"github.com/kagzi/kagzi/pkg/store/migrate"
 	"github.com/kagzi/kagzi/tests/testdb"
 	"github.com/kagzi/kagzi/tests/testpgbouncer"
 )
@@ -169,7 +171,7 @@ func TestSessionRefusesPooler(t *testing.T) {
 			}
 			t.Errorf("%s pooler: locked connect: %v, want ErrSessionPooled", name, err)
 		}
-		if _, err := store.Migrate(ctx, url); !errors.Is(err, store.ErrSessionPooled) {
+		if _, err := migrate.Up(ctx, url); !errors.Is(err, store.ErrSessionPooled) {
 			t.Errorf("%s pooler: migrate: %v, want ErrSessionPooled", name, err)
 		}
 	}
@@ -191,7 +193,7 @@ func TestDatabaseMissingThroughPooler(t *testing.T) {
 	ctx := context.Background()
 	direct := testdb.New(t)
 	b := testpgbouncer.Start(t, direct)
-	missing, err := store.DatabaseURL(direct, "kagzi_missing_"+uuid.NewString()[:8])
+	missing, err := dbadmin.DatabaseURL(direct, "kagzi_missing_"+uuid.NewString()[:8])
 	if err != nil {
 		t.Fatal(err)
 	}

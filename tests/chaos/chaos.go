@@ -40,6 +40,8 @@ import (
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/pkg/store/dbadmin"
+	"github.com/kagzi/kagzi/pkg/store/migrate"
 	"github.com/kagzi/kagzi/tests/modeltest"
 	"github.com/kagzi/kagzi/tests/pgcluster"
 	"github.com/kagzi/kagzi/tests/testflows"
@@ -402,13 +404,13 @@ func (h *harness) setup(ctx context.Context) error {
 			return err
 		}
 		h.pg = pg
-		if err := store.DatabaseCreate(ctx, pg.AdminURL(), dbName, ""); err != nil {
+		if err := dbadmin.DatabaseCreate(ctx, pg.AdminURL(), dbName, ""); err != nil {
 			return err
 		}
-		if h.dbURL, err = store.DatabaseURL(pg.AdminURL(), dbName); err != nil {
+		if h.dbURL, err = dbadmin.DatabaseURL(pg.AdminURL(), dbName); err != nil {
 			return err
 		}
-		if _, err := store.Migrate(ctx, h.dbURL); err != nil {
+		if _, err := migrate.Up(ctx, h.dbURL); err != nil {
 			return err
 		}
 	}

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/pkg/store/dbadmin"
+	"github.com/kagzi/kagzi/pkg/store/migrate"
 	"github.com/kagzi/kagzi/services/dispatcher"
 	"github.com/kagzi/kagzi/services/reaper"
 	"github.com/kagzi/kagzi/tests/pgcluster"
@@ -66,14 +68,14 @@ func TestFailoverNetworkCut(t *testing.T) {
 			t.Logf("stop Postgres: %v", err)
 		}
 	})
-	if err := store.DatabaseCreate(ctx, pg.AdminURL(), "kagzi", ""); err != nil {
+	if err := dbadmin.DatabaseCreate(ctx, pg.AdminURL(), "kagzi", ""); err != nil {
 		t.Fatal(err)
 	}
-	dbURL, err := store.DatabaseURL(pg.AdminURL(), "kagzi")
+	dbURL, err := dbadmin.DatabaseURL(pg.AdminURL(), "kagzi")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Migrate(ctx, dbURL); err != nil {
+	if _, err := migrate.Up(ctx, dbURL); err != nil {
 		t.Fatal(err)
 	}
 	pool, err := store.Connect(ctx, dbURL)

@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/pkg/store/dbadmin"
+	"github.com/kagzi/kagzi/pkg/store/migrate"
 )
 
 // RoleDB is a database set up for least privilege as `kagzi migrate
 // --roles` does it: migrated by its owner role, used by a runtime role.
 type RoleDB struct {
-	Roles store.Roles
+	Roles dbadmin.Roles
 	// AdminURL, OwnerURL and RuntimeURL reach the database as the
 	// server's administrator, the owner role and the runtime role.
 	AdminURL, OwnerURL, RuntimeURL string
@@ -33,13 +34,13 @@ func NewRoles(t testing.TB) *RoleDB {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	suffix := hex.EncodeToString(b[:])
-	r := store.Roles{Owner: "kagzi_owner_" + suffix, Runtime: "kagzi_runtime_" + suffix}
+	r := dbadmin.Roles{Owner: "kagzi_owner_" + suffix, Runtime: "kagzi_runtime_" + suffix}
 	name := "kagzi_r_" + suffix
 	// Cleanups run last first: the database goes before its roles.
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := store.RolesDrop(ctx, admin, r.Owner, r.Runtime); err != nil {
+		if err := dbadmin.RolesDrop(ctx, admin, r.Owner, r.Runtime); err != nil {
 			t.Logf("drop roles: %v", err)
 		}
 	})
@@ -50,7 +51,7 @@ func NewRoles(t testing.TB) *RoleDB {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = store.RolesEnsure(ctx, dbURL, r)
+			errs[i] = dbadmin.RolesEnsure(ctx, dbURL, r)
 		}()
 	}
 	wg.Wait()
@@ -59,10 +60,10 @@ func NewRoles(t testing.TB) *RoleDB {
 			t.Fatalf("roles: %v", err)
 		}
 	}
-	if _, err := store.MigrateAs(ctx, dbURL, r.Owner); err != nil {
+	if _, err := migrate.UpAs(ctx, dbURL, r.Owner); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.RolesGrantRuntime(ctx, dbURL, r.Owner, r.Runtime); err != nil {
+	if err := dbadmin.RolesGrantRuntime(ctx, dbURL, r.Owner, r.Runtime); err != nil {
 		t.Fatal(err)
 	}
 	return &RoleDB{Roles: r, AdminURL: dbURL, OwnerURL: withUser(t, dbURL, r.Owner), RuntimeURL: withUser(t, dbURL, r.Runtime)}

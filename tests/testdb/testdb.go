@@ -19,6 +19,7 @@ import (
 
 	"github.com/kagzi/kagzi/migrations"
 	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/pkg/store/dbadmin"
 )
 
 // EnvURL names the variable that points the tests at a Postgres server
@@ -60,24 +61,24 @@ func New(t testing.TB) string {
 	defer cancel()
 	admin := AdminURL()
 	tpl := TemplateName()
-	if err := store.DatabaseEnsureTemplate(ctx, admin, tpl); err != nil {
+	if err := dbadmin.DatabaseEnsureTemplate(ctx, admin, tpl); err != nil {
 		t.Fatalf("test database: %v\n\nThe tests need Postgres. Run `make test` (it starts a local one when none "+
 			"is reachable), or point %s at a server, e.g. %s", err, EnvURL, DefaultURL)
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	name := "kagzi_t_" + hex.EncodeToString(b[:])
-	if err := store.DatabaseCreate(ctx, admin, name, tpl); err != nil {
+	if err := dbadmin.DatabaseCreate(ctx, admin, name, tpl); err != nil {
 		t.Fatalf("test database: %v", err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := store.DatabaseDrop(ctx, admin, name); err != nil {
+		if err := dbadmin.DatabaseDrop(ctx, admin, name); err != nil {
 			t.Logf("drop test database %s: %v", name, err)
 		}
 	})
-	url, err := store.DatabaseURL(admin, name)
+	url, err := dbadmin.DatabaseURL(admin, name)
 	if err != nil {
 		t.Fatalf("test database: %v", err)
 	}
@@ -118,7 +119,7 @@ func Outage(t testing.TB, url string) (restore func()) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := store.DatabaseAllowConnections(ctx, AdminURL(), cfg.Database, false); err != nil {
+	if err := dbadmin.DatabaseAllowConnections(ctx, AdminURL(), cfg.Database, false); err != nil {
 		t.Fatalf("database outage: %v", err)
 	}
 	var once sync.Once
@@ -126,7 +127,7 @@ func Outage(t testing.TB, url string) (restore func()) {
 		once.Do(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			if err := store.DatabaseAllowConnections(ctx, AdminURL(), cfg.Database, true); err != nil {
+			if err := dbadmin.DatabaseAllowConnections(ctx, AdminURL(), cfg.Database, true); err != nil {
 				t.Errorf("end the database outage: %v", err)
 			}
 		})
@@ -151,17 +152,17 @@ func Empty(t testing.TB) string {
 // t ends, and returns its URL.
 func createDB(t testing.TB, ctx context.Context, admin, name string) string {
 	t.Helper()
-	if err := store.DatabaseCreate(ctx, admin, name, ""); err != nil {
+	if err := dbadmin.DatabaseCreate(ctx, admin, name, ""); err != nil {
 		t.Fatalf("create database %s: %v", name, err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := store.DatabaseDrop(ctx, admin, name); err != nil {
+		if err := dbadmin.DatabaseDrop(ctx, admin, name); err != nil {
 			t.Logf("drop database %s: %v", name, err)
 		}
 	})
-	url, err := store.DatabaseURL(admin, name)
+	url, err := dbadmin.DatabaseURL(admin, name)
 	if err != nil {
 		t.Fatalf("database %s: %v", name, err)
 	}

@@ -26,6 +26,8 @@ import (
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/pkg/store/dbadmin"
+	"github.com/kagzi/kagzi/pkg/store/migrate"
 )
 
 // Options configure a benchmark run.
@@ -277,15 +279,15 @@ func (e *env) setup(ctx context.Context) error {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	e.dbName = "kagzi_bench_" + hex.EncodeToString(b[:])
-	if err := store.DatabaseCreate(ctx, e.o.AdminURL, e.dbName, ""); err != nil {
+	if err := dbadmin.DatabaseCreate(ctx, e.o.AdminURL, e.dbName, ""); err != nil {
 		return err
 	}
-	url, err := store.DatabaseURL(e.o.AdminURL, e.dbName)
+	url, err := dbadmin.DatabaseURL(e.o.AdminURL, e.dbName)
 	if err != nil {
 		return err
 	}
 	e.dbURL, e.sessionURL = url, url
-	if _, err := store.Migrate(ctx, url); err != nil {
+	if _, err := migrate.Up(ctx, url); err != nil {
 		return err
 	}
 	if e.o.PgBouncer {
@@ -431,7 +433,7 @@ func (e *env) close(ctx context.Context) {
 		e.bouncer.Stop()
 	}
 	if e.dbName != "" && !e.o.Keep {
-		if err := store.DatabaseDrop(context.WithoutCancel(ctx), e.o.AdminURL, e.dbName); err != nil {
+		if err := dbadmin.DatabaseDrop(context.WithoutCancel(ctx), e.o.AdminURL, e.dbName); err != nil {
 			e.o.Log.Warn("drop bench database", "err", err)
 		}
 	}

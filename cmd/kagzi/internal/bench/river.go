@@ -16,6 +16,7 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/pkg/store/dbadmin"
 )
 
 // The River comparison (--compare river): the same workload on River, a
@@ -71,15 +72,15 @@ func runRiver(ctx context.Context, o *Options, jobs int, own bool) (_ *RiverResu
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	dbName := "kagzi_bench_river_" + hex.EncodeToString(b[:])
-	if err := store.DatabaseCreate(ctx, o.AdminURL, dbName, ""); err != nil {
+	if err := dbadmin.DatabaseCreate(ctx, o.AdminURL, dbName, ""); err != nil {
 		return nil, err
 	}
 	defer func() {
-		if derr := store.DatabaseDrop(context.WithoutCancel(ctx), o.AdminURL, dbName); derr != nil {
+		if derr := dbadmin.DatabaseDrop(context.WithoutCancel(ctx), o.AdminURL, dbName); derr != nil {
 			o.Log.Warn("drop river bench database", "err", derr)
 		}
 	}()
-	url, err := store.DatabaseURL(o.AdminURL, dbName)
+	url, err := dbadmin.DatabaseURL(o.AdminURL, dbName)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package store_test
+package migrate_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kagzi/kagzi/migrations"
-	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/pkg/store/migrate"
 	"github.com/kagzi/kagzi/tests/testdb"
 )
 
@@ -77,15 +77,20 @@ func schema(t *testing.T, conn *pgx.Conn) string {
 	return b.String()
 }
 
-// firstMigrations is migrations.FS up to version n.
+// firstMigrations is migrations.FS up to version n, with the function
+// files they name.
 func firstMigrations(t *testing.T, n int32) fstest.MapFS {
 	t.Helper()
 	names, err := fs.Glob(migrations.FS, "*.sql")
 	if err != nil {
 		t.Fatal(err)
 	}
+	fns, err := fs.Glob(migrations.FS, "functions/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
 	out := fstest.MapFS{}
-	for _, name := range names[:n] {
+	for _, name := range append(names[:n:n], fns...) {
 		b, err := fs.ReadFile(migrations.FS, name)
 		if err != nil {
 			t.Fatal(err)
@@ -99,7 +104,7 @@ func firstMigrations(t *testing.T, n int32) fstest.MapFS {
 func freshSchema(t *testing.T) string {
 	t.Helper()
 	url := testdb.Empty(t)
-	if _, err := store.Migrate(t.Context(), url); err != nil {
+	if _, err := migrate.Up(t.Context(), url); err != nil {
 		t.Fatal(err)
 	}
 	return schema(t, connect(t, url))
@@ -108,7 +113,7 @@ func freshSchema(t *testing.T) string {
 func TestMigrateFreshDatabaseThenAgainIsNoop(t *testing.T) {
 	t.Parallel()
 	url := testdb.Empty(t)
-	v, err := store.Migrate(t.Context(), url)
+	v, err := migrate.Up(t.Context(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +128,7 @@ func TestMigrateFreshDatabaseThenAgainIsNoop(t *testing.T) {
 	if !strings.Contains(before, "kagzi.workflow_runs.run_id ") {
 		t.Fatalf("no kagzi.workflow_runs after migrating:\n%s", before)
 	}
-	again, err := store.Migrate(t.Context(), url)
+	again, err := migrate.Up(t.Context(), url)
 	if err != nil || again != v {
 		t.Fatalf("second run: version %d, %v; want %d", again, err, v)
 	}
@@ -166,7 +171,7 @@ func TestMigrateConcurrentMigratorsApplyEachMigrationOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	versions, errs := make([]int32, n), make([]error, n)
 	for i := range n {
-		wg.Go(func() { versions[i], errs[i] = store.MigrateFS(t.Context(), url, counted) })
+		wg.Go(func() { versions[i], errs[i] = migrate.UpFS(t.Context(), url, counted) })
 	}
 	wg.Wait()
 	for i := range n {
@@ -189,7 +194,7 @@ func TestMigrateConcurrentRealMigrations(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, 3)
 	for i := range errs {
-		wg.Go(func() { _, errs[i] = store.Migrate(t.Context(), url) })
+		wg.Go(func() { _, errs[i] = migrate.Up(t.Context(), url) })
 	}
 	wg.Wait()
 	for i, err := range errs {
@@ -208,10 +213,10 @@ func TestMigrateFromOlderVersion(t *testing.T) {
 	t.Parallel()
 	const old = 3
 	url := testdb.Empty(t)
-	if v, err := store.MigrateFS(t.Context(), url, firstMigrations(t, old)); err != nil || v != old {
+	if v, err := migrate.UpFS(t.Context(), url, firstMigrations(t, old)); err != nil || v != old {
 		t.Fatalf("migrate to %d: version %d, %v", old, v, err)
 	}
-	v, err := store.Migrate(t.Context(), url)
+	v, err := migrate.Up(t.Context(), url)
 	if err != nil || v != latest(t) {
 		t.Fatalf("migrate the rest: version %d, %v; want %d", v, err, latest(t))
 	}
@@ -242,21 +247,19 @@ func TestMigrateTernDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	ternTable := schema(t, conn)
-	names, err := fs.Glob(migrations.FS, "*.sql")
+	// The files as tern ran them: the functions written out, as the
+	// files of that time had them.
+	ups, err := migrate.UpParts(migrations.FS)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, name := range names[:old] {
-		b, err := fs.ReadFile(migrations.FS, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		up, _, _ := strings.Cut(string(b), "---- create above / drop below ----")
+	for i, up := range ups[:old] {
+		name := fmt.Sprintf("migration %d", i+1)
 		tx, err := conn.Begin(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tx.Exec(t.Context(), strings.TrimSpace(up)); err != nil {
+		if _, err := tx.Exec(t.Context(), up); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		if _, err := tx.Exec(t.Context(), "update public.kagzi_schema_version set version=$1", i+1); err != nil {
@@ -266,7 +269,7 @@ func TestMigrateTernDatabase(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	v, err := store.Migrate(t.Context(), url)
+	v, err := migrate.Up(t.Context(), url)
 	if err != nil || v != latest(t) {
 		t.Fatalf("migrate a tern database at %d: version %d, %v; want %d", old, v, err, latest(t))
 	}
@@ -279,7 +282,7 @@ func TestMigrateTernDatabase(t *testing.T) {
 
 	// The version table alone, as this migrator makes it and as tern made it.
 	own := testdb.Empty(t)
-	if _, err := store.MigrateFS(t.Context(), own, fstest.MapFS{"001_x.sql": {Data: []byte("SELECT 1")}}); err != nil {
+	if _, err := migrate.UpFS(t.Context(), own, fstest.MapFS{"001_x.sql": {Data: []byte("SELECT 1")}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := schema(t, connect(t, own)); got != ternTable {
@@ -296,7 +299,7 @@ func TestMigrateFailedMigrationRollsBack(t *testing.T) {
 		"001_table.sql": counted["001_table.sql"],
 		"002_bad.sql":   {Data: []byte("INSERT INTO applied VALUES (2);\nSELECT * FROM no_such_table;\n")},
 	}
-	v, err := store.MigrateFS(t.Context(), url, bad)
+	v, err := migrate.UpFS(t.Context(), url, bad)
 	if err == nil || !strings.Contains(err.Error(), "002_bad.sql") || !strings.Contains(err.Error(), "no_such_table") {
 		t.Fatalf("migrate: %v; want an error naming 002_bad.sql and no_such_table", err)
 	}
@@ -310,7 +313,7 @@ func TestMigrateFailedMigrationRollsBack(t *testing.T) {
 	if got := appliedRows(t, conn); fmt.Sprint(got) != "[1]" {
 		t.Fatalf("applied %v, want [1]", got)
 	}
-	if v, err := store.MigrateFS(t.Context(), url, counted); err != nil || v != 3 {
+	if v, err := migrate.UpFS(t.Context(), url, counted); err != nil || v != 3 {
 		t.Fatalf("fixed: version %d, %v", v, err)
 	}
 	if got := appliedRows(t, conn); fmt.Sprint(got) != "[1 2 3]" {
@@ -326,7 +329,7 @@ func TestMigrateRefusesNewerDatabase(t *testing.T) {
 	if _, err := conn.Exec(t.Context(), ternVersionTable+"; UPDATE public.kagzi_schema_version SET version = 9"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.MigrateFS(t.Context(), url, counted); err == nil || !strings.Contains(err.Error(), "version 9") {
+	if _, err := migrate.UpFS(t.Context(), url, counted); err == nil || !strings.Contains(err.Error(), "version 9") {
 		t.Fatalf("migrate: %v; want an error about version 9", err)
 	}
 	if got := versionRows(t, conn); len(got) != 1 || got[0] != 9 {
@@ -348,12 +351,50 @@ func TestMigrateRefusesBadSets(t *testing.T) {
 		{"not from 1", fstest.MapFS{"002_b.sql": {Data: ok}}, "missing migration 1"},
 		{"empty up", fstest.MapFS{"001_a.sql": {Data: []byte("-- nothing\n\n---- create above / drop below ----\nDROP TABLE x;\n")}}, "no SQL"},
 		{"none", fstest.MapFS{"README.md": {Data: ok}}, "no migrations"},
+		{"malformed directive", fstest.MapFS{"001_a.sql": {Data: []byte("--kagzi:functon f\n")}}, "malformed directive"},
+		{"no function file", fstest.MapFS{"001_a.sql": {Data: []byte("-- kagzi:function f\n")}}, "function f"},
+		{"stale pin", fstest.MapFS{
+			"001_a.sql":       {Data: []byte("-- kagzi:function f sha256:0000000000000000\n")},
+			"functions/f.sql": {Data: ok},
+		}, "not the 0000000000000000 this migration pinned"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			// No database behind the URL: loading fails first.
-			_, err := store.MigrateFS(t.Context(), "postgres://nobody@127.0.0.1:1/none?connect_timeout=1", c.fsys)
+			_, err := migrate.UpFS(t.Context(), "postgres://nobody@127.0.0.1:1/none?connect_timeout=1", c.fsys)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("migrate: %v; want %q", err, c.want)
+			}
+		})
+	}
+}
+
+// An early migration runs the current definition of a function a later
+// one redefines (migrations/functions): a database upgraded from an old
+// version with rows in it, whose triggers fire during the migrations
+// between the two, still migrates.
+func TestMigrateWithRowsFromOlderVersions(t *testing.T) {
+	t.Parallel()
+	for _, old := range []int32{2, 4, 12} {
+		t.Run(fmt.Sprint(old), func(t *testing.T) {
+			t.Parallel()
+			url := testdb.Empty(t)
+			if _, err := migrate.UpFS(t.Context(), url, firstMigrations(t, old)); err != nil {
+				t.Fatal(err)
+			}
+			conn := connect(t, url)
+			if _, err := conn.Exec(t.Context(), `INSERT INTO kagzi.workflow_runs (run_id, namespace_id, task_queue, workflow_type, status)
+				VALUES (gen_random_uuid(), 'default', 'q', 'T', 'RUNNING'), (gen_random_uuid(), 'default', 'q', 'T', 'PENDING'),
+				       (gen_random_uuid(), 'default', 'q', 'T', 'COMPLETED')`); err != nil {
+				t.Fatal(err)
+			}
+			if old >= 3 {
+				if _, err := conn.Exec(t.Context(), `INSERT INTO kagzi.concurrency_limits (namespace_id, task_queue, workflow_type, max_running)
+					VALUES ('default', 'q', 'T', 1)`); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if v, err := migrate.Up(t.Context(), url); err != nil || v != latest(t) {
+				t.Fatalf("migrate from %d with rows: version %d, %v; want %d", old, v, err, latest(t))
 			}
 		})
 	}

@@ -1,0 +1,86 @@
+-- kagzi.notify_runs: the statement-level triggers on workflow_runs
+-- (002_notify.sql) send wakeups on the channel 'kagzi' with it: runs of a
+-- queue due, runs ended, a running run cancelled, a schedule changed.
+--
+-- The current definition, which every migration naming it (a line
+-- "-- kagzi:function NAME") runs, so that a fresh database and an upgraded
+-- one end with the same function. A change to it is a new migration naming
+-- it, pinned with the file's digest (see migrations/embed.go).
+CREATE OR REPLACE FUNCTION kagzi.notify_runs() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    rec record;
+    due boolean;
+    ended boolean;
+    cancelled boolean;
+    cron boolean;
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        FOR rec IN
+            SELECT namespace_id, task_queue, min(available_at) AS at FROM new_rows
+            WHERE status IN ('PENDING', 'SLEEPING') AND available_at IS NOT NULL
+            GROUP BY namespace_id, task_queue
+        LOOP
+            PERFORM pg_notify('kagzi', json_build_object('k', 'r', 'ns', rec.namespace_id, 'q', rec.task_queue, 'at', rec.at)::text);
+        END LOOP;
+        FOR rec IN SELECT namespace_id, run_id, available_at FROM new_rows WHERE cron_expr IS NOT NULL LOOP
+            PERFORM pg_notify('kagzi', json_build_object('k', 's', 'ns', rec.namespace_id, 'id', rec.run_id, 'at', rec.available_at)::text);
+        END LOOP;
+    ELSIF TG_OP = 'UPDATE' THEN
+        -- One pass over the new rows says which of the joins below can
+        -- find anything: a claim or a heartbeat needs none of them, a
+        -- completion only the finished runs'.
+        SELECT coalesce(bool_or(status IN ('PENDING', 'SLEEPING') AND available_at IS NOT NULL), false),
+               coalesce(bool_or(status IN ('COMPLETED', 'FAILED', 'CANCELLED')), false),
+               coalesce(bool_or(status = 'CANCELLED'), false),
+               coalesce(bool_or(cron_expr IS NOT NULL), false)
+        INTO due, ended, cancelled, cron FROM new_rows;
+        -- Became claimable, or its due time moved earlier.
+        FOR rec IN
+            SELECT n.namespace_id, n.task_queue, min(n.available_at) AS at
+            FROM new_rows n JOIN old_rows o USING (run_id)
+            WHERE due AND n.status IN ('PENDING', 'SLEEPING') AND n.available_at IS NOT NULL
+              AND (o.status NOT IN ('PENDING', 'SLEEPING') OR o.available_at IS NULL OR n.available_at < o.available_at)
+            GROUP BY n.namespace_id, n.task_queue
+        LOOP
+            PERFORM pg_notify('kagzi', json_build_object('k', 'r', 'ns', rec.namespace_id, 'q', rec.task_queue, 'at', rec.at)::text);
+        END LOOP;
+        -- Reached a terminal status: ~100 runs per notification (8000-byte payload limit).
+        FOR rec IN
+            SELECT namespace_id, json_agg(json_build_array(run_id, status)) AS runs
+            FROM (
+                SELECT n.namespace_id, n.run_id, n.status,
+                       (row_number() OVER (PARTITION BY n.namespace_id ORDER BY n.run_id) - 1) / 100 AS chunk
+                FROM new_rows n JOIN old_rows o USING (run_id)
+                WHERE ended AND n.status IN ('COMPLETED', 'FAILED', 'CANCELLED')
+                  AND o.status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED')
+            ) t
+            GROUP BY namespace_id, chunk
+        LOOP
+            PERFORM pg_notify('kagzi', json_build_object('k', 'd', 'ns', rec.namespace_id, 'runs', rec.runs)::text);
+        END LOOP;
+        -- Cancelled while running: tell the holder.
+        FOR rec IN
+            SELECT n.namespace_id, n.run_id, o.locked_by
+            FROM new_rows n JOIN old_rows o USING (run_id)
+            WHERE cancelled AND o.status = 'RUNNING' AND n.status = 'CANCELLED' AND o.locked_by IS NOT NULL
+        LOOP
+            PERFORM pg_notify('kagzi', json_build_object('k', 'c', 'ns', rec.namespace_id, 'id', rec.run_id, 'w', rec.locked_by)::text);
+        END LOOP;
+        -- Schedule templates that changed status or next fire time.
+        FOR rec IN
+            SELECT n.namespace_id, n.run_id, CASE WHEN n.status = 'SCHEDULED' THEN n.available_at END AS at
+            FROM new_rows n JOIN old_rows o USING (run_id)
+            WHERE cron AND n.cron_expr IS NOT NULL
+              AND (n.status IS DISTINCT FROM o.status OR n.available_at IS DISTINCT FROM o.available_at
+                   OR n.cron_expr IS DISTINCT FROM o.cron_expr)
+        LOOP
+            PERFORM pg_notify('kagzi', json_build_object('k', 's', 'ns', rec.namespace_id, 'id', rec.run_id, 'at', rec.at)::text);
+        END LOOP;
+    ELSIF TG_OP = 'DELETE' THEN
+        FOR rec IN SELECT namespace_id, run_id FROM old_rows WHERE cron_expr IS NOT NULL LOOP
+            PERFORM pg_notify('kagzi', json_build_object('k', 's', 'ns', rec.namespace_id, 'id', rec.run_id, 'at', NULL)::text);
+        END LOOP;
+    END IF;
+    RETURN NULL;
+END
+$$;

@@ -1,0 +1,876 @@
+-- The schema kagzi of a database migrated from empty: tables, indexes,
+-- functions and triggers as the migrations leave them. Generated; do not
+-- edit. Regenerate it with `make schema` (or `go generate ./migrations`).
+
+-- Name: kagzi; Type: SCHEMA; Schema: -; Owner: -
+
+CREATE SCHEMA kagzi;
+
+-- Name: array_minus(text[], text[]); Type: FUNCTION; Schema: kagzi; Owner: -
+
+CREATE FUNCTION kagzi.array_minus(a text[], b text[]) RETURNS text[]
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ SELECT array_agg(x) FROM unnest(a) AS x WHERE x <> ALL (b) $$;
+
+-- Name: cancellations(); Type: FUNCTION; Schema: kagzi; Owner: -
+
+CREATE FUNCTION kagzi.cancellations() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    rec record;
+    ended boolean;
+    asked boolean;
+BEGIN
+    -- Most statements (claims, sleeps, heartbeats) neither end a run nor
+    -- touch a request to cancel: one pass over their new rows and nothing
+    -- else.
+    SELECT coalesce(bool_or(status IN ('COMPLETED', 'FAILED', 'CANCELLED')), false),
+           coalesce(bool_or(cancel_requested_at IS NOT NULL), false)
+    INTO ended, asked FROM new_rows;
+    IF NOT ended AND NOT asked THEN
+        RETURN NULL;
+    END IF;
+    FOR rec IN
+        SELECT n.namespace_id, n.run_id, n.locked_by
+        FROM new_rows n JOIN old_rows o USING (run_id)
+        WHERE asked AND n.status = 'RUNNING' AND n.locked_by IS NOT NULL
+          AND n.cancel_requested_at IS NOT NULL AND o.cancel_requested_at IS NULL
+    LOOP
+        PERFORM pg_notify('kagzi', json_build_object('k', 'c', 'ns', rec.namespace_id, 'id', rec.run_id, 'w', rec.locked_by, 'r', true)::text);
+    END LOOP;
+    -- A completion batch rarely ends a run with live children: probe the
+    -- parent index per ended run before the join that locks them.
+    IF NOT EXISTS (SELECT 1 FROM new_rows n WHERE n.status IN ('COMPLETED', 'FAILED', 'CANCELLED')
+                   AND EXISTS (SELECT 1 FROM kagzi.workflow_runs c WHERE c.parent_run_id = n.run_id
+                               AND c.status IN ('PENDING', 'RUNNING', 'SLEEPING'))) THEN
+        RETURN NULL;
+    END IF;
+    WITH closed AS (
+        SELECT n.run_id FROM new_rows n JOIN old_rows o USING (run_id)
+        WHERE n.status IN ('COMPLETED', 'FAILED', 'CANCELLED')
+          AND o.status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED')
+    ), kids AS (
+        SELECT c.run_id, coalesce(c.parent_close_policy, 'TERMINATE') AS policy,
+               c.status = 'PENDING' AND c.started_at IS NULL AS unstarted
+        FROM kagzi.workflow_runs c JOIN closed p ON c.parent_run_id = p.run_id
+        WHERE c.status IN ('PENDING', 'RUNNING', 'SLEEPING') AND coalesce(c.parent_close_policy, 'TERMINATE') <> 'ABANDON'
+        ORDER BY c.run_id
+        FOR NO KEY UPDATE OF c
+    ), u AS (
+        UPDATE kagzi.workflow_runs c SET
+            status = CASE WHEN k.policy = 'TERMINATE' OR k.unstarted THEN 'CANCELLED' ELSE c.status END,
+            finished_at = CASE WHEN k.policy = 'TERMINATE' OR k.unstarted THEN now() ELSE c.finished_at END,
+            error = CASE WHEN k.policy = 'TERMINATE' THEN 'terminated: parent closed'
+                         WHEN k.unstarted THEN 'cancelled: parent closed' ELSE c.error END,
+            lease_expires_at = CASE WHEN k.policy = 'TERMINATE' OR k.unstarted THEN NULL ELSE c.lease_expires_at END,
+            waiting_on = CASE WHEN k.policy = 'TERMINATE' OR k.unstarted THEN NULL ELSE c.waiting_on END,
+            available_at = CASE WHEN k.policy = 'TERMINATE' OR k.unstarted THEN NULL
+                                WHEN c.status IN ('PENDING', 'SLEEPING') THEN now() ELSE c.available_at END,
+            cancel_requested_at = CASE WHEN k.policy = 'REQUEST_CANCEL' THEN coalesce(c.cancel_requested_at, now())
+                                       ELSE c.cancel_requested_at END
+        FROM kids k WHERE c.run_id = k.run_id
+        RETURNING c.run_id, c.parent_run_id, c.parent_step_id, c.status, c.error
+    )
+    UPDATE kagzi.step_runs s SET status = 'FAILED', finished_at = now(), error_type = 'ChildCancelled',
+        error = 'child run ' || u.run_id || ' cancelled: ' || u.error
+    FROM u
+    WHERE u.status = 'CANCELLED' AND s.run_id = u.parent_run_id AND s.step_id = u.parent_step_id
+      AND s.is_latest AND s.kind = 'CHILD' AND s.child_run_id = u.run_id AND s.status IN ('PENDING', 'RUNNING');
+    RETURN NULL;
+END
+$$;
+
+-- Name: claim_flow(text, text, text[], text[], integer); Type: FUNCTION; Schema: kagzi; Owner: -
+
+CREATE FUNCTION kagzi.claim_flow(ns text, queue text, types text[], type_versions text[], lim integer) RETURNS TABLE(run_id uuid, due_at timestamp with time zone, limited boolean)
+    LANGUAGE plpgsql ROWS 10
+    SET lock_timeout TO '2s'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+DECLARE
+    l_types   text[] := '{}';
+    l_max     integer[] := '{}';
+    l_per     integer[] := '{}';
+    rec       record;
+    c_ids     uuid[];
+    c_rate    text[];
+    k_full    integer;
+    r_keys    text[] := '{}';
+    r_free    integer[] := '{}';
+    r_end     timestamptz[] := '{}';
+    r_max     integer[] := '{}';
+    r_period  bigint[] := '{}';
+    cur       timestamptz;
+    taken     uuid[];
+    held      integer := 0;
+    n         integer;
+    i         integer;
+BEGIN
+    FOR rec IN
+        SELECT l.workflow_type, l.max_running, l.max_per_key FROM kagzi.concurrency_limits l
+        WHERE l.namespace_id = ns AND l.task_queue = queue AND l.workflow_type = ANY(types)
+        ORDER BY l.workflow_type
+        FOR UPDATE
+    LOOP
+        l_types := l_types || rec.workflow_type;
+        l_max := l_max || rec.max_running;
+        l_per := l_per || rec.max_per_key;
+    END LOOP;
+
+    WITH RECURSIVE
+    lt AS (
+        SELECT t.typ, t.mx, t.per FROM unnest(l_types, l_max, l_per) AS t(typ, mx, per)
+    ),
+    keys(typ, k) AS (
+        SELECT lt.typ, (SELECT min(r.concurrency_key) FROM kagzi.workflow_runs r
+            WHERE r.namespace_id = ns AND r.task_queue = queue AND r.workflow_type = lt.typ
+              AND r.status IN ('PENDING', 'SLEEPING') AND r.available_at IS NOT NULL AND r.concurrency_key IS NOT NULL)
+        FROM lt WHERE lt.per IS NOT NULL
+        UNION ALL
+        SELECT keys.typ, (SELECT min(r.concurrency_key) FROM kagzi.workflow_runs r
+            WHERE r.namespace_id = ns AND r.task_queue = queue AND r.workflow_type = keys.typ
+              AND r.status IN ('PENDING', 'SLEEPING') AND r.available_at IS NOT NULL AND r.concurrency_key > keys.k)
+        FROM keys WHERE keys.k IS NOT NULL
+    ),
+    run_key AS (
+        SELECT r.workflow_type AS typ, r.concurrency_key AS k, count(*)::integer AS n FROM kagzi.workflow_runs r
+        WHERE r.namespace_id = ns AND r.task_queue = queue AND r.workflow_type = ANY(l_types)
+          AND r.status = 'RUNNING' AND r.limited AND r.concurrency_key IS NOT NULL
+        GROUP BY 1, 2
+    ),
+    run_type AS (
+        SELECT r.workflow_type AS typ, count(*)::integer AS n FROM kagzi.workflow_runs r
+        WHERE r.namespace_id = ns AND r.task_queue = queue AND r.workflow_type = ANY(l_types)
+          AND r.status = 'RUNNING' AND r.limited
+        GROUP BY 1
+    ),
+    kfree AS (
+        SELECT keys.typ, keys.k, lt.per - coalesce(rk.n, 0) AS free
+        FROM keys JOIN lt USING (typ) LEFT JOIN run_key rk ON rk.typ = keys.typ AND rk.k = keys.k
+        WHERE keys.k IS NOT NULL
+    ),
+    kc AS (
+        SELECT x.run_id, kfree.typ, x.rate_key, x.priority, x.available_at, x.rk FROM kfree CROSS JOIN LATERAL (
+            SELECT y.*, row_number() OVER (ORDER BY y.priority DESC, y.available_at) AS rk FROM (
+                SELECT r.run_id, r.rate_key, r.priority, r.available_at FROM kagzi.workflow_runs r
+                WHERE r.namespace_id = ns AND r.task_queue = queue AND r.workflow_type = kfree.typ AND r.concurrency_key = kfree.k
+                  AND r.status IN ('PENDING', 'SLEEPING') AND r.available_at <= now()
+                  AND (r.version = '' OR r.workflow_type || '@' || r.version = ANY(type_versions))
+                ORDER BY r.priority DESC, r.available_at
+                LIMIT least(greatest(kfree.free, 0), lim)
+            ) y
+        ) x
+    ),
+    uc AS (
+        SELECT x.run_id, t.typ, x.rate_key, x.priority, x.available_at, x.rk
+        FROM (SELECT DISTINCT u AS typ FROM unnest(types) AS u
+              WHERE NOT EXISTS (SELECT 1 FROM lt WHERE lt.typ = u AND lt.per IS NOT NULL)) t CROSS JOIN LATERAL (
+            SELECT y.*, row_number() OVER (ORDER BY y.priority DESC, (y.started_at IS NULL OR y.rate_key IS NOT NULL), y.available_at) AS rk FROM (
+                SELECT r.run_id, r.rate_key, r.priority, r.available_at, r.started_at FROM kagzi.workflow_runs r
+                WHERE r.namespace_id = ns AND r.task_queue = queue AND r.workflow_type = t.typ
+                  AND r.status IN ('PENDING', 'SLEEPING') AND r.available_at <= now()
+                  AND (r.version = '' OR r.workflow_type || '@' || r.version = ANY(type_versions))
+                ORDER BY r.priority DESC, (r.started_at IS NULL OR r.rate_key IS NOT NULL), r.available_at
+                LIMIT lim
+            ) y
+        ) x
+    ),
+    -- Runs without a key of a per-key type: one group, looked for among
+    -- the first 256 due runs of the queue (no index holds them apart from
+    -- the keyed ones, and a scan of the whole queue per claim would cost
+    -- as much as the queue is long).
+    nc AS (
+        SELECT y.run_id, y.workflow_type AS typ, y.rate_key, y.priority, y.available_at,
+            row_number() OVER (PARTITION BY y.workflow_type ORDER BY y.priority DESC, (y.started_at IS NULL OR y.rate_key IS NOT NULL), y.available_at) AS rk
+        FROM (
+            SELECT r.run_id, r.workflow_type, r.rate_key, r.priority, r.available_at, r.concurrency_key, r.version, r.started_at
+            FROM kagzi.workflow_runs r
+            WHERE r.namespace_id = ns AND r.task_queue = queue
+              AND r.status IN ('PENDING', 'SLEEPING') AND r.available_at <= now()
+            ORDER BY r.priority DESC, (r.started_at IS NULL OR r.rate_key IS NOT NULL), r.available_at
+            LIMIT 256
+        ) y
+        WHERE y.concurrency_key IS NULL AND y.workflow_type IN (SELECT lt.typ FROM lt WHERE lt.per IS NOT NULL)
+          AND (y.version = '' OR y.workflow_type || '@' || y.version = ANY(type_versions))
+    ),
+    cand AS (
+        SELECT u.*, row_number() OVER (PARTITION BY u.typ ORDER BY u.rk, u.priority DESC, u.available_at) AS tn
+        FROM (SELECT * FROM kc UNION ALL SELECT * FROM uc UNION ALL SELECT * FROM nc WHERE nc.rk <= lim) u
+    ),
+    kept AS (
+        SELECT cand.* FROM cand LEFT JOIN lt USING (typ) LEFT JOIN run_type rt USING (typ)
+        WHERE lt.mx IS NULL OR cand.tn <= lt.mx - coalesce(rt.n, 0)
+    )
+    SELECT array_agg(kept.run_id ORDER BY kept.rk, kept.priority DESC, kept.available_at),
+           array_agg(kept.rate_key ORDER BY kept.rk, kept.priority DESC, kept.available_at),
+           (SELECT count(*) FROM kfree WHERE kfree.free <= 0)
+    INTO c_ids, c_rate, k_full FROM kept;
+
+    IF c_ids IS NULL THEN
+        PERFORM set_config('kagzi.flow_key_full', k_full::text, true);
+        PERFORM set_config('kagzi.flow_rate_held', '0', true);
+        PERFORM set_config('kagzi.flow_taken', '[]', true);
+        RETURN;
+    END IF;
+
+    FOR rec IN
+        SELECT rl.rate_key, rl.max_claims, rl.period_ms, rl.window_start, rl.claims FROM kagzi.rate_limits rl
+        WHERE rl.namespace_id = ns AND rl.rate_key IN (SELECT DISTINCT x FROM unnest(c_rate) AS x WHERE x IS NOT NULL)
+        ORDER BY rl.rate_key
+        FOR UPDATE
+    LOOP
+        cur := kagzi.rate_window(now(), rec.period_ms);
+        r_keys := r_keys || rec.rate_key;
+        r_max := r_max || rec.max_claims;
+        r_period := r_period || rec.period_ms;
+        r_end := r_end || (cur + rec.period_ms * interval '1 millisecond');
+        r_free := r_free || CASE
+            WHEN rec.window_start < cur THEN rec.max_claims
+            WHEN rec.window_start = cur THEN greatest(rec.max_claims - rec.claims, 0)
+            ELSE 0 END;
+    END LOOP;
+
+    -- Keep, per rate key, the candidates its window has room for; then the
+    -- first lim; then lock them.
+    SELECT coalesce(array_agg(f.id), '{}') INTO taken FROM (
+        SELECT r.run_id AS id FROM kagzi.workflow_runs r WHERE r.run_id IN (
+            SELECT q.id FROM (
+                SELECT c.id, c.ord, rk.free,
+                    row_number() OVER (PARTITION BY c.rate ORDER BY c.ord) AS rn
+                FROM unnest(c_ids, c_rate) WITH ORDINALITY AS c(id, rate, ord)
+                LEFT JOIN unnest(r_keys, r_free) AS rk(key, free) ON rk.key = c.rate
+            ) q WHERE q.free IS NULL OR q.rn <= q.free
+            ORDER BY q.ord LIMIT lim)
+          AND r.status IN ('PENDING', 'SLEEPING') AND r.available_at <= now()
+        FOR UPDATE SKIP LOCKED
+    ) f;
+
+    FOR i IN 1 .. coalesce(array_length(r_keys, 1), 0) LOOP
+        SELECT count(*) INTO n FROM kagzi.workflow_runs r WHERE r.run_id = ANY(taken) AND r.rate_key = r_keys[i];
+        IF n > 0 THEN
+            -- Count the taken runs in the key's window.
+            UPDATE kagzi.rate_limits rl SET
+                claims = CASE WHEN rl.window_start = kagzi.rate_window(now(), rl.period_ms) THEN rl.claims + n ELSE n END,
+                window_start = kagzi.rate_window(now(), rl.period_ms)
+            WHERE rl.namespace_id = ns AND rl.rate_key = r_keys[i];
+        END IF;
+        CONTINUE WHEN r_free[i] > n;
+        -- The window is full: move the key's due runs to the windows ahead.
+        UPDATE kagzi.workflow_runs r SET
+            available_at = r_end[i] + ((h.rn - 1) / r_max[i]) * r_period[i] * interval '1 millisecond'
+        FROM (
+            SELECT z.run_id AS id, row_number() OVER (ORDER BY z.priority DESC, z.available_at) AS rn FROM (
+                SELECT w.run_id, w.priority, w.available_at FROM kagzi.workflow_runs w
+                WHERE w.namespace_id = ns AND w.task_queue = queue AND w.rate_key = r_keys[i]
+                  AND w.status IN ('PENDING', 'SLEEPING') AND w.available_at <= now()
+                  AND w.run_id <> ALL (taken)
+                ORDER BY w.priority DESC, w.available_at
+                LIMIT 1000
+                FOR UPDATE SKIP LOCKED
+            ) z
+        ) h
+        WHERE r.run_id = h.id;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        held := held + n;
+    END LOOP;
+
+    PERFORM set_config('kagzi.flow_key_full', k_full::text, true);
+    PERFORM set_config('kagzi.flow_rate_held', held::text, true);
+    -- The runs taken, for the claim statement that follows in the same
+    -- transaction (store runsClaimFlowSQL): it must read their steps with
+    -- a snapshot taken after these locks. A statement that called this
+    -- function would read them with its own, older snapshot, from before a
+    -- report that suspended a run this function then found claimable, and
+    -- deliver the run without the steps that report recorded.
+    PERFORM set_config('kagzi.flow_taken', (
+        SELECT coalesce(json_agg(json_build_array(r.run_id, r.available_at, r.workflow_type = ANY(l_types))), '[]')::text
+        FROM kagzi.workflow_runs r WHERE r.run_id = ANY(taken)), true);
+
+    RETURN QUERY
+        SELECT r.run_id, r.available_at, r.workflow_type = ANY(l_types)
+        FROM kagzi.workflow_runs r WHERE r.run_id = ANY(taken);
+END
+$$;
+
+-- Name: claim_slots(text, text, text); Type: FUNCTION; Schema: kagzi; Owner: -
+
+CREATE FUNCTION kagzi.claim_slots(ns text, queue text, typ text) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    lim integer;
+    running integer;
+BEGIN
+    SELECT max_running INTO lim FROM kagzi.concurrency_limits
+    WHERE namespace_id = ns AND task_queue = queue AND workflow_type = typ
+    FOR UPDATE;
+    IF lim IS NULL THEN
+        RETURN NULL;
+    END IF;
+    SELECT count(*) INTO running FROM kagzi.workflow_runs
+    WHERE namespace_id = ns AND task_queue = queue AND workflow_type = typ AND status = 'RUNNING' AND limited;
+    RETURN greatest(lim - running, 0);
+END
+$$;
+
+-- Name: notify_limits(); Type: FUNCTION; Schema: kagzi; Owner: -
+
+CREATE FUNCTION kagzi.notify_limits() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    rec record;
+BEGIN
+    IF TG_OP = 'UPDATE' THEN
+        FOR rec IN
+            SELECT DISTINCT n.namespace_id, n.task_queue
+            FROM new_rows n JOIN old_rows o USING (namespace_id, task_queue, workflow_type)
+            WHERE n.max_running > o.max_running OR (n.max_running IS NULL AND o.max_running IS NOT NULL)
+               OR n.max_per_key > o.max_per_key OR (n.max_per_key IS NULL AND o.max_per_key IS NOT NULL)
+        LOOP
+            PERFORM pg_notify('kagzi', json_build_object('k', 'r', 'ns', rec.namespace_id, 'q', rec.task_queue, 'at', now())::text);
+        END LOOP;
+    ELSIF TG_OP = 'DELETE' THEN
+        FOR rec IN SELECT DISTINCT namespace_id, task_queue FROM old_rows LOOP
+            PERFORM pg_notify('kagzi', json_build_object('k', 'r', 'ns', rec.namespace_id, 'q', rec.task_queue, 'at', now())::text);
+        END LOOP;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- Name: notify_runs(); Type: FUNCTION; Schema: kagzi; Owner: -
+
+CREATE FUNCTION kagzi.notify_runs() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    rec record;
+    due boolean;
+    ended boolean;
+    cancelled boolean;
+    cron boolean;
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        FOR rec IN
+            SELECT namespace_id, task_queue, min(available_at) AS at FROM new_rows
+            WHERE status IN ('PENDING', 'SLEEPING') AND available_at IS NOT NULL
+            GROUP BY namespace_id, task_queue
+        LOOP
+            PERFORM pg_notify('kagzi', json_build_object('k', 'r', 'ns', rec.namespace_id, 'q', rec.task_queue, 'at', rec.at)::text);
+        END LOOP;
+        FOR rec IN SELECT namespace_id, run_id, available_at FROM new_rows WHERE cron_expr IS NOT NULL LOOP
+            PERFORM pg_notify('kagzi', json_build_object('k', 's', 'ns', rec.namespace_id, 'id', rec.run_id, 'at', rec.available_at)::text);
+        END LOOP;
+    ELSIF TG_OP = 'UPDATE' THEN
+        -- One pass over the new rows says which of the joins below can
+        -- find anything: a claim or a heartbeat needs none of them, a
+        -- completion only the finished runs'.
+        SELECT coalesce(bool_or(status IN ('PENDING', 'SLEEPING') AND available_at IS NOT NULL), false),
+               coalesce(bool_or(status IN ('COMPLETED', 'FAILED', 'CANCELLED')), false),
+               coalesce(bool_or(status = 'CANCELLED'), false),
+               coalesce(bool_or(cron_expr IS NOT NULL), false)
+        INTO due, ended, cancelled, cron FROM new_rows;
+        -- Became claimable, or its due time moved earlier.
+        FOR rec IN
+            SELECT n.namespace_id, n.task_queue, min(n.available_at) AS at
+            FROM new_rows n JOIN old_rows o USING (run_id)
+            WHERE due AND n.status IN ('PENDING', 'SLEEPING') AND n.available_at IS NOT NULL
+              AND (o.status NOT IN ('PENDING', 'SLEEPING') OR o.available_at IS NULL OR n.available_at < o.available_at)
+            GROUP BY n.namespace_id, n.task_queue
+        LOOP
+            PERFORM pg_notify('kagzi', json_build_object('k', 'r', 'ns', rec.namespace_id, 'q', rec.task_queue, 'at', rec.at)::text);
+        END LOOP;
+        -- Reached a terminal status: ~100 runs per notification (8000-byte payload limit).
+        FOR rec IN
+            SELECT namespace_id, json_agg(json_build_array(run_id, status)) AS runs
+            FROM (
+                SELECT n.namespace_id, n.run_id, n.status,
+                       (row_number() OVER (PARTITION BY n.namespace_id ORDER BY n.run_id) - 1) / 100 AS chunk
+                FROM new_rows n JOIN old_rows o USING (run_id)
+                WHERE ended AND n.status IN ('COMPLETED', 'FAILED', 'CANCELLED')
+                  AND o.status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED')
+            ) t
+            GROUP BY namespace_id, chunk
+        LOOP
+            PERFORM pg_notify('kagzi', json_build_object('k', 'd', 'ns', rec.namespace_id, 'runs', rec.runs)::text);
+        END LOOP;
+        -- Cancelled while running: tell the holder.
+        FOR rec IN
+            SELECT n.namespace_id, n.run_id, o.locked_by
+            FROM new_rows n JOIN old_rows o USING (run_id)
+            WHERE cancelled AND o.status = 'RUNNING' AND n.status = 'CANCELLED' AND o.locked_by IS NOT NULL
+        LOOP
+            PERFORM pg_notify('kagzi', json_build_object('k', 'c', 'ns', rec.namespace_id, 'id', rec.run_id, 'w', rec.locked_by)::text);
+        END LOOP;
+        -- Schedule templates that changed status or next fire time.
+        FOR rec IN
+            SELECT n.namespace_id, n.run_id, CASE WHEN n.status = 'SCHEDULED' THEN n.available_at END AS at
+            FROM new_rows n JOIN old_rows o USING (run_id)
+            WHERE cron AND n.cron_expr IS NOT NULL
+              AND (n.status IS DISTINCT FROM o.status OR n.available_at IS DISTINCT FROM o.available_at
+                   OR n.cron_expr IS DISTINCT FROM o.cron_expr)
+        LOOP
+            PERFORM pg_notify('kagzi', json_build_object('k', 's', 'ns', rec.namespace_id, 'id', rec.run_id, 'at', rec.at)::text);
+        END LOOP;
+    ELSIF TG_OP = 'DELETE' THEN
+        FOR rec IN SELECT namespace_id, run_id FROM old_rows WHERE cron_expr IS NOT NULL LOOP
+            PERFORM pg_notify('kagzi', json_build_object('k', 's', 'ns', rec.namespace_id, 'id', rec.run_id, 'at', NULL)::text);
+        END LOOP;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- Name: notify_step_progress(); Type: FUNCTION; Schema: kagzi; Owner: -
+
+CREATE FUNCTION kagzi.notify_step_progress() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('kagzi', json_build_object('k', 'p', 'ns', NEW.namespace_id, 'id', NEW.run_id, 'st', NEW.step_id)::text);
+    RETURN NULL;
+END;
+$$;
+
+-- Name: rate_window(timestamp with time zone, bigint); Type: FUNCTION; Schema: kagzi; Owner: -
+
+CREATE FUNCTION kagzi.rate_window(t timestamp with time zone, period_ms bigint) RETURNS timestamp with time zone
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ SELECT 'epoch'::timestamptz + (floor(extract(epoch FROM t) * 1000 / period_ms) * period_ms) * interval '1 millisecond' $$;
+
+-- Name: require_worker(boolean, text, text, text, text); Type: FUNCTION; Schema: kagzi; Owner: -
+
+CREATE FUNCTION kagzi.require_worker(served boolean, ns text, queue text, typ text, ver text) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF NOT served THEN
+        RAISE EXCEPTION 'no live worker serves %@% on queue % of namespace %', typ, ver, queue, ns
+            USING ERRCODE = 'KZ001';
+    END IF;
+    RETURN true;
+END
+$$;
+
+-- Name: schedule_instance_ended(); Type: FUNCTION; Schema: kagzi; Owner: -
+
+CREATE FUNCTION kagzi.schedule_instance_ended() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM 1 FROM kagzi.workflow_runs t
+    WHERE t.run_id = NEW.schedule_id AND t.status = 'SCHEDULED' AND t.overlap_policy = 'buffer-one'
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    -- A statement of its own: it sees what a scheduler committed while
+    -- this trigger waited for the lock.
+    UPDATE kagzi.workflow_runs t SET available_at = now(), held_next_at = t.available_at
+    WHERE t.run_id = NEW.schedule_id AND t.status = 'SCHEDULED' AND t.buffered_fire_at IS NOT NULL
+      AND t.available_at > now();
+    RETURN NULL;
+END
+$$;
+
+-- Name: concurrency_limits; Type: TABLE; Schema: kagzi; Owner: -
+
+CREATE TABLE kagzi.concurrency_limits (
+    namespace_id text NOT NULL,
+    task_queue text NOT NULL,
+    workflow_type text NOT NULL,
+    max_running integer,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    max_per_key integer,
+    CONSTRAINT concurrency_limits_max_check CHECK ((max_running >= 0)),
+    CONSTRAINT concurrency_limits_per_key_check CHECK (((max_per_key IS NULL) OR (max_per_key >= 1))),
+    CONSTRAINT concurrency_limits_some_check CHECK (((max_running IS NOT NULL) OR (max_per_key IS NOT NULL)))
+);
+
+-- Name: leaders; Type: TABLE; Schema: kagzi; Owner: -
+
+CREATE TABLE kagzi.leaders (
+    role text NOT NULL,
+    term bigint NOT NULL,
+    elected_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+-- Name: rate_limits; Type: TABLE; Schema: kagzi; Owner: -
+
+CREATE TABLE kagzi.rate_limits (
+    namespace_id text NOT NULL,
+    rate_key text NOT NULL,
+    max_claims integer NOT NULL,
+    period_ms bigint NOT NULL,
+    window_start timestamp with time zone DEFAULT '1970-01-01 00:00:00+00'::timestamp with time zone NOT NULL,
+    claims integer DEFAULT 0 NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT rate_limits_max_check CHECK ((max_claims >= 1)),
+    CONSTRAINT rate_limits_period_check CHECK ((period_ms >= 1))
+);
+
+-- Name: retention; Type: TABLE; Schema: kagzi; Owner: -
+
+CREATE TABLE kagzi.retention (
+    namespace_id text NOT NULL,
+    workflow_type text DEFAULT ''::text NOT NULL,
+    keep_completed interval,
+    keep_failed interval,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT retention_default_check CHECK (((namespace_id <> ''::text) OR ((workflow_type = ''::text) AND (keep_completed IS NOT NULL) AND (keep_failed IS NOT NULL)))),
+    CONSTRAINT retention_keep_check CHECK (((keep_completed >= '00:00:00'::interval) AND (keep_failed >= '00:00:00'::interval)))
+);
+
+-- Name: settings; Type: TABLE; Schema: kagzi; Owner: -
+
+CREATE TABLE kagzi.settings (
+    id boolean DEFAULT true NOT NULL,
+    payload_warn_bytes integer DEFAULT 1048576 NOT NULL,
+    payload_max_bytes integer DEFAULT 2097152 NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT settings_one_row_check CHECK (id),
+    CONSTRAINT settings_payload_check CHECK (((payload_warn_bytes > 0) AND (payload_max_bytes > 0) AND (payload_warn_bytes <= payload_max_bytes)))
+);
+
+-- Name: step_runs; Type: TABLE; Schema: kagzi; Owner: -
+
+CREATE TABLE kagzi.step_runs (
+    run_id uuid NOT NULL,
+    step_id text NOT NULL,
+    attempt_number integer NOT NULL,
+    namespace_id text NOT NULL,
+    kind text NOT NULL,
+    status text NOT NULL,
+    is_latest boolean DEFAULT true NOT NULL,
+    input bytea,
+    output bytea,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    retry_at timestamp with time zone,
+    child_run_id uuid,
+    run_attempt integer,
+    error_type text,
+    non_retryable boolean DEFAULT false NOT NULL,
+    CONSTRAINT step_runs_attempt_check CHECK ((attempt_number >= 1)),
+    CONSTRAINT step_runs_kind_check CHECK ((kind = ANY (ARRAY['FUNCTION'::text, 'SLEEP'::text, 'EVENT'::text, 'CHILD'::text]))),
+    CONSTRAINT step_runs_status_check CHECK ((status = ANY (ARRAY['PENDING'::text, 'RUNNING'::text, 'COMPLETED'::text, 'FAILED'::text])))
+)
+WITH (autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_threshold='10000', autovacuum_vacuum_insert_scale_factor='0.05', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_cost_limit='800');
+
+-- Name: workers; Type: TABLE; Schema: kagzi; Owner: -
+
+CREATE TABLE kagzi.workers (
+    worker_id uuid NOT NULL,
+    namespace_id text NOT NULL,
+    task_queue text NOT NULL,
+    hostname text DEFAULT ''::text NOT NULL,
+    pid integer DEFAULT 0 NOT NULL,
+    version text DEFAULT ''::text NOT NULL,
+    workflow_types jsonb DEFAULT '[]'::jsonb NOT NULL,
+    max_concurrency integer NOT NULL,
+    status text NOT NULL,
+    registered_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_heartbeat_at timestamp with time zone DEFAULT now() NOT NULL,
+    deregistered_at timestamp with time zone,
+    labels jsonb DEFAULT '{}'::jsonb NOT NULL,
+    CONSTRAINT workers_max_concurrency_check CHECK ((max_concurrency > 0)),
+    CONSTRAINT workers_status_check CHECK ((status = ANY (ARRAY['ONLINE'::text, 'DRAINING'::text, 'OFFLINE'::text])))
+)
+WITH (autovacuum_vacuum_scale_factor='0.05', autovacuum_vacuum_threshold='200');
+
+-- Name: workflow_defaults; Type: TABLE; Schema: kagzi; Owner: -
+
+CREATE TABLE kagzi.workflow_defaults (
+    namespace_id text NOT NULL,
+    workflow_type text NOT NULL,
+    version text NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT workflow_defaults_version_check CHECK ((version <> ''::text))
+);
+
+-- Name: workflow_events; Type: TABLE; Schema: kagzi; Owner: -
+
+CREATE TABLE kagzi.workflow_events (
+    event_id uuid NOT NULL,
+    namespace_id text NOT NULL,
+    run_id uuid NOT NULL,
+    name text NOT NULL,
+    payload bytea,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    consumed_at timestamp with time zone,
+    consumed_by text,
+    seq bigint
+)
+WITH (autovacuum_vacuum_scale_factor='0.02', autovacuum_vacuum_insert_scale_factor='0.05');
+
+-- Name: workflow_runs; Type: TABLE; Schema: kagzi; Owner: -
+
+CREATE TABLE kagzi.workflow_runs (
+    run_id uuid NOT NULL,
+    namespace_id text NOT NULL,
+    external_id text,
+    task_queue text NOT NULL,
+    workflow_type text NOT NULL,
+    version text DEFAULT ''::text NOT NULL,
+    status text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    available_at timestamp with time zone,
+    locked_by uuid,
+    lease_token bigint DEFAULT 0 NOT NULL,
+    lease_expires_at timestamp with time zone,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    deadline_at timestamp with time zone,
+    retry_policy jsonb,
+    parent_run_id uuid,
+    parent_step_id text,
+    cron_expr text,
+    timezone text,
+    max_catchup integer,
+    last_fired_at timestamp with time zone,
+    schedule_id uuid,
+    schedule_fire_at timestamp with time zone,
+    trace_context text,
+    priority integer DEFAULT 0 NOT NULL,
+    waiting_on text[],
+    limited boolean DEFAULT false NOT NULL,
+    cancel_requested_at timestamp with time zone,
+    cancel_delivered boolean DEFAULT false NOT NULL,
+    parent_close_policy text,
+    epoch integer DEFAULT 1 NOT NULL,
+    held boolean DEFAULT false NOT NULL,
+    continued_as uuid,
+    forked_from uuid,
+    forked_at_step text,
+    concurrency_key text,
+    rate_key text,
+    debounce_key text,
+    debounce_starts integer,
+    overlap_policy text,
+    jitter_ms bigint,
+    buffered_fire_at timestamp with time zone,
+    held_next_at timestamp with time zone,
+    input bytea,
+    output bytea,
+    event_seq bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT workflow_runs_attempts_check CHECK ((attempts >= 0)),
+    CONSTRAINT workflow_runs_fire_check CHECK (((schedule_fire_at IS NULL) OR (cron_expr IS NULL))),
+    CONSTRAINT workflow_runs_max_catchup_check CHECK (((max_catchup IS NULL) OR (max_catchup >= 0))),
+    CONSTRAINT workflow_runs_parent_close_policy_check CHECK ((parent_close_policy = ANY (ARRAY['TERMINATE'::text, 'REQUEST_CANCEL'::text, 'ABANDON'::text]))),
+    CONSTRAINT workflow_runs_status_check CHECK ((status = ANY (ARRAY['PENDING'::text, 'RUNNING'::text, 'SLEEPING'::text, 'COMPLETED'::text, 'FAILED'::text, 'CANCELLED'::text, 'SCHEDULED'::text, 'PAUSED'::text]))),
+    CONSTRAINT workflow_runs_template_check CHECK (((status = ANY (ARRAY['SCHEDULED'::text, 'PAUSED'::text])) = (cron_expr IS NOT NULL)))
+)
+WITH (autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_threshold='10000', autovacuum_vacuum_insert_scale_factor='0.05', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_cost_limit='800', fillfactor='50');
+
+-- Name: concurrency_limits concurrency_limits_pkey; Type: CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.concurrency_limits
+    ADD CONSTRAINT concurrency_limits_pkey PRIMARY KEY (namespace_id, task_queue, workflow_type);
+
+-- Name: leaders leaders_pkey; Type: CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.leaders
+    ADD CONSTRAINT leaders_pkey PRIMARY KEY (role);
+
+-- Name: rate_limits rate_limits_pkey; Type: CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.rate_limits
+    ADD CONSTRAINT rate_limits_pkey PRIMARY KEY (namespace_id, rate_key);
+
+-- Name: retention retention_pkey; Type: CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.retention
+    ADD CONSTRAINT retention_pkey PRIMARY KEY (namespace_id, workflow_type);
+
+-- Name: settings settings_pkey; Type: CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.settings
+    ADD CONSTRAINT settings_pkey PRIMARY KEY (id);
+
+-- Name: step_runs step_runs_pkey; Type: CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.step_runs
+    ADD CONSTRAINT step_runs_pkey PRIMARY KEY (run_id, step_id, attempt_number);
+
+-- Name: workers workers_pkey; Type: CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.workers
+    ADD CONSTRAINT workers_pkey PRIMARY KEY (worker_id);
+
+-- Name: workflow_defaults workflow_defaults_pkey; Type: CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.workflow_defaults
+    ADD CONSTRAINT workflow_defaults_pkey PRIMARY KEY (namespace_id, workflow_type);
+
+-- Name: workflow_events workflow_events_pkey; Type: CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.workflow_events
+    ADD CONSTRAINT workflow_events_pkey PRIMARY KEY (event_id);
+
+-- Name: workflow_runs workflow_runs_fork_check; Type: CHECK CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE kagzi.workflow_runs
+    ADD CONSTRAINT workflow_runs_fork_check CHECK (((forked_from IS NULL) = (forked_at_step IS NULL))) NOT VALID;
+
+-- Name: workflow_runs workflow_runs_overlap_check; Type: CHECK CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE kagzi.workflow_runs
+    ADD CONSTRAINT workflow_runs_overlap_check CHECK ((((overlap_policy IS NULL) OR ((cron_expr IS NOT NULL) AND (overlap_policy = ANY (ARRAY['skip'::text, 'buffer-one'::text, 'cancel-other'::text, 'terminate-other'::text])))) AND ((jitter_ms IS NULL) OR ((cron_expr IS NOT NULL) AND (jitter_ms > 0))) AND ((buffered_fire_at IS NULL) OR (overlap_policy = 'buffer-one'::text)) AND ((held_next_at IS NULL) OR (overlap_policy = 'buffer-one'::text)))) NOT VALID;
+
+-- Name: workflow_runs workflow_runs_pkey; Type: CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.workflow_runs
+    ADD CONSTRAINT workflow_runs_pkey PRIMARY KEY (run_id);
+
+-- Name: workflow_runs workflow_runs_running_holder_check; Type: CHECK CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE kagzi.workflow_runs
+    ADD CONSTRAINT workflow_runs_running_holder_check CHECK (((status <> 'RUNNING'::text) OR (locked_by IS NOT NULL))) NOT VALID;
+
+-- Name: step_runs_latest_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE UNIQUE INDEX step_runs_latest_idx ON kagzi.step_runs USING btree (run_id, step_id) WHERE is_latest;
+
+-- Name: workers_list_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX workers_list_idx ON kagzi.workers USING btree (namespace_id, task_queue, registered_at);
+
+-- Name: workers_live_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX workers_live_idx ON kagzi.workers USING btree (last_heartbeat_at) WHERE (status <> 'OFFLINE'::text);
+
+-- Name: workflow_events_pending_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX workflow_events_pending_idx ON kagzi.workflow_events USING btree (run_id, name, created_at) WHERE (consumed_at IS NULL);
+
+-- Name: workflow_events_run_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX workflow_events_run_idx ON kagzi.workflow_events USING btree (run_id, created_at);
+
+-- Name: workflow_runs_claim_key_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX workflow_runs_claim_key_idx ON kagzi.workflow_runs USING btree (namespace_id, task_queue, workflow_type, concurrency_key, priority DESC, available_at) WHERE ((status = ANY (ARRAY['PENDING'::text, 'SLEEPING'::text])) AND (available_at IS NOT NULL) AND (concurrency_key IS NOT NULL));
+
+-- Name: workflow_runs_claim_rate_due_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX workflow_runs_claim_rate_due_idx ON kagzi.workflow_runs USING btree (namespace_id, task_queue, available_at) WHERE ((status = ANY (ARRAY['PENDING'::text, 'SLEEPING'::text])) AND (available_at IS NOT NULL) AND (rate_key IS NOT NULL));
+
+-- Name: workflow_runs_claim_rate_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX workflow_runs_claim_rate_idx ON kagzi.workflow_runs USING btree (namespace_id, task_queue, rate_key, priority DESC, available_at) WHERE ((status = ANY (ARRAY['PENDING'::text, 'SLEEPING'::text])) AND (available_at IS NOT NULL) AND (rate_key IS NOT NULL));
+
+-- Name: workflow_runs_claim_started_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX workflow_runs_claim_started_idx ON kagzi.workflow_runs USING btree (namespace_id, task_queue, priority DESC, (((started_at IS NULL) OR (rate_key IS NOT NULL))), available_at) WHERE ((status = ANY (ARRAY['PENDING'::text, 'SLEEPING'::text])) AND (available_at IS NOT NULL));
+
+-- Name: workflow_runs_deadline_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX workflow_runs_deadline_idx ON kagzi.workflow_runs USING btree (deadline_at) WHERE ((deadline_at IS NOT NULL) AND (status = ANY (ARRAY['PENDING'::text, 'RUNNING'::text, 'SLEEPING'::text])));
+
+-- Name: workflow_runs_debounce_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE UNIQUE INDEX workflow_runs_debounce_idx ON kagzi.workflow_runs USING btree (namespace_id, workflow_type, debounce_key) WHERE ((debounce_key IS NOT NULL) AND (status = 'PENDING'::text) AND (started_at IS NULL));
+
+-- Name: workflow_runs_external_id_finished_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX workflow_runs_external_id_finished_idx ON kagzi.workflow_runs USING btree (namespace_id, external_id, finished_at DESC) WHERE ((external_id IS NOT NULL) AND (status = ANY (ARRAY['COMPLETED'::text, 'FAILED'::text, 'CANCELLED'::text])));
+
+-- Name: workflow_runs_external_id_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE UNIQUE INDEX workflow_runs_external_id_idx ON kagzi.workflow_runs USING btree (namespace_id, external_id) WHERE ((external_id IS NOT NULL) AND (status <> ALL (ARRAY['COMPLETED'::text, 'FAILED'::text, 'CANCELLED'::text])));
+
+-- Name: workflow_runs_failed_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX workflow_runs_failed_idx ON kagzi.workflow_runs USING btree (namespace_id, finished_at DESC) WHERE (status = 'FAILED'::text);
+
+-- Name: workflow_runs_finished_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX workflow_runs_finished_idx ON kagzi.workflow_runs USING btree (namespace_id, workflow_type, status, finished_at) WHERE (status = ANY (ARRAY['COMPLETED'::text, 'FAILED'::text, 'CANCELLED'::text]));
+
+-- Name: workflow_runs_fork_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE UNIQUE INDEX workflow_runs_fork_idx ON kagzi.workflow_runs USING btree (forked_from, forked_at_step) WHERE (forked_from IS NOT NULL);
+
+-- Name: workflow_runs_lease_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX workflow_runs_lease_idx ON kagzi.workflow_runs USING btree (locked_by, lease_expires_at) WHERE (status = 'RUNNING'::text);
+
+-- Name: workflow_runs_list_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX workflow_runs_list_idx ON kagzi.workflow_runs USING btree (namespace_id, created_at DESC, run_id DESC);
+
+-- Name: workflow_runs_parent_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX workflow_runs_parent_idx ON kagzi.workflow_runs USING btree (parent_run_id) WHERE (parent_run_id IS NOT NULL);
+
+-- Name: workflow_runs_running_key_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX workflow_runs_running_key_idx ON kagzi.workflow_runs USING btree (namespace_id, task_queue, workflow_type, concurrency_key) WHERE ((status = 'RUNNING'::text) AND limited AND (concurrency_key IS NOT NULL));
+
+-- Name: workflow_runs_running_limited_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX workflow_runs_running_limited_idx ON kagzi.workflow_runs USING btree (workflow_type, task_queue, namespace_id) WHERE ((status = 'RUNNING'::text) AND limited);
+
+-- Name: workflow_runs_schedule_fire_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE UNIQUE INDEX workflow_runs_schedule_fire_idx ON kagzi.workflow_runs USING btree (schedule_id, schedule_fire_at) WHERE (schedule_id IS NOT NULL);
+
+-- Name: workflow_runs_schedule_live_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX workflow_runs_schedule_live_idx ON kagzi.workflow_runs USING btree (schedule_id) WHERE ((schedule_id IS NOT NULL) AND (status = ANY (ARRAY['PENDING'::text, 'RUNNING'::text, 'SLEEPING'::text])));
+
+-- Name: workflow_runs_templates_due_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX workflow_runs_templates_due_idx ON kagzi.workflow_runs USING btree (available_at) WHERE (status = 'SCHEDULED'::text);
+
+-- Name: workflow_runs_templates_list_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX workflow_runs_templates_list_idx ON kagzi.workflow_runs USING btree (namespace_id, created_at DESC, run_id DESC) WHERE (cron_expr IS NOT NULL);
+
+-- Name: concurrency_limits concurrency_limits_notify_delete; Type: TRIGGER; Schema: kagzi; Owner: -
+
+CREATE TRIGGER concurrency_limits_notify_delete AFTER DELETE ON kagzi.concurrency_limits REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION kagzi.notify_limits();
+
+-- Name: concurrency_limits concurrency_limits_notify_update; Type: TRIGGER; Schema: kagzi; Owner: -
+
+CREATE TRIGGER concurrency_limits_notify_update AFTER UPDATE ON kagzi.concurrency_limits REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION kagzi.notify_limits();
+
+-- Name: step_runs step_runs_notify_progress; Type: TRIGGER; Schema: kagzi; Owner: -
+
+CREATE TRIGGER step_runs_notify_progress AFTER INSERT OR UPDATE OF status ON kagzi.step_runs FOR EACH ROW WHEN (((new.status = 'COMPLETED'::text) AND new.is_latest AND ((new.step_id ~~ 'state:%'::text) OR (new.step_id ~~ 'stream:%'::text) OR (new.step_id ~~ 'update:%'::text)))) EXECUTE FUNCTION kagzi.notify_step_progress();
+
+-- Name: workflow_runs workflow_runs_cancellations; Type: TRIGGER; Schema: kagzi; Owner: -
+
+CREATE TRIGGER workflow_runs_cancellations AFTER UPDATE ON kagzi.workflow_runs REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION kagzi.cancellations();
+
+-- Name: workflow_runs workflow_runs_notify_delete; Type: TRIGGER; Schema: kagzi; Owner: -
+
+CREATE TRIGGER workflow_runs_notify_delete AFTER DELETE ON kagzi.workflow_runs REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION kagzi.notify_runs();
+
+-- Name: workflow_runs workflow_runs_notify_insert; Type: TRIGGER; Schema: kagzi; Owner: -
+
+CREATE TRIGGER workflow_runs_notify_insert AFTER INSERT ON kagzi.workflow_runs REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION kagzi.notify_runs();
+
+-- Name: workflow_runs workflow_runs_notify_update; Type: TRIGGER; Schema: kagzi; Owner: -
+
+CREATE TRIGGER workflow_runs_notify_update AFTER UPDATE ON kagzi.workflow_runs REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION kagzi.notify_runs();
+
+-- Name: workflow_runs workflow_runs_schedule_instance_ended; Type: TRIGGER; Schema: kagzi; Owner: -
+
+CREATE TRIGGER workflow_runs_schedule_instance_ended AFTER UPDATE OF status ON kagzi.workflow_runs FOR EACH ROW WHEN (((old.schedule_id IS NOT NULL) AND (old.status = ANY (ARRAY['PENDING'::text, 'RUNNING'::text, 'SLEEPING'::text])) AND (new.status = ANY (ARRAY['COMPLETED'::text, 'FAILED'::text, 'CANCELLED'::text])))) EXECUTE FUNCTION kagzi.schedule_instance_ended();
+
+-- Name: workflow_events workflow_events_run_id_fkey; Type: FK CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.workflow_events
+    ADD CONSTRAINT workflow_events_run_id_fkey FOREIGN KEY (run_id) REFERENCES kagzi.workflow_runs(run_id) ON DELETE CASCADE;
+
+-- Name: workflow_runs workflow_runs_schedule_id_fkey; Type: FK CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.workflow_runs
+    ADD CONSTRAINT workflow_runs_schedule_id_fkey FOREIGN KEY (schedule_id) REFERENCES kagzi.workflow_runs(run_id) ON DELETE SET NULL;
