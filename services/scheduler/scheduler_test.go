@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/kagzi/kagzi/internal/clock"
+	"github.com/kagzi/kagzi/internal/stmtcount"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/services/dispatcher"
@@ -65,13 +66,13 @@ func newHarness(t *testing.T, relay bool) *harness {
 
 // scheduler starts a scheduler with its own pool (counted by stmts when
 // given) and NATS connection, stopped when the test ends.
-func (h *harness) scheduler(cfg scheduler.Options, stmts *store.StatementCounter) *scheduler.Scheduler {
+func (h *harness) scheduler(cfg scheduler.Options, stmts *stmtcount.Counter) *scheduler.Scheduler {
 	h.t.Helper()
 	ctx := h.t.Context()
 	var err error
 	var st *store.Store
 	if stmts != nil {
-		pool, err := store.ConnectCounting(ctx, h.url, stmts)
+		pool, err := store.ConnectTraced(ctx, h.url, stmts)
 		must(h.t, err)
 		h.t.Cleanup(pool.Close)
 		st = store.New(pool, store.Options{})
@@ -393,7 +394,7 @@ func TestNewScheduleArrivesByPushAndDeleteDisarms(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, true)
 	clk := clock.NewFake(c0)
-	stmts := &store.StatementCounter{}
+	stmts := &stmtcount.Counter{}
 	s := h.scheduler(scheduler.Options{Clock: clk}, stmts)
 	waitFor(t, "the first backlog read", passesAbove(s, 0))
 	if s.Stats().ArmedAt != nil || len(clk.Armed()) != 0 {
@@ -436,7 +437,7 @@ func TestIdleIssuesNoStatements(t *testing.T) {
 	if d := time.Until(*sc.NextFireAt); d < 59*time.Minute || d > 61*time.Minute {
 		t.Fatalf("schedule due in %v, want an hour", d)
 	}
-	stmts := &store.StatementCounter{}
+	stmts := &stmtcount.Counter{}
 	s := h.scheduler(scheduler.Options{}, stmts)
 	waitFor(t, "the timer armed an hour out", func() bool { return passesAbove(s, 0)() && armedAt(s, *sc.NextFireAt)() })
 	before, passes := stmts.Load(), s.Stats().Passes

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kagzi/kagzi/internal/lifecycle/process"
+	"github.com/kagzi/kagzi/internal/stmtcount"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
@@ -68,7 +69,7 @@ type Options struct {
 	// workers, RoleClient for Connect).
 	NATSOptions func(role string) []nats.Option
 	// Statements, if set, counts every statement of the services' pool.
-	Statements *store.StatementCounter
+	Statements *stmtcount.Counter
 }
 
 // Server is a running dev assembly.
@@ -143,7 +144,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	connect := store.Connect
 	if o.Statements != nil {
 		connect = func(ctx context.Context, url string) (*pgxpool.Pool, error) {
-			return store.ConnectCounting(ctx, url, o.Statements)
+			return store.ConnectTraced(ctx, url, o.Statements)
 		}
 	}
 	pool, err := connect(ctx, o.DatabaseURL)

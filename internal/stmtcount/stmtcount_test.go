@@ -1,4 +1,4 @@
-package store_test
+package stmtcount_test
 
 import (
 	"context"
@@ -7,14 +7,15 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kagzi/kagzi/internal/stmtcount"
 	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/tests/testdb"
 )
 
-func TestStatementTallyConnectTraced(t *testing.T) {
+func TestTallyConnectTraced(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	tally := store.NewStatementTally()
+	tally := stmtcount.NewTally()
 	pool, err := store.ConnectTraced(ctx, testdb.New(t), tally)
 	if err != nil {
 		t.Fatal(err)
