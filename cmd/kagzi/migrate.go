@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/pkg/store/pgsession"
 )
 
 func init() { register(newMigrateCmd) }
@@ -177,7 +178,7 @@ func createDatabase(cmd *cobra.Command, dbURL string) (bool, error) {
 	}
 	// Through the session URL's server directly: refused through a
 	// pooler, as migrating after it would be.
-	if err := store.SessionCheck(cmd.Context(), admin); errors.Is(err, store.ErrSessionPooled) {
+	if err := pgsession.Check(cmd.Context(), admin); errors.Is(err, store.ErrSessionPooled) {
 		return false, fmt.Errorf("database %q does not exist, and migrate creates it only through a direct connection: %w", name, err)
 	}
 	err = store.DatabaseCreate(cmd.Context(), admin, name, "")

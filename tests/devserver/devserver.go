@@ -16,6 +16,7 @@ import (
 
 	"github.com/kagzi/kagzi/internal/lifecycle/process"
 	"github.com/kagzi/kagzi/internal/stmtcount"
+	"github.com/kagzi/kagzi/pkg/store/pgsession"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
@@ -131,7 +132,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	// As the services do: a session URL that reaches a pooler fails now
 	// rather than campaigning for ever.
-	if err := store.SessionCheck(ctx, o.SessionURL); err != nil {
+	if err := pgsession.Check(ctx, o.SessionURL); err != nil {
 		return nil, fmt.Errorf("devserver: %w", err)
 	}
 	s := &Server{log: o.Log, NATSURL: o.NATSURL, opts: o.NATSOptions}
