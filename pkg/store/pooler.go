@@ -54,7 +54,9 @@ const idleParam = "idle_in_transaction_session_timeout"
 // whole session where they can (directly), set per transaction where the
 // session is not theirs (through a pooler). One message, one round trip,
 // as a plain BEGIN.
-var beginBounded = "BEGIN; SET LOCAL " + idleParam + " = " + strconv.Itoa(int(IdleInTransactionTimeout.Milliseconds()))
+// Its timeout is IdleInTransactionTimeout in milliseconds
+// (TestBeginBoundedTimeout).
+var beginBounded = stmt("StoreBeginBounded").sql
 
 // sqlStateProtocolViolation is what PgBouncer answers a connection it
 // refuses with (and a missing database, which Postgres calls 3D000).
