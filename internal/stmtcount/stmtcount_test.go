@@ -1,50 +1,36 @@
-package stmtcount_test
+package stmtcount
 
 import (
 	"context"
-	"strings"
 	"testing"
+	"time"
 
-	"github.com/google/uuid"
-
-	"github.com/kagzi/kagzi/internal/stmtcount"
-	"github.com/kagzi/kagzi/pkg/store"
-	"github.com/kagzi/kagzi/tests/testdb"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-func TestTallyConnectTraced(t *testing.T) {
-	t.Parallel()
+// A Counter counts single statements; a Tally counts them by their text,
+// whitespace collapsed, batched ones and the pings it asked for included.
+func TestCounting(t *testing.T) {
 	ctx := context.Background()
-	tally := stmtcount.NewTally()
-	pool, err := store.ConnectTraced(ctx, testdb.New(t), tally)
-	if err != nil {
-		t.Fatal(err)
+	var c Counter
+	tally := NewTally()
+	for _, sql := range []string{"a  b", "a b", "c"} {
+		c.TraceQueryStart(ctx, nil, pgx.TraceQueryStartData{SQL: sql})
+		tally.TraceQueryStart(ctx, nil, pgx.TraceQueryStartData{SQL: sql})
 	}
-	defer pool.Close()
-	s := store.New(pool, store.Options{})
-
-	// The tally sees single statements, transactions and batches.
-	if _, _, err := s.RunsCreate(ctx, store.RunsCreateParams{Namespace: "ns", Queue: "q", Type: "T"}); err != nil {
-		t.Fatal(err)
+	tally.TraceBatchQuery(ctx, nil, pgx.TraceBatchQueryData{SQL: "c"})
+	if tally.ShouldPing(ctx, pgxpool.ShouldPingParams{IdleDuration: time.Millisecond}) {
+		t.Error("a connection idle for a millisecond is pinged")
 	}
-	if _, err := s.StepsRecordMany(ctx, []store.StepsRecordParams{
-		{Lease: store.Lease{Namespace: "ns", RunID: uuid.New(), Token: 1}, StepID: "a", Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted},
-		{Lease: store.Lease{Namespace: "ns", RunID: uuid.New(), Token: 1}, StepID: "b", Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted},
-	}); err != nil {
-		t.Fatal(err)
+	if !tally.ShouldPing(ctx, pgxpool.ShouldPingParams{IdleDuration: 2 * time.Second}) {
+		t.Error("a connection idle for two seconds is not pinged")
 	}
-	if err := s.InTx(ctx, func(tx *store.Store) error { return tx.Ping(ctx) }); err != nil {
-		t.Fatal(err)
+	if c.Load() != 3 {
+		t.Errorf("counter %d, want 3", c.Load())
 	}
-	var steps, total int64
 	snap := tally.Snapshot()
-	for sql, n := range snap {
-		total += n
-		if strings.Contains(sql, "INSERT INTO kagzi.step_runs") {
-			steps += n
-		}
-	}
-	if steps < 2 || snap["begin"] != 1 || snap["commit"] != 1 || snap["SELECT 1"] != 1 || total < 6 {
-		t.Fatalf("tally %v", snap)
+	if snap["a b"] != 2 || snap["c"] != 2 || snap[PingStatement] != 1 || len(snap) != 3 {
+		t.Errorf("tally %v", snap)
 	}
 }

@@ -10,14 +10,14 @@ import (
 )
 
 // Leader elects one process of many with a Postgres advisory lock held on a
-// dedicated connection, and runs Lead while it holds the lock. Unlike
-// a listener (LockedConnect) it does not LISTEN, so the leader's connection is not sent every
-// notification.
+// dedicated connection, and runs Lead while it holds the lock. Unlike a
+// listener's connection (LockedConnect) it does not LISTEN, so it is not
+// sent every notification.
 //
 // Leadership lives and dies with the database session: if the leader's
 // process, host or connection dies, or an operator ends its session (see
-// store.LockHolderTerminate), Postgres releases the lock and a standby whose lock
-// request was blocked gets it at once. The deposed leader notices the lost
+// store.LockHolderTerminate), Postgres releases the lock and a standby
+// whose lock request was blocked gets it at once. The deposed leader notices the lost
 // session (the server closes it, or the connection's dead-peer detection
 // ends it) and its Lead context is cancelled. If the leader's host dies or
 // is cut off, both ends of the connection give up on the silent peer within

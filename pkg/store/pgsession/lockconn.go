@@ -92,8 +92,8 @@ func lockConnConfig(url string) (*pgx.ConnConfig, error) {
 }
 
 // retryLoop runs session until ctx ends, waiting retry (default 200 ms)
-// after each end and passing its errors to onError: the campaign of a
-// Leader or a Listener. It returns ctx's error.
+// after each end and passing its errors to onError: a Leader's campaign.
+// It returns ctx's error.
 func retryLoop(ctx context.Context, retry time.Duration, onError func(error), session func(context.Context) error) error {
 	if retry <= 0 {
 		retry = 200 * time.Millisecond
@@ -142,8 +142,8 @@ func lockedConn(ctx context.Context, url string, key int64, what string) (*pgx.C
 	return conn, nil
 }
 
-// Check connects to url as a leader or the relay does (the same
-// session settings) and returns an error wrapping store.ErrSessionPooled if it
+// Check connects to url as a leader or the relay does (the same session
+// settings) and returns an error wrapping store.ErrSessionPooled if it
 // reaches a connection pooler rather than Postgres, or the connection's
 // error. Services check their session URL with it when they start, so
 // that a URL pointed at the pooler fails at once, with a clear error,
