@@ -13,6 +13,7 @@ import (
 	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/store/dbadmin"
 	"github.com/kagzi/kagzi/pkg/store/migrate"
+	"github.com/kagzi/kagzi/pkg/store/pgsession"
 )
 
 func init() { register(newMigrateCmd) }
@@ -179,7 +180,7 @@ func createDatabase(cmd *cobra.Command, dbURL string) (bool, error) {
 	}
 	// Through the session URL's server directly: refused through a
 	// pooler, as migrating after it would be.
-	if err := store.SessionCheck(cmd.Context(), admin); errors.Is(err, store.ErrSessionPooled) {
+	if err := pgsession.Check(cmd.Context(), admin); errors.Is(err, store.ErrSessionPooled) {
 		return false, fmt.Errorf("database %q does not exist, and migrate creates it only through a direct connection: %w", name, err)
 	}
 	err = dbadmin.DatabaseCreate(cmd.Context(), admin, name, "")

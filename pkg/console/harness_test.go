@@ -18,10 +18,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/stmtcount"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/console"
 	"github.com/kagzi/kagzi/pkg/console/internal/consoletest"
-	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/worker"
 	"github.com/kagzi/kagzi/pkg/workflow"
 	"github.com/kagzi/kagzi/tests/devserver"
@@ -66,7 +66,7 @@ type env struct {
 	cl    *client.Client
 	con   *console.Console
 	http  *httptest.Server
-	stmts *store.StatementCounter
+	stmts *stmtcount.Counter
 	nc    *nats.Conn // the console's connection
 	web   *http.Client
 	csrf  string

@@ -13,6 +13,21 @@ import (
 // over the same tables, each bounded by an index or a LIMIT, so a view
 // costs the same with millions of finished runs.
 
+// The console's statements, written in sql/console.sql.
+var (
+	consoleRunsSearchPathSQL    = stmt("ConsoleRunsSearchPath")
+	consoleRunsSearchSQL        = stmt("ConsoleRunsSearch")
+	consoleRunsGetManySQL       = stmt("ConsoleRunsGetMany")
+	consoleRunsCreatedAfterSQL  = stmt("ConsoleRunsCreatedAfter")
+	consoleRunsNewestSQL        = stmt("ConsoleRunsNewest")
+	consoleRunsDeadLettersSQL   = stmt("ConsoleRunsDeadLetters")
+	consoleRunsDeadLetterIDsSQL = stmt("ConsoleRunsDeadLetterIDs")
+	consoleRunsQueueStatsSQL    = stmt("ConsoleRunsQueueStats")
+	consoleNamespacesSQL        = stmt("ConsoleNamespaces")
+	consoleRunsLiveStatusesSQL  = stmt("ConsoleRunsLiveStatuses")
+	consoleRunsHeldBySQL        = stmt("ConsoleRunsHeldBy")
+)
+
 // RunsSearchParams filter and page the console's run search. Zero fields
 // do not filter.
 type RunsSearchParams struct {
@@ -85,7 +100,7 @@ func (s *Store) RunsSearch(ctx context.Context, p RunsSearchParams) (runs []Run,
 			continue
 		}
 		var ok bool
-		if err := s.db.QueryRow(ctx, `SELECT @path::jsonpath IS NOT NULL`, pgx.NamedArgs{"path": m}).Scan(&ok); err != nil {
+		if err := consoleRunsSearchPathSQL.queryRow(ctx, s.db, pgx.NamedArgs{"path": m}).Scan(&ok); err != nil {
 			return nil, nil, invalidf("%q is not a JSON path: %v", m, err)
 		}
 	}
@@ -94,23 +109,7 @@ func (s *Store) RunsSearch(ctx context.Context, p RunsSearchParams) (runs []Run,
 	if p.After != nil {
 		afterTS, afterID = &p.After.CreatedAt, &p.After.ID
 	}
-	rows, err := s.db.Query(ctx, `
-SELECT `+runCols+` FROM kagzi.workflow_runs r
-WHERE r.namespace_id = @namespace
-  AND (cardinality(@statuses::text[]) = 0 AND r.status NOT IN ('SCHEDULED', 'PAUSED') OR r.status = ANY(@statuses))
-  AND (@type = '' OR r.workflow_type = @type)
-  AND (@queue = '' OR r.task_queue = @queue)
-  AND (@schedule_id::uuid IS NULL OR r.schedule_id = @schedule_id)
-  AND (@parent_run_id::uuid IS NULL OR r.parent_run_id = @parent_run_id)
-  AND (@external_id = '' OR r.external_id = @external_id)
-  AND (@created_from::timestamptz IS NULL OR r.created_at >= @created_from)
-  AND (@created_to::timestamptz IS NULL OR r.created_at < @created_to)
-  AND (@finished_before::timestamptz IS NULL OR r.finished_at < @finished_before)
-  AND (@after_created_at::timestamptz IS NULL OR (r.created_at, r.run_id) < (@after_created_at, @after_run_id::uuid))
-  AND (@input_match = '' OR jsonb_path_match(convert_from(r.input, 'UTF8')::jsonb, @input_match::jsonpath, '{}', true) IS TRUE)
-  AND (@output_match = '' OR jsonb_path_match(convert_from(r.output, 'UTF8')::jsonb, @output_match::jsonpath, '{}', true) IS TRUE)
-ORDER BY r.created_at DESC, r.run_id DESC
-LIMIT @limit`, pgx.NamedArgs{"namespace": p.Namespace, "statuses": statuses, "type": p.Type, "queue": p.Queue,
+	rows, err := consoleRunsSearchSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": p.Namespace, "statuses": statuses, "type": p.Type, "queue": p.Queue,
 		"schedule_id": p.ScheduleID, "external_id": p.ExternalID, "created_from": p.CreatedFrom, "created_to": p.CreatedTo,
 		"finished_before":  p.FinishedBefore,
 		"after_created_at": afterTS, "after_run_id": afterID, "input_match": p.InputMatch, "output_match": p.OutputMatch,
@@ -133,8 +132,7 @@ LIMIT @limit`, pgx.NamedArgs{"namespace": p.Namespace, "statuses": statuses, "ty
 // RunsGetMany returns the runs of a namespace with these ids (without
 // payloads), in no particular order; missing ids are left out.
 func (s *Store) RunsGetMany(ctx context.Context, namespace string, ids []uuid.UUID) ([]Run, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+runCols+` FROM kagzi.workflow_runs r WHERE r.run_id = ANY(@run_ids) AND r.namespace_id = @namespace`,
-		pgx.NamedArgs{"namespace": namespace, "run_ids": ids})
+	rows, err := consoleRunsGetManySQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "run_ids": ids})
 	if err != nil {
 		return nil, mapErr("get runs", err)
 	}
@@ -146,11 +144,7 @@ func (s *Store) RunsGetMany(ctx context.Context, namespace string, ids []uuid.UU
 // namespace created after the cursor, oldest first: what a view that has
 // seen everything up to the cursor has not seen yet.
 func (s *Store) RunsCreatedAfter(ctx context.Context, namespace string, after Cursor, limit int) ([]Run, error) {
-	rows, err := s.db.Query(ctx, `
-SELECT `+runCols+` FROM kagzi.workflow_runs r
-WHERE r.namespace_id = @namespace AND (r.created_at, r.run_id) > (@after_created_at, @after_run_id::uuid) AND r.cron_expr IS NULL
-ORDER BY r.created_at, r.run_id LIMIT @limit`,
-		pgx.NamedArgs{"namespace": namespace, "after_created_at": after.CreatedAt, "after_run_id": after.ID, "limit": limit})
+	rows, err := consoleRunsCreatedAfterSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "after_created_at": after.CreatedAt, "after_run_id": after.ID, "limit": limit})
 	if err != nil {
 		return nil, mapErr("runs created after", err)
 	}
@@ -162,8 +156,7 @@ ORDER BY r.created_at, r.run_id LIMIT @limit`,
 // included), or the zero cursor when it has none.
 func (s *Store) RunsNewest(ctx context.Context, namespace string) (Cursor, error) {
 	var c Cursor
-	err := s.db.QueryRow(ctx, `SELECT created_at, run_id FROM kagzi.workflow_runs WHERE namespace_id = @namespace
-ORDER BY created_at DESC, run_id DESC LIMIT 1`, pgx.NamedArgs{"namespace": namespace}).Scan(&c.CreatedAt, &c.ID)
+	err := consoleRunsNewestSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": namespace}).Scan(&c.CreatedAt, &c.ID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Cursor{}, nil
 	}
@@ -183,7 +176,9 @@ type DeadLetterGroup struct {
 }
 
 // fingerprintSQL masks the parts of an error that vary between runs of one
-// failure (ids, numbers, quoted values), so they group together.
+// failure (ids, numbers, quoted values), so they group together. The
+// console's statements write it out (sql/console.sql); a fork of a
+// dead-letter group matches it.
 const fingerprintSQL = `left(regexp_replace(regexp_replace(regexp_replace(coalesce(error, ''),
 	'[0-9a-fA-F]{8}-[0-9a-fA-F-]{27}', '<id>', 'g'), '"[^"]*"', '"…"', 'g'), '[0-9]+', '<n>', 'g'), 300)`
 
@@ -195,15 +190,7 @@ const DeadLetterScan = 10000
 // RunsDeadLetters groups the namespace's newest failed runs (at most
 // DeadLetterScan) by type and error fingerprint, biggest group first.
 func (s *Store) RunsDeadLetters(ctx context.Context, namespace string) ([]DeadLetterGroup, error) {
-	rows, err := s.db.Query(ctx, `
-WITH f AS (
-	SELECT workflow_type, `+fingerprintSQL+` AS fp, coalesce(error, '') AS error, finished_at
-	FROM kagzi.workflow_runs WHERE namespace_id = @namespace AND status = 'FAILED'
-	ORDER BY finished_at DESC LIMIT @scan
-)
-SELECT workflow_type, fp, (array_agg(error ORDER BY finished_at DESC))[1], count(*), max(finished_at), min(finished_at)
-FROM f GROUP BY workflow_type, fp ORDER BY count(*) DESC, max(finished_at) DESC`,
-		pgx.NamedArgs{"namespace": namespace, "scan": DeadLetterScan})
+	rows, err := consoleRunsDeadLettersSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "scan": DeadLetterScan})
 	if err != nil {
 		return nil, mapErr("dead letters", err)
 	}
@@ -227,14 +214,7 @@ FROM f GROUP BY workflow_type, fp ORDER BY count(*) DESC, max(finished_at) DESC`
 // newest failed runs (within DeadLetterScan) of type typ ("" any) whose
 // error has this fingerprint ("" any), newest first.
 func (s *Store) RunsDeadLetterIDs(ctx context.Context, namespace, typ, fingerprint string, limit int) ([]uuid.UUID, error) {
-	rows, err := s.db.Query(ctx, `
-SELECT run_id FROM (
-	SELECT run_id, workflow_type, `+fingerprintSQL+` AS fp, finished_at
-	FROM kagzi.workflow_runs WHERE namespace_id = @namespace AND status = 'FAILED'
-	ORDER BY finished_at DESC LIMIT @scan
-) f WHERE (@type = '' OR workflow_type = @type) AND (@fingerprint = '' OR fp = @fingerprint)
-ORDER BY finished_at DESC LIMIT @limit`,
-		pgx.NamedArgs{"namespace": namespace, "type": typ, "fingerprint": fingerprint, "limit": limit, "scan": DeadLetterScan})
+	rows, err := consoleRunsDeadLetterIDsSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "type": typ, "fingerprint": fingerprint, "limit": limit, "scan": DeadLetterScan})
 	if err != nil {
 		return nil, mapErr("dead letter ids", err)
 	}
@@ -265,21 +245,7 @@ type QueueTypeStats struct {
 // due (claimable now), running, and sleeping (suspended until a known
 // time). It reads the claim and lease indexes only, never finished runs.
 func (s *Store) RunsQueueStats(ctx context.Context, namespace string) ([]QueueTypeStats, error) {
-	rows, err := s.db.Query(ctx, `
-WITH live AS (
-	SELECT task_queue, workflow_type, status, available_at FROM kagzi.workflow_runs
-	WHERE namespace_id = @namespace AND status IN ('PENDING', 'SLEEPING') AND available_at IS NOT NULL
-	UNION ALL
-	SELECT task_queue, workflow_type, status, NULL FROM kagzi.workflow_runs
-	WHERE status = 'RUNNING' AND locked_by IS NOT NULL AND namespace_id = @namespace
-)
-SELECT task_queue, workflow_type,
-	count(*) FILTER (WHERE status <> 'RUNNING' AND available_at <= now()),
-	count(*) FILTER (WHERE status = 'RUNNING'),
-	count(*) FILTER (WHERE status = 'SLEEPING' AND available_at > now()),
-	min(available_at) FILTER (WHERE status <> 'RUNNING' AND available_at <= now())
-FROM live GROUP BY task_queue, workflow_type ORDER BY task_queue, workflow_type`,
-		pgx.NamedArgs{"namespace": namespace})
+	rows, err := consoleRunsQueueStatsSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace})
 	if err != nil {
 		return nil, mapErr("queue stats", err)
 	}
@@ -299,16 +265,7 @@ FROM live GROUP BY task_queue, workflow_type ORDER BY task_queue, workflow_type`
 // by name). It walks the namespace-leading indexes with skip scans, one
 // index probe per namespace.
 func (s *Store) Namespaces(ctx context.Context) ([]string, error) {
-	rows, err := s.db.Query(ctx, `
-WITH RECURSIVE ns AS (
-	(SELECT namespace_id FROM kagzi.workflow_runs ORDER BY namespace_id LIMIT 1)
-	UNION ALL
-	SELECT (SELECT namespace_id FROM kagzi.workflow_runs WHERE namespace_id > ns.namespace_id ORDER BY namespace_id LIMIT 1)
-	FROM ns WHERE ns.namespace_id IS NOT NULL
-)
-SELECT namespace_id FROM ns WHERE namespace_id IS NOT NULL
-UNION SELECT DISTINCT namespace_id FROM kagzi.workers
-ORDER BY 1 LIMIT 200`)
+	rows, err := consoleNamespacesSQL.queryPos(ctx, s.db)
 	if err != nil {
 		return nil, mapErr("namespaces", err)
 	}
@@ -328,9 +285,7 @@ ORDER BY 1 LIMIT 200`)
 // sleeping) run of a namespace, at most limit of them: the console's
 // starting point for keeping counts from events.
 func (s *Store) RunsLiveStatuses(ctx context.Context, namespace string, limit int) (map[uuid.UUID]RunStatus, error) {
-	rows, err := s.db.Query(ctx, `SELECT run_id, status FROM kagzi.workflow_runs
-WHERE namespace_id = @namespace AND status IN `+liveStatuses+` LIMIT @limit`,
-		pgx.NamedArgs{"namespace": namespace, "limit": limit})
+	rows, err := consoleRunsLiveStatusesSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "limit": limit})
 	if err != nil {
 		return nil, mapErr("live statuses", err)
 	}
@@ -350,9 +305,7 @@ WHERE namespace_id = @namespace AND status IN `+liveStatuses+` LIMIT @limit`,
 // RunsHeldBy counts the running runs each of these workers holds (through
 // the lease index).
 func (s *Store) RunsHeldBy(ctx context.Context, namespace string, workers []uuid.UUID) (map[uuid.UUID]int, error) {
-	rows, err := s.db.Query(ctx, `SELECT locked_by, count(*) FROM kagzi.workflow_runs
-WHERE status = 'RUNNING' AND locked_by = ANY(@worker_ids::uuid[]) AND namespace_id = @namespace GROUP BY locked_by`,
-		pgx.NamedArgs{"namespace": namespace, "worker_ids": workers})
+	rows, err := consoleRunsHeldBySQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "worker_ids": workers})
 	if err != nil {
 		return nil, mapErr("runs held", err)
 	}

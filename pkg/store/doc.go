@@ -3,12 +3,19 @@
 // StepsRecord, WorkersHeartbeat, SchedulesDue …) over one Store value that
 // wraps either a pool or a transaction, returns domain types, and maps
 // database failures onto typed errors (ErrNotFound, ErrConflict,
-// ErrInvalidArgument, ErrLeaseLost, ErrPayloadTooLarge). Its subpackages
-// migrate (the migrator) and dbadmin (the databases and roles an operator
-// creates) hold administration; it owns the dedicated sessions that
-// hold a leader lock (Leader, LockedConnect). Pools (Connect) work through
-// a connection pooler in transaction mode; sessions (a leader's, the
-// migrator's) refuse one (ErrSessionPooled, SessionCheck): see pooler.go.
+// ErrInvalidArgument, ErrLeaseLost, ErrPayloadTooLarge). Pools (Connect)
+// work through a connection pooler in transaction mode; sessions (a
+// leader's, the migrator's) refuse one (ErrSessionPooled): see pooler.go.
+// Each statement is written whole, once, in a named block of sql/*.sql
+// (see sqlfiles.go).
+//
+// What is not a query lives elsewhere: the migrator in pkg/store/migrate
+// and the databases and roles an operator creates in pkg/store/dbadmin;
+// the dedicated sessions that hold a leader lock or LISTEN, and their
+// socket options, in pkg/store/pgsession (which runs the store's
+// statements on them); the minting of a run's trace id in
+// internal/tracectx; the statement counters that tests and the bench give
+// a pool (ConnectTraced) in internal/stmtcount.
 //
 // Who it is for: Kagzi's services, its CLI and operators' tools.
 // Applications use pkg/client, which is built on it and returns the row

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kagzi/kagzi/internal/stmtcount"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/tests/testdb"
@@ -179,8 +180,8 @@ func TestEventsGuardNamesAndOlderWorkers(t *testing.T) {
 func TestEventsGuardStatementsPerCompletion(t *testing.T) {
 	t.Parallel()
 	url := testdb.New(t)
-	var stmts store.StatementCounter
-	pool, err := store.ConnectCounting(t.Context(), url, &stmts)
+	var stmts stmtcount.Counter
+	pool, err := store.ConnectTraced(t.Context(), url, &stmts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,9 +2,6 @@ package store
 
 import "context"
 
-// LockConnConfig exposes lockConnConfig to the store's tests.
-var LockConnConfig = lockConnConfig
-
 // Exec runs sql on s's executor, for tests that look at a session's state.
 func (s *Store) Exec(ctx context.Context, sql string) (string, error) {
 	var v string

@@ -1,12 +1,10 @@
 package store
 
 import (
-	"context"
 	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 )
 
 // NotifyChannel is the one channel the triggers notify on (migration 002).
@@ -111,18 +109,4 @@ func clip(s string) string {
 		return s[:200] + "…"
 	}
 	return s
-}
-
-// LockedConnect returns a connect function (pgxlisten.Listener's Connect
-// hook, for one) that opens a dedicated connection to url with dead-peer
-// detection on both ends (lockConnConfig) and returns it once its session
-// holds advisory lock key: it blocks while another session holds the
-// lock, for as long as ctx allows. The lock lives as long as the session,
-// so of many processes listening through it one listens at a time, and a
-// standby's blocked request is granted as soon as the holder's session
-// ends (it died, was cut off, or was terminated: LockHolderTerminate).
-// url must reach Postgres directly: through a connection pooler the
-// connect fails with ErrSessionPooled.
-func LockedConnect(url string, key int64) func(ctx context.Context) (*pgx.Conn, error) {
-	return func(ctx context.Context) (*pgx.Conn, error) { return lockedConn(ctx, url, key, "listener") }
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgxlisten"
 
 	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/pkg/store/pgsession"
 	"github.com/kagzi/kagzi/tests/testdb"
 )
 
@@ -39,9 +40,9 @@ func (h handler) HandleNotification(_ context.Context, n *pgconn.Notification, _
 }
 
 // lockedListener is a pgxlisten listener on NotifyChannel whose session
-// holds advisory lock key (store.LockedConnect), as the relay's.
+// holds advisory lock key (pgsession.LockedConnect), as the relay's.
 func lockedListener(url string, key int64, h handler) *pgxlisten.Listener {
-	l := &pgxlisten.Listener{Connect: store.LockedConnect(url, key), ReconnectDelay: 50 * time.Millisecond}
+	l := &pgxlisten.Listener{Connect: pgsession.LockedConnect(url, key), ReconnectDelay: 50 * time.Millisecond}
 	l.Handle(store.NotifyChannel, h)
 	return l
 }

@@ -24,7 +24,7 @@ import (
 //     startup parameters (the idle-in-transaction bound is set per
 //     transaction instead: see beginBounded).
 //   - Sessions: the relay's LISTEN, the leaders' advisory locks with the
-//     dead-peer settings of their sessions (lockConnConfig), and the
+//     dead-peer settings of their sessions (pgsession), and the
 //     migrator's lock live as long as a session, on a connection of their
 //     own straight to Postgres (the session URL). Through a pooler LISTEN
 //     hears nothing (the pooler hands its server session to others), a
@@ -54,7 +54,9 @@ const idleParam = "idle_in_transaction_session_timeout"
 // whole session where they can (directly), set per transaction where the
 // session is not theirs (through a pooler). One message, one round trip,
 // as a plain BEGIN.
-var beginBounded = "BEGIN; SET LOCAL " + idleParam + " = " + strconv.Itoa(int(IdleInTransactionTimeout.Milliseconds()))
+// Its timeout is IdleInTransactionTimeout in milliseconds
+// (TestBeginBoundedTimeout).
+var beginBounded = stmt("StoreBeginBounded").sql
 
 // sqlStateProtocolViolation is what PgBouncer answers a connection it
 // refuses with (and a missing database, which Postgres calls 3D000).
@@ -93,7 +95,7 @@ func IsDatabaseMissing(err error) bool {
 // goes by the simple protocol, so nothing is prepared on a server session
 // that a pooler may hand to someone else.
 func poolerEvidence(ctx context.Context, conn *pgconn.PgConn) (string, error) {
-	res, err := conn.Exec(ctx, "SELECT pg_backend_pid()").ReadAll()
+	res, err := conn.Exec(ctx, sessionPIDSQL.sql).ReadAll()
 	if err != nil {
 		return "", fmt.Errorf("read server process id: %w", err)
 	}
@@ -110,9 +112,9 @@ func poolerEvidence(ctx context.Context, conn *pgconn.PgConn) (string, error) {
 	return fmt.Sprintf("the server process answering (pg_backend_pid %d) is not the one announced when it connected (%d)", pid, conn.PID()), nil
 }
 
-// sessionDirect checks that conn, opened to hold a session for what
+// SessionDirect checks that conn, opened to hold a session for what
 // (e.g. "relay"), talks to Postgres directly; a pooler is ErrSessionPooled.
-func sessionDirect(ctx context.Context, conn *pgx.Conn, what string) error {
+func SessionDirect(ctx context.Context, conn *pgx.Conn, what string) error {
 	why, err := poolerEvidence(ctx, conn.PgConn())
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
@@ -123,33 +125,14 @@ func sessionDirect(ctx context.Context, conn *pgx.Conn, what string) error {
 	return nil
 }
 
-// sessionConnectErr is the error of a failed connect for what: a pooler's
-// refusal of the session settings of a dedicated connection is
+// SessionConnectError is the error of a failed connect for what: a
+// pooler's refusal of the session settings of a dedicated connection is
 // ErrSessionPooled, with the refusal.
-func sessionConnectErr(what string, err error) error {
+func SessionConnectError(what string, err error) error {
 	if unsupportedStartupParameter(err) {
 		return fmt.Errorf("%s: %w (it refused a session setting: %v)", what, ErrSessionPooled, err)
 	}
 	return fmt.Errorf("%s: connect: %w", what, err)
-}
-
-// SessionCheck connects to url as a leader or the relay does (the same
-// session settings) and returns an error wrapping ErrSessionPooled if it
-// reaches a connection pooler rather than Postgres, or the connection's
-// error. Services check their session URL with it when they start, so
-// that a URL pointed at the pooler fails at once, with a clear error,
-// rather than campaigning for ever.
-func SessionCheck(ctx context.Context, url string) error {
-	cfg, err := lockConnConfig(url)
-	if err != nil {
-		return fmt.Errorf("session check: parse url: %w", err)
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return sessionConnectErr("session check", err)
-	}
-	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	return sessionDirect(ctx, conn, "session check")
 }
 
 // connectSession opens a plain connection to url for what (migrating,
@@ -159,7 +142,7 @@ func connectSession(ctx context.Context, url, what string) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: connect to %s: %w", what, redact(url), err)
 	}
-	if err := sessionDirect(ctx, conn, what); err != nil {
+	if err := SessionDirect(ctx, conn, what); err != nil {
 		_ = conn.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}

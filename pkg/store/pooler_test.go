@@ -15,6 +15,7 @@ import (
 	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/store/dbadmin"
 	"github.com/kagzi/kagzi/pkg/store/migrate"
+	"github.com/kagzi/kagzi/pkg/store/pgsession"
 	"github.com/kagzi/kagzi/tests/testdb"
 	"github.com/kagzi/kagzi/tests/testpgbouncer"
 )
@@ -153,7 +154,7 @@ func TestSessionRefusesPooler(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	direct := testdb.New(t)
-	if err := store.SessionCheck(ctx, direct); err != nil {
+	if err := pgsession.Check(ctx, direct); err != nil {
 		t.Fatalf("direct: %v", err)
 	}
 	strict := testpgbouncer.Start(t, direct)
@@ -161,10 +162,10 @@ func TestSessionRefusesPooler(t *testing.T) {
 		"ignore_startup_parameters = tcp_keepalives_idle,tcp_keepalives_interval,tcp_keepalives_count,tcp_user_timeout"}})
 	for name, b := range map[string]*pgbouncer.Bouncer{"refusing": strict, "ignoring": lenient} {
 		url := testpgbouncer.URL(t, b, direct)
-		if err := store.SessionCheck(ctx, url); !errors.Is(err, store.ErrSessionPooled) {
-			t.Errorf("%s pooler: SessionCheck: %v, want ErrSessionPooled", name, err)
+		if err := pgsession.Check(ctx, url); !errors.Is(err, store.ErrSessionPooled) {
+			t.Errorf("%s pooler: Check: %v, want ErrSessionPooled", name, err)
 		}
-		connect := store.LockedConnect(url, 42)
+		connect := pgsession.LockedConnect(url, 42)
 		if conn, err := connect(ctx); !errors.Is(err, store.ErrSessionPooled) {
 			if conn != nil {
 				_ = conn.Close(ctx)

@@ -153,16 +153,7 @@ func (s *Store) RetentionSet(ctx context.Context, p RetentionSetParams) (Retenti
 	// The row proposed for insertion takes the stored periods not given,
 	// since constraints are checked on it before the conflict is; the
 	// update takes them from the row as it is then.
-	row := s.db.QueryRow(ctx, `
-INSERT INTO kagzi.retention AS k (namespace_id, workflow_type, keep_completed, keep_failed)
-SELECT @namespace, @type, coalesce(@keep_completed::interval, o.keep_completed), coalesce(@keep_failed::interval, o.keep_failed)
-FROM (VALUES (1)) AS v(x)
-LEFT JOIN kagzi.retention o ON o.namespace_id = @namespace AND o.workflow_type = @type
-ON CONFLICT (namespace_id, workflow_type) DO UPDATE SET
-	keep_completed = coalesce(@keep_completed::interval, k.keep_completed),
-	keep_failed = coalesce(@keep_failed::interval, k.keep_failed),
-	updated_at = now()
-RETURNING `+retentionCols, pgx.NamedArgs{"namespace": p.Namespace, "type": p.Type,
+	row := retentionSetSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": p.Namespace, "type": p.Type,
 		"keep_completed": p.KeepCompleted, "keep_failed": p.KeepFailed})
 	pol, err := scanRetention(row)
 	return pol, mapErr("set retention", err)
@@ -176,8 +167,7 @@ func (s *Store) RetentionDelete(ctx context.Context, namespace, typ string) erro
 	if namespace == "" {
 		return invalidf("the default retention cannot be removed; set it instead")
 	}
-	tag, err := s.db.Exec(ctx, `DELETE FROM kagzi.retention WHERE namespace_id = @namespace AND workflow_type = @type`,
-		pgx.NamedArgs{"namespace": namespace, "type": typ})
+	tag, err := retentionDeleteSQL.exec(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "type": typ})
 	if err != nil {
 		return mapErr("remove retention", err)
 	}
@@ -195,10 +185,7 @@ func (s *Store) RetentionDelete(ctx context.Context, namespace, typ string) erro
 // first, then the namespace's own (if any), then its types' by name.
 // RetentionFor resolves them.
 func (s *Store) RetentionList(ctx context.Context, namespace string) ([]RetentionPolicy, error) {
-	rows, err := s.db.Query(ctx, `
-SELECT `+retentionCols+` FROM kagzi.retention k
-WHERE k.namespace_id = '' OR k.namespace_id = @namespace
-ORDER BY k.namespace_id, k.workflow_type`, pgx.NamedArgs{"namespace": namespace})
+	rows, err := retentionListSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace})
 	if err != nil {
 		return nil, mapErr("list retention", err)
 	}
@@ -206,58 +193,22 @@ ORDER BY k.namespace_id, k.workflow_type`, pgx.NamedArgs{"namespace": namespace}
 	return out, mapErr("list retention", err)
 }
 
-const retentionCols = `k.namespace_id, k.workflow_type, k.keep_completed, k.keep_failed, k.updated_at`
-
+// scanRetention reads a row of a policy's columns (sql/retention.sql).
 func scanRetention(row pgx.Row) (RetentionPolicy, error) {
 	var p RetentionPolicy
 	err := row.Scan(&p.Namespace, &p.Type, &p.KeepCompleted, &p.KeepFailed, &p.UpdatedAt)
 	return p, err
 }
 
-// finishedStatuses are the statuses retention deletes.
-const finishedStatuses = `('COMPLETED', 'FAILED', 'CANCELLED')`
-
-// retentionGroups are the CTEs grp, every (namespace, type, status) of
-// finished runs, found by a loose scan (one probe per group of the index
-// workflow_runs_finished_idx, migration 010), and pol, the period of
-// each group: the type's policy, else the namespace's, else the default,
-// column by column (a NULL inherits). A group without a period (the
-// default row removed by hand) keeps its runs.
-const retentionGroups = `
-grp(namespace_id, workflow_type, status) AS (
-	(SELECT r.namespace_id, r.workflow_type, r.status FROM kagzi.workflow_runs r
-	 WHERE r.status IN ` + finishedStatuses + `
-	 ORDER BY r.namespace_id, r.workflow_type, r.status LIMIT 1)
-	UNION ALL
-	SELECT n.namespace_id, n.workflow_type, n.status FROM grp g CROSS JOIN LATERAL (
-		SELECT r.namespace_id, r.workflow_type, r.status FROM kagzi.workflow_runs r
-		WHERE r.status IN ` + finishedStatuses + `
-		  AND (r.namespace_id, r.workflow_type, r.status) > (g.namespace_id, g.workflow_type, g.status)
-		ORDER BY r.namespace_id, r.workflow_type, r.status LIMIT 1) n
-), pol AS MATERIALIZED (
-	SELECT g.namespace_id, g.workflow_type, g.status, coalesce(
-		(SELECT CASE WHEN g.status = 'FAILED' THEN k.keep_failed ELSE k.keep_completed END FROM kagzi.retention k
-		 WHERE k.namespace_id = g.namespace_id AND k.workflow_type = g.workflow_type),
-		(SELECT CASE WHEN g.status = 'FAILED' THEN k.keep_failed ELSE k.keep_completed END FROM kagzi.retention k
-		 WHERE k.namespace_id = g.namespace_id AND k.workflow_type = ''),
-		(SELECT CASE WHEN g.status = 'FAILED' THEN k.keep_failed ELSE k.keep_completed END FROM kagzi.retention k
-		 WHERE k.namespace_id = '' AND k.workflow_type = '')) AS keep
-	FROM grp g
-)`
-
-// inGroup is the condition that run r belongs to pol's group, in the
-// form an index of finished runs would serve.
-const inGroup = `r.namespace_id = pol.namespace_id AND r.workflow_type = pol.workflow_type AND r.status = pol.status
-		  AND r.status IN ` + finishedStatuses + ` AND r.finished_at IS NOT NULL`
-
-// deletable is the condition that finished run r may go: it is no child
-// of a run that has not finished (whose history shows it), so a parent's
-// children outlive it; a child whose parent is gone may go. The parent is
-// read by a scalar subquery, a probe of the primary key per child: as
-// NOT EXISTS, Postgres may hash the set of every live run instead, which
-// reads the whole table.
-const deletable = `(r.parent_run_id IS NULL OR coalesce((SELECT p.status IN ` + finishedStatuses + `
-		  FROM kagzi.workflow_runs p WHERE p.run_id = r.parent_run_id), true))`
+// Retention's statements, written in sql/retention.sql.
+var (
+	retentionSetSQL           = stmt("RetentionSet")
+	retentionDeleteSQL        = stmt("RetentionDelete")
+	retentionListSQL          = stmt("RetentionList")
+	retentionNextExpirySQL    = stmt("RetentionNextExpiry")
+	retentionDeleteExpiredSQL = stmt("RetentionDeleteExpired")
+	retentionOrphansSQL       = stmt("RetentionOrphans")
+)
 
 // RunsExpiry is what RunsNextExpiry found.
 type RunsExpiry struct {
@@ -274,19 +225,6 @@ type RunsExpiry struct {
 	ShortestKeep time.Duration
 }
 
-// runsNextExpirySQL is RunsNextExpiry's statement.
-const runsNextExpirySQL = `
-WITH RECURSIVE ` + retentionGroups + `
-SELECT min(o.finished_at), min(e.finished_at + pol.keep),
-	(SELECT min(v) FROM kagzi.retention, LATERAL (VALUES (keep_completed), (keep_failed)) AS x(v) WHERE v > interval '0')
-FROM pol
-CROSS JOIN LATERAL (
-	SELECT r.finished_at FROM kagzi.workflow_runs r WHERE ` + inGroup + `
-	ORDER BY r.finished_at LIMIT 1) o
-LEFT JOIN LATERAL (
-	SELECT r.finished_at FROM kagzi.workflow_runs r WHERE ` + inGroup + ` AND pol.keep > interval '0' AND ` + deletable + `
-	ORDER BY r.finished_at LIMIT 1) e ON true`
-
 // RunsNextExpiry reads when the next finished run outlives its retention
 // period: a loose scan of the finished runs per (namespace, type, status)
 // on workflow_runs_finished_idx, which costs the same with millions of
@@ -296,7 +234,7 @@ LEFT JOIN LATERAL (
 func (s *Store) RunsNextExpiry(ctx context.Context) (RunsExpiry, error) {
 	var out RunsExpiry
 	var shortest *time.Duration
-	err := s.db.QueryRow(ctx, runsNextExpirySQL).Scan(&out.OldestFinished, &out.Next, &shortest)
+	err := retentionNextExpirySQL.queryRowPos(ctx, s.db).Scan(&out.OldestFinished, &out.Next, &shortest)
 	if err != nil {
 		return RunsExpiry{}, mapErr("next expiry", err)
 	}
@@ -305,46 +243,6 @@ func (s *Store) RunsNextExpiry(ctx context.Context) (RunsExpiry, error) {
 	}
 	return out, nil
 }
-
-// runsDeleteExpiredSQL is RunsDeleteExpired's statement (@now, @limit).
-const runsDeleteExpiredSQL = `
-WITH RECURSIVE ` + retentionGroups + `,
-cand AS MATERIALIZED (
-	SELECT c.run_id, c.parent_run_id, @now::timestamptz - pol.keep AS cutoff FROM pol CROSS JOIN LATERAL (
-		SELECT r.run_id, r.parent_run_id FROM kagzi.workflow_runs r
-		WHERE ` + inGroup + ` AND r.finished_at < @now::timestamptz - pol.keep AND ` + deletable + `
-		ORDER BY r.finished_at LIMIT @limit) c
-	WHERE pol.keep > interval '0'
-	LIMIT @limit
-), parents AS MATERIALIZED (
-	-- A finished parent stays finished until the batch commits (a retry
-	-- waits for it), so its child is never deleted under a live parent.
-	SELECT p.run_id FROM kagzi.workflow_runs p
-	WHERE p.run_id IN (SELECT parent_run_id FROM cand)
-	  AND p.status IN ` + finishedStatuses + `
-	ORDER BY p.run_id
-	FOR SHARE OF p SKIP LOCKED
-), victims AS MATERIALIZED (
-	-- Locked, and checked again as they are now: a run retried (or
-	-- retried and finished again) since the scan is not taken, nor a
-	-- child whose parent is live or was skipped above. (A scalar
-	-- subquery looks for a parent gone: NOT EXISTS may be hashed over
-	-- every run.)
-	SELECT r.run_id FROM kagzi.workflow_runs r JOIN cand c USING (run_id)
-	WHERE r.status IN ` + finishedStatuses + ` AND r.finished_at < c.cutoff
-	  AND (r.parent_run_id IS NULL OR r.parent_run_id IN (SELECT run_id FROM parents)
-	       OR (SELECT true FROM kagzi.workflow_runs p WHERE p.run_id = r.parent_run_id) IS NULL)
-	ORDER BY r.run_id
-	FOR UPDATE OF r SKIP LOCKED
-), runs AS (
-	DELETE FROM kagzi.workflow_runs r USING victims v WHERE r.run_id = v.run_id
-	RETURNING r.run_id
-), steps AS (
-	DELETE FROM kagzi.step_runs s USING victims v WHERE s.run_id = v.run_id
-), events AS (
-	DELETE FROM kagzi.workflow_events e USING victims v WHERE e.run_id = v.run_id
-)
-SELECT count(*) FROM runs`
 
 // RunsDeleteExpiredParams bound one batch of RunsDeleteExpired.
 type RunsDeleteExpiredParams struct {
@@ -381,7 +279,7 @@ func (s *Store) RunsDeleteExpired(ctx context.Context, p RunsDeleteExpiredParams
 	var n int64
 	// One statement, so one transaction even on a pool: its
 	// data-modifying CTEs commit together or not at all.
-	err := s.db.QueryRow(ctx, runsDeleteExpiredSQL, pgx.NamedArgs{"now": p.Now, "limit": p.Limit}).Scan(&n)
+	err := retentionDeleteExpiredSQL.queryRow(ctx, s.db, pgx.NamedArgs{"now": p.Now, "limit": p.Limit}).Scan(&n)
 	if err != nil {
 		return 0, mapErr("delete expired runs", err)
 	}
@@ -399,9 +297,6 @@ type Orphans struct {
 // RunsOrphans counts the rows whose run is gone (see Orphans).
 func (s *Store) RunsOrphans(ctx context.Context) (Orphans, error) {
 	var o Orphans
-	err := s.db.QueryRow(ctx, `
-SELECT (SELECT count(*) FROM kagzi.step_runs s WHERE NOT EXISTS (SELECT 1 FROM kagzi.workflow_runs r WHERE r.run_id = s.run_id)),
-	(SELECT count(*) FROM kagzi.workflow_events e WHERE NOT EXISTS (SELECT 1 FROM kagzi.workflow_runs r WHERE r.run_id = e.run_id))`).
-		Scan(&o.Steps, &o.Events)
+	err := retentionOrphansSQL.queryRowPos(ctx, s.db).Scan(&o.Steps, &o.Events)
 	return o, mapErr("count orphans", err)
 }

@@ -8,11 +8,6 @@ import (
 	"strings"
 	"time"
 
-	// Schedule zones must resolve the same in a minimal container image
-	// without /usr/share/zoneinfo as on a developer's machine.
-	_ "time/tzdata"
-
-	"github.com/adhocore/gronx"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
@@ -20,12 +15,23 @@ import (
 	"github.com/kagzi/kagzi/pkg/retry"
 )
 
-// scheduleCols is runCols and the template columns of migration 015, in
-// scanSchedule's order.
-const scheduleCols = runCols + `, coalesce(r.overlap_policy, 'allow-all'), coalesce(r.jitter_ms, 0), r.buffered_fire_at,
-	r.held_next_at, coalesce(r.concurrency_key, ''), coalesce(r.rate_key, '')`
+// Schedules' statements, written in sql/schedules.sql.
+var (
+	schedulesCreateSQL   = stmt("SchedulesCreate")
+	schedulesGetSQL      = stmt("SchedulesGet")
+	schedulesListSQL     = stmt("SchedulesList")
+	schedulesPauseSQL    = stmt("SchedulesPause")
+	schedulesResumeSQL   = stmt("SchedulesResume")
+	schedulesDeleteSQL   = stmt("SchedulesDelete")
+	schedulesHistorySQL  = stmt("SchedulesHistory")
+	schedulesDueSQL      = stmt("SchedulesDue")
+	schedulesNextDueSQL  = stmt("SchedulesNextDue")
+	schedulesFireSQL     = stmt("SchedulesFire")
+	schedulesInstanceSQL = stmt("SchedulesInstance")
+)
 
-// scanSchedule reads a row of scheduleCols and then extra.
+// scanSchedule reads a row of a schedule's columns (sql/schedules.sql) and
+// then extra.
 func scanSchedule(row pgx.Row, extra ...any) (Schedule, error) {
 	var overlap string
 	var jitterMS int64
@@ -63,167 +69,6 @@ func scheduleFromRun(r Run) Schedule {
 		sc.NextFireAt = r.AvailableAt
 	}
 	return sc
-}
-
-// MaxCatchupLimit bounds Schedule.MaxCatchup, so a scheduler coming back
-// from a long outage fires a bounded burst.
-const MaxCatchupLimit = 1000
-
-// maxCronLen bounds a cron expression (gronx accepts up to 7 fields).
-const maxCronLen = 200
-
-// ParseCron checks a cron expression as gronx reads it: 5 fields (minute
-// hour day month weekday), 6 (seconds first, or a year last) or 7 (seconds
-// and year), or a tag such as @daily. The error, ErrInvalidArgument, names
-// the expression and the problem.
-func ParseCron(expr string) error {
-	if strings.TrimSpace(expr) == "" {
-		return invalidf("cron expression is required")
-	}
-	if len(expr) > maxCronLen {
-		return invalidf("cron expression is %d bytes, at most %d", len(expr), maxCronLen)
-	}
-	segs, err := gronx.Segments(expr)
-	if err != nil {
-		return invalidf("cron expression %q: %v", expr, err)
-	}
-	if gronx.IsValid(expr) {
-		return nil
-	}
-	// IsValid only says no; find the field that is wrong for the message.
-	names := []string{"second", "minute", "hour", "day of month", "month", "day of week", "year"}
-	c := &gronx.SegmentChecker{}
-	c.SetRef(time.Now())
-	for pos, seg := range segs {
-		if _, err := c.CheckDue(seg, pos); err != nil || seg == "" || strings.Contains(seg, ",,") ||
-			strings.HasPrefix(seg, ",") || strings.HasSuffix(seg, ",") || strings.HasSuffix(seg, "/") {
-			problem := "malformed"
-			if err != nil {
-				problem = err.Error()
-			}
-			return invalidf("cron expression %q: %s field %q: %s", expr, names[pos], seg, problem)
-		}
-	}
-	return invalidf("cron expression %q is malformed", expr)
-}
-
-// loadZone resolves a schedule's zone; empty means UTC. "Local" is refused:
-// it would mean whatever zone each scheduler replica runs in.
-func loadZone(tz string) (*time.Location, string, error) {
-	if tz == "" {
-		return time.UTC, "UTC", nil
-	}
-	if tz == "Local" {
-		return nil, "", invalidf("timezone %q: name an IANA zone such as Europe/Paris", tz)
-	}
-	loc, err := time.LoadLocation(tz)
-	if err != nil {
-		return nil, "", invalidf("timezone %q is not a known IANA zone: %v", tz, err)
-	}
-	return loc, tz, nil
-}
-
-// cronNext is the first fire time strictly after t in loc, or nil when the
-// expression has none (e.g. a past year, or February 30).
-func cronNext(expr string, loc *time.Location, t time.Time) *time.Time {
-	n, err := gronx.NextTickAfter(expr, t.In(loc), false)
-	if err != nil || !n.After(t) {
-		return nil
-	}
-	n = n.UTC()
-	return &n
-}
-
-// NextFireTime returns the first fire time of a cron expression strictly
-// after t, read in the IANA zone tz (empty: UTC). It is nil when the
-// expression has no later time.
-func NextFireTime(cron, tz string, t time.Time) (*time.Time, error) {
-	if err := ParseCron(cron); err != nil {
-		return nil, err
-	}
-	loc, _, err := loadZone(tz)
-	if err != nil {
-		return nil, err
-	}
-	return cronNext(cron, loc, t), nil
-}
-
-// DefaultCatchUpWindow is how late a fire time may be fired and still
-// count as due rather than missed (see CatchUp). It covers what a short
-// outage costs — a database failover (typically under two minutes), a
-// scheduler restart or a rolling deploy, a retry backoff — so that such an
-// outage loses no fire, while a run that fires at most five minutes late is
-// still useful for almost any cron job. A longer outage is an incident:
-// the schedule's max_catchup decides what it fires.
-const DefaultCatchUpWindow = 5 * time.Minute
-
-// MaxWindowFires bounds how many due times within the catch-up window one
-// schedule fires at once: the most recent ones. A schedule firing every
-// second is back after a four-minute outage with 240 due times; it fires
-// its last 100 (and max_catchup more), not all of them.
-const MaxWindowFires = 100
-
-// CatchUp decides what a scheduler does for a template that came due at
-// lastDue (its next fire time) when it is now: which times to fire, oldest
-// first, and the next fire time after now (nil if the cron has none).
-//
-// The due times are the cron's times in [lastDue, now]. Walking back from
-// now, the due times at most window old (window <= 0 means
-// DefaultCatchUpWindow) fire, up to MaxWindowFires of them: the scheduler
-// was away for less than the window (a failover, a restart), and such an
-// outage loses nothing. The due times before those were missed — older
-// than the window, or beyond the cap: of them, the most recent maxCatchup
-// fire as well and the older ones are skipped. So after 20 missed times an
-// hour apart, maxCatchup 3 fires exactly the last 3 of them and maxCatchup
-// 0 fires none; either way the schedule then resumes at its first time
-// after now. With lastDue after now nothing is due and next is lastDue.
-// At most MaxWindowFires + maxCatchup times fire.
-func CatchUp(cron, tz string, lastDue, now time.Time, maxCatchup int, window time.Duration) (fire []time.Time, next *time.Time, err error) {
-	if err := ParseCron(cron); err != nil {
-		return nil, nil, err
-	}
-	loc, _, err := loadZone(tz)
-	if err != nil {
-		return nil, nil, err
-	}
-	if maxCatchup < 0 {
-		return nil, nil, invalidf("max catch-up %d is negative", maxCatchup)
-	}
-	if window <= 0 {
-		window = DefaultCatchUpWindow
-	}
-	if lastDue.After(now) {
-		ld := lastDue.UTC()
-		return nil, &ld, nil
-	}
-	// Walk back from now, so the cost is bounded by the window's cap and
-	// maxCatchup, not by how long the scheduler was away.
-	windowFrom := now.Add(-window)
-	var due []time.Time
-	inWindow, missed := 0, 0
-	t, perr := gronx.PrevTickBefore(cron, now.In(loc), true)
-	for perr == nil && !t.After(now) && !t.Before(lastDue) {
-		if missed == 0 && inWindow < MaxWindowFires && !t.Before(windowFrom) {
-			inWindow++
-		} else {
-			if missed == maxCatchup {
-				break
-			}
-			missed++
-		}
-		due = append(due, t.UTC())
-		prev := t
-		t, perr = gronx.PrevTickBefore(cron, t, false)
-		if perr == nil && !t.Before(prev) {
-			// gronx found no earlier time (it can return the same one,
-			// e.g. for an expression with a year).
-			break
-		}
-	}
-	for i, j := 0, len(due)-1; i < j; i, j = i+1, j-1 {
-		due[i], due[j] = due[j], due[i]
-	}
-	return due, cronNext(cron, loc, now), nil
 }
 
 // SchedulesCreateParams describe a schedule.
@@ -324,15 +169,7 @@ func (s *Store) SchedulesCreate(ctx context.Context, p SchedulesCreateParams) (S
 			return Schedule{}, fmt.Errorf("generate schedule id: %w", err)
 		}
 	}
-	row := s.db.QueryRow(ctx, `
-WITH r AS (
-	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, task_queue, workflow_type, version, status,
-		available_at, retry_policy, cron_expr, timezone, max_catchup, overlap_policy, jitter_ms, concurrency_key, rate_key, input)
-	VALUES (@run_id, @namespace, @queue, @type, @version, 'SCHEDULED', @available_at, @retry_policy, @cron, @timezone, @max_catchup,
-		@overlap, @jitter_ms, @concurrency_key, @rate_key, @input::bytea)
-	RETURNING `+scheduleCols+`
-)
-SELECT * FROM r`, pgx.NamedArgs{"run_id": p.ScheduleID, "namespace": p.Namespace, "queue": p.Queue, "type": p.Type,
+	row := schedulesCreateSQL.queryRow(ctx, s.db, pgx.NamedArgs{"run_id": p.ScheduleID, "namespace": p.Namespace, "queue": p.Queue, "type": p.Type,
 		"version": p.Version, "available_at": first, "retry_policy": policy, "cron": cron, "timezone": tz,
 		"max_catchup": p.MaxCatchup, "input": p.Input, "overlap": overlapColumn(overlap), "jitter_ms": jitterMS,
 		"concurrency_key": nullText(p.ConcurrencyKey), "rate_key": nullText(p.RateLimitKey)})
@@ -344,15 +181,10 @@ SELECT * FROM r`, pgx.NamedArgs{"run_id": p.ScheduleID, "namespace": p.Namespace
 	return sc, nil
 }
 
-// isTemplate restricts a query on workflow_runs r to schedule templates.
-const isTemplate = `r.status IN ('SCHEDULED', 'PAUSED')`
-
 // SchedulesGet returns a schedule of the namespace with its input. A run id
 // that is not a schedule is ErrNotFound.
 func (s *Store) SchedulesGet(ctx context.Context, namespace string, id uuid.UUID) (Schedule, error) {
-	row := s.db.QueryRow(ctx, `
-SELECT `+scheduleCols+`, r.input FROM kagzi.workflow_runs r
-WHERE r.namespace_id = @namespace AND r.run_id = @run_id AND `+isTemplate, pgx.NamedArgs{"namespace": namespace, "run_id": id})
+	row := schedulesGetSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "run_id": id})
 	var in []byte
 	sc, err := scanSchedule(row, &in)
 	if err != nil {
@@ -385,12 +217,7 @@ func (s *Store) SchedulesList(ctx context.Context, p SchedulesListParams) (sched
 	if p.After != nil {
 		afterTS, afterID = &p.After.CreatedAt, &p.After.ID
 	}
-	rows, err := s.db.Query(ctx, `
-SELECT `+scheduleCols+` FROM kagzi.workflow_runs r
-WHERE r.namespace_id = @namespace AND `+isTemplate+`
-  AND (@after_created_at::timestamptz IS NULL OR (r.created_at, r.run_id) < (@after_created_at, @after_run_id::uuid))
-ORDER BY r.created_at DESC, r.run_id DESC
-LIMIT @limit`, pgx.NamedArgs{"namespace": p.Namespace, "after_created_at": afterTS, "after_run_id": afterID, "limit": p.Limit + 1})
+	rows, err := schedulesListSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": p.Namespace, "after_created_at": afterTS, "after_run_id": afterID, "limit": p.Limit + 1})
 	if err != nil {
 		return nil, nil, mapErr("list schedules", err)
 	}
@@ -413,10 +240,7 @@ LIMIT @limit`, pgx.NamedArgs{"namespace": p.Namespace, "after_created_at": after
 // fire an OverlapBufferOne schedule held is dropped (resuming skips what
 // was missed). Pausing a paused schedule is a no-op.
 func (s *Store) SchedulesPause(ctx context.Context, namespace string, id uuid.UUID) (Schedule, error) {
-	row := s.db.QueryRow(ctx, `
-UPDATE kagzi.workflow_runs r SET status = 'PAUSED', available_at = NULL, buffered_fire_at = NULL, held_next_at = NULL
-WHERE r.namespace_id = @namespace AND r.run_id = @run_id AND r.status = 'SCHEDULED'
-RETURNING `+scheduleCols, pgx.NamedArgs{"namespace": namespace, "run_id": id})
+	row := schedulesPauseSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "run_id": id})
 	sc, err := scanSchedule(row)
 	if err == nil {
 		return sc, nil
@@ -458,10 +282,7 @@ func (s *Store) SchedulesResume(ctx context.Context, namespace string, id uuid.U
 		return Schedule{}, fmt.Errorf("resume schedule %s: %w: cron expression %q has no fire time after %s",
 			id, ErrConflict, sc.Cron, now.UTC().Format(time.RFC3339))
 	}
-	row := s.db.QueryRow(ctx, `
-UPDATE kagzi.workflow_runs r SET status = 'SCHEDULED', available_at = @available_at
-WHERE r.namespace_id = @namespace AND r.run_id = @run_id AND r.status = 'PAUSED'
-RETURNING `+scheduleCols, pgx.NamedArgs{"namespace": namespace, "run_id": id, "available_at": next})
+	row := schedulesResumeSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "run_id": id, "available_at": next})
 	resumed, err := scanSchedule(row)
 	if err == nil {
 		return resumed, nil
@@ -481,12 +302,7 @@ RETURNING `+scheduleCols, pgx.NamedArgs{"namespace": namespace, "run_id": id, "a
 // SchedulesDelete deletes a schedule and its input. The runs it fired
 // stay, with no schedule id (the foreign key sets it NULL).
 func (s *Store) SchedulesDelete(ctx context.Context, namespace string, id uuid.UUID) error {
-	tag, err := s.db.Exec(ctx, `
-WITH d AS (
-	DELETE FROM kagzi.workflow_runs r WHERE r.namespace_id = @namespace AND r.run_id = @run_id AND `+isTemplate+`
-	RETURNING r.run_id
-)
-SELECT 1 FROM d`, pgx.NamedArgs{"namespace": namespace, "run_id": id})
+	tag, err := schedulesDeleteSQL.exec(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "run_id": id})
 	if err != nil {
 		return mapErr(fmt.Sprintf("delete schedule %s", id), err)
 	}
@@ -504,11 +320,7 @@ func (s *Store) SchedulesHistory(ctx context.Context, namespace string, id uuid.
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.db.Query(ctx, `
-SELECT `+runCols+` FROM kagzi.workflow_runs r
-WHERE r.schedule_id = @schedule_id AND r.namespace_id = @namespace
-ORDER BY r.schedule_fire_at DESC
-LIMIT @limit`, pgx.NamedArgs{"namespace": namespace, "schedule_id": id, "limit": limit})
+	rows, err := schedulesHistorySQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "schedule_id": id, "limit": limit})
 	if err != nil {
 		return nil, mapErr("schedule history", err)
 	}
@@ -532,11 +344,7 @@ func (s *Store) SchedulesDue(ctx context.Context, now time.Time, limit int) ([]S
 	if limit <= 0 {
 		return nil, invalidf("limit %d must be positive", limit)
 	}
-	rows, err := s.db.Query(ctx, `
-SELECT `+scheduleCols+` FROM kagzi.workflow_runs r
-WHERE r.status = 'SCHEDULED' AND r.available_at <= @now
-ORDER BY r.available_at
-LIMIT @limit`, pgx.NamedArgs{"now": now, "limit": limit})
+	rows, err := schedulesDueSQL.query(ctx, s.db, pgx.NamedArgs{"now": now, "limit": limit})
 	if err != nil {
 		return nil, mapErr("due schedules", err)
 	}
@@ -552,7 +360,7 @@ LIMIT @limit`, pgx.NamedArgs{"now": now, "limit": limit})
 // timer with it.
 func (s *Store) SchedulesNextDue(ctx context.Context) (*time.Time, error) {
 	var t *time.Time
-	err := s.db.QueryRow(ctx, `SELECT min(available_at) FROM kagzi.workflow_runs WHERE status = 'SCHEDULED'`).Scan(&t)
+	err := schedulesNextDueSQL.queryRowPos(ctx, s.db).Scan(&t)
 	return t, mapErr("next due schedule", err)
 }
 
@@ -744,38 +552,6 @@ type scheduleFired struct {
 	runs     []Run
 }
 
-// schedulesFireSQL is schedulesFire's statement.
-var schedulesFireSQL = prepareNamed(`
-WITH v AS (
-	SELECT * FROM unnest(@namespaces::text[], @schedule_ids::uuid[], @dues::timestamptz[], @nexts::timestamptz[], @last_fires::timestamptz[])
-		AS v(namespace_id, run_id, due, next, last_fired)
-), l AS (
-	SELECT v.* FROM kagzi.workflow_runs r JOIN v ON r.run_id = v.run_id AND r.namespace_id = v.namespace_id
-	WHERE r.status = 'SCHEDULED' AND r.available_at = v.due
-	ORDER BY r.run_id
-	FOR UPDATE OF r
-), u AS (
-	UPDATE kagzi.workflow_runs r SET available_at = l.next, last_fired_at = coalesce(l.last_fired, r.last_fired_at),
-		status = CASE WHEN l.next IS NULL THEN 'PAUSED' ELSE 'SCHEDULED' END
-	FROM l
-	WHERE r.run_id = l.run_id AND r.namespace_id = l.namespace_id AND r.status = 'SCHEDULED' AND r.available_at = l.due
-	RETURNING r.*
-), i AS (
-	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, task_queue, workflow_type, version, status,
-		available_at, retry_policy, priority, trace_context, schedule_id, schedule_fire_at, concurrency_key, rate_key, input)
-	SELECT f.run_id, u.namespace_id, u.task_queue, u.workflow_type, ` + defaultVersion("u.version", "u.namespace_id", "u.workflow_type") + `, 'PENDING',
-		greatest(now(), f.available_at), u.retry_policy, u.priority, f.trace_context, u.run_id, f.fire_at, u.concurrency_key, u.rate_key,
-		u.input
-	FROM unnest(@run_ids::uuid[], @run_schedule_ids::uuid[], @fire_ats::timestamptz[], @available_ats::timestamptz[], @trace_contexts::text[])
-		AS f(run_id, schedule_id, fire_at, available_at, trace_context)
-	JOIN u ON u.run_id = f.schedule_id
-	ON CONFLICT DO NOTHING
-	RETURNING r.*
-)
-SELECT ` + runCols + `, false FROM u r
-UNION ALL
-SELECT ` + runCols + `, true FROM i r`)
-
 // schedulesFire is the conditional advance of many schedules and the
 // creation of their instances, in one statement. The advance is the guard:
 // of the callers that read the same due time, exactly one passes it (READ
@@ -868,10 +644,7 @@ func (s *Store) schedulesFire(ctx context.Context, fs []scheduleFiring, trace st
 func (s *Store) scheduleInstance(ctx context.Context, namespace string, id uuid.UUID, fireAt time.Time) (Run, error) {
 	var found bool
 	var run Run
-	rows, err := s.db.Query(ctx, `
-SELECT `+runCols+` FROM kagzi.workflow_runs r
-WHERE r.namespace_id = @namespace AND r.schedule_id = @schedule_id AND r.schedule_fire_at = @fire_at`,
-		pgx.NamedArgs{"namespace": namespace, "schedule_id": id, "fire_at": fireAt})
+	rows, err := schedulesInstanceSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "schedule_id": id, "fire_at": fireAt})
 	if err != nil {
 		return Run{}, mapErr("find fired run", err)
 	}

@@ -123,16 +123,20 @@ func planOverlap(p OverlapPolicy, live bool, buffered *time.Time, fires []time.T
 	return pl
 }
 
-// scheduleLiveSQL lists a schedule's live instances (the partial index of
-// migration 015).
-const scheduleLiveSQL = `
-SELECT r.run_id FROM kagzi.workflow_runs r
-WHERE r.schedule_id = @schedule_id AND r.status IN ` + liveStatuses + `
-ORDER BY r.run_id`
+// Overlap's statements, written in sql/schedules.sql.
+var (
+	schedulesLiveSQL           = stmt("SchedulesLive")
+	schedulesLockSQL           = stmt("SchedulesLock")
+	schedulesBufferSQL         = stmt("SchedulesBuffer")
+	schedulesBackfillLockSQL   = stmt("SchedulesBackfillLock")
+	schedulesBackfillBufferSQL = stmt("SchedulesBackfillBuffer")
+	schedulesBackfillSQL       = stmt("SchedulesBackfill")
+	schedulesFiredSQL          = stmt("SchedulesFired")
+)
 
 // scheduleLive returns the ids of a schedule's live instances.
 func (s *Store) scheduleLive(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error) {
-	rows, err := s.db.Query(ctx, scheduleLiveSQL, pgx.NamedArgs{"schedule_id": id})
+	rows, err := schedulesLiveSQL.query(ctx, s.db, pgx.NamedArgs{"schedule_id": id})
 	if err != nil {
 		return nil, mapErr("live instances", err)
 	}
@@ -162,25 +166,6 @@ func (s *Store) stopLive(ctx context.Context, sc Schedule, p OverlapPolicy, live
 	return stopped, nil
 }
 
-// scheduleLockSQL locks a template that is still due at @due, the guard of
-// every overlap fire.
-const scheduleLockSQL = `
-SELECT ` + scheduleCols + ` FROM kagzi.workflow_runs r
-WHERE r.run_id = @run_id AND r.namespace_id = @namespace AND r.status = 'SCHEDULED' AND r.available_at = @due
-FOR UPDATE`
-
-// scheduleBufferSQL sets a template's held fire as a fire leaves it, and
-// ends an early due time (the fire advanced the template past it).
-const scheduleBufferSQL = `
-UPDATE kagzi.workflow_runs r SET buffered_fire_at = @buffered::timestamptz, held_next_at = NULL
-WHERE r.run_id = @run_id AND (r.buffered_fire_at IS DISTINCT FROM @buffered::timestamptz OR r.held_next_at IS NOT NULL)`
-
-// scheduleBackfillBufferSQL sets a template's held fire as a backfill
-// leaves it; its next fire time is not the backfill's.
-const scheduleBackfillBufferSQL = `
-UPDATE kagzi.workflow_runs r SET buffered_fire_at = @buffered::timestamptz
-WHERE r.run_id = @run_id AND r.buffered_fire_at IS DISTINCT FROM @buffered::timestamptz`
-
 // schedulesFireOverlap fires one schedule with an overlap policy other
 // than allow-all, in a transaction of its own: it locks the template if it
 // is still due at due (else nothing happens: another scheduler, a pause or
@@ -193,7 +178,7 @@ WHERE r.run_id = @run_id AND r.buffered_fire_at IS DISTINCT FROM @buffered::time
 func (s *Store) schedulesFireOverlap(ctx context.Context, sc Schedule, due time.Time, fires []time.Time, next *time.Time) (SchedulesFireDueManyResult, error) {
 	res := SchedulesFireDueManyResult{ScheduleID: sc.ID}
 	err := s.InTx(ctx, func(tx *Store) error {
-		locked, err := scanSchedule(tx.db.QueryRow(ctx, scheduleLockSQL,
+		locked, err := scanSchedule(schedulesLockSQL.queryRow(ctx, tx.db,
 			pgx.NamedArgs{"run_id": sc.ID, "namespace": sc.Namespace, "due": due}))
 		if isNoRows(err) {
 			return nil
@@ -220,7 +205,7 @@ func (s *Store) schedulesFireOverlap(ctx context.Context, sc Schedule, due time.
 			return fmt.Errorf("schedule %s was locked due and did not advance", sc.ID)
 		}
 		if locked.Overlap == OverlapBufferOne {
-			if _, err := tx.db.Exec(ctx, scheduleBufferSQL, pgx.NamedArgs{"run_id": sc.ID, "buffered": pl.buffered}); err != nil {
+			if _, err := schedulesBufferSQL.exec(ctx, tx.db, pgx.NamedArgs{"run_id": sc.ID, "buffered": pl.buffered}); err != nil {
 				return mapErr("buffer fire", err)
 			}
 		}
@@ -263,26 +248,6 @@ type SchedulesBackfillResult struct {
 	Stopped []uuid.UUID
 }
 
-// schedulesBackfillSQL creates a backfill's instances, as the fire
-// statement does, without touching the template's next fire time.
-var schedulesBackfillSQL = `
-WITH t AS (
-	SELECT r.* FROM kagzi.workflow_runs r
-	WHERE r.run_id = @schedule_id AND r.namespace_id = @namespace AND ` + isTemplate + `
-), i AS (
-	INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, task_queue, workflow_type, version, status,
-		available_at, retry_policy, priority, trace_context, schedule_id, schedule_fire_at, concurrency_key, rate_key, input)
-	SELECT f.run_id, t.namespace_id, t.task_queue, t.workflow_type, ` + defaultVersion("t.version", "t.namespace_id", "t.workflow_type") + `, 'PENDING',
-		greatest(now(), f.available_at), t.retry_policy, t.priority, f.trace_context, t.run_id, f.fire_at, t.concurrency_key, t.rate_key,
-		t.input
-	FROM unnest(@run_ids::uuid[], @fire_ats::timestamptz[], @available_ats::timestamptz[], @trace_contexts::text[])
-		AS f(run_id, fire_at, available_at, trace_context)
-	CROSS JOIN t
-	ON CONFLICT DO NOTHING
-	RETURNING r.*
-)
-SELECT ` + runCols + ` FROM i r ORDER BY r.schedule_fire_at`
-
 // SchedulesBackfill starts the runs of the schedule's fire times in
 // [From, To) that have none, paused or not, applying the overlap policy as
 // if the fire times came one after the other now: the policy is planned
@@ -315,10 +280,7 @@ func (s *Store) SchedulesBackfill(ctx context.Context, p SchedulesBackfillParams
 		}
 	}
 	err := s.InTx(ctx, func(tx *Store) error {
-		sc, err := scanSchedule(tx.db.QueryRow(ctx, `
-SELECT `+scheduleCols+` FROM kagzi.workflow_runs r
-WHERE r.run_id = @run_id AND r.namespace_id = @namespace AND `+isTemplate+`
-FOR UPDATE`, pgx.NamedArgs{"run_id": p.ScheduleID, "namespace": p.Namespace}))
+		sc, err := scanSchedule(schedulesBackfillLockSQL.queryRow(ctx, tx.db, pgx.NamedArgs{"run_id": p.ScheduleID, "namespace": p.Namespace}))
 		if err != nil {
 			return mapErr(fmt.Sprintf("get schedule %s", p.ScheduleID), err)
 		}
@@ -372,7 +334,7 @@ FOR UPDATE`, pgx.NamedArgs{"run_id": p.ScheduleID, "namespace": p.Namespace}))
 			res.Dropped, pl.buffered = append(res.Dropped, *pl.buffered), nil
 		}
 		if sc.Overlap == OverlapBufferOne && overlap == OverlapBufferOne {
-			if _, err := tx.db.Exec(ctx, scheduleBackfillBufferSQL, pgx.NamedArgs{"run_id": sc.ID, "buffered": pl.buffered}); err != nil {
+			if _, err := schedulesBackfillBufferSQL.exec(ctx, tx.db, pgx.NamedArgs{"run_id": sc.ID, "buffered": pl.buffered}); err != nil {
 				return mapErr("buffer fire", err)
 			}
 			res.Buffered = pl.buffered
@@ -390,7 +352,7 @@ FOR UPDATE`, pgx.NamedArgs{"run_id": p.ScheduleID, "namespace": p.Namespace}))
 			}
 			avail[k] = jitteredAt(sc.ID, t, sc.Jitter)
 		}
-		rows, err := tx.db.Query(ctx, schedulesBackfillSQL, pgx.NamedArgs{"schedule_id": sc.ID, "namespace": sc.Namespace,
+		rows, err := schedulesBackfillSQL.query(ctx, tx.db, pgx.NamedArgs{"schedule_id": sc.ID, "namespace": sc.Namespace,
 			"run_ids": ids, "fire_ats": start, "available_ats": avail, "trace_contexts": traces})
 		if err != nil {
 			return mapErr("backfill", err)
@@ -407,10 +369,7 @@ FOR UPDATE`, pgx.NamedArgs{"run_id": p.ScheduleID, "namespace": p.Namespace}))
 // scheduleFired says which of times (by UnixMicro) already have an
 // instance.
 func (s *Store) scheduleFired(ctx context.Context, id uuid.UUID, times []time.Time) (map[int64]bool, error) {
-	rows, err := s.db.Query(ctx, `
-SELECT r.schedule_fire_at FROM kagzi.workflow_runs r
-WHERE r.schedule_id = @schedule_id AND r.schedule_fire_at = ANY(@fire_ats::timestamptz[])`,
-		pgx.NamedArgs{"schedule_id": id, "fire_ats": times})
+	rows, err := schedulesFiredSQL.query(ctx, s.db, pgx.NamedArgs{"schedule_id": id, "fire_ats": times})
 	if err != nil {
 		return nil, mapErr("fired times", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kagzi/kagzi/internal/stmtcount"
 	"github.com/kagzi/kagzi/pkg/retry"
 	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/tests/testdb"
@@ -708,8 +709,8 @@ func TestSchedulesFireDueManyFiresBatchInOneStatement(t *testing.T) {
 	t.Parallel()
 	_, url := testdb.Pool(t)
 	ctx := context.Background()
-	stmts := &store.StatementCounter{}
-	pool, err := store.ConnectCounting(ctx, url, stmts)
+	stmts := &stmtcount.Counter{}
+	pool, err := store.ConnectTraced(ctx, url, stmts)
 	if err != nil {
 		t.Fatal(err)
 	}

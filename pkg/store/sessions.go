@@ -15,12 +15,18 @@ const sessionTerminateWait = 5 * time.Second
 // tools end a stuck session; tests end one in the middle of a transaction
 // to check that what it wrote goes whole or not at all.
 
+var (
+	sessionPIDSQL       = stmt("SessionPID")
+	sessionTerminateSQL = stmt("SessionTerminate")
+	sessionLockSQL      = stmt("SessionLock")
+)
+
 // SessionPID returns the server process id of the session s's statements
 // run on: for a Store bound to a transaction (WithTx, InTx, Fenced), that
 // transaction's session.
 func (s *Store) SessionPID(ctx context.Context) (int, error) {
 	var pid int
-	err := s.db.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid)
+	err := sessionPIDSQL.queryRowPos(ctx, s.db).Scan(&pid)
 	return pid, mapErr("session pid", err)
 }
 
@@ -32,7 +38,14 @@ func (s *Store) SessionPID(ctx context.Context) (int, error) {
 // them. It reports whether there was such a session and it ended.
 func (s *Store) SessionTerminate(ctx context.Context, pid int) (bool, error) {
 	var ok bool
-	err := s.db.QueryRow(ctx, `SELECT coalesce(bool_or(pg_terminate_backend(pid, @wait_ms)), false) FROM pg_stat_activity WHERE pid = @pid`,
-		pgx.NamedArgs{"pid": pid, "wait_ms": sessionTerminateWait.Milliseconds()}).Scan(&ok)
+	err := sessionTerminateSQL.queryRow(ctx, s.db, pgx.NamedArgs{"pid": pid, "wait_ms": sessionTerminateWait.Milliseconds()}).Scan(&ok)
 	return ok, mapErr("terminate session", err)
+}
+
+// SessionLock waits, for as long as ctx allows, until conn's session holds
+// advisory lock key (see pgsession): the lock lives as long as the
+// session.
+func SessionLock(ctx context.Context, conn DBTX, key int64) error {
+	_, err := sessionLockSQL.exec(ctx, conn, pgx.NamedArgs{"key": key})
+	return err
 }

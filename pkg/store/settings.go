@@ -46,11 +46,16 @@ type settingsCache struct {
 	v  *Settings
 }
 
+// Settings' statements, written in sql/settings.sql.
+var (
+	settingsGetSQL = stmt("SettingsGet")
+	settingsSetSQL = stmt("SettingsSet")
+)
+
 // SettingsGet reads the settings from the database.
 func (s *Store) SettingsGet(ctx context.Context) (Settings, error) {
 	var v Settings
-	err := s.db.QueryRow(ctx, `SELECT payload_warn_bytes, payload_max_bytes FROM kagzi.settings`).
-		Scan(&v.PayloadWarnBytes, &v.PayloadMaxBytes)
+	err := settingsGetSQL.queryRowPos(ctx, s.db).Scan(&v.PayloadWarnBytes, &v.PayloadMaxBytes)
 	if err != nil {
 		return Settings{}, mapErr("read settings", err)
 	}
@@ -64,8 +69,7 @@ func (s *Store) SettingsSet(ctx context.Context, v Settings) (Settings, error) {
 	if err := v.Validate(); err != nil {
 		return Settings{}, err
 	}
-	_, err := s.db.Exec(ctx, `UPDATE kagzi.settings SET payload_warn_bytes = @warn_bytes, payload_max_bytes = @max_bytes, updated_at = now()`,
-		pgx.NamedArgs{"warn_bytes": v.PayloadWarnBytes, "max_bytes": v.PayloadMaxBytes})
+	_, err := settingsSetSQL.exec(ctx, s.db, pgx.NamedArgs{"warn_bytes": v.PayloadWarnBytes, "max_bytes": v.PayloadMaxBytes})
 	if err != nil {
 		return Settings{}, mapErr("set settings", err)
 	}

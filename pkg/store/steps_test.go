@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kagzi/kagzi/internal/stmtcount"
 	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/tests/testdb"
 )
@@ -456,9 +457,9 @@ func TestStepsRecordMany(t *testing.T) {
 
 // tracedStore is a Store on a fresh test database whose statements, batched
 // ones included, are counted by the returned tally.
-func tracedStore(t *testing.T) (*store.Store, *store.StatementTally) {
+func tracedStore(t *testing.T) (*store.Store, *stmtcount.Tally) {
 	t.Helper()
-	tally := store.NewStatementTally()
+	tally := stmtcount.NewTally()
 	pool, err := store.ConnectTraced(context.Background(), testdb.New(t), tally)
 	if err != nil {
 		t.Fatal(err)
@@ -469,10 +470,10 @@ func tracedStore(t *testing.T) (*store.Store, *store.StatementTally) {
 
 // statementsSince returns the statements counted since before, by text,
 // without the pool's liveness pings.
-func statementsSince(tally *store.StatementTally, before map[string]int64) map[string]int64 {
+func statementsSince(tally *stmtcount.Tally, before map[string]int64) map[string]int64 {
 	out := map[string]int64{}
 	for sql, n := range tally.Snapshot() {
-		if d := n - before[sql]; d > 0 && sql != store.PingStatement {
+		if d := n - before[sql]; d > 0 && sql != stmtcount.PingStatement {
 			out[sql] = d
 		}
 	}

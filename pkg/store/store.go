@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -172,24 +171,16 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Store) error) error {
 // isNoRows reports whether err is pgx's no-rows error.
 func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
 
-// StatementCounter counts the statements sent through the pools it is
-// attached to (ConnectCounting): the idle test and the benchmarks read it
-// to show what Kagzi costs Postgres.
-type StatementCounter struct{ n atomic.Int64 }
-
-// TraceQueryStart implements pgx.QueryTracer.
-func (c *StatementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-
-// TraceQueryEnd implements pgx.QueryTracer.
-func (c *StatementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-// Load returns the number of statements so far.
-func (c *StatementCounter) Load() int64 { return c.n.Load() }
-
-// ConnectCounting is Connect with every statement counted by c.
-func ConnectCounting(ctx context.Context, url string, c *StatementCounter) (*pgxpool.Pool, error) {
-	return connect(ctx, url, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = c })
+// ConnectTraced is Connect with every statement traced by tracer. A
+// tracer that also has pgxpool's ShouldPing decides the pool's liveness
+// pings, so it can count them (stmtcount.Tally).
+func ConnectTraced(ctx context.Context, url string, tracer pgx.QueryTracer) (*pgxpool.Pool, error) {
+	return connect(ctx, url, func(cfg *pgxpool.Config) {
+		cfg.ConnConfig.Tracer = tracer
+		if p, ok := tracer.(interface {
+			ShouldPing(context.Context, pgxpool.ShouldPingParams) bool
+		}); ok {
+			cfg.ShouldPing = p.ShouldPing
+		}
+	})
 }

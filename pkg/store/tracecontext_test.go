@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kagzi/kagzi/internal/tracectx"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
@@ -23,7 +24,7 @@ func TestRunsTraceContextFromBirth(t *testing.T) {
 		if !traceParentRE.MatchString(r.TraceContext) {
 			t.Fatalf("%s: trace context %q is not a fresh traceparent", what, r.TraceContext)
 		}
-		if _, _, born := store.BirthRoot(r.TraceContext); !born {
+		if _, _, born := tracectx.BirthRoot(r.TraceContext); !born {
 			t.Fatalf("%s: trace context %q is not marked as the store's", what, r.TraceContext)
 		}
 		tid := r.TraceContext[3:35]
@@ -37,7 +38,7 @@ func TestRunsTraceContextFromBirth(t *testing.T) {
 	if r := e.create(store.RunsCreateParams{TraceContext: given}); r.TraceContext != given {
 		t.Fatalf("create with a context: %q, want %q", r.TraceContext, given)
 	}
-	if _, _, born := store.BirthRoot(given); born {
+	if _, _, born := tracectx.BirthRoot(given); born {
 		t.Fatalf("a caller's trace context %q passes as the store's", given)
 	}
 	many, err := e.s.RunsCreateMany(e.ctx, []store.RunsCreateParams{

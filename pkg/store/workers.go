@@ -48,9 +48,22 @@ type Worker struct {
 	Labels         map[string]string
 }
 
-const workerCols = `worker_id, namespace_id, task_queue, hostname, pid, version, workflow_types, max_concurrency,
-	status, registered_at, last_heartbeat_at, deregistered_at, labels`
+// Workers' statements, written in sql/workers.sql.
+var (
+	workersRegisterSQL         = stmt("WorkersRegister")
+	workersHeartbeatSQL        = stmt("WorkersHeartbeat")
+	workersDrainSQL            = stmt("WorkersDrain")
+	workersDeregisterSQL       = stmt("WorkersDeregister")
+	workersMarkStaleOfflineSQL = stmt("WorkersMarkStaleOffline")
+	workersOldestHeartbeatSQL  = stmt("WorkersOldestHeartbeat")
+	workersGetSQL              = stmt("WorkersGet")
+	workersListSQL             = stmt("WorkersList")
+	workersCountOnlineSQL      = stmt("WorkersCountOnline")
+	workersDeleteOfflineSQL    = stmt("WorkersDeleteOffline")
+	workersServingSQL          = stmt("WorkersServing")
+)
 
+// scanWorker reads a row of a worker's columns (sql/workers.sql).
 func scanWorker(row pgx.Row) (Worker, error) {
 	var w Worker
 	var types, labels []byte
@@ -159,17 +172,7 @@ func (s *Store) WorkersRegister(ctx context.Context, p WorkersRegisterParams) (W
 	if err != nil {
 		return Worker{}, fmt.Errorf("encode worker labels: %w", err)
 	}
-	row := s.db.QueryRow(ctx, `
-INSERT INTO kagzi.workers AS w (worker_id, namespace_id, task_queue, hostname, pid, version, workflow_types,
-	max_concurrency, status, labels)
-VALUES (@worker_id, @namespace, @queue, @hostname, @pid, @version, @workflow_types, @max_concurrency, 'ONLINE', @labels)
-ON CONFLICT (worker_id) DO UPDATE SET
-	task_queue = excluded.task_queue, hostname = excluded.hostname, pid = excluded.pid, version = excluded.version,
-	workflow_types = excluded.workflow_types, max_concurrency = excluded.max_concurrency, labels = excluded.labels,
-	status = 'ONLINE', last_heartbeat_at = now(), deregistered_at = NULL,
-	registered_at = CASE WHEN w.status = 'OFFLINE' THEN now() ELSE w.registered_at END
-WHERE w.namespace_id = excluded.namespace_id
-RETURNING `+workerCols,
+	row := workersRegisterSQL.queryRow(ctx, s.db,
 		pgx.NamedArgs{"worker_id": p.WorkerID, "namespace": p.Namespace, "queue": p.Queue, "hostname": p.Hostname, "pid": p.PID,
 			"version": p.Version, "workflow_types": typesJSON, "max_concurrency": p.MaxConcurrency, "labels": labelsJSON})
 	w, err := scanWorker(row)
@@ -190,22 +193,6 @@ type WorkerBeat struct {
 	// Draining moves an ONLINE worker to DRAINING.
 	Draining bool
 }
-
-// workersHeartbeatSQL is WorkersHeartbeat's statement.
-var workersHeartbeatSQL = prepareNamed(`
-WITH b AS (
-	SELECT * FROM unnest(@worker_ids::uuid[], @ats::timestamptz[], @draining::bool[]) AS b(worker_id, at, draining)
-), l AS (
-	SELECT w.worker_id FROM kagzi.workers w JOIN b USING (worker_id)
-	WHERE w.status <> 'OFFLINE'
-	ORDER BY w.worker_id
-	FOR NO KEY UPDATE OF w
-)
-UPDATE kagzi.workers w SET
-	last_heartbeat_at = greatest(w.last_heartbeat_at, coalesce(b.at, now())),
-	status = CASE WHEN b.draining AND w.status = 'ONLINE' THEN 'DRAINING' ELSE w.status END
-FROM b JOIN l USING (worker_id)
-WHERE w.worker_id = b.worker_id AND w.status <> 'OFFLINE'`)
 
 // WorkersHeartbeat persists many heartbeats in one statement and returns how
 // many workers it touched. Workers that are OFFLINE (or unknown) are not
@@ -254,17 +241,11 @@ func (s *Store) WorkersHeartbeat(ctx context.Context, beats []WorkerBeat) (int64
 	return tag.RowsAffected(), nil
 }
 
-// workerLiveWhere ends the update of a worker transition: the worker of
-// the namespace, if it is not OFFLINE, returned.
-const workerLiveWhere = `
-WHERE namespace_id = @namespace AND worker_id = @worker_id AND status <> 'OFFLINE'
-RETURNING ` + workerCols
-
 // workerTransition moves a worker of the namespace that is not OFFLINE;
 // an unknown worker is ErrNotFound and an OFFLINE one is returned as is.
-// Its statement is sql, an update of the worker ending in workerLiveWhere.
-func (s *Store) workerTransition(ctx context.Context, what, namespace string, id uuid.UUID, sql string) (Worker, error) {
-	row := s.db.QueryRow(ctx, sql, pgx.NamedArgs{"namespace": namespace, "worker_id": id})
+// Its statement is q, an update of the worker if it is not OFFLINE.
+func (s *Store) workerTransition(ctx context.Context, what, namespace string, id uuid.UUID, q *namedSQL) (Worker, error) {
+	row := q.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "worker_id": id})
 	w, err := scanWorker(row)
 	if err == nil {
 		return w, nil
@@ -283,8 +264,7 @@ func (s *Store) workerTransition(ctx context.Context, what, namespace string, id
 // DRAINING worker is a no-op; draining an OFFLINE one is ErrConflict. The
 // caller tells the worker (it is not told by the store).
 func (s *Store) WorkersDrain(ctx context.Context, namespace string, id uuid.UUID) (Worker, error) {
-	w, err := s.workerTransition(ctx, "drain worker", namespace, id, `
-UPDATE kagzi.workers SET status = 'DRAINING'`+workerLiveWhere)
+	w, err := s.workerTransition(ctx, "drain worker", namespace, id, workersDrainSQL)
 	if err != nil {
 		return Worker{}, err
 	}
@@ -299,8 +279,7 @@ UPDATE kagzi.workers SET status = 'DRAINING'`+workerLiveWhere)
 // still locked to the worker are not touched: the caller recovers them with
 // RunsRecoverWorker.
 func (s *Store) WorkersDeregister(ctx context.Context, namespace string, id uuid.UUID) (Worker, error) {
-	return s.workerTransition(ctx, "deregister worker", namespace, id, `
-UPDATE kagzi.workers SET status = 'OFFLINE', deregistered_at = now()`+workerLiveWhere)
+	return s.workerTransition(ctx, "deregister worker", namespace, id, workersDeregisterSQL)
 }
 
 // WorkersMarkStaleOffline marks OFFLINE every live worker whose last
@@ -308,14 +287,7 @@ UPDATE kagzi.workers SET status = 'OFFLINE', deregistered_at = now()`+workerLive
 // recovers their runs with RunsRecoverWorker. Workers whose rows are busy
 // (a heartbeat being written) are skipped: they are alive.
 func (s *Store) WorkersMarkStaleOffline(ctx context.Context, before time.Time) ([]uuid.UUID, error) {
-	rows, err := s.db.Query(ctx, `
-UPDATE kagzi.workers w SET status = 'OFFLINE'
-WHERE w.worker_id IN (
-	SELECT worker_id FROM kagzi.workers
-	WHERE status <> 'OFFLINE' AND last_heartbeat_at < @before
-	FOR UPDATE SKIP LOCKED)
-  AND w.status <> 'OFFLINE' AND w.last_heartbeat_at < @before
-RETURNING w.worker_id`, pgx.NamedArgs{"before": before})
+	rows, err := workersMarkStaleOfflineSQL.query(ctx, s.db, pgx.NamedArgs{"before": before})
 	if err != nil {
 		return nil, mapErr("mark stale workers offline", err)
 	}
@@ -328,14 +300,13 @@ RETURNING w.worker_id`, pgx.NamedArgs{"before": before})
 // staleness timer with it instead of scanning.
 func (s *Store) WorkersOldestHeartbeat(ctx context.Context) (*time.Time, error) {
 	var t *time.Time
-	err := s.db.QueryRow(ctx, `SELECT min(last_heartbeat_at) FROM kagzi.workers WHERE status <> 'OFFLINE'`).Scan(&t)
+	err := workersOldestHeartbeatSQL.queryRowPos(ctx, s.db).Scan(&t)
 	return t, mapErr("oldest worker heartbeat", err)
 }
 
 // WorkersGet returns a worker of the namespace.
 func (s *Store) WorkersGet(ctx context.Context, namespace string, id uuid.UUID) (Worker, error) {
-	row := s.db.QueryRow(ctx, `SELECT `+workerCols+` FROM kagzi.workers WHERE namespace_id = @namespace AND worker_id = @worker_id`,
-		pgx.NamedArgs{"namespace": namespace, "worker_id": id})
+	row := workersGetSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "worker_id": id})
 	w, err := scanWorker(row)
 	if err != nil {
 		return Worker{}, mapErr(fmt.Sprintf("get worker %s", id), err)
@@ -378,11 +349,7 @@ func (s *Store) WorkersList(ctx context.Context, p WorkersListParams) ([]Worker,
 	case p.Limit > MaxWorkersPage:
 		return nil, invalidf("limit %d is above the maximum %d", p.Limit, MaxWorkersPage)
 	}
-	rows, err := s.db.Query(ctx, `
-SELECT `+workerCols+` FROM kagzi.workers
-WHERE namespace_id = @namespace AND (@queue = '' OR task_queue = @queue) AND (@status = '' OR status = @status)
-ORDER BY task_queue, registered_at, worker_id
-LIMIT @limit`, pgx.NamedArgs{"namespace": p.Namespace, "queue": p.Queue, "status": string(p.Status), "limit": p.Limit})
+	rows, err := workersListSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": p.Namespace, "queue": p.Queue, "status": string(p.Status), "limit": p.Limit})
 	if err != nil {
 		return nil, mapErr("list workers", err)
 	}
@@ -393,8 +360,7 @@ LIMIT @limit`, pgx.NamedArgs{"namespace": p.Namespace, "queue": p.Queue, "status
 // WorkersCountOnline counts ONLINE workers by "namespace/queue" (a metric).
 // DRAINING workers take no new work and are not counted.
 func (s *Store) WorkersCountOnline(ctx context.Context) (map[string]int64, error) {
-	rows, err := s.db.Query(ctx, `
-SELECT namespace_id, task_queue, count(*) FROM kagzi.workers WHERE status = 'ONLINE' GROUP BY namespace_id, task_queue`)
+	rows, err := workersCountOnlineSQL.queryPos(ctx, s.db)
 	if err != nil {
 		return nil, mapErr("count online workers", err)
 	}
@@ -415,8 +381,7 @@ SELECT namespace_id, task_queue, count(*) FROM kagzi.workers WHERE status = 'ONL
 // so the table does not grow with every worker that ever ran. It returns
 // how many it deleted.
 func (s *Store) WorkersDeleteOffline(ctx context.Context, before time.Time) (int64, error) {
-	tag, err := s.db.Exec(ctx, `DELETE FROM kagzi.workers WHERE status = 'OFFLINE' AND last_heartbeat_at < @before`,
-		pgx.NamedArgs{"before": before})
+	tag, err := workersDeleteOfflineSQL.exec(ctx, s.db, pgx.NamedArgs{"before": before})
 	if err != nil {
 		return 0, mapErr("delete offline workers", err)
 	}
@@ -435,10 +400,6 @@ func workerServes(w, ns, q, typ, ver string) string {
 		`) ELSE jsonb_build_object('type', ` + typ + `, 'version', ` + ver + `) END)`
 }
 
-// workersServingSQL is WorkersServing's statement.
-var workersServingSQL = `SELECT count(*) FROM kagzi.workers w WHERE ` +
-	workerServes("w", "@namespace::text", "@queue::text", "@type::text", "@version::text")
-
 // WorkersServing counts the live workers of the namespace and queue that
 // serve runs of typ at version (empty: any version of typ): 0 means such
 // runs wait, PENDING, until a worker registers the type. Workers are live
@@ -446,7 +407,7 @@ var workersServingSQL = `SELECT count(*) FROM kagzi.workers w WHERE ` +
 // heartbeat).
 func (s *Store) WorkersServing(ctx context.Context, namespace, queue, typ, version string) (int, error) {
 	var n int
-	err := s.db.QueryRow(ctx, workersServingSQL,
+	err := workersServingSQL.queryRow(ctx, s.db,
 		pgx.NamedArgs{"namespace": namespace, "queue": queue, "type": typ, "version": version}).Scan(&n)
 	return n, mapErr("count serving workers", err)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/pkg/store/pgsession"
 )
 
 // RelayLockKey is the advisory lock that elects the one relaying replica.
@@ -151,7 +152,7 @@ func (r *Relay) Start(ctx context.Context) error {
 	// after every lost session. Its backlog hook runs once LISTEN is
 	// active on a new session, which is when this replica leads.
 	l := &pgxlisten.Listener{
-		Connect:        store.LockedConnect(r.cfg.SessionURL(), RelayLockKey),
+		Connect:        pgsession.LockedConnect(r.cfg.SessionURL(), RelayLockKey),
 		LogError:       r.onListenError,
 		ReconnectDelay: r.deps.Retry,
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/kagzi/kagzi/internal/lifecycle/process"
+	"github.com/kagzi/kagzi/pkg/store/pgsession"
 
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel"
@@ -51,7 +52,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.Relay {
 		// The relay's session must not go through a pooler: better not
 		// to start than to relay nothing.
-		if err := store.SessionCheck(ctx, cfg.SessionURL()); err != nil {
+		if err := pgsession.Check(ctx, cfg.SessionURL()); err != nil {
 			if errors.Is(err, store.ErrSessionPooled) {
 				return cfg.SessionPooled(err)
 			}

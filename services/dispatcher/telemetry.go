@@ -240,7 +240,7 @@ func (in *instruments) birthRoot(ctx context.Context, r *store.ClaimedRun, claim
 	if r.LeaseToken != 1 || r.ParentRunID != nil {
 		return
 	}
-	tid, sid, ok := store.BirthRoot(r.TraceContext)
+	tid, sid, ok := tracectx.BirthRoot(r.TraceContext)
 	if !ok {
 		return
 	}

@@ -13,7 +13,7 @@
 // its deregistration).
 //
 // Only the leader acts and writes. Leadership is a Postgres advisory lock
-// held on a dedicated connection (store.Leader): if the leader dies, its
+// held on a dedicated connection (pgsession.Leader): if the leader dies, its
 // session ends, the lock is released and a standby, whose lock request was
 // blocked, takes over at once. Because standbys already know who is alive,
 // a new leader needs no warm-up; still, it treats every worker the database

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/internal/stmtcount"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/retry"
 	"github.com/kagzi/kagzi/pkg/store"
@@ -27,7 +28,7 @@ type harness struct {
 	url   string
 	st    *store.Store
 	rst   *store.Store
-	stmts *store.StatementCounter
+	stmts *stmtcount.Counter
 	ns    *testnats.Server
 	pub   *nats.Conn
 }
@@ -35,10 +36,10 @@ type harness struct {
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	pool, url := testdb.Pool(t)
-	stmts := &store.StatementCounter{}
+	stmts := &stmtcount.Counter{}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rpool, err := store.ConnectCounting(ctx, url, stmts)
+	rpool, err := store.ConnectTraced(ctx, url, stmts)
 	if err != nil {
 		t.Fatal(err)
 	}

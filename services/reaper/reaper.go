@@ -18,6 +18,7 @@ import (
 	"github.com/kagzi/kagzi/internal/natsutil"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/pkg/store/pgsession"
 )
 
 // LockKey is the advisory lock that elects the acting reaper.
@@ -268,7 +269,7 @@ func (r *Reaper) Start(ctx context.Context) error {
 	if err := r.watch.Start(ctx); err != nil {
 		return fail(fmt.Errorf("reaper: %w", err))
 	}
-	l := &store.Leader{
+	l := &pgsession.Leader{
 		URL: r.cfg.SessionURL(), LockKey: r.k.LockKey, Role: protocol.LeaderReaper, Retry: campaignRetry,
 		Lead:    r.lead,
 		OnError: func(err error) { r.log.Warn("leadership", "err", err) },

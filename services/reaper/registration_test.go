@@ -9,6 +9,7 @@ import (
 
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/pkg/store/pgsession"
 	"github.com/kagzi/kagzi/services/reaper"
 )
 
@@ -192,7 +193,7 @@ func TestTakeoverCompletesARowWrittenFromHeartbeats(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		l := &store.Leader{URL: h.url, LockKey: key, Lead: func(ctx context.Context, _ int64) error {
+		l := &pgsession.Leader{URL: h.url, LockKey: key, Lead: func(ctx context.Context, _ int64) error {
 			close(held)
 			select {
 			case <-release:

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/kagzi/kagzi/internal/lifecycle/process"
+	"github.com/kagzi/kagzi/pkg/store/pgsession"
 
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel"
@@ -31,7 +32,7 @@ func Assemble(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) proc
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// The leader's session must not go through a pooler: better not to
 	// start than never to lead.
-	if err := store.SessionCheck(ctx, cfg.SessionURL()); err != nil {
+	if err := pgsession.Check(ctx, cfg.SessionURL()); err != nil {
 		if errors.Is(err, store.ErrSessionPooled) {
 			return cfg.SessionPooled(err)
 		}

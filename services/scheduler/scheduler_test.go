@@ -17,6 +17,7 @@ import (
 
 	"github.com/kagzi/kagzi/internal/clock"
 	"github.com/kagzi/kagzi/internal/config"
+	"github.com/kagzi/kagzi/internal/stmtcount"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/services/dispatcher"
@@ -70,13 +71,13 @@ func newHarness(t *testing.T, relay bool) *harness {
 // scheduler starts a scheduler at the default configuration with its
 // own pool (counted by stmts when given) and NATS connection, stopped when
 // the test ends.
-func (h *harness) scheduler(deps scheduler.Deps, stmts *store.StatementCounter) *scheduler.Scheduler {
+func (h *harness) scheduler(deps scheduler.Deps, stmts *stmtcount.Counter) *scheduler.Scheduler {
 	h.t.Helper()
 	return h.schedulerWith(nil, deps, stmts)
 }
 
 // schedulerWith is scheduler with what set changes in the configuration.
-func (h *harness) schedulerWith(set func(*scheduler.Config), deps scheduler.Deps, stmts *store.StatementCounter) *scheduler.Scheduler {
+func (h *harness) schedulerWith(set func(*scheduler.Config), deps scheduler.Deps, stmts *stmtcount.Counter) *scheduler.Scheduler {
 	h.t.Helper()
 	ctx := h.t.Context()
 	cfg, err := config.Defaults[scheduler.Config](ctx)
@@ -86,7 +87,7 @@ func (h *harness) schedulerWith(set func(*scheduler.Config), deps scheduler.Deps
 	}
 	var st *store.Store
 	if stmts != nil {
-		pool, err := store.ConnectCounting(ctx, h.url, stmts)
+		pool, err := store.ConnectTraced(ctx, h.url, stmts)
 		must(h.t, err)
 		h.t.Cleanup(pool.Close)
 		st = store.New(pool, store.Options{})
@@ -408,7 +409,7 @@ func TestNewScheduleArrivesByPushAndDeleteDisarms(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, true)
 	clk := clock.NewFake(c0)
-	stmts := &store.StatementCounter{}
+	stmts := &stmtcount.Counter{}
 	s := h.scheduler(scheduler.Deps{Clock: clk}, stmts)
 	waitFor(t, "the first backlog read", passesAbove(s, 0))
 	if s.Stats().ArmedAt != nil || len(clk.Armed()) != 0 {
@@ -451,7 +452,7 @@ func TestIdleIssuesNoStatements(t *testing.T) {
 	if d := time.Until(*sc.NextFireAt); d < 59*time.Minute || d > 61*time.Minute {
 		t.Fatalf("schedule due in %v, want an hour", d)
 	}
-	stmts := &store.StatementCounter{}
+	stmts := &stmtcount.Counter{}
 	s := h.scheduler(scheduler.Deps{}, stmts)
 	waitFor(t, "the timer armed an hour out", func() bool { return passesAbove(s, 0)() && armedAt(s, *sc.NextFireAt)() })
 	before, passes := stmts.Load(), s.Stats().Passes

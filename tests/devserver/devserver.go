@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/kagzi/kagzi/internal/lifecycle/process"
+	"github.com/kagzi/kagzi/internal/stmtcount"
+	"github.com/kagzi/kagzi/pkg/store/pgsession"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
@@ -75,7 +77,7 @@ type Options struct {
 	// workers, RoleClient for Connect).
 	NATSOptions func(role string) []nats.Option
 	// Statements, if set, counts every statement of the services' pool.
-	Statements *store.StatementCounter
+	Statements *stmtcount.Counter
 }
 
 // Server is a running dev assembly.
@@ -137,7 +139,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	// As the services do: a session URL that reaches a pooler fails now
 	// rather than campaigning for ever.
-	if err := store.SessionCheck(ctx, o.SessionURL); err != nil {
+	if err := pgsession.Check(ctx, o.SessionURL); err != nil {
 		return nil, fmt.Errorf("devserver: %w", err)
 	}
 	s := &Server{log: o.Log, NATSURL: o.NATSURL, opts: o.NATSOptions}
@@ -150,7 +152,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	connect := store.Connect
 	if o.Statements != nil {
 		connect = func(ctx context.Context, url string) (*pgxpool.Pool, error) {
-			return store.ConnectCounting(ctx, url, o.Statements)
+			return store.ConnectTraced(ctx, url, o.Statements)
 		}
 	}
 	pool, err := connect(ctx, o.DatabaseURL)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kagzi/kagzi/internal/stmtcount"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/retry"
@@ -84,7 +85,7 @@ func (e *env) claims() int64 {
 // claim that wakes it, however long the sleep.
 func TestSleepWakesByTimerWithoutScans(t *testing.T) {
 	t.Parallel()
-	stmts := &store.StatementCounter{}
+	stmts := &stmtcount.Counter{}
 	type mark struct{ stmts, claims int64 }
 	var envp atomic.Pointer[env]
 	claims := func() int64 { return envp.Load().claims() }

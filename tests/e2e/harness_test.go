@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kagzi/kagzi/internal/stmtcount"
 	workersvc "github.com/kagzi/kagzi/services/worker"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -48,7 +49,7 @@ type opts struct {
 	// wait is the workers' request renewal interval.
 	wait time.Duration
 	// stmts counts the services' statements.
-	stmts *store.StatementCounter
+	stmts *stmtcount.Counter
 	// limits, if set, are the database's payload limits, set before any
 	// service starts.
 	limits *store.Settings
@@ -171,12 +172,12 @@ func natsAuth() bool { return os.Getenv("KAGZI_E2E_NATS_AUTH") != "" }
 
 // openStore opens a store on the database at url, closed when t ends; its
 // statements are counted in stmts, if given.
-func openStore(t *testing.T, url string, stmts *store.StatementCounter) *store.Store {
+func openStore(t *testing.T, url string, stmts *stmtcount.Counter) *store.Store {
 	t.Helper()
 	connect := store.Connect
 	if stmts != nil {
 		connect = func(ctx context.Context, url string) (*pgxpool.Pool, error) {
-			return store.ConnectCounting(ctx, url, stmts)
+			return store.ConnectTraced(ctx, url, stmts)
 		}
 	}
 	pool, err := connect(context.Background(), url)

@@ -5,15 +5,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kagzi/kagzi/internal/stmtcount"
 	"github.com/kagzi/kagzi/pkg/client"
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // An idle system costs Postgres close to nothing: the dispatcher remembers
 // that the queue is empty and parks renewed requests without a query.
 func TestIdleIssuesAlmostNoStatements(t *testing.T) {
 	t.Parallel()
-	stmts := &store.StatementCounter{}
+	stmts := &stmtcount.Counter{}
 	calls := newCounter()
 	// Workers renew their requests every 250 ms: 80 renewals in the window.
 	e := start(t, opts{dispatchers: 1, workers: 2, register: threeSteps(calls), wait: 250 * time.Millisecond, stmts: stmts})

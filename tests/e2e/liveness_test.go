@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/internal/lifecycle"
+	"github.com/kagzi/kagzi/internal/stmtcount"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
@@ -152,7 +153,7 @@ type cluster struct {
 
 // startCluster starts a cluster and waits until A takes work requests and
 // a relay is up. The store's statements are counted in stmts, if given.
-func startCluster(t *testing.T, relays bool, stmts *store.StatementCounter, natsStart func(testing.TB) *testnats.Server) *cluster {
+func startCluster(t *testing.T, relays bool, stmts *stmtcount.Counter, natsStart func(testing.TB) *testnats.Server) *cluster {
 	t.Helper()
 	url := testdb.New(t)
 	ns := natsStart(t)
@@ -325,7 +326,7 @@ func TestFailoverCost(t *testing.T) {
 	for _, relays := range []bool{false, true} {
 		t.Run(fmt.Sprintf("relays=%v", relays), func(t *testing.T) {
 			const workers = 4
-			stmts := &store.StatementCounter{}
+			stmts := &stmtcount.Counter{}
 			c := startCluster(t, relays, stmts, testnats.Start)
 			obs := c.obs
 			var ws []*worker.Worker

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/stmtcount"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/worker"
@@ -167,7 +168,7 @@ func startWaiting(t *testing.T, startRelay func(url string, ns *testnats.Server)
 
 	// The client's statements are counted: its first read tells that its
 	// Wait has subscribed and seen the run running.
-	stmts := &store.StatementCounter{}
+	stmts := &stmtcount.Counter{}
 	cst := openStore(t, url, stmts)
 	if connect == nil {
 		connect = func(ns *testnats.Server) *nats.Conn { return ns.Connect(t) }

@@ -2,3 +2,6 @@
 
 -- name: StorePing :exec
 SELECT 1
+
+-- name: StoreBeginBounded :exec
+BEGIN; SET LOCAL idle_in_transaction_session_timeout = 5000

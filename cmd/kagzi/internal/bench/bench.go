@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/internal/pgbouncer"
+	"github.com/kagzi/kagzi/internal/stmtcount"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
@@ -305,7 +306,7 @@ func (e *env) setup(ctx context.Context) error {
 			return err
 		}
 	}
-	e.x.tally = store.NewStatementTally()
+	e.x.tally = stmtcount.NewTally()
 	pool, err := store.ConnectTraced(ctx, withApp(e.dbURL, benchApp), e.x.tally)
 	if err != nil {
 		return err

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/internal/stmtcount"
 )
 
 // IdleTarget is the most statements per second an idle system may cost.
@@ -154,7 +154,7 @@ func (e *env) idle(ctx context.Context) (Detail, error) {
 }
 
 // tallyTotal is the number of statements a tally counted.
-func tallyTotal(t *store.StatementTally) int64 {
+func tallyTotal(t *stmtcount.Tally) int64 {
 	if t == nil {
 		return 0
 	}

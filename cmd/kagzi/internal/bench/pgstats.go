@@ -115,7 +115,7 @@ FROM pg_stat_activity WHERE datname = @datname AND backend_type = 'client backen
 }
 
 // advisoryLockHeld reports whether a session of db's database holds the
-// advisory lock key (as store.Leader and store.Listener take it): the
+// advisory lock key (as pgsession.Leader and pgsession.LockedConnect take it): the
 // bench waits on it for the reaper's and the relay's leaders.
 func advisoryLockHeld(ctx context.Context, db *pgxpool.Pool, key int64) (bool, error) {
 	var held bool

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/internal/stmtcount"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
@@ -172,7 +173,7 @@ type envExtra struct {
 	workers []procWorker
 	// tally counts the statements of the bench's own pool (and of an
 	// in-process dispatcher, --count-statements).
-	tally *store.StatementTally
+	tally *stmtcount.Tally
 	// admin is a pool on the admin database: reading statistics there is
 	// not counted in the bench database's.
 	admin *pgxpool.Pool

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kagzi/kagzi/internal/stmtcount"
 	workersvc "github.com/kagzi/kagzi/services/worker"
 
 	"github.com/nats-io/nats.go"
@@ -35,7 +36,7 @@ type Env struct {
 	// HTTP serves Con's handler.
 	HTTP *httptest.Server
 	// Stmts counts the console's statements (not the services').
-	Stmts *store.StatementCounter
+	Stmts *stmtcount.Counter
 	// NC is the console's NATS connection.
 	NC *nats.Conn
 }
@@ -72,8 +73,8 @@ func Start(t testing.TB, opts console.Options, register func(*worker.Worker) err
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	e := &Env{Srv: srv, Stmts: &store.StatementCounter{}}
-	pool, err := store.ConnectCounting(ctx, url, e.Stmts)
+	e := &Env{Srv: srv, Stmts: &stmtcount.Counter{}}
+	pool, err := store.ConnectTraced(ctx, url, e.Stmts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package store_test
+package pgsession_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/pkg/store/pgsession"
 	"github.com/kagzi/kagzi/tests/testdb"
 )
 
@@ -21,7 +22,7 @@ type term struct {
 func campaign(t *testing.T, url string, key int64, id int, terms chan<- term) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &store.Leader{URL: url, LockKey: key, Retry: 20 * time.Millisecond,
+	l := &pgsession.Leader{URL: url, LockKey: key, Retry: 20 * time.Millisecond,
 		Lead: func(ctx context.Context, _ int64) error {
 			tm := term{id: id, start: time.Now(), ended: make(chan error, 1)}
 			terms <- tm
@@ -113,7 +114,7 @@ func TestLeaderStepsDownWhenLeadReturns(t *testing.T) {
 	defer cancel()
 	calls := make(chan struct{}, 10)
 	errs := make(chan error, 10)
-	l := &store.Leader{URL: url, LockKey: 0x5eed02, Retry: 10 * time.Millisecond,
+	l := &pgsession.Leader{URL: url, LockKey: 0x5eed02, Retry: 10 * time.Millisecond,
 		Lead: func(context.Context, int64) error {
 			calls <- struct{}{}
 			return errors.New("boom")

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package store
+package pgsession
 
 import (
 	"syscall"

@@ -1,4 +1,4 @@
-package store
+package pgsession
 
 import (
 	"context"
@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/kagzi/kagzi/pkg/store"
 )
 
-// A leader lock (Listener, Leader) lives as long as the Postgres session of
+// A leader lock (LockedConnect, Leader) lives as long as the Postgres session of
 // its dedicated connection, so a leader whose host dies or is cut off from
 // the network stays leader until someone notices the dead peer. Nothing
 // else notices quickly: the host sends no FIN or RST; the server's
@@ -90,8 +92,8 @@ func lockConnConfig(url string) (*pgx.ConnConfig, error) {
 }
 
 // retryLoop runs session until ctx ends, waiting retry (default 200 ms)
-// after each end and passing its errors to onError: the campaign of a
-// Leader or a Listener. It returns ctx's error.
+// after each end and passing its errors to onError: a Leader's campaign.
+// It returns ctx's error.
 func retryLoop(ctx context.Context, retry time.Duration, onError func(error), session func(context.Context) error) error {
 	if retry <= 0 {
 		retry = 200 * time.Millisecond
@@ -114,7 +116,7 @@ func retryLoop(ctx context.Context, retry time.Duration, onError func(error), se
 
 // lockedConn opens a dedicated connection to url (lockConnConfig), checks
 // that it is a session of its own on Postgres (not through a pooler:
-// ErrSessionPooled) and waits, for as long as ctx allows, until its
+// store.ErrSessionPooled) and waits, for as long as ctx allows, until its
 // session holds advisory lock key. what names the caller in errors. The
 // lock lives as long as the connection.
 func lockedConn(ctx context.Context, url string, key int64, what string) (*pgx.Conn, error) {
@@ -124,18 +126,51 @@ func lockedConn(ctx context.Context, url string, key int64, what string) (*pgx.C
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, sessionConnectErr(what, err)
+		return nil, store.SessionConnectError(what, err)
 	}
 	// Through a pooler the lock would be held by a server session the
 	// pooler hands to others, and never released.
-	if err := sessionDirect(ctx, conn, what); err != nil {
+	if err := store.SessionDirect(ctx, conn, what); err != nil {
 		_ = conn.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
 	// Blocks while another session holds the lock; ctx's end cancels it.
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(@key)", pgx.NamedArgs{"key": key}); err != nil {
+	if err := store.SessionLock(ctx, conn, key); err != nil {
 		_ = conn.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("%s: lock: %w", what, err)
 	}
 	return conn, nil
+}
+
+// Check connects to url as a leader or the relay does (the same session
+// settings) and returns an error wrapping store.ErrSessionPooled if it
+// reaches a connection pooler rather than Postgres, or the connection's
+// error. Services check their session URL with it when they start, so
+// that a URL pointed at the pooler fails at once, with a clear error,
+// rather than campaigning for ever.
+func Check(ctx context.Context, url string) error {
+	cfg, err := lockConnConfig(url)
+	if err != nil {
+		return fmt.Errorf("session check: parse url: %w", err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return store.SessionConnectError("session check", err)
+	}
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	return store.SessionDirect(ctx, conn, "session check")
+}
+
+// LockedConnect returns a connect function (pgxlisten.Listener's Connect
+// hook, for one) that opens a dedicated connection to url with dead-peer
+// detection on both ends (lockConnConfig) and returns it once its session
+// holds advisory lock key: it blocks while another session holds the
+// lock, for as long as ctx allows. The lock lives as long as the session,
+// so of many processes listening through it one listens at a time, and a
+// standby's blocked request is granted as soon as the holder's session
+// ends (it died, was cut off, or was terminated: store.LockHolderTerminate).
+// url must reach Postgres directly: through a connection pooler the
+// connect fails with store.ErrSessionPooled.
+func LockedConnect(url string, key int64) func(ctx context.Context) (*pgx.Conn, error) {
+	return func(ctx context.Context) (*pgx.Conn, error) { return lockedConn(ctx, url, key, "listener") }
 }

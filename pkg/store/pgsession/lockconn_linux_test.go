@@ -1,4 +1,4 @@
-package store_test
+package pgsession_test
 
 import (
 	"context"

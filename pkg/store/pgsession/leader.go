@@ -1,4 +1,4 @@
-package store
+package pgsession
 
 import (
 	"context"
@@ -6,18 +6,18 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // Leader elects one process of many with a Postgres advisory lock held on a
-// dedicated connection, and runs Lead while it holds the lock. Unlike
-// Listener it does not LISTEN, so the leader's connection is not sent every
-// notification.
+// dedicated connection, and runs Lead while it holds the lock. Unlike a
+// listener's connection (LockedConnect) it does not LISTEN, so it is not
+// sent every notification.
 //
 // Leadership lives and dies with the database session: if the leader's
 // process, host or connection dies, or an operator ends its session (see
-// LockHolderTerminate), Postgres releases the lock and a standby whose lock
-// request was blocked gets it at once. The deposed leader notices the lost
+// store.LockHolderTerminate), Postgres releases the lock and a standby
+// whose lock request was blocked gets it at once. The deposed leader notices the lost
 // session (the server closes it, or the connection's dead-peer detection
 // ends it) and its Lead context is cancelled. If the leader's host dies or
 // is cut off, both ends of the connection give up on the silent peer within
@@ -25,12 +25,12 @@ import (
 // lock, about when the deposed leader steps down.
 type Leader struct {
 	// URL is the database to connect to, directly: a campaign through a
-	// connection pooler fails with ErrSessionPooled.
+	// connection pooler fails with store.ErrSessionPooled.
 	URL string
 	// LockKey is the advisory lock that elects the leader.
 	LockKey int64
-	// Role, if set, opens a term of role (LeadersElect) on the session once
-	// the lock is granted; Lead is given it for its fenced writes (Fenced).
+	// Role, if set, opens a term of role (store.LeadersElect) on the session once
+	// the lock is granted; Lead is given it for its fenced writes (store.Store.Fenced).
 	Role string
 	// Lead runs while the lock is held, with the term (0 without Role). Its
 	// context ends when the session is lost or Run's context ends; Lead
@@ -61,7 +61,7 @@ func (l *Leader) term(ctx context.Context) error {
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 	var term int64
 	if l.Role != "" {
-		if term, err = LeadersElect(ctx, conn, l.Role); err != nil {
+		if term, err = store.LeadersElect(ctx, conn, l.Role); err != nil {
 			return fmt.Errorf("leader: %w", err)
 		}
 	}
@@ -104,38 +104,4 @@ func (l *Leader) term(ctx context.Context) error {
 		return nil
 	}
 	return leadErr
-}
-
-// LeadersElect opens the next term of role and returns it: the first
-// statement of a leader, on the session that holds its lock (see Leader).
-// It waits for the fenced writes of the previous term still in flight
-// (they hold the row FOR SHARE), so none of them commits after it.
-func LeadersElect(ctx context.Context, db DBTX, role string) (int64, error) {
-	var term int64
-	err := db.QueryRow(ctx, `
-INSERT INTO kagzi.leaders (role, term) VALUES (@role, 1)
-ON CONFLICT (role) DO UPDATE SET term = kagzi.leaders.term + 1, elected_at = now()
-RETURNING term`, pgx.NamedArgs{"role": role}).Scan(&term)
-	return term, mapErr("elect "+role, err)
-}
-
-// Fenced runs fn in a transaction in which term is role's current term,
-// and fails with ErrLeaseLost, writing nothing, if it is not: the writes
-// of a leader that was replaced while it stalled do not happen. The term
-// row stays locked FOR SHARE until the transaction ends, so a new
-// election waits for fn's writes instead of overtaking them.
-func (s *Store) Fenced(ctx context.Context, role string, term int64, fn func(tx *Store) error) error {
-	return s.InTx(ctx, func(tx *Store) error {
-		// Waits for an election in progress, then reads the term it set.
-		var current int64
-		err := tx.db.QueryRow(ctx, `SELECT term FROM kagzi.leaders WHERE role = @role FOR SHARE`,
-			pgx.NamedArgs{"role": role}).Scan(&current)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return mapErr("fence "+role, err)
-		}
-		if current != term {
-			return fmt.Errorf("%s term %d is over: %w", role, term, ErrLeaseLost)
-		}
-		return fn(tx)
-	})
 }
