@@ -45,21 +45,10 @@ var binaryRoots = []struct {
 	{reflect.TypeFor[ReportReply](), "binReportReply"},
 }
 
-// foreignFields number the fields of types declared outside this package,
-// which carry no wire tags of their own (0: not on the wire). Every field
-// must be listed, so a field added there is not silently left off.
-var foreignFields = map[reflect.Type]map[string]int{
-	reflect.TypeFor[retry.Policy](): {
-		"MaxAttempts":        1,
-		"BackoffCoefficient": 2,
-		"Jitter":             3,
-		"NonRetryable":       4,
-		"InitialIntervalMS":  5,
-		"MaxIntervalMS":      6,
-		"InitialInterval":    0, // the wire carries InitialIntervalMS
-		"MaxInterval":        0, // the wire carries MaxIntervalMS
-	},
-}
+// wirePackages are the packages whose types may travel inside a
+// message: each field of such a type carries a kagzi tag, as this
+// package's do.
+var wirePackages = map[string]bool{reflect.TypeFor[retry.Policy]().PkgPath(): true}
 
 var (
 	uuidType     = reflect.TypeFor[uuid.UUID]()
@@ -99,9 +88,8 @@ func (g *codecGen) typeName(t reflect.Type) string {
 
 // wireFields are t's fields on the wire, by number.
 func wireFields(t reflect.Type) ([]wireField, error) {
-	foreign, isForeign := foreignFields[t]
-	if !isForeign && t.PkgPath() != thisPkg {
-		return nil, fmt.Errorf("%v: fields of another package need numbers in foreignFields", t)
+	if t.PkgPath() != thisPkg && !wirePackages[t.PkgPath()] {
+		return nil, fmt.Errorf("%v: a type of another package travels only from wirePackages", t)
 	}
 	var fs []wireField
 	seen := map[int]string{}
@@ -110,26 +98,16 @@ func wireFields(t reflect.Type) ([]wireField, error) {
 		if sf.Anonymous && sf.Type == versioned {
 			continue // the version travels in the header
 		}
-		var num int
-		if isForeign {
-			n, ok := foreign[sf.Name]
-			if !ok {
-				return nil, fmt.Errorf("%v.%s: not numbered in foreignFields", t, sf.Name)
-			}
-			num = n
-		} else {
-			tag, ok := sf.Tag.Lookup("kagzi")
-			if !ok {
-				return nil, fmt.Errorf("%v.%s: no kagzi tag (a field number, or \"-\")", t, sf.Name)
-			}
-			if tag == "-" {
-				continue
-			}
-			n, err := strconv.Atoi(tag)
-			if err != nil || n < 1 {
-				return nil, fmt.Errorf("%v.%s: kagzi tag %q is not a field number", t, sf.Name, tag)
-			}
-			num = n
+		tag, ok := sf.Tag.Lookup("kagzi")
+		if !ok {
+			return nil, fmt.Errorf("%v.%s: no kagzi tag (a field number, or \"-\")", t, sf.Name)
+		}
+		if tag == "-" {
+			continue
+		}
+		num, err := strconv.Atoi(tag)
+		if err != nil || num < 1 {
+			return nil, fmt.Errorf("%v.%s: kagzi tag %q is not a field number", t, sf.Name, tag)
 		}
 		if num == 0 {
 			continue
@@ -139,9 +117,6 @@ func wireFields(t reflect.Type) ([]wireField, error) {
 		}
 		seen[num] = sf.Name
 		fs = append(fs, wireField{num: num, name: sf.Name, t: sf.Type})
-	}
-	if isForeign && len(foreign) != t.NumField() {
-		return nil, fmt.Errorf("%v: foreignFields names fields it does not have", t)
 	}
 	sort.Slice(fs, func(i, j int) bool { return fs[i].num < fs[j].num })
 	return fs, nil

@@ -30,23 +30,26 @@ var ErrInvalidPolicy = errors.New("invalid retry policy")
 type Policy struct {
 	// MaxAttempts counts every attempt including the first; 1 means never
 	// retry, a negative value means retry forever. 0 means the default (5).
-	MaxAttempts int `json:"max_attempts,omitempty"`
+	MaxAttempts int `json:"max_attempts,omitempty" kagzi:"1"`
 	// InitialInterval is the wait before the second attempt (default 1 s).
-	InitialInterval time.Duration `json:"-"`
+	InitialInterval time.Duration `json:"-" kagzi:"-"`
 	// BackoffCoefficient multiplies the wait after each failure (default 2).
-	BackoffCoefficient float64 `json:"backoff_coefficient,omitempty"`
+	BackoffCoefficient float64 `json:"backoff_coefficient,omitempty" kagzi:"2"`
 	// MaxInterval caps the wait (default 60 s).
-	MaxInterval time.Duration `json:"-"`
+	MaxInterval time.Duration `json:"-" kagzi:"-"`
 	// Jitter spreads each wait by up to ±Jitter of itself (0 to 1, default
 	// 0.2), so failures of many runs at once do not retry in lockstep. A
 	// negative value disables jitter.
-	Jitter float64 `json:"jitter,omitempty"`
+	Jitter float64 `json:"jitter,omitempty" kagzi:"3"`
 	// NonRetryable lists error types that fail at once, whatever the
 	// attempts left.
-	NonRetryable []string `json:"non_retryable,omitempty"`
+	NonRetryable []string `json:"non_retryable,omitempty" kagzi:"4"`
 
-	InitialIntervalMS int64 `json:"initial_interval_ms,omitempty"`
-	MaxIntervalMS     int64 `json:"max_interval_ms,omitempty"`
+	// InitialIntervalMS and MaxIntervalMS carry the intervals in JSON and
+	// on the wire (the kagzi tags number the fields of pkg/protocol's
+	// binary form).
+	InitialIntervalMS int64 `json:"initial_interval_ms,omitempty" kagzi:"5"`
+	MaxIntervalMS     int64 `json:"max_interval_ms,omitempty" kagzi:"6"`
 }
 
 // Default returns the default policy: 5 attempts, 1 s, ×2, at most 60 s.
