@@ -60,8 +60,8 @@ const (
 // `kagzi:"N"` tags of their fields: N is a field's number on the wire, and
 // the wire contract. Never reuse a number: a new field takes the next one,
 // and older readers skip it. A field kept off the wire is tagged
-// `kagzi:"-"`; the fields of a type of another package (retry.Policy) are
-// numbered in the generator (foreignFields). Zero values are left out, as
+// `kagzi:"-"`; a type of another package that travels inside a message
+// (retry.Policy) carries the same tags. Zero values are left out, as
 // JSON's omitempty does, except where presence means something: pointers,
 // each element of a slice, nested structs held by value.
 //
