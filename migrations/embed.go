@@ -31,7 +31,7 @@ package migrations
 
 import "embed"
 
-//go:generate go run ./internal/schemagen
+//go:generate go test -count=1 -run ^TestSchemaFileIsCurrent$ -update-schema .
 
 // FS holds the numbered migration files, NNN_name.sql from 001 without a
 // gap: the up migration above "---- create above / drop below ----", which

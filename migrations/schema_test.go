@@ -1,6 +1,7 @@
 package migrations_test
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -10,12 +11,22 @@ import (
 	"github.com/kagzi/kagzi/tests/testdb"
 )
 
+// updateSchema rewrites schema.sql instead of comparing it: `make schema`
+// and `go generate ./migrations` run this test with it.
+var updateSchema = flag.Bool("update-schema", false, "rewrite schema.sql from a database migrated from empty")
+
 // schema.sql is the schema a database migrated from empty has.
 func TestSchemaFileIsCurrent(t *testing.T) {
 	t.Parallel()
 	got, err := schemadump.Dump(t.Context(), testdb.New(t))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if *updateSchema {
+		if err := os.WriteFile("schema.sql", []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
 	}
 	want, err := os.ReadFile("schema.sql")
 	if err != nil {
