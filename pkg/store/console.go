@@ -100,7 +100,7 @@ func (s *Store) RunsSearch(ctx context.Context, p RunsSearchParams) (runs []Run,
 			continue
 		}
 		var ok bool
-		if err := consoleRunsSearchPathSQL.queryRow(ctx, s.db, pgx.NamedArgs{"path": m}).Scan(&ok); err != nil {
+		if err := consoleRunsSearchPathSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"path": m}).Scan(&ok); err != nil {
 			return nil, nil, invalidf("%q is not a JSON path: %v", m, err)
 		}
 	}
@@ -109,7 +109,7 @@ func (s *Store) RunsSearch(ctx context.Context, p RunsSearchParams) (runs []Run,
 	if p.After != nil {
 		afterTS, afterID = &p.After.CreatedAt, &p.After.ID
 	}
-	rows, err := consoleRunsSearchSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": p.Namespace, "statuses": statuses, "type": p.Type, "queue": p.Queue,
+	rows, err := consoleRunsSearchSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": p.Namespace, "statuses": statuses, "type": p.Type, "queue": p.Queue,
 		"schedule_id": p.ScheduleID, "external_id": p.ExternalID, "created_from": p.CreatedFrom, "created_to": p.CreatedTo,
 		"finished_before":  p.FinishedBefore,
 		"after_created_at": afterTS, "after_run_id": afterID, "input_match": p.InputMatch, "output_match": p.OutputMatch,
@@ -132,7 +132,7 @@ func (s *Store) RunsSearch(ctx context.Context, p RunsSearchParams) (runs []Run,
 // RunsGetMany returns the runs of a namespace with these ids (without
 // payloads), in no particular order; missing ids are left out.
 func (s *Store) RunsGetMany(ctx context.Context, namespace string, ids []uuid.UUID) ([]Run, error) {
-	rows, err := consoleRunsGetManySQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "run_ids": ids})
+	rows, err := consoleRunsGetManySQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "run_ids": ids})
 	if err != nil {
 		return nil, mapErr("get runs", err)
 	}
@@ -144,7 +144,7 @@ func (s *Store) RunsGetMany(ctx context.Context, namespace string, ids []uuid.UU
 // namespace created after the cursor, oldest first: what a view that has
 // seen everything up to the cursor has not seen yet.
 func (s *Store) RunsCreatedAfter(ctx context.Context, namespace string, after Cursor, limit int) ([]Run, error) {
-	rows, err := consoleRunsCreatedAfterSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "after_created_at": after.CreatedAt, "after_run_id": after.ID, "limit": limit})
+	rows, err := consoleRunsCreatedAfterSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "after_created_at": after.CreatedAt, "after_run_id": after.ID, "limit": limit})
 	if err != nil {
 		return nil, mapErr("runs created after", err)
 	}
@@ -156,7 +156,7 @@ func (s *Store) RunsCreatedAfter(ctx context.Context, namespace string, after Cu
 // included), or the zero cursor when it has none.
 func (s *Store) RunsNewest(ctx context.Context, namespace string) (Cursor, error) {
 	var c Cursor
-	err := consoleRunsNewestSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": namespace}).Scan(&c.CreatedAt, &c.ID)
+	err := consoleRunsNewestSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace}).Scan(&c.CreatedAt, &c.ID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Cursor{}, nil
 	}
@@ -190,7 +190,7 @@ const DeadLetterScan = 10000
 // RunsDeadLetters groups the namespace's newest failed runs (at most
 // DeadLetterScan) by type and error fingerprint, biggest group first.
 func (s *Store) RunsDeadLetters(ctx context.Context, namespace string) ([]DeadLetterGroup, error) {
-	rows, err := consoleRunsDeadLettersSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "scan": DeadLetterScan})
+	rows, err := consoleRunsDeadLettersSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "scan": DeadLetterScan})
 	if err != nil {
 		return nil, mapErr("dead letters", err)
 	}
@@ -214,7 +214,7 @@ func (s *Store) RunsDeadLetters(ctx context.Context, namespace string) ([]DeadLe
 // newest failed runs (within DeadLetterScan) of type typ ("" any) whose
 // error has this fingerprint ("" any), newest first.
 func (s *Store) RunsDeadLetterIDs(ctx context.Context, namespace, typ, fingerprint string, limit int) ([]uuid.UUID, error) {
-	rows, err := consoleRunsDeadLetterIDsSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "type": typ, "fingerprint": fingerprint, "limit": limit, "scan": DeadLetterScan})
+	rows, err := consoleRunsDeadLetterIDsSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "type": typ, "fingerprint": fingerprint, "limit": limit, "scan": DeadLetterScan})
 	if err != nil {
 		return nil, mapErr("dead letter ids", err)
 	}
@@ -245,7 +245,7 @@ type QueueTypeStats struct {
 // due (claimable now), running, and sleeping (suspended until a known
 // time). It reads the claim and lease indexes only, never finished runs.
 func (s *Store) RunsQueueStats(ctx context.Context, namespace string) ([]QueueTypeStats, error) {
-	rows, err := consoleRunsQueueStatsSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace})
+	rows, err := consoleRunsQueueStatsSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace})
 	if err != nil {
 		return nil, mapErr("queue stats", err)
 	}
@@ -265,7 +265,7 @@ func (s *Store) RunsQueueStats(ctx context.Context, namespace string) ([]QueueTy
 // by name). It walks the namespace-leading indexes with skip scans, one
 // index probe per namespace.
 func (s *Store) Namespaces(ctx context.Context) ([]string, error) {
-	rows, err := consoleNamespacesSQL.queryPos(ctx, s.db)
+	rows, err := consoleNamespacesSQL.QueryPos(ctx, s.h.DB)
 	if err != nil {
 		return nil, mapErr("namespaces", err)
 	}
@@ -285,7 +285,7 @@ func (s *Store) Namespaces(ctx context.Context) ([]string, error) {
 // sleeping) run of a namespace, at most limit of them: the console's
 // starting point for keeping counts from events.
 func (s *Store) RunsLiveStatuses(ctx context.Context, namespace string, limit int) (map[uuid.UUID]RunStatus, error) {
-	rows, err := consoleRunsLiveStatusesSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "limit": limit})
+	rows, err := consoleRunsLiveStatusesSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "limit": limit})
 	if err != nil {
 		return nil, mapErr("live statuses", err)
 	}
@@ -305,7 +305,7 @@ func (s *Store) RunsLiveStatuses(ctx context.Context, namespace string, limit in
 // RunsHeldBy counts the running runs each of these workers holds (through
 // the lease index).
 func (s *Store) RunsHeldBy(ctx context.Context, namespace string, workers []uuid.UUID) (map[uuid.UUID]int, error) {
-	rows, err := consoleRunsHeldBySQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "worker_ids": workers})
+	rows, err := consoleRunsHeldBySQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "worker_ids": workers})
 	if err != nil {
 		return nil, mapErr("runs held", err)
 	}

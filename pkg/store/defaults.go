@@ -40,7 +40,7 @@ func (s *Store) DefaultsSet(ctx context.Context, namespace, typ, version string)
 	if err := checkName("version", version, true); err != nil {
 		return DefaultVersion{}, err
 	}
-	row := s.db.QueryRow(ctx, `
+	row := s.h.DB.QueryRow(ctx, `
 INSERT INTO kagzi.workflow_defaults (namespace_id, workflow_type, version) VALUES (@namespace, @type, @version)
 ON CONFLICT (namespace_id, workflow_type) DO UPDATE SET version = excluded.version, updated_at = now()
 RETURNING namespace_id, workflow_type, version, updated_at`, pgx.NamedArgs{"namespace": namespace, "type": typ, "version": version})
@@ -51,7 +51,7 @@ RETURNING namespace_id, workflow_type, version, updated_at`, pgx.NamedArgs{"name
 // DefaultsDelete removes the default version of typ; an absent one is
 // ErrNotFound.
 func (s *Store) DefaultsDelete(ctx context.Context, namespace, typ string) error {
-	tag, err := s.db.Exec(ctx, `DELETE FROM kagzi.workflow_defaults WHERE namespace_id = @namespace AND workflow_type = @type`,
+	tag, err := s.h.DB.Exec(ctx, `DELETE FROM kagzi.workflow_defaults WHERE namespace_id = @namespace AND workflow_type = @type`,
 		pgx.NamedArgs{"namespace": namespace, "type": typ})
 	if err != nil {
 		return mapErr(fmt.Sprintf("delete default version of %s", protocol.Echo(typ)), err)
@@ -64,7 +64,7 @@ func (s *Store) DefaultsDelete(ctx context.Context, namespace, typ string) error
 
 // DefaultsList lists the namespace's default versions by type.
 func (s *Store) DefaultsList(ctx context.Context, namespace string) ([]DefaultVersion, error) {
-	rows, err := s.db.Query(ctx, `
+	rows, err := s.h.DB.Query(ctx, `
 SELECT namespace_id, workflow_type, version, updated_at FROM kagzi.workflow_defaults
 WHERE namespace_id = @namespace ORDER BY workflow_type`, pgx.NamedArgs{"namespace": namespace})
 	if err != nil {

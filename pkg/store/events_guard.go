@@ -99,7 +99,7 @@ var eventsGuardRequeueSQL = stmt("EventsGuardRequeue")
 // check. The caller runs it in a transaction.
 func (s *Store) eventsGuard(ctx context.Context, l Lease, seen *EventsSeen) (held, refused bool, err error) {
 	var seq int64
-	err = eventsGuardLockSQL.queryRow(ctx, s.db, leaseArgs(l, pgx.NamedArgs{})).Scan(&seq)
+	err = eventsGuardLockSQL.QueryRow(ctx, s.h.DB, leaseArgs(l, pgx.NamedArgs{})).Scan(&seq)
 	if isNoRows(err) {
 		return false, false, nil
 	}
@@ -113,7 +113,7 @@ func (s *Store) eventsGuard(ctx context.Context, l Lease, seen *EventsSeen) (hel
 	if names == nil {
 		names = []string{}
 	}
-	tag, err := eventsGuardRequeueSQL.exec(ctx, s.db, pgx.NamedArgs{"run_id": l.RunID, "seen": seen.Seq, "all": seen.All,
+	tag, err := eventsGuardRequeueSQL.Exec(ctx, s.h.DB, pgx.NamedArgs{"run_id": l.RunID, "seen": seen.Seq, "all": seen.All,
 		"names": names})
 	if err != nil {
 		return true, false, mapErr(fmt.Sprintf("end run %s", l.RunID), err)

@@ -38,7 +38,7 @@ func (s *Store) RunsInsertFinished(ctx context.Context, p RunsInsertFinishedPara
 		return 0, invalidf("finished runs: from %d count %d", p.From, p.Count)
 	}
 	var n int64
-	err := historyInsertFinishedSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": p.Namespace, "queue": p.Queue, "type": p.Type, "from": p.From,
+	err := historyInsertFinishedSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"namespace": p.Namespace, "queue": p.Queue, "type": p.Type, "from": p.From,
 		"count": p.Count, "before": p.Before}).Scan(&n)
 	return n, mapErr("insert finished runs", err)
 }
@@ -50,7 +50,7 @@ var historyAnalyzeSQL = stmt("HistoryAnalyze")
 // bulk load (RunsInsertFinished) the plans measured next must be those of
 // a table that size, not of the empty one autovacuum last saw.
 func (s *Store) Analyze(ctx context.Context) error {
-	_, err := historyAnalyzeSQL.execPos(ctx, s.db)
+	_, err := historyAnalyzeSQL.ExecPos(ctx, s.h.DB)
 	return mapErr("analyze", err)
 }
 
@@ -70,7 +70,7 @@ var historyScheduleFiresSQL = stmt("HistoryScheduleFires")
 // SchedulesFires lists the runs fired for times in [from, to) by the
 // namespace's schedules, oldest first.
 func (s *Store) SchedulesFires(ctx context.Context, namespace string, from, to time.Time) ([]ScheduleFire, error) {
-	rows, err := historyScheduleFiresSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "from": from, "to": to})
+	rows, err := historyScheduleFiresSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "from": from, "to": to})
 	if err != nil {
 		return nil, mapErr("schedule fires", err)
 	}

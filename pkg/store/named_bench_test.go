@@ -28,7 +28,7 @@ func BenchmarkClaimRewrite(b *testing.B) {
 		name string
 		text string
 		args pgx.NamedArgs
-	}{{"claim", runsClaimSQL.text, args}, {"short", leaseCheckSQL.text, short}} {
+	}{{"claim", runsClaimSQL.Text(), args}, {"short", leaseCheckSQL.Text(), short}} {
 		q := prepareNamed(c.text)
 		b.Run(c.name+"/pgx", func(b *testing.B) {
 			b.ReportAllocs()
@@ -41,7 +41,7 @@ func BenchmarkClaimRewrite(b *testing.B) {
 		b.Run(c.name+"/prepared", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, _, err := (boundArgs{q, c.args}).RewriteQuery(ctx, nil, c.text, nil); err != nil {
+				if _, _, err := q.Bind(c.args).RewriteQuery(ctx, nil, c.text, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -62,19 +62,19 @@ func TestPrepareNamed(t *testing.T) {
 		q    *namedSQL
 		args pgx.NamedArgs
 	}{{runsClaimSQL, args}, {runsClaimLimitedSQL, claimLimitedArgs(args, []string{"T"})}, {limitedTypesSQL, limitedTypesArgs(args)},
-		{runsClaimFlowPickSQL, runsClaimFlowPickSQL.only(args)}, {runsClaimFlowSQL, runsClaimFlowSQL.only(args)}} {
-		wantSQL, wantArgs, err := pgx.StrictNamedArgs(c.args).RewriteQuery(ctx, nil, c.q.text, nil)
+		{runsClaimFlowPickSQL, runsClaimFlowPickSQL.Only(args)}, {runsClaimFlowSQL, runsClaimFlowSQL.Only(args)}} {
+		wantSQL, wantArgs, err := pgx.StrictNamedArgs(c.args).RewriteQuery(ctx, nil, c.q.Text(), nil)
 		if err != nil {
-			t.Fatalf("%v\n%s", err, c.q.text)
+			t.Fatalf("%v\n%s", err, c.q.Text())
 		}
-		gotSQL, gotArgs, err := boundArgs{c.q, c.args}.RewriteQuery(ctx, nil, c.q.text, nil)
+		gotSQL, gotArgs, err := c.q.Bind(c.args).RewriteQuery(ctx, nil, c.q.Text(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if gotSQL != wantSQL || !reflect.DeepEqual(gotArgs, wantArgs) {
 			t.Fatalf("prepared as\n%s\n%v\npgx rewrites it as\n%s\n%v", gotSQL, gotArgs, wantSQL, wantArgs)
 		}
-		if _, _, err := (boundArgs{c.q, c.args}).RewriteQuery(ctx, nil, leaseCheckSQL.text, nil); err == nil {
+		if _, _, err := c.q.Bind(c.args).RewriteQuery(ctx, nil, leaseCheckSQL.Text(), nil); err == nil {
 			t.Fatal("arguments bound to one statement were taken for another")
 		}
 	}

@@ -62,7 +62,7 @@ func (s *Store) StepsState(ctx context.Context, p StepsStateParams) (StateRead, 
 			return StateRead{}, invalidf("%v", err)
 		}
 	}
-	rows, err := stepsStateSQL.query(ctx, s.db, pgx.NamedArgs{"ns": p.Namespace, "run_id": p.RunID,
+	rows, err := stepsStateSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"ns": p.Namespace, "run_id": p.RunID,
 		"prefix": protocol.StatePrefix, "key": p.Key})
 	if err != nil {
 		return StateRead{}, mapErr("read state", err)
@@ -168,7 +168,7 @@ func (s *Store) StepsStream(ctx context.Context, p StepsStreamParams) (StreamRea
 		return StreamRead{}, invalidf("stream read limit %d: 1 to %d", p.Limit, MaxStreamRead)
 	}
 	what := fmt.Sprintf("read stream %q", p.Name)
-	rows, err := stepsStreamSQL.query(ctx, s.db, pgx.NamedArgs{"ns": p.Namespace, "run_id": p.RunID,
+	rows, err := stepsStreamSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"ns": p.Namespace, "run_id": p.RunID,
 		"prefix": protocol.StreamPrefix + p.Name + "#", "end": protocol.StreamEnd, "after": p.After, "limit": p.Limit})
 	if err != nil {
 		return StreamRead{}, mapErr(what, err)
@@ -217,7 +217,7 @@ var stepsStreamsSQL = stmt("StepsStreams")
 // StepsStreams lists the streams a run wrote to, by name. An unknown run
 // gives an empty list.
 func (s *Store) StepsStreams(ctx context.Context, namespace string, runID uuid.UUID) ([]StreamInfo, error) {
-	rows, err := stepsStreamsSQL.query(ctx, s.db, pgx.NamedArgs{"ns": namespace, "run_id": runID,
+	rows, err := stepsStreamsSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"ns": namespace, "run_id": runID,
 		"prefix": protocol.StreamPrefix, "end": protocol.StreamEnd})
 	if err != nil {
 		return nil, mapErr("list streams", err)

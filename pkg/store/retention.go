@@ -153,7 +153,7 @@ func (s *Store) RetentionSet(ctx context.Context, p RetentionSetParams) (Retenti
 	// The row proposed for insertion takes the stored periods not given,
 	// since constraints are checked on it before the conflict is; the
 	// update takes them from the row as it is then.
-	row := retentionSetSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": p.Namespace, "type": p.Type,
+	row := retentionSetSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"namespace": p.Namespace, "type": p.Type,
 		"keep_completed": p.KeepCompleted, "keep_failed": p.KeepFailed})
 	pol, err := scanRetention(row)
 	return pol, mapErr("set retention", err)
@@ -167,7 +167,7 @@ func (s *Store) RetentionDelete(ctx context.Context, namespace, typ string) erro
 	if namespace == "" {
 		return invalidf("the default retention cannot be removed; set it instead")
 	}
-	tag, err := retentionDeleteSQL.exec(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "type": typ})
+	tag, err := retentionDeleteSQL.Exec(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "type": typ})
 	if err != nil {
 		return mapErr("remove retention", err)
 	}
@@ -185,7 +185,7 @@ func (s *Store) RetentionDelete(ctx context.Context, namespace, typ string) erro
 // first, then the namespace's own (if any), then its types' by name.
 // RetentionFor resolves them.
 func (s *Store) RetentionList(ctx context.Context, namespace string) ([]RetentionPolicy, error) {
-	rows, err := retentionListSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace})
+	rows, err := retentionListSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace})
 	if err != nil {
 		return nil, mapErr("list retention", err)
 	}
@@ -234,7 +234,7 @@ type RunsExpiry struct {
 func (s *Store) RunsNextExpiry(ctx context.Context) (RunsExpiry, error) {
 	var out RunsExpiry
 	var shortest *time.Duration
-	err := retentionNextExpirySQL.queryRowPos(ctx, s.db).Scan(&out.OldestFinished, &out.Next, &shortest)
+	err := retentionNextExpirySQL.QueryRowPos(ctx, s.h.DB).Scan(&out.OldestFinished, &out.Next, &shortest)
 	if err != nil {
 		return RunsExpiry{}, mapErr("next expiry", err)
 	}
@@ -279,7 +279,7 @@ func (s *Store) RunsDeleteExpired(ctx context.Context, p RunsDeleteExpiredParams
 	var n int64
 	// One statement, so one transaction even on a pool: its
 	// data-modifying CTEs commit together or not at all.
-	err := retentionDeleteExpiredSQL.queryRow(ctx, s.db, pgx.NamedArgs{"now": p.Now, "limit": p.Limit}).Scan(&n)
+	err := retentionDeleteExpiredSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"now": p.Now, "limit": p.Limit}).Scan(&n)
 	if err != nil {
 		return 0, mapErr("delete expired runs", err)
 	}
@@ -297,6 +297,6 @@ type Orphans struct {
 // RunsOrphans counts the rows whose run is gone (see Orphans).
 func (s *Store) RunsOrphans(ctx context.Context) (Orphans, error) {
 	var o Orphans
-	err := retentionOrphansSQL.queryRowPos(ctx, s.db).Scan(&o.Steps, &o.Events)
+	err := retentionOrphansSQL.QueryRowPos(ctx, s.h.DB).Scan(&o.Steps, &o.Events)
 	return o, mapErr("count orphans", err)
 }

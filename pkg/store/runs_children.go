@@ -96,7 +96,7 @@ func (s *Store) RunsStartChild(ctx context.Context, p RunsStartChildParams) erro
 	if !p.ParentClosePolicy.Valid() {
 		return invalidf("parent-close policy %q: TERMINATE, REQUEST_CANCEL or ABANDON", p.ParentClosePolicy)
 	}
-	if err := s.checkPayload(ctx, "child input", p.Input); err != nil {
+	if err := s.h.CheckPayload(ctx, "child input", p.Input); err != nil {
 		return err
 	}
 	policy, err := encodePolicy(p.RetryPolicy)
@@ -123,7 +123,7 @@ func (s *Store) RunsStartChild(ctx context.Context, p RunsStartChildParams) erro
 	args["child_type"], args["child_version"], args["child_queue"], args["child_policy"] = p.Type, p.Version, p.Queue, policy
 	args["child_priority"], args["child_input"], args["child_close"], args["child_trace"] = p.Priority, p.Input, string(p.ParentClosePolicy), tc
 	var res stepResult
-	err = runsChildStartSQL.queryRow(ctx, s.db, args).Scan(&res.held, &res.wrote, &res.before, &res.cancel)
+	err = runsChildStartSQL.QueryRow(ctx, s.h.DB, args).Scan(&res.held, &res.wrote, &res.before, &res.cancel)
 	if err != nil {
 		return mapErr(fmt.Sprintf("start child %q of run %s", p.StepID, p.Lease.RunID), err)
 	}
@@ -179,9 +179,9 @@ func (s *Store) RunsWait(ctx context.Context, p RunsWaitParams) (ready bool, err
 		children = []string{}
 	}
 	b := &pgx.Batch{}
-	runsWaitLockSQL.queue(b, leaseArgs(p.Lease, pgx.NamedArgs{}))
-	runsWaitSQL.queue(b, leaseArgs(p.Lease, pgx.NamedArgs{"until": p.Until, "child_steps": children}))
-	br := s.db.SendBatch(ctx, b)
+	runsWaitLockSQL.Queue(b, leaseArgs(p.Lease, pgx.NamedArgs{}))
+	runsWaitSQL.Queue(b, leaseArgs(p.Lease, pgx.NamedArgs{"until": p.Until, "child_steps": children}))
+	br := s.h.DB.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
 		return false, mapErr("wait", err)

@@ -74,7 +74,7 @@ var limitedTypesSQL = stmt("RunsClaimRoute")
 // claimStatement picks the claim statement RunsClaim would run for args.
 func (s *Store) claimStatement(ctx context.Context, db DBTX, args pgx.NamedArgs) (*namedSQL, pgx.NamedArgs, error) {
 	var r claimRoute
-	if err := limitedTypesSQL.queryRow(ctx, db, limitedTypesArgs(args)).Scan(&r.limited, &r.keyed, &r.rateDue); err != nil {
+	if err := limitedTypesSQL.QueryRow(ctx, db, limitedTypesArgs(args)).Scan(&r.limited, &r.keyed, &r.rateDue); err != nil {
 		return nil, nil, mapErr("claim runs: read limits", err)
 	}
 	q, qargs := r.statement(args)
@@ -157,9 +157,9 @@ func (s *Store) runsClaim(ctx context.Context, p RunsClaimParams, stats *ClaimSt
 	// One round trip for the common case: the plain claim (which claims
 	// nothing if a requested type has a limit) and the read of the limits.
 	b := &pgx.Batch{}
-	runsClaimSQL.queue(b, args)
-	limitedTypesSQL.queue(b, limitedTypesArgs(args))
-	br := s.db.SendBatch(ctx, b)
+	runsClaimSQL.Queue(b, args)
+	limitedTypesSQL.Queue(b, limitedTypesArgs(args))
+	br := s.h.DB.SendBatch(ctx, b)
 	rows, err := br.Query()
 	if err != nil {
 		_ = br.Close()
@@ -185,7 +185,7 @@ func (s *Store) runsClaim(ctx context.Context, p RunsClaimParams, stats *ClaimSt
 	if q == runsClaimFlowSQL {
 		return s.runsClaimFlow(ctx, qargs, stats)
 	}
-	rows, err = q.query(ctx, s.db, qargs)
+	rows, err = q.Query(ctx, s.h.DB, qargs)
 	if err != nil {
 		return nil, mapErr("claim runs", err)
 	}
@@ -260,14 +260,14 @@ func (s *Store) RunsClaimExplain(ctx context.Context, p RunsClaimParams) (string
 	}
 	if q == runsClaimFlowSQL {
 		// The flow claim claims what its pick, run first, locked.
-		if _, err := runsClaimFlowPickSQL.exec(ctx, tx, runsClaimFlowPickSQL.only(args)); err != nil {
+		if _, err := runsClaimFlowPickSQL.Exec(ctx, tx, runsClaimFlowPickSQL.Only(args)); err != nil {
 			return "", mapErr("explain claim: pick", err)
 		}
-		args = runsClaimFlowSQL.only(args)
+		args = runsClaimFlowSQL.Only(args)
 	}
 	// The one statement built here: EXPLAIN of a claim statement as
 	// sql/runs_claim.sql writes it, so the plan shown is the claim's own.
-	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT TEXT) "+q.text, args)
+	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT TEXT) "+q.Text(), args)
 	if err != nil {
 		return "", mapErr("explain claim", err)
 	}
@@ -296,7 +296,7 @@ var runsNextDueSQL = stmt("RunsNextDue")
 // type set's, a type at its concurrency limit, a row another transaction
 // held), so they are retried on other signals, not at once.
 func (s *Store) RunsNextDue(ctx context.Context, namespace, queue string) (next *time.Time, pastDue bool, err error) {
-	err = runsNextDueSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "queue": queue}).Scan(&next, &pastDue)
+	err = runsNextDueSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "queue": queue}).Scan(&next, &pastDue)
 	if err != nil {
 		return nil, false, mapErr("next due run", err)
 	}
@@ -316,7 +316,7 @@ var runsQueuesDueSQL = stmt("RunsQueuesDue")
 // RunsQueuesDue lists every queue with claimable runs and the earliest
 // due time of each: the backlog a dispatcher reads on start and reconnect.
 func (s *Store) RunsQueuesDue(ctx context.Context) ([]QueueDue, error) {
-	rows, err := runsQueuesDueSQL.queryPos(ctx, s.db)
+	rows, err := runsQueuesDueSQL.QueryPos(ctx, s.h.DB)
 	if err != nil {
 		return nil, mapErr("due queues", err)
 	}

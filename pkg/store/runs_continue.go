@@ -40,14 +40,14 @@ func (s *Store) RunsContinueAsNew(ctx context.Context, l Lease, newID uuid.UUID,
 	if newID == uuid.Nil {
 		return "", invalidf("continue as new: new run id is required")
 	}
-	if err := s.checkPayload(ctx, "input", input); err != nil {
+	if err := s.h.CheckPayload(ctx, "input", input); err != nil {
 		return "", err
 	}
 	if err := seen.check(); err != nil {
 		return "", err
 	}
 	var typ string
-	err := runsContinueAsNewSQL.queryRow(ctx, s.db,
+	err := runsContinueAsNewSQL.QueryRow(ctx, s.h.DB,
 		leaseArgs(l, pgx.NamedArgs{"new_run_id": newID, "input": input, "seen": seen.seqArg()})).Scan(&typ)
 	if err == nil {
 		return typ, nil
@@ -85,7 +85,7 @@ func (s *Store) RunsContinueAsNew(ctx context.Context, l Lease, newID uuid.UUID,
 		parent *uuid.UUID
 		cont   *uuid.UUID
 	)
-	err = runsContinueAsNewStateSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": l.Namespace, "run_id": l.RunID}).Scan(&st, &tok, &parent, &cont)
+	err = runsContinueAsNewStateSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"namespace": l.Namespace, "run_id": l.RunID}).Scan(&st, &tok, &parent, &cont)
 	if err != nil {
 		return "", mapErr(fmt.Sprintf("continue run %s as new", l.RunID), err)
 	}

@@ -94,7 +94,7 @@ func (s *Store) validateCreate(ctx context.Context, p *RunsCreateParams) ([]byte
 	if (p.ScheduleID == nil) != (p.ScheduleFireAt == nil) {
 		return nil, invalidf("schedule id and fire time go together")
 	}
-	if err := s.checkPayload(ctx, "input", p.Input); err != nil {
+	if err := s.h.CheckPayload(ctx, "input", p.Input); err != nil {
 		return nil, err
 	}
 	if p.RunID == uuid.Nil {
@@ -110,23 +110,6 @@ func (s *Store) validateCreate(ctx context.Context, p *RunsCreateParams) ([]byte
 	}
 	p.TraceContext = tc
 	return encodePolicy(p.RetryPolicy)
-}
-
-// newRunID is the id of a run the store starts: a UUID v7, so ids sort by
-// creation.
-func newRunID() (uuid.UUID, error) {
-	id, err := uuid.NewV7()
-	if err != nil {
-		return uuid.Nil, fmt.Errorf("generate run id: %w", err)
-	}
-	return id, nil
-}
-
-func nullText(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
 }
 
 // runsCreateSQL inserts runs, one per element of the array parameters,
@@ -241,7 +224,7 @@ func (s *Store) runsInsert(ctx context.Context, ps []RunsCreateParams, policies 
 	if len(ps) == 1 {
 		what = "create run"
 	}
-	res, err := runsCreateSQL.query(ctx, s.db, pgx.NamedArgs{
+	res, err := runsCreateSQL.Query(ctx, s.h.DB, pgx.NamedArgs{
 		"run_ids": ids, "namespaces": nss, "external_ids": exts, "queues": queues, "types": types, "versions": versions,
 		"available_ats": avail, "deadlines": deadlines, "retry_policies": pols, "priorities": prios,
 		"parent_run_ids": parents, "parent_step_ids": pstep, "trace_contexts": traces, "schedule_ids": schedules,
@@ -267,7 +250,7 @@ var runsFindConflictSQL = stmt("RunsFindConflict")
 
 // runsFindConflict finds the run that made an insert of p conflict.
 func (s *Store) runsFindConflict(ctx context.Context, p RunsCreateParams) (Run, error) {
-	row := runsFindConflictSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": p.Namespace, "external_id": nullText(p.ExternalID), "schedule_id": p.ScheduleID,
+	row := runsFindConflictSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"namespace": p.Namespace, "external_id": nullText(p.ExternalID), "schedule_id": p.ScheduleID,
 		"schedule_fire_at": p.ScheduleFireAt, "run_id": p.RunID})
 	var input []byte
 	run, err := scanRun(row, &input)

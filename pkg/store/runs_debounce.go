@@ -113,7 +113,7 @@ func (s *Store) runsDebounce(ctx context.Context, p RunsCreateParams, policy []b
 		maxWait = &d.MaxWait
 	}
 	what := fmt.Sprintf("debounced start of %s with key %q", p.Type, d.Key)
-	run, err := scanRun(runsDebounceSQL.queryRow(ctx, s.db, pgx.NamedArgs{
+	run, err := scanRun(runsDebounceSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{
 		"run_id": p.RunID, "namespace": p.Namespace, "queue": p.Queue, "type": p.Type, "version": p.Version,
 		"window": d.Window, "max_wait": maxWait, "deadline": p.DeadlineAt, "retry_policy": pol, "priority": int32(p.Priority),
 		"trace_context": trace, "key": d.Key, "input": p.Input, "keep_last": d.Keep == DebounceLast,

@@ -204,7 +204,7 @@ func (s *Store) runsForkTx(ctx context.Context, namespace string, pairs []forkPa
 		}
 		fromIDs[k], steps[k], versions[k], newIDs[k], traces[k] = pairs[i].from, pairs[i].step, pairs[i].version, id, tc
 	}
-	rows, err := runsForkSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "from_ids": fromIDs, "steps": steps,
+	rows, err := runsForkSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "from_ids": fromIDs, "steps": steps,
 		"new_ids": newIDs, "versions": versions, "trace_contexts": traces})
 	if err != nil {
 		return err
@@ -231,7 +231,7 @@ func (s *Store) runsForkTx(ctx context.Context, namespace string, pairs []forkPa
 	// Read back every fork, made now or earlier: a fork a concurrent
 	// request committed after this statement began is not in its snapshot,
 	// but the conflict waited for its commit, so this statement sees it.
-	rows, err = runsForkFindSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "from_ids": fromIDs, "steps": steps})
+	rows, err = runsForkFindSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "from_ids": fromIDs, "steps": steps})
 	if err != nil {
 		return err
 	}
@@ -360,7 +360,7 @@ func (s *Store) RunsForkMany(ctx context.Context, p RunsForkManyParams) (RunsFor
 	}
 	var res RunsForkManyResult
 	err := s.InTx(ctx, func(tx *Store) error {
-		rows, err := runsForkSelectSQL.query(ctx, tx.db, pgx.NamedArgs{"namespace": p.Namespace, "status": string(p.Status),
+		rows, err := runsForkSelectSQL.Query(ctx, tx.h.DB, pgx.NamedArgs{"namespace": p.Namespace, "status": string(p.Status),
 			"type": p.Type, "after": p.FinishedAfter, "before": p.FinishedBefore, "error_group": p.ErrorGroup,
 			"error_type": p.ErrorType, "step": p.Step, "from_failed": p.FromFailedStep, "limit": p.Limit})
 		if err != nil {
@@ -421,7 +421,7 @@ var runsForkLinksSQL = stmt("RunsForkLinks")
 // RunsForkLinks returns a run's fork links: the run it was forked from,
 // if any, and its own forks. An unknown run is ErrNotFound.
 func (s *Store) RunsForkLinks(ctx context.Context, namespace string, id uuid.UUID) (ForkLinks, error) {
-	rows, err := runsForkLinksSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "run_id": id})
+	rows, err := runsForkLinksSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "run_id": id})
 	if err != nil {
 		return ForkLinks{}, mapErr("fork links", err)
 	}

@@ -105,10 +105,10 @@ func (s *Store) RunsClaimStats(ctx context.Context, p RunsClaimParams) ([]Claime
 // through.
 func (s *Store) runsClaimFlow(ctx context.Context, args pgx.NamedArgs, stats *ClaimStats) ([]ClaimedRun, error) {
 	b := &pgx.Batch{}
-	runsClaimFlowPickSQL.queue(b, runsClaimFlowPickSQL.only(args))
-	runsClaimFlowSQL.queue(b, runsClaimFlowSQL.only(args))
-	b.Queue(flowStatsSQL.sql)
-	br := s.db.SendBatch(ctx, b)
+	runsClaimFlowPickSQL.Queue(b, runsClaimFlowPickSQL.Only(args))
+	runsClaimFlowSQL.Queue(b, runsClaimFlowSQL.Only(args))
+	b.Queue(flowStatsSQL.SQL())
+	br := s.h.DB.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
 		return nil, s.flowClaimErr(ctx, err)
@@ -164,7 +164,7 @@ var claimsStuckTerminateSQL = stmt("ClaimsStuckTerminate")
 // claims of the same type or key wait for — until its session ends.
 func (s *Store) ClaimsStuckTerminate(ctx context.Context, after time.Duration) (int, error) {
 	var n int
-	err := claimsStuckTerminateSQL.queryRow(ctx, s.db,
+	err := claimsStuckTerminateSQL.QueryRow(ctx, s.h.DB,
 		pgx.NamedArgs{"after_ms": after.Milliseconds()}).Scan(&n)
 	return n, mapErr("terminate stuck claims", err)
 }
@@ -191,7 +191,7 @@ func (s *Store) LimitsSetPerKey(ctx context.Context, namespace, queue, typ strin
 	}
 	args := pgx.NamedArgs{"namespace": namespace, "queue": queue, "type": typ}
 	if maxPerKey == 0 {
-		_, err := limitsPerKeyRemoveSQL.exec(ctx, s.db, args)
+		_, err := limitsPerKeyRemoveSQL.Exec(ctx, s.h.DB, args)
 		if err != nil {
 			return ConcurrencyLimit{}, mapErr("remove per-key limit", err)
 		}
@@ -200,7 +200,7 @@ func (s *Store) LimitsSetPerKey(ctx context.Context, namespace, queue, typ strin
 	args["per_key"] = maxPerKey
 	l := ConcurrencyLimit{Namespace: namespace, Queue: queue, Type: typ, MaxPerKey: maxPerKey}
 	var maxRunning *int32
-	err := limitsPerKeySetSQL.queryRow(ctx, s.db, args).Scan(&maxRunning, &l.UpdatedAt)
+	err := limitsPerKeySetSQL.QueryRow(ctx, s.h.DB, args).Scan(&maxRunning, &l.UpdatedAt)
 	if err != nil {
 		return ConcurrencyLimit{}, mapErr("set per-key limit", err)
 	}
@@ -227,7 +227,7 @@ func (s *Store) LimitsKeyUsage(ctx context.Context, namespace, queue, typ string
 	if top <= 0 {
 		return nil, invalidf("top %d must be positive", top)
 	}
-	rows, err := limitsKeyUsageSQL.query(ctx, s.db,
+	rows, err := limitsKeyUsageSQL.Query(ctx, s.h.DB,
 		pgx.NamedArgs{"namespace": namespace, "queue": queue, "type": typ, "top": top})
 	if err != nil {
 		return nil, mapErr("read key usage", err)

@@ -35,7 +35,7 @@ func leaseArgs(l Lease, args pgx.NamedArgs) pgx.NamedArgs {
 // run already shows the same token and status done (a retried report), else
 // it is ErrLeaseLost.
 func (s *Store) leaseTransition(ctx context.Context, what string, l Lease, done RunStatus, q *namedSQL, args pgx.NamedArgs) error {
-	tag, err := q.exec(ctx, s.db, leaseArgs(l, args))
+	tag, err := q.Exec(ctx, s.h.DB, leaseArgs(l, args))
 	if err != nil {
 		return mapErr(what, err)
 	}
@@ -52,7 +52,7 @@ var leaseCheckSQL = stmt("RunsLeaseCheck")
 func (s *Store) leaseCheckDone(ctx context.Context, what string, l Lease, done RunStatus) error {
 	var st RunStatus
 	var tok int64
-	err := leaseCheckSQL.queryRow(ctx, s.db,
+	err := leaseCheckSQL.QueryRow(ctx, s.h.DB,
 		pgx.NamedArgs{"namespace": l.Namespace, "run_id": l.RunID}).Scan(&st, &tok)
 	if err != nil {
 		return mapErr(fmt.Sprintf("%s %s", what, l.RunID), err)
@@ -81,7 +81,7 @@ var runsFailSQL = stmt("RunsFail")
 // parent).
 func (s *Store) RunsFail(ctx context.Context, l Lease, errMsg string) error {
 	var n int64
-	err := runsFailSQL.queryRow(ctx, s.db, leaseArgs(l, pgx.NamedArgs{"error": clipError(errMsg)})).Scan(&n)
+	err := runsFailSQL.QueryRow(ctx, s.h.DB, leaseArgs(l, pgx.NamedArgs{"error": clipError(errMsg)})).Scan(&n)
 	if err != nil {
 		return mapErr("fail run", err)
 	}

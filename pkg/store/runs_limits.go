@@ -50,7 +50,7 @@ func (s *Store) LimitsSet(ctx context.Context, namespace, queue, typ string, max
 	l := ConcurrencyLimit{Namespace: namespace, Queue: queue, Type: typ, MaxRunning: maxRunning}
 	// The runs already running are marked limited, so the limit's count
 	// (which reads only limited runs) sees them.
-	err := limitsSetSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "queue": queue, "type": typ, "max_running": maxRunning}).Scan(&l.UpdatedAt, &l.MaxPerKey)
+	err := limitsSetSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "queue": queue, "type": typ, "max_running": maxRunning}).Scan(&l.UpdatedAt, &l.MaxPerKey)
 	if err != nil {
 		return ConcurrencyLimit{}, mapErr("set concurrency limit", err)
 	}
@@ -76,7 +76,7 @@ var limitsDeleteSQL = stmt("LimitsDelete")
 // announcing the queue as claimable as a raise does; an absent limit is
 // ErrNotFound.
 func (s *Store) LimitsDelete(ctx context.Context, namespace, queue, typ string) error {
-	tag, err := limitsDeleteSQL.exec(ctx, s.db,
+	tag, err := limitsDeleteSQL.Exec(ctx, s.h.DB,
 		pgx.NamedArgs{"namespace": namespace, "queue": queue, "type": typ})
 	if err != nil {
 		return mapErr("delete concurrency limit", err)
@@ -92,7 +92,7 @@ var limitsListSQL = stmt("LimitsList")
 
 // LimitsList lists the namespace's concurrency limits by queue and type.
 func (s *Store) LimitsList(ctx context.Context, namespace string) ([]ConcurrencyLimit, error) {
-	rows, err := limitsListSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace})
+	rows, err := limitsListSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace})
 	if err != nil {
 		return nil, mapErr("list concurrency limits", err)
 	}

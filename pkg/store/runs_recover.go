@@ -86,7 +86,7 @@ var (
 // recoverRuns runs pick with args, computes the backoff of each run it
 // finds, and runs move with args and the backoffs.
 func (s *Store) recoverRuns(ctx context.Context, what string, pick, move *namedSQL, args pgx.NamedArgs) ([]RecoveredRun, error) {
-	rows, err := pick.query(ctx, s.db, pick.only(args))
+	rows, err := pick.Query(ctx, s.h.DB, pick.Only(args))
 	if err != nil {
 		return nil, mapErr(what, err)
 	}
@@ -137,7 +137,7 @@ func (c *recoverCandidates) add(id uuid.UUID, attempts int32, raw []byte) error 
 // recoverMove runs move, a recovery, with args and the candidates c.
 func (s *Store) recoverMove(ctx context.Context, what string, move *namedSQL, args pgx.NamedArgs, c *recoverCandidates) ([]RecoveredRun, error) {
 	args["run_ids"], args["attempts"], args["exhausted"], args["delay_ms"] = c.ids, c.attempts, c.exhausted, c.delays
-	rows, err := move.query(ctx, s.db, move.only(args))
+	rows, err := move.Query(ctx, s.h.DB, move.Only(args))
 	if err != nil {
 		return nil, mapErr(what, err)
 	}
@@ -178,7 +178,7 @@ func (s *Store) RunsExpireLeases(ctx context.Context, now time.Time) ([]Recovere
 // nil when none runs.
 func (s *Store) RunsNextLeaseExpiry(ctx context.Context) (*time.Time, error) {
 	var t *time.Time
-	err := runsNextLeaseExpirySQL.queryRow(ctx, s.db, pgx.NamedArgs{}).Scan(&t)
+	err := runsNextLeaseExpirySQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{}).Scan(&t)
 	return t, mapErr("next lease expiry", err)
 }
 
@@ -191,7 +191,7 @@ var runsFailPastDeadlineSQL = stmt("RunsFailPastDeadline")
 // RunsFailPastDeadline fails every live run whose deadline is at or before
 // now, whatever its state, and returns them.
 func (s *Store) RunsFailPastDeadline(ctx context.Context, now time.Time) ([]Run, error) {
-	rows, err := runsFailPastDeadlineSQL.query(ctx, s.db, pgx.NamedArgs{"now": now, "error": DeadlineError})
+	rows, err := runsFailPastDeadlineSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"now": now, "error": DeadlineError})
 	if err != nil {
 		return nil, mapErr("fail past deadline", err)
 	}
@@ -205,7 +205,7 @@ var runsNextDeadlineSQL = stmt("RunsNextDeadline")
 // RunsNextDeadline returns the earliest deadline of a live run, or nil.
 func (s *Store) RunsNextDeadline(ctx context.Context) (*time.Time, error) {
 	var t *time.Time
-	err := runsNextDeadlineSQL.queryRowPos(ctx, s.db).Scan(&t)
+	err := runsNextDeadlineSQL.QueryRowPos(ctx, s.h.DB).Scan(&t)
 	return t, mapErr("next deadline", err)
 }
 
@@ -248,7 +248,7 @@ func (s *Store) RunsExtendLeases(ctx context.Context, hbs []RunsExtendLeasesPara
 	// would let its row locks and ours, taken in different orders,
 	// deadlock. A skipped lease is extended by the next heartbeat's flush,
 	// long before it expires.
-	err = runsExtendLeasesSQL.queryRow(ctx, s.db, pgx.NamedArgs{"worker_ids": workers, "untils": untils,
+	err = runsExtendLeasesSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"worker_ids": workers, "untils": untils,
 		"run_worker_ids": runWorkers, "run_ids": runs, "grace_ms": grace.Milliseconds()}).Scan(&extended, &released)
 	if err != nil {
 		return 0, 0, mapErr("extend leases", err)

@@ -14,7 +14,7 @@ func (s *Store) RunsRecoverWorkerAsPicked(ctx context.Context, workerID uuid.UUI
 	var c recoverCandidates
 	for i, id := range ids {
 		var raw []byte
-		if err := s.db.QueryRow(ctx, `SELECT retry_policy FROM kagzi.workflow_runs WHERE run_id = $1`, id).Scan(&raw); err != nil {
+		if err := s.h.DB.QueryRow(ctx, `SELECT retry_policy FROM kagzi.workflow_runs WHERE run_id = $1`, id).Scan(&raw); err != nil {
 			return nil, err
 		}
 		if err := c.add(id, attempts[i], raw); err != nil {

@@ -56,7 +56,7 @@ func (s *Store) RunsFailAttempt(ctx context.Context, l Lease, errMsg, errType st
 		raw      []byte
 	)
 	read := func() error {
-		err := runsFailAttemptReadSQL.queryRow(ctx, s.db,
+		err := runsFailAttemptReadSQL.QueryRow(ctx, s.h.DB,
 			pgx.NamedArgs{"ns": l.Namespace, "run_id": l.RunID}).Scan(&st, &tok, &at, &attempts, &raw)
 		return mapErr(fmt.Sprintf("fail attempt %s", l.RunID), err)
 	}
@@ -70,7 +70,7 @@ func (s *Store) RunsFailAttempt(ctx context.Context, l Lease, errMsg, errType st
 		}
 		errType = protocol.ClipText(errType, maxNameLen)
 		final := p.Exhausted(int(attempts)) || nonRetryable || p.IsNonRetryable(errType)
-		err = runsFailAttemptSQL.queryRow(ctx, s.db, pgx.NamedArgs{"error": clipError(errMsg), "ns": l.Namespace, "run_id": l.RunID,
+		err = runsFailAttemptSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"error": clipError(errMsg), "ns": l.Namespace, "run_id": l.RunID,
 			"tok": l.Token, "attempts": attempts, "final": final, "delay_ms": backoffMS(p, int(attempts))}).
 			Scan(&res.Status, &res.AvailableAt, &res.Type)
 		if err == nil {
@@ -107,7 +107,7 @@ func (s *Store) RunsReleaseMany(ctx context.Context, leases []Lease) (int64, err
 	for i, l := range leases {
 		ns[i], ids[i], toks[i] = l.Namespace, l.RunID.String(), l.Token
 	}
-	tag, err := runsReleaseManySQL.exec(ctx, s.db,
+	tag, err := runsReleaseManySQL.Exec(ctx, s.h.DB,
 		pgx.NamedArgs{"ns": ns, "run_id": ids, "tok": toks})
 	if err != nil {
 		return 0, mapErr("release runs", err)
@@ -239,7 +239,7 @@ func (s *Store) RunsCompleteBatch(ctx context.Context, items []RunsCompleteItem)
 	}
 	for i := range items {
 		it := &items[i]
-		if out[i].Err = s.checkPayload(ctx, "output", it.Output); out[i].Err != nil {
+		if out[i].Err = s.h.CheckPayload(ctx, "output", it.Output); out[i].Err != nil {
 			continue
 		}
 		if out[i].Err = it.Events.check(); out[i].Err != nil {
@@ -291,7 +291,7 @@ func (s *Store) RunsCompleteBatch(ctx context.Context, items []RunsCompleteItem)
 		stmt, args = runsCompleteSQL, a.args()
 	}
 	args["c_ns"], args["c_run_id"], args["c_tok"], args["c_output"], args["c_seen"] = cns, cids, ctoks, couts, cseen
-	rows, err := stmt.query(ctx, s.db, args)
+	rows, err := stmt.Query(ctx, s.h.DB, args)
 	if err != nil {
 		return nil, mapErr("complete runs", err)
 	}
@@ -416,7 +416,7 @@ var runsQueueDepthsSQL = stmt("RunsQueueDepths")
 // dashboard shows 0 rather than no data. The workers are checked once per
 // type and version, not per run.
 func (s *Store) RunsQueueDepths(ctx context.Context) ([]QueueDepth, error) {
-	rows, err := runsQueueDepthsSQL.queryPos(ctx, s.db)
+	rows, err := runsQueueDepthsSQL.QueryPos(ctx, s.h.DB)
 	if err != nil {
 		return nil, mapErr("queue depths", err)
 	}

@@ -129,12 +129,12 @@ func (s *Store) runsCreateReuse(ctx context.Context, p RunsCreateParams, policy 
 	err := s.InTx(ctx, func(tx *Store) error {
 		args := pgx.NamedArgs{"namespace": p.Namespace, "external_id": p.ExternalID}
 		lock := pgx.NamedArgs{"class": reuseLockClass, "namespace": p.Namespace, "external_id": p.ExternalID}
-		if _, err := runsReuseLockSQL.exec(ctx, tx.db, lock); err != nil {
+		if _, err := runsReuseLockSQL.Exec(ctx, tx.h.DB, lock); err != nil {
 			return mapErr(what, err)
 		}
 		for try := 0; try < reuseTries; try++ {
 			var input []byte
-			live, err := scanRun(runsReuseLiveSQL.queryRow(ctx, tx.db, args), &input)
+			live, err := scanRun(runsReuseLiveSQL.QueryRow(ctx, tx.h.DB, args), &input)
 			switch {
 			case err == nil && p.IDReuse != IDReuseTerminate:
 				live.Input = input
@@ -185,7 +185,7 @@ func (s *Store) reuseCheckEnded(ctx context.Context, p RunsCreateParams) error {
 		window = &p.IDReuseWindow
 	}
 	e := IDReuseError{ExternalID: p.ExternalID, Policy: p.IDReuse}
-	err := runsReuseLastEndedSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": p.Namespace, "external_id": p.ExternalID,
+	err := runsReuseLastEndedSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"namespace": p.Namespace, "external_id": p.ExternalID,
 		"window": window}).Scan(&e.ExistingRunID, &e.Status, &e.FinishedAt)
 	if isNoRows(err) {
 		return nil

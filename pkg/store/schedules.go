@@ -13,6 +13,7 @@ import (
 
 	"github.com/kagzi/kagzi/internal/durations"
 	"github.com/kagzi/kagzi/pkg/retry"
+	"github.com/kagzi/kagzi/pkg/store/internal/core"
 )
 
 // Schedules' statements, written in sql/schedules.sql.
@@ -149,7 +150,7 @@ func (s *Store) SchedulesCreate(ctx context.Context, p SchedulesCreateParams) (S
 	if err := checkFlowKeys(p.ConcurrencyKey, p.RateLimitKey); err != nil {
 		return Schedule{}, err
 	}
-	if err := s.checkPayload(ctx, "input", p.Input); err != nil {
+	if err := s.h.CheckPayload(ctx, "input", p.Input); err != nil {
 		return Schedule{}, err
 	}
 	policy, err := encodePolicy(p.RetryPolicy)
@@ -169,9 +170,9 @@ func (s *Store) SchedulesCreate(ctx context.Context, p SchedulesCreateParams) (S
 			return Schedule{}, fmt.Errorf("generate schedule id: %w", err)
 		}
 	}
-	row := schedulesCreateSQL.queryRow(ctx, s.db, pgx.NamedArgs{"run_id": p.ScheduleID, "namespace": p.Namespace, "queue": p.Queue, "type": p.Type,
+	row := schedulesCreateSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"run_id": p.ScheduleID, "namespace": p.Namespace, "queue": p.Queue, "type": p.Type,
 		"version": p.Version, "available_at": first, "retry_policy": policy, "cron": cron, "timezone": tz,
-		"max_catchup": p.MaxCatchup, "input": p.Input, "overlap": overlapColumn(overlap), "jitter_ms": jitterMS,
+		"max_catchup": p.MaxCatchup, "input": p.Input, "overlap": core.OverlapColumn(overlap), "jitter_ms": jitterMS,
 		"concurrency_key": nullText(p.ConcurrencyKey), "rate_key": nullText(p.RateLimitKey)})
 	sc, err := scanSchedule(row)
 	if err != nil {
@@ -184,7 +185,7 @@ func (s *Store) SchedulesCreate(ctx context.Context, p SchedulesCreateParams) (S
 // SchedulesGet returns a schedule of the namespace with its input. A run id
 // that is not a schedule is ErrNotFound.
 func (s *Store) SchedulesGet(ctx context.Context, namespace string, id uuid.UUID) (Schedule, error) {
-	row := schedulesGetSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "run_id": id})
+	row := schedulesGetSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "run_id": id})
 	var in []byte
 	sc, err := scanSchedule(row, &in)
 	if err != nil {
@@ -217,7 +218,7 @@ func (s *Store) SchedulesList(ctx context.Context, p SchedulesListParams) (sched
 	if p.After != nil {
 		afterTS, afterID = &p.After.CreatedAt, &p.After.ID
 	}
-	rows, err := schedulesListSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": p.Namespace, "after_created_at": afterTS, "after_run_id": afterID, "limit": p.Limit + 1})
+	rows, err := schedulesListSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": p.Namespace, "after_created_at": afterTS, "after_run_id": afterID, "limit": p.Limit + 1})
 	if err != nil {
 		return nil, nil, mapErr("list schedules", err)
 	}
@@ -240,7 +241,7 @@ func (s *Store) SchedulesList(ctx context.Context, p SchedulesListParams) (sched
 // fire an OverlapBufferOne schedule held is dropped (resuming skips what
 // was missed). Pausing a paused schedule is a no-op.
 func (s *Store) SchedulesPause(ctx context.Context, namespace string, id uuid.UUID) (Schedule, error) {
-	row := schedulesPauseSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "run_id": id})
+	row := schedulesPauseSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "run_id": id})
 	sc, err := scanSchedule(row)
 	if err == nil {
 		return sc, nil
@@ -282,7 +283,7 @@ func (s *Store) SchedulesResume(ctx context.Context, namespace string, id uuid.U
 		return Schedule{}, fmt.Errorf("resume schedule %s: %w: cron expression %q has no fire time after %s",
 			id, ErrConflict, sc.Cron, now.UTC().Format(time.RFC3339))
 	}
-	row := schedulesResumeSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "run_id": id, "available_at": next})
+	row := schedulesResumeSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "run_id": id, "available_at": next})
 	resumed, err := scanSchedule(row)
 	if err == nil {
 		return resumed, nil
@@ -302,7 +303,7 @@ func (s *Store) SchedulesResume(ctx context.Context, namespace string, id uuid.U
 // SchedulesDelete deletes a schedule and its input. The runs it fired
 // stay, with no schedule id (the foreign key sets it NULL).
 func (s *Store) SchedulesDelete(ctx context.Context, namespace string, id uuid.UUID) error {
-	tag, err := schedulesDeleteSQL.exec(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "run_id": id})
+	tag, err := schedulesDeleteSQL.Exec(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "run_id": id})
 	if err != nil {
 		return mapErr(fmt.Sprintf("delete schedule %s", id), err)
 	}
@@ -320,7 +321,7 @@ func (s *Store) SchedulesHistory(ctx context.Context, namespace string, id uuid.
 	if err != nil {
 		return nil, err
 	}
-	rows, err := schedulesHistorySQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "schedule_id": id, "limit": limit})
+	rows, err := schedulesHistorySQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "schedule_id": id, "limit": limit})
 	if err != nil {
 		return nil, mapErr("schedule history", err)
 	}
@@ -344,7 +345,7 @@ func (s *Store) SchedulesDue(ctx context.Context, now time.Time, limit int) ([]S
 	if limit <= 0 {
 		return nil, invalidf("limit %d must be positive", limit)
 	}
-	rows, err := schedulesDueSQL.query(ctx, s.db, pgx.NamedArgs{"now": now, "limit": limit})
+	rows, err := schedulesDueSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"now": now, "limit": limit})
 	if err != nil {
 		return nil, mapErr("due schedules", err)
 	}
@@ -360,7 +361,7 @@ func (s *Store) SchedulesDue(ctx context.Context, now time.Time, limit int) ([]S
 // timer with it.
 func (s *Store) SchedulesNextDue(ctx context.Context) (*time.Time, error) {
 	var t *time.Time
-	err := schedulesNextDueSQL.queryRowPos(ctx, s.db).Scan(&t)
+	err := schedulesNextDueSQL.QueryRowPos(ctx, s.h.DB).Scan(&t)
 	return t, mapErr("next due schedule", err)
 }
 
@@ -608,7 +609,7 @@ func (s *Store) schedulesFire(ctx context.Context, fs []scheduleFiring, trace st
 	// winner committed meanwhile is re-read and, no longer due, dropped.
 	// The instances copy the template as the update left it, its input
 	// included (checked against the limits when the schedule was created).
-	rows, err := schedulesFireSQL.query(ctx, s.db,
+	rows, err := schedulesFireSQL.Query(ctx, s.h.DB,
 		pgx.NamedArgs{"namespaces": nss, "schedule_ids": ids, "dues": dues, "nexts": nexts, "last_fires": lastFires,
 			"run_ids": runIDs, "run_schedule_ids": runSchedules, "fire_ats": fireAts, "available_ats": availableAts,
 			"trace_contexts": traces})
@@ -644,7 +645,7 @@ func (s *Store) schedulesFire(ctx context.Context, fs []scheduleFiring, trace st
 func (s *Store) scheduleInstance(ctx context.Context, namespace string, id uuid.UUID, fireAt time.Time) (Run, error) {
 	var found bool
 	var run Run
-	rows, err := schedulesInstanceSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "schedule_id": id, "fire_at": fireAt})
+	rows, err := schedulesInstanceSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "schedule_id": id, "fire_at": fireAt})
 	if err != nil {
 		return Run{}, mapErr("find fired run", err)
 	}

@@ -136,7 +136,7 @@ var (
 
 // scheduleLive returns the ids of a schedule's live instances.
 func (s *Store) scheduleLive(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error) {
-	rows, err := schedulesLiveSQL.query(ctx, s.db, pgx.NamedArgs{"schedule_id": id})
+	rows, err := schedulesLiveSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"schedule_id": id})
 	if err != nil {
 		return nil, mapErr("live instances", err)
 	}
@@ -178,7 +178,7 @@ func (s *Store) stopLive(ctx context.Context, sc Schedule, p OverlapPolicy, live
 func (s *Store) schedulesFireOverlap(ctx context.Context, sc Schedule, due time.Time, fires []time.Time, next *time.Time) (SchedulesFireDueManyResult, error) {
 	res := SchedulesFireDueManyResult{ScheduleID: sc.ID}
 	err := s.InTx(ctx, func(tx *Store) error {
-		locked, err := scanSchedule(schedulesLockSQL.queryRow(ctx, tx.db,
+		locked, err := scanSchedule(schedulesLockSQL.QueryRow(ctx, tx.h.DB,
 			pgx.NamedArgs{"run_id": sc.ID, "namespace": sc.Namespace, "due": due}))
 		if isNoRows(err) {
 			return nil
@@ -205,7 +205,7 @@ func (s *Store) schedulesFireOverlap(ctx context.Context, sc Schedule, due time.
 			return fmt.Errorf("schedule %s was locked due and did not advance", sc.ID)
 		}
 		if locked.Overlap == OverlapBufferOne {
-			if _, err := schedulesBufferSQL.exec(ctx, tx.db, pgx.NamedArgs{"run_id": sc.ID, "buffered": pl.buffered}); err != nil {
+			if _, err := schedulesBufferSQL.Exec(ctx, tx.h.DB, pgx.NamedArgs{"run_id": sc.ID, "buffered": pl.buffered}); err != nil {
 				return mapErr("buffer fire", err)
 			}
 		}
@@ -280,7 +280,7 @@ func (s *Store) SchedulesBackfill(ctx context.Context, p SchedulesBackfillParams
 		}
 	}
 	err := s.InTx(ctx, func(tx *Store) error {
-		sc, err := scanSchedule(schedulesBackfillLockSQL.queryRow(ctx, tx.db, pgx.NamedArgs{"run_id": p.ScheduleID, "namespace": p.Namespace}))
+		sc, err := scanSchedule(schedulesBackfillLockSQL.QueryRow(ctx, tx.h.DB, pgx.NamedArgs{"run_id": p.ScheduleID, "namespace": p.Namespace}))
 		if err != nil {
 			return mapErr(fmt.Sprintf("get schedule %s", p.ScheduleID), err)
 		}
@@ -334,7 +334,7 @@ func (s *Store) SchedulesBackfill(ctx context.Context, p SchedulesBackfillParams
 			res.Dropped, pl.buffered = append(res.Dropped, *pl.buffered), nil
 		}
 		if sc.Overlap == OverlapBufferOne && overlap == OverlapBufferOne {
-			if _, err := schedulesBackfillBufferSQL.exec(ctx, tx.db, pgx.NamedArgs{"run_id": sc.ID, "buffered": pl.buffered}); err != nil {
+			if _, err := schedulesBackfillBufferSQL.Exec(ctx, tx.h.DB, pgx.NamedArgs{"run_id": sc.ID, "buffered": pl.buffered}); err != nil {
 				return mapErr("buffer fire", err)
 			}
 			res.Buffered = pl.buffered
@@ -352,7 +352,7 @@ func (s *Store) SchedulesBackfill(ctx context.Context, p SchedulesBackfillParams
 			}
 			avail[k] = jitteredAt(sc.ID, t, sc.Jitter)
 		}
-		rows, err := schedulesBackfillSQL.query(ctx, tx.db, pgx.NamedArgs{"schedule_id": sc.ID, "namespace": sc.Namespace,
+		rows, err := schedulesBackfillSQL.Query(ctx, tx.h.DB, pgx.NamedArgs{"schedule_id": sc.ID, "namespace": sc.Namespace,
 			"run_ids": ids, "fire_ats": start, "available_ats": avail, "trace_contexts": traces})
 		if err != nil {
 			return mapErr("backfill", err)
@@ -369,7 +369,7 @@ func (s *Store) SchedulesBackfill(ctx context.Context, p SchedulesBackfillParams
 // scheduleFired says which of times (by UnixMicro) already have an
 // instance.
 func (s *Store) scheduleFired(ctx context.Context, id uuid.UUID, times []time.Time) (map[int64]bool, error) {
-	rows, err := schedulesFiredSQL.query(ctx, s.db, pgx.NamedArgs{"schedule_id": id, "fire_ats": times})
+	rows, err := schedulesFiredSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"schedule_id": id, "fire_ats": times})
 	if err != nil {
 		return nil, mapErr("fired times", err)
 	}

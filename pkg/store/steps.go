@@ -169,10 +169,10 @@ func (s *Store) validateStep(ctx context.Context, p *StepsRecordParams) error {
 		return invalidf("step %q: unknown status %q", p.StepID, p.Status)
 	}
 	p.ErrorType = protocol.ClipText(p.ErrorType, maxNameLen)
-	if err := s.checkPayload(ctx, "step input", p.Input); err != nil {
+	if err := s.h.CheckPayload(ctx, "step input", p.Input); err != nil {
 		return err
 	}
-	return s.checkPayload(ctx, "step output", p.Output)
+	return s.h.CheckPayload(ctx, "step output", p.Output)
 }
 
 // stepWriteArgs are the parameters of stepRecordSQL for one report.
@@ -214,7 +214,7 @@ func (s *Store) stepLeaseFailed(ctx context.Context, p *StepsRecordParams) error
 		tok  int64
 		prev *string
 	)
-	err := stepsLeaseFailedSQL.queryRow(ctx, s.db, pgx.NamedArgs{"ns": p.Lease.Namespace, "run_id": p.Lease.RunID, "step_id": p.StepID, "attempt": p.Attempt}).Scan(&st, &tok, &prev)
+	err := stepsLeaseFailedSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"ns": p.Lease.Namespace, "run_id": p.Lease.RunID, "step_id": p.StepID, "attempt": p.Attempt}).Scan(&st, &tok, &prev)
 	if err != nil {
 		return mapErr(fmt.Sprintf("record step %s", p.Lease.RunID), err)
 	}
@@ -344,7 +344,7 @@ func (s *Store) stepsRecordSet(ctx context.Context, ps []StepsRecordParams, sent
 	for _, i := range sent {
 		a.add(&ps[i])
 	}
-	rows, err := stepRecordManySQL.query(ctx, s.db, a.args())
+	rows, err := stepRecordManySQL.Query(ctx, s.h.DB, a.args())
 	if err != nil {
 		return nil, mapErr("record steps", err)
 	}
@@ -382,16 +382,16 @@ func (s *Store) stepsRecordPipelined(ctx context.Context, ps []StepsRecordParams
 	if len(sent) == 1 {
 		// One report needs no pipeline.
 		p := &ps[sent[0]]
-		if err := scanStepResult(stepRecordSQL.queryRow(ctx, s.db, stepWriteArgs(p)), &res[0]); err != nil {
+		if err := scanStepResult(stepRecordSQL.QueryRow(ctx, s.h.DB, stepWriteArgs(p)), &res[0]); err != nil {
 			return nil, mapErr(fmt.Sprintf("record step %q of run %s", p.StepID, p.Lease.RunID), err)
 		}
 		return res, nil
 	}
 	b := &pgx.Batch{}
 	for _, i := range sent {
-		stepRecordSQL.queue(b, stepWriteArgs(&ps[i]))
+		stepRecordSQL.Queue(b, stepWriteArgs(&ps[i]))
 	}
-	br := s.db.SendBatch(ctx, b)
+	br := s.h.DB.SendBatch(ctx, b)
 	for k, i := range sent {
 		if err := scanStepResult(br.QueryRow(), &res[k]); err != nil {
 			_ = br.Close()
@@ -419,7 +419,7 @@ var stepsListSQL = stmt("StepsList")
 func (s *Store) StepsList(ctx context.Context, namespace string, runID uuid.UUID) ([]Step, error) {
 	// The run is joined, not just the steps read, so an unknown run can be
 	// told from one without steps in the same round trip.
-	rows, err := stepsListSQL.query(ctx, s.db, pgx.NamedArgs{"ns": namespace, "run_id": runID})
+	rows, err := stepsListSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"ns": namespace, "run_id": runID})
 	if err != nil {
 		return nil, mapErr("list steps", err)
 	}
@@ -473,7 +473,7 @@ func (s *Store) StepsLatest(ctx context.Context, namespace string, runIDs []uuid
 	if len(runIDs) == 0 {
 		return out, nil
 	}
-	rows, err := stepsLatestSQL.query(ctx, s.db, pgx.NamedArgs{"ns": namespace, "run_ids": runIDs})
+	rows, err := stepsLatestSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"ns": namespace, "run_ids": runIDs})
 	if err != nil {
 		return nil, mapErr("latest steps", err)
 	}

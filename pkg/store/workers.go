@@ -172,7 +172,7 @@ func (s *Store) WorkersRegister(ctx context.Context, p WorkersRegisterParams) (W
 	if err != nil {
 		return Worker{}, fmt.Errorf("encode worker labels: %w", err)
 	}
-	row := workersRegisterSQL.queryRow(ctx, s.db,
+	row := workersRegisterSQL.QueryRow(ctx, s.h.DB,
 		pgx.NamedArgs{"worker_id": p.WorkerID, "namespace": p.Namespace, "queue": p.Queue, "hostname": p.Hostname, "pid": p.PID,
 			"version": p.Version, "workflow_types": typesJSON, "max_concurrency": p.MaxConcurrency, "labels": labelsJSON})
 	w, err := scanWorker(row)
@@ -234,7 +234,7 @@ func (s *Store) WorkersHeartbeat(ctx context.Context, beats []WorkerBeat) (int64
 	}
 	// Rows are locked in worker id order first so two concurrent flushes
 	// cannot deadlock on each other.
-	tag, err := workersHeartbeatSQL.exec(ctx, s.db, pgx.NamedArgs{"worker_ids": ids, "ats": ats, "draining": draining})
+	tag, err := workersHeartbeatSQL.Exec(ctx, s.h.DB, pgx.NamedArgs{"worker_ids": ids, "ats": ats, "draining": draining})
 	if err != nil {
 		return 0, mapErr("worker heartbeats", err)
 	}
@@ -245,7 +245,7 @@ func (s *Store) WorkersHeartbeat(ctx context.Context, beats []WorkerBeat) (int64
 // an unknown worker is ErrNotFound and an OFFLINE one is returned as is.
 // Its statement is q, an update of the worker if it is not OFFLINE.
 func (s *Store) workerTransition(ctx context.Context, what, namespace string, id uuid.UUID, q *namedSQL) (Worker, error) {
-	row := q.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "worker_id": id})
+	row := q.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "worker_id": id})
 	w, err := scanWorker(row)
 	if err == nil {
 		return w, nil
@@ -287,7 +287,7 @@ func (s *Store) WorkersDeregister(ctx context.Context, namespace string, id uuid
 // recovers their runs with RunsRecoverWorker. Workers whose rows are busy
 // (a heartbeat being written) are skipped: they are alive.
 func (s *Store) WorkersMarkStaleOffline(ctx context.Context, before time.Time) ([]uuid.UUID, error) {
-	rows, err := workersMarkStaleOfflineSQL.query(ctx, s.db, pgx.NamedArgs{"before": before})
+	rows, err := workersMarkStaleOfflineSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"before": before})
 	if err != nil {
 		return nil, mapErr("mark stale workers offline", err)
 	}
@@ -300,13 +300,13 @@ func (s *Store) WorkersMarkStaleOffline(ctx context.Context, before time.Time) (
 // staleness timer with it instead of scanning.
 func (s *Store) WorkersOldestHeartbeat(ctx context.Context) (*time.Time, error) {
 	var t *time.Time
-	err := workersOldestHeartbeatSQL.queryRowPos(ctx, s.db).Scan(&t)
+	err := workersOldestHeartbeatSQL.QueryRowPos(ctx, s.h.DB).Scan(&t)
 	return t, mapErr("oldest worker heartbeat", err)
 }
 
 // WorkersGet returns a worker of the namespace.
 func (s *Store) WorkersGet(ctx context.Context, namespace string, id uuid.UUID) (Worker, error) {
-	row := workersGetSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "worker_id": id})
+	row := workersGetSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "worker_id": id})
 	w, err := scanWorker(row)
 	if err != nil {
 		return Worker{}, mapErr(fmt.Sprintf("get worker %s", id), err)
@@ -349,7 +349,7 @@ func (s *Store) WorkersList(ctx context.Context, p WorkersListParams) ([]Worker,
 	case p.Limit > MaxWorkersPage:
 		return nil, invalidf("limit %d is above the maximum %d", p.Limit, MaxWorkersPage)
 	}
-	rows, err := workersListSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": p.Namespace, "queue": p.Queue, "status": string(p.Status), "limit": p.Limit})
+	rows, err := workersListSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": p.Namespace, "queue": p.Queue, "status": string(p.Status), "limit": p.Limit})
 	if err != nil {
 		return nil, mapErr("list workers", err)
 	}
@@ -360,7 +360,7 @@ func (s *Store) WorkersList(ctx context.Context, p WorkersListParams) ([]Worker,
 // WorkersCountOnline counts ONLINE workers by "namespace/queue" (a metric).
 // DRAINING workers take no new work and are not counted.
 func (s *Store) WorkersCountOnline(ctx context.Context) (map[string]int64, error) {
-	rows, err := workersCountOnlineSQL.queryPos(ctx, s.db)
+	rows, err := workersCountOnlineSQL.QueryPos(ctx, s.h.DB)
 	if err != nil {
 		return nil, mapErr("count online workers", err)
 	}
@@ -381,7 +381,7 @@ func (s *Store) WorkersCountOnline(ctx context.Context) (map[string]int64, error
 // so the table does not grow with every worker that ever ran. It returns
 // how many it deleted.
 func (s *Store) WorkersDeleteOffline(ctx context.Context, before time.Time) (int64, error) {
-	tag, err := workersDeleteOfflineSQL.exec(ctx, s.db, pgx.NamedArgs{"before": before})
+	tag, err := workersDeleteOfflineSQL.Exec(ctx, s.h.DB, pgx.NamedArgs{"before": before})
 	if err != nil {
 		return 0, mapErr("delete offline workers", err)
 	}
@@ -407,7 +407,7 @@ func workerServes(w, ns, q, typ, ver string) string {
 // heartbeat).
 func (s *Store) WorkersServing(ctx context.Context, namespace, queue, typ, version string) (int, error) {
 	var n int
-	err := workersServingSQL.queryRow(ctx, s.db,
+	err := workersServingSQL.QueryRow(ctx, s.h.DB,
 		pgx.NamedArgs{"namespace": namespace, "queue": queue, "type": typ, "version": version}).Scan(&n)
 	return n, mapErr("count serving workers", err)
 }

@@ -1,7 +1,6 @@
-package store
+package core
 
 import (
-	"embed"
 	"fmt"
 	"io/fs"
 	"regexp"
@@ -21,23 +20,20 @@ import (
 // package initialises, so a name without a block fails every build's
 // tests at once. TestSQLFilesUsed fails for a block no code takes.
 
-//go:embed sql/*.sql
-var sqlFS embed.FS
-
 // statementKinds are the kinds a block may declare.
 var statementKinds = map[string]bool{"one": true, "many": true, "exec": true, "batch": true}
 
 var blockName = regexp.MustCompile(`^--\s*name:\s*([A-Z][A-Za-z0-9]*)\s*:(\w+)\s*$`)
 
-// sqlBlock is one named statement as its file writes it.
-type sqlBlock struct {
-	name, kind, file, text string
+// SQLBlock is one named statement as its file writes it.
+type SQLBlock struct {
+	Name, Kind, File, Text string
 }
 
 // parseSQLFile splits one file into its named blocks.
-func parseSQLFile(file, src string) ([]sqlBlock, error) {
-	var out []sqlBlock
-	var cur *sqlBlock
+func parseSQLFile(file, src string) ([]SQLBlock, error) {
+	var out []SQLBlock
+	var cur *SQLBlock
 	var body strings.Builder
 	flush := func() error {
 		if cur == nil {
@@ -46,9 +42,9 @@ func parseSQLFile(file, src string) ([]sqlBlock, error) {
 		text := strings.TrimSpace(body.String())
 		text = strings.TrimSpace(strings.TrimSuffix(text, ";"))
 		if text == "" {
-			return fmt.Errorf("%s: statement %s is empty", file, cur.name)
+			return fmt.Errorf("%s: statement %s is empty", file, cur.Name)
 		}
-		cur.text = text
+		cur.Text = text
 		out = append(out, *cur)
 		body.Reset()
 		return nil
@@ -61,7 +57,7 @@ func parseSQLFile(file, src string) ([]sqlBlock, error) {
 			if !statementKinds[m[2]] {
 				return nil, fmt.Errorf("%s:%d: statement %s has kind :%s, not one of :one, :many, :exec, :batch", file, i+1, m[1], m[2])
 			}
-			cur = &sqlBlock{name: m[1], kind: m[2], file: file}
+			cur = &SQLBlock{Name: m[1], Kind: m[2], File: file}
 			continue
 		}
 		if strings.HasPrefix(strings.TrimSpace(line), "-- name:") {
@@ -83,13 +79,13 @@ func parseSQLFile(file, src string) ([]sqlBlock, error) {
 	return out, nil
 }
 
-// loadSQL reads every block of every file of fsys's sql/ directory.
-func loadSQL(fsys fs.FS) (map[string]sqlBlock, error) {
+// LoadSQL reads every block of every file of fsys's sql/ directory.
+func LoadSQL(fsys fs.FS) (SQLBlocks, error) {
 	paths, err := fs.Glob(fsys, "sql/*.sql")
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]sqlBlock{}
+	out := SQLBlocks{}
 	for _, p := range paths {
 		src, err := fs.ReadFile(fsys, p)
 		if err != nil {
@@ -100,30 +96,37 @@ func loadSQL(fsys fs.FS) (map[string]sqlBlock, error) {
 			return nil, err
 		}
 		for _, b := range blocks {
-			if prev, ok := out[b.name]; ok {
-				return nil, fmt.Errorf("statement %s is written twice: in %s and %s", b.name, prev.file, b.file)
+			if prev, ok := out[b.Name]; ok {
+				return nil, fmt.Errorf("statement %s is written twice: in %s and %s", b.Name, prev.File, b.File)
 			}
-			out[b.name] = b
+			out[b.Name] = b
 		}
 	}
 	return out, nil
 }
 
-var sqlBlocks = func() map[string]sqlBlock {
-	m, err := loadSQL(sqlFS)
+// SQLBlocks are the named statements of one package's sql/*.sql.
+type SQLBlocks map[string]SQLBlock
+
+// MustLoadSQL loads the blocks of fsys (a package's embedded sql/*.sql)
+// and panics if they are malformed: a package calls it when it
+// initialises.
+func MustLoadSQL(fsys fs.FS) SQLBlocks {
+	m, err := LoadSQL(fsys)
 	if err != nil {
 		panic("store: " + err.Error())
 	}
 	return m
-}()
+}
 
-// stmt returns the statement named name, rewritten once into
-// Postgres's positional form (see named.go). It is called from package
-// variables only, so a missing name panics when the package initialises.
-func stmt(name string) *namedSQL {
-	b, ok := sqlBlocks[name]
+// Stmt returns the statement named name, rewritten once into Postgres's
+// positional form (see named.go). It is called from package variables
+// only (through each package's stmt), so a missing name panics when the
+// package initialises.
+func (b SQLBlocks) Stmt(name string) *NamedSQL {
+	blk, ok := b[name]
 	if !ok {
 		panic(fmt.Sprintf("store: no statement %s in sql/*.sql", name))
 	}
-	return prepareNamed(b.text)
+	return PrepareNamed(blk.Text)
 }

@@ -1,4 +1,4 @@
-package store
+package core
 
 import (
 	"time"
@@ -72,8 +72,8 @@ const (
 	OverlapTerminateOther = kagzitype.OverlapTerminateOther
 )
 
-// overlapColumn is a policy as stored: NULL for allow-all.
-func overlapColumn(p OverlapPolicy) *string {
+// OverlapColumn is a policy as stored: NULL for allow-all.
+func OverlapColumn(p OverlapPolicy) *string {
 	if p == "" || p == OverlapAllowAll {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package store
+package core
 
 import (
 	"context"
@@ -6,9 +6,9 @@ import (
 	"github.com/kagzi/kagzi/internal/tracectx"
 )
 
-// newTraceParent is the trace context of a run created outside any trace
+// NewTraceParent is the trace context of a run created outside any trace
 // (tracectx.NewBirth).
-func newTraceParent() (string, error) { return tracectx.NewBirth() }
+func NewTraceParent() (string, error) { return tracectx.NewBirth() }
 
 type traceKey struct{}
 
@@ -22,14 +22,14 @@ func WithTraceContext(ctx context.Context, tc string) context.Context {
 	return context.WithValue(ctx, traceKey{}, tc)
 }
 
-// traceOr returns tc, else the trace context ctx carries, else a fresh
+// TraceOr returns tc, else the trace context ctx carries, else a fresh
 // traceparent.
-func traceOr(ctx context.Context, tc string) (string, error) {
+func TraceOr(ctx context.Context, tc string) (string, error) {
 	if tc != "" {
 		return tc, nil
 	}
 	if v, ok := ctx.Value(traceKey{}).(string); ok && v != "" {
 		return v, nil
 	}
-	return newTraceParent()
+	return NewTraceParent()
 }

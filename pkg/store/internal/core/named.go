@@ -1,4 +1,4 @@
-package store
+package core
 
 import (
 	"context"
@@ -14,11 +14,11 @@ import (
 // on every call, which for a long statement costs tens of microseconds
 // and about fifty allocations (BenchmarkClaimRewrite): a statement on the
 // hot path (run per claim, start, report or heartbeat batch) is therefore
-// a namedSQL, rewritten once when the package initialises, and only its
+// a NamedSQL, rewritten once when the package initialises, and only its
 // arguments are put in order per call.
 
-// namedSQL is a statement with named parameters in its positional form.
-type namedSQL struct {
+// NamedSQL is a statement with named parameters in its positional form.
+type NamedSQL struct {
 	text  string   // as written, with @names
 	sql   string   // as Postgres gets it, with $n
 	names []string // names[i] is the name of $i+1
@@ -29,8 +29,8 @@ type namedSQL struct {
 // the statement means what it would mean passed with pgx.NamedArgs.
 var paramName = regexp.MustCompile(`@([A-Za-z_][A-Za-z0-9_]*)`)
 
-// prepareNamed rewrites text, a statement with named parameters.
-func prepareNamed(text string) *namedSQL {
+// PrepareNamed rewrites text, a statement with named parameters.
+func PrepareNamed(text string) *NamedSQL {
 	names := pgx.NamedArgs{}
 	for _, m := range paramName.FindAllStringSubmatch(text, -1) {
 		names[m[1]] = m[1]
@@ -39,18 +39,18 @@ func prepareNamed(text string) *namedSQL {
 	if err != nil {
 		panic(fmt.Sprintf("store: rewrite statement: %v", err))
 	}
-	q := &namedSQL{text: text, sql: sql, names: make([]string, len(order))}
+	q := &NamedSQL{text: text, sql: sql, names: make([]string, len(order))}
 	for i, n := range order {
 		q.names[i] = n.(string)
 	}
 	return q
 }
 
-// boundArgs are the arguments of a namedSQL. As a pgx.QueryRewriter they
+// boundArgs are the arguments of a NamedSQL. As a pgx.QueryRewriter they
 // give pgx the positional form and the arguments in its order; tracers
 // see the statement as written and read the arguments with NamedArgsOf.
 type boundArgs struct {
-	q    *namedSQL
+	q    *NamedSQL
 	args pgx.NamedArgs
 }
 
@@ -82,21 +82,21 @@ func NamedArgsOf(args []any) (pgx.NamedArgs, bool) {
 	return nil, false
 }
 
-func (q *namedSQL) query(ctx context.Context, db DBTX, args pgx.NamedArgs) (pgx.Rows, error) {
+func (q *NamedSQL) Query(ctx context.Context, db DBTX, args pgx.NamedArgs) (pgx.Rows, error) {
 	return db.Query(ctx, q.text, boundArgs{q, args})
 }
 
-func (q *namedSQL) queryRow(ctx context.Context, db DBTX, args pgx.NamedArgs) pgx.Row {
+func (q *NamedSQL) QueryRow(ctx context.Context, db DBTX, args pgx.NamedArgs) pgx.Row {
 	return db.QueryRow(ctx, q.text, boundArgs{q, args})
 }
 
-func (q *namedSQL) exec(ctx context.Context, db DBTX, args pgx.NamedArgs) (pgconn.CommandTag, error) {
+func (q *NamedSQL) Exec(ctx context.Context, db DBTX, args pgx.NamedArgs) (pgconn.CommandTag, error) {
 	return db.Exec(ctx, q.text, boundArgs{q, args})
 }
 
 // only returns the arguments of args that q names: for statements that
 // share one set of arguments (each statement is given exactly its own).
-func (q *namedSQL) only(args pgx.NamedArgs) pgx.NamedArgs {
+func (q *NamedSQL) Only(args pgx.NamedArgs) pgx.NamedArgs {
 	out := make(pgx.NamedArgs, len(q.names))
 	for _, n := range q.names {
 		if v, ok := args[n]; ok {
@@ -106,21 +106,30 @@ func (q *namedSQL) only(args pgx.NamedArgs) pgx.NamedArgs {
 	return out
 }
 
-func (q *namedSQL) queue(b *pgx.Batch, args pgx.NamedArgs) {
+func (q *NamedSQL) Queue(b *pgx.Batch, args pgx.NamedArgs) {
 	b.Queue(q.text, boundArgs{q, args})
 }
 
 // A statement without named parameters ($1, $2 …, or none) takes its
 // arguments in order: these run it as written.
 
-func (q *namedSQL) queryPos(ctx context.Context, db DBTX, args ...any) (pgx.Rows, error) {
+func (q *NamedSQL) QueryPos(ctx context.Context, db DBTX, args ...any) (pgx.Rows, error) {
 	return db.Query(ctx, q.sql, args...)
 }
 
-func (q *namedSQL) queryRowPos(ctx context.Context, db DBTX, args ...any) pgx.Row {
+func (q *NamedSQL) QueryRowPos(ctx context.Context, db DBTX, args ...any) pgx.Row {
 	return db.QueryRow(ctx, q.sql, args...)
 }
 
-func (q *namedSQL) execPos(ctx context.Context, db DBTX, args ...any) (pgconn.CommandTag, error) {
+func (q *NamedSQL) ExecPos(ctx context.Context, db DBTX, args ...any) (pgconn.CommandTag, error) {
 	return db.Exec(ctx, q.sql, args...)
 }
+
+// SQL is the statement as Postgres gets it, with $n.
+func (q *NamedSQL) SQL() string { return q.sql }
+
+// Text is the statement as written, with @names.
+func (q *NamedSQL) Text() string { return q.text }
+
+// Bind returns args bound to q, as the store gives them to pgx.
+func (q *NamedSQL) Bind(args pgx.NamedArgs) pgx.QueryRewriter { return boundArgs{q, args} }

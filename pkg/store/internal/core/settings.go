@@ -1,4 +1,4 @@
-package store
+package core
 
 import (
 	"context"
@@ -32,16 +32,16 @@ const MaxPayloadLimit = 64 << 20
 func (s Settings) Validate() error {
 	switch {
 	case s.PayloadMaxBytes < 1 || s.PayloadMaxBytes > MaxPayloadLimit:
-		return invalidf("payload limit %d bytes: 1 to %d", s.PayloadMaxBytes, MaxPayloadLimit)
+		return Invalidf("payload limit %d bytes: 1 to %d", s.PayloadMaxBytes, MaxPayloadLimit)
 	case s.PayloadWarnBytes < 1 || s.PayloadWarnBytes > s.PayloadMaxBytes:
-		return invalidf("payload warning size %d bytes: 1 to the limit (%d)", s.PayloadWarnBytes, s.PayloadMaxBytes)
+		return Invalidf("payload warning size %d bytes: 1 to the limit (%d)", s.PayloadWarnBytes, s.PayloadMaxBytes)
 	}
 	return nil
 }
 
-// settingsCache holds a Store's copy of the settings; a Store and the
+// SettingsCache holds a Store's copy of the settings; a Store and the
 // Stores bound to transactions from it share one.
-type settingsCache struct {
+type SettingsCache struct {
 	mu sync.Mutex
 	v  *Settings
 }
@@ -53,11 +53,11 @@ var (
 )
 
 // SettingsGet reads the settings from the database.
-func (s *Store) SettingsGet(ctx context.Context) (Settings, error) {
+func (h *Handle) SettingsGet(ctx context.Context) (Settings, error) {
 	var v Settings
-	err := settingsGetSQL.queryRowPos(ctx, s.db).Scan(&v.PayloadWarnBytes, &v.PayloadMaxBytes)
+	err := settingsGetSQL.QueryRowPos(ctx, h.DB).Scan(&v.PayloadWarnBytes, &v.PayloadMaxBytes)
 	if err != nil {
-		return Settings{}, mapErr("read settings", err)
+		return Settings{}, MapErr("read settings", err)
 	}
 	return v, nil
 }
@@ -65,30 +65,30 @@ func (s *Store) SettingsGet(ctx context.Context) (Settings, error) {
 // SettingsSet changes the settings (every field; see Settings.Validate) and
 // returns them. This Store applies them at once; other processes when they
 // restart.
-func (s *Store) SettingsSet(ctx context.Context, v Settings) (Settings, error) {
+func (h *Handle) SettingsSet(ctx context.Context, v Settings) (Settings, error) {
 	if err := v.Validate(); err != nil {
 		return Settings{}, err
 	}
-	_, err := settingsSetSQL.exec(ctx, s.db, pgx.NamedArgs{"warn_bytes": v.PayloadWarnBytes, "max_bytes": v.PayloadMaxBytes})
+	_, err := settingsSetSQL.Exec(ctx, h.DB, pgx.NamedArgs{"warn_bytes": v.PayloadWarnBytes, "max_bytes": v.PayloadMaxBytes})
 	if err != nil {
-		return Settings{}, mapErr("set settings", err)
+		return Settings{}, MapErr("set settings", err)
 	}
-	s.settings.mu.Lock()
-	s.settings.v = &v
-	s.settings.mu.Unlock()
+	h.Settings.mu.Lock()
+	h.Settings.v = &v
+	h.Settings.mu.Unlock()
 	return v, nil
 }
 
 // Limits returns the settings this Store applies, reading them from the
 // database the first time.
-func (s *Store) Limits(ctx context.Context) (Settings, error) {
-	c := s.settings
+func (h *Handle) Limits(ctx context.Context) (Settings, error) {
+	c := h.Settings
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.v != nil {
 		return *c.v, nil
 	}
-	v, err := s.SettingsGet(ctx)
+	v, err := h.SettingsGet(ctx)
 	if err != nil {
 		return Settings{}, err
 	}
@@ -97,20 +97,20 @@ func (s *Store) Limits(ctx context.Context) (Settings, error) {
 }
 
 // checkPayload enforces the payload limits on one payload.
-func (s *Store) checkPayload(ctx context.Context, what string, p []byte) error {
+func (h *Handle) CheckPayload(ctx context.Context, what string, p []byte) error {
 	n := len(p)
 	if n == 0 {
 		return nil
 	}
-	lim, err := s.Limits(ctx)
+	lim, err := h.Limits(ctx)
 	if err != nil {
 		return err
 	}
 	if n > lim.PayloadMaxBytes {
 		return fmt.Errorf("%w: %s is %d bytes, the limit is %d", ErrPayloadTooLarge, what, n, lim.PayloadMaxBytes)
 	}
-	if n > lim.PayloadWarnBytes && s.opts.OnLargePayload != nil {
-		s.opts.OnLargePayload(what, n)
+	if n > lim.PayloadWarnBytes && h.Opts.OnLargePayload != nil {
+		h.Opts.OnLargePayload(what, n)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package store
+package core
 
 import (
 	"errors"
@@ -49,20 +49,20 @@ func noWorkerMessage(msg string) string {
 	return strings.Replace(msg, "@ on queue ", " on queue ", 1)
 }
 
-func invalidf(format string, args ...any) error {
+func Invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
 }
 
-// isDeadlock reports whether Postgres aborted the statement to break a
+// IsDeadlock reports whether Postgres aborted the statement to break a
 // deadlock (the statement may be run again).
-func isDeadlock(err error) bool {
+func IsDeadlock(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "40P01"
 }
 
-// mapErr turns driver errors into the store's typed errors, keeping the
+// MapErr turns driver errors into the store's typed errors, keeping the
 // original for inspection. what names the operation for the message.
-func mapErr(what string, err error) error {
+func MapErr(what string, err error) error {
 	if err == nil {
 		return nil
 	}
