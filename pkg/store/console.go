@@ -321,3 +321,24 @@ func (s *Store) RunsHeldBy(ctx context.Context, namespace string, workers []uuid
 	}
 	return out, mapErr("runs held", rows.Err())
 }
+
+// RunsListParams filter and page a listing of runs.
+type RunsListParams struct {
+	Namespace string
+	// Statuses filter; empty means every status but the template ones.
+	Statuses   []RunStatus
+	Type       string
+	Queue      string
+	ScheduleID *uuid.UUID
+	ParentID   *uuid.UUID
+	// Limit is the page size (0: DefaultPageSize, at most MaxPageSize).
+	Limit int
+	// After continues a previous page.
+	After *Cursor
+}
+
+// RunsList lists runs newest first. next is nil on the last page.
+func (s *Store) RunsList(ctx context.Context, p RunsListParams) (runs []Run, next *Cursor, err error) {
+	return s.RunsSearch(ctx, RunsSearchParams{Namespace: p.Namespace, Statuses: p.Statuses, Type: p.Type, Queue: p.Queue,
+		ScheduleID: p.ScheduleID, ParentID: p.ParentID, Limit: p.Limit, After: p.After})
+}

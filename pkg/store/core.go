@@ -37,6 +37,9 @@ type (
 const (
 	maxNameLen               = core.MaxNameLen
 	maxErrLen                = core.MaxErrLen
+	IdleInTransactionTimeout = core.IdleInTransactionTimeout
+	MinKeep                  = core.MinKeep
+	MaxKeep                  = core.MaxKeep
 	MaxPayloadLimit          = core.MaxPayloadLimit
 	StatusPending            = core.StatusPending
 	StatusRunning            = core.StatusRunning

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/kagzi/kagzi/pkg/store/internal/runstore"
 )
 
 // EventsSendWithStartParams describe an event for the live run with an
@@ -60,7 +61,7 @@ func (s *Store) EventsSendWithStart(ctx context.Context, p EventsSendWithStartPa
 	if p.Run.ScheduleID != nil || p.Run.ParentRunID != nil {
 		return SentWithStart{}, invalidf("signal-with-start starts top-level runs only")
 	}
-	if p.Run.flow() {
+	if runstore.Flow(p.Run) {
 		return SentWithStart{}, invalidf("signal-with-start takes no debounce or id reuse policy")
 	}
 	if err := checkEventName(p.Name); err != nil {

@@ -10,12 +10,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/kagzi/kagzi/pkg/store/internal/core"
+	"github.com/kagzi/kagzi/pkg/store/internal/runstore"
 )
 
 // Store is the repository over one executor (a pool or a transaction).
 // It is safe for concurrent use when it wraps a pool.
 type Store struct {
 	h core.Handle
+	runstore.Runs
 }
 
 // New returns a Store over db (usually a *pgxpool.Pool).
@@ -30,7 +32,14 @@ func New(db DBTX, opts Options) *Store {
 			}
 		}
 	}
+	s.wire()
 	return s
+}
+
+// wire gives every part of s its handle: they are made once, here and in
+// WithTx, not per call.
+func (s *Store) wire() {
+	s.Runs = runstore.New(s.h)
 }
 
 // Connect opens a pool for url and checks it answers. The URL may reach
@@ -42,12 +51,6 @@ func New(db DBTX, opts Options) *Store {
 func Connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	return connect(ctx, url, nil)
 }
-
-// IdleInTransactionTimeout is how long the pools Connect opens let a
-// session sit idle inside a transaction before the server ends it: the
-// bound on how long a frozen process holds the rows its transaction
-// locked.
-const IdleInTransactionTimeout = 5 * time.Second
 
 // connect opens a pool for url, with its configuration adjusted by setup
 // (if given), and checks it answers.
@@ -114,7 +117,9 @@ func (s *Store) Ping(ctx context.Context) error {
 // WithTx returns a Store bound to the caller's transaction, so store writes
 // commit or roll back with the caller's own.
 func (s *Store) WithTx(tx pgx.Tx) *Store {
-	return &Store{h: s.h.WithTx(tx)}
+	t := &Store{h: s.h.WithTx(tx)}
+	t.wire()
+	return t
 }
 
 // beginTx begins a transaction on s's executor (a savepoint when s is

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -55,3 +56,9 @@ func (h *Handle) BeginTx(ctx context.Context) (pgx.Tx, error) {
 
 // IsNoRows reports whether err is pgx's no-rows error.
 func IsNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
+
+// IdleInTransactionTimeout is how long the pools Connect opens let a
+// session sit idle inside a transaction before the server ends it: the
+// bound on how long a frozen process holds the rows its transaction
+// locked.
+const IdleInTransactionTimeout = 5 * time.Second

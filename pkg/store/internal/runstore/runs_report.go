@@ -1,4 +1,4 @@
-package store
+package runstore
 
 import (
 	"context"
@@ -46,7 +46,7 @@ var runsFailAttemptSQL = stmt("RunsFailAttempt")
 // request, which is how it says it stopped. Two statements: a read of the
 // run's attempts and retry policy, from which package retry computes the
 // outcome and the backoff, and the update that applies them.
-func (s *Store) RunsFailAttempt(ctx context.Context, l Lease, errMsg, errType string, nonRetryable bool) (RunsFailAttemptResult, error) {
+func (s *Runs) RunsFailAttempt(ctx context.Context, l Lease, errMsg, errType string, nonRetryable bool) (RunsFailAttemptResult, error) {
 	var res RunsFailAttemptResult
 	var (
 		st       RunStatus
@@ -97,7 +97,7 @@ var runsReleaseManySQL = stmt("RunsReleaseMany")
 // RunsReleaseMany releases claimed runs that never reached their worker,
 // claimable at once and without counting an attempt, in one statement.
 // Runs whose lease moved on are left alone. Returns how many were released.
-func (s *Store) RunsReleaseMany(ctx context.Context, leases []Lease) (int64, error) {
+func (s *Runs) RunsReleaseMany(ctx context.Context, leases []Lease) (int64, error) {
 	if len(leases) == 0 {
 		return 0, nil
 	}
@@ -154,7 +154,7 @@ type RunsCompleteOutcome struct {
 // RunsComplete would return it, and types[i] the run's workflow type when
 // this call completed it (empty when a repeated report found it already
 // completed); err is set when the statement as a whole failed.
-func (s *Store) RunsCompleteMany(ctx context.Context, items []RunsCompleteItem) (errs []error, types []string, err error) {
+func (s *Runs) RunsCompleteMany(ctx context.Context, items []RunsCompleteItem) (errs []error, types []string, err error) {
 	out, err := s.RunsCompleteBatch(ctx, items)
 	if err != nil {
 		return nil, nil, err
@@ -202,7 +202,7 @@ var runsCompleteOnlySQL = stmt("RunsComplete")
 // step more than once (across the batch), are the exception: their steps
 // are recorded first with StepsRecordBatch, then the item completes with
 // the others if they all were.
-func (s *Store) RunsCompleteBatch(ctx context.Context, items []RunsCompleteItem) ([]RunsCompleteOutcome, error) {
+func (s *Runs) RunsCompleteBatch(ctx context.Context, items []RunsCompleteItem) ([]RunsCompleteOutcome, error) {
 	out := make([]RunsCompleteOutcome, len(items))
 	type stepKey struct {
 		run  uuid.UUID
@@ -356,9 +356,9 @@ func (s *Store) RunsCompleteBatch(ctx context.Context, items []RunsCompleteItem)
 // execution did not see waits, else completes the run (its step reports
 // were recorded by the first statement). It returns the run's type when it
 // completed it.
-func (s *Store) completeGuarded(ctx context.Context, it *RunsCompleteItem) (typ string, err error) {
+func (s *Runs) completeGuarded(ctx context.Context, it *RunsCompleteItem) (typ string, err error) {
 	var refused bool
-	err = s.InTx(ctx, func(tx *Store) error {
+	err = s.inTx(ctx, func(tx *Runs) error {
 		held, r, err := tx.eventsGuard(ctx, it.Lease, it.Events)
 		switch {
 		case err != nil:
@@ -415,7 +415,7 @@ var runsQueueDepthsSQL = stmt("RunsQueueDepths")
 // a live worker serves is listed, with 0 when nothing is due, so a
 // dashboard shows 0 rather than no data. The workers are checked once per
 // type and version, not per run.
-func (s *Store) RunsQueueDepths(ctx context.Context) ([]QueueDepth, error) {
+func (s *Runs) RunsQueueDepths(ctx context.Context) ([]QueueDepth, error) {
 	rows, err := runsQueueDepthsSQL.QueryPos(ctx, s.h.DB)
 	if err != nil {
 		return nil, mapErr("queue depths", err)

@@ -1,4 +1,4 @@
-package store
+package runstore
 
 import (
 	"context"
@@ -40,7 +40,7 @@ var limitsSetSQL = stmt("LimitsSet")
 // rules it started with). Raising a limit announces the queue as claimable
 // (the trigger on concurrency_limits, migration 005), so runs that waited
 // for a slot are claimed at once.
-func (s *Store) LimitsSet(ctx context.Context, namespace, queue, typ string, maxRunning int) (ConcurrencyLimit, error) {
+func (s *Runs) LimitsSet(ctx context.Context, namespace, queue, typ string, maxRunning int) (ConcurrencyLimit, error) {
 	if err := checkLimitOf(namespace, queue, typ); err != nil {
 		return ConcurrencyLimit{}, err
 	}
@@ -75,7 +75,7 @@ var limitsDeleteSQL = stmt("LimitsDelete")
 // LimitsDelete removes the concurrency limit of a workflow type in a queue,
 // announcing the queue as claimable as a raise does; an absent limit is
 // ErrNotFound.
-func (s *Store) LimitsDelete(ctx context.Context, namespace, queue, typ string) error {
+func (s *Runs) LimitsDelete(ctx context.Context, namespace, queue, typ string) error {
 	tag, err := limitsDeleteSQL.Exec(ctx, s.h.DB,
 		pgx.NamedArgs{"namespace": namespace, "queue": queue, "type": typ})
 	if err != nil {
@@ -91,7 +91,7 @@ func (s *Store) LimitsDelete(ctx context.Context, namespace, queue, typ string) 
 var limitsListSQL = stmt("LimitsList")
 
 // LimitsList lists the namespace's concurrency limits by queue and type.
-func (s *Store) LimitsList(ctx context.Context, namespace string) ([]ConcurrencyLimit, error) {
+func (s *Runs) LimitsList(ctx context.Context, namespace string) ([]ConcurrencyLimit, error) {
 	rows, err := limitsListSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace})
 	if err != nil {
 		return nil, mapErr("list concurrency limits", err)

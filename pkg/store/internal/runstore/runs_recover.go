@@ -1,4 +1,4 @@
-package store
+package runstore
 
 import (
 	"context"
@@ -85,7 +85,7 @@ var (
 
 // recoverRuns runs pick with args, computes the backoff of each run it
 // finds, and runs move with args and the backoffs.
-func (s *Store) recoverRuns(ctx context.Context, what string, pick, move *namedSQL, args pgx.NamedArgs) ([]RecoveredRun, error) {
+func (s *Runs) recoverRuns(ctx context.Context, what string, pick, move *namedSQL, args pgx.NamedArgs) ([]RecoveredRun, error) {
 	rows, err := pick.Query(ctx, s.h.DB, pick.Only(args))
 	if err != nil {
 		return nil, mapErr(what, err)
@@ -135,7 +135,7 @@ func (c *recoverCandidates) add(id uuid.UUID, attempts int32, raw []byte) error 
 }
 
 // recoverMove runs move, a recovery, with args and the candidates c.
-func (s *Store) recoverMove(ctx context.Context, what string, move *namedSQL, args pgx.NamedArgs, c *recoverCandidates) ([]RecoveredRun, error) {
+func (s *Runs) recoverMove(ctx context.Context, what string, move *namedSQL, args pgx.NamedArgs, c *recoverCandidates) ([]RecoveredRun, error) {
 	args["run_ids"], args["attempts"], args["exhausted"], args["delay_ms"] = c.ids, c.attempts, c.exhausted, c.delays
 	rows, err := move.Query(ctx, s.h.DB, move.Only(args))
 	if err != nil {
@@ -159,7 +159,7 @@ func (s *Store) recoverMove(ctx context.Context, what string, move *namedSQL, ar
 // (see recoverRuns). A run is received when a persisted heartbeat marked it
 // held, or when it is among received: the runs the worker's last heartbeat
 // listed, which the caller heard (a flush may have skipped marking them).
-func (s *Store) RunsRecoverWorker(ctx context.Context, workerID uuid.UUID, received ...uuid.UUID) ([]RecoveredRun, error) {
+func (s *Runs) RunsRecoverWorker(ctx context.Context, workerID uuid.UUID, received ...uuid.UUID) ([]RecoveredRun, error) {
 	if received == nil {
 		received = []uuid.UUID{}
 	}
@@ -169,14 +169,14 @@ func (s *Store) RunsRecoverWorker(ctx context.Context, workerID uuid.UUID, recei
 
 // RunsExpireLeases takes back every running run whose lease expired at or
 // before now, like RunsRecoverWorker (a run is received when held).
-func (s *Store) RunsExpireLeases(ctx context.Context, now time.Time) ([]RecoveredRun, error) {
+func (s *Runs) RunsExpireLeases(ctx context.Context, now time.Time) ([]RecoveredRun, error) {
 	return s.recoverRuns(ctx, "expire leases", runsExpireLeasesPickSQL, runsExpireLeasesSQL,
 		pgx.NamedArgs{"error": "lease expired", "now": now, "received": []uuid.UUID{}})
 }
 
 // RunsNextLeaseExpiry returns the earliest lease expiry of a running run, or
 // nil when none runs.
-func (s *Store) RunsNextLeaseExpiry(ctx context.Context) (*time.Time, error) {
+func (s *Runs) RunsNextLeaseExpiry(ctx context.Context) (*time.Time, error) {
 	var t *time.Time
 	err := runsNextLeaseExpirySQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{}).Scan(&t)
 	return t, mapErr("next lease expiry", err)
@@ -190,7 +190,7 @@ var runsFailPastDeadlineSQL = stmt("RunsFailPastDeadline")
 
 // RunsFailPastDeadline fails every live run whose deadline is at or before
 // now, whatever its state, and returns them.
-func (s *Store) RunsFailPastDeadline(ctx context.Context, now time.Time) ([]Run, error) {
+func (s *Runs) RunsFailPastDeadline(ctx context.Context, now time.Time) ([]Run, error) {
 	rows, err := runsFailPastDeadlineSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"now": now, "error": DeadlineError})
 	if err != nil {
 		return nil, mapErr("fail past deadline", err)
@@ -203,7 +203,7 @@ func (s *Store) RunsFailPastDeadline(ctx context.Context, now time.Time) ([]Run,
 var runsNextDeadlineSQL = stmt("RunsNextDeadline")
 
 // RunsNextDeadline returns the earliest deadline of a live run, or nil.
-func (s *Store) RunsNextDeadline(ctx context.Context) (*time.Time, error) {
+func (s *Runs) RunsNextDeadline(ctx context.Context) (*time.Time, error) {
 	var t *time.Time
 	err := runsNextDeadlineSQL.QueryRowPos(ctx, s.h.DB).Scan(&t)
 	return t, mapErr("next deadline", err)
@@ -229,7 +229,7 @@ var runsExtendLeasesSQL = stmt("RunsExtendLeases")
 // released, claimable at once, if its lease was last set more than grace
 // before the heartbeat (so a delivery still in flight when the heartbeat was
 // sent is left alone). It returns the number extended and released.
-func (s *Store) RunsExtendLeases(ctx context.Context, hbs []RunsExtendLeasesParams, grace time.Duration) (extended, released int64, err error) {
+func (s *Runs) RunsExtendLeases(ctx context.Context, hbs []RunsExtendLeasesParams, grace time.Duration) (extended, released int64, err error) {
 	if len(hbs) == 0 {
 		return 0, 0, nil
 	}

@@ -1,4 +1,4 @@
-package store
+package runstore
 
 import (
 	"context"
@@ -122,11 +122,11 @@ const reuseTries = 3
 // external id, it looks for the live run holding the id (returned, or
 // under IDReuseTerminate terminated), else checks the last run that held
 // it and ended, then inserts.
-func (s *Store) runsCreateReuse(ctx context.Context, p RunsCreateParams, policy []byte) (Run, bool, error) {
+func (s *Runs) runsCreateReuse(ctx context.Context, p RunsCreateParams, policy []byte) (Run, bool, error) {
 	what := fmt.Sprintf("create run with external id %q", p.ExternalID)
 	var run Run
 	var created bool
-	err := s.InTx(ctx, func(tx *Store) error {
+	err := s.inTx(ctx, func(tx *Runs) error {
 		args := pgx.NamedArgs{"namespace": p.Namespace, "external_id": p.ExternalID}
 		lock := pgx.NamedArgs{"class": reuseLockClass, "namespace": p.Namespace, "external_id": p.ExternalID}
 		if _, err := runsReuseLockSQL.Exec(ctx, tx.h.DB, lock); err != nil {
@@ -176,7 +176,7 @@ func (s *Store) runsCreateReuse(ctx context.Context, p RunsCreateParams, policy 
 
 // reuseCheckEnded refuses p with an *IDReuseError if its policy forbids a
 // new run after the last run that held its id and ended.
-func (s *Store) reuseCheckEnded(ctx context.Context, p RunsCreateParams) error {
+func (s *Runs) reuseCheckEnded(ctx context.Context, p RunsCreateParams) error {
 	if p.IDReuse != IDReuseFailedOnly && p.IDReuse != IDReuseReject {
 		return nil
 	}

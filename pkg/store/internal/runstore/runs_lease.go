@@ -1,4 +1,4 @@
-package store
+package runstore
 
 import (
 	"context"
@@ -34,7 +34,7 @@ func leaseArgs(l Lease, args pgx.NamedArgs) pgx.NamedArgs {
 // the lease's arguments. If it matched no run, it succeeds anyway when the
 // run already shows the same token and status done (a retried report), else
 // it is ErrLeaseLost.
-func (s *Store) leaseTransition(ctx context.Context, what string, l Lease, done RunStatus, q *namedSQL, args pgx.NamedArgs) error {
+func (s *Runs) leaseTransition(ctx context.Context, what string, l Lease, done RunStatus, q *namedSQL, args pgx.NamedArgs) error {
 	tag, err := q.Exec(ctx, s.h.DB, leaseArgs(l, args))
 	if err != nil {
 		return mapErr(what, err)
@@ -49,7 +49,7 @@ func (s *Store) leaseTransition(ctx context.Context, what string, l Lease, done 
 var leaseCheckSQL = stmt("RunsLeaseCheck")
 
 // leaseCheckDone decides what a report that matched no running lease means.
-func (s *Store) leaseCheckDone(ctx context.Context, what string, l Lease, done RunStatus) error {
+func (s *Runs) leaseCheckDone(ctx context.Context, what string, l Lease, done RunStatus) error {
 	var st RunStatus
 	var tok int64
 	err := leaseCheckSQL.QueryRow(ctx, s.h.DB,
@@ -66,7 +66,7 @@ func (s *Store) leaseCheckDone(ctx context.Context, what string, l Lease, done R
 // RunsComplete records a run's successful end and its output (and, for a
 // child, wakes its parent: the wake-up CTEs pstep and pwake, explained in runs_children.go). It is RunsCompleteMany for
 // one run, so a completion means the same whichever way it arrives.
-func (s *Store) RunsComplete(ctx context.Context, l Lease, output []byte) error {
+func (s *Runs) RunsComplete(ctx context.Context, l Lease, output []byte) error {
 	errs, _, err := s.RunsCompleteMany(ctx, []RunsCompleteItem{{Lease: l, Output: output}})
 	if err != nil {
 		return err
@@ -79,7 +79,7 @@ var runsFailSQL = stmt("RunsFail")
 
 // RunsFail records a run's final failure (and, for a child, wakes its
 // parent).
-func (s *Store) RunsFail(ctx context.Context, l Lease, errMsg string) error {
+func (s *Runs) RunsFail(ctx context.Context, l Lease, errMsg string) error {
 	var n int64
 	err := runsFailSQL.QueryRow(ctx, s.h.DB, leaseArgs(l, pgx.NamedArgs{"error": clipError(errMsg)})).Scan(&n)
 	if err != nil {
@@ -94,7 +94,7 @@ func (s *Store) RunsFail(ctx context.Context, l Lease, errMsg string) error {
 // RunsSleep suspends a run until the given time (nil: until something wakes
 // it, e.g. an event or a child finishing). It releases the lease and the
 // worker's slot.
-func (s *Store) RunsSleep(ctx context.Context, l Lease, until *time.Time) error {
+func (s *Runs) RunsSleep(ctx context.Context, l Lease, until *time.Time) error {
 	// A run asked to cancel whose workflow has not been delivered the
 	// request yet is due at once: its workflow handles the request.
 	return s.leaseTransition(ctx, "sleep run", l, StatusSleeping, runsSleepSQL, pgx.NamedArgs{"until": until})
@@ -105,7 +105,7 @@ var runsSleepSQL = stmt("RunsSleep")
 
 // RunsRetryAt ends the current attempt with an error and makes the run
 // claimable again at the given time as its next attempt.
-func (s *Store) RunsRetryAt(ctx context.Context, l Lease, at time.Time, errMsg string) error {
+func (s *Runs) RunsRetryAt(ctx context.Context, l Lease, at time.Time, errMsg string) error {
 	return s.leaseTransition(ctx, "retry run", l, StatusPending, runsRetryAtSQL, pgx.NamedArgs{"at": at, "error": clipError(errMsg)})
 }
 
@@ -116,7 +116,7 @@ var runsRetryAtSQL = stmt("RunsRetryAt")
 // an attempt: a delivery nobody received, or a worker draining.
 // It is RunsReleaseMany for one run, with the repeated report told from a
 // lost lease.
-func (s *Store) RunsRelease(ctx context.Context, l Lease) error {
+func (s *Runs) RunsRelease(ctx context.Context, l Lease) error {
 	n, err := s.RunsReleaseMany(ctx, []Lease{l})
 	if err != nil {
 		return err

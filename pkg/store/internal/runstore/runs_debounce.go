@@ -1,4 +1,4 @@
-package store
+package runstore
 
 import (
 	"context"
@@ -100,7 +100,7 @@ var runsDebounceSQL = stmt("RunsDebounce")
 // runsDebounce starts the validated, debounced run p: it opens a run
 // (created) or merges into the open one of its key, and returns that run
 // as the start left it.
-func (s *Store) runsDebounce(ctx context.Context, p RunsCreateParams, policy []byte) (Run, bool, error) {
+func (s *Runs) runsDebounce(ctx context.Context, p RunsCreateParams, policy []byte) (Run, bool, error) {
 	d := p.Debounce
 	var pol, trace *string
 	if policy != nil {

@@ -1,4 +1,4 @@
-package store
+package runstore
 
 import (
 	"context"
@@ -23,7 +23,7 @@ func checkFlow(p *RunsCreateParams) error {
 
 // runsCreateFlow starts the validated run p, which is debounced or has an
 // id reuse policy.
-func (s *Store) runsCreateFlow(ctx context.Context, p RunsCreateParams, policy []byte) (Run, bool, error) {
+func (s *Runs) runsCreateFlow(ctx context.Context, p RunsCreateParams, policy []byte) (Run, bool, error) {
 	if p.Debounce != nil {
 		return s.runsDebounce(ctx, p, policy)
 	}
@@ -35,10 +35,10 @@ func (s *Store) runsCreateFlow(ctx context.Context, p RunsCreateParams, policy [
 // it is inserted by runsCreate's statement and each row with it by its own,
 // so a later row sees what an earlier one did (a second debounced row with
 // one key merges into the first's run).
-func (s *Store) runsCreateMixed(ctx context.Context, ps []RunsCreateParams, policies [][]byte) ([]Run, []bool, error) {
+func (s *Runs) runsCreateMixed(ctx context.Context, ps []RunsCreateParams, policies [][]byte) ([]Run, []bool, error) {
 	runs := make([]Run, len(ps))
 	created := make([]bool, len(ps))
-	err := s.InTx(ctx, func(tx *Store) error {
+	err := s.inTx(ctx, func(tx *Runs) error {
 		for i := 0; i < len(ps); {
 			if ps[i].flow() {
 				run, made, err := tx.runsCreateFlow(ctx, ps[i], policies[i])

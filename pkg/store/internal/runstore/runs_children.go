@@ -1,4 +1,4 @@
-package store
+package runstore
 
 import (
 	"context"
@@ -80,7 +80,7 @@ type RunsStartChildParams struct {
 // the child exists it is left alone, and if the step attempt was recorded
 // (or finished, the child being fast) nothing changes. A lost lease writes
 // nothing and is ErrLeaseLost.
-func (s *Store) RunsStartChild(ctx context.Context, p RunsStartChildParams) error {
+func (s *Runs) RunsStartChild(ctx context.Context, p RunsStartChildParams) error {
 	if err := checkName("workflow type", p.Type, true); err != nil {
 		return err
 	}
@@ -165,7 +165,7 @@ var runsWaitLockSQL = stmt("RunsWaitLock")
 // it was claimable at once (an awaited event or every awaited child was
 // already there). A retried request after the run went to sleep under the
 // same lease is a no-op success.
-func (s *Store) RunsWait(ctx context.Context, p RunsWaitParams) (ready bool, err error) {
+func (s *Runs) RunsWait(ctx context.Context, p RunsWaitParams) (ready bool, err error) {
 	if err := checkName("namespace", p.Lease.Namespace, true); err != nil {
 		return false, err
 	}

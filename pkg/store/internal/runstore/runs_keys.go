@@ -1,4 +1,4 @@
-package store
+package runstore
 
 import (
 	"context"
@@ -91,7 +91,7 @@ type ClaimStats struct {
 
 // RunsClaimStats is RunsClaim, also reporting what flow control held back
 // (zero when the claim did not take the flow path).
-func (s *Store) RunsClaimStats(ctx context.Context, p RunsClaimParams) ([]ClaimedRun, ClaimStats, error) {
+func (s *Runs) RunsClaimStats(ctx context.Context, p RunsClaimParams) ([]ClaimedRun, ClaimStats, error) {
 	var st ClaimStats
 	runs, err := s.runsClaim(ctx, p, &st)
 	return runs, st, err
@@ -103,7 +103,7 @@ func (s *Store) RunsClaimStats(ctx context.Context, p RunsClaimParams) ([]Claime
 // fails; it ends the claim sessions stuck sending results to a client
 // that stopped reading (a frozen dispatcher) first, so the next claim goes
 // through.
-func (s *Store) runsClaimFlow(ctx context.Context, args pgx.NamedArgs, stats *ClaimStats) ([]ClaimedRun, error) {
+func (s *Runs) runsClaimFlow(ctx context.Context, args pgx.NamedArgs, stats *ClaimStats) ([]ClaimedRun, error) {
 	b := &pgx.Batch{}
 	runsClaimFlowPickSQL.Queue(b, runsClaimFlowPickSQL.Only(args))
 	runsClaimFlowSQL.Queue(b, runsClaimFlowSQL.Only(args))
@@ -145,7 +145,7 @@ const ClaimStuckAfter = IdleInTransactionTimeout
 
 // flowClaimErr maps a flow claim's error; on a lock timeout it first ends
 // stuck claim sessions.
-func (s *Store) flowClaimErr(ctx context.Context, err error) error {
+func (s *Runs) flowClaimErr(ctx context.Context, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available
 		_, _ = s.ClaimsStuckTerminate(ctx, ClaimStuckAfter)
@@ -162,7 +162,7 @@ var claimsStuckTerminateSQL = stmt("ClaimsStuckTerminate")
 // its result is sent: a client that stopped reading (a frozen process)
 // holds that statement's row locks — the limit and rate rows that other
 // claims of the same type or key wait for — until its session ends.
-func (s *Store) ClaimsStuckTerminate(ctx context.Context, after time.Duration) (int, error) {
+func (s *Runs) ClaimsStuckTerminate(ctx context.Context, after time.Duration) (int, error) {
 	var n int
 	err := claimsStuckTerminateSQL.QueryRow(ctx, s.h.DB,
 		pgx.NamedArgs{"after_ms": after.Milliseconds()}).Scan(&n)
@@ -182,7 +182,7 @@ var limitsPerKeySetSQL = stmt("LimitsPerKeySet")
 // total cap. maxPerKey 0 removes the per-key limit (and the limit row, if
 // no total limit is left). As LimitsSet, it marks the type's running runs
 // so the counts see them, and applies to claims that begin after it.
-func (s *Store) LimitsSetPerKey(ctx context.Context, namespace, queue, typ string, maxPerKey int) (ConcurrencyLimit, error) {
+func (s *Runs) LimitsSetPerKey(ctx context.Context, namespace, queue, typ string, maxPerKey int) (ConcurrencyLimit, error) {
 	if err := checkLimitOf(namespace, queue, typ); err != nil {
 		return ConcurrencyLimit{}, err
 	}
@@ -223,7 +223,7 @@ var limitsKeyUsageSQL = stmt("LimitsKeyUsage")
 // LimitsKeyUsage returns the concurrency keys of a type in a queue with
 // the most RUNNING runs counted by its per-key limit, busiest first, at
 // most top of them.
-func (s *Store) LimitsKeyUsage(ctx context.Context, namespace, queue, typ string, top int) ([]KeyUsage, error) {
+func (s *Runs) LimitsKeyUsage(ctx context.Context, namespace, queue, typ string, top int) ([]KeyUsage, error) {
 	if top <= 0 {
 		return nil, invalidf("top %d must be positive", top)
 	}

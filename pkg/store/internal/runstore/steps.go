@@ -1,4 +1,4 @@
-package store
+package runstore
 
 import (
 	"context"
@@ -146,7 +146,7 @@ func validStepStatus(st StepStatus) bool {
 
 func stepFinished(st StepStatus) bool { return st == StepCompleted || st == StepFailed }
 
-func (s *Store) validateStep(ctx context.Context, p *StepsRecordParams) error {
+func (s *Runs) validateStep(ctx context.Context, p *StepsRecordParams) error {
 	if err := checkName("namespace", p.Lease.Namespace, true); err != nil {
 		return err
 	}
@@ -208,7 +208,7 @@ var stepsLeaseFailedSQL = stmt("StepsLeaseFailed")
 // stepLeaseFailed decides what a step report that found no running lease
 // means: a retry of a report that was applied before the run moved on under
 // the same lease is a success; anything else lost the lease.
-func (s *Store) stepLeaseFailed(ctx context.Context, p *StepsRecordParams) error {
+func (s *Runs) stepLeaseFailed(ctx context.Context, p *StepsRecordParams) error {
 	var (
 		st   RunStatus
 		tok  int64
@@ -235,7 +235,7 @@ func (s *Store) stepLeaseFailed(ctx context.Context, p *StepsRecordParams) error
 //
 // It is StepsRecordBatch for one report, so a report means the same whichever
 // way it arrives.
-func (s *Store) StepsRecord(ctx context.Context, p StepsRecordParams) error {
+func (s *Runs) StepsRecord(ctx context.Context, p StepsRecordParams) error {
 	out, err := s.StepsRecordBatch(ctx, []StepsRecordParams{p})
 	if err != nil {
 		return err
@@ -255,7 +255,7 @@ func (s *Store) StepsRecord(ctx context.Context, p StepsRecordParams) error {
 // a report sent twice; those cannot share one statement), is applied one
 // statement per report instead, pipelined in one round trip, in the order
 // given.
-func (s *Store) StepsRecordMany(ctx context.Context, ps []StepsRecordParams) (errs []error, err error) {
+func (s *Runs) StepsRecordMany(ctx context.Context, ps []StepsRecordParams) (errs []error, err error) {
 	out, err := s.StepsRecordBatch(ctx, ps)
 	if err != nil {
 		return nil, err
@@ -278,7 +278,7 @@ type StepOutcome struct {
 }
 
 // StepsRecordBatch is StepsRecordMany with each report's outcome in full.
-func (s *Store) StepsRecordBatch(ctx context.Context, ps []StepsRecordParams) ([]StepOutcome, error) {
+func (s *Runs) StepsRecordBatch(ctx context.Context, ps []StepsRecordParams) ([]StepOutcome, error) {
 	out := make([]StepOutcome, len(ps))
 	errs := make([]error, len(ps))
 	var sent []int
@@ -339,7 +339,7 @@ type stepResult struct {
 
 // stepsRecordSet applies ps[i] for every i in sent with stepRecordManySQL;
 // res[k] is the result of ps[sent[k]].
-func (s *Store) stepsRecordSet(ctx context.Context, ps []StepsRecordParams, sent []int) (res []stepResult, err error) {
+func (s *Runs) stepsRecordSet(ctx context.Context, ps []StepsRecordParams, sent []int) (res []stepResult, err error) {
 	var a stepArrays
 	for _, i := range sent {
 		a.add(&ps[i])
@@ -377,7 +377,7 @@ func (s *Store) stepsRecordSet(ctx context.Context, ps []StepsRecordParams, sent
 // stepsRecordPipelined applies ps[i] for every i in sent with
 // stepRecordSQL, one statement each in one round trip; res[k] is the result
 // of ps[sent[k]].
-func (s *Store) stepsRecordPipelined(ctx context.Context, ps []StepsRecordParams, sent []int) (res []stepResult, err error) {
+func (s *Runs) stepsRecordPipelined(ctx context.Context, ps []StepsRecordParams, sent []int) (res []stepResult, err error) {
 	res = make([]stepResult, len(sent))
 	if len(sent) == 1 {
 		// One report needs no pipeline.
@@ -416,7 +416,7 @@ var stepsListSQL = stmt("StepsList")
 // StepsList returns every attempt of every step of a run, in the order they
 // were recorded (created_at, then step id and attempt): a timeline. An
 // unknown run is ErrNotFound; a run without steps gives an empty list.
-func (s *Store) StepsList(ctx context.Context, namespace string, runID uuid.UUID) ([]Step, error) {
+func (s *Runs) StepsList(ctx context.Context, namespace string, runID uuid.UUID) ([]Step, error) {
 	// The run is joined, not just the steps read, so an unknown run can be
 	// told from one without steps in the same round trip.
 	rows, err := stepsListSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"ns": namespace, "run_id": runID})
@@ -468,7 +468,7 @@ var stepsLatestSQL = stmt("StepsLatest")
 // StepsLatest returns the latest attempt of every step of the given runs of
 // the namespace, in one query, by run id and then by step id. Runs without
 // steps (or unknown, or of another namespace) are absent from the map.
-func (s *Store) StepsLatest(ctx context.Context, namespace string, runIDs []uuid.UUID) (map[uuid.UUID][]StepState, error) {
+func (s *Runs) StepsLatest(ctx context.Context, namespace string, runIDs []uuid.UUID) (map[uuid.UUID][]StepState, error) {
 	out := make(map[uuid.UUID][]StepState)
 	if len(runIDs) == 0 {
 		return out, nil

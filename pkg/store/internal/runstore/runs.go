@@ -1,4 +1,4 @@
-package store
+package runstore
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 var runsGetSQL = stmt("RunsGet")
 
 // RunsGet returns a run of the namespace with its input and output.
-func (s *Store) RunsGet(ctx context.Context, namespace string, id uuid.UUID) (Run, error) {
+func (s *Runs) RunsGet(ctx context.Context, namespace string, id uuid.UUID) (Run, error) {
 	row := runsGetSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "run_id": id})
 	var in, out []byte
 	var cont *uuid.UUID
@@ -35,7 +35,7 @@ var runsGetByExternalIDSQL = stmt("RunsGetByExternalID")
 
 // RunsGetByExternalID returns the newest run of the namespace with that
 // external id (the live one if any).
-func (s *Store) RunsGetByExternalID(ctx context.Context, namespace, externalID string) (Run, error) {
+func (s *Runs) RunsGetByExternalID(ctx context.Context, namespace, externalID string) (Run, error) {
 	row := runsGetByExternalIDSQL.QueryRow(ctx, s.h.DB,
 		pgx.NamedArgs{"namespace": namespace, "external_id": externalID})
 	run, err := scanRun(row)
@@ -45,33 +45,12 @@ func (s *Store) RunsGetByExternalID(ctx context.Context, namespace, externalID s
 	return run, nil
 }
 
-// RunsListParams filter and page a listing of runs.
-type RunsListParams struct {
-	Namespace string
-	// Statuses filter; empty means every status but the template ones.
-	Statuses   []RunStatus
-	Type       string
-	Queue      string
-	ScheduleID *uuid.UUID
-	ParentID   *uuid.UUID
-	// Limit is the page size (0: DefaultPageSize, at most MaxPageSize).
-	Limit int
-	// After continues a previous page.
-	After *Cursor
-}
-
-// RunsList lists runs newest first. next is nil on the last page.
-func (s *Store) RunsList(ctx context.Context, p RunsListParams) (runs []Run, next *Cursor, err error) {
-	return s.RunsSearch(ctx, RunsSearchParams{Namespace: p.Namespace, Statuses: p.Statuses, Type: p.Type, Queue: p.Queue,
-		ScheduleID: p.ScheduleID, ParentID: p.ParentID, Limit: p.Limit, After: p.After})
-}
-
 // runsCountSQL is RunsCount's statement.
 var runsCountSQL = stmt("RunsCount")
 
 // RunsCount counts the namespace's runs by status (templates included under
 // their own statuses).
-func (s *Store) RunsCount(ctx context.Context, namespace string) (map[RunStatus]int64, error) {
+func (s *Runs) RunsCount(ctx context.Context, namespace string) (map[RunStatus]int64, error) {
 	rows, err := runsCountSQL.Query(ctx, s.h.DB,
 		pgx.NamedArgs{"namespace": namespace})
 	if err != nil {
@@ -103,7 +82,7 @@ var runsCancelSQL = stmt("RunsCancel")
 // (see RunsFailAttempt). A run that never started is cancelled at once. A
 // repeated request changes nothing. Cancelling a finished run or a
 // template is ErrConflict. Returns the run as it is now.
-func (s *Store) RunsCancel(ctx context.Context, namespace string, id uuid.UUID) (Run, error) {
+func (s *Runs) RunsCancel(ctx context.Context, namespace string, id uuid.UUID) (Run, error) {
 	return s.retryDeadlock(ctx, "cancel run", func() (Run, error) {
 		return scanRun(runsCancelSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "run_id": id}))
 	}, namespace, id)
@@ -122,7 +101,7 @@ var runsTerminateSQL = stmt("RunsTerminate")
 // Its children get their parent-close policies, as when any run ends.
 // Terminating a finished run or a template is ErrConflict. Returns the run
 // as it is now.
-func (s *Store) RunsTerminate(ctx context.Context, namespace string, id uuid.UUID, reason string) (Run, error) {
+func (s *Runs) RunsTerminate(ctx context.Context, namespace string, id uuid.UUID, reason string) (Run, error) {
 	msg := TerminatedError
 	if reason != "" {
 		msg += ": " + reason
@@ -137,7 +116,7 @@ func (s *Store) RunsTerminate(ctx context.Context, namespace string, id uuid.UUI
 // its children after itself, a child's end its parent after itself: the
 // two can meet), and maps "no row" to the run's state: ErrNotFound, or
 // ErrConflict for a run that is not live.
-func (s *Store) retryDeadlock(ctx context.Context, what string, stmt func() (Run, error), namespace string, id uuid.UUID) (Run, error) {
+func (s *Runs) retryDeadlock(ctx context.Context, what string, stmt func() (Run, error), namespace string, id uuid.UUID) (Run, error) {
 	for tries := 1; ; tries++ {
 		run, err := stmt()
 		if err == nil {
@@ -172,7 +151,7 @@ var runsRetrySQL = stmt("RunsRetry")
 // the run's one trace (a run from before trace contexts gets one now).
 // Only a FAILED run can be retried (ErrConflict otherwise); one
 // whose external id a live run took meanwhile is ErrConflict too.
-func (s *Store) RunsRetry(ctx context.Context, namespace string, id uuid.UUID) (Run, error) {
+func (s *Runs) RunsRetry(ctx context.Context, namespace string, id uuid.UUID) (Run, error) {
 	tc, err := newTraceParent()
 	if err != nil {
 		return Run{}, err

@@ -1,4 +1,4 @@
-package store
+package runstore
 
 import (
 	"context"
@@ -72,7 +72,7 @@ var runsClaimLimitedSQL = stmt("RunsClaimLimited")
 var limitedTypesSQL = stmt("RunsClaimRoute")
 
 // claimStatement picks the claim statement RunsClaim would run for args.
-func (s *Store) claimStatement(ctx context.Context, db DBTX, args pgx.NamedArgs) (*namedSQL, pgx.NamedArgs, error) {
+func (s *Runs) claimStatement(ctx context.Context, db DBTX, args pgx.NamedArgs) (*namedSQL, pgx.NamedArgs, error) {
 	var r claimRoute
 	if err := limitedTypesSQL.QueryRow(ctx, db, limitedTypesArgs(args)).Scan(&r.limited, &r.keyed, &r.rateDue); err != nil {
 		return nil, nil, mapErr("claim runs: read limits", err)
@@ -143,13 +143,13 @@ func claimArgs(p RunsClaimParams) (pgx.NamedArgs, error) {
 // first listed version of its type, so its replays stay on one version. Each claim sets RUNNING, the
 // worker, a new lease token and the lease expiry, and returns the run's
 // input and the latest attempt of each of its steps.
-func (s *Store) RunsClaim(ctx context.Context, p RunsClaimParams) ([]ClaimedRun, error) {
+func (s *Runs) RunsClaim(ctx context.Context, p RunsClaimParams) ([]ClaimedRun, error) {
 	return s.runsClaim(ctx, p, nil)
 }
 
 // runsClaim is RunsClaim, recording in stats (if not nil) what a flow
 // claim held back.
-func (s *Store) runsClaim(ctx context.Context, p RunsClaimParams, stats *ClaimStats) ([]ClaimedRun, error) {
+func (s *Runs) runsClaim(ctx context.Context, p RunsClaimParams, stats *ClaimStats) ([]ClaimedRun, error) {
 	args, err := claimArgs(p)
 	if err != nil {
 		return nil, err
@@ -244,12 +244,12 @@ func scanClaimed(rows pgx.Rows) ([]ClaimedRun, error) {
 // RunsClaim would run for p, inside a transaction it rolls back (so nothing
 // is claimed), and returns the plan as text. Tests and `kagzi bench` use it
 // to check the claim stays on its partial index.
-func (s *Store) RunsClaimExplain(ctx context.Context, p RunsClaimParams) (string, error) {
+func (s *Runs) RunsClaimExplain(ctx context.Context, p RunsClaimParams) (string, error) {
 	args, err := claimArgs(p)
 	if err != nil {
 		return "", err
 	}
-	tx, err := s.beginTx(ctx)
+	tx, err := s.h.BeginTx(ctx)
 	if err != nil {
 		return "", mapErr("explain claim: begin", err)
 	}
@@ -295,7 +295,7 @@ var runsNextDueSQL = stmt("RunsNextDue")
 // right after a claim: runs still due then were left by that claim (another
 // type set's, a type at its concurrency limit, a row another transaction
 // held), so they are retried on other signals, not at once.
-func (s *Store) RunsNextDue(ctx context.Context, namespace, queue string) (next *time.Time, pastDue bool, err error) {
+func (s *Runs) RunsNextDue(ctx context.Context, namespace, queue string) (next *time.Time, pastDue bool, err error) {
 	err = runsNextDueSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "queue": queue}).Scan(&next, &pastDue)
 	if err != nil {
 		return nil, false, mapErr("next due run", err)
@@ -315,7 +315,7 @@ var runsQueuesDueSQL = stmt("RunsQueuesDue")
 
 // RunsQueuesDue lists every queue with claimable runs and the earliest
 // due time of each: the backlog a dispatcher reads on start and reconnect.
-func (s *Store) RunsQueuesDue(ctx context.Context) ([]QueueDue, error) {
+func (s *Runs) RunsQueuesDue(ctx context.Context) ([]QueueDue, error) {
 	rows, err := runsQueuesDueSQL.QueryPos(ctx, s.h.DB)
 	if err != nil {
 		return nil, mapErr("due queues", err)

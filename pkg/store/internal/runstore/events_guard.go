@@ -1,4 +1,4 @@
-package store
+package runstore
 
 import (
 	"context"
@@ -97,7 +97,7 @@ var eventsGuardRequeueSQL = stmt("EventsGuardRequeue")
 // tells a retried report from a lost lease). Otherwise the run stays
 // locked, in the caller's transaction, for the end to apply without the
 // check. The caller runs it in a transaction.
-func (s *Store) eventsGuard(ctx context.Context, l Lease, seen *EventsSeen) (held, refused bool, err error) {
+func (s *Runs) eventsGuard(ctx context.Context, l Lease, seen *EventsSeen) (held, refused bool, err error) {
 	var seq int64
 	err = eventsGuardLockSQL.QueryRow(ctx, s.h.DB, leaseArgs(l, pgx.NamedArgs{})).Scan(&seq)
 	if isNoRows(err) {

@@ -1,4 +1,4 @@
-package store
+package runstore
 
 import (
 	"context"
@@ -36,7 +36,7 @@ var runsContinueAsNewStateSQL = stmt("RunsContinueAsNewState")
 // ErrEventsArrived and the run is claimable again. The events a run
 // leaves go with it, not to the new run: a workflow drains them before it
 // continues.
-func (s *Store) RunsContinueAsNew(ctx context.Context, l Lease, newID uuid.UUID, input []byte, seen *EventsSeen) (string, error) {
+func (s *Runs) RunsContinueAsNew(ctx context.Context, l Lease, newID uuid.UUID, input []byte, seen *EventsSeen) (string, error) {
 	if newID == uuid.Nil {
 		return "", invalidf("continue as new: new run id is required")
 	}
@@ -57,7 +57,7 @@ func (s *Store) RunsContinueAsNew(ctx context.Context, l Lease, newID uuid.UUID,
 	}
 	if seen.active() {
 		var refused, done bool
-		err := s.InTx(ctx, func(tx *Store) error {
+		err := s.inTx(ctx, func(tx *Runs) error {
 			held, r, err := tx.eventsGuard(ctx, l, seen)
 			if err != nil || !held {
 				return err

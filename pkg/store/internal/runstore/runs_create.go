@@ -1,4 +1,4 @@
-package store
+package runstore
 
 import (
 	"context"
@@ -58,7 +58,7 @@ type RunsCreateParams struct {
 	IDReuseWindow time.Duration
 }
 
-func (s *Store) validateCreate(ctx context.Context, p *RunsCreateParams) ([]byte, error) {
+func (s *Runs) validateCreate(ctx context.Context, p *RunsCreateParams) ([]byte, error) {
 	if err := checkName("namespace", p.Namespace, true); err != nil {
 		return nil, err
 	}
@@ -123,7 +123,7 @@ var runsCreateSQL = stmt("RunsCreate")
 // RunsCreate starts a run. With an external id that a live run already
 // holds, it returns that run and created=false instead. It is
 // RunsCreateMany's statement for one run.
-func (s *Store) RunsCreate(ctx context.Context, p RunsCreateParams) (run Run, created bool, err error) {
+func (s *Runs) RunsCreate(ctx context.Context, p RunsCreateParams) (run Run, created bool, err error) {
 	policy, err := s.validateCreate(ctx, &p)
 	if err != nil {
 		return Run{}, false, err
@@ -143,7 +143,7 @@ func (s *Store) RunsCreate(ctx context.Context, p RunsCreateParams) (run Run, cr
 // that holds its external id (or fire time, or id), with created telling
 // which. A holder can finish between the insert and the lookup, which
 // frees the external id: such rows are inserted again.
-func (s *Store) runsCreate(ctx context.Context, ps []RunsCreateParams, policies [][]byte) ([]Run, []bool, error) {
+func (s *Runs) runsCreate(ctx context.Context, ps []RunsCreateParams, policies [][]byte) ([]Run, []bool, error) {
 	runs := make([]Run, len(ps))
 	created := make([]bool, len(ps))
 	todo := make([]int, len(ps))
@@ -191,7 +191,7 @@ func rowWhat(n, i int) string {
 
 // runsInsert runs runsCreateSQL for the rows rows of ps and returns the
 // runs it inserted by id.
-func (s *Store) runsInsert(ctx context.Context, ps []RunsCreateParams, policies [][]byte, rows []int) (map[uuid.UUID]Run, error) {
+func (s *Runs) runsInsert(ctx context.Context, ps []RunsCreateParams, policies [][]byte, rows []int) (map[uuid.UUID]Run, error) {
 	n := len(rows)
 	var (
 		ids                          = make([]uuid.UUID, n)
@@ -249,7 +249,7 @@ func (s *Store) runsInsert(ctx context.Context, ps []RunsCreateParams, policies 
 var runsFindConflictSQL = stmt("RunsFindConflict")
 
 // runsFindConflict finds the run that made an insert of p conflict.
-func (s *Store) runsFindConflict(ctx context.Context, p RunsCreateParams) (Run, error) {
+func (s *Runs) runsFindConflict(ctx context.Context, p RunsCreateParams) (Run, error) {
 	row := runsFindConflictSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"namespace": p.Namespace, "external_id": nullText(p.ExternalID), "schedule_id": p.ScheduleID,
 		"schedule_fire_at": p.ScheduleFireAt, "run_id": p.RunID})
 	var input []byte
@@ -268,7 +268,7 @@ type RunsCreateManyResult struct {
 // external id like RunsCreate. Results are in the order of ps. If a row
 // with RequireWorker has no live worker, the statement creates nothing
 // and returns ErrNoWorker naming that type.
-func (s *Store) RunsCreateMany(ctx context.Context, ps []RunsCreateParams) ([]RunsCreateManyResult, error) {
+func (s *Runs) RunsCreateMany(ctx context.Context, ps []RunsCreateParams) ([]RunsCreateManyResult, error) {
 	if len(ps) == 0 {
 		return nil, nil
 	}
