@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/kagzi/kagzi/pkg/store/internal/core"
+	"github.com/kagzi/kagzi/pkg/store/internal/opsstore"
 	"github.com/kagzi/kagzi/pkg/store/internal/runstore"
 )
 
@@ -18,6 +19,7 @@ import (
 type Store struct {
 	h core.Handle
 	runstore.Runs
+	opsstore.Ops
 }
 
 // New returns a Store over db (usually a *pgxpool.Pool).
@@ -40,6 +42,7 @@ func New(db DBTX, opts Options) *Store {
 // WithTx, not per call.
 func (s *Store) wire() {
 	s.Runs = runstore.New(s.h)
+	s.Ops = opsstore.New(s.h)
 }
 
 // Connect opens a pool for url and checks it answers. The URL may reach

@@ -1,4 +1,4 @@
-package store
+package opsstore
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package store
+package opsstore
 
 import (
 	"context"
@@ -120,7 +120,7 @@ func checkForkStep(step string) error {
 // repeated request for the same (run, step) returns the existing fork with
 // created=false. An unknown run (or a schedule template) is ErrNotFound; a
 // step the run did not record is ErrInvalidArgument.
-func (s *Store) RunsFork(ctx context.Context, p RunsForkParams) (Fork, error) {
+func (s *Ops) RunsFork(ctx context.Context, p RunsForkParams) (Fork, error) {
 	if err := checkName("namespace", p.Namespace, true); err != nil {
 		return Fork{}, err
 	}
@@ -157,10 +157,10 @@ type forkResult struct {
 // returns their outcomes in the order of pairs: each fork, made now or
 // found. A fork found by the insert's conflict but gone by the time it is
 // read (retention deleted it) is made again.
-func (s *Store) runsFork(ctx context.Context, namespace string, pairs []forkPair) ([]forkResult, error) {
+func (s *Ops) runsFork(ctx context.Context, namespace string, pairs []forkPair) ([]forkResult, error) {
 	out := make([]forkResult, len(pairs))
 	for tries := 1; ; tries++ {
-		err := s.InTx(ctx, func(tx *Store) error { return tx.runsForkTx(ctx, namespace, pairs, out) })
+		err := s.inTx(ctx, func(tx *Ops) error { return tx.runsForkTx(ctx, namespace, pairs, out) })
 		if err == nil {
 			return out, nil
 		}
@@ -177,7 +177,7 @@ func (s *Store) runsFork(ctx context.Context, namespace string, pairs []forkPair
 // errForkGone: a pair conflicted with a fork that could not be read back.
 var errForkGone = errors.New("fork gone")
 
-func (s *Store) runsForkTx(ctx context.Context, namespace string, pairs []forkPair, out []forkResult) error {
+func (s *Ops) runsForkTx(ctx context.Context, namespace string, pairs []forkPair, out []forkResult) error {
 	order := make([]int, len(pairs))
 	for i := range order {
 		order[i] = i
@@ -320,7 +320,7 @@ var runsForkSelectSQL = stmt("RunsForkSelect")
 // RunsFork would, in one transaction, and reports how many it forked and
 // how many had been forked from the same step already. A second call with
 // the same selection forks nothing again.
-func (s *Store) RunsForkMany(ctx context.Context, p RunsForkManyParams) (RunsForkManyResult, error) {
+func (s *Ops) RunsForkMany(ctx context.Context, p RunsForkManyParams) (RunsForkManyResult, error) {
 	if err := checkName("namespace", p.Namespace, true); err != nil {
 		return RunsForkManyResult{}, err
 	}
@@ -359,7 +359,7 @@ func (s *Store) RunsForkMany(ctx context.Context, p RunsForkManyParams) (RunsFor
 		return RunsForkManyResult{}, invalidf("limit %d is outside 1..%d", p.Limit, MaxForkMany)
 	}
 	var res RunsForkManyResult
-	err := s.InTx(ctx, func(tx *Store) error {
+	err := s.inTx(ctx, func(tx *Ops) error {
 		rows, err := runsForkSelectSQL.Query(ctx, tx.h.DB, pgx.NamedArgs{"namespace": p.Namespace, "status": string(p.Status),
 			"type": p.Type, "after": p.FinishedAfter, "before": p.FinishedBefore, "error_group": p.ErrorGroup,
 			"error_type": p.ErrorType, "step": p.Step, "from_failed": p.FromFailedStep, "limit": p.Limit})
@@ -420,7 +420,7 @@ var runsForkLinksSQL = stmt("RunsForkLinks")
 
 // RunsForkLinks returns a run's fork links: the run it was forked from,
 // if any, and its own forks. An unknown run is ErrNotFound.
-func (s *Store) RunsForkLinks(ctx context.Context, namespace string, id uuid.UUID) (ForkLinks, error) {
+func (s *Ops) RunsForkLinks(ctx context.Context, namespace string, id uuid.UUID) (ForkLinks, error) {
 	rows, err := runsForkLinksSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "run_id": id})
 	if err != nil {
 		return ForkLinks{}, mapErr("fork links", err)

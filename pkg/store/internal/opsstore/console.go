@@ -1,4 +1,4 @@
-package store
+package opsstore
 
 import (
 	"context"
@@ -81,7 +81,7 @@ func pageLimit(limit int) (int, error) {
 // RunsSearch lists runs newest first with every filter (RunsList is its
 // plain form). Without payload filters it reads one page of the listing
 // index.
-func (s *Store) RunsSearch(ctx context.Context, p RunsSearchParams) (runs []Run, next *Cursor, err error) {
+func (s *Ops) RunsSearch(ctx context.Context, p RunsSearchParams) (runs []Run, next *Cursor, err error) {
 	if err := checkName("namespace", p.Namespace, true); err != nil {
 		return nil, nil, err
 	}
@@ -131,7 +131,7 @@ func (s *Store) RunsSearch(ctx context.Context, p RunsSearchParams) (runs []Run,
 
 // RunsGetMany returns the runs of a namespace with these ids (without
 // payloads), in no particular order; missing ids are left out.
-func (s *Store) RunsGetMany(ctx context.Context, namespace string, ids []uuid.UUID) ([]Run, error) {
+func (s *Ops) RunsGetMany(ctx context.Context, namespace string, ids []uuid.UUID) ([]Run, error) {
 	rows, err := consoleRunsGetManySQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "run_ids": ids})
 	if err != nil {
 		return nil, mapErr("get runs", err)
@@ -143,7 +143,7 @@ func (s *Store) RunsGetMany(ctx context.Context, namespace string, ids []uuid.UU
 // RunsCreatedAfter returns up to limit runs (templates excluded) of a
 // namespace created after the cursor, oldest first: what a view that has
 // seen everything up to the cursor has not seen yet.
-func (s *Store) RunsCreatedAfter(ctx context.Context, namespace string, after Cursor, limit int) ([]Run, error) {
+func (s *Ops) RunsCreatedAfter(ctx context.Context, namespace string, after Cursor, limit int) ([]Run, error) {
 	rows, err := consoleRunsCreatedAfterSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "after_created_at": after.CreatedAt, "after_run_id": after.ID, "limit": limit})
 	if err != nil {
 		return nil, mapErr("runs created after", err)
@@ -154,7 +154,7 @@ func (s *Store) RunsCreatedAfter(ctx context.Context, namespace string, after Cu
 
 // RunsNewest returns the cursor of the namespace's newest run (templates
 // included), or the zero cursor when it has none.
-func (s *Store) RunsNewest(ctx context.Context, namespace string) (Cursor, error) {
+func (s *Ops) RunsNewest(ctx context.Context, namespace string) (Cursor, error) {
 	var c Cursor
 	err := consoleRunsNewestSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace}).Scan(&c.CreatedAt, &c.ID)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -189,7 +189,7 @@ const DeadLetterScan = 10000
 
 // RunsDeadLetters groups the namespace's newest failed runs (at most
 // DeadLetterScan) by type and error fingerprint, biggest group first.
-func (s *Store) RunsDeadLetters(ctx context.Context, namespace string) ([]DeadLetterGroup, error) {
+func (s *Ops) RunsDeadLetters(ctx context.Context, namespace string) ([]DeadLetterGroup, error) {
 	rows, err := consoleRunsDeadLettersSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "scan": DeadLetterScan})
 	if err != nil {
 		return nil, mapErr("dead letters", err)
@@ -213,7 +213,7 @@ func (s *Store) RunsDeadLetters(ctx context.Context, namespace string) ([]DeadLe
 // RunsDeadLetterIDs returns the ids of up to limit of the namespace's
 // newest failed runs (within DeadLetterScan) of type typ ("" any) whose
 // error has this fingerprint ("" any), newest first.
-func (s *Store) RunsDeadLetterIDs(ctx context.Context, namespace, typ, fingerprint string, limit int) ([]uuid.UUID, error) {
+func (s *Ops) RunsDeadLetterIDs(ctx context.Context, namespace, typ, fingerprint string, limit int) ([]uuid.UUID, error) {
 	rows, err := consoleRunsDeadLetterIDsSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "type": typ, "fingerprint": fingerprint, "limit": limit, "scan": DeadLetterScan})
 	if err != nil {
 		return nil, mapErr("dead letter ids", err)
@@ -244,7 +244,7 @@ type QueueTypeStats struct {
 // RunsQueueStats counts the namespace's live runs per queue and type:
 // due (claimable now), running, and sleeping (suspended until a known
 // time). It reads the claim and lease indexes only, never finished runs.
-func (s *Store) RunsQueueStats(ctx context.Context, namespace string) ([]QueueTypeStats, error) {
+func (s *Ops) RunsQueueStats(ctx context.Context, namespace string) ([]QueueTypeStats, error) {
 	rows, err := consoleRunsQueueStatsSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace})
 	if err != nil {
 		return nil, mapErr("queue stats", err)
@@ -264,7 +264,7 @@ func (s *Store) RunsQueueStats(ctx context.Context, namespace string) ([]QueueTy
 // Namespaces lists the namespaces that have runs or workers (at most 200,
 // by name). It walks the namespace-leading indexes with skip scans, one
 // index probe per namespace.
-func (s *Store) Namespaces(ctx context.Context) ([]string, error) {
+func (s *Ops) Namespaces(ctx context.Context) ([]string, error) {
 	rows, err := consoleNamespacesSQL.QueryPos(ctx, s.h.DB)
 	if err != nil {
 		return nil, mapErr("namespaces", err)
@@ -284,7 +284,7 @@ func (s *Store) Namespaces(ctx context.Context) ([]string, error) {
 // RunsLiveStatuses returns the status of each live (pending, running,
 // sleeping) run of a namespace, at most limit of them: the console's
 // starting point for keeping counts from events.
-func (s *Store) RunsLiveStatuses(ctx context.Context, namespace string, limit int) (map[uuid.UUID]RunStatus, error) {
+func (s *Ops) RunsLiveStatuses(ctx context.Context, namespace string, limit int) (map[uuid.UUID]RunStatus, error) {
 	rows, err := consoleRunsLiveStatusesSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "limit": limit})
 	if err != nil {
 		return nil, mapErr("live statuses", err)
@@ -304,7 +304,7 @@ func (s *Store) RunsLiveStatuses(ctx context.Context, namespace string, limit in
 
 // RunsHeldBy counts the running runs each of these workers holds (through
 // the lease index).
-func (s *Store) RunsHeldBy(ctx context.Context, namespace string, workers []uuid.UUID) (map[uuid.UUID]int, error) {
+func (s *Ops) RunsHeldBy(ctx context.Context, namespace string, workers []uuid.UUID) (map[uuid.UUID]int, error) {
 	rows, err := consoleRunsHeldBySQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "worker_ids": workers})
 	if err != nil {
 		return nil, mapErr("runs held", err)
@@ -338,7 +338,10 @@ type RunsListParams struct {
 }
 
 // RunsList lists runs newest first. next is nil on the last page.
-func (s *Store) RunsList(ctx context.Context, p RunsListParams) (runs []Run, next *Cursor, err error) {
+func (s *Ops) RunsList(ctx context.Context, p RunsListParams) (runs []Run, next *Cursor, err error) {
 	return s.RunsSearch(ctx, RunsSearchParams{Namespace: p.Namespace, Statuses: p.Statuses, Type: p.Type, Queue: p.Queue,
 		ScheduleID: p.ScheduleID, ParentID: p.ParentID, Limit: p.Limit, After: p.After})
 }
+
+// PageLimit is pageLimit, for the listings of package store.
+func PageLimit(limit int) (int, error) { return pageLimit(limit) }

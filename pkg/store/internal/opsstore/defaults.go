@@ -1,4 +1,4 @@
-package store
+package opsstore
 
 import (
 	"context"
@@ -30,7 +30,7 @@ func defaultVersion(ver, ns, typ string) string {
 // DefaultsSet sets the default version of workflow type typ in namespace:
 // runs started without a version from now on get it (runs already started
 // keep theirs).
-func (s *Store) DefaultsSet(ctx context.Context, namespace, typ, version string) (DefaultVersion, error) {
+func (s *Ops) DefaultsSet(ctx context.Context, namespace, typ, version string) (DefaultVersion, error) {
 	if err := checkName("namespace", namespace, true); err != nil {
 		return DefaultVersion{}, err
 	}
@@ -50,7 +50,7 @@ RETURNING namespace_id, workflow_type, version, updated_at`, pgx.NamedArgs{"name
 
 // DefaultsDelete removes the default version of typ; an absent one is
 // ErrNotFound.
-func (s *Store) DefaultsDelete(ctx context.Context, namespace, typ string) error {
+func (s *Ops) DefaultsDelete(ctx context.Context, namespace, typ string) error {
 	tag, err := s.h.DB.Exec(ctx, `DELETE FROM kagzi.workflow_defaults WHERE namespace_id = @namespace AND workflow_type = @type`,
 		pgx.NamedArgs{"namespace": namespace, "type": typ})
 	if err != nil {
@@ -63,7 +63,7 @@ func (s *Store) DefaultsDelete(ctx context.Context, namespace, typ string) error
 }
 
 // DefaultsList lists the namespace's default versions by type.
-func (s *Store) DefaultsList(ctx context.Context, namespace string) ([]DefaultVersion, error) {
+func (s *Ops) DefaultsList(ctx context.Context, namespace string) ([]DefaultVersion, error) {
 	rows, err := s.h.DB.Query(ctx, `
 SELECT namespace_id, workflow_type, version, updated_at FROM kagzi.workflow_defaults
 WHERE namespace_id = @namespace ORDER BY workflow_type`, pgx.NamedArgs{"namespace": namespace})

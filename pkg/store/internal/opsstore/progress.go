@@ -1,4 +1,4 @@
-package store
+package opsstore
 
 import (
 	"context"
@@ -53,7 +53,7 @@ var stepsStateSQL = stmt("StepsState")
 // StepsState returns the latest value of a run's state keys (the Set with
 // the highest number of each key) and the run's status. An unknown run is
 // ErrNotFound; a key never set is absent from Values.
-func (s *Store) StepsState(ctx context.Context, p StepsStateParams) (StateRead, error) {
+func (s *Ops) StepsState(ctx context.Context, p StepsStateParams) (StateRead, error) {
 	if p.RunID == uuid.Nil {
 		return StateRead{}, invalidf("run id is required")
 	}
@@ -147,7 +147,7 @@ var stepsStreamSQL = stmt("StepsStream")
 // StepsStream returns the entries of a run's stream with an index above
 // p.After, in index order, whether the stream was closed, and the run's
 // status. An unknown run is ErrNotFound; a stream never written is empty.
-func (s *Store) StepsStream(ctx context.Context, p StepsStreamParams) (StreamRead, error) {
+func (s *Ops) StepsStream(ctx context.Context, p StepsStreamParams) (StreamRead, error) {
 	if p.RunID == uuid.Nil {
 		return StreamRead{}, invalidf("run id is required")
 	}
@@ -216,7 +216,7 @@ var stepsStreamsSQL = stmt("StepsStreams")
 
 // StepsStreams lists the streams a run wrote to, by name. An unknown run
 // gives an empty list.
-func (s *Store) StepsStreams(ctx context.Context, namespace string, runID uuid.UUID) ([]StreamInfo, error) {
+func (s *Ops) StepsStreams(ctx context.Context, namespace string, runID uuid.UUID) ([]StreamInfo, error) {
 	rows, err := stepsStreamsSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"ns": namespace, "run_id": runID,
 		"prefix": protocol.StreamPrefix, "end": protocol.StreamEnd})
 	if err != nil {

@@ -1,4 +1,4 @@
-package store
+package opsstore
 
 import (
 	"context"
@@ -33,7 +33,7 @@ var historyInsertFinishedSQL = stmt("HistoryInsertFinished")
 // … SELECT over generate_series): the history of a busy system, which the
 // hot paths must not slow down on. Run ids are UUID v7 of their creation
 // time, as RunsCreate makes them. It returns the runs inserted.
-func (s *Store) RunsInsertFinished(ctx context.Context, p RunsInsertFinishedParams) (int64, error) {
+func (s *Ops) RunsInsertFinished(ctx context.Context, p RunsInsertFinishedParams) (int64, error) {
 	if p.Count <= 0 || p.From < 0 {
 		return 0, invalidf("finished runs: from %d count %d", p.From, p.Count)
 	}
@@ -49,7 +49,7 @@ var historyAnalyzeSQL = stmt("HistoryAnalyze")
 // Analyze refreshes the planner's statistics of Kagzi's tables: after a
 // bulk load (RunsInsertFinished) the plans measured next must be those of
 // a table that size, not of the empty one autovacuum last saw.
-func (s *Store) Analyze(ctx context.Context) error {
+func (s *Ops) Analyze(ctx context.Context) error {
 	_, err := historyAnalyzeSQL.ExecPos(ctx, s.h.DB)
 	return mapErr("analyze", err)
 }
@@ -69,7 +69,7 @@ var historyScheduleFiresSQL = stmt("HistoryScheduleFires")
 
 // SchedulesFires lists the runs fired for times in [from, to) by the
 // namespace's schedules, oldest first.
-func (s *Store) SchedulesFires(ctx context.Context, namespace string, from, to time.Time) ([]ScheduleFire, error) {
+func (s *Ops) SchedulesFires(ctx context.Context, namespace string, from, to time.Time) ([]ScheduleFire, error) {
 	rows, err := historyScheduleFiresSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "from": from, "to": to})
 	if err != nil {
 		return nil, mapErr("schedule fires", err)

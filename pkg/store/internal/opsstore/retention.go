@@ -1,4 +1,4 @@
-package store
+package opsstore
 
 import (
 	"context"
@@ -122,7 +122,7 @@ type RetentionSetParams struct {
 // RetentionSet creates or changes a retention policy and returns it. The
 // reaper's leader applies it at its next look at what expires, within an
 // hour (see RunsNextExpiry).
-func (s *Store) RetentionSet(ctx context.Context, p RetentionSetParams) (RetentionPolicy, error) {
+func (s *Ops) RetentionSet(ctx context.Context, p RetentionSetParams) (RetentionPolicy, error) {
 	if err := checkName("namespace", p.Namespace, false); err != nil {
 		return RetentionPolicy{}, err
 	}
@@ -154,7 +154,7 @@ func (s *Store) RetentionSet(ctx context.Context, p RetentionSetParams) (Retenti
 // workflow type in it, which then inherit again; an absent one is
 // ErrNotFound. The default policy cannot be removed (ErrInvalidArgument):
 // change it instead.
-func (s *Store) RetentionDelete(ctx context.Context, namespace, typ string) error {
+func (s *Ops) RetentionDelete(ctx context.Context, namespace, typ string) error {
 	if namespace == "" {
 		return invalidf("the default retention cannot be removed; set it instead")
 	}
@@ -175,7 +175,7 @@ func (s *Store) RetentionDelete(ctx context.Context, namespace, typ string) erro
 // RetentionList returns the policies that bear on namespace: the default
 // first, then the namespace's own (if any), then its types' by name.
 // RetentionFor resolves them.
-func (s *Store) RetentionList(ctx context.Context, namespace string) ([]RetentionPolicy, error) {
+func (s *Ops) RetentionList(ctx context.Context, namespace string) ([]RetentionPolicy, error) {
 	rows, err := retentionListSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace})
 	if err != nil {
 		return nil, mapErr("list retention", err)
@@ -222,7 +222,7 @@ type RunsExpiry struct {
 // finished runs. A child whose parent has not finished is not
 // due (RunsDeleteExpired spares it); the first one after it is looked at
 // instead.
-func (s *Store) RunsNextExpiry(ctx context.Context) (RunsExpiry, error) {
+func (s *Ops) RunsNextExpiry(ctx context.Context) (RunsExpiry, error) {
 	var out RunsExpiry
 	var shortest *time.Duration
 	err := retentionNextExpirySQL.QueryRowPos(ctx, s.h.DB).Scan(&out.OldestFinished, &out.Next, &shortest)
@@ -257,7 +257,7 @@ type RunsDeleteExpiredParams struct {
 // ending) is skipped, and its parent, for a child, is locked until the
 // batch commits, so neither can come back to life under the deletion.
 // Groups are taken in index order, each one's oldest runs first.
-func (s *Store) RunsDeleteExpired(ctx context.Context, p RunsDeleteExpiredParams) (int64, error) {
+func (s *Ops) RunsDeleteExpired(ctx context.Context, p RunsDeleteExpiredParams) (int64, error) {
 	if p.Limit <= 0 {
 		p.Limit = DefaultDeleteBatch
 	}
@@ -286,7 +286,7 @@ type Orphans struct {
 }
 
 // RunsOrphans counts the rows whose run is gone (see Orphans).
-func (s *Store) RunsOrphans(ctx context.Context) (Orphans, error) {
+func (s *Ops) RunsOrphans(ctx context.Context) (Orphans, error) {
 	var o Orphans
 	err := retentionOrphansSQL.QueryRowPos(ctx, s.h.DB).Scan(&o.Steps, &o.Events)
 	return o, mapErr("count orphans", err)

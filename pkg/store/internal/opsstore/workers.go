@@ -1,4 +1,4 @@
-package store
+package opsstore
 
 import (
 	"context"
@@ -152,7 +152,7 @@ func validateRegister(p *WorkersRegisterParams) error {
 // when the worker had gone OFFLINE. A worker id already registered in
 // another namespace is ErrConflict: ids are global, and one namespace must
 // not take over another's worker.
-func (s *Store) WorkersRegister(ctx context.Context, p WorkersRegisterParams) (Worker, error) {
+func (s *Ops) WorkersRegister(ctx context.Context, p WorkersRegisterParams) (Worker, error) {
 	if err := validateRegister(&p); err != nil {
 		return Worker{}, err
 	}
@@ -200,7 +200,7 @@ type WorkerBeat struct {
 // last_heartbeat_at backwards, and never takes a worker out of DRAINING
 // (only a new registration does). Worker ids are global, so beats are not
 // namespaced.
-func (s *Store) WorkersHeartbeat(ctx context.Context, beats []WorkerBeat) (int64, error) {
+func (s *Ops) WorkersHeartbeat(ctx context.Context, beats []WorkerBeat) (int64, error) {
 	if len(beats) == 0 {
 		return 0, nil
 	}
@@ -244,7 +244,7 @@ func (s *Store) WorkersHeartbeat(ctx context.Context, beats []WorkerBeat) (int64
 // workerTransition moves a worker of the namespace that is not OFFLINE;
 // an unknown worker is ErrNotFound and an OFFLINE one is returned as is.
 // Its statement is q, an update of the worker if it is not OFFLINE.
-func (s *Store) workerTransition(ctx context.Context, what, namespace string, id uuid.UUID, q *namedSQL) (Worker, error) {
+func (s *Ops) workerTransition(ctx context.Context, what, namespace string, id uuid.UUID, q *namedSQL) (Worker, error) {
 	row := q.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "worker_id": id})
 	w, err := scanWorker(row)
 	if err == nil {
@@ -263,7 +263,7 @@ func (s *Store) workerTransition(ctx context.Context, what, namespace string, id
 // WorkersDrain asks a worker to drain: ONLINE becomes DRAINING. Draining a
 // DRAINING worker is a no-op; draining an OFFLINE one is ErrConflict. The
 // caller tells the worker (it is not told by the store).
-func (s *Store) WorkersDrain(ctx context.Context, namespace string, id uuid.UUID) (Worker, error) {
+func (s *Ops) WorkersDrain(ctx context.Context, namespace string, id uuid.UUID) (Worker, error) {
 	w, err := s.workerTransition(ctx, "drain worker", namespace, id, workersDrainSQL)
 	if err != nil {
 		return Worker{}, err
@@ -278,7 +278,7 @@ func (s *Store) WorkersDrain(ctx context.Context, namespace string, id uuid.UUID
 // deregistration time. Deregistering an OFFLINE worker is a no-op. Runs
 // still locked to the worker are not touched: the caller recovers them with
 // RunsRecoverWorker.
-func (s *Store) WorkersDeregister(ctx context.Context, namespace string, id uuid.UUID) (Worker, error) {
+func (s *Ops) WorkersDeregister(ctx context.Context, namespace string, id uuid.UUID) (Worker, error) {
 	return s.workerTransition(ctx, "deregister worker", namespace, id, workersDeregisterSQL)
 }
 
@@ -286,7 +286,7 @@ func (s *Store) WorkersDeregister(ctx context.Context, namespace string, id uuid
 // heartbeat is before before, and returns their ids; the caller then
 // recovers their runs with RunsRecoverWorker. Workers whose rows are busy
 // (a heartbeat being written) are skipped: they are alive.
-func (s *Store) WorkersMarkStaleOffline(ctx context.Context, before time.Time) ([]uuid.UUID, error) {
+func (s *Ops) WorkersMarkStaleOffline(ctx context.Context, before time.Time) ([]uuid.UUID, error) {
 	rows, err := workersMarkStaleOfflineSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"before": before})
 	if err != nil {
 		return nil, mapErr("mark stale workers offline", err)
@@ -298,14 +298,14 @@ func (s *Store) WorkersMarkStaleOffline(ctx context.Context, before time.Time) (
 // WorkersOldestHeartbeat returns the oldest last heartbeat among workers
 // that are not OFFLINE, or nil when there is none: the reaper arms its
 // staleness timer with it instead of scanning.
-func (s *Store) WorkersOldestHeartbeat(ctx context.Context) (*time.Time, error) {
+func (s *Ops) WorkersOldestHeartbeat(ctx context.Context) (*time.Time, error) {
 	var t *time.Time
 	err := workersOldestHeartbeatSQL.QueryRowPos(ctx, s.h.DB).Scan(&t)
 	return t, mapErr("oldest worker heartbeat", err)
 }
 
 // WorkersGet returns a worker of the namespace.
-func (s *Store) WorkersGet(ctx context.Context, namespace string, id uuid.UUID) (Worker, error) {
+func (s *Ops) WorkersGet(ctx context.Context, namespace string, id uuid.UUID) (Worker, error) {
 	row := workersGetSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "worker_id": id})
 	w, err := scanWorker(row)
 	if err != nil {
@@ -334,7 +334,7 @@ type WorkersListParams struct {
 
 // WorkersList lists the namespace's workers by queue, then oldest
 // registration first.
-func (s *Store) WorkersList(ctx context.Context, p WorkersListParams) ([]Worker, error) {
+func (s *Ops) WorkersList(ctx context.Context, p WorkersListParams) ([]Worker, error) {
 	if err := checkName("namespace", p.Namespace, true); err != nil {
 		return nil, err
 	}
@@ -359,7 +359,7 @@ func (s *Store) WorkersList(ctx context.Context, p WorkersListParams) ([]Worker,
 
 // WorkersCountOnline counts ONLINE workers by "namespace/queue" (a metric).
 // DRAINING workers take no new work and are not counted.
-func (s *Store) WorkersCountOnline(ctx context.Context) (map[string]int64, error) {
+func (s *Ops) WorkersCountOnline(ctx context.Context) (map[string]int64, error) {
 	rows, err := workersCountOnlineSQL.QueryPos(ctx, s.h.DB)
 	if err != nil {
 		return nil, mapErr("count online workers", err)
@@ -380,7 +380,7 @@ func (s *Store) WorkersCountOnline(ctx context.Context) (map[string]int64, error
 // WorkersDeleteOffline deletes OFFLINE workers last heard of before before,
 // so the table does not grow with every worker that ever ran. It returns
 // how many it deleted.
-func (s *Store) WorkersDeleteOffline(ctx context.Context, before time.Time) (int64, error) {
+func (s *Ops) WorkersDeleteOffline(ctx context.Context, before time.Time) (int64, error) {
 	tag, err := workersDeleteOfflineSQL.Exec(ctx, s.h.DB, pgx.NamedArgs{"before": before})
 	if err != nil {
 		return 0, mapErr("delete offline workers", err)
@@ -405,7 +405,7 @@ func workerServes(w, ns, q, typ, ver string) string {
 // runs wait, PENDING, until a worker registers the type. Workers are live
 // until the reaper marks them OFFLINE (a worker timeout after their last
 // heartbeat).
-func (s *Store) WorkersServing(ctx context.Context, namespace, queue, typ, version string) (int, error) {
+func (s *Ops) WorkersServing(ctx context.Context, namespace, queue, typ, version string) (int, error) {
 	var n int
 	err := workersServingSQL.QueryRow(ctx, s.h.DB,
 		pgx.NamedArgs{"namespace": namespace, "queue": queue, "type": typ, "version": version}).Scan(&n)
