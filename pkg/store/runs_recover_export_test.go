@@ -11,5 +11,5 @@ import (
 // had found the runs ids showing attempts (and the policy they have now),
 // for tests of a run that moved on between the two.
 func (s *Store) RunsRecoverWorkerAsPicked(ctx context.Context, workerID uuid.UUID, ids []uuid.UUID, attempts []int32) ([]RecoveredRun, error) {
-	return runstore.RecoverWorkerAsPicked(&s.Runs, ctx, workerID, ids, attempts)
+	return runstore.RecoverWorkerAsPicked(&s.runsPart, ctx, workerID, ids, attempts)
 }

@@ -21,17 +21,17 @@ func checkFlowKeys(concurrencyKey, rateKey string) error {
 }
 
 func (s *Store) leaseCheckDone(ctx context.Context, what string, l Lease, done RunStatus) error {
-	return runstore.LeaseCheckDone(&s.Runs, ctx, what, l, done)
+	return runstore.LeaseCheckDone(&s.runsPart, ctx, what, l, done)
 }
 
 func (s *Store) validateStep(ctx context.Context, p *StepsRecordParams) error {
-	return runstore.ValidateStep(&s.Runs, ctx, p)
+	return runstore.ValidateStep(&s.runsPart, ctx, p)
 }
 
 func (s *Store) validateCreate(ctx context.Context, p *RunsCreateParams) ([]byte, error) {
-	return runstore.ValidateCreate(&s.Runs, ctx, p)
+	return runstore.ValidateCreate(&s.runsPart, ctx, p)
 }
 
 func (s *Store) runsInsert(ctx context.Context, ps []RunsCreateParams, policies [][]byte, rows []int) (map[uuid.UUID]Run, error) {
-	return runstore.RunsInsert(&s.Runs, ctx, ps, policies, rows)
+	return runstore.RunsInsert(&s.runsPart, ctx, ps, policies, rows)
 }

@@ -18,9 +18,16 @@ import (
 // It is safe for concurrent use when it wraps a pool.
 type Store struct {
 	h core.Handle
-	runstore.Runs
-	opsstore.Ops
+	runsPart
+	opsPart
 }
+
+// The parts of a Store, embedded under unexported names so that their
+// methods are the Store's and the parts themselves are not.
+type (
+	runsPart = runstore.Runs
+	opsPart  = opsstore.Ops
+)
 
 // New returns a Store over db (usually a *pgxpool.Pool).
 func New(db DBTX, opts Options) *Store {
@@ -41,8 +48,8 @@ func New(db DBTX, opts Options) *Store {
 // wire gives every part of s its handle: they are made once, here and in
 // WithTx, not per call.
 func (s *Store) wire() {
-	s.Runs = runstore.New(s.h)
-	s.Ops = opsstore.New(s.h)
+	s.runsPart = runstore.New(s.h)
+	s.opsPart = opsstore.New(s.h)
 }
 
 // Connect opens a pool for url and checks it answers. The URL may reach

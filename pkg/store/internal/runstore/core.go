@@ -1,7 +1,7 @@
 package runstore
 
-// Code below names what core defines, so this package's code and its
-// callers use it as their own.
+// The names below are defined in package core; they are named here
+// so that this package's code and its callers use them as their own.
 
 import (
 	"context"
@@ -14,67 +14,71 @@ import (
 )
 
 type (
-	Cursor            = core.Cursor
-	DBTX              = core.DBTX
-	Options           = core.Options
-	namedSQL          = core.NamedSQL
-	Settings          = core.Settings
-	settingsCache     = core.SettingsCache
-	RunStatus         = core.RunStatus
-	Run               = core.Run
+	// DBTX is what the store needs from a pool, a connection or a transaction,
+	// so every method works the same inside a caller's transaction.
+	DBTX     = core.DBTX
+	namedSQL = core.NamedSQL
+	// RunStatus is the state of a workflow run or schedule template.
+	RunStatus = core.RunStatus
+	// Run is a workflow run or a schedule template (Status SCHEDULED or
+	// PAUSED).
+	Run = core.Run
+	// ParentClosePolicy says what happens to a live child run when its parent
+	// reaches a terminal status.
 	ParentClosePolicy = core.ParentClosePolicy
-	Schedule          = core.Schedule
-	OverlapPolicy     = core.OverlapPolicy
-	ForkRef           = core.ForkRef
-	TypeVersion       = core.TypeVersion
-	StepKind          = core.StepKind
-	StepStatus        = core.StepStatus
-	Step              = core.Step
-	StepState         = core.StepState
-	ClaimedRun        = core.ClaimedRun
+	// TypeVersion names a workflow type at a version, as a worker registers
+	// it.
+	TypeVersion = core.TypeVersion
+	// StepKind is what a step records.
+	StepKind = core.StepKind
+	// StepStatus is the state of one step attempt.
+	StepStatus = core.StepStatus
+	// Step is one attempt of one step of a run.
+	Step = core.Step
+	// StepState is the latest attempt of a step as delivered with a claimed
+	// run: enough for replay without a round trip per step.
+	StepState = core.StepState
+	// ClaimedRun is a run handed to a worker by RunsClaim.
+	ClaimedRun = core.ClaimedRun
 )
 
 const (
-	maxNameLen               = core.MaxNameLen
-	maxErrLen                = core.MaxErrLen
+	maxNameLen = core.MaxNameLen
+	// IdleInTransactionTimeout is how long the pools Connect opens let a
+	// session sit idle inside a transaction before the server ends it: the
+	// bound on how long a frozen process holds the rows its transaction
+	// locked.
 	IdleInTransactionTimeout = core.IdleInTransactionTimeout
-	MinKeep                  = core.MinKeep
-	MaxKeep                  = core.MaxKeep
-	MaxPayloadLimit          = core.MaxPayloadLimit
-	StatusPending            = core.StatusPending
-	StatusRunning            = core.StatusRunning
-	StatusSleeping           = core.StatusSleeping
-	StatusCompleted          = core.StatusCompleted
-	StatusFailed             = core.StatusFailed
-	StatusCancelled          = core.StatusCancelled
-	StatusScheduled          = core.StatusScheduled
-	StatusPaused             = core.StatusPaused
-	ParentCloseTerminate     = core.ParentCloseTerminate
-	ParentCloseRequestCancel = core.ParentCloseRequestCancel
-	ParentCloseAbandon       = core.ParentCloseAbandon
-	OverlapAllowAll          = core.OverlapAllowAll
-	OverlapSkip              = core.OverlapSkip
-	OverlapBufferOne         = core.OverlapBufferOne
-	OverlapCancelOther       = core.OverlapCancelOther
-	OverlapTerminateOther    = core.OverlapTerminateOther
-	StepFunction             = core.StepFunction
-	StepSleep                = core.StepSleep
-	StepEvent                = core.StepEvent
-	StepChild                = core.StepChild
-	StepPending              = core.StepPending
-	StepRunning              = core.StepRunning
-	StepCompleted            = core.StepCompleted
-	StepFailed               = core.StepFailed
+	// MaxKeep is the longest period short of keeping for ever.
+	MaxKeep         = core.MaxKeep
+	StatusPending   = core.StatusPending
+	StatusRunning   = core.StatusRunning
+	StatusSleeping  = core.StatusSleeping
+	StatusCompleted = core.StatusCompleted
+	StatusFailed    = core.StatusFailed
+	StatusCancelled = core.StatusCancelled
+	StatusScheduled = core.StatusScheduled
+	StatusPaused    = core.StatusPaused
+	StepChild       = core.StepChild
+	StepPending     = core.StepPending
+	StepRunning     = core.StepRunning
+	StepCompleted   = core.StepCompleted
+	StepFailed      = core.StepFailed
 )
 
 var (
-	ErrNotFound        = core.ErrNotFound
-	ErrConflict        = core.ErrConflict
-	ErrInvalidArgument = core.ErrInvalidArgument
-	ErrLeaseLost       = core.ErrLeaseLost
-	ErrPayloadTooLarge = core.ErrPayloadTooLarge
-	ErrNoWorker        = core.ErrNoWorker
-	ErrEventsArrived   = core.ErrEventsArrived
+	// ErrNotFound: the entity does not exist in the given namespace.
+	ErrNotFound = core.ErrNotFound
+	// ErrConflict: the write conflicts with the entity's current state or a
+	// uniqueness rule (e.g.
+	ErrConflict = core.ErrConflict
+	// ErrLeaseLost: the report names a lease that is no longer current; the
+	// holder must abandon the run.
+	ErrLeaseLost = core.ErrLeaseLost
+	// ErrEventsArrived: a run's end (a completion or a continue-as-new) was
+	// refused because events of a name the ending execution waited for or
+	// drained arrived after its delivery and are not consumed.
+	ErrEventsArrived = core.ErrEventsArrived
 )
 
 func scanRun(row pgx.Row, extra ...any) (Run, error) { return core.ScanRun(row, extra...) }
@@ -84,8 +88,6 @@ func checkName(field, v string, required bool) error { return core.CheckName(fie
 func checkEventName(v string) error { return core.CheckEventName(v) }
 
 func checkTime(field string, t *time.Time) error { return core.CheckTime(field, t) }
-
-func pgText(s string) bool { return core.PGText(s) }
 
 func checkExternalID(v string) error { return core.CheckExternalID(v) }
 
