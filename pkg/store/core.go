@@ -7,9 +7,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/kagzi/kagzi/pkg/retry"
 	"github.com/kagzi/kagzi/pkg/store/internal/core"
 )
 
@@ -135,8 +133,6 @@ var (
 	ErrEventsArrived = core.ErrEventsArrived
 )
 
-func scanRun(row pgx.Row, extra ...any) (Run, error) { return core.ScanRun(row, extra...) }
-
 func checkName(field, v string, required bool) error { return core.CheckName(field, v, required) }
 
 func checkEventName(v string) error { return core.CheckEventName(v) }
@@ -145,16 +141,8 @@ func checkTime(field string, t *time.Time) error { return core.CheckTime(field, 
 
 func checkExternalID(v string) error { return core.CheckExternalID(v) }
 
-func encodePolicy(p *retry.Policy) ([]byte, error) { return core.EncodePolicy(p) }
-
 // ParseCursor decodes a token made by Cursor.String.
 func ParseCursor(tok string) (Cursor, error) { return core.ParseCursor(tok) }
-
-func collectRuns(rows pgx.Rows) ([]Run, error) { return core.CollectRuns(rows) }
-
-func newRunID() (uuid.UUID, error) { return core.NewRunID() }
-
-func nullText(s string) *string { return core.NullText(s) }
 
 func invalidf(format string, args ...any) error { return core.Invalidf(format, args...) }
 
@@ -166,8 +154,6 @@ func isNoRows(err error) bool { return core.IsNoRows(err) }
 // as a pgx tracer (or a DBTX) is given them, and false for a statement
 // with positional arguments.
 func NamedArgsOf(args []any) (pgx.NamedArgs, bool) { return core.NamedArgsOf(args) }
-
-func newTraceParent() (string, error) { return core.NewTraceParent() }
 
 // WithTraceContext returns ctx carrying tc, a W3C traceparent: a run this
 // store creates with ctx takes it when its parameters name none (e.g.

@@ -14,11 +14,12 @@
 // statement loader, the typed errors, the row types and the checks of
 // names and payloads), internal/runstore the runs, their steps, leases and
 // claims, internal/opsstore the fleet and operators' statements (workers,
-// retention, defaults, history, progress, the console's searches, forks).
-// This package keeps schedules, events, updates, payloads, leaders,
-// settings and connections; its Store embeds the parts, so their methods
-// are its own, and it names their types (aliases) and errors (the same
-// values), so callers see one package.
+// retention, defaults, history, progress, the console's searches, forks),
+// internal/schedstore the schedules and their fires. This package keeps
+// events, updates, payloads, rate limits, leaders, settings and
+// connections; its Store embeds the parts, so their methods are its own,
+// and it names their types (aliases) and errors (the same values), so
+// callers see one package.
 //
 // What is not a query lives elsewhere: the migrator in pkg/store/migrate
 // and the databases and roles an operator creates in pkg/store/dbadmin;

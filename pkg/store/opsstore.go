@@ -130,8 +130,6 @@ const (
 	MaxWorkersPage     = opsstore.MaxWorkersPage
 )
 
-func pageLimit(limit int) (int, error) { return opsstore.PageLimit(limit) }
-
 // ParseNotification decodes a trigger payload, rejecting malformed ones
 // with ErrInvalidArgument.
 func ParseNotification(payload string) (Notification, error) {

@@ -12,6 +12,7 @@ import (
 	"github.com/kagzi/kagzi/pkg/store/internal/core"
 	"github.com/kagzi/kagzi/pkg/store/internal/opsstore"
 	"github.com/kagzi/kagzi/pkg/store/internal/runstore"
+	"github.com/kagzi/kagzi/pkg/store/internal/schedstore"
 )
 
 // Store is the repository over one executor (a pool or a transaction).
@@ -20,13 +21,15 @@ type Store struct {
 	h core.Handle
 	runsPart
 	opsPart
+	schedPart
 }
 
 // The parts of a Store, embedded under unexported names so that their
 // methods are the Store's and the parts themselves are not.
 type (
-	runsPart = runstore.Runs
-	opsPart  = opsstore.Ops
+	runsPart  = runstore.Runs
+	opsPart   = opsstore.Ops
+	schedPart = schedstore.Schedules
 )
 
 // New returns a Store over db (usually a *pgxpool.Pool).
@@ -50,6 +53,7 @@ func New(db DBTX, opts Options) *Store {
 func (s *Store) wire() {
 	s.runsPart = runstore.New(s.h)
 	s.opsPart = opsstore.New(s.h)
+	s.schedPart = schedstore.New(s.h)
 }
 
 // Connect opens a pool for url and checks it answers. The URL may reach

@@ -1,4 +1,4 @@
-package store
+package schedstore
 
 import (
 	"context"
@@ -108,7 +108,7 @@ type SchedulesCreateParams struct {
 // SchedulesCreate stores a schedule, first firing at the cron's first time
 // strictly after Now. An invalid expression or zone, or an expression with
 // no time after Now, is ErrInvalidArgument and stores nothing.
-func (s *Store) SchedulesCreate(ctx context.Context, p SchedulesCreateParams) (Schedule, error) {
+func (s *Schedules) SchedulesCreate(ctx context.Context, p SchedulesCreateParams) (Schedule, error) {
 	for _, f := range []struct {
 		field, v string
 		required bool
@@ -184,7 +184,7 @@ func (s *Store) SchedulesCreate(ctx context.Context, p SchedulesCreateParams) (S
 
 // SchedulesGet returns a schedule of the namespace with its input. A run id
 // that is not a schedule is ErrNotFound.
-func (s *Store) SchedulesGet(ctx context.Context, namespace string, id uuid.UUID) (Schedule, error) {
+func (s *Schedules) SchedulesGet(ctx context.Context, namespace string, id uuid.UUID) (Schedule, error) {
 	row := schedulesGetSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "run_id": id})
 	var in []byte
 	sc, err := scanSchedule(row, &in)
@@ -206,7 +206,7 @@ type SchedulesListParams struct {
 
 // SchedulesList lists the namespace's schedules, newest first, without
 // their inputs. next is nil on the last page.
-func (s *Store) SchedulesList(ctx context.Context, p SchedulesListParams) (schedules []Schedule, next *Cursor, err error) {
+func (s *Schedules) SchedulesList(ctx context.Context, p SchedulesListParams) (schedules []Schedule, next *Cursor, err error) {
 	if err := checkName("namespace", p.Namespace, true); err != nil {
 		return nil, nil, err
 	}
@@ -240,7 +240,7 @@ func (s *Store) SchedulesList(ctx context.Context, p SchedulesListParams) (sched
 // SchedulesPause pauses a schedule: it fires nothing until resumed, and a
 // fire an OverlapBufferOne schedule held is dropped (resuming skips what
 // was missed). Pausing a paused schedule is a no-op.
-func (s *Store) SchedulesPause(ctx context.Context, namespace string, id uuid.UUID) (Schedule, error) {
+func (s *Schedules) SchedulesPause(ctx context.Context, namespace string, id uuid.UUID) (Schedule, error) {
 	row := schedulesPauseSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "run_id": id})
 	sc, err := scanSchedule(row)
 	if err == nil {
@@ -261,7 +261,7 @@ func (s *Store) SchedulesPause(ctx context.Context, namespace string, id uuid.UU
 // after now: the times missed while paused are skipped, not caught up.
 // Resuming a running schedule is a no-op. A schedule whose cron has no
 // time after now is ErrConflict (it stays paused).
-func (s *Store) SchedulesResume(ctx context.Context, namespace string, id uuid.UUID, now time.Time) (Schedule, error) {
+func (s *Schedules) SchedulesResume(ctx context.Context, namespace string, id uuid.UUID, now time.Time) (Schedule, error) {
 	if now.IsZero() {
 		now = time.Now()
 	}
@@ -302,7 +302,7 @@ func (s *Store) SchedulesResume(ctx context.Context, namespace string, id uuid.U
 
 // SchedulesDelete deletes a schedule and its input. The runs it fired
 // stay, with no schedule id (the foreign key sets it NULL).
-func (s *Store) SchedulesDelete(ctx context.Context, namespace string, id uuid.UUID) error {
+func (s *Schedules) SchedulesDelete(ctx context.Context, namespace string, id uuid.UUID) error {
 	tag, err := schedulesDeleteSQL.Exec(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "run_id": id})
 	if err != nil {
 		return mapErr(fmt.Sprintf("delete schedule %s", id), err)
@@ -316,7 +316,7 @@ func (s *Store) SchedulesDelete(ctx context.Context, namespace string, id uuid.U
 // SchedulesHistory returns the runs a schedule fired, newest fire time
 // first, at most limit (0: DefaultPageSize, at most MaxPageSize). An
 // unknown schedule is ErrNotFound.
-func (s *Store) SchedulesHistory(ctx context.Context, namespace string, id uuid.UUID, limit int) ([]Run, error) {
+func (s *Schedules) SchedulesHistory(ctx context.Context, namespace string, id uuid.UUID, limit int) ([]Run, error) {
 	limit, err := pageLimit(limit)
 	if err != nil {
 		return nil, err
@@ -341,7 +341,7 @@ func (s *Store) SchedulesHistory(ctx context.Context, namespace string, id uuid.
 // SchedulesDue returns up to limit running schedules (of every namespace)
 // whose next fire time is at or before now, earliest first, without their
 // inputs: the scheduler's work list.
-func (s *Store) SchedulesDue(ctx context.Context, now time.Time, limit int) ([]Schedule, error) {
+func (s *Schedules) SchedulesDue(ctx context.Context, now time.Time, limit int) ([]Schedule, error) {
 	if limit <= 0 {
 		return nil, invalidf("limit %d must be positive", limit)
 	}
@@ -359,7 +359,7 @@ func (s *Store) SchedulesDue(ctx context.Context, now time.Time, limit int) ([]S
 // SchedulesNextDue returns the earliest next fire time of any running
 // schedule (past or future), or nil when none runs. The scheduler arms its
 // timer with it.
-func (s *Store) SchedulesNextDue(ctx context.Context) (*time.Time, error) {
+func (s *Schedules) SchedulesNextDue(ctx context.Context) (*time.Time, error) {
 	var t *time.Time
 	err := schedulesNextDueSQL.QueryRowPos(ctx, s.h.DB).Scan(&t)
 	return t, mapErr("next due schedule", err)
@@ -391,7 +391,7 @@ type SchedulesFireParams struct {
 // from several connections, creates one instance: every other call gets
 // fired=false, no error, and the instance if it exists. The run is
 // returned without its input. An unknown schedule is ErrNotFound.
-func (s *Store) SchedulesFire(ctx context.Context, p SchedulesFireParams) (run Run, fired bool, err error) {
+func (s *Schedules) SchedulesFire(ctx context.Context, p SchedulesFireParams) (run Run, fired bool, err error) {
 	if p.Due.IsZero() {
 		p.Due = p.FireAt
 	}
@@ -422,7 +422,7 @@ func (s *Store) SchedulesFire(ctx context.Context, p SchedulesFireParams) (run R
 // the runs it created, and advanced=false when the schedule was not due or
 // another scheduler (or a pause, resume or delete) changed it first. A
 // schedule it cannot work out is an error.
-func (s *Store) SchedulesFireDue(
+func (s *Schedules) SchedulesFireDue(
 	ctx context.Context,
 	sc Schedule,
 	now time.Time,
@@ -480,7 +480,7 @@ type SchedulesFireDueManyResult struct {
 // when the call fires a single instance), so each is a trace of its own.
 // Results are in the order of scs; listing a schedule twice is
 // ErrInvalidArgument.
-func (s *Store) SchedulesFireDueMany(
+func (s *Schedules) SchedulesFireDueMany(
 	ctx context.Context,
 	scs []Schedule,
 	now time.Time,
@@ -559,7 +559,7 @@ type scheduleFired struct {
 // COMMITTED re-checks it on the row a concurrent winner committed), and
 // only the schedules it advanced get instances; the unique (schedule_id,
 // schedule_fire_at) index backs it up. Results are in the order of fs.
-func (s *Store) schedulesFire(ctx context.Context, fs []scheduleFiring, trace string) ([]scheduleFired, error) {
+func (s *Schedules) schedulesFire(ctx context.Context, fs []scheduleFiring, trace string) ([]scheduleFired, error) {
 	n := len(fs)
 	var (
 		index                = make(map[uuid.UUID]int, n)
@@ -642,7 +642,7 @@ func (s *Store) schedulesFire(ctx context.Context, fs []scheduleFiring, trace st
 
 // scheduleInstance returns the run a schedule fired for a fire time, or a
 // zero Run when there is none; an unknown schedule is ErrNotFound.
-func (s *Store) scheduleInstance(ctx context.Context, namespace string, id uuid.UUID, fireAt time.Time) (Run, error) {
+func (s *Schedules) scheduleInstance(ctx context.Context, namespace string, id uuid.UUID, fireAt time.Time) (Run, error) {
 	var found bool
 	var run Run
 	rows, err := schedulesInstanceSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "schedule_id": id, "fire_at": fireAt})
@@ -669,7 +669,7 @@ func (s *Store) scheduleInstance(ctx context.Context, namespace string, id uuid.
 // fire time does not move. Triggering twice for the same instant returns
 // the same run. A cron fire for exactly the same instant would be that
 // run too, and create nothing.
-func (s *Store) SchedulesTrigger(ctx context.Context, namespace string, id uuid.UUID, now time.Time) (Run, error) {
+func (s *Schedules) SchedulesTrigger(ctx context.Context, namespace string, id uuid.UUID, now time.Time) (Run, error) {
 	if now.IsZero() {
 		now = time.Now()
 	}

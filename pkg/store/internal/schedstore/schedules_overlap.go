@@ -1,4 +1,4 @@
-package store
+package schedstore
 
 import (
 	"context"
@@ -135,7 +135,7 @@ var (
 )
 
 // scheduleLive returns the ids of a schedule's live instances.
-func (s *Store) scheduleLive(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error) {
+func (s *Schedules) scheduleLive(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error) {
 	rows, err := schedulesLiveSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"schedule_id": id})
 	if err != nil {
 		return nil, mapErr("live instances", err)
@@ -146,7 +146,7 @@ func (s *Store) scheduleLive(ctx context.Context, id uuid.UUID) ([]uuid.UUID, er
 
 // stopLive cancels or terminates a schedule's live instances for a new
 // fire; one that ended meanwhile is passed over.
-func (s *Store) stopLive(ctx context.Context, sc Schedule, p OverlapPolicy, live []uuid.UUID) ([]uuid.UUID, error) {
+func (s *Schedules) stopLive(ctx context.Context, sc Schedule, p OverlapPolicy, live []uuid.UUID) ([]uuid.UUID, error) {
 	var stopped []uuid.UUID
 	for _, id := range live {
 		var err error
@@ -175,9 +175,9 @@ func (s *Store) stopLive(ctx context.Context, sc Schedule, p OverlapPolicy, live
 // plan's held fire. The lock is taken before the live instances are read,
 // which is what makes BufferOne's wakeup exact (migration 015's trigger
 // locks the template when an instance ends).
-func (s *Store) schedulesFireOverlap(ctx context.Context, sc Schedule, due time.Time, fires []time.Time, next *time.Time) (SchedulesFireDueManyResult, error) {
+func (s *Schedules) schedulesFireOverlap(ctx context.Context, sc Schedule, due time.Time, fires []time.Time, next *time.Time) (SchedulesFireDueManyResult, error) {
 	res := SchedulesFireDueManyResult{ScheduleID: sc.ID}
-	err := s.InTx(ctx, func(tx *Store) error {
+	err := s.inTx(ctx, func(tx *Schedules) error {
 		locked, err := scanSchedule(schedulesLockSQL.QueryRow(ctx, tx.h.DB,
 			pgx.NamedArgs{"run_id": sc.ID, "namespace": sc.Namespace, "due": due}))
 		if isNoRows(err) {
@@ -260,7 +260,7 @@ type SchedulesBackfillResult struct {
 // then. The schedule's next fire time does not move. A range of more
 // than MaxBackfill fire times, an empty range or one ending after now is
 // ErrInvalidArgument; an unknown schedule ErrNotFound.
-func (s *Store) SchedulesBackfill(ctx context.Context, p SchedulesBackfillParams) (SchedulesBackfillResult, error) {
+func (s *Schedules) SchedulesBackfill(ctx context.Context, p SchedulesBackfillParams) (SchedulesBackfillResult, error) {
 	var res SchedulesBackfillResult
 	now := p.Now
 	if now.IsZero() {
@@ -279,7 +279,7 @@ func (s *Store) SchedulesBackfill(ctx context.Context, p SchedulesBackfillParams
 			return res, err
 		}
 	}
-	err := s.InTx(ctx, func(tx *Store) error {
+	err := s.inTx(ctx, func(tx *Schedules) error {
 		sc, err := scanSchedule(schedulesBackfillLockSQL.QueryRow(ctx, tx.h.DB, pgx.NamedArgs{"run_id": p.ScheduleID, "namespace": p.Namespace}))
 		if err != nil {
 			return mapErr(fmt.Sprintf("get schedule %s", p.ScheduleID), err)
@@ -368,7 +368,7 @@ func (s *Store) SchedulesBackfill(ctx context.Context, p SchedulesBackfillParams
 
 // scheduleFired says which of times (by UnixMicro) already have an
 // instance.
-func (s *Store) scheduleFired(ctx context.Context, id uuid.UUID, times []time.Time) (map[int64]bool, error) {
+func (s *Schedules) scheduleFired(ctx context.Context, id uuid.UUID, times []time.Time) (map[int64]bool, error) {
 	rows, err := schedulesFiredSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"schedule_id": id, "fire_ats": times})
 	if err != nil {
 		return nil, mapErr("fired times", err)
