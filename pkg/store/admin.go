@@ -48,7 +48,7 @@ var (
 // that wait for the advisory lock key (as Leader and Listener take it):
 // whether someone leads, and how many standbys are queued to take over.
 func (s *Store) LockSessions(ctx context.Context, key int64) (held, waiting int, err error) {
-	err = lockSessionsSQL.queryRow(ctx, s.db, pgx.NamedArgs{"key": key}).Scan(&held, &waiting)
+	err = lockSessionsSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"key": key}).Scan(&held, &waiting)
 	return held, waiting, mapErr("advisory lock sessions", err)
 }
 
@@ -57,7 +57,7 @@ func (s *Store) LockSessions(ctx context.Context, key int64) (held, waiting int,
 // move relay leadership; tests use it to kill a relay's connection.
 func (s *Store) LockHolderTerminate(ctx context.Context, key int64) (int, error) {
 	var n int
-	err := lockHolderTerminateSQL.queryRow(ctx, s.db, pgx.NamedArgs{"key": key}).Scan(&n)
+	err := lockHolderTerminateSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"key": key}).Scan(&n)
 	return n, mapErr("terminate lock holder", err)
 }
 
@@ -70,7 +70,7 @@ func (s *Store) LockHolderTerminate(ctx context.Context, key int64) (int, error)
 // silent.
 func (s *Store) LockHolderTerminateIdle(ctx context.Context, key int64, idle time.Duration) (int, error) {
 	var n int
-	err := lockHolderTerminateIdleSQL.queryRow(ctx, s.db,
+	err := lockHolderTerminateIdleSQL.QueryRow(ctx, s.h.DB,
 		pgx.NamedArgs{"key": key, "idle_ms": idle.Milliseconds()}).Scan(&n)
 	return n, mapErr("terminate idle lock holder", err)
 }
@@ -81,6 +81,6 @@ func (s *Store) LockHolderTerminateIdle(ctx context.Context, key int64, idle tim
 // per-table settings of migration 010 only tune it).
 func (s *Store) ServerAutovacuum(ctx context.Context) (bool, error) {
 	var on bool
-	err := serverAutovacuumSQL.queryRowPos(ctx, s.db).Scan(&on)
+	err := serverAutovacuumSQL.QueryRowPos(ctx, s.h.DB).Scan(&on)
 	return on, mapErr("read autovacuum setting", err)
 }

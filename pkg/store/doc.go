@@ -6,8 +6,20 @@
 // ErrInvalidArgument, ErrLeaseLost, ErrPayloadTooLarge). Pools (Connect)
 // work through a connection pooler in transaction mode; sessions (a
 // leader's, the migrator's) refuse one (ErrSessionPooled): see pooler.go.
-// Each statement is written whole, once, in a named block of sql/*.sql
-// (see sqlfiles.go).
+// Each statement is written whole, once, in a named block of a package's
+// sql/*.sql (see internal/core/sqlfiles.go).
+//
+// The code is split by concern into internal packages, each with its own
+// sql/: internal/core holds what they share (the executor handle, the
+// statement loader, the typed errors, the row types and the checks of
+// names and payloads), internal/runstore the runs, their steps, leases and
+// claims, internal/opsstore the fleet and operators' statements (workers,
+// retention, defaults, history, progress, the console's searches, forks),
+// internal/schedstore the schedules and their fires. This package keeps
+// events, updates, payloads, rate limits, leaders, settings and
+// connections; its Store embeds the parts, so their methods are its own,
+// and it names their types (aliases) and errors (the same values), so
+// callers see one package.
 //
 // What is not a query lives elsewhere: the migrator in pkg/store/migrate
 // and the databases and roles an operator creates in pkg/store/dbadmin;

@@ -50,13 +50,13 @@ var (
 func (s *Store) eventTarget(ctx context.Context, p EventsSendParams, out *SentEvent) error {
 	var row pgx.Row
 	if p.RunID != uuid.Nil {
-		row = eventsTargetByIDSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": p.Namespace, "run_id": p.RunID})
+		row = eventsTargetByIDSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"namespace": p.Namespace, "run_id": p.RunID})
 	} else {
-		row = eventsTargetByExternalIDSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": p.Namespace, "external_id": p.ExternalID})
+		row = eventsTargetByExternalIDSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"namespace": p.Namespace, "external_id": p.ExternalID})
 	}
 	err := row.Scan(&out.RunID, &out.RunStatus, &out.Queue)
 	if isNoRows(err) && p.RunID == uuid.Nil {
-		err = eventsTargetLastByExternalIDSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": p.Namespace, "external_id": p.ExternalID}).Scan(&out.RunID, &out.RunStatus, &out.Queue)
+		err = eventsTargetLastByExternalIDSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"namespace": p.Namespace, "external_id": p.ExternalID}).Scan(&out.RunID, &out.RunStatus, &out.Queue)
 	}
 	return mapErr("find run", err)
 }
@@ -115,7 +115,7 @@ func (s *Store) EventsSend(ctx context.Context, p EventsSendParams) (SentEvent, 
 	if err := checkExternalID(p.ExternalID); err != nil {
 		return SentEvent{}, err
 	}
-	if err := s.checkPayload(ctx, "event payload", p.Payload); err != nil {
+	if err := s.h.CheckPayload(ctx, "event payload", p.Payload); err != nil {
 		return SentEvent{}, err
 	}
 	id, err := uuid.NewV7()
@@ -139,7 +139,7 @@ func (s *Store) EventsSend(ctx context.Context, p EventsSendParams) (SentEvent, 
 		}
 		// A new statement: its snapshot sees whatever a wait that held the
 		// lock before us committed.
-		err = eventsSendSQL.queryRow(ctx, tx.db,
+		err = eventsSendSQL.QueryRow(ctx, tx.h.DB,
 			pgx.NamedArgs{"event_id": id, "namespace": p.Namespace, "run_id": out.RunID, "name": p.Name, "payload": p.Payload,
 				"name_bytes": []byte(p.Name)}).Scan(&out.CreatedAt, &out.Woken)
 		return mapErr(fmt.Sprintf("send event to run %s", out.RunID), err)
@@ -168,7 +168,7 @@ func (s *Store) EventsConsume(ctx context.Context, l Lease, name, stepID string)
 	}
 	// Concurrent consumers of one run (parallel waits for one name) skip
 	// each other's pick instead of queueing on it.
-	row := eventsConsumeSQL.queryRow(ctx, s.db, leaseArgs(l, pgx.NamedArgs{"name": name, "step_id": stepID}))
+	row := eventsConsumeSQL.QueryRow(ctx, s.h.DB, leaseArgs(l, pgx.NamedArgs{"name": name, "step_id": stepID}))
 	var (
 		held       bool
 		id, runID  *uuid.UUID
@@ -209,7 +209,7 @@ var eventsListSQL = stmt("EventsList")
 func (s *Store) EventsList(ctx context.Context, namespace string, runID uuid.UUID) ([]Event, error) {
 	// The run is joined so an unknown run is told from one without events
 	// in the same round trip, and an unreceived event from a pending one.
-	rows, err := eventsListSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace, "run_id": runID})
+	rows, err := eventsListSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "run_id": runID})
 	if err != nil {
 		return nil, mapErr("list events", err)
 	}
@@ -326,7 +326,7 @@ func (s *Store) EventsReceive(ctx context.Context, p EventsReceiveParams) (Event
 	held := true
 	err := s.InTx(ctx, func(tx *Store) error {
 		var one int
-		err := runsWaitLockSQL.queryRow(ctx, tx.db, leaseArgs(p.Lease, pgx.NamedArgs{})).Scan(&one)
+		err := runsWaitLockSQL.QueryRow(ctx, tx.h.DB, leaseArgs(p.Lease, pgx.NamedArgs{})).Scan(&one)
 		if isNoRows(err) {
 			held = false
 			return nil
@@ -340,7 +340,7 @@ func (s *Store) EventsReceive(ctx context.Context, p EventsReceiveParams) (Event
 			deadline *time.Time
 			expired  bool
 		)
-		err = eventsWaitStateSQL.queryRow(ctx, tx.db,
+		err = eventsWaitStateSQL.QueryRow(ctx, tx.h.DB,
 			pgx.NamedArgs{"run_id": p.Lease.RunID, "step_id": p.StepID, "attempt": p.Attempt, "until": p.Until}).Scan(&st, &out, &deadline, &expired)
 		if err != nil {
 			return mapErr("receive event", err)
@@ -387,7 +387,7 @@ func (s *Store) EventsReceive(ctx context.Context, p EventsReceiveParams) (Event
 		st  *string
 		out []byte
 	)
-	err = eventsReceivedSQL.queryRow(ctx, s.db,
+	err = eventsReceivedSQL.QueryRow(ctx, s.h.DB,
 		pgx.NamedArgs{"namespace": p.Lease.Namespace, "run_id": p.Lease.RunID, "step_id": p.StepID, "attempt": p.Attempt}).Scan(&rst, &tok, &st, &out)
 	if err != nil {
 		return res, mapErr(fmt.Sprintf("receive event for run %s", p.Lease.RunID), err)

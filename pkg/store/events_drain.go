@@ -99,7 +99,7 @@ func (s *Store) EventsDrain(ctx context.Context, p EventsDrainParams) (EventsDra
 	what := fmt.Sprintf("drain events %q of run %s", p.Name, p.Lease.RunID)
 	err = s.InTx(ctx, func(tx *Store) error {
 		var one int
-		err := runsWaitLockSQL.queryRow(ctx, tx.db, leaseArgs(p.Lease, pgx.NamedArgs{})).Scan(&one)
+		err := runsWaitLockSQL.QueryRow(ctx, tx.h.DB, leaseArgs(p.Lease, pgx.NamedArgs{})).Scan(&one)
 		if isNoRows(err) {
 			return tx.leaseCheckDone(ctx, "drain events of run", p.Lease, "")
 		}
@@ -109,7 +109,7 @@ func (s *Store) EventsDrain(ctx context.Context, p EventsDrainParams) (EventsDra
 		var held []json.RawMessage
 		var kind, status string
 		var input, output []byte
-		err = eventsDrainStepSQL.queryRow(ctx, tx.db, pgx.NamedArgs{"run_id": p.Lease.RunID, "step_id": p.StepID}).
+		err = eventsDrainStepSQL.QueryRow(ctx, tx.h.DB, pgx.NamedArgs{"run_id": p.Lease.RunID, "step_id": p.StepID}).
 			Scan(&kind, &status, &input, &output)
 		switch {
 		case isNoRows(err):
@@ -129,7 +129,7 @@ func (s *Store) EventsDrain(ctx context.Context, p EventsDrainParams) (EventsDra
 			out.Write(v)
 			res.Events++
 		}
-		rows, err := eventsDrainSQL.query(ctx, tx.db, pgx.NamedArgs{"run_id": p.Lease.RunID, "name": p.Name, "step_id": p.StepID,
+		rows, err := eventsDrainSQL.Query(ctx, tx.h.DB, pgx.NamedArgs{"run_id": p.Lease.RunID, "name": p.Name, "step_id": p.StepID,
 			"max_events": protocol.MaxDrainEvents - res.Events, "max_bytes": lim.PayloadMaxBytes - out.Len() - 1})
 		if err != nil {
 			return mapErr(what, err)
@@ -163,7 +163,7 @@ func (s *Store) EventsDrain(ctx context.Context, p EventsDrainParams) (EventsDra
 			return mapErr(what, err)
 		}
 		if len(giveBack) > 0 {
-			if _, err := eventsDrainGiveBackSQL.exec(ctx, tx.db, pgx.NamedArgs{"ids": giveBack}); err != nil {
+			if _, err := eventsDrainGiveBackSQL.Exec(ctx, tx.h.DB, pgx.NamedArgs{"ids": giveBack}); err != nil {
 				return mapErr(what, err)
 			}
 		}
@@ -176,7 +176,7 @@ func (s *Store) EventsDrain(ctx context.Context, p EventsDrainParams) (EventsDra
 			// Nothing new: the step holds what it held.
 			return nil
 		}
-		err = eventsDrainRecordSQL.queryRow(ctx, tx.db, pgx.NamedArgs{"run_id": p.Lease.RunID, "step_id": p.StepID,
+		err = eventsDrainRecordSQL.QueryRow(ctx, tx.h.DB, pgx.NamedArgs{"run_id": p.Lease.RunID, "step_id": p.StepID,
 			"name_bytes": []byte(p.Name), "output": res.Output, "started_at": started}).Scan(&one)
 		if isNoRows(err) {
 			return fmt.Errorf("%s: %w: step %q is recorded and is not this drain", what, ErrConflict, p.StepID)

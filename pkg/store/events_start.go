@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/kagzi/kagzi/pkg/store/internal/runstore"
 )
 
 // EventsSendWithStartParams describe an event for the live run with an
@@ -60,7 +61,7 @@ func (s *Store) EventsSendWithStart(ctx context.Context, p EventsSendWithStartPa
 	if p.Run.ScheduleID != nil || p.Run.ParentRunID != nil {
 		return SentWithStart{}, invalidf("signal-with-start starts top-level runs only")
 	}
-	if p.Run.flow() {
+	if runstore.Flow(p.Run) {
 		return SentWithStart{}, invalidf("signal-with-start takes no debounce or id reuse policy")
 	}
 	if err := checkEventName(p.Name); err != nil {
@@ -70,7 +71,7 @@ func (s *Store) EventsSendWithStart(ctx context.Context, p EventsSendWithStartPa
 	if err != nil {
 		return SentWithStart{}, err
 	}
-	if err := s.checkPayload(ctx, "event payload", p.Payload); err != nil {
+	if err := s.h.CheckPayload(ctx, "event payload", p.Payload); err != nil {
 		return SentWithStart{}, err
 	}
 	id, err := uuid.NewV7()
@@ -103,7 +104,7 @@ func (s *Store) EventsSendWithStart(ctx context.Context, p EventsSendWithStartPa
 			}
 			// A new statement: its snapshot sees whatever a wait that held
 			// the run's lock before us committed (see EventsSend).
-			err = eventsSendSQL.queryRow(ctx, tx.db,
+			err = eventsSendSQL.QueryRow(ctx, tx.h.DB,
 				pgx.NamedArgs{"event_id": id, "namespace": r.Namespace, "run_id": out.RunID, "name": p.Name, "payload": p.Payload,
 					"name_bytes": []byte(p.Name)}).Scan(&out.CreatedAt, &out.Woken)
 			return mapErr(what, err)
@@ -122,7 +123,7 @@ func (s *Store) EventsSendWithStart(ctx context.Context, p EventsSendWithStartPa
 // run holds the id.
 func (s *Store) eventsLiveTarget(ctx context.Context, r RunsCreateParams, out *SentWithStart) (found bool, err error) {
 	var typ string
-	err = eventsWithStartTargetSQL.queryRow(ctx, s.db, pgx.NamedArgs{"namespace": r.Namespace, "external_id": r.ExternalID}).
+	err = eventsWithStartTargetSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"namespace": r.Namespace, "external_id": r.ExternalID}).
 		Scan(&out.RunID, &out.RunStatus, &out.Queue, &typ)
 	if isNoRows(err) {
 		return false, nil

@@ -5,6 +5,6 @@ import "context"
 // Exec runs sql on s's executor, for tests that look at a session's state.
 func (s *Store) Exec(ctx context.Context, sql string) (string, error) {
 	var v string
-	err := s.db.QueryRow(ctx, sql).Scan(&v)
+	err := s.h.DB.QueryRow(ctx, sql).Scan(&v)
 	return v, err
 }

@@ -23,7 +23,7 @@ var (
 // (they hold the row FOR SHARE), so none of them commits after it.
 func LeadersElect(ctx context.Context, db DBTX, role string) (int64, error) {
 	var term int64
-	err := leadersElectSQL.queryRow(ctx, db, pgx.NamedArgs{"role": role}).Scan(&term)
+	err := leadersElectSQL.QueryRow(ctx, db, pgx.NamedArgs{"role": role}).Scan(&term)
 	return term, mapErr("elect "+role, err)
 }
 
@@ -36,7 +36,7 @@ func (s *Store) Fenced(ctx context.Context, role string, term int64, fn func(tx 
 	return s.InTx(ctx, func(tx *Store) error {
 		// Waits for an election in progress, then reads the term it set.
 		var current int64
-		err := leadersFenceSQL.queryRow(ctx, tx.db, pgx.NamedArgs{"role": role}).Scan(&current)
+		err := leadersFenceSQL.QueryRow(ctx, tx.h.DB, pgx.NamedArgs{"role": role}).Scan(&current)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return mapErr("fence "+role, err)
 		}

@@ -57,7 +57,7 @@ func (s *Store) PayloadsRead(ctx context.Context, p PayloadsReadParams) (Payload
 		args = leaseArgs(p.Lease, pgx.NamedArgs{"offset": p.Offset, "length": p.Length})
 	}
 	var part PayloadPart
-	err := sql.queryRow(ctx, s.db, args).Scan(&part.Data, &part.Total)
+	err := sql.QueryRow(ctx, s.h.DB, args).Scan(&part.Data, &part.Total)
 	if err == nil {
 		return part, nil
 	}

@@ -56,7 +56,7 @@ const idleParam = "idle_in_transaction_session_timeout"
 // as a plain BEGIN.
 // Its timeout is IdleInTransactionTimeout in milliseconds
 // (TestBeginBoundedTimeout).
-var beginBounded = stmt("StoreBeginBounded").sql
+var beginBounded = stmt("StoreBeginBounded").SQL()
 
 // sqlStateProtocolViolation is what PgBouncer answers a connection it
 // refuses with (and a missing database, which Postgres calls 3D000).
@@ -95,7 +95,7 @@ func IsDatabaseMissing(err error) bool {
 // goes by the simple protocol, so nothing is prepared on a server session
 // that a pooler may hand to someone else.
 func poolerEvidence(ctx context.Context, conn *pgconn.PgConn) (string, error) {
-	res, err := conn.Exec(ctx, sessionPIDSQL.sql).ReadAll()
+	res, err := conn.Exec(ctx, sessionPIDSQL.SQL()).ReadAll()
 	if err != nil {
 		return "", fmt.Errorf("read server process id: %w", err)
 	}

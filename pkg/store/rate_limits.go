@@ -65,7 +65,7 @@ func (s *Store) RateLimitsSet(ctx context.Context, namespace, key string, limit 
 		return RateLimit{}, invalidf("rate limit period %s is above the maximum %s", durations.Format(period), durations.Format(MaxRatePeriod))
 	}
 	r := RateLimit{Namespace: namespace, Key: key, Limit: limit, Period: period}
-	err := rateLimitsSetSQL.queryRow(ctx, s.db,
+	err := rateLimitsSetSQL.QueryRow(ctx, s.h.DB,
 		pgx.NamedArgs{"namespace": namespace, "key": key, "limit": limit, "period_ms": period.Milliseconds()}).
 		Scan(&r.WindowStart, &r.Claims, &r.UpdatedAt)
 	if err != nil {
@@ -81,7 +81,7 @@ var rateLimitsDeleteSQL = stmt("RateLimitsDelete")
 // ErrNotFound. Runs with the key are then claimed without a limit (runs it
 // held back keep the windows they were given).
 func (s *Store) RateLimitsDelete(ctx context.Context, namespace, key string) error {
-	tag, err := rateLimitsDeleteSQL.exec(ctx, s.db,
+	tag, err := rateLimitsDeleteSQL.Exec(ctx, s.h.DB,
 		pgx.NamedArgs{"namespace": namespace, "key": key})
 	if err != nil {
 		return mapErr("delete rate limit", err)
@@ -98,7 +98,7 @@ var rateLimitsListSQL = stmt("RateLimitsList")
 // RateLimitsList lists the namespace's rate limits by key, with the claims
 // counted in the current window (0 when the last counted window is over).
 func (s *Store) RateLimitsList(ctx context.Context, namespace string) ([]RateLimit, error) {
-	rows, err := rateLimitsListSQL.query(ctx, s.db, pgx.NamedArgs{"namespace": namespace})
+	rows, err := rateLimitsListSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace})
 	if err != nil {
 		return nil, mapErr("list rate limits", err)
 	}

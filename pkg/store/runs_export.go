@@ -60,10 +60,10 @@ func (s *Store) RunsExport(ctx context.Context, p RunsExportParams) (records []R
 	if err := checkTime("finished before", p.FinishedBefore); err != nil {
 		return nil, nil, err
 	}
-	_, bound := s.db.(pgx.Tx)
+	_, bound := s.h.DB.(pgx.Tx)
 	err = s.InTx(ctx, func(tx *Store) error {
 		if !bound {
-			if _, err := runsExportSnapshotSQL.execPos(ctx, tx.db); err != nil {
+			if _, err := runsExportSnapshotSQL.ExecPos(ctx, tx.h.DB); err != nil {
 				return mapErr("export runs", err)
 			}
 		}
@@ -98,10 +98,10 @@ func (s *Store) runsExport(ctx context.Context, p RunsExportParams) (records []R
 	}
 	args := pgx.NamedArgs{"namespace": p.Namespace, "run_ids": ids}
 	b := &pgx.Batch{}
-	runsExportPayloadsSQL.queue(b, args)
-	runsExportStepsSQL.queue(b, args)
-	runsExportEventsSQL.queue(b, args)
-	br := s.db.SendBatch(ctx, b)
+	runsExportPayloadsSQL.Queue(b, args)
+	runsExportStepsSQL.Queue(b, args)
+	runsExportEventsSQL.Queue(b, args)
+	br := s.h.DB.SendBatch(ctx, b)
 	defer br.Close()
 
 	type payload struct{ in, out []byte }

@@ -26,7 +26,7 @@ var (
 // transaction's session.
 func (s *Store) SessionPID(ctx context.Context) (int, error) {
 	var pid int
-	err := sessionPIDSQL.queryRowPos(ctx, s.db).Scan(&pid)
+	err := sessionPIDSQL.QueryRowPos(ctx, s.h.DB).Scan(&pid)
 	return pid, mapErr("session pid", err)
 }
 
@@ -38,7 +38,7 @@ func (s *Store) SessionPID(ctx context.Context) (int, error) {
 // them. It reports whether there was such a session and it ended.
 func (s *Store) SessionTerminate(ctx context.Context, pid int) (bool, error) {
 	var ok bool
-	err := sessionTerminateSQL.queryRow(ctx, s.db, pgx.NamedArgs{"pid": pid, "wait_ms": sessionTerminateWait.Milliseconds()}).Scan(&ok)
+	err := sessionTerminateSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"pid": pid, "wait_ms": sessionTerminateWait.Milliseconds()}).Scan(&ok)
 	return ok, mapErr("terminate session", err)
 }
 
@@ -46,6 +46,6 @@ func (s *Store) SessionTerminate(ctx context.Context, pid int) (bool, error) {
 // advisory lock key (see pgsession): the lock lives as long as the
 // session.
 func SessionLock(ctx context.Context, conn DBTX, key int64) error {
-	_, err := sessionLockSQL.exec(ctx, conn, pgx.NamedArgs{"key": key})
+	_, err := sessionLockSQL.Exec(ctx, conn, pgx.NamedArgs{"key": key})
 	return err
 }

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"testing/fstest"
 )
 
 // Every named statement is taken by the code, and each by one variable:
@@ -50,43 +49,15 @@ func TestSQLFilesUsed(t *testing.T) {
 	for name, b := range sqlBlocks {
 		switch taken[name] {
 		case 0:
-			t.Errorf("%s (%s) is taken by no code", name, b.file)
+			t.Errorf("%s (%s) is taken by no code", name, b.File)
 		case 1:
 		default:
-			t.Errorf("%s (%s) is taken %d times", name, b.file, taken[name])
+			t.Errorf("%s (%s) is taken %d times", name, b.File, taken[name])
 		}
 	}
 	for name := range taken {
 		if _, ok := sqlBlocks[name]; !ok {
 			t.Errorf("stmt(%q): no such statement", name)
 		}
-	}
-}
-
-func TestSQLFileParsing(t *testing.T) {
-	good := "-- header\n\n-- name: RunsGet :one\nSELECT 1\nFROM x;\n\n-- name: RunsDrop :exec\nDELETE FROM x\n"
-	m, err := loadSQL(fstest.MapFS{"sql/a.sql": {Data: []byte(good)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := m["RunsGet"].text; got != "SELECT 1\nFROM x" {
-		t.Errorf("RunsGet = %q", got)
-	}
-	if got := m["RunsDrop"].kind; got != "exec" {
-		t.Errorf("RunsDrop kind = %q", got)
-	}
-	for name, src := range map[string]string{
-		"kind":      "-- name: RunsGet :some\nSELECT 1\n",
-		"empty":     "-- name: RunsGet :one\n\n-- name: RunsDrop :exec\nSELECT 1\n",
-		"preamble":  "SELECT 1\n-- name: RunsGet :one\nSELECT 1\n",
-		"malformed": "-- name: runsGet :one\nSELECT 1\n",
-	} {
-		if _, err := loadSQL(fstest.MapFS{"sql/a.sql": {Data: []byte(src)}}); err == nil {
-			t.Errorf("%s: loaded", name)
-		}
-	}
-	twice := fstest.MapFS{"sql/a.sql": {Data: []byte("-- name: RunsGet :one\nSELECT 1\n")}, "sql/b.sql": {Data: []byte("-- name: RunsGet :one\nSELECT 2\n")}}
-	if _, err := loadSQL(twice); err == nil || !strings.Contains(err.Error(), "twice") {
-		t.Errorf("a name written twice: %v", err)
 	}
 }

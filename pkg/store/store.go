@@ -2,60 +2,58 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/kagzi/kagzi/pkg/store/internal/core"
+	"github.com/kagzi/kagzi/pkg/store/internal/opsstore"
+	"github.com/kagzi/kagzi/pkg/store/internal/runstore"
+	"github.com/kagzi/kagzi/pkg/store/internal/schedstore"
 )
-
-// DBTX is what the store needs from a pool, a connection or a transaction,
-// so every method works the same inside a caller's transaction.
-type DBTX interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
-	Begin(ctx context.Context) (pgx.Tx, error)
-}
-
-// Options tune a Store. The zero value means the defaults. (The payload
-// limits are the database's: see Settings.)
-type Options struct {
-	// OnLargePayload, if set, is called for every accepted payload above
-	// Settings.PayloadWarnBytes, with what it is (e.g. "input") and its
-	// size.
-	OnLargePayload func(what string, size int)
-}
 
 // Store is the repository over one executor (a pool or a transaction).
 // It is safe for concurrent use when it wraps a pool.
 type Store struct {
-	db       DBTX
-	opts     Options
-	settings *settingsCache
-	// begin, if set, begins InTx's transactions on db (a pool whose
-	// sessions do not bound idle transactions themselves: beginBounded).
-	begin func(ctx context.Context) (pgx.Tx, error)
+	h core.Handle
+	runsPart
+	opsPart
+	schedPart
 }
+
+// The parts of a Store, embedded under unexported names so that their
+// methods are the Store's and the parts themselves are not.
+type (
+	runsPart  = runstore.Runs
+	opsPart   = opsstore.Ops
+	schedPart = schedstore.Schedules
+)
 
 // New returns a Store over db (usually a *pgxpool.Pool).
 func New(db DBTX, opts Options) *Store {
-	s := &Store{db: db, opts: opts, settings: &settingsCache{}}
+	s := &Store{h: core.Handle{DB: db, Opts: opts, Settings: &settingsCache{}}}
 	// A pool whose sessions carry no bound on idle transactions (one
 	// through a pooler, or one the caller made) gets it per transaction.
 	if p, ok := db.(*pgxpool.Pool); ok {
 		if _, set := p.Config().ConnConfig.RuntimeParams[idleParam]; !set {
-			s.begin = func(ctx context.Context) (pgx.Tx, error) {
+			s.h.Begin = func(ctx context.Context) (pgx.Tx, error) {
 				return p.BeginTx(ctx, pgx.TxOptions{BeginQuery: beginBounded})
 			}
 		}
 	}
+	s.wire()
 	return s
+}
+
+// wire gives every part of s its handle: they are made once, here and in
+// WithTx, not per call.
+func (s *Store) wire() {
+	s.runsPart = runstore.New(s.h)
+	s.opsPart = opsstore.New(s.h)
+	s.schedPart = schedstore.New(s.h)
 }
 
 // Connect opens a pool for url and checks it answers. The URL may reach
@@ -67,12 +65,6 @@ func New(db DBTX, opts Options) *Store {
 func Connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	return connect(ctx, url, nil)
 }
-
-// IdleInTransactionTimeout is how long the pools Connect opens let a
-// session sit idle inside a transaction before the server ends it: the
-// bound on how long a frozen process holds the rows its transaction
-// locked.
-const IdleInTransactionTimeout = 5 * time.Second
 
 // connect opens a pool for url, with its configuration adjusted by setup
 // (if given), and checks it answers.
@@ -132,24 +124,21 @@ var storePingSQL = stmt("StorePing")
 
 // Ping checks the database answers.
 func (s *Store) Ping(ctx context.Context) error {
-	_, err := storePingSQL.execPos(ctx, s.db)
+	_, err := storePingSQL.ExecPos(ctx, s.h.DB)
 	return err
 }
 
 // WithTx returns a Store bound to the caller's transaction, so store writes
 // commit or roll back with the caller's own.
 func (s *Store) WithTx(tx pgx.Tx) *Store {
-	return &Store{db: tx, opts: s.opts, settings: s.settings}
+	t := &Store{h: s.h.WithTx(tx)}
+	t.wire()
+	return t
 }
 
 // beginTx begins a transaction on s's executor (a savepoint when s is
 // bound to one).
-func (s *Store) beginTx(ctx context.Context) (pgx.Tx, error) {
-	if s.begin != nil {
-		return s.begin(ctx)
-	}
-	return s.db.Begin(ctx)
-}
+func (s *Store) beginTx(ctx context.Context) (pgx.Tx, error) { return s.h.BeginTx(ctx) }
 
 // InTx runs fn in a transaction (a savepoint when s is already bound to
 // one) and commits if fn returns nil.
@@ -168,9 +157,6 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Store) error) error {
 	return nil
 }
 
-// isNoRows reports whether err is pgx's no-rows error.
-func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
-
 // ConnectTraced is Connect with every statement traced by tracer. A
 // tracer that also has pgxpool's ShouldPing decides the pool's liveness
 // pings, so it can count them (stmtcount.Tally).
@@ -184,3 +170,17 @@ func ConnectTraced(ctx context.Context, url string, tracer pgx.QueryTracer) (*pg
 		}
 	})
 }
+
+// SettingsGet reads the settings from the database.
+func (s *Store) SettingsGet(ctx context.Context) (Settings, error) { return s.h.SettingsGet(ctx) }
+
+// SettingsSet changes the settings (every field; see Settings.Validate) and
+// returns them. This Store applies them at once; other processes when they
+// restart.
+func (s *Store) SettingsSet(ctx context.Context, v Settings) (Settings, error) {
+	return s.h.SettingsSet(ctx, v)
+}
+
+// Limits returns the settings this Store applies, reading them from the
+// database the first time.
+func (s *Store) Limits(ctx context.Context) (Settings, error) { return s.h.Limits(ctx) }

@@ -47,7 +47,7 @@ func (s *Store) UpdatesSend(ctx context.Context, p UpdatesSendParams) (SentEvent
 	if p.RunID == uuid.Nil {
 		return SentEvent{}, invalidf("run id is required")
 	}
-	if err := s.checkPayload(ctx, "update request", p.Payload); err != nil {
+	if err := s.h.CheckPayload(ctx, "update request", p.Payload); err != nil {
 		return SentEvent{}, err
 	}
 	id, err := uuid.NewV7()
@@ -66,7 +66,7 @@ func (s *Store) UpdatesSend(ctx context.Context, p UpdatesSendParams) (SentEvent
 		case out.RunStatus == StatusScheduled || out.RunStatus == StatusPaused:
 			return fmt.Errorf("update %q of run %s: %w: it is a schedule template", protocol.Echo(p.Name), out.RunID, ErrConflict)
 		}
-		err = eventsSendSQL.queryRow(ctx, tx.db,
+		err = eventsSendSQL.QueryRow(ctx, tx.h.DB,
 			pgx.NamedArgs{"event_id": id, "namespace": p.Namespace, "run_id": out.RunID, "name": name, "payload": p.Payload,
 				"name_bytes": []byte(name)}).Scan(&out.CreatedAt, &out.Woken)
 		return mapErr(fmt.Sprintf("update %q of run %s", p.Name, out.RunID), err)
@@ -110,7 +110,7 @@ func (s *Store) UpdatesAnswer(ctx context.Context, namespace string, runID, upda
 		found bool
 		name  string
 	)
-	err := updatesAnswerSQL.queryRow(ctx, s.db, pgx.NamedArgs{
+	err := updatesAnswerSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{
 		"namespace": namespace, "run_id": runID, "event_id": updateID,
 		"event_prefix": protocol.UpdateEventPrefix, "event_step_prefix": protocol.UpdateEventStepPrefix,
 		"step_prefix": protocol.UpdateStepPrefix, "cut": len(protocol.UpdateEventStepPrefix) + 1,

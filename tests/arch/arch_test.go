@@ -355,3 +355,40 @@ func TestNothingImportsUpwards(t *testing.T) {
 		}
 	}
 }
+
+// maxFileLines and maxPackageLines bound the non-test Go code of one file
+// and of one package: a file past them holds more than one concern, a
+// package more than one room.
+const (
+	maxFileLines    = 800
+	maxPackageLines = 4000
+)
+
+// No non-test file is over maxFileLines lines and no package (a
+// directory's non-test files) over maxPackageLines.
+func TestFileAndPackageSizes(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	perDir := map[string]int{}
+	for _, f := range files(t) {
+		if f.test {
+			continue
+		}
+		src, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(f.rel)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := strings.Count(string(src), "\n")
+		if n > maxFileLines {
+			t.Errorf("%s: %d lines, over %d", f.rel, n, maxFileLines)
+		}
+		perDir[filepath.ToSlash(filepath.Dir(f.rel))] += n
+	}
+	for dir, n := range perDir {
+		if n > maxPackageLines {
+			t.Errorf("package %s: %d lines, over %d", dir, n, maxPackageLines)
+		}
+	}
+}

@@ -113,18 +113,6 @@ ON CONFLICT (run_id, step_id, attempt_number) DO UPDATE SET output = excluded.ou
 WHERE s.kind = 'EVENT' AND s.status = 'COMPLETED' AND s.input = excluded.input
 RETURNING 1;
 
--- name: EventsGuardLock :one
-SELECT event_seq FROM kagzi.workflow_runs
-WHERE namespace_id = @namespace AND run_id = @run_id AND lease_token = @token AND status = 'RUNNING'
-FOR NO KEY UPDATE;
-
--- name: EventsGuardRequeue :exec
-UPDATE kagzi.workflow_runs r SET status = 'PENDING', available_at = now(), locked_by = NULL, lease_expires_at = NULL
-WHERE r.run_id = @run_id AND EXISTS (
-	SELECT 1 FROM kagzi.workflow_events e
-	WHERE e.run_id = @run_id AND e.consumed_at IS NULL AND e.seq > @seen
-	  AND (@all OR e.name = ANY(@names::text[])));
-
 -- name: EventsWithStartTarget :one
 SELECT run_id, status, task_queue, workflow_type FROM kagzi.workflow_runs
 WHERE namespace_id = @namespace AND external_id = @external_id AND status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED')

@@ -1,0 +1,145 @@
+package store
+
+// The names below are defined in package opsstore; they are named here
+// so that this package's code and its callers use them as their own.
+
+import "github.com/kagzi/kagzi/pkg/store/internal/opsstore"
+
+type (
+	// RunsSearchParams filter and page the console's run search.
+	RunsSearchParams = opsstore.RunsSearchParams
+	// DeadLetterGroup is a set of failed runs of one type with errors of one
+	// shape (digits, hex ids and quoted values masked).
+	DeadLetterGroup = opsstore.DeadLetterGroup
+	// QueueTypeStats are the live runs of one workflow type in one queue.
+	QueueTypeStats = opsstore.QueueTypeStats
+	// RunsListParams filter and page a listing of runs.
+	RunsListParams = opsstore.RunsListParams
+	// DefaultVersion is the version a start without a version gets for one
+	// workflow type of a namespace (set by the operator).
+	DefaultVersion = opsstore.DefaultVersion
+	// RunsInsertFinishedParams describe the finished history
+	// RunsInsertFinished makes.
+	RunsInsertFinishedParams = opsstore.RunsInsertFinishedParams
+	// ScheduleFire is one run a schedule fired.
+	ScheduleFire = opsstore.ScheduleFire
+	// NotificationKind is the "k" field of a notification.
+	NotificationKind = opsstore.NotificationKind
+	// FinishedRun is one entry of a NotifyDone notification.
+	FinishedRun = opsstore.FinishedRun
+	// Notification is a decoded trigger payload.
+	Notification = opsstore.Notification
+	// StateValue is the latest value of one state key of a run.
+	StateValue = opsstore.StateValue
+	// StepsStateParams selects the state of a run: one key, or every key.
+	StepsStateParams = opsstore.StepsStateParams
+	// StateRead is a run's status and its latest state values, read in one
+	// snapshot.
+	StateRead = opsstore.StateRead
+	// StepsStreamParams selects the entries of a run's stream after an index.
+	StepsStreamParams = opsstore.StepsStreamParams
+	// StreamEntry is one entry of a stream.
+	StreamEntry = opsstore.StreamEntry
+	// StreamRead is what one read of a stream found, in one snapshot.
+	StreamRead = opsstore.StreamRead
+	// StreamInfo sums up one stream of a run.
+	StreamInfo = opsstore.StreamInfo
+	// RetentionPolicy is one row of kagzi.retention: how long the finished
+	// runs of a namespace, or of one workflow type in it, are kept.
+	RetentionPolicy = opsstore.RetentionPolicy
+	// Retention is the periods that apply to the finished runs of one
+	// namespace or workflow type, inheritance resolved (zero: kept for ever).
+	Retention = opsstore.Retention
+	// RetentionSetParams change one retention policy.
+	RetentionSetParams = opsstore.RetentionSetParams
+	// RunsExpiry is what RunsNextExpiry found.
+	RunsExpiry = opsstore.RunsExpiry
+	// RunsDeleteExpiredParams bound one batch of RunsDeleteExpired.
+	RunsDeleteExpiredParams = opsstore.RunsDeleteExpiredParams
+	// Orphans counts the rows of the tables that belong to runs (step_runs,
+	// workflow_events) whose run does not exist.
+	Orphans = opsstore.Orphans
+	// RunsForkParams ask for a fork of one run.
+	RunsForkParams = opsstore.RunsForkParams
+	// Fork is a fork of a run, as RunsFork and RunsForkMany return it.
+	Fork = opsstore.Fork
+	// ForkLinks are a run's links to the run it was forked from and to its own
+	// forks.
+	ForkLinks = opsstore.ForkLinks
+	// RunsForkManyParams select the runs RunsForkMany forks and say from
+	// where.
+	RunsForkManyParams = opsstore.RunsForkManyParams
+	// RunsForkManyResult reports a RunsForkMany.
+	RunsForkManyResult = opsstore.RunsForkManyResult
+	// WorkerStatus is the liveness of a worker.
+	WorkerStatus = opsstore.WorkerStatus
+	// Worker is a registered worker process.
+	Worker = opsstore.Worker
+	// WorkersRegisterParams describe a worker announcing itself.
+	WorkersRegisterParams = opsstore.WorkersRegisterParams
+	// WorkerBeat is one heartbeat to persist.
+	WorkerBeat = opsstore.WorkerBeat
+	// WorkersListParams filter WorkersList.
+	WorkersListParams = opsstore.WorkersListParams
+)
+
+const (
+	// DefaultPageSize is the page size when none is given (0).
+	DefaultPageSize = opsstore.DefaultPageSize
+	// MaxPageSize bounds one page: what one statement reads and one answer
+	// carries.
+	MaxPageSize = opsstore.MaxPageSize
+	// DeadLetterScan bounds how many of the newest failed runs the dead-letter
+	// view groups and a bulk retry walks: the failed-runs index is read in
+	// that order, so the cost is bounded too.
+	DeadLetterScan = opsstore.DeadLetterScan
+	// NotifyChannel is the one channel the triggers notify on (migration 002).
+	NotifyChannel = opsstore.NotifyChannel
+	// runs of a queue claimable at At
+	NotifyReady = opsstore.NotifyReady
+	// runs reached a terminal status
+	NotifyDone = opsstore.NotifyDone
+	// a running run was terminated or asked to cancel
+	NotifyCancel = opsstore.NotifyCancel
+	// a schedule template changed
+	NotifySchedule = opsstore.NotifySchedule
+	// a run recorded a progress step (protocol.ProgressPrefixes)
+	NotifyProgress    = opsstore.NotifyProgress
+	DefaultStreamRead = opsstore.DefaultStreamRead
+	MaxStreamRead     = opsstore.MaxStreamRead
+	// DefaultKeepCompleted keeps COMPLETED and CANCELLED runs for a week: the
+	// history an operator looks back at when something went wrong (last
+	// Monday's batch, the previous run of a weekly job).
+	DefaultKeepCompleted = opsstore.DefaultKeepCompleted
+	// DefaultKeepFailed keeps FAILED runs, the dead letters, for 30 days:
+	// someone must look at each and may retry it, which can wait for a holiday
+	// or a month-end.
+	DefaultKeepFailed = opsstore.DefaultKeepFailed
+	// DefaultDeleteBatch runs a batch: with their steps, payloads and events
+	// some thousands of rows, a transaction of about a tenth of a second.
+	DefaultDeleteBatch = opsstore.DefaultDeleteBatch
+	// MaxDeleteBatch bounds what one transaction locks, writes to the WAL and
+	// holds back from vacuum.
+	MaxDeleteBatch     = opsstore.MaxDeleteBatch
+	MaxForkMany        = opsstore.MaxForkMany
+	DefaultForkMany    = opsstore.DefaultForkMany
+	WorkerOnline       = opsstore.WorkerOnline
+	WorkerDraining     = opsstore.WorkerDraining
+	WorkerOffline      = opsstore.WorkerOffline
+	DefaultWorkersPage = opsstore.DefaultWorkersPage
+	MaxWorkersPage     = opsstore.MaxWorkersPage
+)
+
+// ParseNotification decodes a trigger payload, rejecting malformed ones
+// with ErrInvalidArgument.
+func ParseNotification(payload string) (Notification, error) {
+	return opsstore.ParseNotification(payload)
+}
+
+// RetentionFor resolves the periods of workflow type typ in namespace (typ
+// "": of the namespace's types without a policy of their own) from
+// policies, as RetentionList returns them; RunsDeleteExpired resolves them
+// the same way in SQL.
+func RetentionFor(policies []RetentionPolicy, namespace, typ string) Retention {
+	return opsstore.RetentionFor(policies, namespace, typ)
+}
