@@ -22,12 +22,13 @@ const module = "github.com/kagzi/kagzi"
 var sqlExceptions = map[string]string{
 	// The bench names the statements it sees in pg_stat_activity by their
 	// beginnings; it executes none of them.
-	"cmd/kagzi/internal/bench/idle.go":           "patterns matched against pg_stat_activity",
-	"cmd/kagzi/internal/bench/scenarios_test.go": "pg_stat_activity rows for the classifier's test",
+	"cmd/kagzi/internal/bench/measure/activity.go":      "patterns matched against pg_stat_activity",
+	"cmd/kagzi/internal/bench/measure/activity_test.go": "pg_stat_activity rows for the classifier's test",
+	"cmd/kagzi/internal/bench/scenarios_test.go":        "statement texts in the test of the tally's difference",
 	// The bench's own measurements, which no service runs: they stay out
 	// of the public data layer.
-	"cmd/kagzi/internal/bench/pgstats.go":      "server statistics (pg_stat_*), River's job count, the checks of its scenarios",
-	"cmd/kagzi/internal/bench/pgstats_test.go": "takes an advisory lock for the test of the bench's check of one",
+	"cmd/kagzi/internal/bench/measure/pgstats.go":      "server statistics (pg_stat_*), River's job count, the checks of its scenarios",
+	"cmd/kagzi/internal/bench/measure/pgstats_test.go": "takes an advisory lock for the test of the bench's check of one",
 }
 
 // sqlText matches a string that is a SQL statement: an upper-case

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench/measure"
 	"github.com/kagzi/kagzi/internal/pgbouncer"
 	"github.com/kagzi/kagzi/internal/stmtcount"
 	"github.com/kagzi/kagzi/pkg/client"
@@ -114,7 +115,7 @@ type Result struct {
 	// Cost is what the runs cost Postgres (throughput).
 	Cost *Cost `json:"postgres,omitempty"`
 	// CPU is what the measured phase cost in CPU (throughput).
-	CPU *CPU `json:"cpu,omitempty"`
+	CPU *measure.CPU `json:"cpu,omitempty"`
 	// River is the same workload on River (--compare river), and
 	// Comparison the ratios with their targets.
 	River      *RiverResult `json:"river,omitempty"`
@@ -307,7 +308,7 @@ func (e *env) setup(ctx context.Context) error {
 		}
 	}
 	e.x.tally = stmtcount.NewTally()
-	pool, err := store.ConnectTraced(ctx, withApp(e.dbURL, benchApp), e.x.tally)
+	pool, err := store.ConnectTraced(ctx, measure.WithApp(e.dbURL, benchApp), e.x.tally)
 	if err != nil {
 		return err
 	}
@@ -380,8 +381,8 @@ func (e *env) spawn(ctx context.Context, service string, env []string) error {
 	cmd := exec.CommandContext(ctx, e.o.Exe, "serve", service)
 	cmd.Env = append(os.Environ(), env...)
 	if service != "worker" {
-		cmd.Env = append(cmd.Env, "KAGZI_DATABASE_URL="+withApp(e.dbURL, "kagzi-"+service),
-			"KAGZI_DATABASE_SESSION_URL="+withApp(e.sessionURL, "kagzi-"+service))
+		cmd.Env = append(cmd.Env, "KAGZI_DATABASE_URL="+measure.WithApp(e.dbURL, "kagzi-"+service),
+			"KAGZI_DATABASE_SESSION_URL="+measure.WithApp(e.sessionURL, "kagzi-"+service))
 	}
 	if e.o.ProfileDir != "" {
 		n := 0

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench/measure"
 )
 
 // ConnectionsResult is the figures of the connections scenario: the
@@ -47,7 +49,7 @@ func fmtByService(m map[string]int) string {
 
 // countConnections counts client connections by application name, the
 // bench's own left out.
-func countConnections(bs []Backend) (int, map[string]int) {
+func countConnections(bs []measure.Backend) (int, map[string]int) {
 	by := map[string]int{}
 	n := 0
 	for _, b := range bs {
@@ -69,7 +71,7 @@ func (e *env) peakConnections(ctx context.Context, runs int) (int, map[string]in
 		by   map[string]int
 	)
 	sample := func() {
-		bs, err := activity(ctx, e.x.admin, e.dbName)
+		bs, err := measure.Activity(ctx, e.x.admin, e.dbName)
 		if err != nil {
 			return
 		}

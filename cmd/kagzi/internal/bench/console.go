@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench/measure"
 	"github.com/kagzi/kagzi/pkg/console"
 	"github.com/kagzi/kagzi/pkg/store"
 )
@@ -82,7 +83,7 @@ func (e *env) console(ctx context.Context) (Detail, error) {
 	if err := e.st.Analyze(ctx); err != nil {
 		return nil, err
 	}
-	res.LoadSec = round2(time.Since(t0).Seconds())
+	res.LoadSec = measure.Round2(time.Since(t0).Seconds())
 
 	con, err := console.New(console.Options{Pool: e.pool, NATS: e.nc, Namespace: "bench"})
 	if err != nil {
@@ -125,11 +126,11 @@ func (e *env) console(ctx context.Context) (Detail, error) {
 	if err != nil {
 		return nil, err
 	}
-	res.FirstViewMS = round2(ms(first))
+	res.FirstViewMS = measure.Round2(ms(first))
 	if _, err := con.Counts(ctx, "bench"); err != nil {
 		return nil, err
 	}
-	res.BaselineMS = round2(ms(time.Since(t1)))
+	res.BaselineMS = measure.Round2(ms(time.Since(t1)))
 	series := func(path string) (p50, p99 float64, err error) {
 		ds := make([]float64, 0, o.Repeat)
 		for range o.Repeat {
@@ -140,7 +141,7 @@ func (e *env) console(ctx context.Context) (Detail, error) {
 			ds = append(ds, ms(d))
 		}
 		sort.Float64s(ds)
-		return round2(pct(ds, 50)), round2(pct(ds, 99)), nil
+		return measure.Round2(pct(ds, 50)), measure.Round2(pct(ds, 99)), nil
 	}
 	if res.PageP50MS, res.PageP99MS, err = series("/runs?ns=bench"); err != nil {
 		return nil, err

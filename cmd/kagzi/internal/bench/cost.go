@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench/measure"
 	"github.com/kagzi/kagzi/internal/lifecycle/process"
 
 	"github.com/nats-io/nats.go"
@@ -73,16 +74,16 @@ func (e *env) withCost(ctx context.Context, f func(context.Context) (*Result, er
 	if err := e.openAdmin(ctx); err != nil {
 		return nil, err
 	}
-	s0, err := dbStats(ctx, e.x.admin, e.dbName)
+	s0, err := measure.ReadDBStats(ctx, e.x.admin, e.dbName)
 	if err != nil {
 		return nil, err
 	}
 	if e.o.OwnPostgres {
-		if err := statementStatsReset(ctx, e.x.admin); err != nil {
+		if err := measure.StatementStatsReset(ctx, e.x.admin); err != nil {
 			return nil, err
 		}
 	}
-	meter := startCPU(ctx, e.x.admin, e.dbName, e.o.OwnPostgres, e.natsMonitor, e.cpuProcs())
+	meter := measure.StartCPU(ctx, e.x.admin, e.dbName, e.o.OwnPostgres, e.natsMonitor, e.cpuProcs())
 	t0 := e.x.tally.Snapshot()
 	res, err := f(ctx)
 	if err != nil || res.Runs == 0 {
@@ -94,16 +95,16 @@ func (e *env) withCost(ctx context.Context, f func(context.Context) (*Result, er
 	if res.Sleepers != nil {
 		runs += res.Sleepers.Runs
 	}
-	res.CPU = meter.finish(ctx, runs)
+	res.CPU = meter.Finish(ctx, runs)
 	if e.o.OwnPostgres {
-		res.CPU.statements(ctx, e.x.admin, e.dbName, runs)
+		res.CPU.AddStatements(ctx, e.x.admin, e.dbName, runs)
 	}
 	// Idle backends report their counters up to 10 s late.
 	e.o.Log.Info("waiting for Postgres statistics", "for", statsFlushWait)
 	if err := sleepCtx(ctx, statsFlushWait); err != nil {
 		return nil, err
 	}
-	s1, err := dbStats(ctx, e.x.admin, e.dbName)
+	s1, err := measure.ReadDBStats(ctx, e.x.admin, e.dbName)
 	if err != nil {
 		return nil, err
 	}
@@ -116,25 +117,25 @@ func tallyDiff(a, b map[string]int64) map[string]int64 {
 	out := map[string]int64{}
 	for sql, n := range a {
 		if d := n - b[sql]; d > 0 {
-			out[statementName(sql)] += d
+			out[measure.StatementName(sql)] += d
 		}
 	}
 	return out
 }
 
 // costOf divides the deltas by the runs.
-func costOf(d DBStats, stmts map[string]int64, runs int, counted bool) *Cost {
+func costOf(d measure.DBStats, stmts map[string]int64, runs int, counted bool) *Cost {
 	n := float64(runs)
 	c := &Cost{Source: "pg_stat_database, pg_stat_wal",
-		XactsPerRun: round3(float64(d.Xacts()) / n), TupInsertedPerRun: round3(float64(d.TupInserted) / n),
-		TupUpdatedPerRun: round3(float64(d.TupUpdated) / n), WALBytesPerRun: round2(float64(d.WALBytes) / n)}
+		XactsPerRun: measure.Round3(float64(d.Xacts()) / n), TupInsertedPerRun: measure.Round3(float64(d.TupInserted) / n),
+		TupUpdatedPerRun: measure.Round3(float64(d.TupUpdated) / n), WALBytesPerRun: measure.Round2(float64(d.WALBytes) / n)}
 	if !counted {
 		return c
 	}
 	var total int64
 	for name, k := range stmts {
 		total += k
-		c.Statements = append(c.Statements, StatementCost{Statement: name, Count: k, PerRun: round3(float64(k) / n)})
+		c.Statements = append(c.Statements, StatementCost{Statement: name, Count: k, PerRun: measure.Round3(float64(k) / n)})
 	}
 	sort.Slice(c.Statements, func(i, j int) bool {
 		if c.Statements[i].Count != c.Statements[j].Count {
@@ -142,22 +143,15 @@ func costOf(d DBStats, stmts map[string]int64, runs int, counted bool) *Cost {
 		}
 		return c.Statements[i].Statement < c.Statements[j].Statement
 	})
-	c.StatementsPerRun = round3(float64(total) / n)
+	c.StatementsPerRun = measure.Round3(float64(total) / n)
 	return c
-}
-
-func round3(x float64) float64 {
-	if x < 0 {
-		return -round3(-x)
-	}
-	return float64(int64(x*1000+0.5)) / 1000
 }
 
 // startDispatcherHere runs a dispatcher in this process, configured like
 // the process would be, over a pool whose statements e.x.tally counts.
 func (e *env) startDispatcherHere(ctx context.Context) error {
-	vars := map[string]string{"KAGZI_DATABASE_URL": withApp(e.dbURL, "kagzi-dispatcher"),
-		"KAGZI_DATABASE_SESSION_URL": withApp(e.sessionURL, "kagzi-dispatcher"), "KAGZI_NATS_URL": e.natsURL,
+	vars := map[string]string{"KAGZI_DATABASE_URL": measure.WithApp(e.dbURL, "kagzi-dispatcher"),
+		"KAGZI_DATABASE_SESSION_URL": measure.WithApp(e.sessionURL, "kagzi-dispatcher"), "KAGZI_NATS_URL": e.natsURL,
 		"KAGZI_HTTP_ADDR": "", "KAGZI_LOG_LEVEL": "warn"}
 	for _, kv := range e.x.common {
 		if k, v, ok := strings.Cut(kv, "="); ok {

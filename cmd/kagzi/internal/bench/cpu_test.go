@@ -1,39 +1,15 @@
 package bench
 
 import (
-	"os"
 	"testing"
-	"time"
-)
 
-func TestProcTimesOfSelf(t *testing.T) {
-	// Burn some CPU so the reading is above one clock tick.
-	deadline := time.Now().Add(50 * time.Millisecond)
-	for x := 0; time.Now().Before(deadline); x++ {
-		_ = x * x
-	}
-	self, _, ppid, err := procTimes(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if self <= 0 {
-		t.Errorf("own CPU %v after 50 ms of work", self)
-	}
-	if ppid != os.Getppid() {
-		t.Errorf("parent %d, want %d", ppid, os.Getppid())
-	}
-	if _, _, _, err := procTimes(-1); err == nil {
-		t.Error("a process that does not exist must be an error")
-	}
-	if tree := treeTimes(os.Getpid()); tree < self {
-		t.Errorf("tree %v below the process's own %v", tree, self)
-	}
-}
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench/measure"
+)
 
 func TestCompareRiver(t *testing.T) {
 	res := &Result{Scenario: "throughput", Steps: 1, RunsPerSec: 6000,
-		CPU:   &CPU{PostgresUSPerRun: 45, ServicesUSPerRun: 90},
-		River: &RiverResult{JobsPerSec: 10000, CPU: &CPU{PostgresUSPerRun: 30, ServicesUSPerRun: 20}}}
+		CPU:   &measure.CPU{PostgresUSPerRun: 45, ServicesUSPerRun: 90},
+		River: &RiverResult{JobsPerSec: 10000, CPU: &measure.CPU{PostgresUSPerRun: 30, ServicesUSPerRun: 20}}}
 	rs := compare(res)
 	if len(rs) != 3 {
 		t.Fatalf("ratios: %+v", rs)
@@ -49,7 +25,7 @@ func TestCompareRiver(t *testing.T) {
 	}
 	// Ten steps: per step against per job, steps/s against jobs/s.
 	res.Steps, res.StepsPerSec = 10, 12000
-	res.CPU = &CPU{PostgresUSPerRun: 400, ServicesUSPerRun: 500}
+	res.CPU = &measure.CPU{PostgresUSPerRun: 400, ServicesUSPerRun: 500}
 	rs = compare(res)
 	if r := rs[0]; r.Ratio != 1.2 || !r.Met || r.Target != 1 {
 		t.Errorf("steps/s ratio: %+v", r)

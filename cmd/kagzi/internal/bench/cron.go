@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench/measure"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/store"
 )
@@ -78,7 +79,7 @@ func cronStats(fires []store.ScheduleFire, schedules []uuid.UUID, from, to time.
 		}
 	}
 	r.Fired = len(fires)
-	r.LateP50ms, r.LateP99ms, r.LateMaxMS = round2(pct(late, 50)), round2(pct(late, 99)), round2(pct(late, 100))
+	r.LateP50ms, r.LateP99ms, r.LateMaxMS = measure.Round2(pct(late, 50)), measure.Round2(pct(late, 99)), measure.Round2(pct(late, 100))
 	return r
 }
 

@@ -3,13 +3,10 @@ package bench
 import (
 	"context"
 	"fmt"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench/measure"
 	"github.com/kagzi/kagzi/internal/stmtcount"
 )
 
@@ -39,17 +36,10 @@ type IdleResult struct {
 	Met             bool    `json:"met"`
 	// Observed are the statements seen in pg_stat_activity (sampled
 	// every 10 ms: a backend's back-to-back statements may show as one).
-	Observed []ObservedStatement `json:"observed"`
+	Observed []measure.ObservedStatement `json:"observed"`
 	// WorkerTimeoutMS and HeartbeatIntervalMS configure the processes.
 	WorkerTimeoutMS     int64 `json:"worker_timeout_ms"`
 	HeartbeatIntervalMS int64 `json:"heartbeat_interval_ms"`
-}
-
-// ObservedStatement is a statement seen while sampling pg_stat_activity.
-type ObservedStatement struct {
-	Service   string `json:"service"`
-	Statement string `json:"statement"`
-	Count     int    `json:"count"`
 }
 
 // Rows implements Detail.
@@ -80,7 +70,7 @@ func (e *env) idle(ctx context.Context) (Detail, error) {
 		Target: IdleTarget, Source: "pg_stat_database",
 		WorkerTimeoutMS: o.workerTimeout().Milliseconds(), HeartbeatIntervalMS: o.heartbeatInterval().Milliseconds()}
 	// pg_stat_statements needs shared_preload_libraries; try it.
-	_, pssErr := statementCalls(ctx, e.pool)
+	_, pssErr := measure.StatementCalls(ctx, e.pool)
 	if pssErr != nil {
 		r.PgStatStatements = "unavailable: " + pssErr.Error()
 	}
@@ -89,13 +79,13 @@ func (e *env) idle(ctx context.Context) (Detail, error) {
 	if err := sleepCtx(ctx, statsFlushWait); err != nil {
 		return nil, err
 	}
-	sampler := newActivitySampler(e.x.admin, e.dbName)
+	sampler := measure.NewActivitySampler(e.x.admin, e.dbName, benchApp)
 	sctx, stopSampling := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		sampler.run(sctx, 10*time.Millisecond)
+		sampler.Run(sctx, 10*time.Millisecond)
 	}()
 	defer func() {
 		stopSampling()
@@ -105,12 +95,12 @@ func (e *env) idle(ctx context.Context) (Detail, error) {
 	var calls0 int64
 	if pssErr == nil {
 		var err error
-		if calls0, err = statementCalls(ctx, e.pool); err != nil {
+		if calls0, err = measure.StatementCalls(ctx, e.pool); err != nil {
 			return nil, err
 		}
 	}
 	own0 := tallyTotal(e.x.tally)
-	s0, err := dbStats(ctx, e.x.admin, e.dbName)
+	s0, err := measure.ReadDBStats(ctx, e.x.admin, e.dbName)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +111,7 @@ func (e *env) idle(ctx context.Context) (Detail, error) {
 	if pssErr == nil {
 		// pg_stat_statements counts at once: no flush wait.
 		own := tallyTotal(e.x.tally) - own0
-		calls1, err := statementCalls(ctx, e.pool)
+		calls1, err := measure.StatementCalls(ctx, e.pool)
 		if err != nil {
 			return nil, err
 		}
@@ -136,7 +126,7 @@ func (e *env) idle(ctx context.Context) (Detail, error) {
 			return nil, err
 		}
 		own := tallyTotal(e.x.tally) - own0
-		s1, err := dbStats(ctx, e.x.admin, e.dbName)
+		s1, err := measure.ReadDBStats(ctx, e.x.admin, e.dbName)
 		if err != nil {
 			return nil, err
 		}
@@ -148,8 +138,8 @@ func (e *env) idle(ctx context.Context) (Detail, error) {
 	wg.Wait()
 	r.StatementsPerSec = float64(r.Statements) / r.WindowSec
 	r.Met = r.StatementsPerSec <= r.Target
-	r.WindowSec = round2(r.WindowSec)
-	r.Observed = sampler.observed()
+	r.WindowSec = measure.Round2(r.WindowSec)
+	r.Observed = sampler.Observed()
 	return r, nil
 }
 
@@ -163,128 +153,4 @@ func tallyTotal(t *stmtcount.Tally) int64 {
 		n += c
 	}
 	return n
-}
-
-// activitySampler watches pg_stat_activity of one database from another
-// one and counts each statement it sees start (a backend's query_start
-// moved), by application name and statement text.
-type activitySampler struct {
-	// pool is on another database than db, so sampling is not counted
-	// in db's statistics.
-	pool   *pgxpool.Pool
-	db     string
-	last   map[int]time.Time
-	counts map[[2]string]int
-	mu     sync.Mutex
-}
-
-func newActivitySampler(pool *pgxpool.Pool, db string) *activitySampler {
-	return &activitySampler{pool: pool, db: db, last: map[int]time.Time{}, counts: map[[2]string]int{}}
-}
-
-func (a *activitySampler) run(ctx context.Context, every time.Duration) {
-	first := true
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		bs, err := activity(ctx, a.pool, a.db)
-		if err == nil {
-			a.add(bs, first)
-			first = false
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// add records the backends of one sample; the first sample only sets the
-// baseline.
-func (a *activitySampler) add(bs []Backend, baseline bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, b := range bs {
-		if b.QueryStart == nil || b.ApplicationName == benchApp {
-			continue
-		}
-		prev, seen := a.last[b.PID]
-		a.last[b.PID] = *b.QueryStart
-		if baseline || (seen && !b.QueryStart.After(prev)) {
-			continue
-		}
-		a.counts[[2]string{b.ApplicationName, statementName(b.Query)}]++
-	}
-}
-
-func (a *activitySampler) observed() []ObservedStatement {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := make([]ObservedStatement, 0, len(a.counts))
-	for k, n := range a.counts {
-		out = append(out, ObservedStatement{Service: k[0], Statement: k[1], Count: n})
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Count != out[j].Count {
-			return out[i].Count > out[j].Count
-		}
-		return out[i].Service+out[i].Statement < out[j].Service+out[j].Statement
-	})
-	return out
-}
-
-// statementNames name Kagzi's statements by a fragment of their text.
-var statementNames = []struct{ fragment, name string }{
-	{"kagzi.claim_slots", "claim (RunsClaim)"},
-	{"SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL FROM k", "complete runs and their last steps (RunsCompleteBatch)"},
-	{"SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL FROM c", "complete runs (RunsCompleteBatch)"},
-	{"INSERT INTO kagzi.step_runs AS s", "record step (StepsRecord[Many])"},
-	{"INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, external_id", "start runs (RunsCreate[Many])"},
-	{"SET lease_expires_at = greatest(r.lease_expires_at, w.until)", "extend leases (RunsExtendLeases)"},
-	{"UPDATE kagzi.workers w SET last_heartbeat_at", "persist heartbeats (WorkersHeartbeat)"},
-	{"INSERT INTO kagzi.workers", "register worker (WorkersRegister)"},
-	{"UPDATE kagzi.workers w SET status = 'OFFLINE'", "mark stale workers offline (WorkersMarkStaleOffline)"},
-	{"min(available_at) FROM kagzi.workflow_runs WHERE status IN", "due queues (RunsQueuesDue)"},
-	{"SELECT min(available_at) FROM kagzi.workflow_runs WHERE namespace_id", "next due run (RunsNextDue)"},
-	{"min(lease_expires_at)", "next lease expiry (RunsNextLeaseExpiry)"},
-	{"min(deadline_at)", "next deadline (RunsNextDeadline)"},
-	{"min(last_heartbeat_at)", "oldest heartbeat (WorkersOldestHeartbeat)"},
-	{"SELECT min(available_at) FROM kagzi.workflow_runs WHERE status = 'SCHEDULED'", "next due schedule (SchedulesNextDue)"},
-	{"WHERE r.status = 'SCHEDULED' AND r.available_at <=", "due schedules (SchedulesDue)"},
-	{"SET available_at = l.next, last_fired_at", "fire schedules (SchedulesFireDueMany)"},
-	{"UPDATE kagzi.workflow_runs r SET status = 'PENDING', available_at = now(), locked_by = NULL", "release runs (RunsReleaseMany)"},
-	{"WITH t AS ( SELECT run_id FROM kagzi.workflow_runs WHERE status = 'RUNNING' AND", "recover runs (RunsRecoverWorker/RunsExpireLeases)"},
-	{"pg_advisory_lock", "take leader lock"},
-	{"LISTEN", "listen"},
-	{"-- ping", "pool health ping (pgxpool, after 1 s idle)"},
-}
-
-// statementName names a statement for the reports: Kagzi's by what they
-// do, others by their first words.
-func statementName(sql string) string {
-	s := strings.Join(strings.Fields(sql), " ")
-	if l := strings.ToLower(s); strings.HasPrefix(l, "begin; set local ") {
-		// A transaction through a pooler, which sets its own bounds.
-		return "begin"
-	}
-	switch strings.ToLower(s) {
-	case "begin", "begin isolation level read committed":
-		return "begin"
-	case "commit":
-		return "commit"
-	case "rollback":
-		return "rollback"
-	case "":
-		return "(empty)"
-	}
-	for _, n := range statementNames {
-		if strings.Contains(s, n.fragment) {
-			return n.name
-		}
-	}
-	if len(s) > 70 {
-		s = s[:70] + "…"
-	}
-	return s
 }

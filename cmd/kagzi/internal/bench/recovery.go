@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench/measure"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/retry"
@@ -65,7 +66,7 @@ const pollEvery = 5 * time.Millisecond
 func (e *env) waitHeld(ctx context.Context, ids []uuid.UUID, w uuid.UUID, want int, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
-		by, err := runsLockedBy(ctx, e.pool, "bench", ids)
+		by, err := measure.RunsLockedBy(ctx, e.pool, "bench", ids)
 		if err != nil {
 			return err
 		}
@@ -203,20 +204,20 @@ func (e *env) recovery(ctx context.Context) (Detail, error) {
 	if err := a.cmd.Process.Kill(); err != nil {
 		return nil, fmt.Errorf("bench: kill worker A: %w", err)
 	}
-	r.SinceHeartbeatMS = round2(ms(since))
+	r.SinceHeartbeatMS = measure.Round2(ms(since))
 	limit := 10*o.workerTimeout() + 30*time.Second
 	deadline := killed.Add(limit)
 	for {
-		by, err := runsLockedBy(ctx, e.pool, "bench", ids)
+		by, err := measure.RunsLockedBy(ctx, e.pool, "bench", ids)
 		if err != nil {
 			return nil, err
 		}
 		now := time.Now()
 		if r.ReleasedMS == 0 && by[a.id] == 0 {
-			r.ReleasedMS = round2(ms(now.Sub(killed)))
+			r.ReleasedMS = measure.Round2(ms(now.Sub(killed)))
 		}
 		if by[b.id] == len(ids) {
-			r.RecoveryMS = round2(ms(now.Sub(killed)))
+			r.RecoveryMS = measure.Round2(ms(now.Sub(killed)))
 			break
 		}
 		if now.After(deadline) {
@@ -226,7 +227,7 @@ func (e *env) recovery(ctx context.Context) (Detail, error) {
 			return nil, err
 		}
 	}
-	r.OverheadMS = round2(r.RecoveryMS - (float64(r.WorkerTimeoutMS) - r.SinceHeartbeatMS))
+	r.OverheadMS = measure.Round2(r.RecoveryMS - (float64(r.WorkerTimeoutMS) - r.SinceHeartbeatMS))
 	r.Met = r.RecoveryMS <= r.TargetMS
 	return r, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench/measure"
 	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/store/dbadmin"
 )
@@ -40,9 +41,9 @@ type RiverResult struct {
 	DurationSec float64 `json:"duration_sec"`
 	JobsPerSec  float64 `json:"jobs_per_sec"`
 	// StartP50ms and StartP99ms: insert returned → Work called (latency).
-	StartP50ms float64 `json:"start_p50_ms,omitempty"`
-	StartP99ms float64 `json:"start_p99_ms,omitempty"`
-	CPU        *CPU    `json:"cpu,omitempty"`
+	StartP50ms float64      `json:"start_p50_ms,omitempty"`
+	StartP99ms float64      `json:"start_p99_ms,omitempty"`
+	CPU        *measure.CPU `json:"cpu,omitempty"`
 }
 
 type riverNoop struct{}
@@ -84,7 +85,7 @@ func runRiver(ctx context.Context, o *Options, jobs int, own bool) (_ *RiverResu
 	if err != nil {
 		return nil, err
 	}
-	pool, err := store.Connect(ctx, withApp(url, "river-bench"))
+	pool, err := store.Connect(ctx, measure.WithApp(url, "river-bench"))
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +98,7 @@ func runRiver(ctx context.Context, o *Options, jobs int, own bool) (_ *RiverResu
 	if _, err := mig.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		return nil, fmt.Errorf("bench: migrate river: %w", err)
 	}
-	adminPool, err := store.Connect(ctx, withApp(o.AdminURL, benchApp))
+	adminPool, err := store.Connect(ctx, measure.WithApp(o.AdminURL, benchApp))
 	if err != nil {
 		return nil, err
 	}
@@ -134,11 +135,11 @@ func runRiver(ctx context.Context, o *Options, jobs int, own bool) (_ *RiverResu
 		return nil, err
 	}
 	if own {
-		if err := statementStatsReset(ctx, adminPool); err != nil {
+		if err := measure.StatementStatsReset(ctx, adminPool); err != nil {
 			return nil, err
 		}
 	}
-	meter := startCPU(ctx, adminPool, dbName, own, "", []labeledPID{{"bench (River client)", os.Getpid()}})
+	meter := measure.StartCPU(ctx, adminPool, dbName, own, "", []measure.LabeledPID{{Label: "bench (River client)", PID: os.Getpid()}})
 	res := &RiverResult{Jobs: jobs}
 	begin := time.Now()
 	var inserted []time.Time
@@ -176,12 +177,12 @@ func runRiver(ctx context.Context, o *Options, jobs int, own bool) (_ *RiverResu
 		return nil, err
 	}
 	el := time.Since(begin)
-	res.CPU = meter.finish(ctx, jobs)
+	res.CPU = meter.Finish(ctx, jobs)
 	if own {
-		res.CPU.statements(ctx, adminPool, dbName, jobs)
+		res.CPU.AddStatements(ctx, adminPool, dbName, jobs)
 	}
-	res.DurationSec = round2(el.Seconds())
-	res.JobsPerSec = round2(float64(jobs) / el.Seconds())
+	res.DurationSec = measure.Round2(el.Seconds())
+	res.JobsPerSec = measure.Round2(float64(jobs) / el.Seconds())
 	if w.started != nil {
 		w.mu.Lock()
 		var lat []float64
@@ -191,7 +192,7 @@ func runRiver(ctx context.Context, o *Options, jobs int, own bool) (_ *RiverResu
 			}
 		}
 		w.mu.Unlock()
-		res.StartP50ms, res.StartP99ms = round2(pct(lat, 50)), round2(pct(lat, 99))
+		res.StartP50ms, res.StartP99ms = measure.Round2(pct(lat, 50)), measure.Round2(pct(lat, 99))
 	}
 	return res, nil
 }
@@ -208,7 +209,7 @@ func riverWait(ctx context.Context, pool *pgxpool.Pool, events <-chan *river.Eve
 		case <-events:
 			got++
 		case <-tick.C:
-			c, err := riverCompleted(ctx, pool)
+			c, err := measure.RiverCompleted(ctx, pool)
 			if err != nil {
 				return err
 			}
@@ -222,7 +223,7 @@ func riverWait(ctx context.Context, pool *pgxpool.Pool, events <-chan *river.Eve
 	// The clock stops when Postgres has them all.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		c, err := riverCompleted(ctx, pool)
+		c, err := measure.RiverCompleted(ctx, pool)
 		if err != nil {
 			return err
 		}
@@ -259,7 +260,7 @@ func ratio(figure string, k, r, target float64, upper bool) Ratio {
 	if upper {
 		met = x <= target
 	}
-	return Ratio{Figure: figure, Kagzi: round2(k), River: round2(r), Ratio: round2(x), Target: target, Max: upper, Met: met}
+	return Ratio{Figure: figure, Kagzi: measure.Round2(k), River: measure.Round2(r), Ratio: measure.Round2(x), Target: target, Max: upper, Met: met}
 }
 
 // The CPU comparisons' names: the targets scenario leaves them out of its

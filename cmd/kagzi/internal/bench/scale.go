@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench/measure"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/store"
 )
@@ -115,7 +116,7 @@ func (e *env) claimPlan(ctx context.Context) (ClaimPlan, error) {
 		times = append(times, ms)
 		p.Buffers, p.ClaimIndex = buf, idx
 	}
-	p.ExecMS = round2(median(times))
+	p.ExecMS = measure.Round2(median(times))
 	return p, nil
 }
 
@@ -207,10 +208,10 @@ func (e *env) scale(ctx context.Context) (Detail, error) {
 		if err := e.st.Analyze(ctx); err != nil {
 			return nil, err
 		}
-		if err := checkpoint(ctx, e.pool); err != nil {
+		if err := measure.Checkpoint(ctx, e.pool); err != nil {
 			o.Log.Warn("scale: checkpoint", "err", err)
 		}
-		s.LoadSec = round2(time.Since(t0).Seconds())
+		s.LoadSec = measure.Round2(time.Since(t0).Seconds())
 		var err error
 		if s.ClaimPlan, err = e.claimPlan(ctx); err != nil {
 			return nil, err
@@ -220,16 +221,16 @@ func (e *env) scale(ctx context.Context) (Detail, error) {
 			if err != nil {
 				return nil, err
 			}
-			s.Samples = append(s.Samples, round2(float64(o.Runs)/el.Seconds()))
+			s.Samples = append(s.Samples, measure.Round2(float64(o.Runs)/el.Seconds()))
 			s.Failed += failed
 			o.Log.Info("scale: round", "finished_rows", size, "runs_per_sec", s.Samples[len(s.Samples)-1])
 		}
-		s.RunsPerSec = round2(median(s.Samples))
+		s.RunsPerSec = measure.Round2(median(s.Samples))
 		lat, err := e.measureLatency(ctx, scaleLatencyRuns, scaleLatencyRate)
 		if err != nil {
 			return nil, err
 		}
-		s.DispatchP50ms, s.DispatchP99ms = round2(pct(lat.dispatch, 50)), round2(pct(lat.dispatch, 99))
+		s.DispatchP50ms, s.DispatchP99ms = measure.Round2(pct(lat.dispatch, 50)), measure.Round2(pct(lat.dispatch, 99))
 		s.Failed += lat.failed
 		o.Log.Info("scale: latency", "finished_rows", size, "dispatch_p50_ms", s.DispatchP50ms, "dispatch_p99_ms", s.DispatchP99ms)
 		r.Results = append(r.Results, s)
@@ -237,12 +238,12 @@ func (e *env) scale(ctx context.Context) (Detail, error) {
 	if len(r.Results) > 0 && r.Results[0].RunsPerSec > 0 {
 		base := r.Results[0].RunsPerSec
 		for i := range r.Results {
-			r.Results[i].VsEmptyPct = round2((r.Results[i].RunsPerSec - base) / base * 100)
+			r.Results[i].VsEmptyPct = measure.Round2((r.Results[i].RunsPerSec - base) / base * 100)
 			if r.Results[i].VsEmptyPct < -r.TargetPct {
 				r.Met = false
 			}
 			if p99 := r.Results[0].DispatchP99ms; p99 > 0 {
-				r.Results[i].DispatchP99VsEmptyPct = round2((r.Results[i].DispatchP99ms - p99) / p99 * 100)
+				r.Results[i].DispatchP99VsEmptyPct = measure.Round2((r.Results[i].DispatchP99ms - p99) / p99 * 100)
 				if r.Results[i].DispatchP99VsEmptyPct > r.TargetPct {
 					r.Met = false
 				}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os/exec"
 	"sort"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench/measure"
 	"github.com/kagzi/kagzi/internal/stmtcount"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
@@ -149,21 +149,6 @@ func (o *Options) serviceEnv() []string {
 	}
 }
 
-// withApp returns the database URL u with application_name set to app, so
-// pg_stat_activity tells the services' connections apart.
-func withApp(u, app string) string {
-	if strings.Contains(u, "://") {
-		if p, err := url.Parse(u); err == nil {
-			q := p.Query()
-			q.Set("application_name", app)
-			p.RawQuery = q.Encode()
-			return p.String()
-		}
-		return u
-	}
-	return u + " application_name=" + app
-}
-
 // envExtra is the part of a bench environment the scenarios of this file
 // add.
 type envExtra struct {
@@ -195,7 +180,7 @@ func (e *env) openAdmin(ctx context.Context) error {
 	if e.x.admin != nil {
 		return nil
 	}
-	pool, err := store.Connect(ctx, withApp(e.o.AdminURL, benchApp))
+	pool, err := store.Connect(ctx, measure.WithApp(e.o.AdminURL, benchApp))
 	if err != nil {
 		return err
 	}
@@ -214,7 +199,7 @@ func (e *env) startSupport(ctx context.Context) error {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		held, err := advisoryLockHeld(ctx, e.pool, reaper.LockKey)
+		held, err := measure.AdvisoryLockHeld(ctx, e.pool, reaper.LockKey)
 		if err != nil {
 			return err
 		}
@@ -401,14 +386,6 @@ func verdict(met bool) string {
 
 // ms converts a duration to float milliseconds.
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// round2 rounds x to two decimals (JSON stays readable).
-func round2(x float64) float64 {
-	if x < 0 {
-		return -round2(-x)
-	}
-	return float64(int64(x*100+0.5)) / 100
-}
 
 // sortedKeys returns m's keys sorted.
 func sortedKeys[V any](m map[string]V) []string {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench/measure"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
@@ -37,9 +38,6 @@ func TestPercentiles(t *testing.T) {
 	if got := median([]float64{4, 1, 3, 2}); got != 2.5 {
 		t.Errorf("median even = %v", got)
 	}
-	if round2(1.005001) != 1.01 || round2(-2.344) != -2.34 || round3(0.16249) != 0.162 {
-		t.Error("rounding")
-	}
 }
 
 func TestCronStats(t *testing.T) {
@@ -64,7 +62,7 @@ func TestCronStats(t *testing.T) {
 }
 
 func TestCountConnections(t *testing.T) {
-	bs := []Backend{
+	bs := []measure.Backend{
 		{ApplicationName: "kagzi-dispatcher"}, {ApplicationName: "kagzi-dispatcher"},
 		{ApplicationName: "kagzi-reaper"}, {ApplicationName: benchApp}, {ApplicationName: ""},
 	}
@@ -77,45 +75,7 @@ func TestCountConnections(t *testing.T) {
 	}
 }
 
-func TestActivitySampler(t *testing.T) {
-	a := newActivitySampler(nil, "db")
-	at := func(ms int) *time.Time {
-		x := time.Unix(0, int64(ms)*int64(time.Millisecond))
-		return &x
-	}
-	// The first sample is the baseline; a statement counts when its
-	// backend's query_start moves.
-	a.add([]Backend{{PID: 1, ApplicationName: "kagzi-reaper", QueryStart: at(1), Query: "SELECT 1"}}, true)
-	a.add([]Backend{{PID: 1, ApplicationName: "kagzi-reaper", QueryStart: at(1), Query: "SELECT 1"}}, false)
-	a.add([]Backend{
-		{PID: 1, ApplicationName: "kagzi-reaper", QueryStart: at(5), Query: "\nSELECT min(lease_expires_at) FROM kagzi.workflow_runs WHERE status = 'RUNNING'"},
-		{PID: 2, ApplicationName: "kagzi-dispatcher", QueryStart: at(6), Query: "begin"},
-		{PID: 3, ApplicationName: benchApp, QueryStart: at(7), Query: "SELECT 2"},
-	}, false)
-	got := a.observed()
-	if len(got) != 2 {
-		t.Fatalf("observed %+v", got)
-	}
-	want := map[string]string{"kagzi-reaper": "next lease expiry (RunsNextLeaseExpiry)", "kagzi-dispatcher": "begin"}
-	for _, o := range got {
-		if o.Count != 1 || want[o.Service] != o.Statement {
-			t.Errorf("observed %+v", o)
-		}
-	}
-}
-
-func TestStatementName(t *testing.T) {
-	for sql, want := range map[string]string{
-		"BEGIN":   "begin",
-		" commit": "commit",
-		"-- ping": "pool health ping (pgxpool, after 1 s idle)",
-		"\nWITH lim AS (\n\tSELECT l.workflow_type, kagzi.claim_slots(l.namespace_id)":    "claim (RunsClaim)",
-		"SELECT something quite long that no rule knows about, and goes on and on and on": "SELECT something quite long that no rule knows about, and goes on and …",
-	} {
-		if got := statementName(sql); got != want {
-			t.Errorf("statementName(%q) = %q, want %q", sql, got, want)
-		}
-	}
+func TestTallyDiff(t *testing.T) {
 	d := tallyDiff(map[string]int64{"begin": 5, "commit": 5, "SELECT 1": 2}, map[string]int64{"begin": 1, "commit": 5})
 	if len(d) != 2 || d["begin"] != 4 || d["SELECT 1"] != 2 {
 		t.Fatalf("tallyDiff = %v", d)
@@ -123,7 +83,7 @@ func TestStatementName(t *testing.T) {
 }
 
 func TestCostOf(t *testing.T) {
-	d := DBStats{XactCommit: 150, XactRollback: 10, TupInserted: 300, TupUpdated: 301, WALBytes: 578500}
+	d := measure.DBStats{XactCommit: 150, XactRollback: 10, TupInserted: 300, TupUpdated: 301, WALBytes: 578500}
 	c := costOf(d, map[string]int64{"claim (RunsClaim)": 3, "begin": 6}, 100, true)
 	if c.XactsPerRun != 1.6 || c.TupInsertedPerRun != 3 || c.TupUpdatedPerRun != 3.01 || c.WALBytesPerRun != 5785 {
 		t.Fatalf("cost %+v", c)
@@ -190,7 +150,7 @@ func TestDetailRows(t *testing.T) {
 	details := []Detail{
 		&IdleResult{Scenario: "idle", Workers: 10, Dispatchers: 1, DurationSec: 30, WindowSec: 41, Statements: 12,
 			StatementsPerSec: 0.29, Source: "pg_stat_database", Target: 0.5, Met: true, PgStatStatements: "unavailable",
-			Observed: []ObservedStatement{{Service: "kagzi-reaper", Statement: "extend leases", Count: 4}}},
+			Observed: []measure.ObservedStatement{{Service: "kagzi-reaper", Statement: "extend leases", Count: 4}}},
 		&ScaleResult{Scenario: "scale", Runs: 10000, Steps: 1, Repeat: 3, TargetPct: 10,
 			Results: []ScaleSize{{FinishedRows: 0, RunsPerSec: 2000, Samples: []float64{1900, 2000, 2100}}, {FinishedRows: 1000000, RunsPerSec: 1900, VsEmptyPct: -5}}},
 		&ConnectionsResult{Scenario: "connections", Connections1Worker: 8, Connections50Workers: 8, ByService1: map[string]int{"kagzi-dispatcher": 5}, Met: true},
@@ -267,17 +227,5 @@ Execution Time: 2.125 ms`
 	}
 	if ms, buf, idx := parsePlan("Seq Scan on workflow_runs"); ms != 0 || buf != 0 || idx {
 		t.Fatalf("parsePlan of a bare plan = %v %v %v", ms, buf, idx)
-	}
-}
-
-func TestWithApp(t *testing.T) {
-	if got := withApp("postgres://u@h:5432/db?sslmode=disable", "kagzi-reaper"); got != "postgres://u@h:5432/db?application_name=kagzi-reaper&sslmode=disable" {
-		t.Errorf("url form: %s", got)
-	}
-	if got := withApp("postgres://u@h/db", "a"); got != "postgres://u@h/db?application_name=a" {
-		t.Errorf("url form without query: %s", got)
-	}
-	if got := withApp("host=h dbname=db", "a"); got != "host=h dbname=db application_name=a" {
-		t.Errorf("keyword form: %s", got)
 	}
 }

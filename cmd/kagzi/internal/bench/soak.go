@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench/measure"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 )
@@ -26,6 +27,10 @@ import (
 // shows no drift: the latency and the cost of a run do not grow with the
 // rows the deletions and vacuums churn through, and the tables stop
 // growing once deletion keeps pace with starts.
+
+// soakTables are the tables whose size and dead tuples the soak scenario
+// follows: every row a run leaves behind lives in one of them.
+var soakTables = []string{"workflow_runs", "step_runs", "workflow_events"}
 
 // Defaults of the soak scenario.
 const (
@@ -143,7 +148,7 @@ type SoakInterval struct {
 	ServicesUSPerRun float64 `json:"services_us_per_run"`
 	PostgresUSPerRun float64 `json:"postgres_us_per_run"`
 	// CPU splits it by process.
-	CPU []ProcessCPU `json:"cpu,omitempty"`
+	CPU []measure.ProcessCPU `json:"cpu,omitempty"`
 	// SizeBytes, DeadTuples, LiveTuples and Vacuums of the run tables at
 	// the interval's end (TableStats).
 	SizeBytes  int64 `json:"size_bytes"`
@@ -251,7 +256,7 @@ func (e *env) soak(ctx context.Context) (Detail, error) {
 	if err := e.nc.Flush(); err != nil {
 		return nil, err
 	}
-	st0, err := tableStats(ctx, e.pool, soakTables)
+	st0, err := measure.ReadTableStats(ctx, e.pool, soakTables)
 	if err != nil {
 		return nil, err
 	}
@@ -263,9 +268,9 @@ func (e *env) soak(ctx context.Context) (Detail, error) {
 	// The bench process is left out of the CPU (unless it runs the
 	// dispatcher): its probes' reads are measurement, not the system's
 	// work.
-	var procs []labeledPID
+	var procs []measure.LabeledPID
 	for _, p := range e.cpuProcs() {
-		if p.pid != os.Getpid() || o.CountStatements {
+		if p.PID != os.Getpid() || o.CountStatements {
 			procs = append(procs, p)
 		}
 	}
@@ -289,7 +294,7 @@ func (e *env) soak(ctx context.Context) (Detail, error) {
 			fmt.Fprintln(o.Progress, "soak: "+soakNoAutovacuum)
 		}
 	}
-	meter := startCPU(rctx, e.x.admin, e.dbName, e.o.OwnPostgres, e.natsMonitor, procs)
+	meter := measure.StartCPU(rctx, e.x.admin, e.dbName, e.o.OwnPostgres, e.natsMonitor, procs)
 	prev := begin
 	for n := 1; ; n++ {
 		at := begin.Add(time.Duration(n) * o.Interval)
@@ -312,19 +317,19 @@ func (e *env) soak(ctx context.Context) (Detail, error) {
 		}
 		now := time.Now()
 		c := t.rollover(now, last)
-		cpu := meter.finish(rctx, c.finished)
+		cpu := meter.Finish(rctx, c.finished)
 		if !last {
-			meter = startCPU(rctx, e.x.admin, e.dbName, e.o.OwnPostgres, e.natsMonitor, procs)
+			meter = measure.StartCPU(rctx, e.x.admin, e.dbName, e.o.OwnPostgres, e.natsMonitor, procs)
 		}
-		ts, err := tableStats(ctx, e.pool, soakTables)
+		ts, err := measure.ReadTableStats(ctx, e.pool, soakTables)
 		if err != nil {
 			return nil, err
 		}
 		secs := max(now.Sub(prev).Seconds(), 1e-3)
 		prev = now
-		iv := SoakInterval{N: n, EndSec: round2(now.Sub(begin).Seconds()), Started: c.started, Finished: c.finished, Failed: c.failed,
-			Children: c.children, Duplicates: c.duplicates, RunsPerSec: round2(float64(c.finished) / secs), Probes: len(c.latency),
-			DispatchP50ms: round2(pct(c.latency, 50)), DispatchP99ms: round2(pct(c.latency, 99)),
+		iv := SoakInterval{N: n, EndSec: measure.Round2(now.Sub(begin).Seconds()), Started: c.started, Finished: c.finished, Failed: c.failed,
+			Children: c.children, Duplicates: c.duplicates, RunsPerSec: measure.Round2(float64(c.finished) / secs), Probes: len(c.latency),
+			DispatchP50ms: measure.Round2(pct(c.latency, 50)), DispatchP99ms: measure.Round2(pct(c.latency, 99)),
 			ServicesUSPerRun: cpu.ServicesUSPerRun, PostgresUSPerRun: cpu.PostgresUSPerRun, CPU: cpu.Processes,
 			SizeBytes: ts.Bytes, DeadTuples: ts.Dead, LiveTuples: ts.Live, Vacuums: ts.Vacuums}
 		if c.finished == 0 {
@@ -600,13 +605,13 @@ func summarizeSoak(ivs []SoakInterval, startBytes int64, every, total time.Durat
 		if a == 0 {
 			return 0
 		}
-		return round2((b - a) / a * 100)
+		return measure.Round2((b - a) / a * 100)
 	}
 	p99 := func(w SoakInterval) float64 { return w.DispatchP99ms }
 	cpu := func(w SoakInterval) float64 { return w.ServicesUSPerRun }
 	size := func(w SoakInterval) float64 { return float64(w.SizeBytes) }
-	s.BaselineP99ms, s.FinalP99ms = round2(mean(base, p99)), round2(mean(final, p99))
-	s.BaselineUSPerRun, s.FinalUSPerRun = round2(mean(base, cpu)), round2(mean(final, cpu))
+	s.BaselineP99ms, s.FinalP99ms = measure.Round2(mean(base, p99)), measure.Round2(mean(final, p99))
+	s.BaselineUSPerRun, s.FinalUSPerRun = measure.Round2(mean(base, cpu)), measure.Round2(mean(final, cpu))
 	s.BaselineSizeBytes, s.FinalSizeBytes = mean(base, size), mean(final, size)
 	s.P99ChangePct = change(s.BaselineP99ms, s.FinalP99ms)
 	s.USPerRunChangePct = change(s.BaselineUSPerRun, s.FinalUSPerRun)

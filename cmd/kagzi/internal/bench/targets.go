@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench/measure"
 )
 
 // The targets scenario: every figure the throughput and latency targets
@@ -103,7 +105,7 @@ func targets(ctx context.Context, o Options) (*Result, error) {
 		}
 		if r.Sleepers != nil {
 			res.Ratios = append(res.Ratios, Ratio{Figure: "sleep lateness p99 under the 1-step throughput load (ms)",
-				Kagzi: round2(r.Sleepers.LateP99ms), Target: SleepLateTarget, Max: true, Met: r.Sleepers.LateP99ms <= SleepLateTarget && r.Sleepers.Early == 0})
+				Kagzi: measure.Round2(r.Sleepers.LateP99ms), Target: SleepLateTarget, Max: true, Met: r.Sleepers.LateP99ms <= SleepLateTarget && r.Sleepers.Early == 0})
 		}
 	}
 	return &Result{Scenario: o.Scenario, Detail: res}, nil

@@ -1,4 +1,4 @@
-package bench
+package measure
 
 import (
 	"context"
@@ -44,10 +44,10 @@ func (s DBStats) Sub(b DBStats) DBStats {
 		WALRecords: s.WALRecords - b.WALRecords, WALBytes: s.WALBytes - b.WALBytes}
 }
 
-// dbStats reads the counters of database datname. Read them over a pool on
+// ReadDBStats reads the counters of database datname. Read them over a pool on
 // another database (the bench's admin URL), so the read itself is not
 // counted in datname's figures.
-func dbStats(ctx context.Context, db *pgxpool.Pool, datname string) (DBStats, error) {
+func ReadDBStats(ctx context.Context, db *pgxpool.Pool, datname string) (DBStats, error) {
 	var st DBStats
 	err := db.QueryRow(ctx, `
 SELECT clock_timestamp(), d.xact_commit, d.xact_rollback, d.tup_inserted, d.tup_updated, d.tup_deleted, d.tup_returned,
@@ -61,11 +61,11 @@ FROM pg_stat_database d CROSS JOIN pg_stat_wal w WHERE d.datname = @datname`, pg
 	return st, nil
 }
 
-// statementCalls returns the number of statements pg_stat_statements has
+// StatementCalls returns the number of statements pg_stat_statements has
 // counted in db's database, creating the extension first. It fails where
 // the module is not loaded (shared_preload_libraries): callers fall back
-// to dbStats.
-func statementCalls(ctx context.Context, db *pgxpool.Pool) (int64, error) {
+// to ReadDBStats.
+func StatementCalls(ctx context.Context, db *pgxpool.Pool) (int64, error) {
 	if _, err := db.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`); err != nil {
 		return 0, fmt.Errorf("bench: create extension pg_stat_statements: %w", err)
 	}
@@ -92,10 +92,10 @@ type Backend struct {
 	Query string
 }
 
-// activity lists the client backends connected to database datname, the
+// Activity lists the client backends connected to database datname, the
 // reading one left out: read from another database, it lists only what
 // the measured processes hold.
-func activity(ctx context.Context, db *pgxpool.Pool, datname string) ([]Backend, error) {
+func Activity(ctx context.Context, db *pgxpool.Pool, datname string) ([]Backend, error) {
 	rows, err := db.Query(ctx, `
 SELECT pid, coalesce(application_name, ''), coalesce(backend_type, ''), coalesce(state, ''), query_start, left(coalesce(query, ''), 400)
 FROM pg_stat_activity WHERE datname = @datname AND backend_type = 'client backend' AND pid <> pg_backend_pid()`,
@@ -114,10 +114,10 @@ FROM pg_stat_activity WHERE datname = @datname AND backend_type = 'client backen
 	return out, nil
 }
 
-// advisoryLockHeld reports whether a session of db's database holds the
+// AdvisoryLockHeld reports whether a session of db's database holds the
 // advisory lock key (as pgsession.Leader and pgsession.LockedConnect take it): the
 // bench waits on it for the reaper's and the relay's leaders.
-func advisoryLockHeld(ctx context.Context, db *pgxpool.Pool, key int64) (bool, error) {
+func AdvisoryLockHeld(ctx context.Context, db *pgxpool.Pool, key int64) (bool, error) {
 	var held bool
 	if err := db.QueryRow(ctx, `
 SELECT EXISTS (SELECT 1 FROM pg_locks
@@ -128,19 +128,19 @@ WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_datab
 	return held, nil
 }
 
-// checkpoint forces a checkpoint (superuser or pg_checkpoint), so the
+// Checkpoint forces a checkpoint (superuser or pg_checkpoint), so the
 // writes of a bulk load are not flushed during the next measurement.
-func checkpoint(ctx context.Context, db *pgxpool.Pool) error {
+func Checkpoint(ctx context.Context, db *pgxpool.Pool) error {
 	if _, err := db.Exec(ctx, `CHECKPOINT`); err != nil {
 		return fmt.Errorf("bench: checkpoint: %w", err)
 	}
 	return nil
 }
 
-// runsLockedBy counts, among runs ids of the namespace, the RUNNING ones
+// RunsLockedBy counts, among runs ids of the namespace, the RUNNING ones
 // per holder: the recovery scenario polls it to time when a dead worker's
 // runs moved to the live one.
-func runsLockedBy(ctx context.Context, db *pgxpool.Pool, namespace string, ids []uuid.UUID) (map[uuid.UUID]int, error) {
+func RunsLockedBy(ctx context.Context, db *pgxpool.Pool, namespace string, ids []uuid.UUID) (map[uuid.UUID]int, error) {
 	rows, err := db.Query(ctx, `
 SELECT locked_by, count(*) FROM kagzi.workflow_runs
 WHERE namespace_id = @namespace AND run_id = ANY(@run_ids::uuid[]) AND status = 'RUNNING' AND locked_by IS NOT NULL
@@ -181,10 +181,10 @@ type StatementStat struct {
 	TopLevel bool
 }
 
-// statementStatsReset creates pg_stat_statements in db's database and
+// StatementStatsReset creates pg_stat_statements in db's database and
 // clears its counters (server-wide: call it only on a cluster of its own).
 // It fails where the module is not preloaded.
-func statementStatsReset(ctx context.Context, db *pgxpool.Pool) error {
+func StatementStatsReset(ctx context.Context, db *pgxpool.Pool) error {
 	if _, err := db.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`); err != nil {
 		return fmt.Errorf("bench: create extension pg_stat_statements: %w", err)
 	}
@@ -194,9 +194,9 @@ func statementStatsReset(ctx context.Context, db *pgxpool.Pool) error {
 	return nil
 }
 
-// statementStats lists what pg_stat_statements counted in database datname
+// StatementStats lists what pg_stat_statements counted in database datname
 // since the last reset, the most expensive first.
-func statementStats(ctx context.Context, db *pgxpool.Pool, datname string) ([]StatementStat, error) {
+func StatementStats(ctx context.Context, db *pgxpool.Pool, datname string) ([]StatementStat, error) {
 	rows, err := db.Query(ctx, `
 SELECT left(regexp_replace(query, '\s+', ' ', 'g'), 300), calls, total_exec_time, total_plan_time, rows, shared_blks_hit + shared_blks_read, toplevel FROM pg_stat_statements
 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = @datname) ORDER BY total_exec_time + total_plan_time DESC`,
@@ -215,20 +215,16 @@ WHERE dbid = (SELECT oid FROM pg_database WHERE datname = @datname) ORDER BY tot
 	return out, nil
 }
 
-// riverCompleted counts the completed jobs in River's table of db's
+// RiverCompleted counts the completed jobs in River's table of db's
 // database: River's completion events may be dropped by a full channel,
 // so the River comparison stops its clock on the table.
-func riverCompleted(ctx context.Context, db *pgxpool.Pool) (int64, error) {
+func RiverCompleted(ctx context.Context, db *pgxpool.Pool) (int64, error) {
 	var n int64
 	if err := db.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state = 'completed'`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("bench: count completed river jobs: %w", err)
 	}
 	return n, nil
 }
-
-// soakTables are the tables whose size and dead tuples the soak scenario
-// follows: every row a run leaves behind lives in one of them.
-var soakTables = []string{"workflow_runs", "step_runs", "workflow_events"}
 
 // TableStats is the size and tuple counts of a set of kagzi tables.
 type TableStats struct {
@@ -242,10 +238,10 @@ type TableStats struct {
 	Vacuums int64
 }
 
-// tableStats reads the size and tuple counts of tables of the kagzi
+// ReadTableStats reads the size and tuple counts of tables of the kagzi
 // schema over db, a pool on the database that holds them (sizes and
 // pg_stat_user_tables are per database).
-func tableStats(ctx context.Context, db *pgxpool.Pool, tables []string) (TableStats, error) {
+func ReadTableStats(ctx context.Context, db *pgxpool.Pool, tables []string) (TableStats, error) {
 	var s TableStats
 	if err := db.QueryRow(ctx, `
 SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint, coalesce(sum(s.n_dead_tup), 0)::bigint,

@@ -1,13 +1,17 @@
-package bench
+// Package measure owns how the bench measures: the CPU of processes
+// (from /proc) and of Postgres, the NATS server's message counters, and
+// the bench's own reads of Postgres's statistics and activity
+// (pg_stat_*), which no service makes and so live here rather than in
+// pkg/store. The scenarios in package bench decide what to measure and
+// when.
+package measure
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,8 +19,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/kagzi/kagzi/tests/pgcluster"
 )
 
 // CPU accounting: what each process spent during a scenario's measured
@@ -147,18 +149,18 @@ func treeTimes(pid int) time.Duration {
 	return total
 }
 
-// labeledPID is a process the meter follows by name.
-type labeledPID struct {
-	label string
-	pid   int
+// LabeledPID is a process the meter follows by name.
+type LabeledPID struct {
+	Label string
+	PID   int
 }
 
-// cpuMeter measures one phase.
-type cpuMeter struct {
+// Meter measures the CPU of one phase.
+type Meter struct {
 	admin  *pgxpool.Pool
 	dbName string
 	own    bool
-	procs  []labeledPID
+	procs  []LabeledPID
 	start  map[int]time.Duration
 	// Backends of the bench database: first and last reading.
 	mu          sync.Mutex
@@ -173,14 +175,14 @@ type cpuMeter struct {
 	done        chan struct{}
 }
 
-// startCPU begins measuring: procs by /proc, the database's backends by
+// StartCPU begins measuring: procs by /proc, the database's backends by
 // sampling pg_stat_activity every 100 ms until finish.
-func startCPU(ctx context.Context, admin *pgxpool.Pool, dbName string, own bool, natsMonitor string, procs []labeledPID) *cpuMeter {
-	m := &cpuMeter{admin: admin, dbName: dbName, own: own, procs: procs, natsMonitor: natsMonitor, start: map[int]time.Duration{},
+func StartCPU(ctx context.Context, admin *pgxpool.Pool, dbName string, own bool, natsMonitor string, procs []LabeledPID) *Meter {
+	m := &Meter{admin: admin, dbName: dbName, own: own, procs: procs, natsMonitor: natsMonitor, start: map[int]time.Duration{},
 		first: map[int]time.Duration{}, last: map[int]time.Duration{}, stop: make(chan struct{}), done: make(chan struct{})}
 	for _, p := range procs {
-		s, _, _, _ := procTimes(p.pid)
-		m.start[p.pid] = s
+		s, _, _, _ := procTimes(p.PID)
+		m.start[p.PID] = s
 	}
 	m.sample(ctx, true)
 	m.nats0 = m.natsCounts(ctx)
@@ -207,8 +209,8 @@ func startCPU(ctx context.Context, admin *pgxpool.Pool, dbName string, own bool,
 
 // sample reads every backend of the database; one seen for the first time
 // after the start began during the phase and counts from zero.
-func (m *cpuMeter) sample(ctx context.Context, initial bool) {
-	bs, err := activity(ctx, m.admin, m.dbName)
+func (m *Meter) sample(ctx context.Context, initial bool) {
+	bs, err := Activity(ctx, m.admin, m.dbName)
 	if err != nil {
 		return
 	}
@@ -233,27 +235,27 @@ func (m *cpuMeter) sample(ctx context.Context, initial bool) {
 	}
 }
 
-// finish ends the phase and divides by runs.
-func (m *cpuMeter) finish(ctx context.Context, runs int) *CPU {
+// Finish ends the phase and divides by runs.
+func (m *Meter) Finish(ctx context.Context, runs int) *CPU {
 	m.sample(ctx, false)
 	close(m.stop)
 	<-m.done
 	n := float64(max(runs, 1))
-	per := func(d time.Duration) float64 { return round2(float64(d.Microseconds()) / n) }
+	per := func(d time.Duration) float64 { return Round2(float64(d.Microseconds()) / n) }
 	c := &CPU{}
 	byLabel := map[string]time.Duration{}
 	var labels []string
 	var services time.Duration
 	for _, p := range m.procs {
-		s, _, _, err := procTimes(p.pid)
+		s, _, _, err := procTimes(p.PID)
 		if err != nil {
 			continue
 		}
-		if _, ok := byLabel[p.label]; !ok {
-			labels = append(labels, p.label)
+		if _, ok := byLabel[p.Label]; !ok {
+			labels = append(labels, p.Label)
 		}
-		d := s - m.start[p.pid]
-		byLabel[p.label] += d
+		d := s - m.start[p.PID]
+		byLabel[p.Label] += d
 		services += d
 	}
 	for _, l := range labels {
@@ -281,16 +283,16 @@ func (m *cpuMeter) finish(ctx context.Context, runs int) *CPU {
 	c.ServicesUSPerRun = per(services)
 	if m.natsMonitor != "" {
 		n1 := m.natsCounts(ctx)
-		c.NATSInPerRun = round2(float64(n1[0]-m.nats0[0]) / n)
-		c.NATSOutPerRun = round2(float64(n1[1]-m.nats0[1]) / n)
-		c.NATSInBytesPerRun = round2(float64(n1[2]-m.nats0[2]) / n)
+		c.NATSInPerRun = Round2(float64(n1[0]-m.nats0[0]) / n)
+		c.NATSOutPerRun = Round2(float64(n1[1]-m.nats0[1]) / n)
+		c.NATSInBytesPerRun = Round2(float64(n1[2]-m.nats0[2]) / n)
 	}
 	return c
 }
 
 // natsCounts are the NATS server's messages in and out and bytes in, from
 // its /varz.
-func (m *cpuMeter) natsCounts(ctx context.Context) [3]int64 {
+func (m *Meter) natsCounts(ctx context.Context) [3]int64 {
 	if m.natsMonitor == "" {
 		return [3]int64{}
 	}
@@ -314,10 +316,10 @@ func (m *cpuMeter) natsCounts(ctx context.Context) [3]int64 {
 	return [3]int64{v.InMsgs, v.OutMsgs, v.InBytes}
 }
 
-// statements adds what pg_stat_statements counted in the database since
+// AddStatements adds what pg_stat_statements counted in the database since
 // the phase began (--own-postgres only: its reset is server-wide).
-func (c *CPU) statements(ctx context.Context, admin *pgxpool.Pool, dbName string, runs int) {
-	ss, err := statementStats(ctx, admin, dbName)
+func (c *CPU) AddStatements(ctx context.Context, admin *pgxpool.Pool, dbName string, runs int) {
+	ss, err := StatementStats(ctx, admin, dbName)
 	if err != nil || c == nil {
 		return
 	}
@@ -328,14 +330,14 @@ func (c *CPU) statements(ctx context.Context, admin *pgxpool.Pool, dbName string
 			top += s.Calls
 		}
 		if len(c.Statements) < 15 {
-			c.Statements = append(c.Statements, StatementCPU{Statement: clip(s.Query, 110), PerRun: round3(float64(s.Calls) / n),
-				ExecUS: round2(s.ExecMS * 1000 / n), PlanUS: round2(s.PlanMS * 1000 / n), Blocks: round2(float64(s.Blocks) / n), Nested: !s.TopLevel})
+			c.Statements = append(c.Statements, StatementCPU{Statement: clip(s.Query, 110), PerRun: Round3(float64(s.Calls) / n),
+				ExecUS: Round2(s.ExecMS * 1000 / n), PlanUS: Round2(s.PlanMS * 1000 / n), Blocks: Round2(float64(s.Blocks) / n), Nested: !s.TopLevel})
 		}
 	}
 	sort.SliceStable(c.Statements, func(i, j int) bool {
 		return c.Statements[i].ExecUS+c.Statements[i].PlanUS > c.Statements[j].ExecUS+c.Statements[j].PlanUS
 	})
-	c.StatementsPerRun = round3(float64(top) / n)
+	c.StatementsPerRun = Round3(float64(top) / n)
 }
 
 func clip(s string, n int) string {
@@ -345,100 +347,18 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// cpuProcs are the processes of a Kagzi scenario: every service process
-// and the bench itself.
-func (e *env) cpuProcs() []labeledPID {
-	out := make([]labeledPID, 0, len(e.procs)+1)
-	for _, p := range e.procs {
-		out = append(out, labeledPID{label: p.Args[2], pid: p.Process.Pid})
+// Round2 rounds x to two decimals (JSON stays readable).
+func Round2(x float64) float64 {
+	if x < 0 {
+		return -Round2(-x)
 	}
-	if e.nats != nil {
-		out = append(out, labeledPID{label: "nats", pid: e.nats.Process.Pid})
-	}
-	if e.bouncer != nil {
-		out = append(out, labeledPID{label: "pgbouncer", pid: e.bouncer.PID()})
-	}
-	label := "bench (client)"
-	if e.o.CountStatements {
-		label = "bench (client, dispatcher)"
-	}
-	return append(out, labeledPID{label: label, pid: os.Getpid()})
+	return float64(int64(x*100+0.5)) / 100
 }
 
-// startNATS starts the embedded NATS server as a process of its own (the
-// kagzi binary's `chaos --serve-nats` helper), so that its CPU is counted
-// apart, with its monitoring endpoint for the message counters.
-func (e *env) startNATS(ctx context.Context) error {
-	port, err := freePort()
-	if err != nil {
-		return err
+// Round3 rounds x to three decimals.
+func Round3(x float64) float64 {
+	if x < 0 {
+		return -Round3(-x)
 	}
-	mport, err := freePort()
-	if err != nil {
-		return err
-	}
-	cmd := exec.CommandContext(ctx, e.o.Exe, "chaos", "--serve-nats", strconv.Itoa(port))
-	cmd.Env = append(os.Environ(), "KAGZI_NATS_MONITOR_PORT="+strconv.Itoa(mport))
-	cmd.Stdout, cmd.Stderr = e.o.ServiceLog, e.o.ServiceLog
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = 10 * time.Second
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("bench: start nats: %w", err)
-	}
-	e.nats = cmd
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			_ = c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("bench: nats on %s not up within 20 s: %w", addr, err)
-		}
-		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
-			return err
-		}
-	}
-	e.natsURL = "nats://" + addr
-	e.natsMonitor = net.JoinHostPort("127.0.0.1", strconv.Itoa(mport))
-	return nil
-}
-
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// startOwnPostgres starts a throwaway cluster, as durable as the
-// machine's server (fsync, full page writes and synchronous commit on),
-// with pg_stat_statements preloaded (nested statements too: a trigger's
-// work shows), and points o.AdminURL at it.
-func startOwnPostgres(ctx context.Context, o *Options) (func(), error) {
-	dir, err := os.MkdirTemp("", "kagzi-bench-pg-")
-	if err != nil {
-		return nil, err
-	}
-	c, err := pgcluster.Start(ctx, dir, pgcluster.Options{Settings: []string{
-		"fsync=on", "full_page_writes=on", "synchronous_commit=on",
-		"shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=all", "pg_stat_statements.track_planning=on",
-	}})
-	if err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, err
-	}
-	o.AdminURL = c.AdminURL()
-	o.Log.Info("own postgres", "url", o.AdminURL, "log", c.LogPath())
-	return func() {
-		if err := c.Stop(context.WithoutCancel(ctx)); err != nil {
-			o.Log.Warn("stop own postgres", "err", err)
-		}
-		_ = os.RemoveAll(dir)
-	}, nil
+	return float64(int64(x*1000+0.5)) / 1000
 }

@@ -1,4 +1,4 @@
-package bench
+package measure
 
 import (
 	"context"
@@ -22,7 +22,7 @@ func TestPgStatsStatisticsAndActivity(t *testing.T) {
 	// database; app is a connection of another application in it, as a
 	// service's would be.
 	pool, url := testdb.Pool(t)
-	app, err := store.Connect(ctx, withApp(url, "bench-test"))
+	app, err := store.Connect(ctx, WithApp(url, "bench-test"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,21 +30,21 @@ func TestPgStatsStatisticsAndActivity(t *testing.T) {
 	admin, _ := testdb.Pool(t) // another database of the server
 	name := pool.Config().ConnConfig.Database
 
-	st0, err := dbStats(ctx, admin, name)
+	st0, err := ReadDBStats(ctx, admin, name)
 	if err != nil || st0.At.IsZero() || st0.Xacts() <= 0 || st0.WALBytes <= 0 {
 		t.Fatalf("stats %+v %v", st0, err)
 	}
 	if d := st0.Sub(st0); d.Xacts() != 0 || d.WALBytes != 0 || !d.At.Equal(st0.At) {
 		t.Fatalf("sub %+v", d)
 	}
-	if _, err := dbStats(ctx, admin, "no_such_database"); err == nil {
+	if _, err := ReadDBStats(ctx, admin, "no_such_database"); err == nil {
 		t.Fatal("statistics of a missing database")
 	}
 
 	if _, _, err := store.New(app, store.Options{}).RunsCreate(ctx, store.RunsCreateParams{Namespace: "ns", Queue: "q", Type: "T"}); err != nil {
 		t.Fatal(err)
 	}
-	bs, err := activity(ctx, admin, name)
+	bs, err := Activity(ctx, admin, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,11 +59,11 @@ func TestPgStatsStatisticsAndActivity(t *testing.T) {
 	}
 
 	// Not both: the bench uses whichever answers.
-	if n, err := statementCalls(ctx, pool); err == nil && n < 0 {
+	if n, err := StatementCalls(ctx, pool); err == nil && n < 0 {
 		t.Fatalf("pg_stat_statements calls %d", n)
 	}
 	const key = 0x6b61677a69ff
-	held, err := advisoryLockHeld(ctx, pool, key)
+	held, err := AdvisoryLockHeld(ctx, pool, key)
 	if err != nil || held {
 		t.Fatalf("lock held %v %v", held, err)
 	}
@@ -75,7 +75,7 @@ func TestPgStatsStatisticsAndActivity(t *testing.T) {
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(key)); err != nil {
 		t.Fatal(err)
 	}
-	if held, err := advisoryLockHeld(ctx, pool, key); err != nil || !held {
+	if held, err := AdvisoryLockHeld(ctx, pool, key); err != nil || !held {
 		t.Fatalf("lock held %v %v", held, err)
 	}
 }
@@ -99,11 +99,11 @@ func TestPgStatsRunsLockedBy(t *testing.T) {
 	if err != nil || len(claimed) != 2 {
 		t.Fatalf("claim %v %v", claimed, err)
 	}
-	by, err := runsLockedBy(ctx, pool, "ns", ids)
+	by, err := RunsLockedBy(ctx, pool, "ns", ids)
 	if err != nil || len(by) != 1 || by[w] != 2 {
 		t.Fatalf("locked by %v %v", by, err)
 	}
-	if by, err := runsLockedBy(ctx, pool, "other", ids); err != nil || len(by) != 0 {
+	if by, err := RunsLockedBy(ctx, pool, "other", ids); err != nil || len(by) != 0 {
 		t.Fatalf("other namespace %v %v", by, err)
 	}
 }
@@ -111,7 +111,7 @@ func TestPgStatsRunsLockedBy(t *testing.T) {
 func TestPgStatsCheckpoint(t *testing.T) {
 	t.Parallel()
 	pool, _ := testdb.Pool(t)
-	if err := checkpoint(context.Background(), pool); err != nil {
+	if err := Checkpoint(context.Background(), pool); err != nil {
 		t.Logf("checkpoint (needs superuser): %v", err)
 	}
 }
