@@ -1,7 +1,8 @@
 // Package bench owns `kagzi bench`: it makes its own database, runs every
 // service as its own process (the kagzi binary's hidden `serve` command)
 // over real TCP hops to Postgres and NATS, drives a scenario through the
-// client SDK and reports figures.
+// client SDK and reports figures. Its instruments (process CPU, Postgres's
+// statistics and activity) are package measure's.
 package bench
 
 import (
