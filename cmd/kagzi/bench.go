@@ -12,11 +12,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench"
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 )
 
 func init() { register(newBenchCmd) }
 
-func newBenchCmd(a *app) *cobra.Command {
+func newBenchCmd(a *cliutil.App) *cobra.Command {
 	var o bench.Options
 	var verbose bool
 	cmd := &cobra.Command{

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/cmd/kagzi/internal/natsserver"
 	"github.com/kagzi/kagzi/tests/chaos"
 	"github.com/kagzi/kagzi/tests/modeltest"
@@ -14,7 +15,7 @@ import (
 
 func init() { register(newChaosCmd) }
 
-func newChaosCmd(_ *app) *cobra.Command {
+func newChaosCmd(_ *cliutil.App) *cobra.Command {
 	var (
 		o         chaos.Options
 		serveNATS int
@@ -77,7 +78,7 @@ to stderr. See docs/BENCHMARKS.md.`,
 			o.Log = cmd.ErrOrStderr()
 			if regPath != "" {
 				if !o.Model {
-					return usagef("--regressions needs --model")
+					return cliutil.Usagef("--regressions needs --model")
 				}
 				regs, err := modeltest.LoadRegressions(regPath)
 				if err != nil {

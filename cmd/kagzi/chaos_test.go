@@ -1,6 +1,10 @@
 package main
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
+)
 
 // `kagzi chaos` itself runs for minutes (make chaos); here only its help
 // and its usage errors, which must be reported before anything starts.
@@ -18,8 +22,8 @@ func TestChaosUsage(t *testing.T) {
 		{"chaos", "extra"},
 		{"chaos", "--regressions", "x.json"},
 	} {
-		if _, stderr, code := runCLI(t, args...); code != exitUsage {
-			t.Errorf("%v: exit %d, want %d; stderr: %s", args, code, exitUsage, stderr)
+		if _, stderr, code := runCLI(t, args...); code != cliutil.ExitUsage {
+			t.Errorf("%v: exit %d, want %d; stderr: %s", args, code, cliutil.ExitUsage, stderr)
 		}
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/ops"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/store/dbadmin"
@@ -130,7 +132,7 @@ func TestHelpListsEveryCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("--help: exit %d: %s", code, errOut)
 	}
-	root := newRoot(&app{})
+	root := newRoot(&cliutil.App{})
 	if len(root.Commands()) == 0 {
 		t.Fatal("no commands registered")
 	}
@@ -207,7 +209,7 @@ func TestUsageErrorsExit2BeforeConnecting(t *testing.T) {
 	}
 	for _, tc := range cases {
 		out, errOut, code := runCLI(t, append(db, tc.args...)...)
-		if code != exitUsage {
+		if code != cliutil.ExitUsage {
 			t.Errorf("kagzi %s: exit %d, want 2\nstdout: %s\nstderr: %s", strings.Join(tc.args, " "), code, out, errOut)
 			continue
 		}
@@ -218,7 +220,7 @@ func TestUsageErrorsExit2BeforeConnecting(t *testing.T) {
 func TestUnreachableDatabaseExits1(t *testing.T) {
 	t.Parallel()
 	_, errOut, code := runCLI(t, "--database-url", unreachableDB, "run", "list")
-	if code != exitFailed {
+	if code != cliutil.ExitFailed {
 		t.Fatalf("exit %d, want 1: %s", code, errOut)
 	}
 	mustContain(t, "stderr", errOut, "connect to Postgres", "--database-url")
@@ -231,8 +233,8 @@ func TestExitCodes(t *testing.T) {
 		want int
 	}{
 		{nil, 0},
-		{usagef("bad"), 2},
-		{fmt.Errorf("wrapped: %w", usagef("bad")), 2},
+		{cliutil.Usagef("bad"), 2},
+		{fmt.Errorf("wrapped: %w", cliutil.Usagef("bad")), 2},
 		{fmt.Errorf("create: %w: queue is required", store.ErrInvalidArgument), 2},
 		{fmt.Errorf("%w: input is 3 MiB", store.ErrPayloadTooLarge), 2},
 		{fmt.Errorf("get run: %w", store.ErrNotFound), 1},
@@ -264,7 +266,7 @@ func TestMigrateCreatesDatabase(t *testing.T) {
 	c := &cli{t: t, url: url}
 
 	// Before migrating, commands say what to do.
-	_, errOut := c.fails(exitFailed, "run", "list")
+	_, errOut := c.fails(cliutil.ExitFailed, "run", "list")
 	mustContain(t, "stderr", errOut, "kagzi migrate")
 
 	var m migrateJSON
@@ -418,20 +420,20 @@ func TestRunStartListShowCancel(t *testing.T) {
 	}
 
 	// Show of an unknown run: exit 1, with a hint.
-	_, errOut = c.fails(exitFailed, "run", "show", uuid.NewString())
+	_, errOut = c.fails(cliutil.ExitFailed, "run", "show", uuid.NewString())
 	mustContain(t, "stderr", errOut, "not found", "kagzi run list")
 
 	// Cancel, then cancel again (a conflict).
 	out = c.ok("run", "cancel", id)
 	mustContain(t, "run cancel", out, "Cancelled run", id)
-	var cancelled runJSON
+	var cancelled cliutil.RunJSON
 	c.okJSON(&cancelled, "run", "cancel", s1.RunID)
 	if cancelled.Status != store.StatusCancelled || cancelled.FinishedAt == nil {
 		t.Fatalf("cancel --json: %+v", cancelled)
 	}
-	_, errOut = c.fails(exitFailed, "run", "cancel", id)
+	_, errOut = c.fails(cliutil.ExitFailed, "run", "cancel", id)
 	mustContain(t, "stderr", errOut, "CANCELLED", "only PENDING, RUNNING or SLEEPING")
-	c.fails(exitFailed, "run", "cancel", uuid.NewString())
+	c.fails(cliutil.ExitFailed, "run", "cancel", uuid.NewString())
 
 	c.okJSON(&page, "run", "list", "--status", "CANCELLED")
 	if len(page.Runs) != 2 {
@@ -443,10 +445,10 @@ func TestRunStartListShowCancel(t *testing.T) {
 	if len(page.Runs) != 0 {
 		t.Fatalf("namespace other: %+v", page.Runs)
 	}
-	c.fails(exitFailed, "--namespace", "other", "run", "show", s3.RunID)
+	c.fails(cliutil.ExitFailed, "--namespace", "other", "run", "show", s3.RunID)
 
 	// Invalid input the store rejects is bad usage too.
-	c.fails(exitUsage, "run", "start", "Bad.Type")
+	c.fails(cliutil.ExitUsage, "run", "start", "Bad.Type")
 }
 
 func TestRunShowTimeline(t *testing.T) {
@@ -494,7 +496,7 @@ func TestRunShowTimeline(t *testing.T) {
 		t.Fatalf("second attempt: %+v", a2)
 	}
 	if shown.Status != store.StatusRunning || shown.LockedBy == nil || shown.Attempts != 1 {
-		t.Fatalf("run: %+v", shown.runJSON)
+		t.Fatalf("run: %+v", shown.RunJSON)
 	}
 }
 
@@ -509,7 +511,7 @@ func TestSchedules(t *testing.T) {
 	if id == "" {
 		t.Fatalf("no schedule id in %q", out)
 	}
-	var sc scheduleJSON
+	var sc ops.ScheduleJSON
 	c.okJSON(&sc, "schedule", "create", "Cleanup", "--cron", "*/15 * * * *")
 	if sc.Type != "Cleanup" || sc.Queue != "default" || sc.Timezone != "UTC" || sc.Status != store.StatusScheduled ||
 		sc.NextFireAt == nil || !sc.NextFireAt.After(time.Now()) || sc.MaxCatchup != 0 {
@@ -517,13 +519,13 @@ func TestSchedules(t *testing.T) {
 	}
 
 	// Bad cron and zone are bad usage.
-	c.fails(exitUsage, "schedule", "create", "X", "--cron", "not a cron")
-	c.fails(exitUsage, "schedule", "create", "X", "--cron", "* * * * *", "--tz", "Mars/Olympus")
+	c.fails(cliutil.ExitUsage, "schedule", "create", "X", "--cron", "not a cron")
+	c.fails(cliutil.ExitUsage, "schedule", "create", "X", "--cron", "* * * * *", "--tz", "Mars/Olympus")
 
 	// List, table and JSON.
 	out = c.ok("schedule", "list")
 	mustContain(t, "schedule list", out, "SCHEDULE ID", "CRON", id, sc.ScheduleID.String(), "0 9 * * 1-5", "SCHEDULED")
-	var page schedulesPage
+	var page ops.SchedulesPage
 	c.okJSON(&page, "schedule", "list")
 	if len(page.Schedules) != 2 || page.Schedules[1].ScheduleID.String() != id {
 		t.Fatalf("schedule list --json: %+v", page)
@@ -533,7 +535,7 @@ func TestSchedules(t *testing.T) {
 	}
 
 	// Show.
-	var shown scheduleJSON
+	var shown ops.ScheduleJSON
 	c.okJSON(&shown, "schedule", "show", id)
 	if compact(shown.Input) != `{"kind":"daily"}` || shown.Status != store.StatusScheduled {
 		t.Fatalf("show: %+v", shown)
@@ -554,14 +556,14 @@ func TestSchedules(t *testing.T) {
 	}
 
 	// Trigger, then history.
-	var fired runJSON
+	var fired cliutil.RunJSON
 	c.okJSON(&fired, "schedule", "trigger", id)
 	if fired.ScheduleID == nil || fired.ScheduleID.String() != id || fired.Type != "Report" || fired.Queue != "reports" ||
 		fired.Status != store.StatusPending {
 		t.Fatalf("trigger: %+v", fired)
 	}
 	mustContain(t, "schedule trigger", c.ok("schedule", "trigger", id), "Triggered schedule", "started run")
-	var hist historyJSON
+	var hist ops.HistoryJSON
 	c.okJSON(&hist, "schedule", "history", id)
 	if len(hist.Runs) != 2 || hist.Runs[1].RunID != fired.RunID {
 		t.Fatalf("history: %+v", hist)
@@ -570,21 +572,21 @@ func TestSchedules(t *testing.T) {
 	mustContain(t, "empty history", c.ok("schedule", "history", sc.ScheduleID.String()), "no runs yet")
 
 	// A schedule is not a run to cancel, and runs are not schedules.
-	c.fails(exitFailed, "schedule", "show", fired.RunID.String())
+	c.fails(cliutil.ExitFailed, "schedule", "show", fired.RunID.String())
 
 	// Delete: the fired runs stay.
-	var del deletedJSON
+	var del ops.DeletedJSON
 	c.okJSON(&del, "schedule", "delete", id)
 	if !del.Deleted || del.ScheduleID != id {
 		t.Fatalf("delete: %+v", del)
 	}
-	_, errOut := c.fails(exitFailed, "schedule", "show", id)
+	_, errOut := c.fails(cliutil.ExitFailed, "schedule", "show", id)
 	mustContain(t, "stderr", errOut, "not found", "kagzi schedule list")
-	c.fails(exitFailed, "schedule", "delete", id)
-	c.fails(exitFailed, "schedule", "pause", id)
-	c.fails(exitFailed, "schedule", "resume", id)
-	c.fails(exitFailed, "schedule", "trigger", id)
-	c.fails(exitFailed, "schedule", "history", id)
+	c.fails(cliutil.ExitFailed, "schedule", "delete", id)
+	c.fails(cliutil.ExitFailed, "schedule", "pause", id)
+	c.fails(cliutil.ExitFailed, "schedule", "resume", id)
+	c.fails(cliutil.ExitFailed, "schedule", "trigger", id)
+	c.fails(cliutil.ExitFailed, "schedule", "history", id)
 	c.ok("run", "show", fired.RunID.String())
 }
 
@@ -593,7 +595,7 @@ func TestWorkerList(t *testing.T) {
 	c := newCLI(t)
 
 	mustContain(t, "empty worker list", c.ok("worker", "list"), "No workers")
-	var ws workersJSON
+	var ws ops.WorkersJSON
 	c.okJSON(&ws, "worker", "list")
 	if ws.Workers == nil || len(ws.Workers) != 0 {
 		t.Fatalf("empty list: %+v", ws)
@@ -690,10 +692,10 @@ func TestEventSend(t *testing.T) {
 	}
 
 	// Unknown run: 1. Finished run: 1.
-	_, errOut := c.fails(exitFailed, "event", "send", "cart-unknown", "paid")
+	_, errOut := c.fails(cliutil.ExitFailed, "event", "send", "cart-unknown", "paid")
 	mustContain(t, "stderr", errOut, "not found")
 	c.ok("run", "cancel", s.RunID)
-	_, errOut = c.fails(exitFailed, "event", "send", s.RunID, "paid")
+	_, errOut = c.fails(cliutil.ExitFailed, "event", "send", s.RunID, "paid")
 	mustContain(t, "stderr", errOut, "finished")
 }
 
@@ -711,7 +713,7 @@ func TestRunShowSaysWhenNoWorkerServes(t *testing.T) {
 	if shown.WorkersServing == nil || *shown.WorkersServing != 0 {
 		t.Fatalf("show --json: workers_serving %v, want 0", shown.WorkersServing)
 	}
-	_, errOut := c.fails(exitFailed, "run", "start", "ProcessOrder", "--queue", "orders", "--version", "v2", "--require-worker")
+	_, errOut := c.fails(cliutil.ExitFailed, "run", "start", "ProcessOrder", "--queue", "orders", "--version", "v2", "--require-worker")
 	mustContain(t, "refused start", errOut, "no live worker serves ProcessOrder@v2 on queue orders", "Hint:", "kagzi worker list")
 
 	if _, err := c.store().WorkersRegister(context.Background(), store.WorkersRegisterParams{WorkerID: uuid.New(),

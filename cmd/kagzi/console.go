@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/internal/lifecycle/process"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -26,7 +27,7 @@ import (
 
 func init() { register(newConsoleCmd) }
 
-func newConsoleCmd(a *app) *cobra.Command {
+func newConsoleCmd(a *cliutil.App) *cobra.Command {
 	var addr string
 	cmd := &cobra.Command{
 		Use:   "console",
@@ -66,14 +67,14 @@ KAGZI_CONSOLE_PREFIX configure it (see the README).`,
 				nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
 				nats.CustomInboxPrefix(protocol.ServiceInbox(protocol.RoleConsole))}, nopts...)...)
 			if err != nil {
-				return fmt.Errorf("connect to NATS at %s as the console: %w", redactURL(a.NATSURL), err)
+				return fmt.Errorf("connect to NATS at %s as the console: %w", cliutil.RedactURL(a.NATSURL), err)
 			}
 			defer nc.Close()
 			if err := natsutil.CheckServer(nc); err != nil {
-				return fmt.Errorf("connect to NATS at %s as the console: %w", redactURL(a.NATSURL), err)
+				return fmt.Errorf("connect to NATS at %s as the console: %w", cliutil.RedactURL(a.NATSURL), err)
 			}
 			log := process.Logger(cfg.LogLevel).With("service", "console")
-			srv, url, err := startConsole(ctx, cfg, a.Namespace, a.pool, nc, log)
+			srv, url, err := startConsole(ctx, cfg, a.Namespace, a.Pool(), nc, log)
 			if err != nil {
 				return err
 			}
@@ -124,7 +125,7 @@ func startConsole(ctx context.Context, cfg config.Console, ns string, pool *pgxp
 		}
 		pfx, err := netip.ParsePrefix(p)
 		if err != nil {
-			return nil, "", usagef("KAGZI_CONSOLE_TRUSTED_PROXIES: %q is not a CIDR", p)
+			return nil, "", cliutil.Usagef("KAGZI_CONSOLE_TRUSTED_PROXIES: %q is not a CIDR", p)
 		}
 		proxies = append(proxies, pfx)
 	}

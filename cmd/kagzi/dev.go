@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/cmd/kagzi/internal/natsserver"
 	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/internal/lifecycle"
@@ -38,7 +39,7 @@ func init() { register(newDevCmd) }
 // for the same cores.
 const maxDevWorkers = 64
 
-func newDevCmd(a *app) *cobra.Command {
+func newDevCmd(a *cliutil.App) *cobra.Command {
 	var demo, exitAfter bool
 	var consoleAddr, logLevel, logFormat string
 	var workers int
@@ -62,13 +63,13 @@ when run on their own.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if workers < 1 || workers > maxDevWorkers {
-				return usagef("--workers %d: use 1 to %d", workers, maxDevWorkers)
+				return cliutil.Usagef("--workers %d: use 1 to %d", workers, maxDevWorkers)
 			}
 			ctx := cmd.Context()
 			out := cmd.OutOrStdout()
 			log, err := devLogger(cmd.ErrOrStderr(), logLevel, logFormat)
 			if err != nil {
-				return usagef("%v", err)
+				return cliutil.Usagef("%v", err)
 			}
 			log = log.With("service", "dev")
 			if err := migrateDatabase(cmd, a.SessionURL()); err != nil {
@@ -123,8 +124,8 @@ when run on their own.`,
 			health := &lifecycle.Health{Addr: dcfg.HTTPAddr, Log: log, Checks: map[string]lifecycle.Check{
 				"postgres": srv.Store.Ping, "nats": lifecycle.NATSCheck(hnc),
 			}}
-			if a.telemetry != nil {
-				health.Extra = map[string]http.Handler{"/metrics": a.telemetry.Metrics}
+			if a.Telemetry != nil {
+				health.Extra = map[string]http.Handler{"/metrics": a.Telemetry.Metrics}
 			}
 			// A busy port (another service on :8080) does not stop dev.
 			if err := health.Start(ctx); err != nil {
@@ -134,7 +135,7 @@ when run on their own.`,
 			health.SetReady(true)
 			defer health.SetReady(false)
 			fmt.Fprintf(out, "Kagzi dev is running: Postgres %s, NATS %s, %d worker(s).\n",
-				redactURL(a.DatabaseURL), srv.NATSURL, workers)
+				cliutil.RedactURL(a.DatabaseURL), srv.NATSURL, workers)
 			if consoleAddr != "" {
 				url, stop, err := devConsole(ctx, consoleAddr, a.Namespace, srv, log)
 				if err != nil {
@@ -224,7 +225,7 @@ func migrateDatabase(cmd *cobra.Command, url string) error {
 		return sessionHint(err)
 	}
 	if err != nil {
-		return fmt.Errorf("%w\nCheck that Postgres is reachable at %s (--database-url or KAGZI_DATABASE_URL).", err, redactURL(url))
+		return fmt.Errorf("%w\nCheck that Postgres is reachable at %s (--database-url or KAGZI_DATABASE_URL).", err, cliutil.RedactURL(url))
 	}
 	return nil
 }
@@ -268,11 +269,11 @@ func runDemo(ctx context.Context, cmd *cobra.Command, srv *devserver.Server, ns 
 			err := h.Result(ctx, &rc)
 			took := time.Since(start).Round(time.Millisecond)
 			if err != nil {
-				say("failed    ProcessOrder %s  after %s: %v", o.ID, fmtDuration(took), err)
+				say("failed    ProcessOrder %s  after %s: %v", o.ID, cliutil.FmtDuration(took), err)
 				return
 			}
 			b, _ := json.Marshal(rc)
-			say("completed ProcessOrder %s  in %s: %s", o.ID, fmtDuration(took), b)
+			say("completed ProcessOrder %s  in %s: %s", o.ID, cliutil.FmtDuration(took), b)
 		}(o, h)
 	}
 	wg.Wait()

@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/ops"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
@@ -18,10 +20,10 @@ func TestRunRetry(t *testing.T) {
 	id := uuid.MustParse(s.RunID)
 
 	// Only a failed run can be retried.
-	_, errOut := c.fails(exitFailed, "run", "retry", s.RunID)
+	_, errOut := c.fails(cliutil.ExitFailed, "run", "retry", s.RunID)
 	mustContain(t, "stderr", errOut, "only a FAILED run", "PENDING")
-	c.fails(exitUsage, "run", "retry", "nope")
-	_, errOut = c.fails(exitFailed, "run", "retry", uuid.NewString())
+	c.fails(cliutil.ExitUsage, "run", "retry", "nope")
+	_, errOut = c.fails(cliutil.ExitFailed, "run", "retry", uuid.NewString())
 	mustContain(t, "stderr", errOut, "not found")
 
 	// Fail it as a worker that ran out of attempts would.
@@ -48,7 +50,7 @@ func TestRunRetry(t *testing.T) {
 		t.Fatalf("after retry: %+v %v", r, err)
 	}
 	// JSON output, and a second retry of the now pending run fails.
-	_, errOut = c.fails(exitFailed, "--json", "run", "retry", s.RunID)
+	_, errOut = c.fails(cliutil.ExitFailed, "--json", "run", "retry", s.RunID)
 	mustContain(t, "stderr", errOut, "only a FAILED run")
 }
 
@@ -59,20 +61,20 @@ func TestLimits(t *testing.T) {
 	mustContain(t, "empty list", out, "No concurrency limits")
 	out = c.ok("limit", "set", "ProcessOrder", "10", "--queue", "orders")
 	mustContain(t, "limit set", out, "At most 10", "ProcessOrder", "orders")
-	var l limitJSON
+	var l ops.LimitJSON
 	c.okJSON(&l, "limit", "set", "Report", "0")
 	if l.Queue != "default" || l.Type != "Report" || l.MaxRunning != 0 || l.UpdatedAt.IsZero() {
 		t.Fatalf("limit set --json: %+v", l)
 	}
-	var ls []limitJSON
+	var ls []ops.LimitJSON
 	c.okJSON(&ls, "limit", "list")
 	if len(ls) != 2 || ls[0].Queue != "default" || ls[1].Type != "ProcessOrder" || ls[1].MaxRunning != 10 {
 		t.Fatalf("limit list: %+v", ls)
 	}
-	c.fails(exitUsage, "limit", "set", "Report", "-1")
-	c.fails(exitUsage, "limit", "set", "Report", "many")
-	c.fails(exitUsage, "limit", "set", "Report")
+	c.fails(cliutil.ExitUsage, "limit", "set", "Report", "-1")
+	c.fails(cliutil.ExitUsage, "limit", "set", "Report", "many")
+	c.fails(cliutil.ExitUsage, "limit", "set", "Report")
 	c.ok("limit", "remove", "ProcessOrder", "--queue", "orders")
-	_, errOut := c.fails(exitFailed, "limit", "rm", "ProcessOrder", "--queue", "orders")
+	_, errOut := c.fails(cliutil.ExitFailed, "limit", "rm", "ProcessOrder", "--queue", "orders")
 	mustContain(t, "stderr", errOut, "not found")
 }

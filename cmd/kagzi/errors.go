@@ -8,49 +8,32 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
-// Exit codes.
-const (
-	exitOK     = 0
-	exitFailed = 1 // the operation failed: not found, conflict, a failed run, a lost connection
-	exitUsage  = 2 // bad usage: unknown command or flag, bad argument, invalid input
-)
-
-// usageError is a mistake in how the CLI was called; it exits with 2.
-type usageError struct{ err error }
-
-func (e *usageError) Error() string { return e.err.Error() }
-func (e *usageError) Unwrap() error { return e.err }
-
-// usagef returns a usage error; the message should say what to do.
-func usagef(format string, args ...any) error {
-	return &usageError{err: fmt.Errorf(format, args...)}
-}
-
 // exitCode maps an error to the process exit code. This is the only place
-// that decides: a *usageError, an invalid argument or payload rejected by
+// that decides: a *cliutil.UsageError, an invalid argument or payload rejected by
 // the store, or an invalid configuration is bad usage (2); anything else
 // is a failed operation (1).
 func exitCode(err error) int {
-	var u *usageError
+	var u *cliutil.UsageError
 	switch {
 	case err == nil:
-		return exitOK
+		return cliutil.ExitOK
 	case errors.As(err, &u),
 		errors.Is(err, store.ErrInvalidArgument),
 		errors.Is(err, store.ErrPayloadTooLarge),
 		errors.Is(err, config.ErrInvalid):
-		return exitUsage
+		return cliutil.ExitUsage
 	default:
-		return exitFailed
+		return cliutil.ExitFailed
 	}
 }
 
 // hint returns a line telling the user what to do about err, or "".
-func hint(cmd *cobra.Command, a *app, err error) string {
+func hint(cmd *cobra.Command, a *cliutil.App, err error) string {
 	msg := err.Error()
 	switch {
 	case strings.Contains(msg, "SQLSTATE 3D000"), store.IsDatabaseMissing(err): // invalid_catalog_name, or a pooler's

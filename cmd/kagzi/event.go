@@ -9,13 +9,14 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
 func init() { register(newEventCmd) }
 
-func newEventCmd(a *app) *cobra.Command {
-	c := groupCmd(&cobra.Command{
+func newEventCmd(a *cliutil.App) *cobra.Command {
+	c := cliutil.GroupCmd(&cobra.Command{
 		Use:     "event",
 		Aliases: []string{"events"},
 		Short:   "Send events to runs waiting for them",
@@ -36,7 +37,7 @@ type eventJSON struct {
 	Data      json.RawMessage `json:"data,omitempty"`
 }
 
-func newEventSendCmd(a *app) *cobra.Command {
+func newEventSendCmd(a *cliutil.App) *cobra.Command {
 	var (
 		data       string
 		byExternal bool
@@ -57,7 +58,7 @@ file, or - for stdin.`,
   kagzi event send --external-id 3f0e2c1a-0000-4000-8000-000000000000 done --data @result.json`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			body, err := readJSON(cmd, "data", data)
+			body, err := cliutil.ReadJSON(cmd, "data", data)
 			if err != nil {
 				return err
 			}
@@ -65,13 +66,13 @@ file, or - for stdin.`,
 				body = []byte("null")
 			}
 			if args[0] == "" {
-				return usagef("name the run by its run id or external id")
+				return cliutil.Usagef("name the run by its run id or external id")
 			}
 			if args[1] == "" {
-				return usagef("the event name must not be empty")
+				return cliutil.Usagef("the event name must not be empty")
 			}
 			p := store.EventsSendParams{Namespace: a.Namespace, Name: args[1], Payload: body}
-			if id, err := parseUUID(args[0]); err == nil && !byExternal {
+			if id, err := cliutil.ParseUUID(args[0]); err == nil && !byExternal {
 				p.RunID = id
 			} else {
 				p.ExternalID = args[0]
@@ -85,8 +86,8 @@ file, or - for stdin.`,
 				return err
 			}
 			v := eventJSON{EventID: ev.ID, RunID: ev.RunID, Name: ev.Name, CreatedAt: ev.CreatedAt.UTC(),
-				RunStatus: ev.RunStatus, Woken: ev.Woken, Data: payload(ev.Payload)}
-			return a.print(cmd, v, func(w io.Writer) {
+				RunStatus: ev.RunStatus, Woken: ev.Woken, Data: cliutil.Payload(ev.Payload)}
+			return a.Print(cmd, v, func(w io.Writer) {
 				if ev.Woken {
 					fmt.Fprintf(w, "Sent event %q to run %s, which was waiting for it and is now due\n", ev.Name, ev.RunID)
 				} else {

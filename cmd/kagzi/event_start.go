@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/pkg/client"
 )
 
@@ -24,7 +25,7 @@ type sendWithStartJSON struct {
 	Payload   json.RawMessage  `json:"payload,omitempty"`
 }
 
-func newEventSendWithStartCmd(a *app) *cobra.Command {
+func newEventSendWithStartCmd(a *cliutil.App) *cobra.Command {
 	var (
 		typ, externalID, input, event, data, queue, version string
 		priority                                            int
@@ -49,23 +50,23 @@ take inline JSON, @FILE to read a file, or - for stdin (one of them at most).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if input == "-" && data == "-" {
-				return usagef("--input and --payload cannot both read standard input")
+				return cliutil.Usagef("--input and --payload cannot both read standard input")
 			}
-			in, err := readJSON(cmd, "input", input)
+			in, err := cliutil.ReadJSON(cmd, "input", input)
 			if err != nil {
 				return err
 			}
-			body, err := readJSON(cmd, "payload", data)
+			body, err := cliutil.ReadJSON(cmd, "payload", data)
 			if err != nil {
 				return err
 			}
 			if typ == "" || externalID == "" || event == "" {
-				return usagef("--type, --id and --event must not be empty")
+				return cliutil.Usagef("--type, --id and --event must not be empty")
 			}
 			opts := client.StartOptions{Queue: queue, Version: version, Priority: priority, RequireWorker: requireWorker}
 			if cmd.Flags().Changed("deadline") {
 				if deadline <= 0 {
-					return usagef("--deadline %s must be positive, e.g. --deadline 30m", fmtDur(deadline))
+					return cliutil.Usagef("--deadline %s must be positive, e.g. --deadline 30m", cliutil.FmtDur(deadline))
 				}
 				opts.Deadline = time.Now().Add(deadline)
 			}
@@ -86,8 +87,8 @@ take inline JSON, @FILE to read a file, or - for stdin (one of them at most).`,
 			}
 			ev := res.Event
 			v := sendWithStartJSON{RunID: ev.RunID, Started: res.Started, EventID: ev.ID, Name: ev.Name,
-				CreatedAt: ev.CreatedAt.UTC(), RunStatus: ev.RunStatus, Woken: ev.Woken, Payload: payload(ev.Payload)}
-			return a.print(cmd, v, func(w io.Writer) {
+				CreatedAt: ev.CreatedAt.UTC(), RunStatus: ev.RunStatus, Woken: ev.Woken, Payload: cliutil.Payload(ev.Payload)}
+			return a.Print(cmd, v, func(w io.Writer) {
 				switch {
 				case res.Started:
 					fmt.Fprintf(w, "Started run %s (%s) with external id %q and sent it event %q\n", ev.RunID, typ, externalID, ev.Name)
@@ -108,7 +109,7 @@ take inline JSON, @FILE to read a file, or - for stdin (one of them at most).`,
 	f.StringVar(&queue, "queue", "", `task queue of a run to start (default "default")`)
 	f.StringVar(&version, "version", "", "workflow version to pin on a run to start")
 	f.IntVar(&priority, "priority", 0, "priority of a run to start; higher is claimed first")
-	durationVar(f, &deadline, "deadline", 0, 0, "fail a run to start if it has not finished within this duration, e.g. 1h")
+	cliutil.DurationVar(f, &deadline, "deadline", 0, 0, "fail a run to start if it has not finished within this duration, e.g. 1h")
 	f.BoolVar(&requireWorker, "require-worker", false, "refuse to start a run if no live worker serves the type on the queue")
 	for _, name := range []string{"type", "id", "event"} {
 		_ = c.MarkFlagRequired(name)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
@@ -42,7 +43,7 @@ func TestEventSendWithStart(t *testing.T) {
 	}
 
 	// Another type holding the id: 1, nothing stored.
-	_, errOut := c.fails(exitFailed, "event", "send-with-start", "--type", "Order", "--id", "cart-9", "--event", "add")
+	_, errOut := c.fails(cliutil.ExitFailed, "event", "send-with-start", "--type", "Order", "--id", "cart-9", "--event", "add")
 	mustContain(t, "stderr", errOut, "workflow type", `"Cart"`)
 
 	// Once the run finished, a new one starts.
@@ -82,8 +83,8 @@ func TestEventSendWithStartUsage(t *testing.T) {
 	} {
 		args := append(append([]string{}, db...), tc.args...)
 		out, errOut, code := runCLI(t, args...)
-		if code != exitUsage {
-			t.Errorf("kagzi %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, exitUsage, out, errOut)
+		if code != cliutil.ExitUsage {
+			t.Errorf("kagzi %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, cliutil.ExitUsage, out, errOut)
 			continue
 		}
 		mustContain(t, "stderr of kagzi "+strings.Join(tc.args, " "), errOut, tc.want)

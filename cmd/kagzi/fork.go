@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -13,18 +12,18 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/kagzi/kagzi/internal/durations"
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/internal/tracectx"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // forkJSON is what `run fork` prints with --json.
 type forkJSON struct {
-	RunID      uuid.UUID `json:"run_id"`
-	ForkedFrom uuid.UUID `json:"forked_from"`
-	Step       string    `json:"step"`
-	Created    bool      `json:"created"`
-	Run        runJSON   `json:"run"`
+	RunID      uuid.UUID       `json:"run_id"`
+	ForkedFrom uuid.UUID       `json:"forked_from"`
+	Step       string          `json:"step"`
+	Created    bool            `json:"created"`
+	Run        cliutil.RunJSON `json:"run"`
 }
 
 // forkManyJSON is what `run fork-many` prints with --json.
@@ -105,7 +104,7 @@ func forkSpan(ctx context.Context, f store.Fork) {
 	span.End()
 }
 
-func newRunForkCmd(a *app) *cobra.Command {
+func newRunForkCmd(a *cliutil.App) *cobra.Command {
 	var step, version string
 	c := &cobra.Command{
 		Use:   "fork RUN_ID",
@@ -127,7 +126,7 @@ existing fork. --version pins the fork to another version of the workflow
   kagzi --json run fork 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e --step charge --version v2`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseID("run id", args[0])
+			id, err := cliutil.ParseID("run id", args[0])
 			if err != nil {
 				return err
 			}
@@ -142,8 +141,8 @@ existing fork. --version pins the fork to another version of the workflow
 			if f.Created {
 				forkSpan(cmd.Context(), f)
 			}
-			v := forkJSON{RunID: f.Run.ID, ForkedFrom: f.From, Step: f.Step, Created: f.Created, Run: toRunJSON(f.Run)}
-			return a.print(cmd, v, func(w io.Writer) {
+			v := forkJSON{RunID: f.Run.ID, ForkedFrom: f.From, Step: f.Step, Created: f.Created, Run: cliutil.ToRunJSON(f.Run)}
+			return a.Print(cmd, v, func(w io.Writer) {
 				if f.Created {
 					fmt.Fprintf(w, "Forked run %s from %s at %s: it is PENDING and executes %s and what follows\n",
 						f.Run.ID, f.From, atStep(f.Step), atStep(f.Step))
@@ -159,7 +158,7 @@ existing fork. --version pins the fork to another version of the workflow
 	return c
 }
 
-func newRunForkManyCmd(a *app) *cobra.Command {
+func newRunForkManyCmd(a *cliutil.App) *cobra.Command {
 	var (
 		typ, status, group, errType, since, until, step, version string
 		fromFailed                                               bool
@@ -186,15 +185,15 @@ are counted as already forked, so running the command twice forks each once.
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if fromFailed && step != "" {
-				return usagef("--step and --from-failed-step exclude each other; give one")
+				return cliutil.Usagef("--step and --from-failed-step exclude each other; give one")
 			}
 			if limit < 1 || limit > store.MaxForkMany {
-				return usagef("--limit %d: use 1 to %d", limit, store.MaxForkMany)
+				return cliutil.Usagef("--limit %d: use 1 to %d", limit, store.MaxForkMany)
 			}
 			p := store.RunsForkManyParams{Namespace: a.Namespace, Type: typ, Status: store.RunStatus(status), ErrorGroup: group,
 				ErrorType: errType, Step: step, FromFailedStep: fromFailed, Version: version, Limit: limit}
 			if status != "" {
-				sts, err := parseStatuses([]string{status})
+				sts, err := cliutil.ParseStatuses([]string{status})
 				if err != nil {
 					return err
 				}
@@ -208,7 +207,7 @@ are counted as already forked, so running the command twice forks each once.
 				if b.v == "" {
 					continue
 				}
-				t, err := parseWhen(b.flag, b.v, now)
+				t, err := cliutil.ParseWhen(b.flag, b.v, now)
 				if err != nil {
 					return err
 				}
@@ -230,7 +229,7 @@ are counted as already forked, so running the command twice forks each once.
 				}
 				v.Forks = append(v.Forks, forkedRunRow{ForkedFrom: f.From, Step: f.Step, RunID: f.Run.ID, Created: f.Created})
 			}
-			return a.print(cmd, v, func(w io.Writer) {
+			return a.Print(cmd, v, func(w io.Writer) {
 				fmt.Fprintf(w, "Matched %d runs: forked %d, already forked %d, skipped %d (no step %q)\n",
 					res.Matched, res.Forked, res.AlreadyForked, res.Skipped, step)
 				if len(res.Forks) == 0 {
@@ -256,19 +255,4 @@ are counted as already forked, so running the command twice forks each once.
 	f.StringVar(&version, "version", "", "pin the forks to this version (default: each run's)")
 	f.IntVar(&limit, "limit", store.DefaultForkMany, fmt.Sprintf("fork at most this many runs, 1 to %d", store.MaxForkMany))
 	return c
-}
-
-// parseWhen reads a time flag: an RFC 3339 time, or an age before now.
-func parseWhen(flag, s string, now time.Time) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	age, err := parseAge(s)
-	if errors.Is(err, durations.ErrTooLong) {
-		return time.Time{}, usagef("--%s %s is above the maximum age %s", flag, s, durations.Format(durations.Longest))
-	}
-	if err != nil {
-		return time.Time{}, usagef("--%s %q: give a time (2025-01-01T00:00:00Z) or an age (6d, 36h)", flag, s)
-	}
-	return now.Add(-age), nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
@@ -74,11 +75,11 @@ func TestRunFork(t *testing.T) {
 	out = c.ok("run", "fork", id.String())
 	mustContain(t, "run fork from start", out, "at the start")
 
-	_, errOut := c.fails(exitUsage, "run", "fork", id.String(), "--step", "nope")
+	_, errOut := c.fails(cliutil.ExitUsage, "run", "fork", id.String(), "--step", "nope")
 	mustContain(t, "unknown step", errOut, "nope")
-	_, errOut = c.fails(exitFailed, "run", "fork", uuid.NewString())
+	_, errOut = c.fails(cliutil.ExitFailed, "run", "fork", uuid.NewString())
 	mustContain(t, "unknown run", errOut, "not found")
-	c.fails(exitUsage, "run", "fork", "nope")
+	c.fails(cliutil.ExitUsage, "run", "fork", "nope")
 }
 
 func TestRunForkMany(t *testing.T) {
@@ -111,8 +112,8 @@ func TestRunForkMany(t *testing.T) {
 		t.Fatalf("until an hour ago: %+v", res)
 	}
 
-	c.fails(exitUsage, "run", "fork-many", "--step", "a", "--from-failed-step")
-	c.fails(exitUsage, "run", "fork-many", "--limit", "0")
-	c.fails(exitUsage, "run", "fork-many", "--since", "yesterday")
-	c.fails(exitUsage, "run", "fork-many", "--status", "BOGUS")
+	c.fails(cliutil.ExitUsage, "run", "fork-many", "--step", "a", "--from-failed-step")
+	c.fails(cliutil.ExitUsage, "run", "fork-many", "--limit", "0")
+	c.fails(cliutil.ExitUsage, "run", "fork-many", "--since", "yesterday")
+	c.fails(cliutil.ExitUsage, "run", "fork-many", "--status", "BOGUS")
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
@@ -20,8 +21,8 @@ import (
 
 // isUsage reports whether err is a usage error that exits 2.
 func isUsage(err error) bool {
-	var u *usageError
-	return errors.As(err, &u) && exitCode(err) == exitUsage
+	var u *cliutil.UsageError
+	return errors.As(err, &u) && exitCode(err) == cliutil.ExitUsage
 }
 
 func FuzzParseID(f *testing.F) {
@@ -35,10 +36,10 @@ func FuzzParseID(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		id, err := parseID("run id", s)
+		id, err := cliutil.ParseID("run id", s)
 		if err != nil {
 			if !isUsage(err) || id != uuid.Nil || !strings.Contains(err.Error(), "run id") {
-				t.Fatalf("parseID(%q) = %v, %v: want a usage error naming the argument", s, id, err)
+				t.Fatalf("cliutil.ParseID(%q) = %v, %v: want a usage error naming the argument", s, id, err)
 			}
 			return
 		}
@@ -47,10 +48,10 @@ func FuzzParseID(f *testing.F) {
 		hex := strings.ReplaceAll(canon, "-", "")
 		flat := strings.NewReplacer("-", "", "{", "", "}", "", "urn:uuid:", "").Replace(strings.ToLower(s))
 		if flat != hex {
-			t.Fatalf("parseID(%q) = %s", s, canon)
+			t.Fatalf("cliutil.ParseID(%q) = %s", s, canon)
 		}
-		if again, err := parseID("run id", canon); err != nil || again != id {
-			t.Fatalf("parseID(%q) = %v, %v after parseID(%q) = %v", canon, again, err, s, id)
+		if again, err := cliutil.ParseID("run id", canon); err != nil || again != id {
+			t.Fatalf("cliutil.ParseID(%q) = %v, %v after cliutil.ParseID(%q) = %v", canon, again, err, s, id)
 		}
 	})
 }
@@ -66,7 +67,7 @@ func FuzzParseStatuses(f *testing.F) {
 	f.Fuzz(func(t *testing.T, list string) {
 		// --status is a string slice: comma-separated, repeatable.
 		items := strings.Split(list, ",")
-		got, err := parseStatuses(items)
+		got, err := cliutil.ParseStatuses(items)
 		var want []store.RunStatus
 		unknown := ""
 		for _, it := range items {
@@ -89,19 +90,19 @@ func FuzzParseStatuses(f *testing.F) {
 		}
 		if err != nil {
 			if !isUsage(err) || got != nil || unknown == "" || !strings.Contains(err.Error(), fmt.Sprintf("%q", unknown)) {
-				t.Fatalf("parseStatuses(%q) = %v, %v: want a usage error naming %q", items, got, err, unknown)
+				t.Fatalf("cliutil.ParseStatuses(%q) = %v, %v: want a usage error naming %q", items, got, err, unknown)
 			}
 			return
 		}
 		if unknown != "" {
-			t.Fatalf("parseStatuses(%q) = %v, accepting %q", items, got, unknown)
+			t.Fatalf("cliutil.ParseStatuses(%q) = %v, accepting %q", items, got, unknown)
 		}
 		if len(got) != len(want) {
-			t.Fatalf("parseStatuses(%q) = %v, want %v", items, got, want)
+			t.Fatalf("cliutil.ParseStatuses(%q) = %v, want %v", items, got, want)
 		}
 		for i := range got {
 			if got[i] != want[i] || !got[i].Valid() {
-				t.Fatalf("parseStatuses(%q) = %v, want %v", items, got, want)
+				t.Fatalf("cliutil.ParseStatuses(%q) = %v, want %v", items, got, want)
 			}
 		}
 	})
@@ -121,7 +122,7 @@ func FuzzReadJSON(f *testing.F) {
 		}
 		cmd := &cobra.Command{}
 		cmd.SetIn(bytes.NewReader(stdin))
-		got, err := readJSON(cmd, "input", v)
+		got, err := cliutil.ReadJSON(cmd, "input", v)
 		src := []byte(v)
 		if v == "-" {
 			src = stdin
@@ -129,15 +130,15 @@ func FuzzReadJSON(f *testing.F) {
 		switch {
 		case v == "":
 			if got != nil || err != nil {
-				t.Fatalf("readJSON(\"\") = %q, %v: want absent", got, err)
+				t.Fatalf("cliutil.ReadJSON(\"\") = %q, %v: want absent", got, err)
 			}
 		case json.Valid(src):
 			if err != nil || !bytes.Equal(got, src) {
-				t.Fatalf("readJSON(%q) = %q, %v: want the JSON as given", v, got, err)
+				t.Fatalf("cliutil.ReadJSON(%q) = %q, %v: want the JSON as given", v, got, err)
 			}
 		default:
 			if got != nil || !isUsage(err) || !strings.Contains(err.Error(), "--input") {
-				t.Fatalf("readJSON(%q) = %q, %v: want a usage error naming --input", v, got, err)
+				t.Fatalf("cliutil.ReadJSON(%q) = %q, %v: want a usage error naming --input", v, got, err)
 			}
 		}
 	})

@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 )
 
 // Every duration and count the CLI takes has a maximum: above it the
@@ -31,7 +33,7 @@ func TestCLIMaxima(t *testing.T) {
 		{[]string{"run", "export", "--finished-before", "9999999999d"}, "above the maximum"},
 		{[]string{"dev", "--workers", "100000"}, "1 to 64"},
 	} {
-		_, errOut := c.fails(exitUsage, tc.args...)
+		_, errOut := c.fails(cliutil.ExitUsage, tc.args...)
 		mustContain(t, "kagzi "+strings.Join(tc.args, " "), errOut, tc.want)
 		if strings.Contains(errOut, "int4") || strings.Contains(errOut, "SQLSTATE") {
 			t.Errorf("kagzi %s leaks a driver error: %s", strings.Join(tc.args, " "), errOut)

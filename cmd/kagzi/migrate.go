@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/store/dbadmin"
 	"github.com/kagzi/kagzi/pkg/store/migrate"
@@ -25,7 +26,7 @@ type migrateJSON struct {
 	Settings        *settingsJSON `json:"settings,omitempty"`
 }
 
-func newMigrateCmd(a *app) *cobra.Command {
+func newMigrateCmd(a *cliutil.App) *cobra.Command {
 	var withRoles bool
 	roles := dbadmin.Roles{OwnerPassword: os.Getenv("KAGZI_DB_OWNER_PASSWORD"), RuntimePassword: os.Getenv("KAGZI_DB_RUNTIME_PASSWORD")}
 	c := &cobra.Command{
@@ -94,7 +95,7 @@ the same after migrating.`,
 				if errors.Is(err, store.ErrSessionPooled) {
 					return sessionHint(err)
 				}
-				return fmt.Errorf("%w\nCheck that Postgres is reachable at %s (%s).", err, redactURL(session), sessionFlag(a))
+				return fmt.Errorf("%w\nCheck that Postgres is reachable at %s (%s).", err, cliutil.RedactURL(session), sessionFlag(a))
 			}
 			switch {
 			case withRoles:
@@ -128,9 +129,9 @@ the same after migrating.`,
 				}
 				out.Settings = &settingsJSON{PayloadWarnBytes: set.PayloadWarnBytes, PayloadMaxBytes: set.PayloadMaxBytes}
 			}
-			return a.print(cmd, out, func(w io.Writer) {
+			return a.Print(cmd, out, func(w io.Writer) {
 				if created {
-					fmt.Fprintf(w, "Created database %s\n", redactURL(session))
+					fmt.Fprintf(w, "Created database %s\n", cliutil.RedactURL(session))
 				}
 				fmt.Fprintf(w, "Database at schema version %d\n", v)
 				if withRoles {
@@ -154,12 +155,12 @@ func sessionHint(err error) error {
 	if !errors.Is(err, store.ErrSessionPooled) {
 		return err
 	}
-	return usagef("%w\nmigrating needs a direct connection to Postgres: give the database's direct URL as "+
+	return cliutil.Usagef("%w\nmigrating needs a direct connection to Postgres: give the database's direct URL as "+
 		"--database-session-url (or KAGZI_DATABASE_SESSION_URL); --database-url may stay on the pooler", err)
 }
 
 // sessionFlag names where the session URL came from, for messages.
-func sessionFlag(a *app) string {
+func sessionFlag(a *cliutil.App) string {
 	if a.DatabaseSessionURL != "" {
 		return "--database-session-url or KAGZI_DATABASE_SESSION_URL"
 	}
@@ -176,7 +177,7 @@ func createDatabase(cmd *cobra.Command, dbURL string) (bool, error) {
 	}
 	admin, err := dbadmin.DatabaseURL(dbURL, "postgres")
 	if err != nil {
-		return false, usagef("--database-url: %v", err)
+		return false, cliutil.Usagef("--database-url: %v", err)
 	}
 	// Through the session URL's server directly: refused through a
 	// pooler, as migrating after it would be.
@@ -200,17 +201,17 @@ func databaseName(dbURL string) (string, error) {
 	if strings.Contains(dbURL, "://") {
 		u, err := url.Parse(dbURL)
 		if err != nil {
-			return "", usagef("--database-url: %v", err)
+			return "", cliutil.Usagef("--database-url: %v", err)
 		}
 		if name := strings.TrimPrefix(u.Path, "/"); name != "" {
 			return name, nil
 		}
-		return "", usagef("--database-url %s names no database; add one, e.g. postgres://host:5432/kagzi", redactURL(dbURL))
+		return "", cliutil.Usagef("--database-url %s names no database; add one, e.g. postgres://host:5432/kagzi", cliutil.RedactURL(dbURL))
 	}
 	for _, f := range strings.Fields(dbURL) {
 		if k, v, ok := strings.Cut(f, "="); ok && k == "dbname" {
 			return strings.Trim(v, "'"), nil
 		}
 	}
-	return "", usagef("--database-url names no database; add dbname=kagzi")
+	return "", cliutil.Usagef("--database-url names no database; add dbname=kagzi")
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/pkg/store/dbadmin"
 	"github.com/kagzi/kagzi/tests/testdb"
 	"github.com/kagzi/kagzi/tests/testpgbouncer"
@@ -38,7 +39,7 @@ func TestMigrateThroughPooler(t *testing.T) {
 	pooled := testpgbouncer.URL(t, testpgbouncer.Start(t, testdb.AdminURL()), direct)
 
 	c := &cli{t: t, url: pooled}
-	_, errOut := c.fails(exitUsage, "migrate")
+	_, errOut := c.fails(cliutil.ExitUsage, "migrate")
 	mustContain(t, "migrate through the pooler alone", errOut, "connection pooler", "--database-session-url")
 	exists, err := dbadmin.DatabaseList(context.Background(), testdb.AdminURL(), name)
 	if err != nil || len(exists) != 0 {

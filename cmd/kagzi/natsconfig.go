@@ -5,12 +5,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/internal/natsauth"
 )
 
 func init() { register(newNATSConfigCmd) }
 
-func newNATSConfigCmd(_ *app) *cobra.Command {
+func newNATSConfigCmd(_ *cliutil.App) *cobra.Command {
 	var o natsauth.Options
 	c := &cobra.Command{
 		Use:   "nats-config",
@@ -34,7 +35,7 @@ to have it turn TLS on too.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			conf, err := natsauth.Config(o)
 			if err != nil {
-				return usagef("%v", err)
+				return cliutil.Usagef("%v", err)
 			}
 			_, err = fmt.Fprint(cmd.OutOrStdout(), conf)
 			return err

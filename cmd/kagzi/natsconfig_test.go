@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/internal/natsauth"
 )
 
@@ -43,8 +44,8 @@ func TestNATSConfig(t *testing.T) {
 		}
 	}
 	for _, bad := range [][]string{{"--worker", "orders"}, {"--namespace", "a.b"}, {"--worker", "a/w.1"}} {
-		if _, stderr, code := runCLI(t, append([]string{"nats-config"}, bad...)...); code != exitUsage {
-			t.Errorf("nats-config %v: exit %d, want %d; stderr: %s", bad, code, exitUsage, stderr)
+		if _, stderr, code := runCLI(t, append([]string{"nats-config"}, bad...)...); code != cliutil.ExitUsage {
+			t.Errorf("nats-config %v: exit %d, want %d; stderr: %s", bad, code, cliutil.ExitUsage, stderr)
 		}
 	}
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/ops"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
@@ -22,15 +24,15 @@ func TestRetentionCommands(t *testing.T) {
 	out := c.ok("retention", "show")
 	mustContain(t, "retention show", out, "every namespace (default)", "7d", "30d", "namespace default", "7d (default)")
 
-	var v retentionJSON
+	var v ops.RetentionJSON
 	c.okJSON(&v, "retention", "set", "--completed", "3d")
-	if v.Own.Completed != (periodJSON{Seconds: 3 * 86400, Text: "3d", From: "namespace"}) ||
-		v.Own.Failed != (periodJSON{Seconds: 30 * 86400, Text: "30d", From: "default"}) {
+	if v.Own.Completed != (ops.PeriodJSON{Seconds: 3 * 86400, Text: "3d", From: "namespace"}) ||
+		v.Own.Failed != (ops.PeriodJSON{Seconds: 30 * 86400, Text: "30d", From: "default"}) {
 		t.Fatalf("namespace's completed period set: %+v", v.Own)
 	}
 	c.okJSON(&v, "retention", "set", "--type", "Report", "--completed", "1d12h", "--failed", "forever")
-	if len(v.Types) != 1 || v.Types[0] != (scopeJSON{Type: "Report", Completed: periodJSON{Seconds: 36 * 3600, Text: "1d12h", From: "type"},
-		Failed: periodJSON{Seconds: 0, Text: "forever", From: "type"}}) {
+	if len(v.Types) != 1 || v.Types[0] != (ops.ScopeJSON{Type: "Report", Completed: ops.PeriodJSON{Seconds: 36 * 3600, Text: "1d12h", From: "type"},
+		Failed: ops.PeriodJSON{Seconds: 0, Text: "forever", From: "type"}}) {
 		t.Fatalf("type's periods set: %+v", v.Types)
 	}
 	out = c.ok("retention", "show")
@@ -48,7 +50,7 @@ func TestRetentionCommands(t *testing.T) {
 	if len(v.Types) != 0 {
 		t.Fatalf("type's periods removed: %+v", v.Types)
 	}
-	_, errOut := c.fails(exitFailed, "retention", "remove", "--type", "Report")
+	_, errOut := c.fails(cliutil.ExitFailed, "retention", "remove", "--type", "Report")
 	mustContain(t, "remove twice", errOut, "not found")
 
 	for _, tc := range []struct {
@@ -62,7 +64,7 @@ func TestRetentionCommands(t *testing.T) {
 		{[]string{"retention", "set", "--all-namespaces", "--type", "T", "--completed", "1d"}, "--type"},
 		{[]string{"retention", "bogus"}, "unknown command"},
 	} {
-		_, errOut := c.fails(exitUsage, tc.args...)
+		_, errOut := c.fails(cliutil.ExitUsage, tc.args...)
 		if !strings.Contains(errOut, tc.want) && !(tc.want == "at least" && strings.Contains(errOut, "1m to")) {
 			t.Errorf("kagzi %s: stderr %q, want %q", strings.Join(tc.args, " "), errOut, tc.want)
 		}
@@ -205,7 +207,7 @@ func TestRunExport(t *testing.T) {
 		{[]string{"run", "export", "--status", "DONE"}, "not a run status"},
 		{[]string{"run", "export", "--output", filepath.Join(t.TempDir(), "no", "such", "dir", "x.jsonl")}, "--output"},
 	} {
-		_, errOut := c.fails(exitUsage, tc.args...)
+		_, errOut := c.fails(cliutil.ExitUsage, tc.args...)
 		mustContain(t, "stderr of kagzi "+strings.Join(tc.args, " "), errOut, tc.want)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/internal/tracectx"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/store"
@@ -21,8 +22,8 @@ import (
 
 func init() { register(newRunCmd) }
 
-func newRunCmd(a *app) *cobra.Command {
-	c := groupCmd(&cobra.Command{
+func newRunCmd(a *cliutil.App) *cobra.Command {
+	c := cliutil.GroupCmd(&cobra.Command{
 		Use:   "run",
 		Short: "Start, list, show, cancel, retry, fork and export workflow runs",
 		Example: `  kagzi run start ProcessOrder --input '{"order_id": 42}'
@@ -43,10 +44,10 @@ type startJSON struct {
 	RunID   string `json:"run_id"`
 	Created bool   `json:"created"`
 	// Run is the finished run, with --wait.
-	Run *runJSON `json:"run,omitempty"`
+	Run *cliutil.RunJSON `json:"run,omitempty"`
 }
 
-func newRunStartCmd(a *app) *cobra.Command {
+func newRunStartCmd(a *cliutil.App) *cobra.Command {
 	var (
 		input, queue, externalID, version string
 		concurrencyKey, rateKey           string
@@ -88,15 +89,15 @@ with the id is terminated and the new one started). A refused start exits 1.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			in, err := readJSON(cmd, "input", input)
+			in, err := cliutil.ReadJSON(cmd, "input", input)
 			if err != nil {
 				return err
 			}
 			if cmd.Flags().Changed("timeout") && !wait {
-				return usagef("--timeout bounds --wait; add --wait or drop --timeout")
+				return cliutil.Usagef("--timeout bounds --wait; add --wait or drop --timeout")
 			}
 			if timeout < 0 {
-				return usagef("--timeout %s must not be negative", fmtDur(timeout))
+				return cliutil.Usagef("--timeout %s must not be negative", cliutil.FmtDur(timeout))
 			}
 			opts := client.StartOptions{Queue: queue, Version: version, ExternalID: externalID, Priority: priority,
 				RequireWorker: requireWorker, ConcurrencyKey: concurrencyKey, RateLimitKey: rateKey}
@@ -105,7 +106,7 @@ with the id is terminated and the new one started). A refused start exits 1.`,
 			}
 			if cmd.Flags().Changed("deadline") {
 				if deadline <= 0 {
-					return usagef("--deadline %s must be positive, e.g. --deadline 30m", fmtDur(deadline))
+					return cliutil.Usagef("--deadline %s must be positive, e.g. --deadline 30m", cliutil.FmtDur(deadline))
 				}
 				opts.Deadline = time.Now().Add(deadline)
 			}
@@ -135,7 +136,7 @@ with the id is terminated and the new one started). A refused start exits 1.`,
 			}
 			if !wait {
 				if a.JSON {
-					return a.print(cmd, res, nil)
+					return a.Print(cmd, res, nil)
 				}
 				return nil
 			}
@@ -153,20 +154,20 @@ with the id is terminated and the new one started). A refused start exits 1.`,
 			if err != nil {
 				if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 					return fmt.Errorf("timed out after %s waiting for run %s, which goes on; follow it with `kagzi run show %s`",
-						fmtDur(timeout), h.RunID, h.RunID)
+						cliutil.FmtDur(timeout), h.RunID, h.RunID)
 				}
 				return fmt.Errorf("waiting for run %s: %w", h.RunID, err)
 			}
-			rj := clientRunJSON(*run)
+			rj := cliutil.ClientRunJSON(*run)
 			res.Run = &rj
 			if a.JSON {
-				if err := a.print(cmd, res, nil); err != nil {
+				if err := a.Print(cmd, res, nil); err != nil {
 					return err
 				}
 			} else {
 				fmt.Fprintf(out, "Run %s %s after %d attempt(s)\n", run.ID, run.Status, run.Attempts)
 				if run.Status == client.StatusCompleted {
-					fmt.Fprintf(out, "Output: %s\n", fmtPayload(run.Output))
+					fmt.Fprintf(out, "Output: %s\n", cliutil.FmtPayload(run.Output))
 				}
 			}
 			if run.Status != client.StatusCompleted {
@@ -181,9 +182,9 @@ with the id is terminated and the new one started). A refused start exits 1.`,
 	f.StringVar(&externalID, "id", "", "external id: makes the start idempotent while the run is live")
 	f.StringVar(&version, "version", "", "workflow version to pin (default: the version of the first worker that claims it)")
 	f.IntVar(&priority, "priority", 0, "priority; higher is claimed first")
-	durationVar(f, &deadline, "deadline", 0, 0, "fail the run if it has not finished within this duration, e.g. 1h")
+	cliutil.DurationVar(f, &deadline, "deadline", 0, 0, "fail the run if it has not finished within this duration, e.g. 1h")
 	f.BoolVar(&wait, "wait", false, "wait for the run to end and print its result (needs NATS)")
-	durationVar(f, &timeout, "timeout", 0, 0, "with --wait, give up waiting after this duration (the run goes on)")
+	cliutil.DurationVar(f, &timeout, "timeout", 0, 0, "with --wait, give up waiting after this duration (the run goes on)")
 	f.BoolVar(&requireWorker, "require-worker", false, "refuse the start if no live worker serves the type (and version) on the queue")
 	flow.register(f)
 	f.StringVar(&concurrencyKey, "concurrency-key", "", "key the type's per-key limit counts the run under (kagzi limit set --per-key)")
@@ -193,11 +194,11 @@ with the id is terminated and the new one started). A refused start exits 1.`,
 
 // runsPage is what `run list` prints with --json.
 type runsPage struct {
-	Runs       []runJSON `json:"runs"`
-	NextCursor string    `json:"next_cursor,omitempty"`
+	Runs       []cliutil.RunJSON `json:"runs"`
+	NextCursor string            `json:"next_cursor,omitempty"`
 }
 
-func newRunListCmd(a *app) *cobra.Command {
+func newRunListCmd(a *cliutil.App) *cobra.Command {
 	var (
 		statuses           []string
 		typ, queue, cursor string
@@ -214,18 +215,18 @@ as next_cursor with --json).`,
   kagzi run list --cursor MTcxOTg...`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			sts, err := parseStatuses(statuses)
+			sts, err := cliutil.ParseStatuses(statuses)
 			if err != nil {
 				return err
 			}
 			if limit < 1 || limit > store.MaxPageSize {
-				return usagef("--limit %d: use 1 to %d", limit, store.MaxPageSize)
+				return cliutil.Usagef("--limit %d: use 1 to %d", limit, store.MaxPageSize)
 			}
 			p := store.RunsListParams{Namespace: a.Namespace, Statuses: sts, Type: typ, Queue: queue, Limit: limit}
 			if cursor != "" {
 				cur, err := store.ParseCursor(cursor)
 				if err != nil {
-					return usagef("--cursor: %v; pass the cursor a previous page printed", err)
+					return cliutil.Usagef("--cursor: %v; pass the cursor a previous page printed", err)
 				}
 				p.After = &cur
 			}
@@ -237,11 +238,11 @@ as next_cursor with --json).`,
 			if err != nil {
 				return err
 			}
-			page := runsPage{Runs: toRunsJSON(runs)}
+			page := runsPage{Runs: cliutil.ToRunsJSON(runs)}
 			if next != nil {
 				page.NextCursor = next.String()
 			}
-			err = a.print(cmd, page, func(w io.Writer) { runsTable(w, runs, false) })
+			err = a.Print(cmd, page, func(w io.Writer) { cliutil.RunsTable(w, runs, false) })
 			if err == nil && !a.JSON && page.NextCursor != "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "More runs: kagzi run list --cursor %s\n", page.NextCursor)
 			}
@@ -257,38 +258,21 @@ as next_cursor with --json).`,
 	return c
 }
 
-// runsTable prints runs as a table; fired adds the schedule fire time.
-func runsTable(w io.Writer, runs []store.Run, fired bool) {
-	if fired {
-		fmt.Fprintln(w, "RUN ID\tFIRE TIME\tTYPE\tQUEUE\tSTATUS\tATTEMPTS\tCREATED")
-		for _, r := range runs {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, fmtTimeP(r.ScheduleFireAt), r.Type, r.Queue, r.Status,
-				r.Attempts, fmtTime(r.CreatedAt))
-		}
-		return
-	}
-	fmt.Fprintln(w, "RUN ID\tTYPE\tQUEUE\tSTATUS\tATTEMPTS\tCREATED\tEXTERNAL ID")
-	for _, r := range runs {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Type, r.Queue, r.Status, r.Attempts,
-			fmtTime(r.CreatedAt), orDash(r.ExternalID))
-	}
-}
-
 // runShowJSON is what `run show` prints with --json.
 type runShowJSON struct {
-	runJSON
+	cliutil.RunJSON
 	forkLinksJSON
 	// WorkersServing counts the live workers that serve a PENDING or
 	// SLEEPING run's type@version on its queue (absent for other runs).
-	WorkersServing *int       `json:"workers_serving,omitempty"`
-	Steps          []stepJSON `json:"steps"`
+	WorkersServing *int               `json:"workers_serving,omitempty"`
+	Steps          []cliutil.StepJSON `json:"steps"`
 	// Events are the events sent to the run, oldest first; Unreceived
 	// counts those the run ended without receiving.
-	Events     []runEventJSON `json:"events"`
-	Unreceived int            `json:"unreceived_events"`
+	Events     []cliutil.RunEventJSON `json:"events"`
+	Unreceived int                    `json:"unreceived_events"`
 }
 
-func newRunShowCmd(a *app) *cobra.Command {
+func newRunShowCmd(a *cliutil.App) *cobra.Command {
 	var byExternal bool
 	c := &cobra.Command{
 		Use:   "show RUN_ID|EXTERNAL_ID",
@@ -313,13 +297,13 @@ anyway.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if args[0] == "" {
-				return usagef("name the run by its run id or external id")
+				return cliutil.Usagef("name the run by its run id or external id")
 			}
 			st, err := a.Store(cmd.Context())
 			if err != nil {
 				return err
 			}
-			id, err := parseUUID(args[0])
+			id, err := cliutil.ParseUUID(args[0])
 			if err != nil || byExternal {
 				r, err := st.RunsGetByExternalID(cmd.Context(), a.Namespace, args[0])
 				if err != nil {
@@ -343,13 +327,13 @@ anyway.`,
 			if err != nil {
 				return err
 			}
-			v := runShowJSON{runJSON: toRunJSON(run), forkLinksJSON: linksJSON, Steps: make([]stepJSON, len(steps)),
-				Events: make([]runEventJSON, len(events))}
+			v := runShowJSON{RunJSON: cliutil.ToRunJSON(run), forkLinksJSON: linksJSON, Steps: make([]cliutil.StepJSON, len(steps)),
+				Events: make([]cliutil.RunEventJSON, len(events))}
 			for i, s := range steps {
-				v.Steps[i] = toStepJSON(s)
+				v.Steps[i] = cliutil.ToStepJSON(s)
 			}
 			for i, e := range events {
-				v.Events[i] = toRunEventJSON(e)
+				v.Events[i] = cliutil.ToRunEventJSON(e)
 				if e.Unreceived {
 					v.Unreceived++
 				}
@@ -361,7 +345,7 @@ anyway.`,
 				}
 				v.WorkersServing = &n
 			}
-			return a.print(cmd, v, func(w io.Writer) {
+			return a.Print(cmd, v, func(w io.Writer) {
 				runFields(w, run)
 				forkFields(w, links)
 				if v.WorkersServing != nil {
@@ -379,14 +363,14 @@ anyway.`,
 				for _, s := range steps {
 					dur := "-"
 					if s.StartedAt != nil && s.FinishedAt != nil {
-						dur = fmtDuration(s.FinishedAt.Sub(*s.StartedAt))
+						dur = cliutil.FmtDuration(s.FinishedAt.Sub(*s.StartedAt))
 					}
-					errMsg := oneLine(s.Error, 80)
+					errMsg := cliutil.OneLine(s.Error, 80)
 					if errMsg == "" && s.ChildRunID != nil {
 						errMsg = "child run " + s.ChildRunID.String()
 					}
 					fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", s.StepID, s.Kind, s.Attempt, s.Status,
-						fmtTimeMS(s.StartedAt), dur, orDash(errMsg))
+						cliutil.FmtTimeMS(s.StartedAt), dur, cliutil.OrDash(errMsg))
 				}
 				if len(events) == 0 {
 					return
@@ -394,8 +378,8 @@ anyway.`,
 				fmt.Fprintln(w)
 				fmt.Fprintln(w, "EVENT\tNAME\tSENT\tSTATE\tRECEIVED BY\tPAYLOAD")
 				for _, e := range events {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.Name, fmtTimeMS(&e.CreatedAt), eventState(e),
-						orDash(e.ConsumedBy), oneLine(fmtPayload(e.Payload), 60))
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.Name, cliutil.FmtTimeMS(&e.CreatedAt), cliutil.EventState(e),
+						cliutil.OrDash(e.ConsumedBy), cliutil.OneLine(cliutil.FmtPayload(e.Payload), 60))
 				}
 			})
 		},
@@ -430,34 +414,34 @@ func runFields(w io.Writer, r store.Run) {
 	}
 	opt("Concurrency key", r.ConcurrencyKey)
 	opt("Rate limit key", r.RateLimitKey)
-	row("Created", fmtTime(r.CreatedAt))
-	opt("Started", fmtTimeP(r.StartedAt))
-	opt("Finished", fmtTimeP(r.FinishedAt))
+	row("Created", cliutil.FmtTime(r.CreatedAt))
+	opt("Started", cliutil.FmtTimeP(r.StartedAt))
+	opt("Finished", cliutil.FmtTimeP(r.FinishedAt))
 	if r.StartedAt != nil && r.FinishedAt != nil {
-		row("Duration", fmtDuration(r.FinishedAt.Sub(*r.StartedAt)))
+		row("Duration", cliutil.FmtDuration(r.FinishedAt.Sub(*r.StartedAt)))
 	}
-	opt("Due", fmtTimeP(r.AvailableAt))
-	opt("Deadline", fmtTimeP(r.DeadlineAt))
+	opt("Due", cliutil.FmtTimeP(r.AvailableAt))
+	opt("Deadline", cliutil.FmtTimeP(r.DeadlineAt))
 	if r.LockedBy != nil && !r.Status.Terminal() {
 		row("Worker", r.LockedBy.String())
-		opt("Lease expires", fmtTimeP(r.LeaseExpiresAt))
+		opt("Lease expires", cliutil.FmtTimeP(r.LeaseExpiresAt))
 	}
 	if r.ParentRunID != nil {
 		row("Parent run", fmt.Sprintf("%s (step %s)", r.ParentRunID, r.ParentStepID))
 	}
 	if r.ScheduleID != nil {
-		row("Schedule", fmt.Sprintf("%s (fired for %s)", r.ScheduleID, fmtTimeP(r.ScheduleFireAt)))
+		row("Schedule", fmt.Sprintf("%s (fired for %s)", r.ScheduleID, cliutil.FmtTimeP(r.ScheduleFireAt)))
 	}
 	if r.ContinuedAs != nil {
 		row("Continued as", r.ContinuedAs.String())
 	}
-	opt("Trace ID", traceID(r.TraceContext))
-	opt("Error", oneLine(r.Error, 500))
-	row("Input", fmtPayload(r.Input))
-	opt("Output", fmtPayload(r.Output))
+	opt("Trace ID", cliutil.TraceID(r.TraceContext))
+	opt("Error", cliutil.OneLine(r.Error, 500))
+	row("Input", cliutil.FmtPayload(r.Input))
+	opt("Output", cliutil.FmtPayload(r.Output))
 }
 
-func newRunCancelCmd(a *app) *cobra.Command {
+func newRunCancelCmd(a *cliutil.App) *cobra.Command {
 	return &cobra.Command{
 		Use:   "cancel RUN_ID",
 		Short: "Ask a live run to cancel (it may clean up first)",
@@ -472,13 +456,13 @@ fails (exit 1).`,
 		Example: `  kagzi run cancel 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			run, err := a.onRun(cmd, args[0], func(st *store.Store, id uuid.UUID) (store.Run, error) {
+			run, err := onRun(a, cmd, args[0], func(st *store.Store, id uuid.UUID) (store.Run, error) {
 				return st.RunsCancel(cmd.Context(), a.Namespace, id)
 			})
 			if err != nil {
 				return err
 			}
-			return a.print(cmd, toRunJSON(run), func(w io.Writer) {
+			return a.Print(cmd, cliutil.ToRunJSON(run), func(w io.Writer) {
 				if run.Status == store.StatusCancelled {
 					fmt.Fprintf(w, "Cancelled run %s (%s)\n", run.ID, run.Type)
 					return
@@ -490,7 +474,7 @@ fails (exit 1).`,
 	}
 }
 
-func newRunTerminateCmd(a *app) *cobra.Command {
+func newRunTerminateCmd(a *cliutil.App) *cobra.Command {
 	var reason string
 	c := &cobra.Command{
 		Use:   "terminate RUN_ID",
@@ -503,13 +487,13 @@ fails (exit 1).`,
 		Example: `  kagzi run terminate 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e --reason "stuck on a bad input"`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			run, err := a.onRun(cmd, args[0], func(st *store.Store, id uuid.UUID) (store.Run, error) {
+			run, err := onRun(a, cmd, args[0], func(st *store.Store, id uuid.UUID) (store.Run, error) {
 				return st.RunsTerminate(cmd.Context(), a.Namespace, id, reason)
 			})
 			if err != nil {
 				return err
 			}
-			return a.print(cmd, toRunJSON(run), func(w io.Writer) {
+			return a.Print(cmd, cliutil.ToRunJSON(run), func(w io.Writer) {
 				fmt.Fprintf(w, "Terminated run %s (%s)\n", run.ID, run.Type)
 			})
 		},
@@ -518,7 +502,7 @@ fails (exit 1).`,
 	return c
 }
 
-func newRunRetryCmd(a *app) *cobra.Command {
+func newRunRetryCmd(a *cliutil.App) *cobra.Command {
 	return &cobra.Command{
 		Use:   "retry RUN_ID",
 		Short: "Retry a failed run from its last completed step",
@@ -533,7 +517,7 @@ dropped. Retrying a run that is not FAILED fails (exit 1).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			start := time.Now()
-			run, err := a.onRun(cmd, args[0], func(st *store.Store, id uuid.UUID) (store.Run, error) {
+			run, err := onRun(a, cmd, args[0], func(st *store.Store, id uuid.UUID) (store.Run, error) {
 				return st.RunsRetry(cmd.Context(), a.Namespace, id)
 			})
 			if err != nil {
@@ -544,7 +528,7 @@ dropped. Retrying a run that is not FAILED fails (exit 1).`,
 				tracectx.WithTraceParent(cmd.Context(), run.TraceContext), "kagzi.retry "+run.Type, trace.WithTimestamp(start),
 				trace.WithAttributes(attribute.String("kagzi.run_id", run.ID.String()), attribute.String("kagzi.workflow_type", run.Type)))
 			span.End()
-			return a.print(cmd, toRunJSON(run), func(w io.Writer) {
+			return a.Print(cmd, cliutil.ToRunJSON(run), func(w io.Writer) {
 				fmt.Fprintf(w, "Retrying run %s (%s): it is PENDING again and resumes after its last completed step\n", run.ID, run.Type)
 			})
 		},
@@ -575,8 +559,8 @@ func servingLine(n int, r store.Run) string {
 }
 
 // onRun parses a run id argument and applies change to that run.
-func (a *app) onRun(cmd *cobra.Command, arg string, change func(*store.Store, uuid.UUID) (store.Run, error)) (store.Run, error) {
-	id, err := parseID("run id", arg)
+func onRun(a *cliutil.App, cmd *cobra.Command, arg string, change func(*store.Store, uuid.UUID) (store.Run, error)) (store.Run, error) {
+	id, err := cliutil.ParseID("run id", arg)
 	if err != nil {
 		return store.Run{}, err
 	}

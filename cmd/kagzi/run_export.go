@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
@@ -21,9 +22,9 @@ const exportPage = 500
 // exportJSON is one line of `run export`: a run with everything that
 // belongs to it, as retention would delete it.
 type exportJSON struct {
-	Run    runJSON           `json:"run"`
-	Steps  []stepJSON        `json:"steps"`
-	Events []exportEventJSON `json:"events"`
+	Run    cliutil.RunJSON    `json:"run"`
+	Steps  []cliutil.StepJSON `json:"steps"`
+	Events []exportEventJSON  `json:"events"`
 }
 
 // exportEventJSON is an event sent to an exported run.
@@ -37,18 +38,18 @@ type exportEventJSON struct {
 }
 
 func toExportJSON(rec store.RunRecord) exportJSON {
-	out := exportJSON{Run: toRunJSON(rec.Run), Steps: make([]stepJSON, len(rec.Steps)), Events: make([]exportEventJSON, len(rec.Events))}
+	out := exportJSON{Run: cliutil.ToRunJSON(rec.Run), Steps: make([]cliutil.StepJSON, len(rec.Steps)), Events: make([]exportEventJSON, len(rec.Events))}
 	for i, s := range rec.Steps {
-		out.Steps[i] = toStepJSON(s)
+		out.Steps[i] = cliutil.ToStepJSON(s)
 	}
 	for i, e := range rec.Events {
-		out.Events[i] = exportEventJSON{EventID: e.ID, Name: e.Name, CreatedAt: e.CreatedAt.UTC(), ConsumedAt: utc(e.ConsumedAt),
-			ConsumedBy: e.ConsumedBy, Payload: payload(e.Payload)}
+		out.Events[i] = exportEventJSON{EventID: e.ID, Name: e.Name, CreatedAt: e.CreatedAt.UTC(), ConsumedAt: cliutil.UTC(e.ConsumedAt),
+			ConsumedBy: e.ConsumedBy, Payload: cliutil.Payload(e.Payload)}
 	}
 	return out
 }
 
-func newRunExportCmd(a *app) *cobra.Command {
+func newRunExportCmd(a *cliutil.App) *cobra.Command {
 	var (
 		statuses                      []string
 		typ, queue, before, outputArg string
@@ -70,7 +71,7 @@ whole or not at all.`,
   kagzi run export --finished-before 2025-01-01T00:00:00Z | gzip > 2024.jsonl.gz`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			sts, err := parseStatuses(statuses)
+			sts, err := cliutil.ParseStatuses(statuses)
 			if err != nil {
 				return err
 			}
@@ -145,7 +146,7 @@ func openOutput(cmd *cobra.Command, path string) (io.Writer, func() error, error
 	}
 	f, err := os.Create(path)
 	if err != nil {
-		return nil, nil, usagef("--output %s: %v", path, err)
+		return nil, nil, cliutil.Usagef("--output %s: %v", path, err)
 	}
 	return f, f.Close, nil
 }
@@ -153,5 +154,5 @@ func openOutput(cmd *cobra.Command, path string) (io.Writer, func() error, error
 // parseBefore reads --finished-before: an RFC 3339 time, or an age before
 // now (6d, 36h, 1d12h).
 func parseBefore(s string, now time.Time) (time.Time, error) {
-	return parseWhen("finished-before", s, now)
+	return cliutil.ParseWhen("finished-before", s, now)
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/pkg/client"
 )
 
@@ -18,18 +19,18 @@ type flowFlags struct {
 
 func (ff *flowFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&ff.debounceKey, "debounce-key", "", "merge starts of the type with this key, within --debounce of each other, into one run")
-	durationVar(f, &ff.debounce, "debounce", 0, client.MaxDebounceWindow, "with --debounce-key, the quiet time after the last start before the run executes, e.g. 5s")
+	cliutil.DurationVar(f, &ff.debounce, "debounce", 0, client.MaxDebounceWindow, "with --debounce-key, the quiet time after the last start before the run executes, e.g. 5s")
 	f.StringVar(&ff.debounceKeep, "debounce-keep", "last", "with --debounce-key, the input the run keeps: first or last")
-	durationVar(f, &ff.debounceMaxWait, "debounce-max-wait", 0, client.MaxDebounceWait, "with --debounce-key, execute at most this long after the first start (0: no cap)")
+	cliutil.DurationVar(f, &ff.debounceMaxWait, "debounce-max-wait", 0, client.MaxDebounceWait, "with --debounce-key, execute at most this long after the first start (0: no cap)")
 	f.StringVar(&ff.idReuse, "id-reuse", "allow", "with --id, whether the id may name a new run after one that ended: allow, failed-only, reject, or terminate (end the live run and start anew)")
-	durationVar(f, &ff.idReuseWindow, "id-reuse-window", 0, client.MaxIDReuseWindow, "with --id-reuse failed-only or reject, only runs that ended within this duration count (0: every run kept)")
+	cliutil.DurationVar(f, &ff.idReuseWindow, "id-reuse-window", 0, client.MaxIDReuseWindow, "with --id-reuse failed-only or reject, only runs that ended within this duration count (0: every run kept)")
 }
 
 // apply puts the flags on opts.
 func (ff *flowFlags) apply(f *pflag.FlagSet, opts *client.StartOptions) error {
 	if ff.debounceKey != "" {
 		if ff.debounce <= 0 {
-			return usagef("--debounce-key needs a positive --debounce window, e.g. --debounce 5s")
+			return cliutil.Usagef("--debounce-key needs a positive --debounce window, e.g. --debounce 5s")
 		}
 		d := &client.Debounce{Key: ff.debounceKey, Window: ff.debounce, MaxWait: ff.debounceMaxWait}
 		switch ff.debounceKeep {
@@ -37,22 +38,22 @@ func (ff *flowFlags) apply(f *pflag.FlagSet, opts *client.StartOptions) error {
 		case "first":
 			d.Keep = client.DebounceFirst
 		default:
-			return usagef("--debounce-keep %q is not first or last", ff.debounceKeep)
+			return cliutil.Usagef("--debounce-keep %q is not first or last", ff.debounceKeep)
 		}
 		opts.Debounce = d
 	} else {
 		for _, name := range []string{"debounce", "debounce-keep", "debounce-max-wait"} {
 			if f.Changed(name) {
-				return usagef("--%s goes with --debounce-key", name)
+				return cliutil.Usagef("--%s goes with --debounce-key", name)
 			}
 		}
 	}
 	pol, err := client.ParseIDReusePolicy(ff.idReuse)
 	if err != nil {
-		return usagef("--id-reuse %q is not allow, failed-only, reject or terminate", ff.idReuse)
+		return cliutil.Usagef("--id-reuse %q is not allow, failed-only, reject or terminate", ff.idReuse)
 	}
 	if pol != client.AllowDuplicate && opts.ExternalID == "" {
-		return usagef("--id-reuse %s needs an external id (--id)", ff.idReuse)
+		return cliutil.Usagef("--id-reuse %s needs an external id (--id)", ff.idReuse)
 	}
 	opts.IDReusePolicy, opts.IDReuseWindow = pol, ff.idReuseWindow
 	return nil

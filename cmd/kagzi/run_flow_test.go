@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
@@ -40,7 +41,7 @@ func TestRunStartFlowFlags(t *testing.T) {
 	if err := st.RunsComplete(ctx, store.Lease{Namespace: "default", RunID: claimed[0].ID, Token: claimed[0].LeaseToken}, []byte("1")); err != nil {
 		t.Fatal(err)
 	}
-	_, errOut := c.fails(exitFailed, "run", "start", "Import", "--id", "import-7", "--id-reuse", "failed-only")
+	_, errOut := c.fails(cliutil.ExitFailed, "run", "start", "Import", "--id", "import-7", "--id-reuse", "failed-only")
 	mustContain(t, "refused start", errOut, s3.RunID, "COMPLETED", "failed-only")
 	var s4 startJSON
 	c.okJSON(&s4, "run", "start", "Import", "--id", "import-7", "--id-reuse", "reject", "--id-reuse-window", "1ns")
@@ -68,7 +69,7 @@ func TestRunStartFlowFlags(t *testing.T) {
 		{[]string{"--id-reuse", "reject"}, "needs an external id"},
 		{[]string{"--id", "x", "--id-reuse", "terminate", "--id-reuse-window", "1h"}, "window"},
 	} {
-		_, errOut := c.fails(exitUsage, append([]string{"run", "start", "T"}, tc.args...)...)
+		_, errOut := c.fails(cliutil.ExitUsage, append([]string{"run", "start", "T"}, tc.args...)...)
 		if !strings.Contains(errOut, tc.want) {
 			t.Errorf("kagzi run start %v: stderr %q does not mention %q", tc.args, errOut, tc.want)
 		}

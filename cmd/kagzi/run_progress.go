@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/store"
 )
@@ -24,7 +25,7 @@ type stateJSON struct {
 	RecordedAt *time.Time      `json:"recorded_at,omitempty"`
 }
 
-func newRunStateCmd(a *app) *cobra.Command {
+func newRunStateCmd(a *cliutil.App) *cobra.Command {
 	return &cobra.Command{
 		Use:   "state RUN_ID [KEY]",
 		Short: "Show a run's durable state: the latest value of each key",
@@ -37,7 +38,7 @@ run runs, and after it ended.`,
   kagzi run state 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e progress`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseID("run id", args[0])
+			id, err := cliutil.ParseID("run id", args[0])
 			if err != nil {
 				return err
 			}
@@ -53,7 +54,7 @@ run runs, and after it ended.`,
 				if version == 0 {
 					return fmt.Errorf("run %s never set state %q: %w", id, args[1], store.ErrNotFound)
 				}
-				return a.print(cmd, stateJSON{Key: args[1], Version: version, Value: raw}, func(w io.Writer) {
+				return a.Print(cmd, stateJSON{Key: args[1], Version: version, Value: raw}, func(w io.Writer) {
 					fmt.Fprintln(w, compactJSON(raw))
 				})
 			}
@@ -63,16 +64,16 @@ run runs, and after it ended.`,
 			}
 			out := make([]stateJSON, len(values))
 			for i, v := range values {
-				out[i] = stateJSON{Key: v.Key, Version: v.Version, Value: v.Value, RecordedAt: utc(v.RecordedAt)}
+				out[i] = stateJSON{Key: v.Key, Version: v.Version, Value: v.Value, RecordedAt: cliutil.UTC(v.RecordedAt)}
 			}
-			return a.print(cmd, out, func(w io.Writer) {
+			return a.Print(cmd, out, func(w io.Writer) {
 				if len(out) == 0 {
 					fmt.Fprintf(w, "Run %s has set no state\n", id)
 					return
 				}
 				fmt.Fprintln(w, "KEY\tVERSION\tRECORDED\tVALUE")
 				for _, v := range out {
-					fmt.Fprintf(w, "%s\t%d\t%s\t%s\n", v.Key, v.Version, fmtTimeMS(v.RecordedAt), compactJSON(v.Value))
+					fmt.Fprintf(w, "%s\t%d\t%s\t%s\n", v.Key, v.Version, cliutil.FmtTimeMS(v.RecordedAt), compactJSON(v.Value))
 				}
 			})
 		},
@@ -86,7 +87,7 @@ type streamEntryJSON struct {
 	RecordedAt *time.Time      `json:"recorded_at,omitempty"`
 }
 
-func newRunStreamCmd(a *app) *cobra.Command {
+func newRunStreamCmd(a *cliutil.App) *cobra.Command {
 	var from int
 	var follow bool
 	c := &cobra.Command{
@@ -107,12 +108,12 @@ says the same and nothing is printed.`,
   kagzi --json run stream 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e tokens --from 10`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseID("run id", args[0])
+			id, err := cliutil.ParseID("run id", args[0])
 			if err != nil {
 				return err
 			}
 			if from < 0 {
-				return usagef("--from %d: an entry index is 1 or more", from)
+				return cliutil.Usagef("--from %d: an entry index is 1 or more", from)
 			}
 			ctx := cmd.Context()
 			cl, err := a.Client(ctx, follow)
@@ -124,7 +125,7 @@ says the same and nothing is printed.`,
 				var err error
 				if a.JSON {
 					var b []byte
-					b, err = json.Marshal(streamEntryJSON{Index: e.Index, Value: e.Value, RecordedAt: utc(e.RecordedAt)})
+					b, err = json.Marshal(streamEntryJSON{Index: e.Index, Value: e.Value, RecordedAt: cliutil.UTC(e.RecordedAt)})
 					if err == nil {
 						_, err = fmt.Fprintf(out, "%s\n", b)
 					}

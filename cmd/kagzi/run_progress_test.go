@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
 )
@@ -52,9 +53,9 @@ func TestRunStateAndStream(t *testing.T) {
 	if len(states) != 2 || states[1].Key != "progress" || states[1].Version != 2 {
 		t.Fatalf("run state --json: %+v", states)
 	}
-	c.fails(exitFailed, "run", "state", id, "never")
-	c.fails(exitUsage, "run", "state", id, "bad#key")
-	c.fails(exitFailed, "run", "state", uuid.NewString())
+	c.fails(cliutil.ExitFailed, "run", "state", id, "never")
+	c.fails(cliutil.ExitUsage, "run", "state", id, "bad#key")
+	c.fails(cliutil.ExitFailed, "run", "state", uuid.NewString())
 
 	// --follow prints the entries as they come, then exits at the run's end.
 	type result struct {
@@ -90,7 +91,7 @@ func TestRunStateAndStream(t *testing.T) {
 	if out := c.ok("run", "stream", id, "none"); out != "" {
 		t.Fatalf("a stream never written: %q", out)
 	}
-	c.fails(exitUsage, "run", "stream", id, "tokens", "--from", "-1")
+	c.fails(cliutil.ExitUsage, "run", "stream", id, "tokens", "--from", "-1")
 }
 
 // A stream the run never wrote to: --follow waits, saying so on stderr

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench"
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/pkg/worker"
 	"github.com/kagzi/kagzi/tests/devserver"
 	"github.com/kagzi/kagzi/tests/examples"
@@ -19,7 +20,7 @@ func init() { register(newServeCmd) }
 // newServeCmd runs one service in this process, configured from the
 // environment exactly as its own binary is. `kagzi bench` uses it to run
 // each service as a separate process from one executable.
-func newServeCmd(a *app) *cobra.Command {
+func newServeCmd(a *cliutil.App) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:    "serve dispatcher|scheduler|reaper|worker",
 		Short:  "Run one Kagzi service in the foreground (configured from KAGZI_* variables)",
@@ -42,7 +43,7 @@ func newServeCmd(a *app) *cobra.Command {
 			}
 			err := devserver.Serve(ctx, args[0], registerAll)
 			if errors.Is(err, devserver.ErrUnknownService) {
-				return usagef("%v", err)
+				return cliutil.Usagef("%v", err)
 			}
 			return err
 		},

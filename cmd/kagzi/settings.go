@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
@@ -20,7 +21,7 @@ type settingsJSON struct {
 	PayloadMaxBytes  int `json:"payload_max_bytes"`
 }
 
-func newSettingsCmd(a *app) *cobra.Command {
+func newSettingsCmd(a *cliutil.App) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "settings",
 		Short: "Show or change the database-wide settings (payload limits)",
@@ -42,7 +43,7 @@ are set.`,
 			if err != nil {
 				return err
 			}
-			return a.print(cmd, settingsJSON(v), printSettings(v))
+			return a.Print(cmd, settingsJSON(v), printSettings(v))
 		},
 	}
 	c.AddCommand(newSettingsSetCmd(a))
@@ -55,7 +56,7 @@ func printSettings(v store.Settings) func(io.Writer) {
 	}
 }
 
-func newSettingsSetCmd(a *app) *cobra.Command {
+func newSettingsSetCmd(a *cliutil.App) *cobra.Command {
 	var warn, max int
 	c := &cobra.Command{
 		Use:   "set",
@@ -75,7 +76,7 @@ dispatchers restart.`,
 			if err != nil {
 				return err
 			}
-			return a.print(cmd, settingsJSON(v), printSettings(v))
+			return a.Print(cmd, settingsJSON(v), printSettings(v))
 		},
 	}
 	c.Flags().IntVar(&warn, "payload-warn-bytes", 0, "payloads above this size are logged")
@@ -107,7 +108,7 @@ func settingsFromEnv() (warn, max int, err error) {
 		}
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
-			return 0, usagef("%s %q must be a positive number of bytes", name, s)
+			return 0, cliutil.Usagef("%s %q must be a positive number of bytes", name, s)
 		}
 		return n, nil
 	}

@@ -6,6 +6,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/ops"
 )
 
 // JSON input that is not UTF-8 is refused naming the flag, inline, from
@@ -23,11 +26,11 @@ func TestInputMustBeUTF8(t *testing.T) {
 		{"run", "start", "Echo", "--input", latin1},
 		{"run", "start", "Echo", "--input", "@" + file},
 	} {
-		_, errOut := c.fails(exitUsage, args...)
+		_, errOut := c.fails(cliutil.ExitUsage, args...)
 		mustContain(t, "kagzi "+strings.Join(args[:3], " "), errOut, "--input is not UTF-8")
 	}
 	out, errOut, code := runCLIIn(t, latin1, "--database-url", c.url, "run", "start", "Echo", "--input", "-")
-	if code != exitUsage || !strings.Contains(errOut, "--input is not UTF-8") {
+	if code != cliutil.ExitUsage || !strings.Contains(errOut, "--input is not UTF-8") {
 		t.Errorf("--input - with Latin-1: exit %d\n%s%s", code, out, errOut)
 	}
 	if out := c.ok("run", "list"); strings.Contains(out, "Echo") {
@@ -49,7 +52,7 @@ func TestProgressOfUnknownRunSaysItOnce(t *testing.T) {
 		{[]string{"run", "state", id, "cart"}, "read state: run " + id + ": not found"},
 		{[]string{"run", "stream", id, "tokens"}, `read stream "tokens": run ` + id + ": not found"},
 	} {
-		_, errOut := c.fails(exitFailed, tc.args...)
+		_, errOut := c.fails(cliutil.ExitFailed, tc.args...)
 		mustContain(t, "kagzi "+strings.Join(tc.args, " "), errOut, tc.want)
 		if n := strings.Count(errOut, id); n != 1 {
 			t.Errorf("kagzi %s names the run %d times:\n%s", strings.Join(tc.args, " "), n, errOut)
@@ -68,7 +71,7 @@ func TestDurationsPrintedOneWay(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^api\s+5\s+1h\s`).MatchString(out) {
 		t.Errorf("rate-limit list does not print the period as 1h:\n%s", out)
 	}
-	var rl []rateLimitJSON
+	var rl []ops.RateLimitJSON
 	c.okJSON(&rl, "rate-limit", "list")
 	if len(rl) != 1 || rl[0].Period != "1h" || rl[0].PeriodMS != 3600000 {
 		t.Errorf("rate-limit list --json: %+v", rl)
@@ -81,9 +84,9 @@ func TestDurationsPrintedOneWay(t *testing.T) {
 		}
 	}
 	for d, want := range map[string]string{"250ms": "250ms", "1500ms": "1.5s", "61s": "1m1s", "3600s": "1h", "90000s": "1d1h"} {
-		parsed, err := checkDuration(d, 0)
-		if err != nil || fmtDuration(parsed) != want {
-			t.Errorf("fmtDuration(%s) = %q (%v), want %q", d, fmtDuration(parsed), err, want)
+		parsed, err := cliutil.CheckDuration(d, 0)
+		if err != nil || cliutil.FmtDuration(parsed) != want {
+			t.Errorf("cliutil.FmtDuration(%s) = %q (%v), want %q", d, cliutil.FmtDuration(parsed), err, want)
 		}
 	}
 }
@@ -115,7 +118,7 @@ func TestRunShowFlowKeys(t *testing.T) {
 	}
 	c.okJSON(&v, "run", "show", id)
 	if v.ConcurrencyKey != "customer-7" || v.RateLimitKey != "crm-api" || v.DebounceKey != "" {
-		t.Errorf("run show --json of a keyed run: %+v", v.runJSON)
+		t.Errorf("run show --json of a keyed run: %+v", v.RunJSON)
 	}
 	if out := c.ok("--json", "run", "show", uuidRE.FindString(c.ok("run", "start", "Plain"))); strings.Contains(out, "_key") {
 		t.Errorf("a run without keys shows empty ones:\n%s", out)
@@ -140,8 +143,8 @@ func TestRunShowByExternalID(t *testing.T) {
 	if v.RunID.String() != byUUID {
 		t.Errorf("run show --external-id %s: run %s, want %s", uuidLike, v.RunID, byUUID)
 	}
-	_, errOut := c.fails(exitFailed, "run", "show", "no-such-order")
+	_, errOut := c.fails(cliutil.ExitFailed, "run", "show", "no-such-order")
 	mustContain(t, "run show of an unknown external id", errOut, `external id "no-such-order"`, "not found")
-	_, errOut = c.fails(exitFailed, "run", "show", uuidLike)
+	_, errOut = c.fails(cliutil.ExitFailed, "run", "show", uuidLike)
 	mustContain(t, "run show of a UUID no run has", errOut, "not found")
 }

@@ -10,13 +10,14 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
 func TestTermSafeEscapesControlCharacters(t *testing.T) {
 	t.Parallel()
 	var b bytes.Buffer
-	w := newTermSafe(&b)
+	w := cliutil.NewTermSafe(&b)
 	// A C1 CSI (U+009B) cut between two writes, DEL, a stray byte, and
 	// what must pass: text, newline, tab, other UTF-8.
 	for _, p := range []string{"a\x1b[2Jb\r\a\x7f\tü\n", "x\xc2", "\x9b31m€", "\xff", "\xe2\x82"} {
@@ -33,10 +34,10 @@ func TestTermSafeEscapesControlCharacters(t *testing.T) {
 	}
 	// JSON stays JSON: the escapes are JSON's.
 	b.Reset()
-	_, _ = newTermSafe(&b).Write([]byte("{\"e\": \"\x7f\u009b\"}"))
+	_, _ = cliutil.NewTermSafe(&b).Write([]byte("{\"e\": \"\x7f\u009b\"}"))
 	var v map[string]string
 	if err := json.Unmarshal(b.Bytes(), &v); err != nil || v["e"] != "\x7f\u009b" {
-		t.Fatalf("JSON through termSafe: %q → %v %q", b.String(), err, v["e"])
+		t.Fatalf("JSON through cliutil.TermSafe: %q → %v %q", b.String(), err, v["e"])
 	}
 }
 
@@ -54,16 +55,16 @@ func TestCLIOutputIsSafeForATerminal(t *testing.T) {
 		}
 	}
 
-	_, errOut := c.fails(exitUsage, "run", "start", "Echo", "--id", "a\x1b[2Jb")
+	_, errOut := c.fails(cliutil.ExitUsage, "run", "start", "Echo", "--id", "a\x1b[2Jb")
 	mustContain(t, "external id with an escape", errOut, "control character")
 	raw("the refused external id", errOut)
 
 	long := strings.Repeat("T", 100<<10)
-	_, errOut = c.fails(exitUsage, "run", "start", long)
+	_, errOut = c.fails(cliutil.ExitUsage, "run", "start", long)
 	if len(errOut) > 1000 || !strings.Contains(errOut, strings.Repeat("T", 99)+"…") {
 		t.Errorf("a 100 KB type name is echoed whole or not cut to 100 characters (%d bytes):\n%.500s", len(errOut), errOut)
 	}
-	_, errOut = c.fails(exitUsage, "event", "send", uuid.NewString(), strings.Repeat("e", 100<<10))
+	_, errOut = c.fails(cliutil.ExitUsage, "event", "send", uuid.NewString(), strings.Repeat("e", 100<<10))
 	if len(errOut) > 1000 {
 		t.Errorf("a 100 KB event name is echoed whole (%d bytes)", len(errOut))
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/workflow"
 )
@@ -23,7 +24,7 @@ type updateJSON struct {
 	Result   json.RawMessage `json:"result"`
 }
 
-func newRunUpdateCmd(a *app) *cobra.Command {
+func newRunUpdateCmd(a *cliutil.App) *cobra.Command {
 	var (
 		data    string
 		timeout time.Duration
@@ -49,16 +50,16 @@ later). --payload takes inline JSON, @FILE to read a file, or - for stdin.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			runID, err := parseUUID(args[0])
+			runID, err := cliutil.ParseUUID(args[0])
 			if err != nil {
-				return usagef("%q is not a run id (a UUID): %v", args[0], err)
+				return cliutil.Usagef("%q is not a run id (a UUID): %v", args[0], err)
 			}
-			body, err := readJSON(cmd, "payload", data)
+			body, err := cliutil.ReadJSON(cmd, "payload", data)
 			if err != nil {
 				return err
 			}
 			if timeout < 0 {
-				return usagef("--timeout %s must not be negative", fmtDur(timeout))
+				return cliutil.Usagef("--timeout %s must not be negative", cliutil.FmtDur(timeout))
 			}
 			var req any
 			if body != nil {
@@ -82,18 +83,18 @@ later). --payload takes inline JSON, @FILE to read a file, or - for stdin.`,
 			out, err := cl.UpdateResult(wctx, runID, id)
 			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 				return fmt.Errorf("timed out after %s waiting for the answer to update %s of run %s; it stays queued and the run answers it when it handles %q",
-					fmtDur(timeout), id, runID, name)
+					cliutil.FmtDur(timeout), id, runID, name)
 			}
 			if err != nil {
 				return explainUpdate(err)
 			}
-			return a.print(cmd, updateJSON{RunID: runID, UpdateID: id, Name: name, Result: out}, func(w io.Writer) {
-				fmt.Fprintln(w, fmtPayload(out))
+			return a.Print(cmd, updateJSON{RunID: runID, UpdateID: id, Name: name, Result: out}, func(w io.Writer) {
+				fmt.Fprintln(w, cliutil.FmtPayload(out))
 			})
 		},
 	}
 	c.Flags().StringVar(&data, "payload", "", "the request: JSON, @FILE, or - for stdin (default null)")
-	durationVar(c.Flags(), &timeout, "timeout", 0, 0, "give up waiting for the answer after this duration (the update stays queued)")
+	cliutil.DurationVar(c.Flags(), &timeout, "timeout", 0, 0, "give up waiting for the answer after this duration (the update stays queued)")
 	return c
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/internal/config"
 	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/services/dispatcher"
@@ -121,14 +122,14 @@ func TestRunStartWait(t *testing.T) {
 	done = start("run", "start", "Greet", "--wait")
 	id = finishOne(t, st, "Greet", nil, "boom: no such person")
 	r = <-done
-	if r.code != exitFailed {
+	if r.code != cliutil.ExitFailed {
 		t.Fatalf("wait for failed run: exit %d\n%s\n%s", r.code, r.out, r.errOut)
 	}
 	mustContain(t, "stderr", r.errOut, id.String(), "FAILED", "boom: no such person")
 
 	// Timeout: exit 1, the run goes on.
 	r = <-start("run", "start", "Greet", "--wait", "--timeout", "300ms")
-	if r.code != exitFailed || !strings.Contains(r.errOut, "timed out") || !strings.Contains(r.errOut, "kagzi run show") {
+	if r.code != cliutil.ExitFailed || !strings.Contains(r.errOut, "timed out") || !strings.Contains(r.errOut, "kagzi run show") {
 		t.Fatalf("wait timeout: exit %d\n%s", r.code, r.errOut)
 	}
 }
@@ -136,7 +137,7 @@ func TestRunStartWait(t *testing.T) {
 func TestRunStartWaitNeedsNATS(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
-	_, errOut := c.fails(exitFailed, "--nats-url", "nats://127.0.0.1:1", "run", "start", "Greet", "--wait")
+	_, errOut := c.fails(cliutil.ExitFailed, "--nats-url", "nats://127.0.0.1:1", "run", "start", "Greet", "--wait")
 	mustContain(t, "stderr", errOut, "connect to NATS", "--nats-url")
 	// Without --wait, NATS is not needed.
 	c.ok("--nats-url", "nats://127.0.0.1:1", "run", "start", "Greet")

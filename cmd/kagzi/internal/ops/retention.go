@@ -1,4 +1,4 @@
-package main
+package ops
 
 import (
 	"errors"
@@ -9,14 +9,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/internal/durations"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
-func init() { register(newRetentionCmd) }
-
-func newRetentionCmd(a *app) *cobra.Command {
-	c := groupCmd(&cobra.Command{
+func NewRetentionCmd(a *cliutil.App) *cobra.Command {
+	c := cliutil.GroupCmd(&cobra.Command{
 		Use:   "retention",
 		Short: "Show or change how long finished runs are kept",
 		Long: `Finished runs are deleted, with their steps, payloads and events, once they
@@ -34,8 +33,8 @@ ever. The reaper deletes them; archive first with kagzi run export.`,
 	return c
 }
 
-// periodJSON is one retention period as the retention commands print it.
-type periodJSON struct {
+// PeriodJSON is one retention period as the retention commands print it.
+type PeriodJSON struct {
 	// Seconds is the period (0: kept for ever).
 	Seconds int64 `json:"seconds"`
 	// Text is the period as the flags take it (7d, 12h, forever).
@@ -44,28 +43,28 @@ type periodJSON struct {
 	From string `json:"from"`
 }
 
-// scopeJSON is the retention of the default, a namespace or a type.
-type scopeJSON struct {
+// ScopeJSON is the retention of the default, a namespace or a type.
+type ScopeJSON struct {
 	Type      string     `json:"type,omitempty"`
-	Completed periodJSON `json:"completed"`
-	Failed    periodJSON `json:"failed"`
+	Completed PeriodJSON `json:"completed"`
+	Failed    PeriodJSON `json:"failed"`
 }
 
-// retentionJSON is what `retention show` and `retention set` print.
-type retentionJSON struct {
+// RetentionJSON is what `retention show` and `retention set` print.
+type RetentionJSON struct {
 	Namespace string      `json:"namespace"`
-	Default   scopeJSON   `json:"default"`
-	Own       scopeJSON   `json:"namespace_periods"`
-	Types     []scopeJSON `json:"types"`
+	Default   ScopeJSON   `json:"default"`
+	Own       ScopeJSON   `json:"namespace_periods"`
+	Types     []ScopeJSON `json:"types"`
 }
 
 // retentionView resolves the policies of a.Namespace for printing.
-func retentionView(ns string, pols []store.RetentionPolicy) retentionJSON {
+func retentionView(ns string, pols []store.RetentionPolicy) RetentionJSON {
 	// scope resolves one scope's periods, innermost policy first.
-	scope := func(typ string, chain ...[2]string) scopeJSON {
-		s := scopeJSON{Type: typ}
+	scope := func(typ string, chain ...[2]string) ScopeJSON {
+		s := ScopeJSON{Type: typ}
 		for _, which := range []struct {
-			out *periodJSON
+			out *PeriodJSON
 			get func(store.RetentionPolicy) *time.Duration
 		}{
 			{&s.Completed, func(p store.RetentionPolicy) *time.Duration { return p.KeepCompleted }},
@@ -83,7 +82,7 @@ func retentionView(ns string, pols []store.RetentionPolicy) retentionJSON {
 						case k[1] == "":
 							from = "namespace"
 						}
-						*which.out = periodJSON{Seconds: int64(d / time.Second), Text: fmtKeep(d), From: from}
+						*which.out = PeriodJSON{Seconds: int64(d / time.Second), Text: fmtKeep(d), From: from}
 						break find
 					}
 				}
@@ -91,8 +90,8 @@ func retentionView(ns string, pols []store.RetentionPolicy) retentionJSON {
 		}
 		return s
 	}
-	out := retentionJSON{Namespace: ns, Default: scope("", [2]string{"", ""}),
-		Own: scope("", [2]string{ns, ""}, [2]string{"", ""}), Types: []scopeJSON{}}
+	out := RetentionJSON{Namespace: ns, Default: scope("", [2]string{"", ""}),
+		Own: scope("", [2]string{ns, ""}, [2]string{"", ""}), Types: []ScopeJSON{}}
 	for _, p := range pols {
 		if p.Namespace == ns && p.Type != "" {
 			out.Types = append(out.Types, scope(p.Type, [2]string{ns, p.Type}, [2]string{ns, ""}, [2]string{"", ""}))
@@ -101,9 +100,9 @@ func retentionView(ns string, pols []store.RetentionPolicy) retentionJSON {
 	return out
 }
 
-func printRetention(v retentionJSON) func(io.Writer) {
+func printRetention(v RetentionJSON) func(io.Writer) {
 	return func(w io.Writer) {
-		cell := func(p periodJSON, here string) string {
+		cell := func(p PeriodJSON, here string) string {
 			if p.From == here {
 				return p.Text
 			}
@@ -118,16 +117,16 @@ func printRetention(v retentionJSON) func(io.Writer) {
 	}
 }
 
-func (a *app) showRetention(cmd *cobra.Command, st *store.Store) error {
+func showRetention(a *cliutil.App, cmd *cobra.Command, st *store.Store) error {
 	pols, err := st.RetentionList(cmd.Context(), a.Namespace)
 	if err != nil {
 		return err
 	}
 	v := retentionView(a.Namespace, pols)
-	return a.print(cmd, v, printRetention(v))
+	return a.Print(cmd, v, printRetention(v))
 }
 
-func newRetentionShowCmd(a *app) *cobra.Command {
+func newRetentionShowCmd(a *cliutil.App) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show",
 		Short: "Show how long the namespace's finished runs are kept",
@@ -142,12 +141,12 @@ from) and those of its workflow types that have their own.`,
 			if err != nil {
 				return err
 			}
-			return a.showRetention(cmd, st)
+			return showRetention(a, cmd, st)
 		},
 	}
 }
 
-func newRetentionSetCmd(a *app) *cobra.Command {
+func newRetentionSetCmd(a *cliutil.App) *cobra.Command {
 	var (
 		typ, completed, failed string
 		all                    bool
@@ -170,7 +169,7 @@ period makes expired: export it first (kagzi run export) to keep a copy.`,
 			p := store.RetentionSetParams{Namespace: a.Namespace, Type: typ}
 			if all {
 				if typ != "" {
-					return usagef("--type belongs to a namespace: drop --all-namespaces")
+					return cliutil.Usagef("--type belongs to a namespace: drop --all-namespaces")
 				}
 				p.Namespace = ""
 			}
@@ -182,7 +181,7 @@ period makes expired: export it first (kagzi run export) to keep a copy.`,
 				return err
 			}
 			if p.KeepCompleted == nil && p.KeepFailed == nil {
-				return usagef("give --completed, --failed or both")
+				return cliutil.Usagef("give --completed, --failed or both")
 			}
 			st, err := a.Store(cmd.Context())
 			if err != nil {
@@ -191,7 +190,7 @@ period makes expired: export it first (kagzi run export) to keep a copy.`,
 			if _, err := st.RetentionSet(cmd.Context(), p); err != nil {
 				return err
 			}
-			return a.showRetention(cmd, st)
+			return showRetention(a, cmd, st)
 		},
 	}
 	f := c.Flags()
@@ -202,7 +201,7 @@ period makes expired: export it first (kagzi run export) to keep a copy.`,
 	return c
 }
 
-func newRetentionRemoveCmd(a *app) *cobra.Command {
+func newRetentionRemoveCmd(a *cliutil.App) *cobra.Command {
 	var typ string
 	c := &cobra.Command{
 		Use:   "remove",
@@ -221,7 +220,7 @@ the default).`,
 			if err := st.RetentionDelete(cmd.Context(), a.Namespace, typ); err != nil {
 				return err
 			}
-			return a.showRetention(cmd, st)
+			return showRetention(a, cmd, st)
 		},
 	}
 	c.Flags().StringVar(&typ, "type", "", "remove this workflow type's periods")
@@ -242,21 +241,11 @@ func parseKeep(flag, s string) (*time.Duration, error) {
 	d, err := durations.Parse(s)
 	switch {
 	case errors.Is(err, durations.ErrTooLong), err == nil && d > store.MaxKeep:
-		return nil, usagef("%s %s is above the maximum %s; 0 or forever keeps runs for ever", flag, s, durations.Format(store.MaxKeep))
+		return nil, cliutil.Usagef("%s %s is above the maximum %s; 0 or forever keeps runs for ever", flag, s, durations.Format(store.MaxKeep))
 	case err != nil || d < 0:
-		return nil, usagef("%s %q: give days (7d), a duration (12h), both (1d12h), or 0 / forever", flag, s)
+		return nil, cliutil.Usagef("%s %q: give days (7d), a duration (12h), both (1d12h), or 0 / forever", flag, s)
 	}
 	return &d, nil
-}
-
-// parseAge reads a non-negative age: days (7d), a Go duration (12h) or
-// both (1d12h).
-func parseAge(s string) (time.Duration, error) {
-	d, err := durations.Parse(s)
-	if err == nil && d < 0 {
-		return 0, fmt.Errorf("age %s is negative", s)
-	}
-	return d, err
 }
 
 // fmtKeep prints a period as parseKeep reads it.
@@ -264,5 +253,5 @@ func fmtKeep(d time.Duration) string {
 	if d == 0 {
 		return "forever"
 	}
-	return fmtDur(d)
+	return cliutil.FmtDur(d)
 }

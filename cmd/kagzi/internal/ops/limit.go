@@ -1,4 +1,4 @@
-package main
+package ops
 
 import (
 	"fmt"
@@ -8,13 +8,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
-func init() { register(newLimitCmd) }
-
-func newLimitCmd(a *app) *cobra.Command {
-	c := groupCmd(&cobra.Command{
+func NewLimitCmd(a *cliutil.App) *cobra.Command {
+	c := cliutil.GroupCmd(&cobra.Command{
 		Use:     "limit",
 		Aliases: []string{"limits"},
 		Short:   "Cap how many runs of a workflow type run at once",
@@ -27,8 +26,8 @@ func newLimitCmd(a *app) *cobra.Command {
 	return c
 }
 
-// limitJSON is a concurrency limit as the limit commands print it.
-type limitJSON struct {
+// LimitJSON is a concurrency limit as the limit commands print it.
+type LimitJSON struct {
 	Queue      string    `json:"queue"`
 	Type       string    `json:"type"`
 	MaxRunning int       `json:"max_running"` // -1: none (per-key limit only)
@@ -36,8 +35,8 @@ type limitJSON struct {
 	UpdatedAt  time.Time `json:"updated_at"`
 }
 
-func toLimitJSON(l store.ConcurrencyLimit) limitJSON {
-	return limitJSON{Queue: l.Queue, Type: l.Type, MaxRunning: l.MaxRunning, MaxPerKey: l.MaxPerKey, UpdatedAt: l.UpdatedAt.UTC()}
+func toLimitJSON(l store.ConcurrencyLimit) LimitJSON {
+	return LimitJSON{Queue: l.Queue, Type: l.Type, MaxRunning: l.MaxRunning, MaxPerKey: l.MaxPerKey, UpdatedAt: l.UpdatedAt.UTC()}
 }
 
 // fmtLimit renders a limit for the tables: "-" for none (store.NoLimit,
@@ -49,7 +48,7 @@ func fmtLimit(n int) string {
 	return strconv.Itoa(n)
 }
 
-func newLimitSetCmd(a *app) *cobra.Command {
+func newLimitSetCmd(a *cliutil.App) *cobra.Command {
 	var queue string
 	var perKey int
 	c := &cobra.Command{
@@ -72,16 +71,16 @@ is not starved by one with many. N may then be left out (no total cap);
 		RunE: func(cmd *cobra.Command, args []string) error {
 			hasPerKey := cmd.Flags().Changed("per-key")
 			if len(args) == 1 && !hasPerKey {
-				return usagef("give the limit N, --per-key M, or both")
+				return cliutil.Usagef("give the limit N, --per-key M, or both")
 			}
 			if hasPerKey && perKey < 0 {
-				return usagef("--per-key %d must be 0 or more", perKey)
+				return cliutil.Usagef("--per-key %d must be 0 or more", perKey)
 			}
 			n := 0
 			if len(args) == 2 {
 				var err error
 				if n, err = strconv.Atoi(args[1]); err != nil || n < 0 {
-					return usagef("limit %q must be a whole number, 0 or more", args[1])
+					return cliutil.Usagef("limit %q must be a whole number, 0 or more", args[1])
 				}
 			}
 			st, err := a.Store(cmd.Context())
@@ -99,7 +98,7 @@ is not starved by one with many. N may then be left out (no total cap);
 					return err
 				}
 			}
-			return a.print(cmd, toLimitJSON(l), func(w io.Writer) {
+			return a.Print(cmd, toLimitJSON(l), func(w io.Writer) {
 				if l.MaxRunning != store.NoLimit {
 					fmt.Fprintf(w, "At most %d run(s) of %s at once in queue %s\n", l.MaxRunning, l.Type, l.Queue)
 				}
@@ -114,7 +113,7 @@ is not starved by one with many. N may then be left out (no total cap);
 	return c
 }
 
-func newLimitListCmd(a *app) *cobra.Command {
+func newLimitListCmd(a *cliutil.App) *cobra.Command {
 	return &cobra.Command{
 		Use:     "list",
 		Short:   "List the namespace's concurrency limits",
@@ -129,25 +128,25 @@ func newLimitListCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := make([]limitJSON, len(ls))
+			out := make([]LimitJSON, len(ls))
 			for i, l := range ls {
 				out[i] = toLimitJSON(l)
 			}
-			return a.print(cmd, out, func(w io.Writer) {
+			return a.Print(cmd, out, func(w io.Writer) {
 				if len(ls) == 0 {
 					fmt.Fprintln(w, "No concurrency limits: every type runs as many as the workers take.")
 					return
 				}
 				fmt.Fprintln(w, "QUEUE\tTYPE\tMAX RUNNING\tPER KEY\tUPDATED")
 				for _, l := range ls {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", l.Queue, l.Type, fmtLimit(l.MaxRunning), fmtLimit(l.MaxPerKey), fmtTime(l.UpdatedAt))
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", l.Queue, l.Type, fmtLimit(l.MaxRunning), fmtLimit(l.MaxPerKey), cliutil.FmtTime(l.UpdatedAt))
 				}
 			})
 		},
 	}
 }
 
-func newLimitRemoveCmd(a *app) *cobra.Command {
+func newLimitRemoveCmd(a *cliutil.App) *cobra.Command {
 	var queue string
 	c := &cobra.Command{
 		Use:     "remove TYPE",
@@ -163,7 +162,7 @@ func newLimitRemoveCmd(a *app) *cobra.Command {
 			if err := st.LimitsDelete(cmd.Context(), a.Namespace, queue, args[0]); err != nil {
 				return err
 			}
-			return a.print(cmd, map[string]any{"queue": queue, "type": args[0], "removed": true}, func(w io.Writer) {
+			return a.Print(cmd, map[string]any{"queue": queue, "type": args[0], "removed": true}, func(w io.Writer) {
 				fmt.Fprintf(w, "Removed the limit of %s in queue %s\n", args[0], queue)
 			})
 		},

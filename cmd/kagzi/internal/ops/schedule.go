@@ -1,4 +1,4 @@
-package main
+package ops
 
 import (
 	"fmt"
@@ -10,17 +10,16 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/internal/tracectx"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
-func init() { register(newScheduleCmd) }
-
 const exampleScheduleID = "0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e"
 
-func newScheduleCmd(a *app) *cobra.Command {
-	c := groupCmd(&cobra.Command{
+func NewScheduleCmd(a *cliutil.App) *cobra.Command {
+	c := cliutil.GroupCmd(&cobra.Command{
 		Use:     "schedule",
 		Aliases: []string{"schedules"},
 		Short:   "Create and manage cron schedules",
@@ -38,7 +37,7 @@ range, delete (the runs it fired stay), and list the runs it fired.`,
 	return c
 }
 
-func newScheduleCreateCmd(a *app) *cobra.Command {
+func newScheduleCreateCmd(a *cliutil.App) *cobra.Command {
 	var (
 		cron, tz, input, queue, version string
 		maxCatchup                      int
@@ -73,7 +72,7 @@ each fire's run by a delay in [0, D), the same for the same fire time.
   kagzi schedule create SyncCustomer --cron '@hourly' --concurrency-key customer-7 --rate-limit-key crm-api`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in, err := readJSON(cmd, "input", input)
+			in, err := cliutil.ReadJSON(cmd, "input", input)
 			if err != nil {
 				return err
 			}
@@ -81,20 +80,20 @@ each fire's run by a delay in [0, D), the same for the same fire time.
 				in = []byte("null")
 			}
 			if err := protocol.ValidToken("workflow type", args[0]); err != nil {
-				return usagef("%v", err)
+				return cliutil.Usagef("%v", err)
 			}
 			if err := protocol.ValidToken("--queue", queue); err != nil {
-				return usagef("%v", err)
+				return cliutil.Usagef("%v", err)
 			}
 			if maxCatchup < 0 || maxCatchup > store.MaxCatchupLimit {
-				return usagef("--max-catchup %d: use 0 to %d", maxCatchup, store.MaxCatchupLimit)
+				return cliutil.Usagef("--max-catchup %d: use 0 to %d", maxCatchup, store.MaxCatchupLimit)
 			}
 			policy, err := parseOverlapFlag(overlap)
 			if err != nil {
 				return err
 			}
 			if jitter < 0 || jitter > store.MaxJitter || jitter%time.Millisecond != 0 {
-				return usagef("--jitter %s: use whole milliseconds from 0 to %s", fmtDur(jitter), fmtDur(store.MaxJitter))
+				return cliutil.Usagef("--jitter %s: use whole milliseconds from 0 to %s", cliutil.FmtDur(jitter), cliutil.FmtDur(store.MaxJitter))
 			}
 			st, err := a.Store(cmd.Context())
 			if err != nil {
@@ -108,9 +107,9 @@ each fire's run by a delay in [0, D), the same for the same fire time.
 			if err != nil {
 				return err
 			}
-			return a.print(cmd, toScheduleJSON(sc), func(w io.Writer) {
+			return a.Print(cmd, toScheduleJSON(sc), func(w io.Writer) {
 				fmt.Fprintf(w, "Created schedule %s: %s at %q (%s), next fire %s\n",
-					sc.ID, sc.Type, sc.Cron, sc.Timezone, fmtTimeP(sc.NextFireAt))
+					sc.ID, sc.Type, sc.Cron, sc.Timezone, cliutil.FmtTimeP(sc.NextFireAt))
 			})
 		},
 	}
@@ -122,20 +121,20 @@ each fire's run by a delay in [0, D), the same for the same fire time.
 	f.IntVar(&maxCatchup, "max-catchup", 0, fmt.Sprintf("missed fire times to fire after downtime, 0 to %d", store.MaxCatchupLimit))
 	f.StringVar(&version, "version", "", "workflow version of the fired runs")
 	f.StringVar(&overlap, "overlap", "allow-all", overlapFlagHelp)
-	durationVar(f, &jitter, "jitter", 0, store.MaxJitter, "delay each fire's run by up to this, e.g. 30s (0: none)")
+	cliutil.DurationVar(f, &jitter, "jitter", 0, store.MaxJitter, "delay each fire's run by up to this, e.g. 30s (0: none)")
 	f.StringVar(&concurrencyKey, "concurrency-key", "", "concurrency key of every fired run (kagzi limit set --per-key)")
 	f.StringVar(&rateKey, "rate-limit-key", "", "rate limit key of every fired run (kagzi rate-limit set)")
 	_ = c.MarkFlagRequired("cron")
 	return c
 }
 
-// schedulesPage is what `schedule list` prints with --json.
-type schedulesPage struct {
-	Schedules  []scheduleJSON `json:"schedules"`
+// SchedulesPage is what `schedule list` prints with --json.
+type SchedulesPage struct {
+	Schedules  []ScheduleJSON `json:"schedules"`
 	NextCursor string         `json:"next_cursor,omitempty"`
 }
 
-func newScheduleListCmd(a *app) *cobra.Command {
+func newScheduleListCmd(a *cliutil.App) *cobra.Command {
 	var (
 		limit  int
 		cursor string
@@ -151,13 +150,13 @@ tables, as next_cursor with --json).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if limit < 1 || limit > store.MaxPageSize {
-				return usagef("--limit %d: use 1 to %d", limit, store.MaxPageSize)
+				return cliutil.Usagef("--limit %d: use 1 to %d", limit, store.MaxPageSize)
 			}
 			p := store.SchedulesListParams{Namespace: a.Namespace, Limit: limit}
 			if cursor != "" {
 				cur, err := store.ParseCursor(cursor)
 				if err != nil {
-					return usagef("--cursor: %v; pass the cursor a previous page printed", err)
+					return cliutil.Usagef("--cursor: %v; pass the cursor a previous page printed", err)
 				}
 				p.After = &cur
 			}
@@ -169,18 +168,18 @@ tables, as next_cursor with --json).`,
 			if err != nil {
 				return err
 			}
-			page := schedulesPage{Schedules: make([]scheduleJSON, len(scs))}
+			page := SchedulesPage{Schedules: make([]ScheduleJSON, len(scs))}
 			for i, sc := range scs {
 				page.Schedules[i] = toScheduleJSON(sc)
 			}
 			if next != nil {
 				page.NextCursor = next.String()
 			}
-			err = a.print(cmd, page, func(w io.Writer) {
+			err = a.Print(cmd, page, func(w io.Writer) {
 				fmt.Fprintln(w, "SCHEDULE ID\tTYPE\tQUEUE\tCRON\tTZ\tSTATUS\tNEXT FIRE\tLAST FIRED")
 				for _, sc := range scs {
 					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", sc.ID, sc.Type, sc.Queue, sc.Cron, sc.Timezone,
-						sc.Status, fmtTimeP(sc.NextFireAt), fmtTimeP(sc.LastFiredAt))
+						sc.Status, cliutil.FmtTimeP(sc.NextFireAt), cliutil.FmtTimeP(sc.LastFiredAt))
 				}
 			})
 			if err == nil && !a.JSON && page.NextCursor != "" {
@@ -209,10 +208,10 @@ func scheduleFields(w io.Writer, sc store.Schedule) {
 	row("Max catch-up", fmt.Sprint(sc.MaxCatchup))
 	row("Overlap", string(sc.Overlap))
 	if sc.Jitter > 0 {
-		row("Jitter", fmtDur(sc.Jitter))
+		row("Jitter", cliutil.FmtDur(sc.Jitter))
 	}
 	if sc.BufferedFireAt != nil {
-		row("Buffered fire", fmtTimeP(sc.BufferedFireAt))
+		row("Buffered fire", cliutil.FmtTimeP(sc.BufferedFireAt))
 	}
 	if sc.ConcurrencyKey != "" {
 		row("Concurrency key", sc.ConcurrencyKey)
@@ -220,22 +219,22 @@ func scheduleFields(w io.Writer, sc store.Schedule) {
 	if sc.RateLimitKey != "" {
 		row("Rate limit key", sc.RateLimitKey)
 	}
-	row("Next fire", fmtTimeP(sc.NextFireAt))
-	row("Last fired", fmtTimeP(sc.LastFiredAt))
-	row("Created", fmtTime(sc.CreatedAt))
+	row("Next fire", cliutil.FmtTimeP(sc.NextFireAt))
+	row("Last fired", cliutil.FmtTimeP(sc.LastFiredAt))
+	row("Created", cliutil.FmtTime(sc.CreatedAt))
 	if sc.Input != nil {
-		row("Input", fmtPayload(sc.Input))
+		row("Input", cliutil.FmtPayload(sc.Input))
 	}
 }
 
-func newScheduleShowCmd(a *app) *cobra.Command {
+func newScheduleShowCmd(a *cliutil.App) *cobra.Command {
 	return &cobra.Command{
 		Use:     "show SCHEDULE_ID",
 		Short:   "Show a schedule",
 		Example: "  kagzi schedule show " + exampleScheduleID,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseID("schedule id", args[0])
+			id, err := cliutil.ParseID("schedule id", args[0])
 			if err != nil {
 				return err
 			}
@@ -247,13 +246,13 @@ func newScheduleShowCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.print(cmd, toScheduleJSON(sc), func(w io.Writer) { scheduleFields(w, sc) })
+			return a.Print(cmd, toScheduleJSON(sc), func(w io.Writer) { scheduleFields(w, sc) })
 		},
 	}
 }
 
 // newScheduleSetCmd builds `schedule pause` and `schedule resume`.
-func newScheduleSetCmd(a *app, verb string) *cobra.Command {
+func newScheduleSetCmd(a *cliutil.App, verb string) *cobra.Command {
 	short, long := "Pause a schedule: it fires nothing until resumed",
 		"Pause a schedule: it fires nothing until resumed. Pausing a paused schedule\ndoes nothing."
 	if verb == "resume" {
@@ -267,7 +266,7 @@ func newScheduleSetCmd(a *app, verb string) *cobra.Command {
 		Example: "  kagzi schedule " + verb + " " + exampleScheduleID,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseID("schedule id", args[0])
+			id, err := cliutil.ParseID("schedule id", args[0])
 			if err != nil {
 				return err
 			}
@@ -284,18 +283,18 @@ func newScheduleSetCmd(a *app, verb string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.print(cmd, toScheduleJSON(sc), func(w io.Writer) {
+			return a.Print(cmd, toScheduleJSON(sc), func(w io.Writer) {
 				if verb == "pause" {
 					fmt.Fprintf(w, "Paused schedule %s (%s)\n", sc.ID, sc.Type)
 				} else {
-					fmt.Fprintf(w, "Resumed schedule %s (%s), next fire %s\n", sc.ID, sc.Type, fmtTimeP(sc.NextFireAt))
+					fmt.Fprintf(w, "Resumed schedule %s (%s), next fire %s\n", sc.ID, sc.Type, cliutil.FmtTimeP(sc.NextFireAt))
 				}
 			})
 		},
 	}
 }
 
-func newScheduleTriggerCmd(a *app) *cobra.Command {
+func newScheduleTriggerCmd(a *cliutil.App) *cobra.Command {
 	return &cobra.Command{
 		Use:   "trigger SCHEDULE_ID",
 		Short: "Fire a schedule now, outside its cron",
@@ -304,7 +303,7 @@ move. Prints the run started.`,
 		Example: "  kagzi schedule trigger " + exampleScheduleID,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseID("schedule id", args[0])
+			id, err := cliutil.ParseID("schedule id", args[0])
 			if err != nil {
 				return err
 			}
@@ -323,27 +322,27 @@ move. Prints the run started.`,
 				return err
 			}
 			span.SetAttributes(attribute.String("kagzi.run_id", run.ID.String()), attribute.String("kagzi.workflow_type", run.Type))
-			return a.print(cmd, toRunJSON(run), func(w io.Writer) {
+			return a.Print(cmd, cliutil.ToRunJSON(run), func(w io.Writer) {
 				fmt.Fprintf(w, "Triggered schedule %s: started run %s (%s)\n", id, run.ID, run.Type)
 			})
 		},
 	}
 }
 
-// deletedJSON is what `schedule delete` prints with --json.
-type deletedJSON struct {
+// DeletedJSON is what `schedule delete` prints with --json.
+type DeletedJSON struct {
 	ScheduleID string `json:"schedule_id"`
 	Deleted    bool   `json:"deleted"`
 }
 
-func newScheduleDeleteCmd(a *app) *cobra.Command {
+func newScheduleDeleteCmd(a *cliutil.App) *cobra.Command {
 	return &cobra.Command{
 		Use:     "delete SCHEDULE_ID",
 		Short:   "Delete a schedule (the runs it fired stay)",
 		Example: "  kagzi schedule delete " + exampleScheduleID,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseID("schedule id", args[0])
+			id, err := cliutil.ParseID("schedule id", args[0])
 			if err != nil {
 				return err
 			}
@@ -354,19 +353,19 @@ func newScheduleDeleteCmd(a *app) *cobra.Command {
 			if err := st.SchedulesDelete(cmd.Context(), a.Namespace, id); err != nil {
 				return err
 			}
-			return a.print(cmd, deletedJSON{ScheduleID: id.String(), Deleted: true}, func(w io.Writer) {
+			return a.Print(cmd, DeletedJSON{ScheduleID: id.String(), Deleted: true}, func(w io.Writer) {
 				fmt.Fprintf(w, "Deleted schedule %s; the runs it fired stay\n", id)
 			})
 		},
 	}
 }
 
-// historyJSON is what `schedule history` prints with --json.
-type historyJSON struct {
-	Runs []runJSON `json:"runs"`
+// HistoryJSON is what `schedule history` prints with --json.
+type HistoryJSON struct {
+	Runs []cliutil.RunJSON `json:"runs"`
 }
 
-func newScheduleHistoryCmd(a *app) *cobra.Command {
+func newScheduleHistoryCmd(a *cliutil.App) *cobra.Command {
 	var limit int
 	c := &cobra.Command{
 		Use:     "history SCHEDULE_ID",
@@ -374,12 +373,12 @@ func newScheduleHistoryCmd(a *app) *cobra.Command {
 		Example: "  kagzi schedule history " + exampleScheduleID + " --limit 10",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseID("schedule id", args[0])
+			id, err := cliutil.ParseID("schedule id", args[0])
 			if err != nil {
 				return err
 			}
 			if limit < 1 || limit > store.MaxPageSize {
-				return usagef("--limit %d: use 1 to %d", limit, store.MaxPageSize)
+				return cliutil.Usagef("--limit %d: use 1 to %d", limit, store.MaxPageSize)
 			}
 			st, err := a.Store(cmd.Context())
 			if err != nil {
@@ -389,12 +388,12 @@ func newScheduleHistoryCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.print(cmd, historyJSON{Runs: toRunsJSON(runs)}, func(w io.Writer) {
+			return a.Print(cmd, HistoryJSON{Runs: cliutil.ToRunsJSON(runs)}, func(w io.Writer) {
 				if len(runs) == 0 {
 					fmt.Fprintln(w, "The schedule has fired no runs yet.")
 					return
 				}
-				runsTable(w, runs, true)
+				cliutil.RunsTable(w, runs, true)
 			})
 		},
 	}

@@ -1,4 +1,4 @@
-package main
+package cliutil
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 )
 
-// termSafe is every byte the CLI prints, on standard output and standard
+// TermSafe is every byte the CLI prints, on standard output and standard
 // error alike, on its way out: it escapes each control character but
 // newline and tab (C0, DEL and C1, as \u001b) and each byte that is not
 // UTF-8 (as \xff). Whatever a field holds (an external id stored before
@@ -20,7 +20,7 @@ import (
 // The CLI itself prints no control character but newline and tab: a
 // command that ever needs one (a progress line's carriage return) writes
 // to Unwrap() the fixed bytes it means, and never a field through it.
-type termSafe struct {
+type TermSafe struct {
 	// mu serialises writers that share the stream (the services' logs
 	// under kagzi dev), which would otherwise race on pending.
 	mu sync.Mutex
@@ -29,10 +29,11 @@ type termSafe struct {
 	pending []byte
 }
 
-func newTermSafe(w io.Writer) *termSafe { return &termSafe{w: w} }
+// NewTermSafe returns a TermSafe writing to w.
+func NewTermSafe(w io.Writer) *TermSafe { return &TermSafe{w: w} }
 
 // Write escapes p and writes it; it reports len(p) written on success.
-func (t *termSafe) Write(p []byte) (int, error) {
+func (t *TermSafe) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	buf := p
@@ -74,7 +75,7 @@ func (t *termSafe) Write(p []byte) (int, error) {
 }
 
 // Flush writes, escaped, what a cut-off UTF-8 sequence left pending.
-func (t *termSafe) Flush() error {
+func (t *TermSafe) Flush() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.pending) == 0 {
@@ -89,5 +90,5 @@ func (t *termSafe) Flush() error {
 	return err
 }
 
-// Unwrap is the writer termSafe escapes for.
-func (t *termSafe) Unwrap() io.Writer { return t.w }
+// Unwrap is the writer TermSafe escapes for.
+func (t *TermSafe) Unwrap() io.Writer { return t.w }

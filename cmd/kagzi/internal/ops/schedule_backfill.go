@@ -1,4 +1,4 @@
-package main
+package ops
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
@@ -17,20 +18,20 @@ const overlapFlagHelp = "while a run of the schedule is live: skip, buffer-one, 
 func parseOverlapFlag(s string) (store.OverlapPolicy, error) {
 	p, err := store.ParseOverlap(s)
 	if err != nil {
-		return "", usagef("--overlap %q: use skip, buffer-one, allow-all, cancel-other or terminate-other", s)
+		return "", cliutil.Usagef("--overlap %q: use skip, buffer-one, allow-all, cancel-other or terminate-other", s)
 	}
 	return p, nil
 }
 
-// backfillJSON is what `schedule backfill` prints with --json.
-type backfillJSON struct {
-	ScheduleID uuid.UUID   `json:"schedule_id"`
-	FireTimes  []time.Time `json:"fire_times"`
-	Runs       []runJSON   `json:"runs"`
-	Existing   []time.Time `json:"existing"`
-	Dropped    []time.Time `json:"dropped"`
-	Buffered   *time.Time  `json:"buffered,omitempty"`
-	Stopped    []uuid.UUID `json:"stopped"`
+// BackfillJSON is what `schedule backfill` prints with --json.
+type BackfillJSON struct {
+	ScheduleID uuid.UUID         `json:"schedule_id"`
+	FireTimes  []time.Time       `json:"fire_times"`
+	Runs       []cliutil.RunJSON `json:"runs"`
+	Existing   []time.Time       `json:"existing"`
+	Dropped    []time.Time       `json:"dropped"`
+	Buffered   *time.Time        `json:"buffered,omitempty"`
+	Stopped    []uuid.UUID       `json:"stopped"`
 }
 
 func utcs(ts []time.Time) []time.Time {
@@ -41,7 +42,7 @@ func utcs(ts []time.Time) []time.Time {
 	return out
 }
 
-func newScheduleBackfillCmd(a *app) *cobra.Command {
+func newScheduleBackfillCmd(a *cliutil.App) *cobra.Command {
 	var from, to, overlap string
 	c := &cobra.Command{
 		Use:   "backfill SCHEDULE_ID --from T --to T",
@@ -57,16 +58,16 @@ move. At most ` + fmt.Sprint(store.MaxBackfill) + ` fire times; --to may not be 
   kagzi schedule backfill ` + exampleScheduleID + ` --from 6h --to 0s --overlap allow-all`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseID("schedule id", args[0])
+			id, err := cliutil.ParseID("schedule id", args[0])
 			if err != nil {
 				return err
 			}
 			now := time.Now()
-			f, err := parseWhen("from", from, now)
+			f, err := cliutil.ParseWhen("from", from, now)
 			if err != nil {
 				return err
 			}
-			t, err := parseWhen("to", to, now)
+			t, err := cliutil.ParseWhen("to", to, now)
 			if err != nil {
 				return err
 			}
@@ -85,22 +86,22 @@ move. At most ` + fmt.Sprint(store.MaxBackfill) + ` fire times; --to may not be 
 			if err != nil {
 				return err
 			}
-			out := backfillJSON{ScheduleID: id, FireTimes: utcs(r.FireTimes), Runs: make([]runJSON, len(r.Runs)),
-				Existing: utcs(r.Existing), Dropped: utcs(r.Dropped), Buffered: utc(r.Buffered), Stopped: r.Stopped}
+			out := BackfillJSON{ScheduleID: id, FireTimes: utcs(r.FireTimes), Runs: make([]cliutil.RunJSON, len(r.Runs)),
+				Existing: utcs(r.Existing), Dropped: utcs(r.Dropped), Buffered: cliutil.UTC(r.Buffered), Stopped: r.Stopped}
 			if out.Stopped == nil {
 				out.Stopped = []uuid.UUID{}
 			}
 			for i, run := range r.Runs {
-				out.Runs[i] = toRunJSON(run)
+				out.Runs[i] = cliutil.ToRunJSON(run)
 			}
-			return a.print(cmd, out, func(w io.Writer) {
+			return a.Print(cmd, out, func(w io.Writer) {
 				fmt.Fprintf(w, "Backfilled schedule %s: %d fire times, %d started, %d had a run, %d dropped by the overlap policy\n",
 					id, len(r.FireTimes), len(r.Runs), len(r.Existing), len(r.Dropped))
 				for _, run := range r.Runs {
-					fmt.Fprintf(w, "  %s\t%s\n", fmtTimeP(run.ScheduleFireAt), run.ID)
+					fmt.Fprintf(w, "  %s\t%s\n", cliutil.FmtTimeP(run.ScheduleFireAt), run.ID)
 				}
 				if r.Buffered != nil {
-					fmt.Fprintf(w, "Buffered: %s\n", fmtTimeP(r.Buffered))
+					fmt.Fprintf(w, "Buffered: %s\n", cliutil.FmtTimeP(r.Buffered))
 				}
 				for _, s := range r.Stopped {
 					fmt.Fprintf(w, "Stopped: %s\n", s)

@@ -1,16 +1,15 @@
-package main
+package ops
 
 import (
 	"fmt"
 	"io"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/spf13/cobra"
 )
 
-func init() { register(newWorkflowCmd) }
-
-func newWorkflowCmd(a *app) *cobra.Command {
-	c := groupCmd(&cobra.Command{
+func NewWorkflowCmd(a *cliutil.App) *cobra.Command {
+	c := cliutil.GroupCmd(&cobra.Command{
 		Use:     "workflow",
 		Aliases: []string{"workflows"},
 		Short:   "Manage workflow types: their default versions",
@@ -32,7 +31,7 @@ type defaultVersionJSON struct {
 	Version string `json:"version"`
 }
 
-func newDefaultVersionCmd(a *app) *cobra.Command {
+func newDefaultVersionCmd(a *cliutil.App) *cobra.Command {
 	var unset bool
 	c := &cobra.Command{
 		Use:   "default-version [TYPE [VERSION]]",
@@ -58,20 +57,20 @@ the namespace's default versions.`,
 				if err := cl.RemoveDefaultVersion(ctx, args[0]); err != nil {
 					return err
 				}
-				return a.print(cmd, defaultVersionJSON{Type: args[0]}, func(w io.Writer) {
+				return a.Print(cmd, defaultVersionJSON{Type: args[0]}, func(w io.Writer) {
 					fmt.Fprintf(w, "Workflow type %s has no default version.\n", args[0])
 				})
 			case unset:
-				return usagef("--unset takes the workflow type only")
+				return cliutil.Usagef("--unset takes the workflow type only")
 			case len(args) == 2:
 				if err := cl.SetDefaultVersion(ctx, args[0], args[1]); err != nil {
 					return err
 				}
-				return a.print(cmd, defaultVersionJSON{Type: args[0], Version: args[1]}, func(w io.Writer) {
+				return a.Print(cmd, defaultVersionJSON{Type: args[0], Version: args[1]}, func(w io.Writer) {
 					fmt.Fprintf(w, "Workflow type %s: default version %s.\n", args[0], args[1])
 				})
 			case len(args) == 1:
-				return usagef("give the version to set, or --unset")
+				return cliutil.Usagef("give the version to set, or --unset")
 			}
 			ds, err := cl.DefaultVersions(ctx)
 			if err != nil {
@@ -81,7 +80,7 @@ the namespace's default versions.`,
 			for i, d := range ds {
 				v.Defaults[i] = defaultVersionJSON{Type: d.Type, Version: d.Version}
 			}
-			return a.print(cmd, v, func(w io.Writer) {
+			return a.Print(cmd, v, func(w io.Writer) {
 				if len(ds) == 0 {
 					fmt.Fprintf(w, "No default versions in namespace %q.\n", a.Namespace)
 					return

@@ -1,22 +1,20 @@
-package main
+package ops
 
 import (
 	"fmt"
 	"io"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
-func init() { register(newWorkerCmd) }
-
-func newWorkerCmd(a *app) *cobra.Command {
-	c := groupCmd(&cobra.Command{
+func NewWorkerCmd(a *cliutil.App) *cobra.Command {
+	c := cliutil.GroupCmd(&cobra.Command{
 		Use:     "worker",
 		Aliases: []string{"workers"},
 		Short:   "Inspect registered workers and drain them",
@@ -27,7 +25,7 @@ func newWorkerCmd(a *app) *cobra.Command {
 	return c
 }
 
-func newWorkerDrainCmd(a *app) *cobra.Command {
+func newWorkerDrainCmd(a *cliutil.App) *cobra.Command {
 	return &cobra.Command{
 		Use:   "drain WORKER_ID",
 		Short: "Ask a worker to drain: finish or release its runs and deregister",
@@ -38,7 +36,7 @@ DRAINING worker tells it again; an OFFLINE worker is a conflict.`,
 		Example: `  kagzi worker drain 0192f3c4-5d6e-7f80-9a1b-2c3d4e5f6a7b`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseID("worker id", args[0])
+			id, err := cliutil.ParseID("worker id", args[0])
 			if err != nil {
 				return err
 			}
@@ -50,19 +48,19 @@ DRAINING worker tells it again; an OFFLINE worker is a conflict.`,
 			if err != nil {
 				return err
 			}
-			return a.print(cmd, map[string]any{"worker_id": w.ID, "status": w.Status}, func(out io.Writer) {
+			return a.Print(cmd, map[string]any{"worker_id": w.ID, "status": w.Status}, func(out io.Writer) {
 				fmt.Fprintf(out, "Worker %s is %s.\n", w.ID, w.Status)
 			})
 		},
 	}
 }
 
-// workersJSON is what `worker list` prints with --json.
-type workersJSON struct {
-	Workers []workerJSON `json:"workers"`
+// WorkersJSON is what `worker list` prints with --json.
+type WorkersJSON struct {
+	Workers []WorkerJSON `json:"workers"`
 }
 
-func newWorkerListCmd(a *app) *cobra.Command {
+func newWorkerListCmd(a *cliutil.App) *cobra.Command {
 	var queue, status string
 	c := &cobra.Command{
 		Use:   "list",
@@ -76,11 +74,11 @@ func newWorkerListCmd(a *app) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ws := store.WorkerStatus(strings.ToUpper(strings.TrimSpace(status)))
 			if ws != "" && !ws.Valid() {
-				return usagef("--status %q is not a worker status; use ONLINE, DRAINING or OFFLINE", status)
+				return cliutil.Usagef("--status %q is not a worker status; use ONLINE, DRAINING or OFFLINE", status)
 			}
 			if queue != "" {
 				if err := protocol.ValidToken("--queue", queue); err != nil {
-					return usagef("%v", err)
+					return cliutil.Usagef("%v", err)
 				}
 			}
 			st, err := a.Store(cmd.Context())
@@ -91,19 +89,19 @@ func newWorkerListCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			v := workersJSON{Workers: make([]workerJSON, len(workers))}
+			v := WorkersJSON{Workers: make([]WorkerJSON, len(workers))}
 			for i, w := range workers {
 				v.Workers[i] = toWorkerJSON(w)
 			}
-			return a.print(cmd, v, func(w io.Writer) {
+			return a.Print(cmd, v, func(w io.Writer) {
 				if len(workers) == 0 {
 					fmt.Fprintf(w, "No workers in namespace %q.\n", a.Namespace)
 					return
 				}
 				fmt.Fprintln(w, "WORKER ID\tQUEUE\tHOST\tPID\tVERSION\tSTATUS\tLAST HEARTBEAT\tSLOTS\tTYPES")
 				for _, wk := range workers {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\n", wk.ID, wk.Queue, orDash(wk.Hostname), wk.PID,
-						orDash(wk.Version), wk.Status, ago(wk.LastHeartbeatAt), wk.MaxConcurrency, typesList(wk.Types))
+					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\n", wk.ID, wk.Queue, cliutil.OrDash(wk.Hostname), wk.PID,
+						cliutil.OrDash(wk.Version), wk.Status, cliutil.Ago(wk.LastHeartbeatAt), wk.MaxConcurrency, typesList(wk.Types))
 				}
 			})
 		},
@@ -126,13 +124,4 @@ func typesList(ts []store.TypeVersion) string {
 	}
 	sort.Strings(out)
 	return strings.Join(out, ",")
-}
-
-// ago formats a past time as an age ("3s ago") for liveness columns.
-func ago(t time.Time) string {
-	d := time.Since(t)
-	if d < 0 {
-		d = 0
-	}
-	return fmtDur(d.Round(time.Second)) + " ago"
 }

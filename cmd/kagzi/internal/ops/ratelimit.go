@@ -1,4 +1,4 @@
-package main
+package ops
 
 import (
 	"fmt"
@@ -8,13 +8,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
-func init() { register(newRateLimitCmd) }
-
-func newRateLimitCmd(a *app) *cobra.Command {
-	c := groupCmd(&cobra.Command{
+func NewRateLimitCmd(a *cliutil.App) *cobra.Command {
+	c := cliutil.GroupCmd(&cobra.Command{
 		Use:     "rate-limit",
 		Aliases: []string{"rate-limits"},
 		Short:   "Cap how many runs with a rate limit key start per period",
@@ -26,8 +25,8 @@ func newRateLimitCmd(a *app) *cobra.Command {
 	return c
 }
 
-// rateLimitJSON is a rate limit as the rate-limit commands print it.
-type rateLimitJSON struct {
+// RateLimitJSON is a rate limit as the rate-limit commands print it.
+type RateLimitJSON struct {
 	Key         string    `json:"key"`
 	Limit       int       `json:"limit"`
 	Period      string    `json:"period"`
@@ -37,12 +36,12 @@ type rateLimitJSON struct {
 	UpdatedAt   time.Time `json:"updated_at"`
 }
 
-func toRateLimitJSON(r store.RateLimit) rateLimitJSON {
-	return rateLimitJSON{Key: r.Key, Limit: r.Limit, Period: fmtDur(r.Period), PeriodMS: r.Period.Milliseconds(), Claims: r.Claims,
+func toRateLimitJSON(r store.RateLimit) RateLimitJSON {
+	return RateLimitJSON{Key: r.Key, Limit: r.Limit, Period: cliutil.FmtDur(r.Period), PeriodMS: r.Period.Milliseconds(), Claims: r.Claims,
 		WindowStart: r.WindowStart.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
 }
 
-func newRateLimitSetCmd(a *app) *cobra.Command {
+func newRateLimitSetCmd(a *cliutil.App) *cobra.Command {
 	var per time.Duration
 	c := &cobra.Command{
 		Use:   "set KEY N --per PERIOD",
@@ -60,10 +59,10 @@ polling. Setting a limit again replaces it.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			n, err := strconv.Atoi(args[1])
 			if err != nil || n < 1 {
-				return usagef("limit %q must be a whole number, 1 or more", args[1])
+				return cliutil.Usagef("limit %q must be a whole number, 1 or more", args[1])
 			}
 			if per < time.Millisecond {
-				return usagef("--per %s must be at least 1ms, e.g. --per 1s", fmtDur(per))
+				return cliutil.Usagef("--per %s must be at least 1ms, e.g. --per 1s", cliutil.FmtDur(per))
 			}
 			st, err := a.Store(cmd.Context())
 			if err != nil {
@@ -73,16 +72,16 @@ polling. Setting a limit again replaces it.`,
 			if err != nil {
 				return err
 			}
-			return a.print(cmd, toRateLimitJSON(r), func(w io.Writer) {
-				fmt.Fprintf(w, "At most %d claim(s) of runs with rate limit key %s per %s\n", r.Limit, r.Key, fmtDur(r.Period))
+			return a.Print(cmd, toRateLimitJSON(r), func(w io.Writer) {
+				fmt.Fprintf(w, "At most %d claim(s) of runs with rate limit key %s per %s\n", r.Limit, r.Key, cliutil.FmtDur(r.Period))
 			})
 		},
 	}
-	durationVar(c.Flags(), &per, "per", time.Second, store.MaxRatePeriod, "the period, e.g. 1s, 1m")
+	cliutil.DurationVar(c.Flags(), &per, "per", time.Second, store.MaxRatePeriod, "the period, e.g. 1s, 1m")
 	return c
 }
 
-func newRateLimitListCmd(a *app) *cobra.Command {
+func newRateLimitListCmd(a *cliutil.App) *cobra.Command {
 	return &cobra.Command{
 		Use:     "list",
 		Short:   "List the namespace's rate limits and their use in the current window",
@@ -97,25 +96,25 @@ func newRateLimitListCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := make([]rateLimitJSON, len(rs))
+			out := make([]RateLimitJSON, len(rs))
 			for i, r := range rs {
 				out[i] = toRateLimitJSON(r)
 			}
-			return a.print(cmd, out, func(w io.Writer) {
+			return a.Print(cmd, out, func(w io.Writer) {
 				if len(rs) == 0 {
 					fmt.Fprintln(w, "No rate limits.")
 					return
 				}
 				fmt.Fprintln(w, "KEY\tLIMIT\tPER\tCLAIMS NOW\tUPDATED")
 				for _, r := range rs {
-					fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%s\n", r.Key, r.Limit, fmtDur(r.Period), r.Claims, fmtTime(r.UpdatedAt))
+					fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%s\n", r.Key, r.Limit, cliutil.FmtDur(r.Period), r.Claims, cliutil.FmtTime(r.UpdatedAt))
 				}
 			})
 		},
 	}
 }
 
-func newRateLimitRemoveCmd(a *app) *cobra.Command {
+func newRateLimitRemoveCmd(a *cliutil.App) *cobra.Command {
 	return &cobra.Command{
 		Use:     "remove KEY",
 		Aliases: []string{"rm"},
@@ -130,7 +129,7 @@ func newRateLimitRemoveCmd(a *app) *cobra.Command {
 			if err := st.RateLimitsDelete(cmd.Context(), a.Namespace, args[0]); err != nil {
 				return err
 			}
-			return a.print(cmd, map[string]any{"key": args[0], "removed": true}, func(w io.Writer) {
+			return a.Print(cmd, map[string]any{"key": args[0], "removed": true}, func(w io.Writer) {
 				fmt.Fprintf(w, "Removed the rate limit of %s\n", args[0])
 			})
 		},

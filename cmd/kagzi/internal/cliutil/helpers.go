@@ -1,0 +1,62 @@
+package cliutil
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/kagzi/kagzi/internal/durations"
+	"github.com/kagzi/kagzi/pkg/store"
+)
+
+// RunsTable prints runs as a table; fired adds the schedule fire time.
+func RunsTable(w io.Writer, runs []store.Run, fired bool) {
+	if fired {
+		fmt.Fprintln(w, "RUN ID\tFIRE TIME\tTYPE\tQUEUE\tSTATUS\tATTEMPTS\tCREATED")
+		for _, r := range runs {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, FmtTimeP(r.ScheduleFireAt), r.Type, r.Queue, r.Status,
+				r.Attempts, FmtTime(r.CreatedAt))
+		}
+		return
+	}
+	fmt.Fprintln(w, "RUN ID\tTYPE\tQUEUE\tSTATUS\tATTEMPTS\tCREATED\tEXTERNAL ID")
+	for _, r := range runs {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Type, r.Queue, r.Status, r.Attempts,
+			FmtTime(r.CreatedAt), OrDash(r.ExternalID))
+	}
+}
+
+// Ago formats a past time as an age ("3s ago") for liveness columns.
+func Ago(t time.Time) string {
+	d := time.Since(t)
+	if d < 0 {
+		d = 0
+	}
+	return FmtDur(d.Round(time.Second)) + " ago"
+}
+
+// ParseWhen reads a time flag: an RFC 3339 time, or an age before now.
+func ParseWhen(flag, s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	age, err := ParseAge(s)
+	if errors.Is(err, durations.ErrTooLong) {
+		return time.Time{}, Usagef("--%s %s is above the maximum age %s", flag, s, durations.Format(durations.Longest))
+	}
+	if err != nil {
+		return time.Time{}, Usagef("--%s %q: give a time (2025-01-01T00:00:00Z) or an age (6d, 36h)", flag, s)
+	}
+	return now.Add(-age), nil
+}
+
+// ParseAge reads a non-negative age: days (7d), a Go duration (12h) or
+// both (1d12h).
+func ParseAge(s string) (time.Duration, error) {
+	d, err := durations.Parse(s)
+	if err == nil && d < 0 {
+		return 0, fmt.Errorf("age %s is negative", s)
+	}
+	return d, err
+}
