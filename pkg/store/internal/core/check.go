@@ -16,17 +16,9 @@ import (
 	"github.com/kagzi/kagzi/pkg/retry"
 )
 
-// runCols is the column list every run query returns, in ScanRun's order.
-const runCols = `r.run_id, r.namespace_id, coalesce(r.external_id, ''), r.task_queue, r.workflow_type, r.version,
-	r.status, r.attempts, r.available_at, r.locked_by, r.lease_token, r.lease_expires_at, coalesce(r.error, ''),
-	r.created_at, r.started_at, r.finished_at, r.deadline_at, r.retry_policy, r.parent_run_id,
-	coalesce(r.parent_step_id, ''), coalesce(r.cron_expr, ''), coalesce(r.timezone, ''), coalesce(r.max_catchup, 0),
-	r.last_fired_at, r.schedule_id, r.schedule_fire_at, coalesce(r.trace_context, ''), r.priority,
-	r.cancel_requested_at, coalesce(r.parent_close_policy, ''), r.epoch`
-
-// liveStatuses are the statuses of runs that may still change by themselves.
-const liveStatuses = `('PENDING', 'RUNNING', 'SLEEPING')`
-
+// ScanRun reads a run from row, whose first columns are the run columns
+// every run statement returns (r.run_id … r.epoch, in Run's order), then
+// extra.
 func ScanRun(row pgx.Row, extra ...any) (Run, error) {
 	var r Run
 	var policy []byte

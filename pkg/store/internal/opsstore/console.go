@@ -175,13 +175,6 @@ type DeadLetterGroup struct {
 	Oldest  time.Time
 }
 
-// fingerprintSQL masks the parts of an error that vary between runs of one
-// failure (ids, numbers, quoted values), so they group together. The
-// console's statements write it out (sql/console.sql); a fork of a
-// dead-letter group matches it.
-const fingerprintSQL = `left(regexp_replace(regexp_replace(regexp_replace(coalesce(error, ''),
-	'[0-9a-fA-F]{8}-[0-9a-fA-F-]{27}', '<id>', 'g'), '"[^"]*"', '"…"', 'g'), '[0-9]+', '<n>', 'g'), 300)`
-
 // DeadLetterScan bounds how many of the newest failed runs the dead-letter
 // view groups and a bulk retry walks: the failed-runs index is read in that
 // order, so the cost is bounded too.

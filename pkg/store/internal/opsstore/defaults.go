@@ -19,14 +19,6 @@ type DefaultVersion struct {
 	UpdatedAt time.Time
 }
 
-// defaultVersion is the SQL expression of the version a run is created
-// with: ver when given, else the type's default version, else ” (pinned
-// by the first claim).
-func defaultVersion(ver, ns, typ string) string {
-	return `coalesce(nullif(` + ver + `, ''), (SELECT d.version FROM kagzi.workflow_defaults d
-		WHERE d.namespace_id = ` + ns + ` AND d.workflow_type = ` + typ + `), '')`
-}
-
 // DefaultsSet sets the default version of workflow type typ in namespace:
 // runs started without a version from now on get it (runs already started
 // keep theirs).

@@ -388,18 +388,6 @@ func (s *Ops) WorkersDeleteOffline(ctx context.Context, before time.Time) (int64
 	return tag.RowsAffected(), nil
 }
 
-// workerServes is the SQL condition that the kagzi.workers row w serves runs
-// of type typ at version ver in namespace ns and queue q (all SQL
-// expressions), as RunsClaim matches them: the worker is live — ONLINE, or
-// DRAINING (its replacement is usually on its way: a rolling deploy must not
-// look like no worker) — and registered typ at ver, or at any version when
-// ver is empty.
-func workerServes(w, ns, q, typ, ver string) string {
-	return w + `.status IN ('ONLINE', 'DRAINING') AND ` + w + `.namespace_id = ` + ns + ` AND ` + w + `.task_queue = ` + q +
-		` AND ` + w + `.workflow_types @> jsonb_build_array(CASE WHEN ` + ver + ` = '' THEN jsonb_build_object('type', ` + typ +
-		`) ELSE jsonb_build_object('type', ` + typ + `, 'version', ` + ver + `) END)`
-}
-
 // WorkersServing counts the live workers of the namespace and queue that
 // serve runs of typ at version (empty: any version of typ): 0 means such
 // runs wait, PENDING, until a worker registers the type. Workers are live

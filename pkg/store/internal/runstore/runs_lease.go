@@ -19,18 +19,14 @@ type Lease struct {
 	Token     int64
 }
 
-// leaseWhere ends an update of a run made under a lease: it applies only
-// while the lease is current (status RUNNING and the token matches).
-const leaseWhere = `
-WHERE namespace_id = @namespace AND run_id = @run_id AND lease_token = @token AND status = 'RUNNING'`
-
-// leaseArgs adds the lease's arguments (those of leaseWhere) to args.
+// leaseArgs adds the lease's arguments (@namespace, @run_id, @token) to args.
 func leaseArgs(l Lease, args pgx.NamedArgs) pgx.NamedArgs {
 	args["namespace"], args["run_id"], args["token"] = l.Namespace, l.RunID, l.Token
 	return args
 }
 
-// leaseTransition runs q, an update ending in leaseWhere, with args and
+// leaseTransition runs q, an update that applies only while the lease is
+// current (status RUNNING and the token matches), with args and
 // the lease's arguments. If it matched no run, it succeeds anyway when the
 // run already shows the same token and status done (a retried report), else
 // it is ErrLeaseLost.
