@@ -2,11 +2,9 @@ package dispatcher
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kagzi/kagzi/internal/hops"
@@ -25,26 +23,29 @@ func (d *Dispatcher) deliver(p *parked, runs []store.ClaimedRun) {
 		d.repark(p)
 		return
 	}
-	msg := protocol.Delivery{WorkerID: p.req.WorkerID, Seq: p.req.Seq, Runs: deliveredRuns(runs), Limits: limits}
+	msg := protocol.Delivery{WorkerID: p.req.WorkerID, Seq: p.req.Seq, Runs: make([]protocol.DeliveredRun, len(runs)), Limits: limits}
 	spans := make([]trace.Span, len(runs))
-	// The attempt the delivery starts is a child of its dispatch span.
-	d.tel.startDispatch(d.ctx, runs, msg.Runs, p.req.WorkerID, spans)
-	data, release, err := d.fit(&msg, p.enc, &runs)
-	if len(spans) > len(runs) {
-		endDispatch(spans[len(runs):], errReleased)
-		spans = spans[:len(runs)]
+	for i := range runs {
+		msg.Runs[i] = deliveredRun(&runs[i])
+		// The attempt the delivery starts is a child of its dispatch span.
+		if tp := d.tel.startDispatch(d.ctx, &runs[i], p.req.WorkerID.String(), &spans[i]); tp != "" {
+			msg.Runs[i].TraceParent = tp
+		}
 	}
+	data, release, err := d.fit(&msg, p.enc, &runs)
+	d.tel.endDispatch(spans[len(runs):], errReleased)
+	spans = spans[:len(runs)]
 	d.release(release)
 	if err != nil {
 		d.log.Error("delivery does not encode; releasing", "err", err)
-		endDispatch(spans, err)
+		d.tel.endDispatch(spans, err)
 		d.release(runs)
 		d.repark(p)
 		return
 	}
 	if data == nil {
 		// The one run left cannot be delivered at all; fit failed it.
-		endDispatch(spans, errUndeliverable)
+		d.tel.endDispatch(spans, errUndeliverable)
 		d.repark(p)
 		return
 	}
@@ -61,7 +62,7 @@ func (d *Dispatcher) deliver(p *parked, runs []store.ClaimedRun) {
 		}
 	}
 	reply, err := d.nc.RequestMsg(tracectx.Msg(hctx, p.reply, data), d.cfg.DeliveryTimeout)
-	endDispatch(spans, err)
+	d.tel.endDispatch(spans, err)
 	if err != nil {
 		d.log.Warn("delivery not acknowledged; releasing", "worker_id", p.req.WorkerID, "runs", len(runs), "err", err)
 		d.release(runs)
@@ -200,26 +201,4 @@ func (d *Dispatcher) release(runs []store.ClaimedRun) {
 		return
 	}
 	d.released.Add(n)
-}
-
-// Why dispatch spans ended without a delivery.
-var (
-	errReleased      = errors.New("released: the delivery had no room for the run")
-	errUndeliverable = errors.New("the run's history cannot be delivered")
-)
-
-// endDispatch ends dispatch spans, with err if the delivery failed. It
-// lives with the delivery, which alone ends them, rather than with the
-// instruments that started them.
-func endDispatch(spans []trace.Span, err error) {
-	for _, sp := range spans {
-		if sp == nil {
-			continue
-		}
-		if err != nil {
-			sp.RecordError(err)
-			sp.SetStatus(codes.Error, err.Error())
-		}
-		sp.End()
-	}
 }

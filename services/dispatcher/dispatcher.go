@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -333,6 +334,85 @@ func (d *Dispatcher) Resync() {
 	})
 }
 
+// queueLocked returns the state for key, creating it (and its loop).
+func (d *Dispatcher) queueLocked(key qkey) *queue {
+	q := d.queues[key]
+	if q != nil {
+		return q
+	}
+	q = &queue{key: key, gen: 1, empty: map[string]uint64{}, signal: make(chan struct{}, 1)}
+	q.timer = time.AfterFunc(time.Hour, func() { d.onTimer(q) })
+	q.timer.Stop()
+	d.queues[key] = q
+	d.life.Go(func() { d.queueLoop(q) })
+	return q
+}
+
+func (d *Dispatcher) signal(q *queue) {
+	select {
+	case q.signal <- struct{}{}:
+	default:
+	}
+}
+
+// wake records that runs of key are due at at.
+func (d *Dispatcher) wake(key qkey, at time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ctx.Err() != nil {
+		return
+	}
+	q := d.queueLocked(key)
+	if !at.After(time.Now()) {
+		q.gen++
+		d.signal(q)
+		return
+	}
+	d.armLocked(q, at)
+}
+
+// armLocked arms q's timer for at unless it already fires earlier.
+func (d *Dispatcher) armLocked(q *queue, at time.Time) {
+	if !q.timerAt.IsZero() && !q.timerAt.After(at) {
+		return
+	}
+	q.timerAt = at
+	q.timer.Reset(time.Until(at))
+}
+
+func (d *Dispatcher) onTimer(q *queue) {
+	d.mu.Lock()
+	q.timerAt = time.Time{}
+	q.gen++
+	d.signal(q)
+	d.mu.Unlock()
+}
+
+func (d *Dispatcher) onWakeup(m *nats.Msg) {
+	woken := d.hops.Now()
+	var w protocol.Wakeup
+	if err := protocol.Decode(m.Data, &w); err != nil {
+		d.dropMalformed(m, err)
+		return
+	}
+	d.wakeups.Add(1)
+	if d.handedOver(&w) {
+		return
+	}
+	d.onWakeupAt(&w, woken)
+}
+
+func (d *Dispatcher) onWakeupAt(w *protocol.Wakeup, woken int64) {
+	if woken != 0 {
+		d.mu.Lock()
+		if d.ctx.Err() == nil {
+			d.queueLocked(qkey{w.Namespace, w.Queue}).woke = wakeHops{w.NotifiedNS, w.RelayedNS, woken}
+		}
+		d.mu.Unlock()
+	}
+	d.wake(qkey{w.Namespace, w.Queue}, w.AvailableAt)
+}
+
 func (d *Dispatcher) onRelayUp(m *nats.Msg) {
 	var r protocol.RelayUp
 	if err := protocol.Decode(m.Data, &r); err != nil {
@@ -393,4 +473,192 @@ func (d *Dispatcher) onWorkRequest(m *nats.Msg) {
 		return
 	}
 	d.signal(q)
+}
+
+func (d *Dispatcher) queueLoop(q *queue) {
+	defer q.timer.Stop()
+	for {
+		select {
+		case <-d.ctx.Done():
+			return
+		case <-q.signal:
+		}
+		d.serve(q)
+	}
+}
+
+// next picks the first parked request that might find work, dropping
+// expired ones. Called with d.mu held.
+func (d *Dispatcher) nextLocked(q *queue, skip map[string]bool) *parked {
+	now := time.Now()
+	kept := q.parked[:0]
+	var pick *parked
+	for _, p := range q.parked {
+		if now.After(p.expires) {
+			continue
+		}
+		kept = append(kept, p)
+		if pick == nil && !skip[p.sig] && q.empty[p.sig] != q.gen {
+			pick = p
+		}
+	}
+	for i := len(kept); i < len(q.parked); i++ {
+		q.parked[i] = nil
+	}
+	q.parked = kept
+	return pick
+}
+
+func (d *Dispatcher) removeLocked(q *queue, p *parked) {
+	for i, x := range q.parked {
+		if x == p {
+			q.parked = append(q.parked[:i], q.parked[i+1:]...)
+			return
+		}
+	}
+}
+
+// serve claims for the parked requests of q until none can be served.
+func (d *Dispatcher) serve(q *queue) {
+	skip := map[string]bool{}
+	for d.ctx.Err() == nil {
+		d.mu.Lock()
+		p := d.nextLocked(q, skip)
+		gen := q.gen
+		woke := q.woke
+		d.mu.Unlock()
+		if p == nil {
+			return
+		}
+		limit := min(p.req.Credits, d.cfg.MaxClaim)
+		d.claims.Add(1)
+		claimStart := time.Now()
+		claiming := d.hops.Now()
+		runs, flow, err := d.st.RunsClaimStats(d.ctx, store.RunsClaimParams{
+			Namespace: q.key.ns, Queue: q.key.queue, WorkerID: p.req.WorkerID,
+			Types: p.types, Limit: limit, Lease: d.cfg.Lease.Duration, InlineBytes: protocol.InlinePayloadBytes,
+		})
+		if err != nil {
+			if d.ctx.Err() != nil {
+				return
+			}
+			d.log.Error("claim failed", "ns", q.key.ns, "queue", q.key.queue, "err", err)
+			// Try again shortly rather than spin on a failing database.
+			d.mu.Lock()
+			d.armLocked(q, time.Now().Add(time.Second))
+			d.mu.Unlock()
+			return
+		}
+		if claiming != 0 {
+			d.markClaimed(runs, woke, claiming)
+		}
+		now := time.Now()
+		if len(runs) > 0 {
+			// The delivery before the telemetry and the next-due read,
+			// which nothing waits for.
+			d.mu.Lock()
+			d.removeLocked(q, p)
+			q.recheck = 0
+			d.mu.Unlock()
+			d.publishClaimed(q.key.ns, runs)
+			if !d.life.Go(func() { d.deliver(p, runs) }) {
+				// Stopping: the runs go back now, not at lease expiry.
+				d.release(runs)
+			}
+			// Let the delivery run now: it is the goroutine made runnable
+			// last (after NATS's flusher), so it takes this processor.
+			runtime.Gosched()
+		}
+		d.claimed.Add(int64(len(runs)))
+		d.tel.flow(d.ctx, q.key.ns, q.key.queue, flow)
+		d.tel.claimed(d.ctx, q.key.ns, q.key.queue, runs, p.req.WorkerID.String(), claimStart, now)
+		for _, r := range runs {
+			d.tel.dispatch.Record(d.ctx, float64(now.Sub(r.DueAt))/float64(time.Millisecond), d.tel.queue(r.Namespace, r.Queue))
+		}
+		if len(runs) < limit {
+			// Nothing more is due for this type set: remember it, so renewed
+			// requests park without a query, and arm the timer for the
+			// earliest future run.
+			d.mu.Lock()
+			if q.gen == gen {
+				q.empty[p.sig] = gen
+			}
+			d.mu.Unlock()
+			skip[p.sig] = true
+			d.readNextDue(q)
+		}
+	}
+}
+
+// readNextDue reads when q's next run is due and arms its timer, beside
+// the claim loop rather than in it, so that the next wakeup's claim does
+// not wait for the read. One read runs per queue at a time; one asked for
+// meanwhile runs after it.
+func (d *Dispatcher) readNextDue(q *queue) {
+	d.mu.Lock()
+	if q.nextDue {
+		q.nextDueAgain = true
+		d.mu.Unlock()
+		return
+	}
+	q.nextDue = true
+	d.mu.Unlock()
+	if !d.life.Go(func() { d.nextDueLoop(q) }) {
+		d.mu.Lock()
+		q.nextDue = false
+		d.mu.Unlock()
+	}
+}
+
+func (d *Dispatcher) nextDueLoop(q *queue) {
+	for {
+		next, pastDue, err := d.st.RunsNextDue(d.ctx, q.key.ns, q.key.queue)
+		d.mu.Lock()
+		if err == nil {
+			if next != nil {
+				d.armLocked(q, *next)
+			}
+			if pastDue {
+				// Runs are due that the claim left: of other type sets
+				// (claimed when such a worker asks), of a type at its
+				// concurrency limit (woken when one of its runs stops
+				// running), or held by another transaction for a moment.
+				// Look again later, backing off, rather than at once: a run
+				// of a type no worker serves must not make the dispatcher
+				// spin.
+				q.recheck = min(max(2*q.recheck, minRecheck), maxRecheck)
+				d.armLocked(q, time.Now().Add(q.recheck))
+			}
+		}
+		again := err == nil && q.nextDueAgain
+		q.nextDueAgain = false
+		if !again {
+			q.nextDue = false
+		}
+		d.mu.Unlock()
+		if err != nil && d.ctx.Err() == nil {
+			d.log.Error("next due", "err", err)
+		}
+		if !again {
+			return
+		}
+	}
+}
+
+// markClaimed records the hops of claimed runs up to the claim's return;
+// the wakeup's are the last one the queue received before the claim.
+func (d *Dispatcher) markClaimed(runs []store.ClaimedRun, woke wakeHops, claiming int64) {
+	claimed := d.hops.Now()
+	for i := range runs {
+		id := runs[i].ID
+		if woke.woken != 0 {
+			if woke.notified != 0 {
+				d.hops.Mark(id, hops.Notified, woke.notified)
+				d.hops.Mark(id, hops.Relayed, woke.relayed)
+			}
+			d.hops.Mark(id, hops.Woken, woke.woken)
+		}
+		d.hops.Mark(id, hops.Claiming, claiming)
+		d.hops.Mark(id, hops.Claimed, claimed)
+	}
 }
