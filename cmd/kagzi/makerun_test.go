@@ -55,7 +55,9 @@ while :; do sleep 0.05; done
 	}
 	slave.Close()
 	out := &lockedBytes{}
+	readDone := make(chan struct{})
 	go func() {
+		defer close(readDone)
 		buf := make([]byte, 4096)
 		for {
 			n, err := master.Read(buf)
@@ -88,6 +90,13 @@ while :; do sleep 0.05; done
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Kill()
 		t.Fatalf("make run did not end after Ctrl-C:\n%s", out.String())
+	}
+	// The terminal may still hold the last lines when make has exited:
+	// read until every process has closed it.
+	select {
+	case <-readDone:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the terminal stayed open after make ended:\n%s", out.String())
 	}
 	if !strings.Contains(out.String(), "stub: interrupted") || strings.Contains(out.String(), "***") {
 		t.Errorf("the interrupt did not end kagzi dev's stand-in cleanly, or make complained:\n%s", out.String())
