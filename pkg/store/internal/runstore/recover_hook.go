@@ -8,16 +8,12 @@ import (
 )
 
 // RecoverWorkerAsPicked runs RunsRecoverWorker's move as if its pick
-// had found the runs ids showing attempts (and the policy they have now),
-// for tests of a run that moved on between the two.
-func RecoverWorkerAsPicked(s *Runs, ctx context.Context, workerID uuid.UUID, ids []uuid.UUID, attempts []int32) ([]RecoveredRun, error) {
+// had found the runs ids showing attempts and retry policies (as stored,
+// JSON), for tests of a run that moved on between the two.
+func RecoverWorkerAsPicked(s *Runs, ctx context.Context, workerID uuid.UUID, ids []uuid.UUID, attempts []int32, policies [][]byte) ([]RecoveredRun, error) {
 	var c recoverCandidates
 	for i, id := range ids {
-		var raw []byte
-		if err := s.h.DB.QueryRow(ctx, `SELECT retry_policy FROM kagzi.workflow_runs WHERE run_id = $1`, id).Scan(&raw); err != nil {
-			return nil, err
-		}
-		if err := c.add(id, attempts[i], raw); err != nil {
+		if err := c.add(id, attempts[i], policies[i]); err != nil {
 			return nil, err
 		}
 	}
