@@ -2,9 +2,11 @@ package dispatcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kagzi/kagzi/internal/hops"
@@ -23,29 +25,26 @@ func (d *Dispatcher) deliver(p *parked, runs []store.ClaimedRun) {
 		d.repark(p)
 		return
 	}
-	msg := protocol.Delivery{WorkerID: p.req.WorkerID, Seq: p.req.Seq, Runs: make([]protocol.DeliveredRun, len(runs)), Limits: limits}
+	msg := protocol.Delivery{WorkerID: p.req.WorkerID, Seq: p.req.Seq, Runs: deliveredRuns(runs), Limits: limits}
 	spans := make([]trace.Span, len(runs))
-	for i := range runs {
-		msg.Runs[i] = deliveredRun(&runs[i])
-		// The attempt the delivery starts is a child of its dispatch span.
-		if tp := d.tel.startDispatch(d.ctx, &runs[i], p.req.WorkerID.String(), &spans[i]); tp != "" {
-			msg.Runs[i].TraceParent = tp
-		}
-	}
+	// The attempt the delivery starts is a child of its dispatch span.
+	d.tel.startDispatch(d.ctx, runs, msg.Runs, p.req.WorkerID, spans)
 	data, release, err := d.fit(&msg, p.enc, &runs)
-	d.tel.endDispatch(spans[len(runs):], errReleased)
-	spans = spans[:len(runs)]
+	if len(spans) > len(runs) {
+		endDispatch(spans[len(runs):], errReleased)
+		spans = spans[:len(runs)]
+	}
 	d.release(release)
 	if err != nil {
 		d.log.Error("delivery does not encode; releasing", "err", err)
-		d.tel.endDispatch(spans, err)
+		endDispatch(spans, err)
 		d.release(runs)
 		d.repark(p)
 		return
 	}
 	if data == nil {
 		// The one run left cannot be delivered at all; fit failed it.
-		d.tel.endDispatch(spans, errUndeliverable)
+		endDispatch(spans, errUndeliverable)
 		d.repark(p)
 		return
 	}
@@ -62,7 +61,7 @@ func (d *Dispatcher) deliver(p *parked, runs []store.ClaimedRun) {
 		}
 	}
 	reply, err := d.nc.RequestMsg(tracectx.Msg(hctx, p.reply, data), d.cfg.DeliveryTimeout)
-	d.tel.endDispatch(spans, err)
+	endDispatch(spans, err)
 	if err != nil {
 		d.log.Warn("delivery not acknowledged; releasing", "worker_id", p.req.WorkerID, "runs", len(runs), "err", err)
 		d.release(runs)
@@ -201,4 +200,26 @@ func (d *Dispatcher) release(runs []store.ClaimedRun) {
 		return
 	}
 	d.released.Add(n)
+}
+
+// Why dispatch spans ended without a delivery.
+var (
+	errReleased      = errors.New("released: the delivery had no room for the run")
+	errUndeliverable = errors.New("the run's history cannot be delivered")
+)
+
+// endDispatch ends dispatch spans, with err if the delivery failed. It
+// lives with the delivery, which alone ends them, rather than with the
+// instruments that started them.
+func endDispatch(spans []trace.Span, err error) {
+	for _, sp := range spans {
+		if sp == nil {
+			continue
+		}
+		if err != nil {
+			sp.RecordError(err)
+			sp.SetStatus(codes.Error, err.Error())
+		}
+		sp.End()
+	}
 }

@@ -14,6 +14,15 @@ import (
 // conversion copies each field by name, and a test fails when a field of
 // either type is added without being carried across.
 
+// deliveredRuns converts the runs of one delivery, in one call from it.
+func deliveredRuns(runs []store.ClaimedRun) []protocol.DeliveredRun {
+	out := make([]protocol.DeliveredRun, len(runs))
+	for i := range runs {
+		out[i] = deliveredRun(&runs[i])
+	}
+	return out
+}
+
 // deliveredRun converts one claimed run.
 func deliveredRun(c *store.ClaimedRun) protocol.DeliveredRun {
 	due, seq := c.DueAt, c.EventSeq

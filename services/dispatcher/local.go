@@ -45,20 +45,3 @@ func (d *Dispatcher) wakeLocal(w *protocol.Wakeup) {
 	}
 	d.onWakeupAt(w, d.hops.Now())
 }
-
-// handedOver reports whether w is the NATS copy of a wakeup the relay of
-// this process handed over already, forgetting it and any older one
-// whose copy never came.
-func (d *Dispatcher) handedOver(w *protocol.Wakeup) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for i, l := range d.local {
-		if l.key.ns == w.Namespace && l.key.queue == w.Queue && l.at.Equal(w.AvailableAt) {
-			n := copy(d.local, d.local[i+1:])
-			clear(d.local[n:])
-			d.local = d.local[:n]
-			return true
-		}
-	}
-	return false
-}

@@ -2,19 +2,19 @@ package dispatcher
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/kagzi/kagzi/internal/metricattr"
 	"github.com/kagzi/kagzi/internal/tracectx"
+	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
@@ -111,16 +111,6 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) *instrumen
 	return in
 }
 
-// flow records what flow control held back in a claim.
-func (in *instruments) flow(ctx context.Context, ns, queue string, st store.ClaimStats) {
-	if st.KeysFull > 0 {
-		in.keyLimited.Add(ctx, 1, in.queue(ns, queue))
-	}
-	if st.RateHeld > 0 {
-		in.rateHeld.Add(ctx, int64(st.RateHeld), in.queue(ns, queue))
-	}
-}
-
 // registerQueueDepth adds the queue gauges, read from Postgres in one
 // statement when metrics are collected (at most every 5 s), so an idle
 // system that nobody scrapes costs no statements: kagzi.queue.depth, the
@@ -187,12 +177,6 @@ func registerQueueDepth(mp metric.MeterProvider, st *store.Store, ctx func() con
 	return err
 }
 
-// Why dispatch spans ended without a delivery.
-var (
-	errReleased      = errors.New("released: the delivery had no room for the run")
-	errUndeliverable = errors.New("the run's history cannot be delivered")
-)
-
 // runAttrs are the span attributes naming a claimed run and its execution:
 // kagzi.execution counts the run's deliveries (its lease token: 1 for the
 // first, one more for every later one, after a sleep, a wait, a retry or a
@@ -212,20 +196,35 @@ func runAttrs(r *store.ClaimedRun, workerID string) trace.SpanStartOption {
 	)
 }
 
-// claimed records one claim statement: its latency, and a kagzi.claim span
-// in the trace of each run it claimed.
-func (in *instruments) claimed(ctx context.Context, ns, queue string, runs []store.ClaimedRun, workerID string, start, end time.Time) {
-	in.claimLatency.Record(ctx, float64(end.Sub(start))/float64(time.Millisecond), in.queue(ns, queue))
-	if !in.tracing {
-		return
+// claimRound records what one claim statement produced, in one call
+// from the claim loop: the runs flow control held back, the statement's
+// latency, a kagzi.claim span in the trace of each run it claimed, and
+// each run's dispatch latency (from due to claimed, at end). Every
+// measurement takes the claim's namespace and queue, which are those of
+// every run it returns.
+func (in *instruments) claimRound(ctx context.Context, ns, queue string, runs []store.ClaimedRun, st store.ClaimStats,
+	worker uuid.UUID, start, end time.Time) {
+	attrs := in.queue(ns, queue)
+	if st.KeysFull > 0 {
+		in.keyLimited.Add(ctx, 1, attrs)
+	}
+	if st.RateHeld > 0 {
+		in.rateHeld.Add(ctx, int64(st.RateHeld), attrs)
+	}
+	in.claimLatency.Record(ctx, float64(end.Sub(start))/float64(time.Millisecond), attrs)
+	if in.tracing && len(runs) > 0 {
+		workerID := worker.String()
+		for i := range runs {
+			r := &runs[i]
+			in.birthRoot(ctx, r, start)
+			_, span := in.tracer.Start(tracectx.WithTraceParent(ctx, r.TraceContext), "kagzi.claim "+r.Type,
+				trace.WithTimestamp(start), runAttrs(r, workerID),
+				trace.WithAttributes(attribute.Int("kagzi.claim.runs", len(runs))))
+			span.End(trace.WithTimestamp(end))
+		}
 	}
 	for i := range runs {
-		r := &runs[i]
-		in.birthRoot(ctx, r, start)
-		_, span := in.tracer.Start(tracectx.WithTraceParent(ctx, r.TraceContext), "kagzi.claim "+r.Type,
-			trace.WithTimestamp(start), runAttrs(r, workerID),
-			trace.WithAttributes(attribute.Int("kagzi.claim.runs", len(runs))))
-		span.End(trace.WithTimestamp(end))
+		in.dispatch.Record(ctx, float64(end.Sub(runs[i].DueAt))/float64(time.Millisecond), attrs)
 	}
 }
 
@@ -259,33 +258,28 @@ func (in *instruments) birthRoot(ctx context.Context, r *store.ClaimedRun, claim
 	}
 }
 
-// startDispatch opens the kagzi.dispatch span of one delivered run in its
-// trace, into *span, and returns the traceparent the worker's attempt span
-// takes as its parent ("" when tracing is off).
-func (in *instruments) startDispatch(ctx context.Context, r *store.ClaimedRun, workerID string, span *trace.Span) string {
+// startDispatch opens the kagzi.dispatch span of each run of a delivery
+// in its trace, into spans, and makes it the TraceParent of the run's
+// entry in delivered, so the worker's attempt span takes it as its parent
+// (left as it is when tracing is off). The delivery ends the spans itself
+// (endDispatch), so it enters this file once.
+func (in *instruments) startDispatch(ctx context.Context, runs []store.ClaimedRun, delivered []protocol.DeliveredRun,
+	worker uuid.UUID, spans []trace.Span) {
 	if !in.tracing {
-		return ""
+		return
 	}
-	sctx, sp := in.tracer.Start(tracectx.WithTraceParent(ctx, r.TraceContext), "kagzi.dispatch "+r.Type,
-		trace.WithSpanKind(trace.SpanKindProducer), runAttrs(r, workerID))
-	*span = sp
-	if !sp.SpanContext().IsValid() {
-		return ""
-	}
-	return tracectx.TraceParent(sctx)
-}
-
-// endDispatch ends dispatch spans, with err if the delivery failed.
-func (in *instruments) endDispatch(spans []trace.Span, err error) {
-	for _, sp := range spans {
-		if sp == nil {
+	workerID := worker.String()
+	for i := range runs {
+		r := &runs[i]
+		sctx, sp := in.tracer.Start(tracectx.WithTraceParent(ctx, r.TraceContext), "kagzi.dispatch "+r.Type,
+			trace.WithSpanKind(trace.SpanKindProducer), runAttrs(r, workerID))
+		spans[i] = sp
+		if !sp.SpanContext().IsValid() {
 			continue
 		}
-		if err != nil {
-			sp.RecordError(err)
-			sp.SetStatus(codes.Error, err.Error())
+		if tp := tracectx.TraceParent(sctx); tp != "" {
+			delivered[i].TraceParent = tp
 		}
-		sp.End()
 	}
 }
 
