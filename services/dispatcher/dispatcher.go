@@ -154,7 +154,10 @@ type Dispatcher struct {
 	malformed                                           *natsutil.Malformed
 	claims, claimed, released, applied, leaseLost       atomic.Int64
 	emptySkips, resyncs, reportTxs, deliveries, wakeups atomic.Int64
-	payloadReads, runsRefused, reruns                   atomic.Int64
+	// backlogReads counts Resync's reads in flight: what they find wakes
+	// queues after the Resync itself, which a test must wait out.
+	backlogReads                      atomic.Int32
+	payloadReads, runsRefused, reruns atomic.Int64
 }
 
 // New returns a dispatcher over st and nc, configured by cfg (as
@@ -319,7 +322,9 @@ func (d *Dispatcher) Resync() {
 		d.signal(q)
 	}
 	d.mu.Unlock()
-	d.life.Go(func() {
+	d.backlogReads.Add(1)
+	if !d.life.Go(func() {
+		defer d.backlogReads.Add(-1)
 		due, err := d.st.RunsQueuesDue(d.ctx)
 		if err != nil {
 			if d.ctx.Err() == nil {
@@ -330,7 +335,9 @@ func (d *Dispatcher) Resync() {
 		for _, qd := range due {
 			d.wake(qkey{qd.Namespace, qd.Queue}, qd.DueAt)
 		}
-	})
+	}) {
+		d.backlogReads.Add(-1)
+	}
 }
 
 func (d *Dispatcher) onRelayUp(m *nats.Msg) {

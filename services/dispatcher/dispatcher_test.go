@@ -120,6 +120,18 @@ func (e *env) remembersEmpty(types ...string) bool {
 	return q != nil && q.empty[sig] == q.gen
 }
 
+// quiet reports whether no read that could wake the test's queue is in
+// flight or armed: no backlog read, no next-due read, no timer.
+func (e *env) quiet() bool {
+	if e.d.backlogReads.Load() != 0 {
+		return false
+	}
+	e.d.mu.Lock()
+	defer e.d.mu.Unlock()
+	q := e.d.queues[qkey{tns, tqueue}]
+	return q != nil && !q.nextDue && q.timerAt.IsZero()
+}
+
 // waitFor waits until cond holds.
 func (e *env) waitFor(what string, cond func() bool) {
 	e.t.Helper()

@@ -59,6 +59,11 @@ func TestLocalRelayWakesOnce(t *testing.T) {
 
 	var ids []uuid.UUID
 	for i := 0; i < 3; i++ {
+		// Reads still in flight (the backlog read of the relay's
+		// announcement, the last empty claim's next-due read) would see the
+		// coming start and wake the queue a second time: a claim the
+		// handover did not cause.
+		e.waitFor("no read in flight", e.quiet)
 		id := e.run(nil, `{}`)
 		ids = append(ids, id)
 		got := w.next()

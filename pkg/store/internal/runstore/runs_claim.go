@@ -192,6 +192,45 @@ func (s *Runs) runsClaim(ctx context.Context, p RunsClaimParams, stats *ClaimSta
 	return scanClaimed(rows)
 }
 
+// claimRoute is what RunsClaim reads beside the plain claim: the requested
+// types with a concurrency limit, whether one of them has a per-key limit,
+// and whether a rate-keyed run is due.
+type claimRoute struct {
+	limited []string
+	keyed   bool
+	rateDue bool
+}
+
+// statement picks the claim statement for the route and its arguments.
+func (r claimRoute) statement(args pgx.NamedArgs) (*namedSQL, pgx.NamedArgs) {
+	switch {
+	case r.keyed || r.rateDue:
+		return runsClaimFlowSQL, args
+	case len(r.limited) > 0:
+		return runsClaimLimitedSQL, claimLimitedArgs(args, r.limited)
+	default:
+		return runsClaimSQL, args
+	}
+}
+
+// ClaimStats says what flow control held back in a claim.
+type ClaimStats struct {
+	// KeysFull is how many concurrency keys of the requested types had
+	// queued runs but no free slot under their per-key limit.
+	KeysFull int
+	// RateHeld is how many due runs the claim moved to a later window
+	// because their rate key's window was full.
+	RateHeld int
+}
+
+// RunsClaimStats is RunsClaim, also reporting what flow control held back
+// (zero when the claim did not take the flow path).
+func (s *Runs) RunsClaimStats(ctx context.Context, p RunsClaimParams) ([]ClaimedRun, ClaimStats, error) {
+	var st ClaimStats
+	runs, err := s.runsClaim(ctx, p, &st)
+	return runs, st, err
+}
+
 // scanClaimed reads the rows of a claim statement.
 func scanClaimed(rows pgx.Rows) ([]ClaimedRun, error) {
 	defer rows.Close()
