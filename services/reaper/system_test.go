@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"slices"
@@ -65,6 +66,12 @@ func startSystem(t *testing.T, setReaper func(*reaper.Config)) *system {
 // changes in the dispatchers' configuration.
 func startSystemWith(t *testing.T, setReaper func(*reaper.Config), setDispatcher func(*dispatcher.Config)) *system {
 	t.Helper()
+	return startSystemLogged(t, setReaper, setDispatcher, testLogger(t))
+}
+
+// startSystemLogged is startSystemWith, every service logging to log.
+func startSystemLogged(t *testing.T, setReaper func(*reaper.Config), setDispatcher func(*dispatcher.Config), log *slog.Logger) *system {
+	t.Helper()
 	url := testdb.New(t)
 	ns := testnats.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -82,7 +89,7 @@ func startSystemWith(t *testing.T, setReaper func(*reaper.Config), setDispatcher
 		setDispatcher(&dcfg)
 	}
 	srv, err := devserver.Start(ctx, devserver.Options{DatabaseURL: url, NATSURL: ns.URL(), Workers: -1,
-		Reaper: rcfg, Dispatcher: dcfg, Log: testLogger(t)})
+		Reaper: rcfg, Dispatcher: dcfg, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
