@@ -1,0 +1,672 @@
+package e2e_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/kagzi/kagzi/pkg/client"
+	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/pkg/store/dbadmin"
+	"github.com/kagzi/kagzi/pkg/store/migrate"
+	"github.com/kagzi/kagzi/pkg/worker"
+	"github.com/kagzi/kagzi/pkg/workflow"
+	"github.com/kagzi/kagzi/services/dispatcher"
+	"github.com/kagzi/kagzi/services/reaper"
+	workersvc "github.com/kagzi/kagzi/services/worker"
+	"github.com/kagzi/kagzi/tests/pgcluster"
+	"github.com/kagzi/kagzi/tests/testnats"
+)
+
+// The Postgres failover tests run the dispatcher, the reaper and the
+// scheduler as processes of their own, given a URL that lists a primary
+// and its streaming standby with target_session_attrs=read-write, as
+// README's "Postgres failover" tells operators to; a worker (NATS only)
+// and a client run in the test. Mid-load the primary crashes (immediate
+// shutdown: no checkpoint, every session cut) and the standby is
+// promoted. The services must ride through: their pools reconnect to the
+// new primary, the relay LISTENs there and announces itself (every
+// consumer reads its backlog again), the reaper is elected again.
+
+// envHAFull runs the long and heavy Postgres failover cases (make test-ha).
+const envHAFull = "KAGZI_HA_FULL"
+
+const (
+	// haRate is the pace of starts (runs per second) during the load.
+	haRate = 20
+	// haSteps is the number of steps of each run.
+	haSteps = 3
+	// haRecoveryMargin is how much longer than the fault (the failover
+	// from crash to promotion, or the stall) the engine may take to start
+	// and complete steps again.
+	haRecoveryMargin = 5 * time.Second
+)
+
+// haFull skips t unless KAGZI_HA_FULL is set.
+func haFull(t *testing.T) {
+	t.Helper()
+	if os.Getenv(envHAFull) == "" {
+		t.Skipf("a long Postgres fault case: set %s=1 (make test-ha) to run it", envHAFull)
+	}
+}
+
+// haTools skips t when the Postgres server binaries a throwaway cluster
+// and its standby need are not installed.
+func haTools(t *testing.T) {
+	t.Helper()
+	skipUnderAuth(t)
+	bin, err := pgcluster.Bindir()
+	if err != nil {
+		t.Skipf("no Postgres server binaries to run a throwaway primary and standby: %v", err)
+	}
+	for _, tool := range []string{"initdb", "pg_ctl", "pg_basebackup"} {
+		if _, err := os.Stat(filepath.Join(bin, tool)); err != nil {
+			t.Skipf("%s is missing from %s (install the postgresql server package)", tool, bin)
+		}
+	}
+}
+
+// haPair is a throwaway primary and, if asked for, its streaming standby.
+type haPair struct {
+	dir              string
+	primary, standby *pgcluster.Cluster
+	// admin is a store on the primary's kagzi database, for what the test
+	// reads and does besides the services.
+	admin *store.Store
+	// oldPort is where the primary listened.
+	oldPort int
+}
+
+// newHAPair starts a durable primary, a standby of it (synchronous if
+// sync: the primary waits for it on every commit) and a migrated kagzi
+// database. Both are stopped when t ends.
+func newHAPair(t *testing.T, ctx context.Context, standby, sync bool) *haPair {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "kagzi-ha-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	settings := append([]string(nil), pgcluster.Durable...)
+	if sync {
+		settings = append(settings, "synchronous_standby_names=kagzi_standby")
+	}
+	p := &haPair{dir: dir}
+	p.primary, err = pgcluster.Start(ctx, filepath.Join(dir, "primary"), pgcluster.Options{Settings: settings})
+	if err != nil {
+		t.Fatalf("throwaway primary: %v", err)
+	}
+	p.oldPort = p.primary.Port()
+	haStopAtEnd(t, p.primary)
+	if standby {
+		p.standby, err = p.primary.Standby(ctx, filepath.Join(dir, "standby"), pgcluster.StandbyOptions{Name: "kagzi_standby",
+			Settings: pgcluster.Durable})
+		if err != nil {
+			t.Fatalf("standby: %v", err)
+		}
+		haStopAtEnd(t, p.standby)
+	}
+	if err := dbadmin.DatabaseCreate(ctx, p.primary.AdminURL(), "kagzi", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrate.Up(ctx, p.url()); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := store.Connect(ctx, p.url())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	p.admin = store.New(pool, store.Options{})
+	if standby {
+		// The standby streams (and, if sync, is the one waited for).
+		waitUntil(t, 30*time.Second, "the standby to stream", func() bool {
+			streaming, synchronous, err := p.admin.ReplicationStandbys(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return streaming == 1 && (!sync || synchronous == 1)
+		})
+	}
+	return p
+}
+
+// haStopAtEnd stops c (immediately: nothing in it outlives the test) when
+// t ends.
+func haStopAtEnd(t *testing.T, c *pgcluster.Cluster) {
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = c.Kill(sctx) // an error: already stopped
+	})
+}
+
+// url is the multi-host URL of the kagzi database: the primary first, then
+// the standby, for a read-write session.
+func (p *haPair) url() string {
+	hosts := fmt.Sprintf("%s:%d", p.primary.Host(), p.oldPort)
+	if p.standby != nil {
+		hosts += fmt.Sprintf(",%s:%d", p.standby.Host(), p.standby.Port())
+	}
+	return "postgres://postgres@" + hosts + "/kagzi?sslmode=disable&target_session_attrs=read-write&connect_timeout=5"
+}
+
+// failover crashes the primary and promotes the standby; it returns when
+// the crash began and how long the failover took (until the standby
+// accepted writes).
+func (p *haPair) failover(t *testing.T, ctx context.Context) (time.Time, time.Duration) {
+	t.Helper()
+	at := time.Now()
+	if err := p.primary.Kill(ctx); err != nil {
+		t.Fatalf("crash the primary: %v", err)
+	}
+	if err := p.standby.Promote(ctx); err != nil {
+		t.Fatalf("promote the standby: %v", err)
+	}
+	return at, time.Since(at)
+}
+
+// haServices are the service processes on a pair, and the test's worker
+// and client.
+type haServices struct {
+	dispatcher, reaper, scheduler *child
+	cl                            *client.Client
+	rec                           *haRecorder
+}
+
+// startHAServices starts the services as processes, with url for both
+// their pooled and their session connections, and a worker and a client
+// in the test (the client's pool on url too).
+func startHAServices(t *testing.T, ctx context.Context, url string, nsrv *testnats.Server, extraEnv ...string) *haServices {
+	t.Helper()
+	env := append([]string{"KAGZI_DATABASE_URL=" + url, "KAGZI_DATABASE_SESSION_URL=" + url, "KAGZI_NATS_URL=" + nsrv.URL(),
+		"KAGZI_HTTP_ADDR=", "KAGZI_LOG_LEVEL=info", "KAGZI_WORKER_TIMEOUT=3s", "KAGZI_LEASE_GRACE=1s"}, extraEnv...)
+	s := &haServices{rec: newHARecorder()}
+	s.dispatcher = startChild(t, "dispatcher", env, "dispatcher")
+	s.reaper = startChild(t, "reaper", env, "reaper")
+	s.scheduler = startChild(t, "scheduler", env, "scheduler")
+	if _, err := s.dispatcher.await(ctx, "relay is leader", time.Time{}, 30*time.Second); err != nil {
+		t.Fatalf("dispatcher: %v", err)
+	}
+	if _, err := s.reaper.await(ctx, "reaper is leader", time.Time{}, 30*time.Second); err != nil {
+		t.Fatalf("reaper: %v", err)
+	}
+
+	wcfg := defaults[workersvc.Config](t)
+	wcfg.MaxConcurrency = 50
+	nc := nsrv.Connect(t, worker.Inbox(wcfg.Namespace, wcfg.Identity))
+	w, err := workersvc.New(wcfg, nc, nil, s.rec.register)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+
+	pool, err := store.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s.cl, err = client.NewFromStore(store.New(pool, store.Options{}), nsrv.Connect(t), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.cl.Close)
+	return s
+}
+
+// haRecorder counts the executions of each step and when steps started
+// and completed in the worker.
+type haRecorder struct {
+	mu       sync.Mutex
+	executed map[string]int // run/step → executions of its function
+	events   []time.Time    // step starts and completions
+}
+
+func newHARecorder() *haRecorder { return &haRecorder{executed: map[string]int{}} }
+
+// register adds workflow HA: haSteps steps, step i of input n returning
+// n*10+i; the output is their sum.
+func (r *haRecorder) register(w *worker.Worker) error {
+	return worker.Register(w, "HA", func(ctx workflow.Context, n int) (int, error) {
+		sum := 0
+		for i := 0; i < haSteps; i++ {
+			v, err := workflow.Step(ctx, fmt.Sprintf("s%d", i), func(sctx context.Context) (int, error) {
+				info, _ := workflow.StepInfoFrom(sctx)
+				r.mu.Lock()
+				r.executed[info.RunID+"/"+info.StepID]++
+				r.events = append(r.events, time.Now())
+				r.mu.Unlock()
+				// A little work, so that steps are in flight when
+				// Postgres fails.
+				time.Sleep(5 * time.Millisecond)
+				r.mu.Lock()
+				r.events = append(r.events, time.Now())
+				r.mu.Unlock()
+				return n*10 + i, nil
+			})
+			if err != nil {
+				return 0, err
+			}
+			sum += v
+		}
+		return sum, nil
+	})
+}
+
+// haOutput is the output of run HA of input n.
+func haOutput(n int) string { return fmt.Sprint(n*10*haSteps + haSteps*(haSteps-1)/2) }
+
+// reexecuted counts the steps whose function ran more than once.
+func (r *haRecorder) reexecuted() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, c := range r.executed {
+		if c > 1 {
+			n++
+		}
+	}
+	return n
+}
+
+// longestGap returns the longest time without a step starting or
+// completing between from and to, and when it began.
+func (r *haRecorder) longestGap(from, to time.Time) (time.Duration, time.Time) {
+	r.mu.Lock()
+	ev := append([]time.Time(nil), r.events...)
+	r.mu.Unlock()
+	sort.Slice(ev, func(i, j int) bool { return ev[i].Before(ev[j]) })
+	var gap time.Duration
+	var at time.Time
+	prev := from
+	for _, e := range ev {
+		if e.Before(from) || e.After(to) {
+			continue
+		}
+		if d := e.Sub(prev); d > gap {
+			gap, at = d, prev
+		}
+		prev = e
+	}
+	return gap, at
+}
+
+// haLoad starts runs of HA at haRate per second through the client, each
+// start on its own (a start that waits for Postgres holds up no other),
+// and keeps the acknowledged ones.
+type haLoad struct {
+	mu      sync.Mutex
+	acked   map[int]*client.Handle // input → handle
+	refused int                    // starts that returned an error
+	wg      sync.WaitGroup
+	begun   time.Time
+}
+
+// runHALoad starts runs for d in the background (wait waits for them).
+func runHALoad(ctx context.Context, cl *client.Client, d time.Duration) *haLoad {
+	l := &haLoad{acked: map[int]*client.Handle{}, begun: time.Now()}
+	l.wg.Add(1)
+	go l.run(ctx, cl, d)
+	return l
+}
+
+// run paces the starts for d.
+func (l *haLoad) run(ctx context.Context, cl *client.Client, d time.Duration) {
+	defer l.wg.Done()
+	tick := time.NewTicker(time.Second / haRate)
+	defer tick.Stop()
+	end := time.After(d)
+	for i := 0; ; i++ {
+		select {
+		case <-end:
+			return
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		l.wg.Add(1)
+		go func(i int) {
+			defer l.wg.Done()
+			sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			h, err := cl.Start(sctx, "HA", i, client.StartOptions{})
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if err != nil {
+				l.refused++
+				return
+			}
+			l.acked[i] = h
+		}(i)
+	}
+}
+
+// wait returns once every start returned (the load's duration has passed).
+func (l *haLoad) wait(t *testing.T, d time.Duration) {
+	t.Helper()
+	time.Sleep(time.Until(l.begun.Add(d))) // the load's own pace, not a synchronisation
+	l.wg.Wait()
+}
+
+// ackedCount is the number of acknowledged starts so far.
+func (l *haLoad) ackedCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.acked)
+}
+
+// haVerdict is what a fault did to the runs.
+type haVerdict struct {
+	acked, refused, lost, duplicates, failed, reexecuted int
+}
+
+// verify checks the acknowledged runs of l on the store st: a run found
+// must complete (within limit) with the output of its input and one
+// result per step; a run not found is lost. It returns the tally.
+func verify(t *testing.T, ctx context.Context, st *store.Store, cl *client.Client, l *haLoad, rec *haRecorder, limit time.Duration) haVerdict {
+	t.Helper()
+	l.mu.Lock()
+	acked := make(map[int]*client.Handle, len(l.acked))
+	for i, h := range l.acked {
+		acked[i] = h
+	}
+	v := haVerdict{acked: len(acked), refused: l.refused}
+	l.mu.Unlock()
+	var found []*client.Handle
+	for _, h := range acked {
+		if _, err := cl.Get(ctx, h.RunID); errors.Is(err, client.ErrNotFound) {
+			v.lost++
+			continue
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		found = append(found, h)
+	}
+	waitAll(t, found, limit)
+	for i, h := range acked {
+		r, err := cl.Get(ctx, h.RunID)
+		if errors.Is(err, client.ErrNotFound) {
+			continue
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != client.StatusCompleted {
+			v.failed++
+			t.Errorf("run %d: status %s (%s)", i, r.Status, r.Error)
+			continue
+		}
+		if got := strings.TrimSpace(string(r.Output)); got != haOutput(i) {
+			t.Errorf("run %d: output %s, want %s", i, got, haOutput(i))
+		}
+		ss, err := st.StepsList(ctx, r.Namespace, h.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		results := map[string]int{}
+		for _, s := range ss {
+			if s.IsLatest && s.Status == store.StepCompleted {
+				results[s.StepID]++
+			}
+		}
+		for j := 0; j < haSteps; j++ {
+			if n := results[fmt.Sprintf("s%d", j)]; n != 1 {
+				v.duplicates++
+				t.Errorf("run %d step s%d: %d completed results, want 1", i, j, n)
+			}
+		}
+	}
+	v.reexecuted = rec.reexecuted()
+	return v
+}
+
+// liveRuns lists the runs of st that have not finished.
+func liveRuns(t *testing.T, ctx context.Context, st *store.Store) []uuid.UUID {
+	t.Helper()
+	var ids []uuid.UUID
+	p := store.RunsListParams{Namespace: "default", Statuses: []store.RunStatus{store.StatusPending, store.StatusRunning, store.StatusSleeping}, Limit: 500}
+	for {
+		runs, next, err := st.RunsList(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range runs {
+			ids = append(ids, r.ID)
+		}
+		if next == nil {
+			return ids
+		}
+		p.After = next
+	}
+}
+
+// awaitNoLiveRuns fails t unless every run in st finishes within limit:
+// nothing wedges, acknowledged or not (a start whose acknowledgement was
+// lost with the primary may have committed).
+func awaitNoLiveRuns(t *testing.T, ctx context.Context, st *store.Store, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		live := liveRuns(t, ctx, st)
+		if len(live) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d runs still live %v after the fault (first %s)", len(live), limit, live[0])
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// haFailover is the body of the failover cases: load for loadFor, the
+// primary crashed (and the standby promoted) once a quarter of it went
+// by, and every acknowledged run checked.
+func haFailover(t *testing.T, sync bool, loadFor time.Duration) (*haPair, *haServices, *testnats.Server, haVerdict) {
+	t.Helper()
+	haTools(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	pair := newHAPair(t, ctx, true, sync)
+	nsrv := testnats.Start(t)
+	svc := startHAServices(t, ctx, pair.url(), nsrv)
+
+	load := runHALoad(ctx, svc.cl, loadFor)
+	want := int(loadFor.Seconds() * haRate / 4)
+	waitUntil(t, loadFor, "a quarter of the load to be acknowledged", func() bool { return load.ackedCount() >= want })
+	crash, took := pair.failover(t, ctx)
+	t.Logf("primary crashed with %d starts acknowledged; the standby accepted writes %.2f s later", load.ackedCount(), took.Seconds())
+
+	// Each leader is elected again on the new primary.
+	for _, e := range []struct {
+		c   *child
+		msg string
+	}{{svc.dispatcher, "relay is leader"}, {svc.reaper, "reaper is leader"}} {
+		at, err := e.c.await(ctx, e.msg, crash, took+30*time.Second)
+		if err != nil {
+			t.Fatalf("%s after the failover: %v", e.c.name, err)
+		}
+		t.Logf("%s: %q %.2f s after the crash", e.c.name, e.msg, at.Sub(crash).Seconds())
+	}
+
+	load.wait(t, loadFor)
+	v := verify(t, ctx, pair.admin, svc.cl, load, svc.rec, 60*time.Second)
+	awaitNoLiveRuns(t, ctx, pair.admin, 60*time.Second)
+	gap, gapAt := svc.rec.longestGap(load.begun, time.Now())
+	kind := map[bool]string{true: "sync", false: "async"}[sync]
+	t.Logf("%s failover %.2f s: %d starts acknowledged, %d refused; lost %d, duplicate results %d, failed %d, steps re-executed %d; "+
+		"longest gap in steps %.2f s (from %.2f s after the crash)",
+		kind, took.Seconds(), v.acked, v.refused, v.lost, v.duplicates, v.failed, v.reexecuted, gap.Seconds(), gapAt.Sub(crash).Seconds())
+	if bound := took + haRecoveryMargin; gap > bound {
+		t.Errorf("steps stopped for %v, want at most the failover's %v + %v", gap, took, haRecoveryMargin)
+	}
+	return pair, svc, nsrv, v
+}
+
+// TestHAPostgresSyncFailover crashes a primary whose commits wait for its
+// synchronous standby, mid-load, and promotes the standby: every start
+// the client acknowledged is on the standby, so every run completes, with
+// one result per step, and steps resume within the failover plus
+// haRecoveryMargin. A step may run again (its report was in flight when
+// the primary crashed): at-least-once steps; the count is logged.
+func TestHAPostgresSyncFailover(t *testing.T) {
+	loadFor := 6 * time.Second
+	if os.Getenv(envHAFull) != "" {
+		loadFor = 20 * time.Second
+	}
+	_, _, _, v := haFailover(t, true, loadFor)
+	if v.lost != 0 {
+		t.Errorf("%d acknowledged starts lost with a synchronous standby, want 0", v.lost)
+	}
+}
+
+// TestHAPostgresAsyncFailover is TestHAPostgresSyncFailover with an
+// asynchronous standby: what the primary acknowledged and had not yet
+// streamed is gone after the promotion (starts, step results,
+// completions). A start so lost is lost; a step result so lost runs the
+// step again once the run's lease expires. Nothing may wedge: every run
+// on the new primary completes, once per step.
+func TestHAPostgresAsyncFailover(t *testing.T) {
+	haFull(t)
+	haFailover(t, false, 20*time.Second)
+}
+
+// TestHAPostgresOldPrimaryReturns follows a synchronous failover with the
+// old primary's host coming back as a standby of the new primary (a fresh
+// base backup on the old port: read-only), first in every URL. Every
+// session the services open afterwards must skip it: their sessions are
+// ended on the new primary, so the pools, the relay and the reaper's
+// leader session connect again through a URL whose first host is now
+// read-only, and a new load must complete.
+func TestHAPostgresOldPrimaryReturns(t *testing.T) {
+	haFull(t)
+	pair, svc, _, _ := haFailover(t, true, 8*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	back, err := pair.standby.Standby(ctx, filepath.Join(pair.dir, "returned"), pgcluster.StandbyOptions{Name: "kagzi_old_primary",
+		Port: pair.oldPort, Settings: pgcluster.Durable})
+	if err != nil {
+		t.Fatalf("old primary back as a standby: %v", err)
+	}
+	haStopAtEnd(t, back)
+	// The URL's first host is now a standby.
+	ro, err := store.Connect(ctx, strings.Replace(back.AdminURL(), "/postgres?", "/kagzi?", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inRecovery, err := store.New(ro, store.Options{}).ServerInRecovery(ctx)
+	ro.Close()
+	if err != nil || !inRecovery {
+		t.Fatalf("the returned host is not a standby: in recovery %v, %v", inRecovery, err)
+	}
+
+	// Every session of the services on the new primary ends: they connect
+	// again, the read-only host first in their URL.
+	cut := time.Now()
+	if _, err := pair.admin.LockHolderTerminate(ctx, dispatcher.RelayLockKey); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pair.admin.LockHolderTerminate(ctx, reaper.LockKey); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []struct {
+		c   *child
+		msg string
+	}{{svc.dispatcher, "relay is leader"}, {svc.reaper, "reaper is leader"}} {
+		at, err := e.c.await(ctx, e.msg, cut, 30*time.Second)
+		if err != nil {
+			t.Fatalf("%s with the old primary back as a standby: %v", e.c.name, err)
+		}
+		t.Logf("%s: %q %.2f s after its session was ended", e.c.name, e.msg, at.Sub(cut).Seconds())
+	}
+	load := runHALoad(ctx, svc.cl, 5*time.Second)
+	load.wait(t, 5*time.Second)
+	v := verify(t, ctx, pair.admin, svc.cl, load, svc.rec, 60*time.Second)
+	if v.lost != 0 || v.refused != 0 {
+		t.Errorf("with the old primary back as a standby: %d starts refused, %d lost, want 0 and 0", v.refused, v.lost)
+	}
+	t.Logf("old primary back as a standby, first in the URL: %d runs started and completed", v.acked)
+}
+
+// haStall is the body of the slow-Postgres cases: load on one durable
+// cluster, stall applied once a quarter of it went by, every acknowledged
+// run checked, and steps resumed within the stall plus haRecoveryMargin.
+func haStall(t *testing.T, what string, stall func(ctx context.Context, pair *haPair) time.Duration) {
+	t.Helper()
+	haTools(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	pair := newHAPair(t, ctx, false, false)
+	nsrv := testnats.Start(t)
+	svc := startHAServices(t, ctx, pair.url(), nsrv)
+	const loadFor = 12 * time.Second
+	load := runHALoad(ctx, svc.cl, loadFor)
+	waitUntil(t, loadFor, "a quarter of the load to be acknowledged", func() bool { return load.ackedCount() >= int(loadFor.Seconds()*haRate/4) })
+	at := time.Now()
+	took := stall(ctx, pair)
+	load.wait(t, loadFor)
+	v := verify(t, ctx, pair.admin, svc.cl, load, svc.rec, 60*time.Second)
+	awaitNoLiveRuns(t, ctx, pair.admin, 30*time.Second)
+	gap, gapAt := svc.rec.longestGap(load.begun, time.Now())
+	t.Logf("%s for %.2f s: %d starts acknowledged, %d refused; lost %d, duplicate results %d, steps re-executed %d; "+
+		"longest gap in steps %.2f s (from %.2f s after the stall began)",
+		what, took.Seconds(), v.acked, v.refused, v.lost, v.duplicates, v.reexecuted, gap.Seconds(), gapAt.Sub(at).Seconds())
+	if v.lost != 0 || v.refused != 0 {
+		t.Errorf("%s: %d starts refused, %d acknowledged ones lost, want 0 and 0", what, v.refused, v.lost)
+	}
+	if bound := took + haRecoveryMargin; gap > bound {
+		t.Errorf("steps stopped for %v, want at most the stall's %v + %v", gap, took, haRecoveryMargin)
+	}
+}
+
+// haStallFor is how long the slow-Postgres cases stall it.
+const haStallFor = 2 * time.Second
+
+// TestHAPostgresLockStall holds an exclusive lock on the runs table for
+// haStallFor mid-load (a careless migration): starts, claims and reports
+// wait behind it; nothing is lost and steps resume once it goes.
+func TestHAPostgresLockStall(t *testing.T) {
+	haFull(t)
+	haStall(t, "runs table locked", func(ctx context.Context, pair *haPair) time.Duration {
+		at := time.Now()
+		if err := pair.admin.RunsHold(ctx, haStallFor); err != nil {
+			t.Fatalf("lock the runs table: %v", err)
+		}
+		return time.Since(at)
+	})
+}
+
+// TestHAPostgresIOStall stops every process of the server (SIGSTOP) for
+// haStallFor mid-load, as a stalled disk or a paused VM does: connections
+// stay open and nothing answers. Nothing is lost and steps resume once
+// it goes on (SIGCONT).
+func TestHAPostgresIOStall(t *testing.T) {
+	haFull(t)
+	haStall(t, "Postgres stopped", func(ctx context.Context, pair *haPair) time.Duration {
+		pids, err := pair.primary.Processes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now()
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGSTOP)
+		}
+		time.Sleep(haStallFor) // the fault's own duration
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+		return time.Since(at)
+	})
+}
