@@ -97,6 +97,10 @@ func newHAPair(t *testing.T, ctx context.Context, standby, sync bool) *haPair {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	// The clusters' directories below it belong to the postgres user.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	settings := append([]string(nil), pgcluster.Durable...)
 	if sync {
 		settings = append(settings, "synchronous_standby_names=kagzi_standby")
@@ -190,7 +194,7 @@ type haServices struct {
 func startHAServices(t *testing.T, ctx context.Context, url string, nsrv *testnats.Server, extraEnv ...string) *haServices {
 	t.Helper()
 	env := append([]string{"KAGZI_DATABASE_URL=" + url, "KAGZI_DATABASE_SESSION_URL=" + url, "KAGZI_NATS_URL=" + nsrv.URL(),
-		"KAGZI_HTTP_ADDR=", "KAGZI_LOG_LEVEL=info", "KAGZI_WORKER_TIMEOUT=3s", "KAGZI_LEASE_GRACE=1s"}, extraEnv...)
+		"KAGZI_HTTP_ADDR=", "KAGZI_LOG_LEVEL=info", "KAGZI_WORKER_TIMEOUT=3s", "KAGZI_FLUSH_INTERVAL=100ms", "KAGZI_LEASE_GRACE=1s"}, extraEnv...)
 	s := &haServices{rec: newHARecorder()}
 	s.dispatcher = startChild(t, "dispatcher", env, "dispatcher")
 	s.reaper = startChild(t, "reaper", env, "reaper")
@@ -493,7 +497,7 @@ func haFailover(t *testing.T, sync bool, loadFor time.Duration) (*haPair, *haSer
 		c   *child
 		msg string
 	}{{svc.dispatcher, "relay is leader"}, {svc.reaper, "reaper is leader"}} {
-		at, err := e.c.await(ctx, e.msg, crash, took+30*time.Second)
+		at, err := e.c.awaitSince(ctx, e.msg, crash, took+30*time.Second)
 		if err != nil {
 			t.Fatalf("%s after the failover: %v", e.c.name, err)
 		}
@@ -585,7 +589,7 @@ func TestHAPostgresOldPrimaryReturns(t *testing.T) {
 		c   *child
 		msg string
 	}{{svc.dispatcher, "relay is leader"}, {svc.reaper, "reaper is leader"}} {
-		at, err := e.c.await(ctx, e.msg, cut, 30*time.Second)
+		at, err := e.c.awaitSince(ctx, e.msg, cut, 30*time.Second)
 		if err != nil {
 			t.Fatalf("%s with the old primary back as a standby: %v", e.c.name, err)
 		}
@@ -669,4 +673,33 @@ func TestHAPostgresIOStall(t *testing.T) {
 		}
 		return time.Since(at)
 	})
+}
+
+// awaitSince returns when the child logs msg after after (what it logged
+// before, e.g. as the leader it was, does not count); it fails if the
+// child exits, or does not log it within limit.
+func (c *child) awaitSince(ctx context.Context, msg string, after time.Time, limit time.Duration) (time.Time, error) {
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	seen := 0
+	for {
+		c.mu.Lock()
+		lines, changed := c.lines[seen:], c.changed
+		seen = len(c.lines)
+		c.mu.Unlock()
+		for _, l := range lines {
+			if l.msg == msg && !l.at.Before(after) {
+				return l.at, nil
+			}
+		}
+		select {
+		case <-changed:
+		case <-c.exited:
+			return time.Time{}, fmt.Errorf("exited (%v) without logging %q", c.err, msg)
+		case <-timer.C:
+			return time.Time{}, fmt.Errorf("did not log %q within %v", msg, limit)
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		}
+	}
 }
