@@ -167,11 +167,27 @@ func (p *haPair) url() string {
 
 // failover crashes the primary and promotes the standby; it returns when
 // the crash began and how long the failover took (until the standby
-// accepted writes).
-func (p *haPair) failover(t *testing.T, ctx context.Context) (time.Time, time.Duration) {
+// accepted writes). With lag, the standby first falls behind for that
+// long: the primary's WAL sender is stopped (SIGSTOP), and the primary then
+// dies at once (SIGKILL of every process) with what it committed since
+// unsent, as an asynchronous standby lags behind a busy primary when it
+// crashes. Without, the primary stops in immediate mode.
+func (p *haPair) failover(t *testing.T, ctx context.Context, lag time.Duration) (time.Time, time.Duration) {
 	t.Helper()
+	crash := p.primary.Kill
+	if lag > 0 {
+		sender, err := p.primary.Process("walsender")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Kill(sender, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(lag) // the fault's own duration
+		crash = p.primary.Crash
+	}
 	at := time.Now()
-	if err := p.primary.Kill(ctx); err != nil {
+	if err := crash(ctx); err != nil {
 		t.Fatalf("crash the primary: %v", err)
 	}
 	if err := p.standby.Promote(ctx); err != nil {
@@ -477,20 +493,22 @@ func awaitNoLiveRuns(t *testing.T, ctx context.Context, st *store.Store, limit t
 // haFailover is the body of the failover cases: load for loadFor, the
 // primary crashed (and the standby promoted) once a quarter of it went
 // by, and every acknowledged run checked.
-func haFailover(t *testing.T, sync bool, loadFor time.Duration) (*haPair, *haServices, *testnats.Server, haVerdict) {
+func haFailover(t *testing.T, sync bool, loadFor time.Duration, lag time.Duration, env ...string) (*haPair, *haServices, *testnats.Server, haVerdict) {
 	t.Helper()
 	haTools(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
 	pair := newHAPair(t, ctx, true, sync)
 	nsrv := testnats.Start(t)
-	svc := startHAServices(t, ctx, pair.url(), nsrv)
+	svc := startHAServices(t, ctx, pair.url(), nsrv, env...)
 
 	load := runHALoad(ctx, svc.cl, loadFor)
 	want := int(loadFor.Seconds() * haRate / 4)
 	waitUntil(t, loadFor, "a quarter of the load to be acknowledged", func() bool { return load.ackedCount() >= want })
-	crash, took := pair.failover(t, ctx)
-	t.Logf("primary crashed with %d starts acknowledged; the standby accepted writes %.2f s later", load.ackedCount(), took.Seconds())
+	acked := load.ackedCount()
+	crash, took := pair.failover(t, ctx, lag)
+	t.Logf("primary crashed with %d starts acknowledged (%d before the standby lagged); the standby accepted writes %.2f s later",
+		load.ackedCount(), acked, took.Seconds())
 
 	// Each leader is elected again on the new primary.
 	for _, e := range []struct {
@@ -507,6 +525,7 @@ func haFailover(t *testing.T, sync bool, loadFor time.Duration) (*haPair, *haSer
 	load.wait(t, loadFor)
 	v := verify(t, ctx, pair.admin, svc.cl, load, svc.rec, 60*time.Second)
 	awaitNoLiveRuns(t, ctx, pair.admin, 60*time.Second)
+	t.Logf("every run on the new primary finished %.2f s after the crash", time.Since(crash).Seconds())
 	gap, gapAt := svc.rec.longestGap(load.begun, time.Now())
 	kind := map[bool]string{true: "sync", false: "async"}[sync]
 	t.Logf("%s failover %.2f s: %d starts acknowledged, %d refused; lost %d, duplicate results %d, failed %d, steps re-executed %d; "+
@@ -529,7 +548,7 @@ func TestHAPostgresSyncFailover(t *testing.T) {
 	if os.Getenv(envHAFull) != "" {
 		loadFor = 20 * time.Second
 	}
-	_, _, _, v := haFailover(t, true, loadFor)
+	_, _, _, v := haFailover(t, true, loadFor, 0)
 	if v.lost != 0 {
 		t.Errorf("%d acknowledged starts lost with a synchronous standby, want 0", v.lost)
 	}
@@ -543,7 +562,9 @@ func TestHAPostgresSyncFailover(t *testing.T) {
 // on the new primary completes, once per step.
 func TestHAPostgresAsyncFailover(t *testing.T) {
 	haFull(t)
-	haFailover(t, false, 20*time.Second)
+	// The runs whose completion is lost are held by no worker: they run
+	// again once their lease expires, so the lease is short here.
+	haFailover(t, false, 20*time.Second, 1500*time.Millisecond, "KAGZI_LEASE=10s")
 }
 
 // TestHAPostgresOldPrimaryReturns follows a synchronous failover with the
@@ -555,7 +576,7 @@ func TestHAPostgresAsyncFailover(t *testing.T) {
 // read-only, and a new load must complete.
 func TestHAPostgresOldPrimaryReturns(t *testing.T) {
 	haFull(t)
-	pair, svc, _, _ := haFailover(t, true, 8*time.Second)
+	pair, svc, _, _ := haFailover(t, true, 8*time.Second, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 

@@ -20,6 +20,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // Cluster is a running throwaway cluster.
@@ -201,6 +203,49 @@ func (c *Cluster) Promote(ctx context.Context) error {
 // with no checkpoint, as in a crash; what was not flushed is gone.
 func (c *Cluster) Kill(ctx context.Context) error {
 	return c.cmd(ctx, "pg_ctl", "-D", filepath.Join(c.dir, "data"), "-w", "-t", "60", "-m", "immediate", "stop")
+}
+
+// Crash kills every process of the server at once (SIGKILL), as a power
+// loss does: unlike Kill, no process sends anything more, not even the
+// WAL a standby has not received yet. It returns once they are gone.
+func (c *Cluster) Crash(ctx context.Context) error {
+	pids, err := c.Processes()
+	if err != nil {
+		return err
+	}
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	for _, pid := range pids {
+		for syscall.Kill(pid, 0) == nil {
+			if state, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); bytes.Contains(state, []byte(") Z ")) {
+				break // a zombie of a parent of its own (runuser), gone
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// Process returns the id of the server process whose title names role
+// (e.g. "walsender", "walreceiver", "checkpointer"), or an error if none
+// does.
+func (c *Cluster) Process(role string) (int, error) {
+	pids, err := c.Processes()
+	if err != nil {
+		return 0, err
+	}
+	for _, pid := range pids[1:] {
+		title, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err == nil && bytes.Contains(title, []byte(role)) {
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("pgcluster: no %s process", role)
 }
 
 // Host is the address the cluster listens on.
