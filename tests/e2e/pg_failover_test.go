@@ -545,7 +545,8 @@ func haFailover(t *testing.T, c haCase) (*haPair, *haServices, *testnats.Server,
 	t.Logf("primary crashed with %d starts acknowledged (%d before the standby lagged); the standby accepted writes %.2f s later",
 		load.ackedCount(), acked, took.Seconds())
 	// Runs whose function had returned before the crash, live on the new
-	// primary: their completion was lost (asynchronous standby only).
+	// primary: their completion was in flight, or committed on the old
+	// primary and lost with it (an asynchronous standby's lag).
 	var undone []uuid.UUID
 	svc.rec.mu.Lock()
 	for _, id := range liveRuns(t, ctx, pair.admin) {
@@ -581,10 +582,10 @@ func haFailover(t *testing.T, c haCase) (*haPair, *haServices, *testnats.Server,
 		}
 	}
 	if len(undone) > 0 {
-		t.Logf("%d runs completed before the crash were live again on the new primary; all completed again %.2f s after the crash",
+		t.Logf("%d runs whose function returned before the crash were live on the new primary; all completed %.2f s after the crash",
 			len(undone), redone.Sub(crash).Seconds())
 	} else {
-		t.Logf("no run completed before the crash was live again on the new primary")
+		t.Logf("no run whose function returned before the crash was live on the new primary")
 	}
 	gap, gapAt := svc.rec.longestGap(load.begun, time.Now())
 	kind := map[bool]string{true: "sync", false: "async"}[c.sync]
@@ -780,5 +781,104 @@ func (c *child) awaitSince(ctx context.Context, msg string, after time.Time, lim
 		case <-ctx.Done():
 			return time.Time{}, ctx.Err()
 		}
+	}
+}
+
+// envConsoleRuns sets the number of finished runs
+// TestHAPostgresReplicaConsole reads (default haConsoleRuns).
+const envConsoleRuns = "KAGZI_HA_CONSOLE_RUNS"
+
+// haConsoleRuns is the default history of TestHAPostgresReplicaConsole.
+const haConsoleRuns = 200_000
+
+// TestHAPostgresReplicaConsole times the console's run listing, its
+// counts and its queue statistics (the statements behind the runs page)
+// on a streaming standby and on its primary, over a history of finished
+// runs: what a console pointed at a replica costs, and whether the replica
+// answers as fast. A figure for the docs rather than a bound: it fails
+// only if the standby cannot answer or answers differently.
+func TestHAPostgresReplicaConsole(t *testing.T) {
+	haFull(t)
+	haTools(t)
+	runs := haConsoleRuns
+	if v := os.Getenv(envConsoleRuns); v != "" {
+		if _, err := fmt.Sscan(v, &runs); err != nil || runs < 1 {
+			t.Fatalf("%s=%q: want a positive number", envConsoleRuns, v)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	pair := newHAPair(t, ctx, true, false)
+	at := time.Now()
+	before := at.Add(-24 * time.Hour)
+	const chunk = 100_000
+	for from := 0; from < runs; from += chunk {
+		n := min(chunk, runs-from)
+		if _, err := pair.admin.RunsInsertFinished(ctx, store.RunsInsertFinishedParams{Namespace: "default", Queue: "default", Type: "Order",
+			From: int64(from), Count: int64(n), Before: before.Add(-time.Duration(from) * time.Millisecond)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%d finished runs inserted in %.1f s", runs, time.Since(at).Seconds())
+
+	replicaURL := fmt.Sprintf("postgres://postgres@%s:%d/kagzi?sslmode=disable", pair.standby.Host(), pair.standby.Port())
+	pool, err := store.Connect(ctx, replicaURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	replica := store.New(pool, store.Options{})
+	want, err := pair.admin.RunsCount(ctx, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Minute, "the standby to replay the history", func() bool {
+		got, err := replica.RunsCount(ctx, "default")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(got) == fmt.Sprint(want)
+	})
+
+	const repeat = 50
+	time1 := func(fn func() error) (p50, p99 time.Duration) {
+		if err := fn(); err != nil { // warm the caches
+			t.Fatal(err)
+		}
+		d := make([]time.Duration, repeat)
+		for i := range d {
+			at := time.Now()
+			if err := fn(); err != nil {
+				t.Fatal(err)
+			}
+			d[i] = time.Since(at)
+		}
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		return d[repeat/2], d[repeat*99/100]
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	for _, side := range []struct {
+		name string
+		st   *store.Store
+	}{{"primary", pair.admin}, {"standby", replica}} {
+		listP50, listP99 := time1(func() error {
+			_, _, err := side.st.RunsList(ctx, store.RunsListParams{Namespace: "default"})
+			return err
+		})
+		doneP50, doneP99 := time1(func() error {
+			_, _, err := side.st.RunsList(ctx, store.RunsListParams{Namespace: "default", Statuses: []store.RunStatus{store.StatusCompleted}, Type: "Order"})
+			return err
+		})
+		countP50, countP99 := time1(func() error {
+			_, err := side.st.RunsCount(ctx, "default")
+			return err
+		})
+		statsP50, statsP99 := time1(func() error {
+			_, err := side.st.RunsQueueStats(ctx, "default")
+			return err
+		})
+		t.Logf("%s, %d finished runs, p50/p99 of %d: run list first page %.2f/%.2f ms; completed of a type %.2f/%.2f ms; "+
+			"counts by status %.2f/%.2f ms; queue statistics %.2f/%.2f ms",
+			side.name, runs, repeat, ms(listP50), ms(listP99), ms(doneP50), ms(doneP99), ms(countP50), ms(countP99), ms(statsP50), ms(statsP99))
 	}
 }
