@@ -383,12 +383,8 @@ func (l *haLoad) run(ctx context.Context, cl *client.Client, d time.Duration) {
 	}
 }
 
-// wait returns once every start returned (the load's duration has passed).
-func (l *haLoad) wait(t *testing.T, d time.Duration) {
-	t.Helper()
-	time.Sleep(time.Until(l.begun.Add(d))) // the load's own pace, not a synchronisation
-	l.wg.Wait()
-}
+// wait returns once the load is over and every start returned.
+func (l *haLoad) wait() { l.wg.Wait() }
 
 // ackedCount is the number of acknowledged starts so far.
 func (l *haLoad) ackedCount() int {
@@ -572,7 +568,7 @@ func haFailover(t *testing.T, c haCase) (*haPair, *haServices, *testnats.Server,
 		t.Logf("%s: %q %.2f s after the crash", e.c.name, e.msg, at.Sub(crash).Seconds())
 	}
 
-	load.wait(t, loadFor)
+	load.wait()
 	v := verify(t, ctx, pair.admin, svc.cl, load, svc.rec, 60*time.Second, c.sync)
 	awaitNoLiveRuns(t, ctx, pair.admin, 60*time.Second)
 	var redone time.Time
@@ -680,7 +676,7 @@ func TestHAPostgresOldPrimaryReturns(t *testing.T) {
 	t.Logf("services started again, the old primary first in their URL: relay and reaper lead %.2f s after the start",
 		time.Since(again).Seconds())
 	load := runHALoad(ctx, svc.cl, 5*time.Second)
-	load.wait(t, 5*time.Second)
+	load.wait()
 	v := verify(t, ctx, pair.admin, svc.cl, load, svc.rec, 60*time.Second, true)
 	if v.lost != 0 || v.refused != 0 {
 		t.Errorf("with the old primary back as a standby: %d starts refused, %d lost, want 0 and 0", v.refused, v.lost)
@@ -704,7 +700,7 @@ func haStall(t *testing.T, what string, stall func(ctx context.Context, pair *ha
 	waitUntil(t, loadFor, "a quarter of the load to be acknowledged", func() bool { return load.ackedCount() >= int(loadFor.Seconds()*haRate/4) })
 	at := time.Now()
 	took := stall(ctx, pair)
-	load.wait(t, loadFor)
+	load.wait()
 	v := verify(t, ctx, pair.admin, svc.cl, load, svc.rec, 60*time.Second, true)
 	awaitNoLiveRuns(t, ctx, pair.admin, 30*time.Second)
 	gap, gapAt := svc.rec.longestGap(load.begun, time.Now())
