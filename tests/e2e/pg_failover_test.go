@@ -205,7 +205,9 @@ type haServices struct {
 
 // startHAServices starts the services as processes, with url for both
 // their pooled and their session connections, and a worker and a client
-// in the test (the client's pool on url too).
+// in the test (the client's pool on url too). The reaper declares a
+// worker dead after 3 s and releases the runs a live worker does not hold
+// after 1 s, unless extraEnv (which comes last, and wins) says otherwise.
 func startHAServices(t *testing.T, ctx context.Context, url string, nsrv *testnats.Server, extraEnv ...string) *haServices {
 	t.Helper()
 	env := append([]string{"KAGZI_DATABASE_URL=" + url, "KAGZI_DATABASE_SESSION_URL=" + url, "KAGZI_NATS_URL=" + nsrv.URL(),
@@ -629,8 +631,11 @@ func TestHAPostgresSyncFailover(t *testing.T) {
 func TestHAPostgresAsyncFailover(t *testing.T) {
 	haFull(t)
 	// Steps take long enough that runs claimed before the standby lagged
-	// report during the lag.
-	haFailover(t, haCase{loadFor: 20 * time.Second, lag: time.Second, work: 500 * time.Millisecond})
+	// report during the lag. The reaper runs with its defaults: the lease
+	// grace after which it releases the runs their live worker does not
+	// hold (10 s) is what the runs whose completion was lost wait for.
+	haFailover(t, haCase{loadFor: 20 * time.Second, lag: time.Second, work: 500 * time.Millisecond,
+		env: []string{"KAGZI_WORKER_TIMEOUT=6s", "KAGZI_FLUSH_INTERVAL=2s", "KAGZI_LEASE_GRACE=10s"}})
 }
 
 // TestHAPostgresOldPrimaryReturns follows a synchronous failover with the
