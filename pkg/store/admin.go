@@ -42,6 +42,10 @@ var (
 	lockHolderTerminateSQL     = stmt("LockHolderTerminate")
 	lockHolderTerminateIdleSQL = stmt("LockHolderTerminateIdle")
 	serverAutovacuumSQL        = stmt("ServerAutovacuum")
+	serverInRecoverySQL        = stmt("ServerInRecovery")
+	replicationStandbysSQL     = stmt("ReplicationStandbys")
+	runsLockExclusiveSQL       = stmt("RunsLockExclusive")
+	serverSleepSQL             = stmt("ServerSleep")
 )
 
 // LockSessions counts the sessions of the current database that hold and
@@ -83,4 +87,38 @@ func (s *Store) ServerAutovacuum(ctx context.Context) (bool, error) {
 	var on bool
 	err := serverAutovacuumSQL.QueryRowPos(ctx, s.h.DB).Scan(&on)
 	return on, mapErr("read autovacuum setting", err)
+}
+
+// ServerInRecovery reports whether the server is a standby (in recovery,
+// read-only): a URL listing it before the primary must ask for a
+// read-write session (target_session_attrs=read-write), or Kagzi's writes
+// fail on it.
+func (s *Store) ServerInRecovery(ctx context.Context) (bool, error) {
+	var on bool
+	err := serverInRecoverySQL.QueryRowPos(ctx, s.h.DB).Scan(&on)
+	return on, mapErr("read recovery state", err)
+}
+
+// ReplicationStandbys counts the standbys streaming from the server, and
+// those of them it waits for on commit (synchronous_standby_names): with
+// none of the latter, a commit it acknowledged may be missing on a
+// standby promoted after its crash.
+func (s *Store) ReplicationStandbys(ctx context.Context) (streaming, synchronous int, err error) {
+	err = replicationStandbysSQL.QueryRowPos(ctx, s.h.DB).Scan(&streaming, &synchronous)
+	return streaming, synchronous, mapErr("read replication state", err)
+}
+
+// RunsHold holds an exclusive lock on the runs table for d, in a
+// transaction of its own: every start, claim and report waits behind it,
+// as behind a long ALTER TABLE of a careless migration. Postgres is slow
+// rather than down; fault tests use it to show that nothing is lost and
+// that work resumes once the lock goes.
+func (s *Store) RunsHold(ctx context.Context, d time.Duration) error {
+	return s.InTx(ctx, func(tx *Store) error {
+		if _, err := runsLockExclusiveSQL.ExecPos(ctx, tx.h.DB); err != nil {
+			return mapErr("lock runs", err)
+		}
+		_, err := serverSleepSQL.Exec(ctx, tx.h.DB, pgx.NamedArgs{"ms": d.Milliseconds()})
+		return mapErr("hold runs", err)
+	})
 }

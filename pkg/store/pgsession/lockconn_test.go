@@ -2,7 +2,10 @@ package pgsession_test
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,4 +63,42 @@ func lockConn(t *testing.T, ctx context.Context, url string) *pgx.Conn {
 	}
 	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	return conn
+}
+
+// TestLockConnMultiHost checks that a leader's dedicated connection keeps
+// what a multi-host URL asks for, though it replaces the dialer: every
+// host is tried in turn (the first one here refuses), and each session is
+// checked for target_session_attrs (tests/e2e's TestHAPostgresOldPrimaryReturns
+// has a read-only host first).
+func TestLockConnMultiHost(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	base, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.HasPrefix(base.Host, "/") {
+		t.Skipf("the test database is reached over a Unix socket (%s): no second TCP host to list", base.Host)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	multi := fmt.Sprintf("postgres://%s@127.0.0.1:%d,%s/%s?sslmode=disable&target_session_attrs=read-write",
+		base.User, gone, net.JoinHostPort(base.Host, strconv.Itoa(int(base.Port))), base.Database)
+	cfg, err := pgsession.LockConnConfig(multi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Fallbacks) != 1 || cfg.ValidateConnect == nil {
+		t.Fatalf("%d fallback hosts and a session check %v, want 1 and one", len(cfg.Fallbacks), cfg.ValidateConnect != nil)
+	}
+	conn := lockConn(t, ctx, multi)
+	if got := conn.PgConn().Conn().RemoteAddr().(*net.TCPAddr).Port; got != int(base.Port) {
+		t.Errorf("connected to port %d, want the second host's %d", got, base.Port)
+	}
 }

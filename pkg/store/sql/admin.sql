@@ -19,3 +19,16 @@ WHERE l.locktype = 'advisory' AND l.granted AND l.database = (SELECT oid FROM pg
 
 -- name: ServerAutovacuum :one
 SELECT current_setting('autovacuum')::bool;
+
+-- name: ServerInRecovery :one
+SELECT pg_is_in_recovery();
+
+-- name: ReplicationStandbys :one
+SELECT count(*) FILTER (WHERE state = 'streaming'), count(*) FILTER (WHERE state = 'streaming' AND sync_state = 'sync')
+FROM pg_stat_replication;
+
+-- name: RunsLockExclusive :exec
+LOCK TABLE kagzi.workflow_runs IN ACCESS EXCLUSIVE MODE;
+
+-- name: ServerSleep :exec
+SELECT pg_sleep(@ms::float8 / 1000);
