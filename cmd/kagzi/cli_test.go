@@ -190,6 +190,7 @@ func TestUsageErrorsExit2BeforeConnecting(t *testing.T) {
 		{[]string{"run", "start", "Foo", "--input", "@/does/not/exist.json"}, "--input"},
 		{[]string{"schedule", "create", "Foo", "--cron", "* * * * *", "--input", "[1,"}, "--input is not valid JSON"},
 		{[]string{"event", "send", "order-1", "paid", "--data", "{"}, "--data is not valid JSON"},
+		{[]string{"event", "send", "order-1", "paid", "--payload", "{"}, "--payload is not valid JSON"},
 		{[]string{"run", "list", "--bogus"}, "unknown flag: --bogus"},
 		{[]string{"--bogus"}, "unknown flag"},
 		{[]string{"bogus"}, `unknown command "bogus"`},
@@ -680,8 +681,16 @@ func TestEventSend(t *testing.T) {
 	c.okJSON(&s, "run", "start", "Checkout", "--id", "cart-7")
 
 	// By external id, table output.
-	out := c.ok("event", "send", "cart-7", "paid", "--data", `{"amount": 1999}`)
+	out := c.ok("event", "send", "cart-7", "paid", "--payload", `{"amount": 1999}`)
 	mustContain(t, "event send", out, `"paid"`, s.RunID)
+
+	// --data, the payload's former name, still works and says so.
+	out, errOut, code := c.run("event", "send", "cart-7", "noted", "--data", `{"n": 1}`)
+	if code != 0 {
+		t.Fatalf("event send --data: exit %d: %s", code, errOut)
+	}
+	mustContain(t, "event send --data", out, `"noted"`)
+	mustContain(t, "event send --data's stderr", errOut, "--data has been deprecated, use --payload")
 
 	// By run id, JSON output.
 	var ev eventJSON
@@ -692,7 +701,7 @@ func TestEventSend(t *testing.T) {
 	}
 
 	// Unknown run: 1. Finished run: 1.
-	_, errOut := c.fails(cliutil.ExitFailed, "event", "send", "cart-unknown", "paid")
+	_, errOut = c.fails(cliutil.ExitFailed, "event", "send", "cart-unknown", "paid")
 	mustContain(t, "stderr", errOut, "not found")
 	c.ok("run", "cancel", s.RunID)
 	_, errOut = c.fails(cliutil.ExitFailed, "event", "send", s.RunID, "paid")
