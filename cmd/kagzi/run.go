@@ -362,8 +362,8 @@ anyway.`,
 				}
 				for _, s := range steps {
 					dur := "-"
-					if s.StartedAt != nil && s.FinishedAt != nil {
-						dur = cliutil.FmtDuration(s.FinishedAt.Sub(*s.StartedAt))
+					if began, ended := s.Span(); ended != nil {
+						dur = cliutil.FmtDuration(ended.Sub(began))
 					}
 					errMsg := cliutil.OneLine(s.Error, 80)
 					if errMsg == "" && s.ChildRunID != nil {

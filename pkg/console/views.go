@@ -177,8 +177,8 @@ func timeline(r *store.Run, steps []store.Step, now time.Time) []AttemptView {
 		end = *r.FinishedAt
 	}
 	for _, s := range steps {
-		if s.FinishedAt != nil && s.FinishedAt.After(end) {
-			end = *s.FinishedAt
+		if _, ended := s.Span(); ended != nil && ended.After(end) && !ended.After(now) {
+			end = *ended
 		}
 	}
 	span := float64(end.Sub(start))
@@ -201,13 +201,10 @@ func timeline(r *store.Run, steps []store.Step, now time.Time) []AttemptView {
 		v := StepView{StepID: s.StepID, Kind: string(s.Kind), Status: string(s.Status), Attempt: s.Attempt,
 			RunAttempt: s.RunAttempt, Error: s.Error, Output: pretty(s.Output), CreatedAt: s.CreatedAt,
 			StartedAt: s.StartedAt, FinishedAt: s.FinishedAt, RetryAt: s.RetryAt, ChildRunID: s.ChildRunID}
-		began := s.CreatedAt
-		if s.StartedAt != nil {
-			began = *s.StartedAt
-		}
+		began, until := s.Span()
 		ended := now
-		if s.FinishedAt != nil {
-			ended = *s.FinishedAt
+		if until != nil && until.Before(now) {
+			ended = *until
 		}
 		from := prevEnd
 		if began.Before(from) {
