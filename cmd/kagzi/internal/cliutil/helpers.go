@@ -86,3 +86,18 @@ func UsedName(cmd *cobra.Command, name string, former ...string) string {
 	}
 	return name
 }
+
+// Warn prints a warning on standard error: what the command did but the
+// user should know, on a line of its own so that --json output stays
+// whole.
+func Warn(cmd *cobra.Command, format string, args ...any) {
+	fmt.Fprintf(cmd.ErrOrStderr(), "Warning: "+format+"\n", args...)
+}
+
+// TypeAt is a workflow type as users write it: TYPE, or TYPE@VERSION.
+func TypeAt(typ, version string) string {
+	if version == "" {
+		return typ
+	}
+	return typ + "@" + version
+}
