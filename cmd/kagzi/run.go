@@ -269,8 +269,10 @@ type runShowJSON struct {
 	forkLinksJSON
 	// WorkersServing counts the live workers that serve a PENDING or
 	// SLEEPING run's type@version on its queue (absent for other runs).
-	WorkersServing *int               `json:"workers_serving,omitempty"`
-	Steps          []cliutil.StepJSON `json:"steps"`
+	WorkersServing *int `json:"workers_serving,omitempty"`
+	// Waiting says why a PENDING or SLEEPING run waits (store.RunsWaiting).
+	Waiting *waitingJSON       `json:"waiting,omitempty"`
+	Steps   []cliutil.StepJSON `json:"steps"`
 	// Events are the events sent to the run, oldest first; Unreceived
 	// counts those the run ended without receiving.
 	Events     []cliutil.RunEventJSON `json:"events"`
@@ -349,10 +351,24 @@ anyway.`,
 					return err
 				}
 				v.WorkersServing = &n
+				wt, ok, err := st.RunsWaiting(cmd.Context(), run.Namespace, run.ID)
+				if err != nil {
+					return err
+				}
+				if ok {
+					v.Waiting = &waitingJSON{Reason: string(wt.Reason), Until: cliutil.UTC(wt.Until), Detail: wt.Detail}
+				}
 			}
 			return a.Print(cmd, v, func(w io.Writer) {
 				runFields(w, run)
 				forkFields(w, links)
+				if v.Waiting != nil {
+					line := v.Waiting.Detail
+					if v.Waiting.Until != nil {
+						line += ", until " + cliutil.FmtTimeP(v.Waiting.Until)
+					}
+					fmt.Fprintf(w, "Waiting:\t%s\n", line)
+				}
 				if v.WorkersServing != nil {
 					fmt.Fprintf(w, "Workers:\t%s\n", servingLine(*v.WorkersServing, run))
 				}
@@ -546,6 +562,14 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// waitingJSON is why a run waits: store.Waiting.
+type waitingJSON struct {
+	// Reason is one of store's WaitReason values, e.g. rate_limited.
+	Reason string     `json:"reason"`
+	Until  *time.Time `json:"until,omitempty"`
+	Detail string     `json:"detail"`
 }
 
 // servingLine says who serves a waiting run.

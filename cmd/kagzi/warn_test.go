@@ -21,6 +21,15 @@ func TestStartOfUnservedTypeWarns(t *testing.T) {
 	}
 	mustContain(t, "start's stdout", out, "Started run")
 	mustContain(t, "start's stderr", errOut, "Warning: no live worker serves ProcesOrder on queue orders")
+	// run show says why the run waits.
+	id := uuidRE.FindString(out)
+	shown := c.ok("run", "show", id)
+	mustContain(t, "run show", shown, "Waiting:", "no live worker serves ProcesOrder on queue orders")
+	var sj runShowJSON
+	c.okJSON(&sj, "run", "show", id)
+	if sj.Waiting == nil || sj.Waiting.Reason != string(store.WaitNoWorker) {
+		t.Fatalf("run show --json: waiting %+v", sj.Waiting)
+	}
 	var s startJSON
 	c.okJSON(&s, "run", "start", "ProcesOrder", "--queue", "orders")
 	if len(s.Warnings) != 1 || !strings.Contains(s.Warnings[0], "no live worker serves ProcesOrder") {

@@ -137,6 +137,16 @@ type RunDetail struct {
 	// ConcurrencyKey and RateLimitKey are the run's flow control keys.
 	ConcurrencyKey string `json:"concurrency_key,omitempty"`
 	RateLimitKey   string `json:"rate_limit_key,omitempty"`
+	// Waiting says why a PENDING or SLEEPING run waits.
+	Waiting *WaitingView `json:"waiting,omitempty"`
+}
+
+// WaitingView is why a run waits (store.Waiting).
+type WaitingView struct {
+	// Reason is one of store's WaitReason values, e.g. rate_limited.
+	Reason string     `json:"reason"`
+	Until  *time.Time `json:"until,omitempty"`
+	Detail string     `json:"detail"`
 }
 
 // pretty indents a JSON payload for display; other bytes are shown as is.
