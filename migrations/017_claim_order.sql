@@ -28,7 +28,7 @@ DROP INDEX IF EXISTS kagzi.workflow_runs_claim_idx;
 -- order, begun runs first within a priority, and read the new index.
 -- Across keys the order stays the round-robin rank, then priority, then
 -- age. The rest of the function is 013's.
--- kagzi:function claim_flow sha256:92cfe392823f33bc
+-- kagzi:function claim_flow
 
 ---- create above / drop below ----
 

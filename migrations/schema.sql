@@ -257,8 +257,12 @@ BEGIN
         END IF;
         CONTINUE WHEN r_free[i] > n;
         -- The window is full: move the key's due runs to the windows ahead.
+        -- rate_due_at keeps when the run was due before any window held
+        -- it, so that changing or removing the limit gives it back
+        -- (store.RateLimitsSet, RateLimitsDelete).
         UPDATE kagzi.workflow_runs r SET
-            available_at = r_end[i] + ((h.rn - 1) / r_max[i]) * r_period[i] * interval '1 millisecond'
+            available_at = r_end[i] + ((h.rn - 1) / r_max[i]) * r_period[i] * interval '1 millisecond',
+            rate_due_at = coalesce(r.rate_due_at, r.available_at)
         FROM (
             SELECT z.run_id AS id, row_number() OVER (ORDER BY z.priority DESC, z.available_at) AS rn FROM (
                 SELECT w.run_id, w.priority, w.available_at FROM kagzi.workflow_runs w
@@ -659,6 +663,7 @@ CREATE TABLE kagzi.workflow_runs (
     input bytea,
     output bytea,
     event_seq bigint DEFAULT 0 NOT NULL,
+    rate_due_at timestamp with time zone,
     CONSTRAINT workflow_runs_attempts_check CHECK ((attempts >= 0)),
     CONSTRAINT workflow_runs_fire_check CHECK (((schedule_fire_at IS NULL) OR (cron_expr IS NULL))),
     CONSTRAINT workflow_runs_max_catchup_check CHECK (((max_catchup IS NULL) OR (max_catchup >= 0))),
@@ -808,6 +813,10 @@ CREATE INDEX workflow_runs_list_idx ON kagzi.workflow_runs USING btree (namespac
 -- Name: workflow_runs_parent_idx; Type: INDEX; Schema: kagzi; Owner: -
 
 CREATE INDEX workflow_runs_parent_idx ON kagzi.workflow_runs USING btree (parent_run_id) WHERE (parent_run_id IS NOT NULL);
+
+-- Name: workflow_runs_rate_held_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX workflow_runs_rate_held_idx ON kagzi.workflow_runs USING btree (namespace_id, rate_key) WHERE (rate_due_at IS NOT NULL);
 
 -- Name: workflow_runs_running_key_idx; Type: INDEX; Schema: kagzi; Owner: -
 

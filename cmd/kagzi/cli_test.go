@@ -190,6 +190,7 @@ func TestUsageErrorsExit2BeforeConnecting(t *testing.T) {
 		{[]string{"run", "start", "Foo", "--input", "@/does/not/exist.json"}, "--input"},
 		{[]string{"schedule", "create", "Foo", "--cron", "* * * * *", "--input", "[1,"}, "--input is not valid JSON"},
 		{[]string{"event", "send", "order-1", "paid", "--data", "{"}, "--data is not valid JSON"},
+		{[]string{"event", "send", "order-1", "paid", "--payload", "{"}, "--payload is not valid JSON"},
 		{[]string{"run", "list", "--bogus"}, "unknown flag: --bogus"},
 		{[]string{"--bogus"}, "unknown flag"},
 		{[]string{"bogus"}, `unknown command "bogus"`},
@@ -467,11 +468,16 @@ func TestRunShowTimeline(t *testing.T) {
 	l := store.Lease{Namespace: "default", RunID: claimed[0].ID, Token: claimed[0].LeaseToken}
 	t0 := time.Now().Add(-3 * time.Second)
 	t1, t2, t3 := t0.Add(1500*time.Millisecond), t0.Add(2*time.Second), t0.Add(2250*time.Millisecond)
+	t4 := t3.Add(42 * time.Second) // a sleep's wake time, ahead
+	wake, _ := json.Marshal(t4)
 	for _, p := range []store.StepsRecordParams{
 		{Lease: l, StepID: "fetch", Attempt: 1, Kind: store.StepFunction, Status: store.StepFailed,
 			Error: "connection reset by peer", StartedAt: &t0, FinishedAt: &t1},
 		{Lease: l, StepID: "fetch", Attempt: 2, Kind: store.StepFunction, Status: store.StepCompleted,
 			Output: []byte(`{"rows": 3}`), StartedAt: &t2, FinishedAt: &t3},
+		// A sleep is recorded as it starts, its wake time its output.
+		{Lease: l, StepID: "nap", Attempt: 1, Kind: store.StepSleep, Status: store.StepCompleted,
+			Output: wake, StartedAt: &t3, FinishedAt: &t3},
 	} {
 		if err := st.StepsRecord(ctx, p); err != nil {
 			t.Fatalf("record step: %v", err)
@@ -480,10 +486,10 @@ func TestRunShowTimeline(t *testing.T) {
 
 	out := c.ok("run", "show", s.RunID)
 	mustContain(t, "run show", out, "RUNNING", "STEP", "KIND", "ATTEMPT", "DURATION", "ERROR",
-		"fetch", "FUNCTION", "FAILED", "1.5s", "connection reset by peer", "COMPLETED", "250ms")
+		"fetch", "FUNCTION", "FAILED", "1.5s", "connection reset by peer", "COMPLETED", "250ms", "nap", "SLEEP", "42s")
 	var shown runShowJSON
 	c.okJSON(&shown, "run", "show", s.RunID)
-	if len(shown.Steps) != 2 {
+	if len(shown.Steps) != 3 || shown.Steps[2].DurationMS == nil || *shown.Steps[2].DurationMS != 42000 {
 		t.Fatalf("steps: %+v", shown.Steps)
 	}
 	a1, a2 := shown.Steps[0], shown.Steps[1]
@@ -680,8 +686,16 @@ func TestEventSend(t *testing.T) {
 	c.okJSON(&s, "run", "start", "Checkout", "--id", "cart-7")
 
 	// By external id, table output.
-	out := c.ok("event", "send", "cart-7", "paid", "--data", `{"amount": 1999}`)
+	out := c.ok("event", "send", "cart-7", "paid", "--payload", `{"amount": 1999}`)
 	mustContain(t, "event send", out, `"paid"`, s.RunID)
+
+	// --data, the payload's former name, still works and says so.
+	out, errOut, code := c.run("event", "send", "cart-7", "noted", "--data", `{"n": 1}`)
+	if code != 0 {
+		t.Fatalf("event send --data: exit %d: %s", code, errOut)
+	}
+	mustContain(t, "event send --data", out, `"noted"`)
+	mustContain(t, "event send --data's stderr", errOut, "--data has been deprecated, use --payload")
 
 	// By run id, JSON output.
 	var ev eventJSON
@@ -692,7 +706,7 @@ func TestEventSend(t *testing.T) {
 	}
 
 	// Unknown run: 1. Finished run: 1.
-	_, errOut := c.fails(cliutil.ExitFailed, "event", "send", "cart-unknown", "paid")
+	_, errOut = c.fails(cliutil.ExitFailed, "event", "send", "cart-unknown", "paid")
 	mustContain(t, "stderr", errOut, "not found")
 	c.ok("run", "cancel", s.RunID)
 	_, errOut = c.fails(cliutil.ExitFailed, "event", "send", s.RunID, "paid")

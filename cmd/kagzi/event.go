@@ -20,7 +20,7 @@ func newEventCmd(a *cliutil.App) *cobra.Command {
 		Use:     "event",
 		Aliases: []string{"events"},
 		Short:   "Send events to runs waiting for them",
-		Example: `  kagzi event send order-42 payment-received --data '{"amount": 1999}'`,
+		Example: `  kagzi event send order-42 payment-received --payload '{"amount": 1999}'`,
 	})
 	c.AddCommand(newEventSendCmd(a), newEventSendWithStartCmd(a))
 	return c
@@ -51,14 +51,14 @@ wakes at once; any other live run gets it when it next waits for it. Sending
 to a finished run fails (exit 1).
 
 An argument that parses as a UUID is taken as a run id; add --external-id to
-take it as an external id anyway. --data takes inline JSON, @FILE to read a
-file, or - for stdin.`,
+take it as an external id anyway. --payload takes inline JSON, @FILE to read a
+file, or - for stdin (--data, its former name, still works and is deprecated).`,
 		Example: `  kagzi event send 0190c5f2-7a4e-7b1c-9d1e-2f3a4b5c6d7e approved
-  kagzi event send order-42 payment-received --data '{"amount": 1999}'
-  kagzi event send --external-id 3f0e2c1a-0000-4000-8000-000000000000 done --data @result.json`,
+  kagzi event send order-42 payment-received --payload '{"amount": 1999}'
+  kagzi event send --external-id 3f0e2c1a-0000-4000-8000-000000000000 done --payload @result.json`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			body, err := cliutil.ReadJSON(cmd, "data", data)
+			body, err := cliutil.ReadJSON(cmd, cliutil.UsedName(cmd, "payload", "data"), data)
 			if err != nil {
 				return err
 			}
@@ -97,7 +97,8 @@ file, or - for stdin.`,
 			})
 		},
 	}
-	c.Flags().StringVar(&data, "data", "", "event data: JSON, @FILE, or - for stdin (default null)")
+	c.Flags().StringVar(&data, "payload", "", "the event's payload: JSON, @FILE, or - for stdin (default null)")
+	cliutil.DeprecatedAlias(c.Flags(), &data, "data", "payload")
 	c.Flags().BoolVar(&byExternal, "external-id", false, "take the first argument as an external id even if it looks like a UUID")
 	return c
 }

@@ -43,6 +43,9 @@ func newRunCmd(a *cliutil.App) *cobra.Command {
 type startJSON struct {
 	RunID   string `json:"run_id"`
 	Created bool   `json:"created"`
+	// Warnings are the start's (client.Handle.Warnings), also printed on
+	// standard error.
+	Warnings []string `json:"warnings,omitempty"`
 	// Run is the finished run, with --wait.
 	Run *cliutil.RunJSON `json:"run,omitempty"`
 }
@@ -54,6 +57,7 @@ func newRunStartCmd(a *cliutil.App) *cobra.Command {
 		priority                          int
 		deadline, timeout                 time.Duration
 		wait, requireWorker               bool
+		progressEvery                     time.Duration
 		flow                              flowFlags
 	)
 	c := &cobra.Command{
@@ -122,7 +126,10 @@ with the id is terminated and the new one started). A refused start exits 1.`,
 			if err != nil {
 				return err
 			}
-			res := startJSON{RunID: h.RunID.String(), Created: h.Created}
+			res := startJSON{RunID: h.RunID.String(), Created: h.Created, Warnings: h.Warnings}
+			for _, w := range h.Warnings {
+				cliutil.Warn(cmd, "%s", w)
+			}
 			out := cmd.OutOrStdout()
 			if !a.JSON {
 				switch {
@@ -146,11 +153,7 @@ with the id is terminated and the new one started). A refused start exits 1.`,
 				wctx, cancel = context.WithTimeout(ctx, timeout)
 				defer cancel()
 			}
-			run, err := cl.Wait(wctx, h.RunID)
-			// A run that continued as new goes on as its successor.
-			for err == nil && run.ContinuedAs != nil {
-				run, err = cl.Wait(wctx, *run.ContinuedAs)
-			}
+			run, err := waitSaying(wctx, cmd, a, cl, h.RunID, progressEvery)
 			if err != nil {
 				if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 					return fmt.Errorf("timed out after %s waiting for run %s, which goes on; follow it with `kagzi run show %s`",
@@ -183,8 +186,10 @@ with the id is terminated and the new one started). A refused start exits 1.`,
 	f.StringVar(&version, "version", "", "workflow version to pin (default: the version of the first worker that claims it)")
 	f.IntVar(&priority, "priority", 0, "priority; higher is claimed first")
 	cliutil.DurationVar(f, &deadline, "deadline", 0, 0, "fail the run if it has not finished within this duration, e.g. 1h")
-	f.BoolVar(&wait, "wait", false, "wait for the run to end and print its result (needs NATS)")
+	f.BoolVar(&wait, "wait", false, "wait for the run to end and print its result (needs NATS); says on stderr every 10s what it waits for")
 	cliutil.DurationVar(f, &timeout, "timeout", 0, 0, "with --wait, give up waiting after this duration (the run goes on)")
+	f.DurationVar(&progressEvery, "wait-progress", 10*time.Second, "how often --wait says what it waits for")
+	_ = f.MarkHidden("wait-progress")
 	f.BoolVar(&requireWorker, "require-worker", false, "refuse the start if no live worker serves the type (and version) on the queue")
 	flow.register(f)
 	f.StringVar(&concurrencyKey, "concurrency-key", "", "key the type's per-key limit counts the run under (kagzi limit set --per-key)")
@@ -264,8 +269,10 @@ type runShowJSON struct {
 	forkLinksJSON
 	// WorkersServing counts the live workers that serve a PENDING or
 	// SLEEPING run's type@version on its queue (absent for other runs).
-	WorkersServing *int               `json:"workers_serving,omitempty"`
-	Steps          []cliutil.StepJSON `json:"steps"`
+	WorkersServing *int `json:"workers_serving,omitempty"`
+	// Waiting says why a PENDING or SLEEPING run waits (store.RunsWaiting).
+	Waiting *waitingJSON       `json:"waiting,omitempty"`
+	Steps   []cliutil.StepJSON `json:"steps"`
 	// Events are the events sent to the run, oldest first; Unreceived
 	// counts those the run ended without receiving.
 	Events     []cliutil.RunEventJSON `json:"events"`
@@ -344,10 +351,24 @@ anyway.`,
 					return err
 				}
 				v.WorkersServing = &n
+				wt, ok, err := st.RunsWaiting(cmd.Context(), run.Namespace, run.ID)
+				if err != nil {
+					return err
+				}
+				if ok {
+					v.Waiting = &waitingJSON{Reason: string(wt.Reason), Until: cliutil.UTC(wt.Until), Detail: wt.Detail}
+				}
 			}
 			return a.Print(cmd, v, func(w io.Writer) {
 				runFields(w, run)
 				forkFields(w, links)
+				if v.Waiting != nil {
+					line := v.Waiting.Detail
+					if v.Waiting.Until != nil {
+						line += ", until " + cliutil.FmtTimeP(v.Waiting.Until)
+					}
+					fmt.Fprintf(w, "Waiting:\t%s\n", line)
+				}
 				if v.WorkersServing != nil {
 					fmt.Fprintf(w, "Workers:\t%s\n", servingLine(*v.WorkersServing, run))
 				}
@@ -362,8 +383,8 @@ anyway.`,
 				}
 				for _, s := range steps {
 					dur := "-"
-					if s.StartedAt != nil && s.FinishedAt != nil {
-						dur = cliutil.FmtDuration(s.FinishedAt.Sub(*s.StartedAt))
+					if began, ended := s.Span(); ended != nil {
+						dur = cliutil.FmtDuration(ended.Sub(began))
 					}
 					errMsg := cliutil.OneLine(s.Error, 80)
 					if errMsg == "" && s.ChildRunID != nil {
@@ -541,6 +562,14 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// waitingJSON is why a run waits: store.Waiting.
+type waitingJSON struct {
+	// Reason is one of store's WaitReason values, e.g. rate_limited.
+	Reason string     `json:"reason"`
+	Until  *time.Time `json:"until,omitempty"`
+	Detail string     `json:"detail"`
 }
 
 // servingLine says who serves a waiting run.

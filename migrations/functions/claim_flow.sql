@@ -177,8 +177,12 @@ BEGIN
         END IF;
         CONTINUE WHEN r_free[i] > n;
         -- The window is full: move the key's due runs to the windows ahead.
+        -- rate_due_at keeps when the run was due before any window held
+        -- it, so that changing or removing the limit gives it back
+        -- (store.RateLimitsSet, RateLimitsDelete).
         UPDATE kagzi.workflow_runs r SET
-            available_at = r_end[i] + ((h.rn - 1) / r_max[i]) * r_period[i] * interval '1 millisecond'
+            available_at = r_end[i] + ((h.rn - 1) / r_max[i]) * r_period[i] * interval '1 millisecond',
+            rate_due_at = coalesce(r.rate_due_at, r.available_at)
         FROM (
             SELECT z.run_id AS id, row_number() OVER (ORDER BY z.priority DESC, z.available_at) AS rn FROM (
                 SELECT w.run_id, w.priority, w.available_at FROM kagzi.workflow_runs w

@@ -105,6 +105,9 @@ type Client struct {
 	tracer    trace.Tracer
 	started   metric.Int64Counter
 	debounced metric.Int64Counter
+	// served is what the client last read of which types live workers
+	// serve, for Handle.Warnings.
+	served served
 }
 
 // NewFromStore returns a client over a store the caller already holds (the
@@ -242,6 +245,13 @@ type Handle struct {
 	// run with the same external id, or the open debounced run the start
 	// merged into (StartOptions.Debounce).
 	Created bool
+	// Warnings are what a caller should know of a start that was not
+	// refused: that no live worker serves the run's type on its queue, so
+	// it waits PENDING until one registers (StartOptions.RequireWorker
+	// refuses such a start). Whether a type is served is read at most
+	// every few seconds per type, so a worker that just registered or left
+	// may not show yet.
+	Warnings []string
 }
 
 func (c *Client) params(typ string, input any, o StartOptions) (store.RunsCreateParams, error) {
@@ -346,7 +356,7 @@ func (c *Client) start(ctx context.Context, st *store.Store, typ string, input a
 	} else if p.Debounce != nil {
 		c.countDebounced(ctx, 1, p.Queue, p.Type)
 	}
-	return &Handle{c: c, RunID: run.ID, Created: created}, nil
+	return &Handle{c: c, RunID: run.ID, Created: created, Warnings: c.warnings(ctx, st, p)}, nil
 }
 
 // startSpan opens the root span of a run's trace (under the caller's span
@@ -407,7 +417,7 @@ func (c *Client) StartMany(ctx context.Context, reqs []StartRequest) ([]*Handle,
 	type key struct{ queue, typ string }
 	created, debounced := map[key]int64{}, map[key]int64{}
 	for i, r := range res {
-		out[i] = &Handle{c: c, RunID: r.RunID, Created: r.Created}
+		out[i] = &Handle{c: c, RunID: r.RunID, Created: r.Created, Warnings: c.warnings(ctx, c.st, ps[i])}
 		if r.Created {
 			created[key{ps[i].Queue, ps[i].Type}]++
 		} else if ps[i].Debounce != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
@@ -16,9 +17,10 @@ import (
 )
 
 type fixture struct {
-	st *store.Store
-	cl *client.Client
-	ns *testnats.Server
+	pool *pgxpool.Pool
+	st   *store.Store
+	cl   *client.Client
+	ns   *testnats.Server
 }
 
 func setup(t *testing.T) *fixture {
@@ -31,7 +33,7 @@ func setup(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	return &fixture{st: st, cl: cl, ns: ns}
+	return &fixture{pool: pool, st: st, cl: cl, ns: ns}
 }
 
 // finish claims and completes a run as a worker would, through the store.

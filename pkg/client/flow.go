@@ -81,7 +81,9 @@ const MaxRatePeriod = store.MaxRatePeriod
 // milliseconds, at most MaxRatePeriod). Windows are fixed and aligned to the Unix epoch: no
 // window holds more than limit claims, so any interval of one period
 // holds at most twice limit. Runs the limit holds back wait, without
-// polling, until the window that has room for them.
+// polling, until the window that has room for them. Setting the limit
+// again (or removing it) gives the runs it held their due time back, and
+// the new limit spreads them again (RateLimit.Released counts them).
 func (c *Client) SetRateLimit(ctx context.Context, key string, limit int, period time.Duration) (*RateLimit, error) {
 	r, err := c.st.RateLimitsSet(ctx, c.ns, key, limit, period)
 	if err != nil {
@@ -92,9 +94,11 @@ func (c *Client) SetRateLimit(ctx context.Context, key string, limit int, period
 }
 
 // RemoveRateLimit lifts the rate limit of key; an absent one is
-// ErrNotFound. Runs already held back keep the window they were given.
+// ErrNotFound. Runs it held in the windows ahead are due again at the
+// time they were due before.
 func (c *Client) RemoveRateLimit(ctx context.Context, key string) error {
-	return c.st.RateLimitsDelete(ctx, c.ns, key)
+	_, err := c.st.RateLimitsDelete(ctx, c.ns, key)
+	return err
 }
 
 // RateLimits lists the namespace's rate limits with their current use.

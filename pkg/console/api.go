@@ -338,6 +338,15 @@ func (c *Console) runData(r *http.Request, ns string) (any, error) {
 		d.Events = append(d.Events, EventView{ID: e.ID, Name: e.Name, Payload: pretty(e.Payload), CreatedAt: e.CreatedAt,
 			ConsumedAt: e.ConsumedAt, ConsumedBy: e.ConsumedBy, Unreceived: e.Unreceived})
 	}
+	if run.Status == store.StatusPending || run.Status == store.StatusSleeping {
+		w, ok, err := c.st.RunsWaiting(r.Context(), ns, id)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			d.Waiting = &WaitingView{Reason: string(w.Reason), Until: w.Until, Detail: w.Detail}
+		}
+	}
 	if d.TraceID != "" && c.opts.TraceURL != "" {
 		d.TraceURL = strings.ReplaceAll(c.opts.TraceURL, "{trace_id}", d.TraceID)
 	}

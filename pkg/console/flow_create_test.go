@@ -32,6 +32,13 @@ func TestRunPageDebounce(t *testing.T) {
 	if !strings.Contains(string(page), `id="debounce"`) || !strings.Contains(string(page), "catalog (3 starts merged)") {
 		t.Errorf("run page lacks the debounce key:\n%s", page)
 	}
+	// It says why the run waits, and until when.
+	if got.Waiting == nil || got.Waiting.Reason != "debounced" || got.Waiting.Until == nil {
+		t.Fatalf("detail: waiting %+v, want debounced with a time", got.Waiting)
+	}
+	if !strings.Contains(string(page), `<dd id="waiting" data-reason="debounced">debounced: another start with its key before then pushes it back, until`) {
+		t.Errorf("run page does not say why the run waits:\n%s", page)
+	}
 }
 
 // A run's page and its JSON name its concurrency and rate limit keys.

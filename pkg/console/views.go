@@ -137,6 +137,16 @@ type RunDetail struct {
 	// ConcurrencyKey and RateLimitKey are the run's flow control keys.
 	ConcurrencyKey string `json:"concurrency_key,omitempty"`
 	RateLimitKey   string `json:"rate_limit_key,omitempty"`
+	// Waiting says why a PENDING or SLEEPING run waits.
+	Waiting *WaitingView `json:"waiting,omitempty"`
+}
+
+// WaitingView is why a run waits (store.Waiting).
+type WaitingView struct {
+	// Reason is one of store's WaitReason values, e.g. rate_limited.
+	Reason string     `json:"reason"`
+	Until  *time.Time `json:"until,omitempty"`
+	Detail string     `json:"detail"`
 }
 
 // pretty indents a JSON payload for display; other bytes are shown as is.
@@ -177,8 +187,8 @@ func timeline(r *store.Run, steps []store.Step, now time.Time) []AttemptView {
 		end = *r.FinishedAt
 	}
 	for _, s := range steps {
-		if s.FinishedAt != nil && s.FinishedAt.After(end) {
-			end = *s.FinishedAt
+		if _, ended := s.Span(); ended != nil && ended.After(end) && !ended.After(now) {
+			end = *ended
 		}
 	}
 	span := float64(end.Sub(start))
@@ -201,13 +211,10 @@ func timeline(r *store.Run, steps []store.Step, now time.Time) []AttemptView {
 		v := StepView{StepID: s.StepID, Kind: string(s.Kind), Status: string(s.Status), Attempt: s.Attempt,
 			RunAttempt: s.RunAttempt, Error: s.Error, Output: pretty(s.Output), CreatedAt: s.CreatedAt,
 			StartedAt: s.StartedAt, FinishedAt: s.FinishedAt, RetryAt: s.RetryAt, ChildRunID: s.ChildRunID}
-		began := s.CreatedAt
-		if s.StartedAt != nil {
-			began = *s.StartedAt
-		}
+		began, until := s.Span()
 		ended := now
-		if s.FinishedAt != nil {
-			ended = *s.FinishedAt
+		if until != nil && until.Before(now) {
+			ended = *until
 		}
 		from := prevEnd
 		if began.Before(from) {

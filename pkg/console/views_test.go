@@ -36,3 +36,28 @@ func TestTimelineWaitsFromWhatCameBefore(t *testing.T) {
 		}
 	}
 }
+
+// A sleep's row is written when it starts; on the timeline it lasts until
+// its wake time, and the step after it waits only from there.
+func TestTimelineSleepLastsUntilItsWakeTime(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	at := func(ms int) *time.Time { v := t0.Add(time.Duration(ms) * time.Millisecond); return &v }
+	run := &store.Run{CreatedAt: t0, FinishedAt: at(1100)}
+	wake := []byte(`"` + at(1010).Format(time.RFC3339Nano) + `"`)
+	steps := []store.Step{
+		{StepID: "nap", Kind: store.StepSleep, Status: store.StepCompleted, RunAttempt: 1, StartedAt: at(10), FinishedAt: at(10),
+			CreatedAt: *at(11), Output: wake},
+		{StepID: "after", Kind: store.StepFunction, Status: store.StepCompleted, RunAttempt: 2, StartedAt: at(1015), FinishedAt: at(1020),
+			CreatedAt: *at(1021)},
+	}
+	got := timeline(run, steps, *at(1100))
+	nap, after := got[0].Steps[0], got[1].Steps[0]
+	if nap.ExecMS != 1000 || after.QueueMS != 5 {
+		t.Fatalf("the sleep lasts %d ms (want 1000), the next step waits %d ms (want 5)", nap.ExecMS, after.QueueMS)
+	}
+	// Still asleep: the bar ends now, not at the wake time ahead.
+	got = timeline(&store.Run{CreatedAt: t0}, steps[:1], *at(400))
+	if s := got[0].Steps[0]; s.ExecMS != 390 || s.Start+s.Width > 100.0001 {
+		t.Fatalf("asleep: %d ms (want 390), ends at %.2f %%", s.ExecMS, s.Start+s.Width)
+	}
+}

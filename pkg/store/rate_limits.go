@@ -29,6 +29,10 @@ type RateLimit struct {
 	WindowStart time.Time
 	Claims      int
 	UpdatedAt   time.Time
+	// Released is, from RateLimitsSet, how many runs the limit had held in
+	// the windows ahead that were set due again at the time they were due
+	// before, for the new limit to spread.
+	Released int
 }
 
 // MaxRatePeriod is the longest rate limit period. A day is the coarsest
@@ -44,7 +48,10 @@ var rateLimitsSetSQL = stmt("RateLimitsSet")
 // a whole number of milliseconds, 1ms to MaxRatePeriod; the limit at least
 // one.
 // Changing the period starts counting afresh at the next claim. Runs the
-// limit already held back keep the windows they were given.
+// old limit held in the windows ahead are due again at the time they were
+// due before it held them (Released counts them), so the new limit spreads
+// them over its own windows: a limit set too low, then raised, does not
+// leave them due years ahead.
 func (s *Store) RateLimitsSet(ctx context.Context, namespace, key string, limit int, period time.Duration) (RateLimit, error) {
 	if err := checkName("namespace", namespace, true); err != nil {
 		return RateLimit{}, err
@@ -65,31 +72,64 @@ func (s *Store) RateLimitsSet(ctx context.Context, namespace, key string, limit 
 		return RateLimit{}, invalidf("rate limit period %s is above the maximum %s", durations.Format(period), durations.Format(MaxRatePeriod))
 	}
 	r := RateLimit{Namespace: namespace, Key: key, Limit: limit, Period: period}
-	err := rateLimitsSetSQL.QueryRow(ctx, s.h.DB,
-		pgx.NamedArgs{"namespace": namespace, "key": key, "limit": limit, "period_ms": period.Milliseconds()}).
-		Scan(&r.WindowStart, &r.Claims, &r.UpdatedAt)
+	b := &pgx.Batch{}
+	rateLimitsSetSQL.Queue(b, pgx.NamedArgs{"namespace": namespace, "key": key, "limit": limit, "period_ms": period.Milliseconds()})
+	runsRateRespreadSQL.Queue(b, pgx.NamedArgs{"namespace": namespace, "key": key})
+	br := s.h.DB.SendBatch(ctx, b)
+	err := br.QueryRow().Scan(&r.WindowStart, &r.Claims, &r.UpdatedAt)
+	if err == nil {
+		r.Released, err = respread(br)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return RateLimit{}, mapErr("set rate limit", err)
 	}
 	return r, nil
 }
 
+// runsRateRespreadSQL sets due again the runs a key's limit held, at the
+// time they were due before (see RateLimitsSet, RateLimitsDelete).
+var runsRateRespreadSQL = stmt("RunsRateRespread")
+
+// respread reads the result of runsRateRespreadSQL, the batch's next.
+// The batch is one implicit transaction, so the limit's change and its
+// runs' release commit together; the release, a statement of its own,
+// reads after the change's lock on the limit's row, so it also sees the
+// runs a claim held under the old limit while the change waited.
+func respread(br pgx.BatchResults) (int, error) {
+	tag, err := br.Exec()
+	return int(tag.RowsAffected()), err
+}
+
 // rateLimitsDeleteSQL is the statement of RateLimitsDelete.
 var rateLimitsDeleteSQL = stmt("RateLimitsDelete")
 
 // RateLimitsDelete removes the rate limit of a key; an absent one is
-// ErrNotFound. Runs with the key are then claimed without a limit (runs it
-// held back keep the windows they were given).
-func (s *Store) RateLimitsDelete(ctx context.Context, namespace, key string) error {
-	tag, err := rateLimitsDeleteSQL.Exec(ctx, s.h.DB,
-		pgx.NamedArgs{"namespace": namespace, "key": key})
+// ErrNotFound. Runs with the key are then claimed without a limit, and
+// those it held in the windows ahead are due again at the time they were
+// due before: released counts them.
+func (s *Store) RateLimitsDelete(ctx context.Context, namespace, key string) (released int, err error) {
+	args := pgx.NamedArgs{"namespace": namespace, "key": key}
+	b := &pgx.Batch{}
+	rateLimitsDeleteSQL.Queue(b, args)
+	runsRateRespreadSQL.Queue(b, args)
+	br := s.h.DB.SendBatch(ctx, b)
+	tag, err := br.Exec()
+	if err == nil {
+		released, err = respread(br)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
-		return mapErr("delete rate limit", err)
+		return 0, mapErr("delete rate limit", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("delete rate limit of %q: %w", protocol.Echo(key), ErrNotFound)
+		return 0, fmt.Errorf("delete rate limit of %q: %w", protocol.Echo(key), ErrNotFound)
 	}
-	return nil
+	return released, nil
 }
 
 // rateLimitsListSQL is the statement of RateLimitsList.

@@ -279,11 +279,67 @@ FROM kagzi.workflow_runs`).Scan(&keyed, &plain, &later, &firstLater); err != nil
 		Types: []store.TypeVersion{{Type: "R"}}, Limit: 10, Lease: time.Minute}); len(got) != 0 {
 		t.Fatalf("claimed %d past a full window", len(got))
 	}
-	if err := e.s.RateLimitsDelete(e.ctx, "ns", "api"); err != nil {
+	// Removing the limit gives the runs it held their due time back: the
+	// 7 moved to the windows ahead and the one just held.
+	released, err := e.s.RateLimitsDelete(e.ctx, "ns", "api")
+	if err != nil || released != 8 {
+		t.Fatalf("delete: released %d (want 8), %v", released, err)
+	}
+	if got := e.claim(store.RunsClaimParams{Namespace: "ns", Queue: "q", WorkerID: uuid.New(),
+		Types: []store.TypeVersion{{Type: "R"}}, Limit: 10, Lease: time.Minute}); len(got) != 8 {
+		t.Fatalf("claimed %d after the limit was removed, want the 8 it held", len(got))
+	}
+	if _, err := e.s.RateLimitsDelete(e.ctx, "ns", "api"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+}
+
+// A limit set too low holds runs far ahead; setting it again gives them
+// their due time back, and the new limit spreads them over its windows.
+// A run sleeping with the key is not woken by it.
+func TestRateLimitChangeReleasesHeldRuns(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	if _, err := e.s.RateLimitsSet(e.ctx, "ns", "crm", 1, store.MaxRatePeriod); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.s.RateLimitsDelete(e.ctx, "ns", "api"); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("second delete: %v", err)
+	for i := 0; i < 5; i++ {
+		e.create(store.RunsCreateParams{Type: "R", RateLimitKey: "crm"})
+	}
+	wake := time.Now().Add(time.Hour)
+	sleeper := e.create(store.RunsCreateParams{Type: "R", RateLimitKey: "crm", AvailableAt: &wake})
+	claim := func() int {
+		return len(e.claim(store.RunsClaimParams{Namespace: "ns", Queue: "q", WorkerID: uuid.New(),
+			Types: []store.TypeVersion{{Type: "R"}}, Limit: 10, Lease: time.Minute}))
+	}
+	if n := claim(); n != 1 {
+		t.Fatalf("claimed %d under 1 per day", n)
+	}
+	var far int
+	if err := e.pool.QueryRow(e.ctx, `SELECT count(*) FROM kagzi.workflow_runs
+WHERE status = 'PENDING' AND available_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' + interval '1 day'
+	AND rate_due_at IS NOT NULL`).Scan(&far); err != nil || far != 4 {
+		t.Fatalf("%d runs held in the days ahead (want 4), %v", far, err)
+	}
+	r, err := e.s.RateLimitsSet(e.ctx, "ns", "crm", 2, time.Hour)
+	if err != nil || r.Released != 4 {
+		t.Fatalf("set: released %d (want 4), %v", r.Released, err)
+	}
+	// 2 per hour: 2 now (its window is new), the other 2 an hour ahead.
+	if n := claim(); n != 2 {
+		t.Fatalf("claimed %d under 2 per hour, want 2", n)
+	}
+	var next time.Time
+	if err := e.pool.QueryRow(e.ctx, `SELECT max(available_at) FROM kagzi.workflow_runs
+WHERE status = 'PENDING' AND run_id <> $1`, sleeper.ID).Scan(&next); err != nil {
+		t.Fatal(err)
+	}
+	if want := time.Now().Truncate(time.Hour).Add(time.Hour); !next.Equal(want) {
+		t.Fatalf("the rest due %v, want the next hour %v", next, want)
+	}
+	got, err := e.s.RunsGet(e.ctx, "ns", sleeper.ID)
+	if err != nil || got.AvailableAt == nil || !got.AvailableAt.Equal(wake.Truncate(time.Microsecond)) {
+		t.Fatalf("the run due in an hour is due %v (%v), want %v", got.AvailableAt, err, wake)
 	}
 }
 

@@ -48,7 +48,7 @@ type Decision struct {
 
 // ApproveExpense waits for a manager's "decision" event — sent with
 //
-//	kagzi event send <run id or external id> decision --data '{"approved": true, "by": "ada"}'
+//	kagzi event send <run id or external id> decision --payload '{"approved": true, "by": "ada"}'
 //
 // — and pays the expense if approved. Without a decision before the
 // timeout, it is rejected automatically: the timeout is an error the

@@ -6,6 +6,9 @@ import (
 	"io"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/kagzi/kagzi/internal/durations"
 	"github.com/kagzi/kagzi/pkg/store"
 )
@@ -59,4 +62,42 @@ func ParseAge(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("age %s is negative", s)
 	}
 	return d, err
+}
+
+// DeprecatedAlias registers old as a former name of the string flag
+// named name, bound to the same variable: it still works for one
+// release, hidden from the help; UsedName says it is deprecated.
+func DeprecatedAlias(f *pflag.FlagSet, v *string, old, name string) {
+	f.StringVar(v, old, "", "former name of --"+name)
+	_ = f.MarkDeprecated(old, "use --"+name)
+}
+
+// UsedName is the name of the flag a user set among a flag and its
+// former names (DeprecatedAlias), so that an error names what was typed;
+// a former name used gets a notice on standard error. (pflag's own
+// notice goes to the flag set's output, which cobra keeps for parse
+// errors.)
+func UsedName(cmd *cobra.Command, name string, former ...string) string {
+	for _, o := range former {
+		if cmd.Flags().Changed(o) {
+			fmt.Fprintf(cmd.ErrOrStderr(), "Flag --%s has been deprecated, use --%s\n", o, name)
+			return o
+		}
+	}
+	return name
+}
+
+// Warn prints a warning on standard error: what the command did but the
+// user should know, on a line of its own so that --json output stays
+// whole.
+func Warn(cmd *cobra.Command, format string, args ...any) {
+	fmt.Fprintf(cmd.ErrOrStderr(), "Warning: "+format+"\n", args...)
+}
+
+// TypeAt is a workflow type as users write it: TYPE, or TYPE@VERSION.
+func TypeAt(typ, version string) string {
+	if version == "" {
+		return typ
+	}
+	return typ + "@" + version
 }

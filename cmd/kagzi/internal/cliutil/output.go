@@ -266,8 +266,8 @@ func ToStepJSON(s store.Step) StepJSON {
 		CreatedAt: s.CreatedAt.UTC(), StartedAt: UTC(s.StartedAt), FinishedAt: UTC(s.FinishedAt),
 		RetryAt: UTC(s.RetryAt), ChildRunID: s.ChildRunID, Error: s.Error,
 		Input: Payload(s.Input), Output: Payload(s.Output)}
-	if s.StartedAt != nil && s.FinishedAt != nil {
-		ms := s.FinishedAt.Sub(*s.StartedAt).Milliseconds()
+	if began, ended := s.Span(); ended != nil {
+		ms := ended.Sub(began).Milliseconds()
 		j.DurationMS = &ms
 	}
 	return j

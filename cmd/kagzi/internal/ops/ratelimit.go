@@ -34,11 +34,14 @@ type RateLimitJSON struct {
 	Claims      int       `json:"claims"`
 	WindowStart time.Time `json:"window_start"`
 	UpdatedAt   time.Time `json:"updated_at"`
+	// Released is, from set, how many runs the previous limit held in
+	// later windows that are due again.
+	Released int `json:"released,omitempty"`
 }
 
 func toRateLimitJSON(r store.RateLimit) RateLimitJSON {
 	return RateLimitJSON{Key: r.Key, Limit: r.Limit, Period: cliutil.FmtDur(r.Period), PeriodMS: r.Period.Milliseconds(), Claims: r.Claims,
-		WindowStart: r.WindowStart.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
+		WindowStart: r.WindowStart.UTC(), UpdatedAt: r.UpdatedAt.UTC(), Released: r.Released}
 }
 
 func newRateLimitSetCmd(a *cliutil.App) *cobra.Command {
@@ -74,6 +77,9 @@ polling. Setting a limit again replaces it.`,
 			}
 			return a.Print(cmd, toRateLimitJSON(r), func(w io.Writer) {
 				fmt.Fprintf(w, "At most %d claim(s) of runs with rate limit key %s per %s\n", r.Limit, r.Key, cliutil.FmtDur(r.Period))
+				if r.Released > 0 {
+					fmt.Fprintf(w, "%d run(s) the previous limit held in later windows are due again, to be spread by this one\n", r.Released)
+				}
 			})
 		},
 	}
@@ -126,11 +132,15 @@ func newRateLimitRemoveCmd(a *cliutil.App) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := st.RateLimitsDelete(cmd.Context(), a.Namespace, args[0]); err != nil {
+			released, err := st.RateLimitsDelete(cmd.Context(), a.Namespace, args[0])
+			if err != nil {
 				return err
 			}
-			return a.Print(cmd, map[string]any{"key": args[0], "removed": true}, func(w io.Writer) {
+			return a.Print(cmd, map[string]any{"key": args[0], "removed": true, "released": released}, func(w io.Writer) {
 				fmt.Fprintf(w, "Removed the rate limit of %s\n", args[0])
+				if released > 0 {
+					fmt.Fprintf(w, "%d run(s) it held in later windows are due again\n", released)
+				}
 			})
 		},
 	}

@@ -107,6 +107,11 @@ each fire's run by a delay in [0, D), the same for the same fire time.
 			if err != nil {
 				return err
 			}
+			// Advice, not a check: what cannot be read gives no warning.
+			if n, err := st.WorkersServing(cmd.Context(), a.Namespace, sc.Queue, sc.Type, sc.Version); err == nil && n == 0 {
+				cliutil.Warn(cmd, "no live worker serves %s on queue %s: its fired runs wait PENDING until one registers",
+					cliutil.TypeAt(sc.Type, sc.Version), sc.Queue)
+			}
 			return a.Print(cmd, toScheduleJSON(sc), func(w io.Writer) {
 				fmt.Fprintf(w, "Created schedule %s: %s at %q (%s), next fire %s\n",
 					sc.ID, sc.Type, sc.Cron, sc.Timezone, cliutil.FmtTimeP(sc.NextFireAt))

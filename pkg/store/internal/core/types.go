@@ -1,6 +1,7 @@
 package core
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -142,6 +143,26 @@ type Step struct {
 	ErrorType string
 	// NonRetryable: the failed attempt's error was marked non-retryable.
 	NonRetryable bool
+}
+
+// Span is when the attempt began (StartedAt, else CreatedAt) and when it
+// ends (nil while it runs). A sleep's row is written when the sleep
+// starts, with FinishedAt at its start and its wake time as its output,
+// so a sleep ends at its wake time, which may be ahead: read
+// FinishedAt, it would show every sleep as taking no time and its time
+// as the next step's wait.
+func (s Step) Span() (began time.Time, ended *time.Time) {
+	began = s.CreatedAt
+	if s.StartedAt != nil {
+		began = *s.StartedAt
+	}
+	if s.Kind == StepSleep && s.Status == StepCompleted {
+		var wake time.Time
+		if json.Unmarshal(s.Output, &wake) == nil && wake.After(began) {
+			return began, &wake
+		}
+	}
+	return began, s.FinishedAt
 }
 
 // StepState is the latest attempt of a step as delivered with a claimed

@@ -116,7 +116,7 @@ WITH c AS (
 )
 UPDATE kagzi.workflow_runs r SET status = 'RUNNING', locked_by = @worker_id, lease_token = r.lease_token + 1,
 	lease_expires_at = now() + @lease_ms * interval '1 millisecond', available_at = NULL, waiting_on = NULL, limited = c.limited, held = false,
-	attempts = greatest(r.attempts, 1), started_at = coalesce(r.started_at, now()),
+	rate_due_at = NULL, attempts = greatest(r.attempts, 1), started_at = coalesce(r.started_at, now()),
 	cancel_delivered = r.cancel_requested_at IS NOT NULL,
 	version = CASE WHEN r.version = '' THEN (@versions::text[])[array_position(@types::text[], r.workflow_type)] ELSE r.version END
 FROM c LEFT JOIN LATERAL (
