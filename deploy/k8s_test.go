@@ -49,15 +49,13 @@ var kagziDeployments = map[string]string{
 // directories use, decoded strictly: a field this test does not know (a
 // patch, a generator option) fails it, so the checks are extended with it.
 type kustomization struct {
-	APIVersion         string   `json:"apiVersion"`
-	Kind               string   `json:"kind"`
-	Namespace          string   `json:"namespace,omitempty"`
-	Resources          []string `json:"resources,omitempty"`
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Namespace  string   `json:"namespace,omitempty"`
+	Resources  []string `json:"resources,omitempty"`
 	// Patches are strategic merges of ConfigMap data and Secret
 	// stringData only (applyPatch): the overlays patch nothing else.
-	Patches []struct {
-		Path string `json:"path"`
-	} `json:"patches,omitempty"`
+	Patches            []patchRef `json:"patches,omitempty"`
 	ConfigMapGenerator []struct {
 		Name  string   `json:"name"`
 		Files []string `json:"files,omitempty"`
@@ -67,6 +65,11 @@ type kustomization struct {
 		NewName string `json:"newName,omitempty"`
 		NewTag  string `json:"newTag,omitempty"`
 	} `json:"images,omitempty"`
+}
+
+// patchRef is a kustomization's patch given by its file.
+type patchRef struct {
+	Path string `json:"path"`
 }
 
 // object is one decoded manifest document.
@@ -325,11 +328,7 @@ func TestK8sKustomizations(t *testing.T) {
 		more, _ := filepath.Glob(filepath.Join(dir, "*.yml"))
 		for _, f := range append(files, more...) {
 			base := filepath.Base(f)
-			if base == "kustomization.yaml" || slices.ContainsFunc(tr.K.Patches, func(p struct {
-				Path string `json:"path"`
-			}) bool {
-				return p.Path == base
-			}) {
+			if base == "kustomization.yaml" || slices.Contains(tr.K.Patches, patchRef{Path: base}) {
 				continue
 			}
 			if !slices.Contains(tr.K.Resources, base) {
