@@ -131,8 +131,17 @@ measure "under load"
 wait "$LOAD_PID"
 kill "$LAG_PID" && wait "$LAG_PID" 2>/dev/null || true
 log "throughput with an asynchronous replica: $(cat "$LAB/load-async.json")"
-sort -n "$LAB/lag.txt" | awk -F'|' '{b[NR] = $1; if ($2 > m) m = $2} END {if (NR) printf "replay lag: %d samples, bytes p50 %d p99 %d max %d; replay_lag max %.1f ms\n", NR, b[int(NR*0.5)+1], b[int(NR*0.99)+1 > NR ? NR : int(NR*0.99)+1], b[NR], m}' | while read -r l; do log "$l"; done
-awk -F'|' '{print $2}' "$LAB/lag.txt" | sort -n | awk '{v[NR] = $1} END {if (NR) printf "replay_lag ms p50 %.1f p99 %.1f max %.1f\n", v[int(NR*0.5)+1], v[int(NR*0.99) > 0 ? int(NR*0.99) : 1], v[NR]}' | while read -r l; do log "$l"; done
+# pct FILE COLUMN: p50, p99 and max of a column of lag.txt.
+pct() {
+	cut -d'|' -f"$2" "$1" | sort -n | awk '{v[NR] = $1} END {
+		if (!NR) { print "no samples"; exit }
+		i = int(NR * 0.99); if (i < 1) i = 1
+		printf "p50 %s, p99 %s, max %s (%d samples)\n", v[int(NR / 2) + 1], v[i], v[NR], NR }'
+}
+cp "$LAB/lag.txt" "${LAB_LAG_OUT:-/tmp/kagzi-replica-lag.txt}"
+log "replay lag in bytes (pg_current_wal_lsn - replay_lsn): $(pct "$LAB/lag.txt" 1)"
+log "replay_lag in ms (pg_stat_replication): $(pct "$LAB/lag.txt" 2)"
+log "write_lag in ms (pg_stat_replication): $(pct "$LAB/lag.txt" 3)"
 
 log "the same load with the replica synchronous (synchronous_standby_names = 'lab_replica')"
 psql -qAtX "$ADMIN1" -c "alter system set synchronous_standby_names = 'lab_replica'" -c "select pg_reload_conf()" >/dev/null

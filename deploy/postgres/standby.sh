@@ -10,26 +10,34 @@
 # the walreceiver's application_name), the name the primary's
 # synchronous_standby_names waits for.
 #
-#   sh /etc/kagzi/standby.sh PRIMARY_HOST
+#   sh /etc/kagzi/standby.sh PRIMARY_HOST[:PORT] [SERVER_OPTION...]
+#
+# SERVER_OPTIONs (-c name=value ...) go to the server after its own, so
+# they win (deploy/compose_ha_pg_test.go runs it on loopback ports).
 #
 # Once promoted (docker compose exec -u postgres postgres-standby pg_ctl
 # promote), standby.signal is gone and a restart keeps it a primary: the
 # copy is never taken again while the data directory holds one.
 set -eu
-primary=${1:?usage: standby.sh PRIMARY_HOST}
+primary=${1:?usage: standby.sh PRIMARY_HOST[:PORT] [SERVER_OPTION...]}
+shift
+port=5432
+case $primary in
+*:*) port=${primary##*:} primary=${primary%:*} ;;
+esac
 : "${PGDATA:=/var/lib/postgresql/data}"
 mkdir -p "$PGDATA"
 chmod 700 "$PGDATA"
 if [ ! -s "$PGDATA/PG_VERSION" ]; then
 	export PGPASSWORD="${POSTGRES_PASSWORD:?POSTGRES_PASSWORD is not set}"
-	until pg_isready -q -h "$primary" -p 5432 -U "${POSTGRES_USER:-postgres}"; do
+	until pg_isready -q -h "$primary" -p "$port" -U "${POSTGRES_USER:-postgres}"; do
 		echo "standby.sh: waiting for the primary $primary" >&2
 		sleep 1
 	done
-	pg_basebackup --host="$primary" --port=5432 --username="${POSTGRES_USER:-postgres}" \
+	pg_basebackup --host="$primary" --port="$port" --username="${POSTGRES_USER:-postgres}" \
 		--pgdata="$PGDATA" --wal-method=stream --write-recovery-conf --checkpoint=fast --progress
 	unset PGPASSWORD
 	echo "standby.sh: copied the primary $primary; starting as its hot standby" >&2
 fi
 exec postgres -c listen_addresses='*' -c hba_file=/etc/kagzi/pg_hba.conf \
-	-c cluster_name=kagzi_standby -c hot_standby=on
+	-c cluster_name=kagzi_standby -c hot_standby=on "$@"
