@@ -39,11 +39,18 @@ var kagziServices = map[string]string{
 // environment: the test never sees the caller's variables or a .env.
 func loadCompose(t *testing.T, env map[string]string) *types.Project {
 	t.Helper()
+	return loadComposeFiles(t, env, composeFile)
+}
+
+// loadComposeFiles loads files as `docker compose -f F1 -f F2 ...` does:
+// each later file overrides the ones before it.
+func loadComposeFiles(t *testing.T, env map[string]string, files ...string) *types.Project {
+	t.Helper()
 	var kv []string
 	for k, v := range env {
 		kv = append(kv, k+"="+v)
 	}
-	opts, err := cli.NewProjectOptions([]string{composeFile},
+	opts, err := cli.NewProjectOptions(files,
 		cli.WithWorkingDirectory("."),
 		cli.WithEnv(kv),
 		cli.WithResolvedPaths(true),
@@ -55,7 +62,7 @@ func loadCompose(t *testing.T, env map[string]string) *types.Project {
 	defer cancel()
 	p, err := opts.LoadProject(ctx)
 	if err != nil {
-		t.Fatalf("load %s: %v", composeFile, err)
+		t.Fatalf("load %v: %v", files, err)
 	}
 	return p
 }

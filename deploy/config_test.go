@@ -1,6 +1,9 @@
 // Package deploy_test validates the deployment files (Dockerfile,
-// .dockerignore, deploy/compose.yaml, deploy/k8s) by parsing them: no
-// Docker engine, cluster or network is needed.
+// .dockerignore, deploy/compose.yaml and its HA override, deploy/k8s) by
+// parsing them: no Docker engine, cluster or network is needed. Where the
+// host has them it also runs what can run without Docker: nats-servers
+// from the HA cluster's configuration, the HA Postgres pair from the host's
+// PostgreSQL (as root), and kubectl kustomize on the HA overlay.
 package deploy_test
 
 import (

@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"path"
@@ -29,6 +30,7 @@ import (
 const (
 	k8sBase       = "k8s/base"
 	k8sDevOverlay = "k8s/overlays/dev"
+	k8sHAOverlay  = "k8s/overlays/ha"
 	k8sNamespace  = "kagzi"
 	kagziImage    = "kagzi" // the image name the kustomizations retag
 	nonRootUID    = 65532   // distroless nonroot, the Dockerfile's USER
@@ -47,10 +49,13 @@ var kagziDeployments = map[string]string{
 // directories use, decoded strictly: a field this test does not know (a
 // patch, a generator option) fails it, so the checks are extended with it.
 type kustomization struct {
-	APIVersion         string   `json:"apiVersion"`
-	Kind               string   `json:"kind"`
-	Namespace          string   `json:"namespace,omitempty"`
-	Resources          []string `json:"resources,omitempty"`
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Namespace  string   `json:"namespace,omitempty"`
+	Resources  []string `json:"resources,omitempty"`
+	// Patches are strategic merges of ConfigMap data and Secret
+	// stringData only (applyPatch): the overlays patch nothing else.
+	Patches            []patchRef `json:"patches,omitempty"`
 	ConfigMapGenerator []struct {
 		Name  string   `json:"name"`
 		Files []string `json:"files,omitempty"`
@@ -60,6 +65,11 @@ type kustomization struct {
 		NewName string `json:"newName,omitempty"`
 		NewTag  string `json:"newTag,omitempty"`
 	} `json:"images,omitempty"`
+}
+
+// patchRef is a kustomization's patch given by its file.
+type patchRef struct {
+	Path string `json:"path"`
 }
 
 // object is one decoded manifest document.
@@ -92,6 +102,8 @@ func (o object) meta() *metav1.ObjectMeta {
 		return &v.ObjectMeta
 	case *autoscalingv2.HorizontalPodAutoscaler:
 		return &v.ObjectMeta
+	case *cnpgCluster:
+		return &v.ObjectMeta
 	}
 	panic(o.Kind)
 }
@@ -117,6 +129,8 @@ func newObject(apiVersion, kind string) (any, bool) {
 		return &policyv1.PodDisruptionBudget{}, true
 	case "autoscaling/v2 HorizontalPodAutoscaler":
 		return &autoscalingv2.HorizontalPodAutoscaler{}, true
+	case "postgresql.cnpg.io/v1 Cluster":
+		return &cnpgCluster{}, true
 	}
 	return nil, false
 }
@@ -160,6 +174,11 @@ func loadKustomization(t *testing.T, dir string) tree {
 		}
 		tr.Objects = append(tr.Objects, decodeManifests(t, p)...)
 	}
+	for _, pt := range tr.K.Patches {
+		for _, patch := range decodeManifests(t, filepath.Join(dir, pt.Path)) {
+			applyPatch(t, &tr, patch)
+		}
+	}
 	for _, g := range tr.K.ConfigMapGenerator {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: g.Name, Namespace: tr.K.Namespace}, Data: map[string]string{}}
 		for _, f := range g.Files {
@@ -173,6 +192,29 @@ func loadKustomization(t *testing.T, dir string) tree {
 		tr.Objects = append(tr.Objects, object{File: dir + "/kustomization.yaml", Kind: "ConfigMap", Obj: cm})
 	}
 	return tr
+}
+
+// applyPatch merges a ConfigMap's data or a Secret's stringData into the
+// object of that kind and name, as kustomize's strategic merge does for
+// these maps; a patch of anything else fails the test, to be taught here.
+func applyPatch(t *testing.T, tr *tree, patch object) {
+	t.Helper()
+	name := patch.meta().Name
+	for _, o := range tr.Objects {
+		if o.Kind != patch.Kind || o.meta().Name != name {
+			continue
+		}
+		switch p := patch.Obj.(type) {
+		case *corev1.ConfigMap:
+			maps.Copy(o.Obj.(*corev1.ConfigMap).Data, p.Data)
+		case *corev1.Secret:
+			maps.Copy(o.Obj.(*corev1.Secret).StringData, p.StringData)
+		default:
+			t.Fatalf("%s: a patch of a %s: this test applies ConfigMap and Secret patches only", patch, patch.Kind)
+		}
+		return
+	}
+	t.Errorf("%s: patches %s %s, which %s does not have", patch, patch.Kind, name, tr.Dir)
 }
 
 func decodeManifests(t *testing.T, file string) []object {
@@ -264,16 +306,17 @@ func isKagziImage(image string) bool {
 	return name == kagziImage
 }
 
-func loadBoth(t *testing.T) []tree {
+// loadAll loads the base and every overlay.
+func loadAll(t *testing.T) []tree {
 	t.Helper()
-	return []tree{loadKustomization(t, k8sBase), loadKustomization(t, k8sDevOverlay)}
+	return []tree{loadKustomization(t, k8sBase), loadKustomization(t, k8sDevOverlay), loadKustomization(t, k8sHAOverlay)}
 }
 
 // TestK8sKustomizations: each kustomization lists every manifest of its
 // directory, the overlay builds on the base, and every namespaced object
 // is in the kagzi namespace.
 func TestK8sKustomizations(t *testing.T) {
-	for _, dir := range []string{k8sBase, k8sDevOverlay} {
+	for _, dir := range []string{k8sBase, k8sDevOverlay, k8sHAOverlay} {
 		tr := loadKustomization(t, dir)
 		if tr.K.Namespace != k8sNamespace {
 			t.Errorf("%s: namespace %q, want %q", dir, tr.K.Namespace, k8sNamespace)
@@ -285,7 +328,7 @@ func TestK8sKustomizations(t *testing.T) {
 		more, _ := filepath.Glob(filepath.Join(dir, "*.yml"))
 		for _, f := range append(files, more...) {
 			base := filepath.Base(f)
-			if base == "kustomization.yaml" {
+			if base == "kustomization.yaml" || slices.Contains(tr.K.Patches, patchRef{Path: base}) {
 				continue
 			}
 			if !slices.Contains(tr.K.Resources, base) {
@@ -315,9 +358,11 @@ func TestK8sKustomizations(t *testing.T) {
 			t.Errorf("%s: kustomization.yaml has no images entry for %q", dir, kagziImage)
 		}
 	}
-	dev := loadKustomization(t, k8sDevOverlay)
-	if !slices.Contains(dev.K.Resources, "../../base") {
-		t.Errorf("%s does not build on ../../base (resources %v)", k8sDevOverlay, dev.K.Resources)
+	for _, dir := range []string{k8sDevOverlay, k8sHAOverlay} {
+		o := loadKustomization(t, dir)
+		if !slices.Contains(o.K.Resources, "../../base") {
+			t.Errorf("%s does not build on ../../base (resources %v)", dir, o.K.Resources)
+		}
 	}
 }
 
@@ -362,7 +407,7 @@ func TestK8sBaseObjects(t *testing.T) {
 // of every container of every workload, base and overlay.
 func TestK8sContainers(t *testing.T) {
 	built := dockerfileBinaries(t)
-	for _, tr := range loadBoth(t) {
+	for _, tr := range loadAll(t) {
 		for _, w := range workloads(tr) {
 			ps := w.Spec
 			if len(ps.Containers) == 0 {
@@ -464,7 +509,7 @@ func checkSecurity(t *testing.T, where string, ps *corev1.PodSpec, c corev1.Cont
 // and readiness on /readyz at :8080, and exposes 8080; every other
 // long-running container has both probes.
 func TestK8sProbes(t *testing.T) {
-	for _, tr := range loadBoth(t) {
+	for _, tr := range loadAll(t) {
 		for _, w := range workloads(tr) {
 			if w.Kind == "Job" {
 				continue
@@ -508,7 +553,7 @@ func checkHTTPProbe(t *testing.T, where string, p *corev1.Probe, wantPath string
 // Services select their own pods, and each Deployment has a disruption
 // budget.
 func TestK8sSelectors(t *testing.T) {
-	for _, tr := range loadBoth(t) {
+	for _, tr := range loadAll(t) {
 		for _, d := range all[*appsv1.Deployment](tr) {
 			if !selects(d.Spec.Selector, d.Spec.Template.Labels) {
 				t.Errorf("%s: Deployment %s: selector %v does not match its pods %v", tr.Dir, d.Name, d.Spec.Selector, d.Spec.Template.Labels)
@@ -613,7 +658,7 @@ func TestK8sWorkerAutoscaling(t *testing.T) {
 // TestK8sWorkerHasNoDatabase: nothing the worker's pod gets carries
 // database access.
 func TestK8sWorkerHasNoDatabase(t *testing.T) {
-	for _, tr := range loadBoth(t) {
+	for _, tr := range loadAll(t) {
 		d, _ := tr.find("Deployment", "worker").(*appsv1.Deployment)
 		if d == nil {
 			t.Fatalf("%s: no Deployment worker", tr.Dir)
@@ -694,7 +739,7 @@ func effectiveEnv(tr tree, c corev1.Container) map[string]string {
 // them read (KAGZI_LEASE: dispatcher and reaper; URLs; payload limits).
 func TestK8sSharedSettings(t *testing.T) {
 	vars := processVars(t)
-	for _, tr := range loadBoth(t) {
+	for _, tr := range loadAll(t) {
 		shared := map[string]map[string]string{}
 		for _, d := range all[*appsv1.Deployment](tr) {
 			for _, c := range d.Spec.Template.Spec.Containers {
@@ -718,7 +763,7 @@ func TestK8sSharedSettings(t *testing.T) {
 // and every ConfigMap, Secret and key referenced exists.
 func TestK8sEnvironment(t *testing.T) {
 	vars := processVars(t)
-	for _, tr := range loadBoth(t) {
+	for _, tr := range loadAll(t) {
 		for _, w := range workloads(tr) {
 			for _, c := range w.Spec.Containers {
 				if !isKagziImage(c.Image) || len(c.Command) == 0 {
@@ -1007,7 +1052,7 @@ func TestK8sNATSAuth(t *testing.T) {
 		byName[u.Name] = u
 	}
 	wantUser := map[string]string{"dispatcher": "dispatcher", "scheduler": "scheduler", "reaper": "reaper", "worker": "worker-default-worker"}
-	for _, tr := range loadBoth(t) {
+	for _, tr := range loadAll(t) {
 		sec, _ := tr.find("Secret", "kagzi-nats").(*corev1.Secret)
 		if sec == nil {
 			t.Fatalf("%s: no Secret kagzi-nats", tr.Dir)
@@ -1034,15 +1079,15 @@ func TestK8sNATSAuth(t *testing.T) {
 					byName[user].Namespace, byName[user].Identity)
 			}
 		}
-		if tr.Dir == k8sDevOverlay {
+		if tr.Dir == k8sDevOverlay || tr.Dir == k8sHAOverlay {
 			n, _ := tr.find("StatefulSet", "nats").(*appsv1.StatefulSet)
 			if n == nil {
-				t.Fatal("dev: no StatefulSet nats")
+				t.Fatalf("%s: no StatefulSet nats", tr.Dir)
 			}
 			env := effectiveEnv(tr, n.Spec.Template.Spec.Containers[0])
 			for _, u := range users {
 				if env[u.PasswordVar] != "secret kagzi-nats/"+u.PasswordVar {
-					t.Errorf("dev: nats does not read %s from Secret kagzi-nats", u.PasswordVar)
+					t.Errorf("%s: nats does not read %s from Secret kagzi-nats", tr.Dir, u.PasswordVar)
 				}
 			}
 		}

@@ -288,7 +288,7 @@ func TestGrafanaDashboard(t *testing.T) {
 // that port, and the collector's configuration receives OTLP on it and has
 // a traces pipeline.
 func TestK8sTelemetry(t *testing.T) {
-	for _, tr := range loadBoth(t) {
+	for _, tr := range loadAll(t) {
 		cm, _ := tr.find("ConfigMap", "kagzi").(*corev1.ConfigMap)
 		if cm == nil {
 			t.Fatalf("%s: no ConfigMap kagzi", tr.Dir)
@@ -363,7 +363,7 @@ func TestK8sTelemetry(t *testing.T) {
 // TestK8sStartupProbes: every Kagzi service has a startup probe on /readyz,
 // which answers only once every component of the process has started.
 func TestK8sStartupProbes(t *testing.T) {
-	for _, tr := range loadBoth(t) {
+	for _, tr := range loadAll(t) {
 		for name := range kagziDeployments {
 			d, _ := tr.find("Deployment", name).(*appsv1.Deployment)
 			if d == nil {
