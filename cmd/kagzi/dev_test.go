@@ -17,46 +17,8 @@ import (
 // kagzi dev serves /healthz, /readyz and /metrics like each service: ready
 // once everything runs, with the engine's metrics and the Go runtime's.
 func TestDevServesHealthAndMetrics(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	t.Setenv("KAGZI_HTTP_ADDR", addr)
-	url := testdb.New(t)
-	ns := testnats.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var out, errb strings.Builder
-	done := make(chan int, 1)
-	go func() {
-		done <- execute(ctx, []string{"--database-url", url, "--nats-url", ns.URL(), "dev", "--workers", "1"},
-			strings.NewReader(""), &lockedBuilder{b: &out}, &lockedBuilder{b: &errb})
-	}()
-	get := func(path string) (int, string) {
-		resp, err := http.Get("http://" + addr + path)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if code, _ := get("/readyz"); code == http.StatusOK {
-			break
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("kagzi dev exited %d before it was ready", code)
-		case <-ctx.Done():
-			t.Fatal("kagzi dev never became ready")
-		case <-tick.C:
-		}
-	}
+	d := startDev(t)
+	get := d.get
 	if code, _ := get("/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz: %d", code)
 	}
@@ -76,15 +38,96 @@ func TestDevServesHealthAndMetrics(t *testing.T) {
 			break
 		}
 		select {
-		case <-ctx.Done():
+		case <-d.ctx.Done():
 			t.Fatalf("/metrics (%d) never had %v", code, missing)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	d.stop()
+}
+
+// devServer is `kagzi dev` running in the test, ready.
+type devServer struct {
+	t            *testing.T
+	ctx          context.Context
+	cancel       context.CancelFunc
+	addr         string
+	url, natsURL string
+	done         chan int
+}
+
+// startDev runs `kagzi dev` with one worker and waits until it is ready.
+// The test's environment gets its HTTP address, so the test must not run
+// in parallel.
+func startDev(t *testing.T) *devServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	t.Setenv("KAGZI_HTTP_ADDR", addr)
+	d := &devServer{t: t, addr: addr, url: testdb.New(t), natsURL: testnats.Start(t).URL(), done: make(chan int, 1)}
+	d.ctx, d.cancel = context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(d.cancel)
+	var out, errb strings.Builder
+	go func() {
+		d.done <- execute(d.ctx, []string{"--database-url", d.url, "--nats-url", d.natsURL, "dev", "--workers", "1"},
+			strings.NewReader(""), &lockedBuilder{b: &out}, &lockedBuilder{b: &errb})
+	}()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if code, _ := d.get("/readyz"); code == http.StatusOK {
+			return d
+		}
+		select {
+		case code := <-d.done:
+			t.Fatalf("kagzi dev exited %d before it was ready", code)
+		case <-d.ctx.Done():
+			t.Fatal("kagzi dev never became ready")
 		case <-tick.C:
 		}
 	}
-	cancel()
-	if code := <-done; code != 0 {
-		t.Fatalf("kagzi dev exited %d", code)
+}
+
+// get fetches path from dev's HTTP address.
+func (d *devServer) get(path string) (int, string) {
+	resp, err := http.Get("http://" + d.addr + path)
+	if err != nil {
+		return 0, err.Error()
 	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// stop ends `kagzi dev` and checks it exits 0.
+func (d *devServer) stop() {
+	d.t.Helper()
+	d.cancel()
+	if code := <-d.done; code != 0 {
+		d.t.Fatalf("kagzi dev exited %d", code)
+	}
+}
+
+// The example Cart, which kagzi dev serves, answers updates and fills a
+// state and a stream, so each of those commands can be tried at once.
+func TestDevServesCartWithStateStreamAndUpdates(t *testing.T) {
+	d := startDev(t)
+	c := &cli{t: t, url: d.url}
+	nats := []string{"--nats-url", d.natsURL}
+	var s startJSON
+	c.okJSON(&s, append(nats, "run", "start", "Cart", "--input", `{"items": 2}`)...)
+	for _, it := range []string{`{"sku": "A-1", "price": 10}`, `{"sku": "B-2", "price": 20}`} {
+		c.ok(append(nats, "run", "update", s.RunID, "AddToCart", "--payload", it, "--timeout", "30s")...)
+	}
+	out := c.ok(append(nats, "run", "state", s.RunID, "cart")...)
+	mustContain(t, "run state", out, `"total":30`)
+	out = c.ok(append(nats, "run", "stream", s.RunID, "items", "--follow")...)
+	mustContain(t, "run stream", out, `"A-1"`, `"B-2"`)
+	d.stop()
 }
 
 // lockedBuilder is a strings.Builder safe to write from the command's

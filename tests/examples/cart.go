@@ -43,9 +43,22 @@ var AddToCart = workflow.NewUpdate[CartItem, CartTotal]("AddToCart", func(it Car
 	return nil
 })
 
+// CartState is a Cart run's contents so far, readable while it runs:
+//
+//	kagzi run state RUN_ID cart
+var CartState = workflow.NewState[CartTotal]("cart")
+
+// CartItems streams the items a Cart run took, in order, closed when the
+// cart closes:
+//
+//	kagzi run stream RUN_ID items --follow
+var CartItems = workflow.NewStream[CartItem]("items")
+
 // Cart answers AddToCart updates, reserving each item in a step, until it
 // holds Items items or none came for IdleSec, and returns the total. An
 // item already in the cart is refused to its caller; the cart goes on.
+// Each item taken is also written to CartItems and the new contents set as
+// CartState, so the state and stream commands have something to read.
 func Cart(ctx workflow.Context, in CartInput) (CartTotal, error) {
 	if in.Items <= 0 {
 		in.Items = 3
@@ -69,6 +82,12 @@ func Cart(ctx workflow.Context, in CartInput) (CartTotal, error) {
 			seen[it.SKU] = true
 			cart.Items++
 			cart.Total += it.Price
+			if err := CartState.Set(ctx, cart); err != nil {
+				return CartTotal{}, err
+			}
+			if err := CartItems.Write(ctx, it); err != nil {
+				return CartTotal{}, err
+			}
 			return cart, nil
 		})
 		if errors.Is(err, workflow.ErrUpdateTimeout) {
@@ -77,6 +96,9 @@ func Cart(ctx workflow.Context, in CartInput) (CartTotal, error) {
 		if err != nil {
 			return CartTotal{}, err
 		}
+	}
+	if err := CartItems.Close(ctx); err != nil {
+		return CartTotal{}, err
 	}
 	return cart, nil
 }

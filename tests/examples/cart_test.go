@@ -34,6 +34,13 @@ func TestCart(t *testing.T) {
 	if v, err := workflowtest.UpdateResult(env, examples.AddToCart, 3); err != nil || v.Total != 30 {
 		t.Fatalf("third answer: %+v %v", v, err)
 	}
+	if v, n, err := workflowtest.State(env, examples.CartState); err != nil || n != 2 || v.Total != 30 {
+		t.Fatalf("state: %+v after %d sets, %v", v, n, err)
+	}
+	items, closed, err := workflowtest.StreamEntries(env, examples.CartItems)
+	if err != nil || !closed || len(items) != 2 || items[0].SKU != "A-1" || items[1].SKU != "B-2" {
+		t.Fatalf("stream: %+v closed %v, %v", items, closed, err)
+	}
 }
 
 func TestBatch(t *testing.T) {
