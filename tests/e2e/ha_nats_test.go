@@ -609,4 +609,3 @@ func holds(t *testing.T, nodes []*testnats.Server, name string) bool {
 	}
 	return false
 }
-
