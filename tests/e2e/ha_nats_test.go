@@ -85,8 +85,13 @@ func haCases(t *testing.T, quick int, roles ...string) (run, skipped []haCase) {
 	return run, skipped
 }
 
-// haRun runs each case of a fault as a subtest, one build at a time.
+// haRun runs each case of a fault as a subtest, one at a time. The quick
+// cases run beside the rest of the suite (t.Parallel), the full matrix on
+// its own, so that its figures are those of an unloaded machine.
 func haRun(t *testing.T, quick int, roles []string, fn func(t *testing.T, c haCase)) {
+	if !haNATSFull() {
+		t.Parallel()
+	}
 	run, skipped := haCases(t, quick, roles...)
 	for _, c := range run {
 		t.Run(c.name(), func(t *testing.T) { fn(t, c) })
@@ -310,7 +315,7 @@ func (r *haRig) fault(kind string, hold, bound time.Duration, do, undo func()) {
 	r.load.wait(3 * time.Second)
 	r.load.end()
 	res := r.check(at, endAt)
-	t.Logf("node %s (%s, %s's node) for %.0f s: %d runs started, %d refused; recovery (longest pause in step starts): %v; lost %d, duplicate results %d, steps re-executed %d; the worker left a silent server %d times, now on %s",
+	t.Logf("node %s (%s server, the %s's node; watched %.0f s): %d runs started, %d refused; recovery (longest pause in step starts): %v; lost %d, duplicate results %d, steps re-executed %d; the worker left a silent server %d times, now on %s",
 		kind, r.c.bin.Name, r.c.role, hold.Seconds(), len(r.load.runs), r.load.refused, res.pause.Round(time.Millisecond),
 		res.lost, res.dups, res.again, r.w.Stats().ServerSilent, r.wnc.ConnectedUrl())
 	res.assert(t, bound)
