@@ -7,7 +7,7 @@ PG_URL = $$(scripts/ensure-postgres.sh)
 # the root does not reach (see README.md, "Modules").
 MODULES := $(shell scripts/modules.sh)
 
-.PHONY: test test-auth test-faults test-pooler run build lint fuzz bench-store bench bench-targets chaos vendor-js download
+.PHONY: test test-auth test-faults test-ha test-pooler run build lint fuzz bench-store bench bench-targets chaos vendor-js download
 
 ## test: start Postgres if none is reachable (and, as root, install iproute2
 ## for the failover test's network namespaces, chromium for the console's
@@ -33,14 +33,30 @@ test: download
 	@$(MAKE) --no-print-directory test-auth
 
 ## test-faults: the long fault cases of the end-to-end suite in full
-## (KAGZI_E2E_FULL=1): frozen dispatchers, standbys, workers and NATS
-## nodes on every NATS server version (the pinned one and Debian's 2.9)
-## and ping setting, frozen as long as first seen. `make test` runs one
-## quick case of each; .ci/run runs this after it.
+## (KAGZI_E2E_FULL=1): frozen dispatchers, standbys and workers on every
+## NATS server version (the pinned one and Debian's 2.9) and ping
+## setting, frozen as long as first seen. `make test` runs one quick case
+## of each; .ci/run runs this after it.
 test-faults:
 	@scripts/ensure-nats-server.sh
 	KAGZI_TEST_DATABASE_URL="$(PG_URL)" KAGZI_E2E_FULL=1 $(GO) test -race -count=1 -timeout 15m \
-		-run 'TestFrozenDispatcherUnderLoad|TestNATSClusterWorkerNodeFrozen|TestFrozenStandbyDeposesNoOne|TestFrozenDispatcherStrandsNoWorker|TestFrozenWorkerRunsNoReleasedDelivery' ./tests/e2e/
+		-run 'TestFrozenDispatcherUnderLoad|TestFrozenStandbyDeposesNoOne|TestFrozenDispatcherStrandsNoWorker|TestFrozenWorkerRunsNoReleasedDelivery' ./tests/e2e/
+
+## test-ha: the high-availability cases in full (KAGZI_HA_FULL=1, every
+## TestHA test of the end-to-end suite): a node of a three-node NATS
+## cluster killed, frozen 20 s and partitioned away 20 s under load, for
+## the relay leader's node and the worker's, and the whole cluster
+## restarted, on the pinned nats-server and Debian's 2.9 (installs
+## iproute2 and Debian's nats-server and pgbouncer as root); then the
+## suite through a pooler (test-pooler). `make test` runs one quick case
+## of each; .ci/run runs this after test-faults.
+test-ha:
+	@scripts/ensure-nats-server.sh
+	@scripts/ensure-iproute2.sh
+	@scripts/ensure-pgbouncer.sh
+	KAGZI_TEST_DATABASE_URL="$(PG_URL)" KAGZI_HA_FULL=1 $(GO) test -race -count=1 -timeout 20m \
+		-run '^TestHA' ./tests/e2e/
+	@$(MAKE) --no-print-directory test-pooler
 
 ## download: the modules of every go.mod.
 download:

@@ -35,7 +35,8 @@ type DispatcherBeacon struct {
 	// those it held (a graceful stop); no beacon of it follows.
 	Leaving bool `json:"leaving,omitempty"`
 	// Renew: the dispatcher may have lost work requests (NATS dropped some
-	// before it read them); every worker renews its own.
+	// before it read them, or its connection was down or on a server that
+	// had stopped answering); every worker renews its own.
 	Renew bool `json:"renew,omitempty"`
 	// RelayID is the id of the relay the dispatcher runs (RelayUp.RelayID)
 	// while that relay relays. A worker that sees the relay change renews

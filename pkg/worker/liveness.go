@@ -45,6 +45,17 @@ import (
 // and renewing the request would only have its dispatcher refuse a
 // delivery already on its way.
 //
+// A worker that reconnects, to another node of a NATS cluster say, sends
+// its request to the queue group until it hears a dispatcher again, and
+// the node it left may have frozen or been cut off from the others: they
+// then still count the subscriptions it held as the queue group's members
+// (those of a dispatcher that was connected to it, and has since moved)
+// until its routes time out, minutes with nats-server's defaults, and
+// pick one of them now and then. A request that went there waits, the
+// dispatchers still beaconing, for its renewal time. So a request sent
+// after a reconnect and before a dispatcher is heard is blind too, and
+// sent again, addressed, when the first one is.
+//
 // A dispatcher that falls silent may be frozen rather than dead (SIGSTOP,
 // a paused VM): its kernel keeps its NATS session, so it stays in the
 // dispatchers' queue group until NATS closes it for unanswered PINGs
@@ -69,6 +80,9 @@ type liveness struct {
 	// unanswered: the last probe reached no dispatcher, and none was
 	// heard since.
 	unanswered bool
+	// rejoined: the connection came back (to another node of a cluster,
+	// say) and no dispatcher was heard since.
+	rejoined bool
 	// avoid holds the dispatchers that let a round trip time out, until
 	// when the worker sends them nothing it can send elsewhere (route.go).
 	avoid map[uuid.UUID]time.Time
@@ -126,7 +140,7 @@ func (w *Worker) subscribeLiveness() (chan *nats.Msg, []*nats.Subscription, erro
 		}
 		subs = append(subs, sub)
 	}
-	w.relisten()
+	w.relisten(false)
 	w.probe()
 	return ch, subs, nil
 }
@@ -134,8 +148,9 @@ func (w *Worker) subscribeLiveness() (chan *nats.Msg, []*nats.Subscription, erro
 // relisten forgets the dispatchers heard: after a reconnect, beacons were
 // missed, not absent; the probe that follows hears the live ones again.
 // Suspects stay: a frozen dispatcher stays in the queue group whatever
-// this worker's connection did.
-func (w *Worker) relisten() {
+// this worker's connection did. rejoined says the connection came back
+// (see liveness.rejoined).
+func (w *Worker) relisten(rejoined bool) {
 	l := &w.live
 	l.mu.Lock()
 	l.initRoutesLocked()
@@ -145,6 +160,7 @@ func (w *Worker) relisten() {
 		l.groundedLocked(id)
 	}
 	l.heard = map[uuid.UUID]heardDispatcher{}
+	l.rejoined = rejoined
 	if l.suspects == nil {
 		l.suspects = map[uuid.UUID]time.Time{}
 	}
@@ -268,7 +284,7 @@ func (w *Worker) onLiveness(m *nats.Msg) {
 	} else {
 		l.heard[b.DispatcherID] = heardDispatcher{at: time.Now(), interval: b.Interval(),
 			binary: m.Header.Get(protocol.HeaderEncodings) == protocol.EncodingsBinary, direct: m.Header.Get(protocol.HeaderDirect) == "1", relay: b.RelayID}
-		firstSinceUnanswered, l.unanswered = l.unanswered, false
+		firstSinceUnanswered, l.unanswered, l.rejoined = l.unanswered || l.rejoined, false, false
 	}
 	// Alive after all (it was slow, or resumed), or gone for good after
 	// leaving its queue group: either way no request is stuck in it.
@@ -292,12 +308,12 @@ func (w *Worker) onLiveness(m *nats.Msg) {
 }
 
 // blind reports whether a request sent now may reach no dispatcher
-// without the worker learning of it: the last probe reached none, and
-// none was heard since.
+// without the worker learning of it: the last probe reached none, or the
+// connection came back, and none was heard since.
 func (l *liveness) blind() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.unanswered
+	return l.unanswered || l.rejoined
 }
 
 // markBlind marks the outstanding request blind.

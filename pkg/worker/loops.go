@@ -457,7 +457,7 @@ func (w *Worker) onReconnect() {
 	// The outstanding request may have been lost with the connection.
 	w.out = nil
 	w.mu.Unlock()
-	w.relisten()
+	w.relisten(true)
 	w.probe()
 	if err := natsutil.CheckServer(w.nc); err != nil {
 		w.log.Error("nats server not supported", "server", w.nc.ConnectedUrlRedacted(), "err", err)

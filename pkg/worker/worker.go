@@ -121,8 +121,9 @@ type outstanding struct {
 	credits  int
 	sent     time.Time
 	deadline time.Time
-	// blind: sent after a probe reached no dispatcher and before one was
-	// heard, so it may have reached none (see liveness.go).
+	// blind: sent after a probe reached no dispatcher, or after a
+	// reconnect, and before one was heard, so it may have reached none
+	// (see liveness.go).
 	blind bool
 	// target is the dispatcher it was addressed to, uuid.Nil if it went
 	// to the queue group (route.go).

@@ -134,6 +134,10 @@ type Dispatcher struct {
 	nc   *nats.Conn
 	log  *slog.Logger
 
+	// announced: the dispatcher takes work requests and beacons (from
+	// its first beacon to its last).
+	announced atomic.Bool
+
 	mu     sync.Mutex
 	queues map[qkey]*queue
 	// local are the wakeups the relay of this process handed over
@@ -267,8 +271,26 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		d.life.Go(d.reportWriter)
 	}
 	d.startBeacons()
+	d.announced.Store(true)
 	d.Resync()
 	return nil
+}
+
+// Reconnected is what the dispatcher does each time its NATS connection
+// is back: it reads the backlog (Resync), and asks every worker to renew
+// the work request it holds here. While the connection was down, or
+// still open to a server that had stopped answering (frozen, or cut off
+// from its cluster), what the workers sent here went to a subscription
+// that no longer reached the dispatcher and was lost; the workers still
+// hear its beacons, so nothing else would tell them, and a request lost
+// so would wait for its renewal time (30 s by default) while runs are
+// due. A worker renews only a request held here or left to the queue
+// group, which costs a live one a round trip.
+func (d *Dispatcher) Reconnected() {
+	d.Resync()
+	if d.announced.Load() {
+		d.beacon("", false, true)
+	}
 }
 
 // Stop unsubscribes, tells workers it left (so they renew the requests it
@@ -276,6 +298,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 // already received are applied, and waits; safe to call twice.
 func (d *Dispatcher) Stop() {
 	d.life.Stop(func() {
+		d.announced.Store(false)
 		d.stopBeacons()
 		d.unsubscribe()
 		d.leave()

@@ -33,7 +33,7 @@ func Assemble(cfg Config, st *store.Store, nc *nats.Conn, log *slog.Logger) proc
 	if relay != nil {
 		relay.deps.Local = d
 	}
-	natsutil.OnReconnect(nc, d.Resync)
+	natsutil.OnReconnect(nc, d.Reconnected)
 	p := process.Parts{Components: []lifecycle.Component{d}, Checks: map[string]lifecycle.Check{
 		"postgres": st.Ping, "nats": lifecycle.NATSCheck(nc),
 	}}

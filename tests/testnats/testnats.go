@@ -47,6 +47,9 @@ type Server struct {
 	binDir string
 	// bin, if set, is the nats-server binary run instead of binary()'s.
 	bin string
+	// prefix, if set, is a command the server runs under (ip netns exec
+	// NAME, say), which must exec the binary and its arguments.
+	prefix []string
 
 	mu   sync.Mutex
 	port int // client port: random at the first start, kept by Restart
@@ -333,6 +336,9 @@ func (s *Server) launch() error {
 	// where the test wants it.
 	args := []string{"-c", s.conf, "-a", s.host, "-p", strconv.Itoa(port), "-m", "-1"}
 	cmd := exec.Command(bin, args...)
+	if len(s.prefix) > 0 {
+		cmd = exec.Command(s.prefix[0], append(append(s.prefix[1:len(s.prefix):len(s.prefix)], bin), args...)...)
+	}
 	if len(s.via) > 0 {
 		cmd = exec.Command(s.via[0], append(s.via[1:len(s.via):len(s.via)], args...)...)
 		cmd.Env = append(os.Environ(), "PATH="+s.binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
@@ -462,6 +468,32 @@ func StartCluster(t testing.TB, n int) []*Server {
 // StartClusterBinary is StartCluster with the binary b.
 func StartClusterBinary(t testing.TB, n int, b Binary) []*Server {
 	t.Helper()
+	return StartClusterWith(t, n, ClusterOptions{Binary: b})
+}
+
+// ClusterOptions are the settings of StartClusterWith.
+type ClusterOptions struct {
+	// Binary is the nats-server binary (the pinned one if zero).
+	Binary Binary
+	// Hosts, if set, gives each node the address it listens on, for its
+	// clients and its routes alike (loopback if unset).
+	Hosts []string
+	// Prefix, if set, gives the command each node runs under (nil for
+	// none): ip netns exec NAME, to run it in a network namespace.
+	Prefix func(node int) []string
+	// Config is added to every node's configuration (ping settings, say).
+	Config string
+}
+
+// StartClusterWith is StartCluster with o.
+func StartClusterWith(t testing.TB, n int, o ClusterOptions) []*Server {
+	t.Helper()
+	host := func(i int) string {
+		if i < len(o.Hosts) {
+			return o.Hosts[i]
+		}
+		return "127.0.0.1"
+	}
 	ports := make([]int, n)
 	for i := range ports {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -476,23 +508,22 @@ func StartClusterBinary(t testing.TB, n int, b Binary) []*Server {
 		var routes []string
 		for j, p := range ports {
 			if j != i {
-				routes = append(routes, strconv.Quote(fmt.Sprintf("nats-route://127.0.0.1:%d", p)))
+				routes = append(routes, strconv.Quote("nats-route://"+net.JoinHostPort(host(j), strconv.Itoa(p))))
 			}
 		}
-		conf := fmt.Sprintf("server_name: node-%d\nmax_payload: %d\ncluster {\n  name: kagzi-test\n  listen: \"127.0.0.1:%d\"\n  routes: [%s]\n}\n",
-			i, MaxPayload, ports[i], strings.Join(routes, ", "))
-		out[i] = start(t, "127.0.0.1", conf, func(s *Server) { s.bin = b.Path })
+		conf := fmt.Sprintf("server_name: node-%d\nmax_payload: %d\n%scluster {\n  name: kagzi-test\n  listen: %q\n  routes: [%s]\n}\n",
+			i, MaxPayload, o.Config, net.JoinHostPort(host(i), strconv.Itoa(ports[i])), strings.Join(routes, ", "))
+		var prefix []string
+		if o.Prefix != nil {
+			prefix = o.Prefix(i)
+		}
+		out[i] = start(t, host(i), conf, func(s *Server) { s.bin, s.prefix = o.Binary.Path, prefix })
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for _, s := range out {
 		// Routes are pooled (several connections per peer): count peers.
 		for {
-			var rz routez
-			err := s.get("/routez", &rz)
-			peers := map[string]bool{}
-			for _, r := range rz.Routes {
-				peers[r.RemoteID] = true
-			}
+			peers, err := s.peers()
 			if len(peers) >= n-1 {
 				break
 			}
@@ -503,6 +534,23 @@ func StartClusterBinary(t testing.TB, n int, b Binary) []*Server {
 		}
 	}
 	return out
+}
+
+// peers returns the server IDs of the nodes s has a route to.
+func (s *Server) peers() (map[string]bool, error) {
+	var rz routez
+	err := s.get("/routez", &rz)
+	peers := map[string]bool{}
+	for _, r := range rz.Routes {
+		peers[r.RemoteID] = true
+	}
+	return peers, err
+}
+
+// Peers is how many other nodes s has a route to now.
+func (s *Server) Peers() (int, error) {
+	p, err := s.peers()
+	return len(p), err
 }
 
 // ClusterURL lists the client URLs of servers, as a client's server list.
