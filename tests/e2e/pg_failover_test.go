@@ -40,8 +40,8 @@ import (
 const envHAFull = "KAGZI_HA_FULL"
 
 const (
-	// haRate is the pace of starts (runs per second) during the load.
-	haRate = 20
+	// pgHARate is the pace of starts (runs per second) during the load.
+	pgHARate = 20
 	// haSteps is the number of steps of each run.
 	haSteps = 3
 	// haRecoveryMargin is how much longer than the fault (the failover
@@ -335,10 +335,10 @@ func (r *haRecorder) longestGap(from, to time.Time) (time.Duration, time.Time) {
 	return gap, at
 }
 
-// haLoad starts runs of HA at haRate per second through the client, each
+// pgHALoad starts runs of HA at pgHARate per second through the client, each
 // start on its own (a start that waits for Postgres holds up no other),
 // and keeps the acknowledged ones.
-type haLoad struct {
+type pgHALoad struct {
 	mu      sync.Mutex
 	acked   map[int]*client.Handle // input → handle
 	refused int                    // starts that returned an error
@@ -347,17 +347,17 @@ type haLoad struct {
 }
 
 // runHALoad starts runs for d in the background (wait waits for them).
-func runHALoad(ctx context.Context, cl *client.Client, d time.Duration) *haLoad {
-	l := &haLoad{acked: map[int]*client.Handle{}, begun: time.Now()}
+func runHALoad(ctx context.Context, cl *client.Client, d time.Duration) *pgHALoad {
+	l := &pgHALoad{acked: map[int]*client.Handle{}, begun: time.Now()}
 	l.wg.Add(1)
 	go l.run(ctx, cl, d)
 	return l
 }
 
 // run paces the starts for d.
-func (l *haLoad) run(ctx context.Context, cl *client.Client, d time.Duration) {
+func (l *pgHALoad) run(ctx context.Context, cl *client.Client, d time.Duration) {
 	defer l.wg.Done()
-	tick := time.NewTicker(time.Second / haRate)
+	tick := time.NewTicker(time.Second / pgHARate)
 	defer tick.Stop()
 	end := time.After(d)
 	for i := 0; ; i++ {
@@ -386,10 +386,10 @@ func (l *haLoad) run(ctx context.Context, cl *client.Client, d time.Duration) {
 }
 
 // wait returns once the load is over and every start returned.
-func (l *haLoad) wait() { l.wg.Wait() }
+func (l *pgHALoad) wait() { l.wg.Wait() }
 
 // ackedCount is the number of acknowledged starts so far.
-func (l *haLoad) ackedCount() int {
+func (l *pgHALoad) ackedCount() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.acked)
@@ -408,7 +408,7 @@ type haVerdict struct {
 // must complete (within limit) with the output of its input and at most
 // one result per step, exactly one if strict; a run not found is lost.
 // It returns the tally.
-func verify(t *testing.T, ctx context.Context, st *store.Store, cl *client.Client, l *haLoad, rec *haRecorder, limit time.Duration, strict bool) haVerdict {
+func verify(t *testing.T, ctx context.Context, st *store.Store, cl *client.Client, l *pgHALoad, rec *haRecorder, limit time.Duration, strict bool) haVerdict {
 	t.Helper()
 	l.mu.Lock()
 	acked := make(map[int]*client.Handle, len(l.acked))
@@ -513,8 +513,8 @@ func awaitNoLiveRuns(t *testing.T, ctx context.Context, st *store.Store, limit t
 // haFailover is the body of the failover cases: load for loadFor, the
 // primary crashed (and the standby promoted) once a quarter of it went
 // by, and every acknowledged run checked.
-// haCase is a failover case.
-type haCase struct {
+// pgHACase is a failover case.
+type pgHACase struct {
 	sync    bool          // the standby is synchronous
 	loadFor time.Duration // how long runs are started
 	lag     time.Duration // how long the standby lags before the crash (haPair.failover)
@@ -522,7 +522,7 @@ type haCase struct {
 	env     []string      // extra settings of the services
 }
 
-func haFailover(t *testing.T, c haCase) (*haPair, *haServices, *testnats.Server, haVerdict) {
+func haFailover(t *testing.T, c pgHACase) (*haPair, *haServices, *testnats.Server, haVerdict) {
 	t.Helper()
 	haTools(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -536,7 +536,7 @@ func haFailover(t *testing.T, c haCase) (*haPair, *haServices, *testnats.Server,
 	loadFor := c.loadFor
 
 	load := runHALoad(ctx, svc.cl, loadFor)
-	want := int(loadFor.Seconds() * haRate / 4)
+	want := int(loadFor.Seconds() * pgHARate / 4)
 	waitUntil(t, loadFor, "a quarter of the load to be acknowledged", func() bool { return load.ackedCount() >= want })
 	acked := load.ackedCount()
 	crash, took := pair.failover(t, ctx, c.lag)
@@ -611,7 +611,7 @@ func TestHAPostgresSyncFailover(t *testing.T) {
 	if os.Getenv(envHAFull) != "" {
 		loadFor = 20 * time.Second
 	}
-	_, _, _, v := haFailover(t, haCase{sync: true, loadFor: loadFor})
+	_, _, _, v := haFailover(t, pgHACase{sync: true, loadFor: loadFor})
 	if v.lost != 0 {
 		t.Errorf("%d acknowledged starts lost with a synchronous standby, want 0", v.lost)
 	}
@@ -634,7 +634,7 @@ func TestHAPostgresAsyncFailover(t *testing.T) {
 	// report during the lag. The reaper runs with its defaults: the lease
 	// grace after which it releases the runs their live worker does not
 	// hold (10 s) is what the runs whose completion was lost wait for.
-	haFailover(t, haCase{loadFor: 20 * time.Second, lag: time.Second, work: 500 * time.Millisecond,
+	haFailover(t, pgHACase{loadFor: 20 * time.Second, lag: time.Second, work: 500 * time.Millisecond,
 		env: []string{"KAGZI_WORKER_TIMEOUT=6s", "KAGZI_FLUSH_INTERVAL=2s", "KAGZI_LEASE_GRACE=10s"}})
 }
 
@@ -646,7 +646,7 @@ func TestHAPostgresAsyncFailover(t *testing.T) {
 // and a new load must complete.
 func TestHAPostgresOldPrimaryReturns(t *testing.T) {
 	haFull(t)
-	pair, svc, nsrv, _ := haFailover(t, haCase{sync: true, loadFor: 8 * time.Second})
+	pair, svc, nsrv, _ := haFailover(t, pgHACase{sync: true, loadFor: 8 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
@@ -702,7 +702,7 @@ func haStall(t *testing.T, what string, stall func(ctx context.Context, pair *ha
 	svc := startHAServices(t, ctx, pair.url(), nsrv)
 	const loadFor = 12 * time.Second
 	load := runHALoad(ctx, svc.cl, loadFor)
-	waitUntil(t, loadFor, "a quarter of the load to be acknowledged", func() bool { return load.ackedCount() >= int(loadFor.Seconds()*haRate/4) })
+	waitUntil(t, loadFor, "a quarter of the load to be acknowledged", func() bool { return load.ackedCount() >= int(loadFor.Seconds()*pgHARate/4) })
 	at := time.Now()
 	took := stall(ctx, pair)
 	load.wait()
