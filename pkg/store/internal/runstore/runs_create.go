@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kagzi/kagzi/pkg/retry"
+	"github.com/kagzi/kagzi/pkg/store/internal/core"
 )
 
 // Starting runs: validation, the insert of one or many runs, and the
@@ -56,6 +57,14 @@ type RunsCreateParams struct {
 	// every run retention keeps).
 	IDReuse       IDReusePolicy
 	IDReuseWindow time.Duration
+	// Attributes are the run's search attributes, each declared in the
+	// namespace (AttributesDeclare), of a Go type that fits its kind (see
+	// core.AttributeRows); a mismatch is ErrAttribute. They are inserted
+	// with the run, in its statement.
+	Attributes map[string]any
+
+	// attrRows are Attributes checked by validateCreate.
+	attrRows []core.AttrRow
 }
 
 func (s *Runs) validateCreate(ctx context.Context, p *RunsCreateParams) ([]byte, error) {
@@ -96,6 +105,15 @@ func (s *Runs) validateCreate(ctx context.Context, p *RunsCreateParams) ([]byte,
 	}
 	if err := s.h.CheckPayload(ctx, "input", p.Input); err != nil {
 		return nil, err
+	}
+	if len(p.Attributes) > 0 {
+		declared, err := s.attributeKinds(ctx, p.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		if p.attrRows, err = core.AttributeRows(p.Attributes, declared); err != nil {
+			return nil, err
+		}
 	}
 	if p.RunID == uuid.Nil {
 		id, err := newRunID()
@@ -205,6 +223,7 @@ func (s *Runs) runsInsert(ctx context.Context, ps []RunsCreateParams, policies [
 		inputs                       = make([][]byte, n)
 		require                      = make([]bool, n)
 		ckeys, rkeys                 = make([]*string, n), make([]*string, n)
+		attrs                        core.AttrArrays
 	)
 	for k, i := range rows {
 		p := &ps[i]
@@ -219,6 +238,7 @@ func (s *Runs) runsInsert(ctx context.Context, ps []RunsCreateParams, policies [
 		inputs[k] = p.Input
 		require[k] = p.RequireWorker
 		ckeys[k], rkeys[k] = nullText(p.ConcurrencyKey), nullText(p.RateLimitKey)
+		attrs.Add(p.RunID, p.attrRows)
 	}
 	what := "create runs"
 	if len(ps) == 1 {
@@ -230,6 +250,8 @@ func (s *Runs) runsInsert(ctx context.Context, ps []RunsCreateParams, policies [
 		"parent_run_ids": parents, "parent_step_ids": pstep, "trace_contexts": traces, "schedule_ids": schedules,
 		"schedule_fire_ats": fireAts, "require_workers": require, "inputs": inputs,
 		"concurrency_keys": ckeys, "rate_keys": rkeys,
+		"attr_run_ids": attrs.RunIDs, "attr_names": attrs.Names, "attr_texts": attrs.Texts, "attr_ints": attrs.Ints,
+		"attr_floats": attrs.Floats, "attr_bools": attrs.Bools, "attr_times": attrs.Times,
 	})
 	if err != nil {
 		return nil, mapErr(what, err)
