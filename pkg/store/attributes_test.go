@@ -312,3 +312,31 @@ func TestRetentionDeletesAttributes(t *testing.T) {
 		t.Errorf("count after retention: %d %v", total, err)
 	}
 }
+
+// A run continued as new and a fork keep the search attributes of the run
+// they came from, stamped with their own creation time.
+func TestAttributesCarried(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.declare("customer", store.AttributeKeyword)
+	e.declare("amount", store.AttributeInt)
+	r := e.create(store.RunsCreateParams{Type: "C", Attributes: map[string]any{"customer": []string{"1", "2"}, "amount": 3}})
+	c := e.claimIn("ns", "q", "C", r.ID)
+	next := uuid.Must(uuid.NewV7())
+	if _, err := e.s.RunsContinueAsNew(e.ctx, leaseOf(c), next, []byte(`null`), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.s.RunAttributes(e.ctx, "ns", next); err != nil || fmt.Sprint(got) != "map[amount:3 customer:[1 2]]" {
+		t.Fatalf("continued run's attributes: %v %v", got, err)
+	}
+	if got := e.query(`amount = 3 AND customer = '2'`); !slices.Equal(got, []uuid.UUID{next, r.ID}) {
+		t.Errorf("after continue-as-new: %v", got)
+	}
+	f, err := e.s.RunsFork(e.ctx, store.RunsForkParams{Namespace: "ns", RunID: r.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.s.RunAttributes(e.ctx, "ns", f.Run.ID); err != nil || fmt.Sprint(got) != "map[amount:3 customer:[1 2]]" {
+		t.Fatalf("fork's attributes: %v %v", got, err)
+	}
+}

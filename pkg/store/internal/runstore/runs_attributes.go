@@ -14,7 +14,6 @@ import (
 var (
 	runsAttributeKindsSQL = stmt("RunsAttributeKinds")
 	runsAttributesAddSQL  = stmt("RunsAttributesAdd")
-	runsAttributesCopySQL = stmt("RunsAttributesCopy")
 )
 
 // attributeKinds returns the kinds of the namespace's declared attributes.
@@ -47,12 +46,4 @@ func (s *Runs) attributesAdd(ctx context.Context, id uuid.UUID, rows []core.Attr
 	_, err := runsAttributesAddSQL.Exec(ctx, s.h.DB, pgx.NamedArgs{"attr_run_ids": a.RunIDs, "attr_names": a.Names,
 		"attr_texts": a.Texts, "attr_ints": a.Ints, "attr_floats": a.Floats, "attr_bools": a.Bools, "attr_times": a.Times})
 	return mapErr("add attributes", err)
-}
-
-// AttributesCopy gives run to the attributes of run from, stamped with
-// to's created_at: a continue-as-new's successor, a fork, keep what the run
-// they came from was found by.
-func (s *Runs) AttributesCopy(ctx context.Context, from, to uuid.UUID) error {
-	_, err := runsAttributesCopySQL.Exec(ctx, s.h.DB, pgx.NamedArgs{"from_run_id": from, "to_run_id": to})
-	return mapErr("copy attributes", err)
 }

@@ -1,7 +1,6 @@
 -- Search attributes of runs: the declared kinds a start checks its
 -- attributes against, the insert of a run's attributes apart from its
--- start (a start with flow control, in that start's transaction), and
--- their copy to a run's successor (continue-as-new).
+-- start (a start with flow control, in that start's transaction).
 
 -- name: RunsAttributeKinds :many
 SELECT name, kind FROM kagzi.search_attributes WHERE namespace_id = @namespace
@@ -14,8 +13,3 @@ FROM unnest(@attr_run_ids::uuid[], @attr_names::text[], @attr_texts::text[], @at
 	AS x(run_id, name, v_text, v_int, v_float, v_bool, v_time)
 JOIN kagzi.workflow_runs r ON r.run_id = x.run_id
 
--- name: RunsAttributesCopy :exec
-INSERT INTO kagzi.run_attributes (namespace_id, run_id, name, v_text, v_int, v_float, v_bool, v_time, created_at)
-SELECT n.namespace_id, n.run_id, a.name, a.v_text, a.v_int, a.v_float, a.v_bool, a.v_time, n.created_at
-FROM kagzi.run_attributes a JOIN kagzi.workflow_runs n ON n.run_id = @to_run_id
-WHERE a.run_id = @from_run_id
