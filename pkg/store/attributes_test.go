@@ -340,3 +340,29 @@ func TestAttributesCarried(t *testing.T) {
 		t.Fatalf("fork's attributes: %v %v", got, err)
 	}
 }
+
+// A schedule's attributes are checked when it is created and given to each
+// run it fires or backfills; the template itself is not listed.
+func TestAttributesOfSchedules(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.declare("customer", store.AttributeKeyword)
+	if _, err := e.s.SchedulesCreate(e.ctx, store.SchedulesCreateParams{Namespace: "ns", Queue: "q", Type: "Report", Cron: "@hourly",
+		Attributes: map[string]any{"nope": 1}}); !errors.Is(err, store.ErrAttribute) {
+		t.Fatalf("undeclared: %v", err)
+	}
+	sc := createSchedule(t, e.s, store.SchedulesCreateParams{Cron: "0 * * * *", Attributes: map[string]any{"customer": "9"}})
+	next := sc.NextFireAt.Add(time.Hour)
+	run, fired, err := e.s.SchedulesFire(e.ctx, store.SchedulesFireParams{Namespace: "ns", ScheduleID: sc.ID, FireAt: *sc.NextFireAt, Next: &next})
+	if err != nil || !fired {
+		t.Fatalf("fire: %v %v", fired, err)
+	}
+	bf, err := e.s.SchedulesBackfill(e.ctx, store.SchedulesBackfillParams{Namespace: "ns", ScheduleID: sc.ID, From: t0.Add(-2 * time.Hour), To: t0.Add(-time.Hour), Now: t0})
+	if err != nil || len(bf.Runs) != 1 {
+		t.Fatalf("backfill: %+v %v", bf, err)
+	}
+	got := e.query(`customer = '9'`)
+	if len(got) != 2 || !slices.Contains(got, run.ID) || !slices.Contains(got, bf.Runs[0].ID) {
+		t.Errorf("fired runs by attribute: %v, want %s and %s", got, run.ID, bf.Runs[0].ID)
+	}
+}

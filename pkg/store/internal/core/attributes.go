@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"regexp"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/kagzi/kagzi/pkg/filter"
 )
@@ -311,4 +314,40 @@ func AttributeValue(rows []AttrRow) any {
 		return *r.Time
 	}
 	return nil
+}
+
+// attributeKindsSQL is AttributeKinds's statement.
+var attributeKindsSQL = stmt("AttributeKinds")
+
+// AttributeKinds returns the kinds of the namespace's declared attributes.
+// A start or a schedule reads them only when it sets attributes.
+func AttributeKinds(ctx context.Context, db DBTX, namespace string) (map[string]filter.Kind, error) {
+	rows, err := attributeKindsSQL.Query(ctx, db, pgx.NamedArgs{"namespace": namespace})
+	if err != nil {
+		return nil, MapErr("read declared attributes", err)
+	}
+	defer rows.Close()
+	out := map[string]filter.Kind{}
+	for rows.Next() {
+		var n string
+		var k filter.Kind
+		if err := rows.Scan(&n, &k); err != nil {
+			return nil, MapErr("read declared attributes", err)
+		}
+		out[n] = k
+	}
+	return out, MapErr("read declared attributes", rows.Err())
+}
+
+// CheckAttributes reads the namespace's declared kinds (only when attrs
+// has any) and returns attrs's rows (AttributeRows).
+func CheckAttributes(ctx context.Context, db DBTX, namespace string, attrs map[string]any) ([]AttrRow, error) {
+	if len(attrs) == 0 {
+		return nil, nil
+	}
+	declared, err := AttributeKinds(ctx, db, namespace)
+	if err != nil {
+		return nil, err
+	}
+	return AttributeRows(attrs, declared)
 }

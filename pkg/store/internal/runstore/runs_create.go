@@ -106,15 +106,11 @@ func (s *Runs) validateCreate(ctx context.Context, p *RunsCreateParams) ([]byte,
 	if err := s.h.CheckPayload(ctx, "input", p.Input); err != nil {
 		return nil, err
 	}
-	if len(p.Attributes) > 0 {
-		declared, err := s.attributeKinds(ctx, p.Namespace)
-		if err != nil {
-			return nil, err
-		}
-		if p.attrRows, err = core.AttributeRows(p.Attributes, declared); err != nil {
-			return nil, err
-		}
+	rows, err := core.CheckAttributes(ctx, s.h.DB, p.Namespace, p.Attributes)
+	if err != nil {
+		return nil, err
 	}
+	p.attrRows = rows
 	if p.RunID == uuid.Nil {
 		id, err := newRunID()
 		if err != nil {

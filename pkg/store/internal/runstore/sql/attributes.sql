@@ -1,9 +1,5 @@
--- Search attributes of runs: the declared kinds a start checks its
--- attributes against, the insert of a run's attributes apart from its
--- start (a start with flow control, in that start's transaction).
-
--- name: RunsAttributeKinds :many
-SELECT name, kind FROM kagzi.search_attributes WHERE namespace_id = @namespace
+-- Search attributes of runs: the insert of a run's attributes apart from
+-- its start (a start with flow control, in that start's transaction).
 
 -- name: RunsAttributesAdd :exec
 INSERT INTO kagzi.run_attributes (namespace_id, run_id, name, v_text, v_int, v_float, v_bool, v_time, created_at)
