@@ -12,6 +12,9 @@ import (
 // The statements of runs' search attributes, written in sql/attributes.sql.
 var (
 	runsAttributesAddSQL = stmt("RunsAttributesAdd")
+	// runsCreateAttributesSQL is runsCreateSQL with the insert of the
+	// runs' attributes.
+	runsCreateAttributesSQL = stmt("RunsCreateAttributes")
 )
 
 // attributesAdd inserts rows as run id's attributes.

@@ -240,15 +240,22 @@ func (s *Runs) runsInsert(ctx context.Context, ps []RunsCreateParams, policies [
 	if len(ps) == 1 {
 		what = "create run"
 	}
-	res, err := runsCreateSQL.Query(ctx, s.h.DB, pgx.NamedArgs{
+	args := pgx.NamedArgs{
 		"run_ids": ids, "namespaces": nss, "external_ids": exts, "queues": queues, "types": types, "versions": versions,
 		"available_ats": avail, "deadlines": deadlines, "retry_policies": pols, "priorities": prios,
 		"parent_run_ids": parents, "parent_step_ids": pstep, "trace_contexts": traces, "schedule_ids": schedules,
 		"schedule_fire_ats": fireAts, "require_workers": require, "inputs": inputs,
 		"concurrency_keys": ckeys, "rate_keys": rkeys,
-		"attr_run_ids": attrs.RunIDs, "attr_names": attrs.Names, "attr_texts": attrs.Texts, "attr_ints": attrs.Ints,
-		"attr_floats": attrs.Floats, "attr_bools": attrs.Bools, "attr_times": attrs.Times,
-	})
+	}
+	// Only a start with attributes takes the statement that inserts them:
+	// the common start's statement is the same as without the feature.
+	create := runsCreateSQL
+	if len(attrs.Names) > 0 {
+		create = runsCreateAttributesSQL
+		args["attr_run_ids"], args["attr_names"], args["attr_texts"], args["attr_ints"] = attrs.RunIDs, attrs.Names, attrs.Texts, attrs.Ints
+		args["attr_floats"], args["attr_bools"], args["attr_times"] = attrs.Floats, attrs.Bools, attrs.Times
+	}
+	res, err := create.Query(ctx, s.h.DB, args)
 	if err != nil {
 		return nil, mapErr(what, err)
 	}

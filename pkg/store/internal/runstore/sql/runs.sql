@@ -32,15 +32,6 @@ WITH v AS (
 	coalesce(r.parent_step_id, ''), coalesce(r.cron_expr, ''), coalesce(r.timezone, ''), coalesce(r.max_catchup, 0),
 	r.last_fired_at, r.schedule_id, r.schedule_fire_at, coalesce(r.trace_context, ''), r.priority,
 	r.cancel_requested_at, coalesce(r.parent_close_policy, ''), r.epoch
-), a AS (
-	-- The search attributes of the runs inserted (none for most runs: the
-	-- arrays are empty).
-	INSERT INTO kagzi.run_attributes (namespace_id, run_id, name, v_text, v_int, v_float, v_bool, v_time, created_at)
-	SELECT r.namespace_id, r.run_id, x.name, x.v_text, x.v_int, x.v_float, x.v_bool, x.v_time, r.created_at
-	FROM unnest(@attr_run_ids::uuid[], @attr_names::text[], @attr_texts::text[], @attr_ints::bigint[],
-		@attr_floats::float8[], @attr_bools::boolean[], @attr_times::timestamptz[])
-		AS x(run_id, name, v_text, v_int, v_float, v_bool, v_time)
-	JOIN r ON r.run_id = x.run_id
 )
 SELECT * FROM r
 
