@@ -366,3 +366,21 @@ func TestAttributesOfSchedules(t *testing.T) {
 		t.Errorf("fired runs by attribute: %v, want %s and %s", got, run.ID, bf.Runs[0].ID)
 	}
 }
+
+// A count that outlives its statement timeout stops with ErrQueryTimeout
+// instead of holding its caller. Not parallel: it shortens the timeout of
+// every query.
+func TestQueryTimeout(t *testing.T) {
+	e := newEnv(t)
+	if _, err := e.s.RunsInsertFinished(e.ctx, store.RunsInsertFinishedParams{Namespace: "ns", Queue: "q", Type: "T", Count: 200000, Before: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	defer store.SetQueryTimeout(time.Millisecond)()
+	_, _, err := e.s.RunsCountQuery(e.ctx, "ns", "error IS NULL OR attempts > 0", "version")
+	if !errors.Is(err, store.ErrQueryTimeout) || !strings.Contains(err.Error(), "narrow the query") {
+		t.Fatalf("a count of 200,000 runs in 1ms: %v", err)
+	}
+	if _, _, err := e.s.RunsList(e.ctx, store.RunsListParams{Namespace: "ns", Query: "error STARTS_WITH 'nothing'"}); !errors.Is(err, store.ErrQueryTimeout) {
+		t.Fatalf("a listing that scans 200,000 runs in 1ms: %v", err)
+	}
+}

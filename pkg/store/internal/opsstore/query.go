@@ -37,6 +37,20 @@ import (
 // rather than hold its caller (and a connection) for minutes.
 const QueryTimeout = 10 * time.Second
 
+// queryTimeout is the timeout queries run with: QueryTimeout, shortened by
+// SetQueryTimeout in tests of the timeout itself.
+var queryTimeout = QueryTimeout
+
+// SetQueryTimeout sets the timeout of every later query and returns the
+// function that restores the previous one. It is for tests of the timeout:
+// a query that outlives a millisecond is easy to make, one of ten seconds
+// is not.
+func SetQueryTimeout(d time.Duration) (restore func()) {
+	prev := queryTimeout
+	queryTimeout = d
+	return func() { queryTimeout = prev }
+}
+
 // MaxCountGroups is the most groups a grouped count returns.
 const MaxCountGroups = 1000
 
@@ -260,14 +274,14 @@ func withQuery(stmt *namedSQL, clause string) string {
 // QueryTimeout, mapping the timeout to ErrQueryTimeout.
 func (s *Ops) queryTx(ctx context.Context, what string, fn func(tx *Ops) error) error {
 	err := s.inTx(ctx, func(tx *Ops) error {
-		if _, err := runsQueryTimeoutSQL.Exec(ctx, tx.h.DB, pgx.NamedArgs{"timeout": fmt.Sprint(QueryTimeout.Milliseconds())}); err != nil {
+		if _, err := runsQueryTimeoutSQL.Exec(ctx, tx.h.DB, pgx.NamedArgs{"timeout": fmt.Sprint(queryTimeout.Milliseconds())}); err != nil {
 			return mapErr(what, err)
 		}
 		return fn(tx)
 	})
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "57014" && ctx.Err() == nil {
-		return fmt.Errorf("%s: %w: it ran longer than %s; narrow the query (a status, type or time bound)", what, core.ErrQueryTimeout, QueryTimeout)
+		return fmt.Errorf("%s: %w: it ran longer than %s; narrow the query (a status, type or time bound)", what, core.ErrQueryTimeout, queryTimeout)
 	}
 	return err
 }
