@@ -63,8 +63,8 @@ type ScheduleOptions struct {
 	// per-key limit under ConcurrencyKey, and each claim of one against
 	// the rate limit of RateLimitKey (README, "Flow control").
 	ConcurrencyKey, RateLimitKey string
-	// Attributes are the search attributes every run the schedule fires
-	// or backfills is given, as StartOptions.Attributes (checked when the
+	// Attributes are the search attributes every run the schedule fires,
+	// backfills or is triggered to start is given, as StartOptions.Attributes (checked when the
 	// schedule is created).
 	Attributes map[string]any
 }

@@ -342,7 +342,8 @@ func TestAttributesCarried(t *testing.T) {
 }
 
 // A schedule's attributes are checked when it is created and given to each
-// run it fires or backfills; the template itself is not listed.
+// run it fires, backfills or is triggered to start; the template itself is
+// not listed.
 func TestAttributesOfSchedules(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -361,9 +362,13 @@ func TestAttributesOfSchedules(t *testing.T) {
 	if err != nil || len(bf.Runs) != 1 {
 		t.Fatalf("backfill: %+v %v", bf, err)
 	}
+	trig, err := e.s.SchedulesTrigger(e.ctx, "ns", sc.ID, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	got := e.query(`customer = '9'`)
-	if len(got) != 2 || !slices.Contains(got, run.ID) || !slices.Contains(got, bf.Runs[0].ID) {
-		t.Errorf("fired runs by attribute: %v, want %s and %s", got, run.ID, bf.Runs[0].ID)
+	if len(got) != 3 || !slices.Contains(got, run.ID) || !slices.Contains(got, bf.Runs[0].ID) || !slices.Contains(got, trig.ID) {
+		t.Errorf("fired runs by attribute: %v, want %s, %s and %s", got, run.ID, bf.Runs[0].ID, trig.ID)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kagzi/kagzi/pkg/filter"
@@ -316,8 +317,11 @@ func AttributeValue(rows []AttrRow) any {
 	return nil
 }
 
-// attributeKindsSQL is AttributeKinds's statement.
-var attributeKindsSQL = stmt("AttributeKinds")
+// The statements of search attributes, written in sql/attributes.sql.
+var (
+	attributeKindsSQL = stmt("AttributeKinds")
+	runAttributesSQL  = stmt("RunAttributes")
+)
 
 // AttributeKinds returns the kinds of the namespace's declared attributes.
 // A start or a schedule reads them only when it sets attributes.
@@ -350,4 +354,31 @@ func CheckAttributes(ctx context.Context, db DBTX, namespace string, attrs map[s
 		return nil, err
 	}
 	return AttributeRows(attrs, declared)
+}
+
+// RunAttributes returns the search attributes of a run (or a schedule
+// template) by name, as AttributeValue gives them. A run without any has
+// an empty map.
+func RunAttributes(ctx context.Context, db DBTX, namespace string, runID uuid.UUID) (map[string]any, error) {
+	rows, err := runAttributesSQL.Query(ctx, db, pgx.NamedArgs{"namespace": namespace, "run_id": runID})
+	if err != nil {
+		return nil, MapErr("run attributes", err)
+	}
+	defer rows.Close()
+	by := map[string][]AttrRow{}
+	for rows.Next() {
+		var r AttrRow
+		if err := rows.Scan(&r.Name, &r.Text, &r.Int, &r.Float, &r.Bool, &r.Time); err != nil {
+			return nil, MapErr("run attributes", err)
+		}
+		by[r.Name] = append(by[r.Name], r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, MapErr("run attributes", err)
+	}
+	out := make(map[string]any, len(by))
+	for n, rs := range by {
+		out[n] = AttributeValue(rs)
+	}
+	return out, nil
 }

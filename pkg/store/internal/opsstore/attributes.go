@@ -20,7 +20,6 @@ var (
 	attributesListSQL    = stmt("AttributesList")
 	attributesHeldSQL    = stmt("AttributesHeld")
 	attributesDeleteSQL  = stmt("AttributesDelete")
-	runAttributesSQL     = stmt("RunAttributes")
 )
 
 // AttributeKind is the kind of a search attribute: keyword (which may hold
@@ -103,27 +102,7 @@ func (s *Ops) AttributesDelete(ctx context.Context, namespace, name string) erro
 // []string (a keyword with several values), int64, float64, bool or
 // time.Time. A run without any has an empty map.
 func (s *Ops) RunAttributes(ctx context.Context, namespace string, runID uuid.UUID) (map[string]any, error) {
-	rows, err := runAttributesSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "run_id": runID})
-	if err != nil {
-		return nil, mapErr("run attributes", err)
-	}
-	defer rows.Close()
-	by := map[string][]core.AttrRow{}
-	for rows.Next() {
-		var r core.AttrRow
-		if err := rows.Scan(&r.Name, &r.Text, &r.Int, &r.Float, &r.Bool, &r.Time); err != nil {
-			return nil, mapErr("run attributes", err)
-		}
-		by[r.Name] = append(by[r.Name], r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, mapErr("run attributes", err)
-	}
-	out := make(map[string]any, len(by))
-	for n, rs := range by {
-		out[n] = core.AttributeValue(rs)
-	}
-	return out, nil
+	return core.RunAttributes(ctx, s.h.DB, namespace, runID)
 }
 
 // fields returns the fields a query of the namespace may name: the

@@ -101,8 +101,9 @@ type SchedulesCreateParams struct {
 	// ConcurrencyKey and RateLimitKey are given to every run the schedule
 	// starts, as RunsCreateParams's.
 	ConcurrencyKey, RateLimitKey string
-	// Attributes are the search attributes every run the schedule fires
-	// (or backfills) is given, as RunsCreateParams.Attributes.
+	// Attributes are the search attributes every run the schedule fires,
+	// backfills or is triggered to start is given, as
+	// RunsCreateParams.Attributes.
 	Attributes map[string]any
 	// Now is when the schedule starts; zero means time.Now().
 	Now time.Time
@@ -691,9 +692,13 @@ func (s *Schedules) SchedulesTrigger(ctx context.Context, namespace string, id u
 	if err != nil {
 		return Run{}, fmt.Errorf("trigger schedule: %w", err)
 	}
+	attrs, err := core.RunAttributes(ctx, s.h.DB, namespace, id)
+	if err != nil {
+		return Run{}, fmt.Errorf("trigger schedule: %w", err)
+	}
 	run, _, err := s.RunsCreate(ctx, RunsCreateParams{
 		Namespace: sc.Namespace, Queue: sc.Queue, Type: sc.Type, Version: sc.Version,
-		Input: sc.Input, RetryPolicy: sc.RetryPolicy, ScheduleID: &sc.ID, ScheduleFireAt: &now,
+		Input: sc.Input, RetryPolicy: sc.RetryPolicy, ScheduleID: &sc.ID, ScheduleFireAt: &now, Attributes: attrs,
 	})
 	if errors.Is(err, ErrNotFound) {
 		// Deleted between the read and the insert (the foreign key).

@@ -31,10 +31,6 @@ SELECT EXISTS (SELECT 1 FROM kagzi.run_attributes WHERE namespace_id = @namespac
 -- name: AttributesDelete :one
 DELETE FROM kagzi.search_attributes WHERE namespace_id = @namespace AND name = @name RETURNING name
 
--- name: RunAttributes :many
-SELECT name, v_text, v_int, v_float, v_bool, v_time FROM kagzi.run_attributes
-WHERE run_id = @run_id AND namespace_id = @namespace ORDER BY name, v_text
-
 -- name: RunsQueryTimeout :exec
 SELECT set_config('statement_timeout', @timeout, true)
 
