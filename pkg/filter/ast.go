@@ -53,9 +53,9 @@ type ValueType int
 
 // The lexical types of a literal.
 const (
-	String ValueType = iota
-	Number
-	Bool
+	StringValue ValueType = iota
+	NumberValue
+	BoolValue
 )
 
 // Value is a literal as written: a string, a number (its text) or a
@@ -104,9 +104,9 @@ func (e *Pred) String() string {
 // String writes the literal: a string in single quotes.
 func (v Value) String() string {
 	switch v.Type {
-	case Number:
+	case NumberValue:
 		return v.Text
-	case Bool:
+	case BoolValue:
 		if v.Bool {
 			return "true"
 		}

@@ -18,17 +18,17 @@ const (
 	Text    Kind = "text"
 	Int     Kind = "int"
 	Float   Kind = "float"
-	BoolK   Kind = "bool"
+	Bool    Kind = "bool"
 	Time    Kind = "time"
 )
 
 // Kinds are the kinds, in the order documentation lists them.
-var Kinds = []Kind{Keyword, Text, Int, Float, BoolK, Time}
+var Kinds = []Kind{Keyword, Text, Int, Float, Bool, Time}
 
 // Valid reports whether k is one of Kinds.
 func (k Kind) Valid() bool {
 	switch k {
-	case Keyword, Text, Int, Float, BoolK, Time:
+	case Keyword, Text, Int, Float, Bool, Time:
 		return true
 	}
 	return false
@@ -61,7 +61,7 @@ func Check(e Expr, fields Fields) error {
 				return errAt(x.Pos, "STARTS_WITH applies to keyword and text fields; %s is %s", x.Field, k)
 			}
 		case OpLt, OpLe, OpGt, OpGe:
-			if k == BoolK {
+			if k == Bool {
 				return errAt(x.Pos, "%s is bool: compare it with = or !=", x.Field)
 			}
 		}
@@ -88,11 +88,11 @@ func checkAll(items []Expr, fields Fields) error {
 func Convert(v Value, k Kind) (any, error) {
 	switch k {
 	case Keyword, Text:
-		if v.Type == String {
+		if v.Type == StringValue {
 			return v.Text, nil
 		}
 	case Int:
-		if v.Type == Number {
+		if v.Type == NumberValue {
 			n, err := strconv.ParseInt(v.Text, 10, 64)
 			if err != nil {
 				return nil, errAt(v.Pos, "%s is not a 64-bit integer", v.Text)
@@ -100,19 +100,19 @@ func Convert(v Value, k Kind) (any, error) {
 			return n, nil
 		}
 	case Float:
-		if v.Type == Number {
+		if v.Type == NumberValue {
 			f, err := strconv.ParseFloat(v.Text, 64)
 			if err != nil || math.IsInf(f, 0) {
 				return nil, errAt(v.Pos, "%s is not a finite number", v.Text)
 			}
 			return f, nil
 		}
-	case BoolK:
-		if v.Type == Bool {
+	case Bool:
+		if v.Type == BoolValue {
 			return v.Bool, nil
 		}
 	case Time:
-		if v.Type == String {
+		if v.Type == StringValue {
 			t, err := time.Parse(time.RFC3339Nano, v.Text)
 			if err != nil {
 				return nil, errAt(v.Pos, "%q is not an RFC 3339 time (e.g. 2025-01-02T15:04:05Z)", v.Text)

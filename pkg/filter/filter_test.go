@@ -8,7 +8,7 @@ import (
 
 var testFields = Fields(func(name string) (Kind, bool) {
 	k, ok := map[string]Kind{"status": Keyword, "customer": Keyword, "note": Text, "amount": Int,
-		"score": Float, "vip": BoolK, "created_at": Time}[name]
+		"score": Float, "vip": Bool, "created_at": Time}[name]
 	return k, ok
 })
 

@@ -365,13 +365,13 @@ func (p *parser) value() (Value, error) {
 	t := p.next()
 	switch {
 	case t.kind == tString:
-		return Value{Type: String, Text: t.text, Pos: t.pos}, nil
+		return Value{Type: StringValue, Text: t.text, Pos: t.pos}, nil
 	case t.kind == tNumber:
-		return Value{Type: Number, Text: t.text, Pos: t.pos}, nil
+		return Value{Type: NumberValue, Text: t.text, Pos: t.pos}, nil
 	case isWord(t, "TRUE"):
-		return Value{Type: Bool, Bool: true, Pos: t.pos}, nil
+		return Value{Type: BoolValue, Bool: true, Pos: t.pos}, nil
 	case isWord(t, "FALSE"):
-		return Value{Type: Bool, Bool: false, Pos: t.pos}, nil
+		return Value{Type: BoolValue, Bool: false, Pos: t.pos}, nil
 	}
 	return Value{}, errAt(t.pos, "expected a value (a quoted string, a number, true or false), got %s", describe(t))
 }

@@ -162,7 +162,7 @@ const (
 	AttributeText    = filter.Text
 	AttributeInt     = filter.Int
 	AttributeFloat   = filter.Float
-	AttributeBool    = filter.BoolK
+	AttributeBool    = filter.Bool
 	AttributeTime    = filter.Time
 )
 

@@ -259,7 +259,7 @@ func attrValues(name string, k filter.Kind, v any) ([]AttrRow, error) {
 	case float64:
 		return floatRow(name, k, x, mismatch, bad)
 	case bool:
-		if k != filter.BoolK {
+		if k != filter.Bool {
 			return nil, mismatch()
 		}
 		return []AttrRow{{Name: name, Bool: &x}}, nil

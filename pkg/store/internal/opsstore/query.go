@@ -77,7 +77,7 @@ func sqlType(k filter.Kind) string {
 		return "bigint"
 	case filter.Float:
 		return "float8"
-	case filter.BoolK:
+	case filter.Bool:
 		return "boolean"
 	case filter.Time:
 		return "timestamptz"
@@ -92,7 +92,7 @@ func valueColumn(k filter.Kind) string {
 		return "a.v_int"
 	case filter.Float:
 		return "a.v_float"
-	case filter.BoolK:
+	case filter.Bool:
 		return "a.v_bool"
 	case filter.Time:
 		return "a.v_time"
@@ -202,7 +202,7 @@ func (w *whereBuilder) arrayParam(vs []any, k filter.Kind) string {
 			a[i] = v.(float64)
 		}
 		arr = a
-	case filter.BoolK:
+	case filter.Bool:
 		a := make([]bool, len(vs))
 		for i, v := range vs {
 			a[i] = v.(bool)
