@@ -527,6 +527,31 @@ CREATE TABLE kagzi.retention (
     CONSTRAINT retention_keep_check CHECK (((keep_completed >= '00:00:00'::interval) AND (keep_failed >= '00:00:00'::interval)))
 );
 
+-- Name: run_attributes; Type: TABLE; Schema: kagzi; Owner: -
+
+CREATE TABLE kagzi.run_attributes (
+    namespace_id text NOT NULL,
+    run_id uuid NOT NULL,
+    name text NOT NULL,
+    v_text text,
+    v_int bigint,
+    v_float double precision,
+    v_bool boolean,
+    v_time timestamp with time zone,
+    created_at timestamp with time zone NOT NULL,
+    CONSTRAINT run_attributes_check CHECK ((num_nonnulls(v_text, v_int, v_float, v_bool, v_time) = 1))
+);
+
+-- Name: search_attributes; Type: TABLE; Schema: kagzi; Owner: -
+
+CREATE TABLE kagzi.search_attributes (
+    namespace_id text NOT NULL,
+    name text NOT NULL,
+    kind text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT search_attributes_kind_check CHECK ((kind = ANY (ARRAY['keyword'::text, 'text'::text, 'int'::text, 'float'::text, 'bool'::text, 'time'::text])))
+);
+
 -- Name: settings; Type: TABLE; Schema: kagzi; Owner: -
 
 CREATE TABLE kagzi.settings (
@@ -693,6 +718,11 @@ ALTER TABLE ONLY kagzi.rate_limits
 ALTER TABLE ONLY kagzi.retention
     ADD CONSTRAINT retention_pkey PRIMARY KEY (namespace_id, workflow_type);
 
+-- Name: search_attributes search_attributes_pkey; Type: CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.search_attributes
+    ADD CONSTRAINT search_attributes_pkey PRIMARY KEY (namespace_id, name);
+
 -- Name: settings settings_pkey; Type: CONSTRAINT; Schema: kagzi; Owner: -
 
 ALTER TABLE ONLY kagzi.settings
@@ -737,6 +767,30 @@ ALTER TABLE ONLY kagzi.workflow_runs
 
 ALTER TABLE kagzi.workflow_runs
     ADD CONSTRAINT workflow_runs_running_holder_check CHECK (((status <> 'RUNNING'::text) OR (locked_by IS NOT NULL))) NOT VALID;
+
+-- Name: run_attributes_bool_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX run_attributes_bool_idx ON kagzi.run_attributes USING btree (namespace_id, name, v_bool, created_at DESC) WHERE (v_bool IS NOT NULL);
+
+-- Name: run_attributes_float_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX run_attributes_float_idx ON kagzi.run_attributes USING btree (namespace_id, name, v_float, created_at DESC) WHERE (v_float IS NOT NULL);
+
+-- Name: run_attributes_int_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX run_attributes_int_idx ON kagzi.run_attributes USING btree (namespace_id, name, v_int, created_at DESC) WHERE (v_int IS NOT NULL);
+
+-- Name: run_attributes_run_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX run_attributes_run_idx ON kagzi.run_attributes USING btree (run_id);
+
+-- Name: run_attributes_text_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX run_attributes_text_idx ON kagzi.run_attributes USING btree (namespace_id, name, v_text, created_at DESC) WHERE (v_text IS NOT NULL);
+
+-- Name: run_attributes_time_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX run_attributes_time_idx ON kagzi.run_attributes USING btree (namespace_id, name, v_time, created_at DESC) WHERE (v_time IS NOT NULL);
 
 -- Name: step_runs_latest_idx; Type: INDEX; Schema: kagzi; Owner: -
 
@@ -873,6 +927,11 @@ CREATE TRIGGER workflow_runs_notify_update AFTER UPDATE ON kagzi.workflow_runs R
 -- Name: workflow_runs workflow_runs_schedule_instance_ended; Type: TRIGGER; Schema: kagzi; Owner: -
 
 CREATE TRIGGER workflow_runs_schedule_instance_ended AFTER UPDATE OF status ON kagzi.workflow_runs FOR EACH ROW WHEN (((old.schedule_id IS NOT NULL) AND (old.status = ANY (ARRAY['PENDING'::text, 'RUNNING'::text, 'SLEEPING'::text])) AND (new.status = ANY (ARRAY['COMPLETED'::text, 'FAILED'::text, 'CANCELLED'::text])))) EXECUTE FUNCTION kagzi.schedule_instance_ended();
+
+-- Name: run_attributes run_attributes_run_id_fkey; Type: FK CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.run_attributes
+    ADD CONSTRAINT run_attributes_run_id_fkey FOREIGN KEY (run_id) REFERENCES kagzi.workflow_runs(run_id) ON DELETE CASCADE;
 
 -- Name: workflow_events workflow_events_run_id_fkey; Type: FK CONSTRAINT; Schema: kagzi; Owner: -
 

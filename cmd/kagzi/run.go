@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -34,7 +35,7 @@ func newRunCmd(a *cliutil.App) *cobra.Command {
   kagzi run export --finished-before 6d --output archive.jsonl`,
 	})
 	c.AddCommand(newRunStartCmd(a), newRunListCmd(a), newRunShowCmd(a), newRunCancelCmd(a), newRunTerminateCmd(a), newRunRetryCmd(a),
-		newRunExportCmd(a), newRunForkCmd(a), newRunForkManyCmd(a), newRunStateCmd(a), newRunStreamCmd(a),
+		newRunExportCmd(a), newRunCountCmd(a), newRunForkCmd(a), newRunForkManyCmd(a), newRunStateCmd(a), newRunStreamCmd(a),
 		newRunUpdateCmd(a))
 	return c
 }
@@ -59,6 +60,7 @@ func newRunStartCmd(a *cliutil.App) *cobra.Command {
 		wait, requireWorker               bool
 		progressEvery                     time.Duration
 		flow                              flowFlags
+		attrs                             []string
 	)
 	c := &cobra.Command{
 		Use:   "start TYPE",
@@ -89,7 +91,8 @@ with the id is terminated and the new one started). A refused start exits 1.`,
   kagzi run start Report --input @report.json --deadline 1h --wait --timeout 5m
   kagzi run start SyncCustomer --concurrency-key customer-7 --rate-limit-key crm-api
   kagzi run start Reindex --debounce-key catalog --debounce 5s --debounce-max-wait 1m
-  kagzi run start Import --id import-7 --id-reuse failed-only`,
+  kagzi run start Import --id import-7 --id-reuse failed-only
+  kagzi run start ProcessOrder --attr customer=42 --attr tags=rush --attr tags=gift`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -113,6 +116,15 @@ with the id is terminated and the new one started). A refused start exits 1.`,
 					return cliutil.Usagef("--deadline %s must be positive, e.g. --deadline 30m", cliutil.FmtDur(deadline))
 				}
 				opts.Deadline = time.Now().Add(deadline)
+			}
+			if len(attrs) > 0 {
+				st, err := a.Store(ctx)
+				if err != nil {
+					return err
+				}
+				if opts.Attributes, err = parseAttrFlags(ctx, st, a.Namespace, attrs); err != nil {
+					return err
+				}
 			}
 			cl, err := a.Client(ctx, wait)
 			if err != nil {
@@ -194,6 +206,7 @@ with the id is terminated and the new one started). A refused start exits 1.`,
 	flow.register(f)
 	f.StringVar(&concurrencyKey, "concurrency-key", "", "key the type's per-key limit counts the run under (kagzi limit set --per-key)")
 	f.StringVar(&rateKey, "rate-limit-key", "", "key whose rate limit counts each claim of the run (kagzi rate-limit set)")
+	f.StringArrayVar(&attrs, "attr", nil, "search attribute name=value, parsed by its declared kind; repeat a keyword for a list (kagzi attribute declare)")
 	return c
 }
 
@@ -207,6 +220,7 @@ func newRunListCmd(a *cliutil.App) *cobra.Command {
 	var (
 		statuses           []string
 		typ, queue, cursor string
+		query              string
 		limit              int
 	)
 	c := &cobra.Command{
@@ -214,9 +228,21 @@ func newRunListCmd(a *cliutil.App) *cobra.Command {
 		Short: "List runs, newest first",
 		Long: `List the namespace's runs, newest first, a page at a time. When there are
 more, the command prints the cursor of the next page (on stderr for tables,
-as next_cursor with --json).`,
+as next_cursor with --json).
+
+--query filters in Kagzi's query language, ANDed with the other flags:
+predicates over the built-in fields (type, queue, status, version,
+external_id, concurrency_key, rate_key, debounce_key, error, priority,
+attempts, created_at, started_at, finished_at, deadline_at) and the
+namespace's search attributes, with =, !=, <, <=, >, >=, IN (...),
+STARTS_WITH, IS [NOT] NULL, AND, OR, NOT and parentheses. Strings are
+quoted ('it''s' or "x"), times are RFC 3339 strings. attr != v matches runs
+that hold the attribute with another value; NOT attr = v and attr IS NULL
+also match runs without it.`,
 		Example: `  kagzi run list
   kagzi run list --status RUNNING,SLEEPING --type ProcessOrder --limit 20
+  kagzi run list --query 'customer = "42" AND status = "FAILED" AND finished_at > "2025-06-01T00:00:00Z"'
+
   kagzi run list --cursor MTcxOTg...`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -227,7 +253,7 @@ as next_cursor with --json).`,
 			if limit < 1 || limit > store.MaxPageSize {
 				return cliutil.Usagef("--limit %d: use 1 to %d", limit, store.MaxPageSize)
 			}
-			p := store.RunsListParams{Namespace: a.Namespace, Statuses: sts, Type: typ, Queue: queue, Limit: limit}
+			p := store.RunsListParams{Namespace: a.Namespace, Statuses: sts, Type: typ, Queue: queue, Query: query, Limit: limit}
 			if cursor != "" {
 				cur, err := store.ParseCursor(cursor)
 				if err != nil {
@@ -258,6 +284,7 @@ as next_cursor with --json).`,
 	f.StringSliceVar(&statuses, "status", nil, "only these statuses, comma-separated (e.g. RUNNING,FAILED)")
 	f.StringVar(&typ, "type", "", "only this workflow type")
 	f.StringVar(&queue, "queue", "", "only this task queue")
+	f.StringVar(&query, "query", "", `only runs matching this query, e.g. 'customer = "42" AND status = "FAILED"'`)
 	f.IntVar(&limit, "limit", 50, fmt.Sprintf("page size, 1 to %d", store.MaxPageSize))
 	f.StringVar(&cursor, "cursor", "", "continue from the cursor a previous page printed")
 	return c
@@ -277,6 +304,8 @@ type runShowJSON struct {
 	// counts those the run ended without receiving.
 	Events     []cliutil.RunEventJSON `json:"events"`
 	Unreceived int                    `json:"unreceived_events"`
+	// Attributes are the run's search attributes by name.
+	Attributes map[string]any `json:"attributes"`
 }
 
 func newRunShowCmd(a *cliutil.App) *cobra.Command {
@@ -334,8 +363,12 @@ anyway.`,
 			if err != nil {
 				return err
 			}
+			attrs, err := st.RunAttributes(cmd.Context(), a.Namespace, id)
+			if err != nil {
+				return err
+			}
 			v := runShowJSON{RunJSON: cliutil.ToRunJSON(run), forkLinksJSON: linksJSON, Steps: make([]cliutil.StepJSON, len(steps)),
-				Events: make([]cliutil.RunEventJSON, len(events))}
+				Events: make([]cliutil.RunEventJSON, len(events)), Attributes: attrs}
 			for i, s := range steps {
 				v.Steps[i] = cliutil.ToStepJSON(s)
 			}
@@ -362,6 +395,14 @@ anyway.`,
 			return a.Print(cmd, v, func(w io.Writer) {
 				runFields(w, run)
 				forkFields(w, links)
+				names := make([]string, 0, len(attrs))
+				for n := range attrs {
+					names = append(names, n)
+				}
+				slices.Sort(names)
+				for _, n := range names {
+					fmt.Fprintf(w, "Attribute %s:\t%s\n", n, fmtAttr(attrs[n]))
+				}
 				if v.Waiting != nil {
 					line := v.Waiting.Detail
 					if v.Waiting.Until != nil {

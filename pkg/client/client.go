@@ -234,6 +234,15 @@ type StartOptions struct {
 	// long as retention keeps it; at most MaxIDReuseWindow).
 	IDReusePolicy IDReusePolicy
 	IDReuseWindow time.Duration
+	// Attributes are the run's search attributes, by which List and Count
+	// find it (ListOptions.Query). Each is declared in the namespace first
+	// (DeclareAttribute) and given as a Go value of its kind: string
+	// (keyword or text), []string (a keyword list), an integer type (int,
+	// or float), float64 (float), bool, time.Time. An undeclared name or
+	// a value of another kind is ErrAttribute. At most 32 per run; a
+	// keyword is at most 256 bytes, a list 32 values, a text 2 KiB, all
+	// values together 16 KiB. A run continued as new keeps them.
+	Attributes map[string]any
 }
 
 // Handle refers to a started run.
@@ -271,7 +280,7 @@ func (c *Client) params(typ string, input any, o StartOptions) (store.RunsCreate
 	}
 	p := store.RunsCreateParams{Namespace: c.ns, Queue: q, Type: typ, Version: o.Version,
 		ExternalID: o.ExternalID, Input: raw, RetryPolicy: o.RetryPolicy, Priority: o.Priority, TraceContext: o.TraceParent,
-		RequireWorker: o.RequireWorker, ConcurrencyKey: o.ConcurrencyKey, RateLimitKey: o.RateLimitKey}
+		RequireWorker: o.RequireWorker, ConcurrencyKey: o.ConcurrencyKey, RateLimitKey: o.RateLimitKey, Attributes: o.Attributes}
 	if err := flowParams(&p, o); err != nil {
 		return store.RunsCreateParams{}, err
 	}
@@ -484,6 +493,15 @@ type ListOptions struct {
 	Statuses []RunStatus
 	Type     string
 	Queue    string
+	// Query filters runs in Kagzi's query language, ANDed with the fields
+	// above, over the built-in fields (type, queue, status, external_id,
+	// created_at, started_at, finished_at, ...) and the namespace's search
+	// attributes, e.g. `customer = '42' AND status = 'FAILED' AND
+	// finished_at > '2025-01-02T15:04:05Z'`. A malformed query, an unknown
+	// field or a value of the wrong kind is ErrInvalidArgument naming its
+	// position; a query that runs longer than store.QueryTimeout is
+	// ErrQueryTimeout.
+	Query string
 	// Limit is the page size: 0 for DefaultPageSize, at most MaxPageSize;
 	// a negative one is ErrInvalidArgument.
 	Limit int
@@ -493,7 +511,7 @@ type ListOptions struct {
 
 // List lists runs newest first; next is "" on the last page.
 func (c *Client) List(ctx context.Context, o ListOptions) (runs []Run, next string, err error) {
-	p := store.RunsListParams{Namespace: c.ns, Statuses: o.Statuses, Type: o.Type, Queue: o.Queue, Limit: o.Limit}
+	p := store.RunsListParams{Namespace: c.ns, Statuses: o.Statuses, Type: o.Type, Queue: o.Queue, Query: o.Query, Limit: o.Limit}
 	if o.Cursor != "" {
 		cur, err := store.ParseCursor(o.Cursor)
 		if err != nil {

@@ -172,3 +172,46 @@ func ExampleDebounce() {
 	// README: end
 	_ = h
 }
+
+// Runs started with search attributes are listed and counted by them.
+func ExampleClient_Count() {
+	ctx := context.Background()
+	nc, err := nats.Connect(nats.DefaultURL)
+	if err != nil {
+		return
+	}
+	cl, err := client.Connect(ctx, databaseURL, nc, client.Options{})
+	if err != nil {
+		return
+	}
+	defer cl.Close()
+	order := Order{ID: "o-1", Customer: "42", Amount: 42}
+	// README: attributes
+	if err := cl.DeclareAttribute(ctx, "customer", client.AttributeKeyword); err != nil {
+		return
+	}
+	if err := cl.DeclareAttribute(ctx, "amount", client.AttributeInt); err != nil {
+		return
+	}
+	_, err = client.StartWorkflow(ctx, cl, ProcessOrder, order, client.StartOptions{
+		Attributes: map[string]any{"customer": order.Customer, "amount": order.Amount},
+	})
+	if errors.Is(err, client.ErrAttribute) { // undeclared, or a value of another kind
+		return
+	}
+	failed, next, err := cl.List(ctx, client.ListOptions{
+		Query: `customer = '42' AND status = 'FAILED' AND finished_at > '2025-06-01T00:00:00Z'`,
+	})
+	if err != nil {
+		return
+	}
+	fmt.Println(len(failed), next)
+	byStatus, err := cl.Count(ctx, client.CountOptions{Query: `amount >= 100`, GroupBy: "status"})
+	if err != nil {
+		return
+	}
+	for _, g := range byStatus.Groups {
+		fmt.Println(*g.Value, g.Count)
+	}
+	// README: end
+}

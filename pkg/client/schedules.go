@@ -63,6 +63,10 @@ type ScheduleOptions struct {
 	// per-key limit under ConcurrencyKey, and each claim of one against
 	// the rate limit of RateLimitKey (README, "Flow control").
 	ConcurrencyKey, RateLimitKey string
+	// Attributes are the search attributes every run the schedule fires,
+	// backfills or is triggered to start is given, as StartOptions.Attributes (checked when the
+	// schedule is created).
+	Attributes map[string]any
 }
 
 // CreateSchedule creates a schedule that starts a run of workflow type typ
@@ -92,6 +96,7 @@ func (c *Client) CreateSchedule(ctx context.Context, typ string, input any, o Sc
 		ScheduleID: o.ID, Namespace: c.ns, Queue: q, Type: typ, Version: o.Version,
 		Cron: o.Cron, Timezone: o.Timezone, Input: raw, MaxCatchup: o.MaxCatchup, RetryPolicy: o.RetryPolicy,
 		Overlap: overlap, Jitter: o.Jitter, ConcurrencyKey: o.ConcurrencyKey, RateLimitKey: o.RateLimitKey,
+		Attributes: o.Attributes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create schedule %s: %w", protocol.Echo(typ), err)

@@ -251,9 +251,10 @@ func parseTime(s string) (*time.Time, error) {
 func (c *Console) runsData(r *http.Request, ns string) (any, error) {
 	q := r.URL.Query()
 	f := RunsFilter{Status: q.Get("status"), Type: q.Get("type"), Queue: q.Get("queue"), Schedule: q.Get("schedule"),
-		ExternalID: q.Get("external_id"), From: q.Get("from"), To: q.Get("to"), Input: q.Get("input"), Output: q.Get("output")}
+		ExternalID: q.Get("external_id"), From: q.Get("from"), To: q.Get("to"), Input: q.Get("input"), Output: q.Get("output"),
+		Query: q.Get("query")}
 	p := store.RunsSearchParams{Namespace: ns, Type: f.Type, Queue: f.Queue, ExternalID: f.ExternalID,
-		InputMatch: f.Input, OutputMatch: f.Output}
+		InputMatch: f.Input, OutputMatch: f.Output, Query: f.Query}
 	for _, s := range strings.Split(f.Status, ",") {
 		if s = strings.ToUpper(strings.TrimSpace(s)); s != "" {
 			p.Statuses = append(p.Statuses, store.RunStatus(s))

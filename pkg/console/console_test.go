@@ -54,6 +54,14 @@ func TestEndpoints(t *testing.T) {
 	if len(page.Runs) != 1 || page.Runs[0].ID != other {
 		t.Fatalf("output filter: %+v", page.Runs)
 	}
+	e.getJSON("/api/v1/runs?ns=default&query="+urlq(`type = 'Echo' AND external_id IS NULL AND status = 'completed'`), &page)
+	if len(page.Runs) != 2 {
+		t.Fatalf("query filter: %+v", page.Runs)
+	}
+	e.getJSON("/api/v1/runs?ns=default&query="+urlq(`type = "Nope"`), &page)
+	if len(page.Runs) != 0 {
+		t.Fatalf("query filter matching nothing: %+v", page.Runs)
+	}
 	e.getJSON("/api/v1/runs?ns=default&status=COMPLETED&limit=1", &page)
 	if len(page.Runs) != 1 || page.Next == "" {
 		t.Fatalf("page 1: %d runs, next %q", len(page.Runs), page.Next)

@@ -64,6 +64,9 @@ type RunsFilter struct {
 	To         string `json:"to,omitempty"`
 	Input      string `json:"input,omitempty"`
 	Output     string `json:"output,omitempty"`
+	// Query is a query in Kagzi's query language (kagzi run list
+	// --query), over built-in fields and search attributes.
+	Query string `json:"query,omitempty"`
 }
 
 // StepView is one attempt of one step, placed on the run's timeline.

@@ -131,6 +131,13 @@ var (
 	// refused because events of a name the ending execution waited for or
 	// drained arrived after its delivery and are not consumed.
 	ErrEventsArrived = core.ErrEventsArrived
+	// ErrAttribute: a search attribute of a start, a declaration or a query
+	// is malformed, undeclared or of the wrong kind; the message names it.
+	// It wraps ErrInvalidArgument.
+	ErrAttribute = core.ErrAttribute
+	// ErrQueryTimeout: a listing or count by a query ran longer than its
+	// statement timeout and was stopped; narrow the query.
+	ErrQueryTimeout = core.ErrQueryTimeout
 )
 
 func checkName(field, v string, required bool) error { return core.CheckName(field, v, required) }

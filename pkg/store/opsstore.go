@@ -3,7 +3,11 @@ package store
 // The names below are defined in package opsstore; they are named here
 // so that this package's code and its callers use them as their own.
 
-import "github.com/kagzi/kagzi/pkg/store/internal/opsstore"
+import (
+	"github.com/kagzi/kagzi/pkg/filter"
+	"github.com/kagzi/kagzi/pkg/store/internal/core"
+	"github.com/kagzi/kagzi/pkg/store/internal/opsstore"
+)
 
 type (
 	// RunsSearchParams filter and page the console's run search.
@@ -15,6 +19,14 @@ type (
 	QueueTypeStats = opsstore.QueueTypeStats
 	// RunsListParams filter and page a listing of runs.
 	RunsListParams = opsstore.RunsListParams
+	// AttributeKind is the kind of a search attribute: keyword (which may
+	// hold a list of values), text, int, float, bool or time.
+	AttributeKind = opsstore.AttributeKind
+	// Attribute is a declared search attribute.
+	Attribute = opsstore.Attribute
+	// CountGroup is the count of the runs whose group-by field has Value
+	// (nil: runs without it).
+	CountGroup = opsstore.CountGroup
 	// DefaultVersion is the version a start without a version gets for one
 	// workflow type of a namespace (set by the operator).
 	DefaultVersion = opsstore.DefaultVersion
@@ -143,3 +155,25 @@ func ParseNotification(payload string) (Notification, error) {
 func RetentionFor(policies []RetentionPolicy, namespace, typ string) Retention {
 	return opsstore.RetentionFor(policies, namespace, typ)
 }
+
+// The kinds of a search attribute.
+const (
+	AttributeKeyword = filter.Keyword
+	AttributeText    = filter.Text
+	AttributeInt     = filter.Int
+	AttributeFloat   = filter.Float
+	AttributeBool    = filter.Bool
+	AttributeTime    = filter.Time
+)
+
+// The bounds of search attributes and queries.
+const (
+	// MaxAttributesDeclared is the most attributes a namespace declares.
+	MaxAttributesDeclared = core.MaxAttributesDeclared
+	// MaxRunAttributes is the most attributes one run sets.
+	MaxRunAttributes = core.MaxRunAttributes
+	// QueryTimeout bounds one listing or count by a query.
+	QueryTimeout = opsstore.QueryTimeout
+	// MaxCountGroups is the most groups a grouped count returns.
+	MaxCountGroups = opsstore.MaxCountGroups
+)

@@ -35,6 +35,13 @@ var (
 	// execute again with them; the execution that reported the end must
 	// be abandoned (its lease is gone).
 	ErrEventsArrived = errors.New("events arrived during the execution")
+	// ErrAttribute: a search attribute of a start, a declaration or a query
+	// is malformed, undeclared or of the wrong kind; the message names it.
+	// It wraps ErrInvalidArgument.
+	ErrAttribute = fmt.Errorf("%w: search attribute", ErrInvalidArgument)
+	// ErrQueryTimeout: a listing or count by a query ran longer than its
+	// statement timeout (QueryTimeout) and was stopped; narrow the query.
+	ErrQueryTimeout = errors.New("query timed out")
 )
 
 // sqlStateNoWorker is the SQLSTATE kagzi.require_worker raises (migration

@@ -48,6 +48,10 @@ type RunsSearchParams struct {
 	// against the payload (e.g. `$.customer == "ada"`); a payload that is
 	// not JSON, or for which the predicate is not a boolean, does not match.
 	InputMatch, OutputMatch string
+	// Query filters further in the filter package's language, over the
+	// built-in fields and the namespace's search attributes (see
+	// BuildWhere); "" does not filter.
+	Query string
 	// Limit is the page size (0: DefaultPageSize, at most MaxPageSize).
 	Limit int
 	// After continues a previous page.
@@ -109,17 +113,42 @@ func (s *Ops) RunsSearch(ctx context.Context, p RunsSearchParams) (runs []Run, n
 	if p.After != nil {
 		afterTS, afterID = &p.After.CreatedAt, &p.After.ID
 	}
-	rows, err := consoleRunsSearchSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": p.Namespace, "statuses": statuses, "type": p.Type, "queue": p.Queue,
+	args := pgx.NamedArgs{"namespace": p.Namespace, "statuses": statuses, "type": p.Type, "queue": p.Queue,
 		"schedule_id": p.ScheduleID, "external_id": p.ExternalID, "created_from": p.CreatedFrom, "created_to": p.CreatedTo,
 		"finished_before":  p.FinishedBefore,
 		"after_created_at": afterTS, "after_run_id": afterID, "input_match": p.InputMatch, "output_match": p.OutputMatch,
-		"limit": p.Limit + 1, "parent_run_id": p.ParentID})
-	if err != nil {
-		return nil, nil, mapErr("search runs", err)
-	}
-	runs, err = collectRuns(rows)
-	if err != nil {
-		return nil, nil, mapErr("search runs", err)
+		"limit": p.Limit + 1, "parent_run_id": p.ParentID}
+	if p.Query == "" {
+		rows, err := consoleRunsSearchSQL.Query(ctx, s.h.DB, args)
+		if err != nil {
+			return nil, nil, mapErr("search runs", err)
+		}
+		if runs, err = collectRuns(rows); err != nil {
+			return nil, nil, mapErr("search runs", err)
+		}
+	} else {
+		attrs, err := s.fields(ctx, p.Namespace)
+		if err != nil {
+			return nil, nil, err
+		}
+		clause, qargs, err := BuildWhere(p.Query, attrs)
+		if err != nil {
+			return nil, nil, err
+		}
+		for k, v := range qargs {
+			args[k] = v
+		}
+		err = s.queryTx(ctx, "search runs", func(tx *Ops) error {
+			rows, err := tx.h.DB.Query(ctx, withQuery(consoleRunsSearchSQL, clause), args)
+			if err != nil {
+				return mapErr("search runs", err)
+			}
+			runs, err = collectRuns(rows)
+			return mapErr("search runs", err)
+		})
+		if err != nil {
+			return nil, nil, err
+		}
 	}
 	if len(runs) > p.Limit {
 		runs = runs[:p.Limit]
@@ -324,6 +353,10 @@ type RunsListParams struct {
 	Queue      string
 	ScheduleID *uuid.UUID
 	ParentID   *uuid.UUID
+	// Query filters in the filter package's language (e.g. `customer =
+	// '42' AND status = 'FAILED'`), ANDed with the fields above; ""
+	// does not filter. A listing by a query stops after QueryTimeout.
+	Query string
 	// Limit is the page size (0: DefaultPageSize, at most MaxPageSize).
 	Limit int
 	// After continues a previous page.
@@ -333,7 +366,7 @@ type RunsListParams struct {
 // RunsList lists runs newest first. next is nil on the last page.
 func (s *Ops) RunsList(ctx context.Context, p RunsListParams) (runs []Run, next *Cursor, err error) {
 	return s.RunsSearch(ctx, RunsSearchParams{Namespace: p.Namespace, Statuses: p.Statuses, Type: p.Type, Queue: p.Queue,
-		ScheduleID: p.ScheduleID, ParentID: p.ParentID, Limit: p.Limit, After: p.After})
+		ScheduleID: p.ScheduleID, ParentID: p.ParentID, Query: p.Query, Limit: p.Limit, After: p.After})
 }
 
 // PageLimit is pageLimit, for the listings of package store.

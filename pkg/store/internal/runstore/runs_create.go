@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kagzi/kagzi/pkg/retry"
+	"github.com/kagzi/kagzi/pkg/store/internal/core"
 )
 
 // Starting runs: validation, the insert of one or many runs, and the
@@ -56,6 +57,14 @@ type RunsCreateParams struct {
 	// every run retention keeps).
 	IDReuse       IDReusePolicy
 	IDReuseWindow time.Duration
+	// Attributes are the run's search attributes, each declared in the
+	// namespace (AttributesDeclare), of a Go type that fits its kind (see
+	// core.AttributeRows); a mismatch is ErrAttribute. They are inserted
+	// with the run, in its statement.
+	Attributes map[string]any
+
+	// attrRows are Attributes checked by validateCreate.
+	attrRows []core.AttrRow
 }
 
 func (s *Runs) validateCreate(ctx context.Context, p *RunsCreateParams) ([]byte, error) {
@@ -97,6 +106,11 @@ func (s *Runs) validateCreate(ctx context.Context, p *RunsCreateParams) ([]byte,
 	if err := s.h.CheckPayload(ctx, "input", p.Input); err != nil {
 		return nil, err
 	}
+	rows, err := core.CheckAttributes(ctx, s.h.DB, p.Namespace, p.Attributes)
+	if err != nil {
+		return nil, err
+	}
+	p.attrRows = rows
 	if p.RunID == uuid.Nil {
 		id, err := newRunID()
 		if err != nil {
@@ -205,6 +219,7 @@ func (s *Runs) runsInsert(ctx context.Context, ps []RunsCreateParams, policies [
 		inputs                       = make([][]byte, n)
 		require                      = make([]bool, n)
 		ckeys, rkeys                 = make([]*string, n), make([]*string, n)
+		attrs                        core.AttrArrays
 	)
 	for k, i := range rows {
 		p := &ps[i]
@@ -219,18 +234,28 @@ func (s *Runs) runsInsert(ctx context.Context, ps []RunsCreateParams, policies [
 		inputs[k] = p.Input
 		require[k] = p.RequireWorker
 		ckeys[k], rkeys[k] = nullText(p.ConcurrencyKey), nullText(p.RateLimitKey)
+		attrs.Add(p.RunID, p.attrRows)
 	}
 	what := "create runs"
 	if len(ps) == 1 {
 		what = "create run"
 	}
-	res, err := runsCreateSQL.Query(ctx, s.h.DB, pgx.NamedArgs{
+	args := pgx.NamedArgs{
 		"run_ids": ids, "namespaces": nss, "external_ids": exts, "queues": queues, "types": types, "versions": versions,
 		"available_ats": avail, "deadlines": deadlines, "retry_policies": pols, "priorities": prios,
 		"parent_run_ids": parents, "parent_step_ids": pstep, "trace_contexts": traces, "schedule_ids": schedules,
 		"schedule_fire_ats": fireAts, "require_workers": require, "inputs": inputs,
 		"concurrency_keys": ckeys, "rate_keys": rkeys,
-	})
+	}
+	// Only a start with attributes takes the statement that inserts them:
+	// the common start's statement is the same as without the feature.
+	create := runsCreateSQL
+	if len(attrs.Names) > 0 {
+		create = runsCreateAttributesSQL
+		args["attr_run_ids"], args["attr_names"], args["attr_texts"], args["attr_ints"] = attrs.RunIDs, attrs.Names, attrs.Texts, attrs.Ints
+		args["attr_floats"], args["attr_bools"], args["attr_times"] = attrs.Floats, attrs.Bools, attrs.Times
+	}
+	res, err := create.Query(ctx, s.h.DB, args)
 	if err != nil {
 		return nil, mapErr(what, err)
 	}

@@ -23,7 +23,23 @@ func checkFlow(p *RunsCreateParams) error {
 
 // runsCreateFlow starts the validated run p, which is debounced or has an
 // id reuse policy.
-func (s *Runs) runsCreateFlow(ctx context.Context, p RunsCreateParams, policy []byte) (Run, bool, error) {
+func (s *Runs) runsCreateFlow(ctx context.Context, p RunsCreateParams, policy []byte) (run Run, created bool, err error) {
+	if len(p.attrRows) == 0 {
+		return s.runsCreateFlowOnly(ctx, p, policy)
+	}
+	// A run with attributes is created with them, in one transaction.
+	err = s.inTx(ctx, func(tx *Runs) error {
+		run, created, err = tx.runsCreateFlowOnly(ctx, p, policy)
+		if err != nil || !created {
+			return err
+		}
+		return tx.attributesAdd(ctx, run.ID, p.attrRows)
+	})
+	return run, created, err
+}
+
+// runsCreateFlowOnly is runsCreateFlow without the run's attributes.
+func (s *Runs) runsCreateFlowOnly(ctx context.Context, p RunsCreateParams, policy []byte) (Run, bool, error) {
 	if p.Debounce != nil {
 		return s.runsDebounce(ctx, p, policy)
 	}

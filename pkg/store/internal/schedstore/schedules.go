@@ -101,6 +101,10 @@ type SchedulesCreateParams struct {
 	// ConcurrencyKey and RateLimitKey are given to every run the schedule
 	// starts, as RunsCreateParams's.
 	ConcurrencyKey, RateLimitKey string
+	// Attributes are the search attributes every run the schedule fires,
+	// backfills or is triggered to start is given, as
+	// RunsCreateParams.Attributes.
+	Attributes map[string]any
 	// Now is when the schedule starts; zero means time.Now().
 	Now time.Time
 }
@@ -170,10 +174,18 @@ func (s *Schedules) SchedulesCreate(ctx context.Context, p SchedulesCreateParams
 			return Schedule{}, fmt.Errorf("generate schedule id: %w", err)
 		}
 	}
+	attrRows, err := core.CheckAttributes(ctx, s.h.DB, p.Namespace, p.Attributes)
+	if err != nil {
+		return Schedule{}, err
+	}
+	var attrs core.AttrArrays
+	attrs.Add(nil, attrRows)
 	row := schedulesCreateSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"run_id": p.ScheduleID, "namespace": p.Namespace, "queue": p.Queue, "type": p.Type,
 		"version": p.Version, "available_at": first, "retry_policy": policy, "cron": cron, "timezone": tz,
 		"max_catchup": p.MaxCatchup, "input": p.Input, "overlap": core.OverlapColumn(overlap), "jitter_ms": jitterMS,
-		"concurrency_key": nullText(p.ConcurrencyKey), "rate_key": nullText(p.RateLimitKey)})
+		"concurrency_key": nullText(p.ConcurrencyKey), "rate_key": nullText(p.RateLimitKey),
+		"attr_names": attrs.Names, "attr_texts": attrs.Texts, "attr_ints": attrs.Ints, "attr_floats": attrs.Floats,
+		"attr_bools": attrs.Bools, "attr_times": attrs.Times})
 	sc, err := scanSchedule(row)
 	if err != nil {
 		return Schedule{}, mapErr(fmt.Sprintf("create schedule %s", p.ScheduleID), err)
@@ -680,9 +692,13 @@ func (s *Schedules) SchedulesTrigger(ctx context.Context, namespace string, id u
 	if err != nil {
 		return Run{}, fmt.Errorf("trigger schedule: %w", err)
 	}
+	attrs, err := core.RunAttributes(ctx, s.h.DB, namespace, id)
+	if err != nil {
+		return Run{}, fmt.Errorf("trigger schedule: %w", err)
+	}
 	run, _, err := s.RunsCreate(ctx, RunsCreateParams{
 		Namespace: sc.Namespace, Queue: sc.Queue, Type: sc.Type, Version: sc.Version,
-		Input: sc.Input, RetryPolicy: sc.RetryPolicy, ScheduleID: &sc.ID, ScheduleFireAt: &now,
+		Input: sc.Input, RetryPolicy: sc.RetryPolicy, ScheduleID: &sc.ID, ScheduleFireAt: &now, Attributes: attrs,
 	})
 	if errors.Is(err, ErrNotFound) {
 		// Deleted between the read and the insert (the foreign key).

@@ -26,6 +26,7 @@ WHERE r.namespace_id = @namespace
   AND (@after_created_at::timestamptz IS NULL OR (r.created_at, r.run_id) < (@after_created_at, @after_run_id::uuid))
   AND (@input_match = '' OR jsonb_path_match(convert_from(r.input, 'UTF8')::jsonb, @input_match::jsonpath, '{}', true) IS TRUE)
   AND (@output_match = '' OR jsonb_path_match(convert_from(r.output, 'UTF8')::jsonb, @output_match::jsonpath, '{}', true) IS TRUE)
+  AND (/*query*/ TRUE)
 ORDER BY r.created_at DESC, r.run_id DESC
 LIMIT @limit
 

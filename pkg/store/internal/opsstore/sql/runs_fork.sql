@@ -19,7 +19,12 @@ WITH v AS (
 	FROM o WHERE o.step = '' OR o.cut IS NOT NULL
 	ORDER BY o.from_id, o.step
 	ON CONFLICT (forked_from, forked_at_step) WHERE forked_from IS NOT NULL DO NOTHING
-	RETURNING r.run_id, r.forked_from, r.forked_at_step
+	RETURNING r.run_id, r.forked_from, r.forked_at_step, r.created_at
+), at AS (
+	-- A fork keeps the search attributes of the run it was forked from.
+	INSERT INTO kagzi.run_attributes (namespace_id, run_id, name, v_text, v_int, v_float, v_bool, v_time, created_at)
+	SELECT x.namespace_id, ins.run_id, x.name, x.v_text, x.v_int, x.v_float, x.v_bool, x.v_time, ins.created_at
+	FROM ins JOIN kagzi.run_attributes x ON x.run_id = ins.forked_from
 ), st AS (
 	INSERT INTO kagzi.step_runs (run_id, step_id, attempt_number, namespace_id, kind, status, is_latest, input, output,
 		created_at, started_at, finished_at, child_run_id, run_attempt)

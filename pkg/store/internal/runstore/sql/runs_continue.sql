@@ -16,7 +16,12 @@ WITH o AS (
 		CASE WHEN o.trace_context LIKE '%-01' THEN left(o.trace_context, length(o.trace_context) - 2) || '03' ELSE o.trace_context END,
 		o.concurrency_key, o.rate_key, @input::bytea
 	FROM o
-	RETURNING run_id
+	RETURNING run_id, created_at
+), a AS (
+	-- The new run keeps the search attributes of the one it continues.
+	INSERT INTO kagzi.run_attributes (namespace_id, run_id, name, v_text, v_int, v_float, v_bool, v_time, created_at)
+	SELECT x.namespace_id, n.run_id, x.name, x.v_text, x.v_int, x.v_float, x.v_bool, x.v_time, n.created_at
+	FROM kagzi.run_attributes x, n WHERE x.run_id = @run_id
 )
 SELECT o.workflow_type FROM n, o;
 

@@ -10,7 +10,9 @@
 -- fire, locks a template still due at @due; SchedulesBuffer sets the fire
 -- it holds as a fire leaves it and ends an early due time, and
 -- SchedulesBackfillBuffer as a backfill leaves it. SchedulesLive lists a
--- schedule's live instances (the partial index of migration 015).
+-- schedule's live instances (the partial index of migration 015). A
+-- template's search attributes are rows of kagzi.run_attributes under its
+-- id, copied to each instance a fire or a backfill creates.
 
 -- name: SchedulesCreate :one
 WITH r AS (
@@ -25,6 +27,14 @@ WITH r AS (
 	r.last_fired_at, r.schedule_id, r.schedule_fire_at, coalesce(r.trace_context, ''), r.priority,
 	r.cancel_requested_at, coalesce(r.parent_close_policy, ''), r.epoch, coalesce(r.overlap_policy, 'allow-all'), coalesce(r.jitter_ms, 0), r.buffered_fire_at,
 	r.held_next_at, coalesce(r.concurrency_key, ''), coalesce(r.rate_key, '')
+), a AS (
+	-- The template's search attributes, which every instance is given.
+	INSERT INTO kagzi.run_attributes (namespace_id, run_id, name, v_text, v_int, v_float, v_bool, v_time, created_at)
+	SELECT r.namespace_id, r.run_id, x.name, x.v_text, x.v_int, x.v_float, x.v_bool, x.v_time, r.created_at
+	FROM unnest(@attr_names::text[], @attr_texts::text[], @attr_ints::bigint[],
+		@attr_floats::float8[], @attr_bools::boolean[], @attr_times::timestamptz[])
+		AS x(name, v_text, v_int, v_float, v_bool, v_time)
+	CROSS JOIN r
 )
 SELECT * FROM r
 
@@ -133,6 +143,10 @@ WITH v AS (
 	JOIN u ON u.run_id = f.schedule_id
 	ON CONFLICT DO NOTHING
 	RETURNING r.*
+), ia AS (
+	INSERT INTO kagzi.run_attributes (namespace_id, run_id, name, v_text, v_int, v_float, v_bool, v_time, created_at)
+	SELECT x.namespace_id, i.run_id, x.name, x.v_text, x.v_int, x.v_float, x.v_bool, x.v_time, i.created_at
+	FROM i JOIN kagzi.run_attributes x ON x.run_id = i.schedule_id
 )
 SELECT r.run_id, r.namespace_id, coalesce(r.external_id, ''), r.task_queue, r.workflow_type, r.version,
 	r.status, r.attempts, r.available_at, r.locked_by, r.lease_token, r.lease_expires_at, coalesce(r.error, ''),
@@ -208,6 +222,10 @@ WITH t AS (
 	CROSS JOIN t
 	ON CONFLICT DO NOTHING
 	RETURNING r.*
+), ia AS (
+	INSERT INTO kagzi.run_attributes (namespace_id, run_id, name, v_text, v_int, v_float, v_bool, v_time, created_at)
+	SELECT x.namespace_id, i.run_id, x.name, x.v_text, x.v_int, x.v_float, x.v_bool, x.v_time, i.created_at
+	FROM i JOIN kagzi.run_attributes x ON x.run_id = i.schedule_id
 )
 SELECT r.run_id, r.namespace_id, coalesce(r.external_id, ''), r.task_queue, r.workflow_type, r.version,
 	r.status, r.attempts, r.available_at, r.locked_by, r.lease_token, r.lease_expires_at, coalesce(r.error, ''),
