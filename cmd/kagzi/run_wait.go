@@ -59,7 +59,7 @@ func waitSaying(ctx context.Context, cmd *cobra.Command, a *cliutil.App, cl *cli
 }
 
 // waitingFor says what a run's end waits for: its status and, for a run
-// waiting to be claimed, whether a live worker serves it.
+// not running, why it waits (store.RunsWaiting, as run show says it).
 func waitingFor(ctx context.Context, a *cliutil.App, id uuid.UUID) string {
 	st, err := a.Store(ctx)
 	if err != nil {
@@ -71,13 +71,16 @@ func waitingFor(ctx context.Context, a *cliutil.App, id uuid.UUID) string {
 	}
 	switch r.Status {
 	case store.StatusPending, store.StatusSleeping:
-		n, err := st.WorkersServing(ctx, r.Namespace, r.Queue, r.Type, r.Version)
+		wt, ok, err := st.RunsWaiting(ctx, a.Namespace, id)
 		if err != nil {
-			return fmt.Sprintf("%s; cannot read its workers (%v)", r.Status, err)
+			return fmt.Sprintf("%s; cannot read why it waits (%v)", r.Status, err)
 		}
-		line := fmt.Sprintf("%s; %s", r.Status, servingLine(n, r))
-		if r.AvailableAt != nil && r.AvailableAt.After(time.Now()) {
-			line += "; next due " + cliutil.FmtTimeP(r.AvailableAt)
+		if !ok { // it started or ended since
+			return string(r.Status)
+		}
+		line := fmt.Sprintf("%s; %s", r.Status, wt.Detail)
+		if wt.Until != nil {
+			line += ", until " + cliutil.FmtTimeP(wt.Until)
 		}
 		return line
 	case store.StatusRunning:

@@ -59,5 +59,5 @@ func TestWaitSaysWhatItWaitsFor(t *testing.T) {
 	if code == 0 {
 		t.Fatal("the wait for a run nobody serves ended with exit 0")
 	}
-	mustContain(t, "stderr", errOut, "Waiting for run", "PENDING; none: no live worker serves ProcesOrder on queue default", "timed out after 1s")
+	mustContain(t, "stderr", errOut, "Waiting for run", "PENDING; no live worker serves ProcesOrder on queue default", "timed out after 1s")
 }

@@ -67,6 +67,7 @@ var runsWaitFactsSQL = stmt("RunsWaitFacts")
 // serve it.
 func (s *Store) RunsWaiting(ctx context.Context, namespace string, id uuid.UUID) (w Waiting, ok bool, err error) {
 	var (
+		queue, typ, version              string
 		status                           RunStatus
 		availableAt, rateDueAt, retryAt  *time.Time
 		attempts                         int
@@ -80,7 +81,7 @@ func (s *Store) RunsWaiting(ctx context.Context, namespace string, id uuid.UUID)
 		running, runningKey              *int64
 	)
 	err = runsWaitFactsSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "id": id}).Scan(
-		&status, &availableAt, &attempts, &rateKey, &rateDueAt, &waitingOn, &debouncing, &concurrencyKey,
+		&queue, &typ, &version, &status, &availableAt, &attempts, &rateKey, &rateDueAt, &waitingOn, &debouncing, &concurrencyKey,
 		&kind, &stepStatus, &stepID, &retryAt, &childID, &maxRunning, &maxPerKey, &running, &runningKey)
 	if err != nil {
 		return Waiting{}, false, mapErr(fmt.Sprintf("read why run %s waits", id), err)
@@ -127,21 +128,17 @@ func (s *Store) RunsWaiting(ctx context.Context, namespace string, id uuid.UUID)
 		return at(WaitScheduled, "its start is deferred")
 	}
 	// Due now: what keeps it from being claimed.
-	r, err := s.RunsGet(ctx, namespace, id)
+	n, err := s.WorkersServing(ctx, namespace, queue, typ, version)
 	if err != nil {
 		return Waiting{}, false, err
 	}
-	n, err := s.WorkersServing(ctx, namespace, r.Queue, r.Type, r.Version)
-	if err != nil {
-		return Waiting{}, false, err
-	}
-	tv := protocol.Echo(r.Type)
-	if r.Version != "" {
-		tv += "@" + protocol.Echo(r.Version)
+	tv := protocol.Echo(typ)
+	if version != "" {
+		tv += "@" + protocol.Echo(version)
 	}
 	switch {
 	case n == 0:
-		return at(WaitNoWorker, "no live worker serves %s on queue %s; it is claimed when one registers", tv, protocol.Echo(r.Queue))
+		return at(WaitNoWorker, "no live worker serves %s on queue %s; it is claimed when one registers", tv, protocol.Echo(queue))
 	case maxPerKey != nil && runningKey != nil && *runningKey >= int64(*maxPerKey):
 		return at(WaitKeyLimit, "%d of the %d runs concurrency key %s may run at once are running", *runningKey, *maxPerKey,
 			protocol.Echo(concurrencyKey))

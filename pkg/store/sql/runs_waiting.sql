@@ -1,11 +1,12 @@
 -- Why a run waits.
 
 -- name: RunsWaitFacts :one
--- What says why a PENDING or SLEEPING run waits: the time a rate limit
+-- What says why a PENDING or SLEEPING run waits: its queue and type, the
+-- time a rate limit
 -- held it from, the events it waits for, whether it is an open debounced
 -- run, its latest step attempt, and its type's concurrency limits with
 -- the runs they count now (only where a limit is set).
-SELECT r.status, r.available_at, r.attempts, r.rate_key, r.rate_due_at, coalesce(r.waiting_on, '{}'),
+SELECT r.task_queue, r.workflow_type, r.version, r.status, r.available_at, r.attempts, r.rate_key, r.rate_due_at, coalesce(r.waiting_on, '{}'),
 	r.debounce_key IS NOT NULL AND r.started_at IS NULL, coalesce(r.concurrency_key, ''),
 	coalesce(s.kind, ''), coalesce(s.status, ''), coalesce(s.step_id, ''), s.retry_at, s.child_run_id,
 	l.max_running, l.max_per_key,
