@@ -12,15 +12,19 @@
 # Every binary is static (CGO_ENABLED=0), so the runtime stage is distroless
 # "static": CA certificates, tzdata and /etc/passwd, no shell, running as
 # the non-root user 65532. Configuration comes from KAGZI_* variables (see
-# README.md); the services serve /healthz and /readyz on :8080.
+# docs/configuration.md); the services serve /healthz and /readyz on :8080.
 #
 # The CLI is a module of its own (cmd/kagzi/go.mod, so that applications of
 # the public packages do not depend on what only the CLI needs): it is built
-# in its directory, with its own go.mod and go.sum, never through a
-# workspace, so each binary is built with exactly the versions its module
-# selects. deploy/dockerfile_test.go checks that the build lines name every
-# main package of every module (each in its module's directory) and that
-# GO_VERSION matches go.mod.
+# in its directory, with its own go.mod and go.sum, never through the
+# workspace (GOWORK=off; go.work also names modules the build context
+# leaves out), so each binary is built with exactly the versions its module
+# selects. Its go.mod requires the root module at the release version
+# (`go install .../cmd/kagzi@version` works); the build, here only, replaces
+# that by the root's directory, which is the same tree, so nothing is asked
+# of a proxy for it. deploy/dockerfile_test.go checks that the build lines
+# name every main package of every module (each in its module's directory)
+# and that GO_VERSION matches go.mod.
 #
 # There is no "# syntax=" line: BuildKit's built-in Dockerfile frontend
 # (Docker 20.10 or newer) has everything used here, RUN --mount=type=cache
@@ -32,13 +36,15 @@ ARG GO_VERSION=1.26.8
 
 FROM --platform=$BUILDPLATFORM golang:${GO_VERSION} AS build
 WORKDIR /src
-ENV CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
+ENV CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local GOWORK=off
 # Modules first, in their own layer: it is rebuilt only when a go.mod or
-# go.sum changes, not on every source edit. The CLI's module replaces the
-# root module by its directory, so the root go.mod comes first.
+# go.sum changes, not on every source edit. The CLI's module is pointed at
+# the root's directory, so the root go.mod comes first; COPY . . brings the
+# go.mod back as committed, so the build below points it again.
 COPY go.mod go.sum ./
 COPY cmd/kagzi/go.mod cmd/kagzi/go.sum ./cmd/kagzi/
 RUN go mod download && go mod verify && \
+    go -C cmd/kagzi mod edit -replace github.com/kagzi/kagzi=../.. && \
     go -C cmd/kagzi mod download && go -C cmd/kagzi mod verify
 COPY . .
 # Cross-compile for the platform being built (docker buildx --platform).
@@ -51,6 +57,7 @@ RUN --mount=type=cache,target=/root/.cache/go-build \
         ./cmd/scheduler \
         ./cmd/reaper \
         ./cmd/worker && \
+    go -C cmd/kagzi mod edit -replace github.com/kagzi/kagzi=../.. && \
     go -C cmd/kagzi build -trimpath -ldflags="-s -w" -o /out/ .
 
 FROM gcr.io/distroless/static-debian12:nonroot

@@ -4,7 +4,7 @@ GO ?= go
 PG_URL = $$(scripts/ensure-postgres.sh)
 # Every Go module, the root first: the CLI (cmd/kagzi), the deploy tests and
 # the console's browser tests are modules of their own, which `./...` in
-# the root does not reach (see README.md, "Modules").
+# the root does not reach (see docs/development.md, "Modules").
 MODULES := $(shell scripts/modules.sh)
 
 .PHONY: test test-auth test-faults test-ha test-pooler run build lint fuzz bench-store bench bench-targets chaos vendor-js download
@@ -12,8 +12,9 @@ MODULES := $(shell scripts/modules.sh)
 ## test: start Postgres if none is reachable (and, as root, install iproute2
 ## for the failover test's network namespaces, chromium for the console's
 ## browser tests, Debian's nats-server, the oldest supported, and Debian's
-## pgbouncer, the pooler the services are tested through, if
-## missing), build the pinned nats-server the tests run
+## pgbouncer, the pooler the services are tested through, jq, which
+## the documentation's shell examples use, and python3-psycopg, which
+## docs/sql.md's Python example uses, if missing), build the pinned nats-server the tests run
 ## as processes (once; then cached), then run every test of every module
 ## with -race, and the end-to-end suite once more with NATS authorization
 ## on (test-auth). Screenshots of the console land in artifacts/console/.
@@ -24,6 +25,8 @@ test: download
 	@scripts/ensure-chromium.sh
 	@scripts/ensure-nats-server.sh
 	@scripts/ensure-pgbouncer.sh
+	@scripts/ensure-jq.sh
+	@scripts/ensure-psycopg.sh
 	@url="$(PG_URL)"; failed=(); \
 	for m in $(MODULES); do \
 		echo "go test -race ./... ($$m)"; \
@@ -35,12 +38,14 @@ test: download
 ## test-faults: the long fault cases of the end-to-end suite in full
 ## (KAGZI_E2E_FULL=1): frozen dispatchers, standbys and workers on every
 ## NATS server version (the pinned one and Debian's 2.9) and ping
-## setting, frozen as long as first seen. `make test` runs one quick case
+## setting, frozen as long as first seen; a frozen worker's step after
+## its run finished elsewhere; a batch through a killed reaper and one
+## frozen 20 s. `make test` runs one quick case
 ## of each; .ci/run runs this after it.
 test-faults:
 	@scripts/ensure-nats-server.sh
 	KAGZI_TEST_DATABASE_URL="$(PG_URL)" KAGZI_E2E_FULL=1 $(GO) test -race -count=1 -timeout 15m \
-		-run 'TestFrozenDispatcherUnderLoad|TestFrozenStandbyDeposesNoOne|TestFrozenDispatcherStrandsNoWorker|TestFrozenWorkerRunsNoReleasedDelivery' ./tests/e2e/
+		-run 'TestFrozenDispatcherUnderLoad|TestFrozenStandbyDeposesNoOne|TestFrozenDispatcherStrandsNoWorker|TestFrozenWorkerRunsNoReleasedDelivery|TestFrozenWorkerBeginsNoStepOfARunFinishedElsewhere|TestBatchSurvivesKilledAndFrozenReaper' ./tests/e2e/
 
 ## test-ha: the high-availability cases in full (KAGZI_HA_FULL=1, every
 ## TestHA test of the end-to-end suite): a node of a three-node NATS
@@ -104,6 +109,31 @@ run:
 .PHONY: schema
 schema:
 	KAGZI_TEST_DATABASE_URL="$(PG_URL)" $(GO) generate ./migrations
+
+## docs: regenerate the generated references, docs/configuration.md (from
+## the configuration structs) and docs/cli.md (from the CLI's command
+## tree); TestConfigurationReference and TestCLIReference fail when stale.
+.PHONY: docs
+docs:
+	$(GO) test -count=1 -run '^TestConfigurationReference$$' ./internal/config -update
+	$(GO) -C cmd/kagzi test -count=1 -run '^TestCLIReference$$' . -update
+
+## tidy: go mod tidy in every module. A nested module requires the root at
+## its release version, which a proxy serves only once it is tagged, so each
+## is tidied with a replace by the root's directory for the while (and
+## GOWORK=off, which tidy honours anyway), dropped again after.
+.PHONY: tidy
+tidy:
+	@for m in $(MODULES); do \
+		echo "go mod tidy ($$m)"; \
+		if [[ $$m == . ]]; then GOWORK=off $(GO) mod tidy || exit 1; continue; fi; \
+		rel=$$(realpath --relative-to="$$m" .); \
+		req=$$(grep -E '^[[:space:]]*(require[[:space:]]+)?github\.com/kagzi/kagzi[[:space:]]' "$$m/go.mod"); \
+		[[ -n $$req ]] && $(GO) -C "$$m" mod edit -replace "github.com/kagzi/kagzi=$$rel"; \
+		GOWORK=off $(GO) -C "$$m" mod tidy; rc=$$?; \
+		[[ -n $$req ]] && $(GO) -C "$$m" mod edit -dropreplace github.com/kagzi/kagzi; \
+		(( rc == 0 )) || exit 1; \
+	done
 
 ## lint: formatting, and vet in every module.
 lint:
@@ -188,8 +218,8 @@ test-upgrade:
 ## not part of `make test`): installs Docker, Compose v2 and local stand-ins
 ## for the images no registry serves here, builds the image from the
 ## Dockerfile, brings the stack up and checks it through its containers,
-## then takes it down (scripts/compose-test.sh; see README.md, "Run with
-## Docker Compose").
+## then takes it down (scripts/compose-test.sh; see docs/deployment.md,
+## "Run with Docker Compose").
 .PHONY: test-compose
 test-compose:
 	bash scripts/compose-test.sh

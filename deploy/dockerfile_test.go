@@ -195,12 +195,13 @@ func modules(t *testing.T) []string {
 
 // goList runs go list over the module in dir, relative to the repository
 // root (-e: a package that does not compile right now is still listed),
-// and decodes its JSON stream.
+// and decodes its JSON stream. It lists in the workspace (go.work), where
+// the root module a nested one requires is the root's directory, as in
+// the image build.
 func goList(t *testing.T, dir string) []listedPackage {
 	t.Helper()
 	cmd := exec.Command("go", "list", "-e", "-json=Dir,ImportPath,Name,GoFiles,CgoFiles,EmbedFiles,Module", "./...")
 	cmd.Dir = filepath.Join(repoRoot, dir)
-	cmd.Env = append(os.Environ(), "GOWORK=off")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	outb, err := cmd.Output()

@@ -12,6 +12,41 @@ CREATE FUNCTION kagzi.array_minus(a text[], b text[]) RETURNS text[]
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$ SELECT array_agg(x) FROM unnest(a) AS x WHERE x <> ALL (b) $$;
 
+-- Name: attribute_counts_change(); Type: FUNCTION; Schema: kagzi; Owner: -
+
+CREATE FUNCTION kagzi.attribute_counts_change() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO kagzi.attribute_count_deltas (namespace_id, name, value, n)
+        SELECT namespace_id, name, kagzi.attribute_value_text(v_text, v_int, v_float, v_bool, v_time), count(*)
+        FROM new_rows GROUP BY 1, 2, 3;
+    ELSIF TG_OP = 'DELETE' THEN
+        INSERT INTO kagzi.attribute_count_deltas (namespace_id, name, value, n)
+        SELECT namespace_id, name, kagzi.attribute_value_text(v_text, v_int, v_float, v_bool, v_time), -count(*)
+        FROM old_rows GROUP BY 1, 2, 3;
+    ELSE
+        INSERT INTO kagzi.attribute_count_deltas (namespace_id, name, value, n)
+        SELECT namespace_id, name, value, sum(n) FROM (
+            SELECT namespace_id, name, kagzi.attribute_value_text(v_text, v_int, v_float, v_bool, v_time) AS value, 1 AS n FROM new_rows
+            UNION ALL
+            SELECT namespace_id, name, kagzi.attribute_value_text(v_text, v_int, v_float, v_bool, v_time), -1 FROM old_rows) d
+        GROUP BY 1, 2, 3 HAVING sum(n) <> 0;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- Name: attribute_value_text(text, bigint, double precision, boolean, timestamp with time zone); Type: FUNCTION; Schema: kagzi; Owner: -
+
+CREATE FUNCTION kagzi.attribute_value_text(v_text text, v_int bigint, v_float double precision, v_bool boolean, v_time timestamp with time zone) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT coalesce(v_text, v_int::text, v_float::text, v_bool::text,
+        to_char(v_time AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))
+$$;
+
 -- Name: cancellations(); Type: FUNCTION; Schema: kagzi; Owner: -
 
 CREATE FUNCTION kagzi.cancellations() RETURNS trigger
@@ -78,6 +113,48 @@ BEGIN
     WHERE u.status = 'CANCELLED' AND s.run_id = u.parent_run_id AND s.step_id = u.parent_step_id
       AND s.is_latest AND s.kind = 'CHILD' AND s.child_run_id = u.run_id AND s.status IN ('PENDING', 'RUNNING');
     RETURN NULL;
+END
+$$;
+
+-- Name: check_payload(text, jsonb); Type: FUNCTION; Schema: kagzi; Owner: -
+
+CREATE FUNCTION kagzi.check_payload(what text, payload jsonb) RETURNS bytea
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    raw bytea := convert_to(payload::text, 'UTF8');
+    lim integer;
+BEGIN
+    SELECT s.payload_max_bytes INTO lim FROM kagzi.settings s;
+    IF octet_length(raw) > lim THEN
+        RAISE EXCEPTION '% is % bytes, the limit is %', what, octet_length(raw), lim USING ERRCODE = '54000';
+    END IF;
+    RETURN raw;
+END
+$$;
+
+-- Name: check_token(text, text, boolean); Type: FUNCTION; Schema: kagzi; Owner: -
+
+CREATE FUNCTION kagzi.check_token(field text, v text, event boolean DEFAULT false) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF v IS NULL OR v = '' THEN
+        RAISE EXCEPTION '% is required', field USING ERRCODE = '22023';
+    END IF;
+    IF octet_length(v) > 200 THEN
+        RAISE EXCEPTION '% is % bytes, at most 200', field, octet_length(v) USING ERRCODE = '22023';
+    END IF;
+    IF kagzi.token_refused(v, event) THEN
+        IF event THEN
+            RAISE EXCEPTION '% % must not contain spaces, control characters or any of * > @', field, quote_literal(v)
+                USING ERRCODE = '22023';
+        END IF;
+        RAISE EXCEPTION '% % must not contain spaces, control characters or any of . * > @', field, quote_literal(v)
+            USING ERRCODE = '22023';
+    END IF;
 END
 $$;
 
@@ -318,6 +395,41 @@ BEGIN
 END
 $$;
 
+-- Name: hold_paused(); Type: FUNCTION; Schema: kagzi; Owner: -
+
+CREATE FUNCTION kagzi.hold_paused() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF NEW.status IN ('COMPLETED', 'FAILED', 'CANCELLED') THEN
+        UPDATE kagzi.workflow_runs SET paused_at = NULL, paused_by = NULL, paused_reason = NULL, paused_due_at = NULL
+        WHERE run_id = NEW.run_id AND paused_at IS NOT NULL;
+    ELSE
+        UPDATE kagzi.workflow_runs SET paused_due_at = least(paused_due_at, available_at), available_at = NULL
+        WHERE run_id = NEW.run_id AND paused_at IS NOT NULL AND available_at IS NOT NULL
+          AND status IN ('PENDING', 'SLEEPING');
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- Name: notify_batch(); Type: FUNCTION; Schema: kagzi; Owner: -
+
+CREATE FUNCTION kagzi.notify_batch() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' AND OLD.state = NEW.state AND OLD.total = NEW.total
+        AND (OLD.done + OLD.failed + OLD.skipped) * 100 / greatest(NEW.total, 1)
+            = (NEW.done + NEW.failed + NEW.skipped) * 100 / greatest(NEW.total, 1) THEN
+        RETURN NULL;
+    END IF;
+    PERFORM pg_notify('kagzi', json_build_object('k', 'b', 'ns', NEW.namespace_id, 'id', NEW.batch_id, 'st', NEW.state,
+        'r', TG_OP = 'INSERT' OR OLD.state IS DISTINCT FROM NEW.state)::text);
+    RETURN NULL;
+END
+$$;
+
 -- Name: notify_limits(); Type: FUNCTION; Schema: kagzi; Owner: -
 
 CREATE FUNCTION kagzi.notify_limits() RETURNS trigger
@@ -479,6 +591,194 @@ BEGIN
 END
 $$;
 
+-- Name: send_event(text, uuid, text, jsonb); Type: FUNCTION; Schema: kagzi; Owner: -
+
+CREATE FUNCTION kagzi.send_event(namespace text, run_id uuid, name text, payload jsonb DEFAULT 'null'::jsonb) RETURNS uuid
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    raw bytea;
+    st text;
+    id uuid := kagzi.uuid_v7();
+BEGIN
+    PERFORM kagzi.check_token('namespace', send_event.namespace);
+    PERFORM kagzi.check_token('event name', send_event.name, true);
+    IF send_event.run_id IS NULL THEN
+        RAISE EXCEPTION 'run id is required' USING ERRCODE = '22023';
+    END IF;
+    raw := kagzi.check_payload('event payload', coalesce(send_event.payload, 'null'));
+    SELECT r.status INTO st FROM kagzi.workflow_runs r
+    WHERE r.namespace_id = send_event.namespace AND r.run_id = send_event.run_id
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'send event to run %: run not found in namespace %', send_event.run_id, send_event.namespace
+            USING ERRCODE = 'P0002';
+    ELSIF st IN ('COMPLETED', 'FAILED', 'CANCELLED') THEN
+        RAISE EXCEPTION 'send event to run %: the run is finished (%)', send_event.run_id, st USING ERRCODE = '55000';
+    ELSIF st IN ('SCHEDULED', 'PAUSED') THEN
+        RAISE EXCEPTION 'send event to run %: it is a schedule template; send to the runs it fires', send_event.run_id
+            USING ERRCODE = '55000';
+    END IF;
+    -- store's EventsSend statement (pkg/store/sql/events.sql), the same
+    -- in every clause; TestSQLSendEventMatchesTheStore compares the two.
+    WITH x AS (
+        SELECT r.event_seq, r.status = 'RUNNING' AS running,
+            r.status = 'SLEEPING' AND (r.available_at IS NULL OR r.available_at > now())
+            AND EXISTS (SELECT 1 FROM kagzi.step_runs s
+                WHERE s.run_id = send_event.run_id AND s.kind = 'EVENT' AND s.is_latest AND s.status IN ('PENDING', 'RUNNING')
+                  AND s.input = convert_to(send_event.name, 'UTF8')) AS wake
+        FROM kagzi.workflow_runs r WHERE r.run_id = send_event.run_id
+    ), u AS (
+        UPDATE kagzi.workflow_runs r SET event_seq = r.event_seq + CASE WHEN x.running THEN 1 ELSE 0 END,
+            available_at = CASE WHEN x.wake THEN now() ELSE r.available_at END
+        FROM x WHERE r.run_id = send_event.run_id AND (x.running OR x.wake)
+        RETURNING r.event_seq
+    )
+    INSERT INTO kagzi.workflow_events (event_id, namespace_id, run_id, name, payload, seq)
+    SELECT id, send_event.namespace, send_event.run_id, send_event.name, raw, coalesce((SELECT event_seq FROM u), x.event_seq) FROM x;
+    RETURN id;
+END
+$$;
+
+-- Name: start_run(text, text, jsonb, text, text, timestamp with time zone, integer, text, timestamp with time zone); Type: FUNCTION; Schema: kagzi; Owner: -
+
+CREATE FUNCTION kagzi.start_run(namespace text, workflow_type text, input jsonb DEFAULT 'null'::jsonb, queue text DEFAULT 'default'::text, external_id text DEFAULT NULL::text, start_at timestamp with time zone DEFAULT NULL::timestamp with time zone, priority integer DEFAULT 0, version text DEFAULT NULL::text, deadline timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS uuid
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    raw bytea;
+    id uuid;
+BEGIN
+    PERFORM kagzi.check_token('namespace', start_run.namespace);
+    PERFORM kagzi.check_token('queue', start_run.queue);
+    PERFORM kagzi.check_token('workflow type', start_run.workflow_type);
+    IF coalesce(start_run.version, '') <> '' THEN
+        PERFORM kagzi.check_token('version', start_run.version);
+    END IF;
+    IF start_run.external_id = '' THEN
+        start_run.external_id := NULL;
+    END IF;
+    IF octet_length(start_run.external_id) > 200 THEN
+        RAISE EXCEPTION 'external id is % bytes, at most 200', octet_length(start_run.external_id) USING ERRCODE = '22023';
+    END IF;
+    IF start_run.external_id ~ '[\x01-\x1f\x7f-\x9f]' THEN
+        RAISE EXCEPTION 'external id % holds a control character', quote_literal(start_run.external_id) USING ERRCODE = '22023';
+    END IF;
+    IF start_run.priority IS NULL THEN
+        RAISE EXCEPTION 'priority is required' USING ERRCODE = '22023';
+    END IF;
+    IF NOT isfinite(coalesce(start_run.start_at, now())) OR NOT isfinite(coalesce(start_run.deadline, now())) THEN
+        RAISE EXCEPTION 'start time and deadline must be finite' USING ERRCODE = '22023';
+    END IF;
+    raw := kagzi.check_payload('input', coalesce(start_run.input, 'null'));
+    -- As store.RunsCreate: insert, or find the live run holding the
+    -- external id; a holder that finished in between frees the id, and
+    -- the insert is tried again.
+    FOR attempt IN 1..3 LOOP
+        id := kagzi.uuid_v7();
+        INSERT INTO kagzi.workflow_runs AS r (run_id, namespace_id, external_id, task_queue, workflow_type, version,
+            status, available_at, deadline_at, priority, input)
+        VALUES (id, start_run.namespace, start_run.external_id, start_run.queue, start_run.workflow_type,
+            coalesce(nullif(start_run.version, ''), (SELECT d.version FROM kagzi.workflow_defaults d
+                WHERE d.namespace_id = start_run.namespace AND d.workflow_type = start_run.workflow_type), ''),
+            'PENDING', coalesce(start_run.start_at, now()), start_run.deadline, start_run.priority, raw)
+        ON CONFLICT DO NOTHING
+        RETURNING r.run_id INTO id;
+        IF id IS NOT NULL THEN
+            RETURN id;
+        END IF;
+        SELECT r.run_id INTO id FROM kagzi.workflow_runs r
+        WHERE r.namespace_id = start_run.namespace AND r.external_id = start_run.external_id
+          AND r.status NOT IN ('COMPLETED', 'FAILED', 'CANCELLED')
+        LIMIT 1;
+        IF id IS NOT NULL THEN
+            RETURN id;
+        END IF;
+    END LOOP;
+    RAISE EXCEPTION 'external id % keeps changing hands', quote_literal(start_run.external_id) USING ERRCODE = '40001';
+END
+$$;
+
+-- Name: token_refused(text, boolean); Type: FUNCTION; Schema: kagzi; Owner: -
+
+CREATE FUNCTION kagzi.token_refused(v text, event boolean) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT v ~ ('[\x01-\x20\x7f-\xa0\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u1680\u180e'
+        '\u2000-\u200f\u2028-\u202f\u205f-\u2064\u2066-\u206f\u3000\ue000-\uf8ff\ufeff\ufff9-\ufffb'
+        '\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a'
+        '\U000e0001\U000e0020-\U000e007f\U000f0000-\U0010ffff*>@'
+        || CASE WHEN event THEN '' ELSE '.' END || ']')
+$$;
+
+-- Name: uuid_v7(); Type: FUNCTION; Schema: kagzi; Owner: -
+
+CREATE FUNCTION kagzi.uuid_v7() RETURNS uuid
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid())
+        PLACING substring(int8send(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3)
+        FROM 1 FOR 6), 52, 1), 53, 1), 'hex')::uuid
+$$;
+
+-- Name: attribute_count_deltas; Type: TABLE; Schema: kagzi; Owner: -
+
+CREATE TABLE kagzi.attribute_count_deltas (
+    namespace_id text NOT NULL,
+    name text NOT NULL,
+    value text NOT NULL,
+    n bigint NOT NULL
+);
+
+-- Name: attribute_counts; Type: TABLE; Schema: kagzi; Owner: -
+
+CREATE TABLE kagzi.attribute_counts (
+    namespace_id text NOT NULL,
+    name text NOT NULL,
+    value text NOT NULL,
+    n bigint NOT NULL
+);
+
+-- Name: batch_runs; Type: TABLE; Schema: kagzi; Owner: -
+
+CREATE TABLE kagzi.batch_runs (
+    batch_id uuid NOT NULL,
+    run_id uuid NOT NULL,
+    outcome text,
+    error text,
+    detail text,
+    acted_at timestamp with time zone,
+    CONSTRAINT batch_runs_outcome_check CHECK ((outcome = ANY (ARRAY['done'::text, 'failed'::text, 'skipped'::text])))
+);
+
+-- Name: batches; Type: TABLE; Schema: kagzi; Owner: -
+
+CREATE TABLE kagzi.batches (
+    batch_id uuid NOT NULL,
+    namespace_id text NOT NULL,
+    action text NOT NULL,
+    query text,
+    reason text DEFAULT ''::text NOT NULL,
+    event_name text DEFAULT ''::text NOT NULL,
+    payload jsonb,
+    created_by text DEFAULT ''::text NOT NULL,
+    state text NOT NULL,
+    rate integer NOT NULL,
+    total integer NOT NULL,
+    done integer DEFAULT 0 NOT NULL,
+    failed integer DEFAULT 0 NOT NULL,
+    skipped integer DEFAULT 0 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone,
+    CONSTRAINT batches_action_check CHECK ((action = ANY (ARRAY['cancel'::text, 'terminate'::text, 'signal'::text, 'update'::text, 'pause'::text, 'resume'::text, 'retry'::text, 'fork'::text, 'set-attributes'::text, 'remove-attributes'::text, 'delete'::text]))),
+    CONSTRAINT batches_rate_check CHECK ((rate > 0)),
+    CONSTRAINT batches_state_check CHECK ((state = ANY (ARRAY['running'::text, 'paused'::text, 'cancelled'::text, 'completed'::text])))
+);
+
 -- Name: concurrency_limits; Type: TABLE; Schema: kagzi; Owner: -
 
 CREATE TABLE kagzi.concurrency_limits (
@@ -499,6 +799,18 @@ CREATE TABLE kagzi.leaders (
     role text NOT NULL,
     term bigint NOT NULL,
     elected_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+-- Name: pauses; Type: TABLE; Schema: kagzi; Owner: -
+
+CREATE TABLE kagzi.pauses (
+    namespace_id text NOT NULL,
+    kind text NOT NULL,
+    name text NOT NULL,
+    paused_by text NOT NULL,
+    paused_reason text NOT NULL,
+    paused_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT pauses_kind_check CHECK ((kind = ANY (ARRAY['queue'::text, 'type'::text])))
 );
 
 -- Name: rate_limits; Type: TABLE; Schema: kagzi; Owner: -
@@ -584,6 +896,7 @@ CREATE TABLE kagzi.step_runs (
     run_attempt integer,
     error_type text,
     non_retryable boolean DEFAULT false NOT NULL,
+    retry_override jsonb,
     CONSTRAINT step_runs_attempt_check CHECK ((attempt_number >= 1)),
     CONSTRAINT step_runs_kind_check CHECK ((kind = ANY (ARRAY['FUNCTION'::text, 'SLEEP'::text, 'EVENT'::text, 'CHILD'::text]))),
     CONSTRAINT step_runs_status_check CHECK ((status = ANY (ARRAY['PENDING'::text, 'RUNNING'::text, 'COMPLETED'::text, 'FAILED'::text])))
@@ -689,6 +1002,10 @@ CREATE TABLE kagzi.workflow_runs (
     output bytea,
     event_seq bigint DEFAULT 0 NOT NULL,
     rate_due_at timestamp with time zone,
+    paused_at timestamp with time zone,
+    paused_by text,
+    paused_reason text,
+    paused_due_at timestamp with time zone,
     CONSTRAINT workflow_runs_attempts_check CHECK ((attempts >= 0)),
     CONSTRAINT workflow_runs_fire_check CHECK (((schedule_fire_at IS NULL) OR (cron_expr IS NULL))),
     CONSTRAINT workflow_runs_max_catchup_check CHECK (((max_catchup IS NULL) OR (max_catchup >= 0))),
@@ -697,6 +1014,21 @@ CREATE TABLE kagzi.workflow_runs (
     CONSTRAINT workflow_runs_template_check CHECK (((status = ANY (ARRAY['SCHEDULED'::text, 'PAUSED'::text])) = (cron_expr IS NOT NULL)))
 )
 WITH (autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_threshold='10000', autovacuum_vacuum_insert_scale_factor='0.05', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_cost_limit='800', fillfactor='50');
+
+-- Name: attribute_counts attribute_counts_pkey; Type: CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.attribute_counts
+    ADD CONSTRAINT attribute_counts_pkey PRIMARY KEY (namespace_id, name, value);
+
+-- Name: batch_runs batch_runs_pkey; Type: CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.batch_runs
+    ADD CONSTRAINT batch_runs_pkey PRIMARY KEY (batch_id, run_id);
+
+-- Name: batches batches_pkey; Type: CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.batches
+    ADD CONSTRAINT batches_pkey PRIMARY KEY (batch_id);
 
 -- Name: concurrency_limits concurrency_limits_pkey; Type: CONSTRAINT; Schema: kagzi; Owner: -
 
@@ -707,6 +1039,11 @@ ALTER TABLE ONLY kagzi.concurrency_limits
 
 ALTER TABLE ONLY kagzi.leaders
     ADD CONSTRAINT leaders_pkey PRIMARY KEY (role);
+
+-- Name: pauses pauses_pkey; Type: CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.pauses
+    ADD CONSTRAINT pauses_pkey PRIMARY KEY (namespace_id, kind, name);
 
 -- Name: rate_limits rate_limits_pkey; Type: CONSTRAINT; Schema: kagzi; Owner: -
 
@@ -767,6 +1104,18 @@ ALTER TABLE ONLY kagzi.workflow_runs
 
 ALTER TABLE kagzi.workflow_runs
     ADD CONSTRAINT workflow_runs_running_holder_check CHECK (((status <> 'RUNNING'::text) OR (locked_by IS NOT NULL))) NOT VALID;
+
+-- Name: batch_runs_pending_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX batch_runs_pending_idx ON kagzi.batch_runs USING btree (batch_id, run_id) WHERE (outcome IS NULL);
+
+-- Name: batches_namespace_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX batches_namespace_idx ON kagzi.batches USING btree (namespace_id, created_at DESC);
+
+-- Name: batches_running_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX batches_running_idx ON kagzi.batches USING btree (created_at) WHERE (state = 'running'::text);
 
 -- Name: run_attributes_bool_idx; Type: INDEX; Schema: kagzi; Owner: -
 
@@ -868,6 +1217,10 @@ CREATE INDEX workflow_runs_list_idx ON kagzi.workflow_runs USING btree (namespac
 
 CREATE INDEX workflow_runs_parent_idx ON kagzi.workflow_runs USING btree (parent_run_id) WHERE (parent_run_id IS NOT NULL);
 
+-- Name: workflow_runs_paused_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX workflow_runs_paused_idx ON kagzi.workflow_runs USING btree (namespace_id, paused_at) WHERE (paused_at IS NOT NULL);
+
 -- Name: workflow_runs_rate_held_idx; Type: INDEX; Schema: kagzi; Owner: -
 
 CREATE INDEX workflow_runs_rate_held_idx ON kagzi.workflow_runs USING btree (namespace_id, rate_key) WHERE (rate_due_at IS NOT NULL);
@@ -896,6 +1249,10 @@ CREATE INDEX workflow_runs_templates_due_idx ON kagzi.workflow_runs USING btree 
 
 CREATE INDEX workflow_runs_templates_list_idx ON kagzi.workflow_runs USING btree (namespace_id, created_at DESC, run_id DESC) WHERE (cron_expr IS NOT NULL);
 
+-- Name: batches batches_notify; Type: TRIGGER; Schema: kagzi; Owner: -
+
+CREATE TRIGGER batches_notify AFTER INSERT OR UPDATE ON kagzi.batches FOR EACH ROW EXECUTE FUNCTION kagzi.notify_batch();
+
 -- Name: concurrency_limits concurrency_limits_notify_delete; Type: TRIGGER; Schema: kagzi; Owner: -
 
 CREATE TRIGGER concurrency_limits_notify_delete AFTER DELETE ON kagzi.concurrency_limits REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION kagzi.notify_limits();
@@ -904,6 +1261,18 @@ CREATE TRIGGER concurrency_limits_notify_delete AFTER DELETE ON kagzi.concurrenc
 
 CREATE TRIGGER concurrency_limits_notify_update AFTER UPDATE ON kagzi.concurrency_limits REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION kagzi.notify_limits();
 
+-- Name: run_attributes run_attributes_count_delete; Type: TRIGGER; Schema: kagzi; Owner: -
+
+CREATE TRIGGER run_attributes_count_delete AFTER DELETE ON kagzi.run_attributes REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION kagzi.attribute_counts_change();
+
+-- Name: run_attributes run_attributes_count_insert; Type: TRIGGER; Schema: kagzi; Owner: -
+
+CREATE TRIGGER run_attributes_count_insert AFTER INSERT ON kagzi.run_attributes REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION kagzi.attribute_counts_change();
+
+-- Name: run_attributes run_attributes_count_update; Type: TRIGGER; Schema: kagzi; Owner: -
+
+CREATE TRIGGER run_attributes_count_update AFTER UPDATE ON kagzi.run_attributes REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION kagzi.attribute_counts_change();
+
 -- Name: step_runs step_runs_notify_progress; Type: TRIGGER; Schema: kagzi; Owner: -
 
 CREATE TRIGGER step_runs_notify_progress AFTER INSERT OR UPDATE OF status ON kagzi.step_runs FOR EACH ROW WHEN (((new.status = 'COMPLETED'::text) AND new.is_latest AND ((new.step_id ~~ 'state:%'::text) OR (new.step_id ~~ 'stream:%'::text) OR (new.step_id ~~ 'update:%'::text)))) EXECUTE FUNCTION kagzi.notify_step_progress();
@@ -911,6 +1280,10 @@ CREATE TRIGGER step_runs_notify_progress AFTER INSERT OR UPDATE OF status ON kag
 -- Name: workflow_runs workflow_runs_cancellations; Type: TRIGGER; Schema: kagzi; Owner: -
 
 CREATE TRIGGER workflow_runs_cancellations AFTER UPDATE ON kagzi.workflow_runs REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION kagzi.cancellations();
+
+-- Name: workflow_runs workflow_runs_hold_paused; Type: TRIGGER; Schema: kagzi; Owner: -
+
+CREATE TRIGGER workflow_runs_hold_paused AFTER UPDATE ON kagzi.workflow_runs FOR EACH ROW WHEN (((new.paused_at IS NOT NULL) AND ((new.status = ANY (ARRAY['COMPLETED'::text, 'FAILED'::text, 'CANCELLED'::text])) OR ((new.available_at IS NOT NULL) AND (new.status = ANY (ARRAY['PENDING'::text, 'SLEEPING'::text])))))) EXECUTE FUNCTION kagzi.hold_paused();
 
 -- Name: workflow_runs workflow_runs_notify_delete; Type: TRIGGER; Schema: kagzi; Owner: -
 
@@ -927,6 +1300,11 @@ CREATE TRIGGER workflow_runs_notify_update AFTER UPDATE ON kagzi.workflow_runs R
 -- Name: workflow_runs workflow_runs_schedule_instance_ended; Type: TRIGGER; Schema: kagzi; Owner: -
 
 CREATE TRIGGER workflow_runs_schedule_instance_ended AFTER UPDATE OF status ON kagzi.workflow_runs FOR EACH ROW WHEN (((old.schedule_id IS NOT NULL) AND (old.status = ANY (ARRAY['PENDING'::text, 'RUNNING'::text, 'SLEEPING'::text])) AND (new.status = ANY (ARRAY['COMPLETED'::text, 'FAILED'::text, 'CANCELLED'::text])))) EXECUTE FUNCTION kagzi.schedule_instance_ended();
+
+-- Name: batch_runs batch_runs_batch_id_fkey; Type: FK CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.batch_runs
+    ADD CONSTRAINT batch_runs_batch_id_fkey FOREIGN KEY (batch_id) REFERENCES kagzi.batches(batch_id) ON DELETE CASCADE;
 
 -- Name: run_attributes run_attributes_run_id_fkey; Type: FK CONSTRAINT; Schema: kagzi; Owner: -
 

@@ -382,7 +382,7 @@ join() {
 # ---------------------------------------------------------------- helpers of the checks
 
 # kagzi ARGS...: the CLI in a one-off container of the migrate service, as
-# the README shows (docker compose run --rm migrate kagzi ...).
+# docs/deployment.md shows (docker compose run --rm migrate kagzi ...).
 kagzi() { dc run --rm -T --no-deps migrate kagzi "$@" 2>>"$ART/cli.log"; }
 
 containers() { dc ps -q "$1" 2>/dev/null; }

@@ -6,7 +6,7 @@
 #   1. OLD is $UPGRADE_FROM (a commit), by default the first parent of the
 #      mainline commit that added HEAD's newest migration, so the upgrade
 #      applies at least one migration. (Across 016_inline_payloads.sql an
-#      upgrade is a stop and a start, README "Upgrading": an OLD before it
+#      upgrade is a stop and a start, docs/operations.md "Upgrading": an OLD before it
 #      is not a rolling upgrade this script can check.) It is checked out detached in a temporary `git
 #      worktree` and built there; NEW is built from this work tree as it is.
 #      Each build gives the service binaries (cmd/dispatcher, cmd/scheduler,

@@ -1,7 +1,7 @@
 // Command dispatcher runs Kagzi's lease service: it claims due runs for the
 // workers that ask, delivers them, applies the workers' reports under the
 // fencing token, and (one replica at a time) relays Postgres notifications
-// to NATS. Configuration comes from the environment (see the README).
+// to NATS. Configuration comes from the environment (see docs/configuration.md).
 package main
 
 import (

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -126,69 +123,6 @@ retention deletes them.`,
 			return nil
 		},
 	}
-}
-
-// parseAttrFlags turns `--attr name=value` flags into a start's attributes,
-// each value parsed by its declared kind; a keyword given more than once
-// is a list.
-func parseAttrFlags(ctx context.Context, st *store.Store, ns string, flags []string) (map[string]any, error) {
-	if len(flags) == 0 {
-		return nil, nil
-	}
-	attrs, err := st.AttributesList(ctx, ns)
-	if err != nil {
-		return nil, err
-	}
-	kinds := map[string]store.AttributeKind{}
-	for _, at := range attrs {
-		kinds[at.Name] = at.Kind
-	}
-	out := map[string]any{}
-	for _, f := range flags {
-		name, val, ok := strings.Cut(f, "=")
-		if !ok || name == "" {
-			return nil, cliutil.Usagef("--attr %q: give name=value", f)
-		}
-		k, ok := kinds[name]
-		if !ok {
-			names := make([]string, 0, len(kinds))
-			for n := range kinds {
-				names = append(names, n)
-			}
-			slices.Sort(names)
-			return nil, cliutil.Usagef("--attr %s: not declared in namespace %q (declared: %s; kagzi attribute declare)", name, ns, strings.Join(names, ", "))
-		}
-		var v any
-		switch k {
-		case store.AttributeKeyword:
-			switch prev := out[name].(type) {
-			case nil:
-				v = val
-			case string:
-				v = []string{prev, val}
-			case []string:
-				v = append(prev, val)
-			}
-		case store.AttributeText:
-			v = val
-		case store.AttributeInt:
-			v, err = strconv.ParseInt(val, 10, 64)
-		case store.AttributeFloat:
-			v, err = strconv.ParseFloat(val, 64)
-		case store.AttributeBool:
-			v, err = strconv.ParseBool(val)
-		case store.AttributeTime:
-			v, err = time.Parse(time.RFC3339Nano, val)
-		}
-		if err != nil {
-			return nil, cliutil.Usagef("--attr %s=%s: not a %s value: %v", name, val, k, err)
-		}
-		if _, dup := out[name]; dup && k != store.AttributeKeyword {
-			return nil, cliutil.Usagef("--attr %s given twice; only a keyword holds a list", name)
-		}
-		out[name] = v
-	}
-	return out, nil
 }
 
 // countJSON is what `run count` prints with --json.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench"
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench/batchbench"
 	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 )
 
@@ -107,7 +109,32 @@ Scenarios:
 				o.Log = process.Logger("info")
 				o.ServiceLog = os.Stderr
 			}
+			// The line counts the runs the scenario waits for and those
+			// that finished (a scenario that waits for none shows the
+			// time, and the runs it made at the end). The soak's report
+			// lines and --verbose's logs have the terminal to themselves.
+			var prog *cliutil.Progress
+			if o.Scenario != "soak" && !verbose {
+				// The label is written unescaped: a known scenario's name
+				// only, never what was typed.
+				label := "bench, runs"
+				if slices.Contains(bench.Scenarios, o.Scenario) {
+					label = "bench " + o.Scenario + ", runs"
+				}
+				var err error
+				if prog, err = a.Progress(cmd, label, 0); err != nil {
+					return err
+				}
+			}
+			if prog != nil {
+				o.Counter = prog
+			}
+			prog.Start()
 			res, err := bench.Run(cmd.Context(), o)
+			if res != nil {
+				prog.Done(int64(res.Runs))
+			}
+			prog.Done(-1)
 			if err != nil {
 				return err
 			}
@@ -148,10 +175,12 @@ Scenarios:
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Scenario, "scenario", "throughput", strings.Join(bench.Scenarios, ", "))
-	f.IntVar(&o.Runs, "runs", 0, "number of runs (default 20000 for throughput, 2000 for latency and sleep, 10000 for scale, 2000 for connections, 100 for recovery, 5000000 finished runs for console)")
+	f.IntVar(&o.Runs, "runs", 0, "number of runs (default 20000 for throughput, 2000 for latency and sleep, 10000 for scale, 2000 for connections, 100 for recovery, 5000000 finished runs for console, 100000 for batch)")
 	f.IntVar(&o.Steps, "steps", 1, "steps per run (throughput)")
 	f.IntVar(&o.Sleepers, "sleepers", 0, "SleepProbe runs started among the first half of the throughput runs, each sleeping a random 100-1000 ms: how late they wake under load (throughput; costs per run count them)")
-	f.Float64Var(&o.Rate, "rate", 200, "starts per second (latency; soak: default 150; sleep: default 500, 0 starts all at once)")
+	f.IntVar(&o.Attributes, "attributes", 0, "keyword search attributes each run sets (throughput, latency; 0 to 10)")
+	f.Float64Var(&o.Rate, "rate", 200, "starts per second (latency, batch; soak: default 150; sleep: default 500, 0 starts all at once)")
+	f.IntVar(&o.BatchRate, "batch-rate", batchbench.DefaultRate, "the batch's rate, in runs per second (batch; 1 to 10000)")
 	f.IntVar(&o.Workers, "workers", 0, "worker processes (default 2; idle 10; recovery and connections start with 1)")
 	f.IntVar(&o.Dispatchers, "dispatchers", 1, "dispatcher processes")
 	f.IntVar(&o.Concurrency, "concurrency", 200, "max concurrency of each worker")

@@ -162,6 +162,10 @@ func serveEmbeddedNATS(cmd *cobra.Command, port int) error {
 	start := natsserver.Start
 	// KAGZI_NATS_MONITOR_PORT serves /varz there (`kagzi bench` reads the
 	// message counters).
+	//
+	// KAGZI_NATS_MONITOR_PORT: internal to `kagzi bench`, which sets it for
+	// the NATS server it starts: the port of that server's monitoring
+	// endpoint (`/varz`)
 	if mp, err := strconv.Atoi(envOr("KAGZI_NATS_MONITOR_PORT", "")); err == nil && mp > 0 {
 		start = func(port int) (*natsserver.Server, error) { return natsserver.StartMonitored(port, mp) }
 	}

@@ -250,20 +250,7 @@ func TestExitCodes(t *testing.T) {
 
 func TestMigrateCreatesDatabase(t *testing.T) {
 	t.Parallel()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "kagzi_t_cli_" + hex.EncodeToString(b[:])
-	url, err := dbadmin.DatabaseURL(testdb.AdminURL(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := dbadmin.DatabaseDrop(ctx, testdb.AdminURL(), name); err != nil {
-			t.Logf("drop %s: %v", name, err)
-		}
-	})
+	url, _ := newDatabaseURL(t)
 	c := &cli{t: t, url: url}
 
 	// Before migrating, commands say what to do.
@@ -291,7 +278,7 @@ func TestMigrateRoles(t *testing.T) {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	suffix := hex.EncodeToString(b[:])
-	name, owner, runtime := "kagzi_t_cli_"+suffix, "kagzi_o_"+suffix, "kagzi_rt_"+suffix
+	name, owner, runtime, sqlRole := "kagzi_t_cli_"+suffix, "kagzi_o_"+suffix, "kagzi_rt_"+suffix, "kagzi_sq_"+suffix
 	dbURL, err := dbadmin.DatabaseURL(testdb.AdminURL(), name)
 	if err != nil {
 		t.Fatal(err)
@@ -302,14 +289,14 @@ func TestMigrateRoles(t *testing.T) {
 		if err := dbadmin.DatabaseDrop(ctx, testdb.AdminURL(), name); err != nil {
 			t.Logf("drop %s: %v", name, err)
 		}
-		if err := dbadmin.RolesDrop(ctx, testdb.AdminURL(), owner, runtime); err != nil {
+		if err := dbadmin.RolesDrop(ctx, testdb.AdminURL(), owner, runtime, sqlRole); err != nil {
 			t.Logf("drop roles: %v", err)
 		}
 	})
 	admin := &cli{t: t, url: dbURL}
 	for i := 0; i < 2; i++ {
-		out := admin.ok("migrate", "--roles", "--owner-role", owner, "--runtime-role", runtime)
-		mustContain(t, "migrate --roles", out, "Migrated as "+owner)
+		out := admin.ok("migrate", "--roles", "--owner-role", owner, "--runtime-role", runtime, "--sql-role", sqlRole)
+		mustContain(t, "migrate --roles", out, "Migrated as "+owner, sqlRole+" may call kagzi.start_run and kagzi.send_event only")
 	}
 	u, err := url.Parse(dbURL)
 	if err != nil {
@@ -737,4 +724,26 @@ func TestRunShowSaysWhenNoWorkerServes(t *testing.T) {
 	mustContain(t, "run show with a worker", c.ok("run", "show", id), "Workers:", "1 live worker serves ProcessOrder@v2 on queue orders")
 	mustContain(t, "required start with a worker", c.ok("run", "start", "ProcessOrder", "--queue", "orders", "--version", "v2", "--require-worker"),
 		"Started run")
+}
+
+// newDatabaseURL returns the URL and the name of a database of the
+// test's own that does not exist yet (the CLI's migrate creates it),
+// dropped when the test ends.
+func newDatabaseURL(t *testing.T) (url, name string) {
+	t.Helper()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name = "kagzi_t_cli_" + hex.EncodeToString(b[:])
+	url, err := dbadmin.DatabaseURL(testdb.AdminURL(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := dbadmin.DatabaseDrop(ctx, testdb.AdminURL(), name); err != nil {
+			t.Logf("drop %s: %v", name, err)
+		}
+	})
+	return url, name
 }

@@ -31,12 +31,12 @@ func newConsoleCmd(a *cliutil.App) *cobra.Command {
 	var addr string
 	cmd := &cobra.Command{
 		Use:   "console",
-		Short: "Serve the web console (runs, dead letters, schedules, workers, queues)",
+		Short: "Serve the web console (runs, dead letters, schedules, workers, queues, batches)",
 		Long: `console serves the web console on --addr (KAGZI_CONSOLE_ADDR): pages and a
 JSON API under /api/v1, updated live from NATS. KAGZI_CONSOLE_READ_ONLY,
 KAGZI_CONSOLE_BASIC_AUTH, KAGZI_CONSOLE_AUTH_HEADER (with
 KAGZI_CONSOLE_TRUSTED_PROXIES), KAGZI_CONSOLE_TRACE_URL and
-KAGZI_CONSOLE_PREFIX configure it (see the README).`,
+KAGZI_CONSOLE_PREFIX configure it (see docs/configuration.md).`,
 		Example: `  kagzi console
   KAGZI_CONSOLE_READ_ONLY=true kagzi console --addr :8088`,
 		Args: cobra.NoArgs,

@@ -217,7 +217,15 @@ are counted as already forked, so running the command twice forks each once.
 			if err != nil {
 				return err
 			}
+			// One transaction: the count is known at its end, the line
+			// shows the time meanwhile.
+			prog, err := a.Progress(cmd, "forking runs", 0)
+			if err != nil {
+				return err
+			}
+			prog.Start()
 			res, err := st.RunsForkMany(cmd.Context(), p)
+			prog.Done(int64(res.Forked))
 			if err != nil {
 				return err
 			}

@@ -26,9 +26,31 @@ type migrateJSON struct {
 	Settings        *settingsJSON `json:"settings,omitempty"`
 }
 
+// The variables of `kagzi migrate --roles` (docs/configuration.md):
+//
+// KAGZI_DB_OWNER_ROLE: read by `kagzi migrate --roles`: the role that owns the schema and runs the
+// migrations (flag `--owner-role`)
+//
+// KAGZI_DB_OWNER_PASSWORD: read by `kagzi migrate --roles`: when set, the owner role's
+// password is set to it
+//
+// KAGZI_DB_RUNTIME_ROLE: read by `kagzi migrate`: the role the services connect as, granted row
+// access only (flag `--runtime-role`); without `--roles`, granted only when
+// set
+//
+// KAGZI_DB_RUNTIME_PASSWORD: read by `kagzi migrate --roles`: when set, the runtime role's
+// password is set to it
+//
+// KAGZI_DB_SQL_ROLE: read by `kagzi migrate`: the role applications call kagzi.start_run and
+// kagzi.send_event as (docs/sql.md), granted those two functions only (flag `--sql-role`; empty:
+// none); without `--roles`, granted only when set
+//
+// KAGZI_DB_SQL_PASSWORD: read by `kagzi migrate --roles`: when set, the SQL role's password is
+// set to it
 func newMigrateCmd(a *cliutil.App) *cobra.Command {
 	var withRoles bool
-	roles := dbadmin.Roles{OwnerPassword: os.Getenv("KAGZI_DB_OWNER_PASSWORD"), RuntimePassword: os.Getenv("KAGZI_DB_RUNTIME_PASSWORD")}
+	roles := dbadmin.Roles{OwnerPassword: os.Getenv("KAGZI_DB_OWNER_PASSWORD"), RuntimePassword: os.Getenv("KAGZI_DB_RUNTIME_PASSWORD"),
+		SQLPassword: os.Getenv("KAGZI_DB_SQL_PASSWORD")}
 	c := &cobra.Command{
 		Use:   "migrate",
 		Short: "Create the database if needed and apply pending migrations",
@@ -59,7 +81,14 @@ services then connect as the runtime role. Roles belong to the whole server
 and are created once, not by the migrations: every database migrated with
 the same names shares them. Without --roles, when --runtime-role (or
 KAGZI_DB_RUNTIME_ROLE) is given, migrate (connected as the owner) grants it
-the same after migrating.`,
+the same after migrating.
+
+With --roles, migrate also makes sure the SQL role (--sql-role, default
+kagzi_sql, password KAGZI_DB_SQL_PASSWORD; empty: none) exists and grants
+it EXECUTE on kagzi.start_run and kagzi.send_event, the functions that
+start runs and send events from SQL (docs/sql.md), and nothing else.
+Without --roles, when --sql-role (or KAGZI_DB_SQL_ROLE) is given, migrate
+grants it the same.`,
 		Example: `  kagzi migrate
   kagzi migrate --database-url 'postgres://kagzi:secret@db:5432/kagzi?sslmode=verify-full'
   kagzi migrate --database-url postgres://kagzi@pgbouncer:6432/kagzi --database-session-url postgres://kagzi@db:5432/kagzi
@@ -74,15 +103,30 @@ the same after migrating.`,
 			// Migrating holds a session (its lock, the owner's role): it
 			// works on the session URL, which must reach Postgres directly.
 			session := a.SessionURL()
+			// The line counts the migrations applied of those pending.
+			prog, err := a.Progress(cmd, "applying migrations", 0)
+			if err != nil {
+				return err
+			}
+			var applied int
+			o := migrate.Options{Progress: func(n, pending int) {
+				if n == 0 {
+					prog.SetTotal(int64(pending))
+				}
+				prog.Add(int64(n - applied))
+				applied = n
+			}}
 			apply := func() (int32, error) {
 				if !withRoles {
-					return migrate.Up(ctx, session)
+					return migrate.UpWith(ctx, session, o)
 				}
 				if err := dbadmin.RolesEnsure(ctx, session, roles); err != nil {
 					return 0, err
 				}
-				return migrate.UpAs(ctx, session, roles.Owner)
+				o.Role = roles.Owner
+				return migrate.UpWith(ctx, session, o)
 			}
+			prog.Start()
 			created := false
 			v, err := apply()
 			if err != nil && store.IsDatabaseMissing(err) {
@@ -91,6 +135,7 @@ the same after migrating.`,
 				}
 				v, err = apply()
 			}
+			prog.Done(-1)
 			if err != nil {
 				if errors.Is(err, store.ErrSessionPooled) {
 					return sessionHint(err)
@@ -105,6 +150,11 @@ the same after migrating.`,
 			}
 			if err != nil {
 				return err
+			}
+			if roles.SQL != "" && (withRoles || os.Getenv("KAGZI_DB_SQL_ROLE") != "" || cmd.Flags().Changed("sql-role")) {
+				if err := dbadmin.RolesGrantSQL(ctx, session, roles.SQL); err != nil {
+					return err
+				}
 			}
 			out := migrateJSON{Version: v, DatabaseCreated: created}
 			if session != a.DatabaseURL {
@@ -136,6 +186,9 @@ the same after migrating.`,
 				fmt.Fprintf(w, "Database at schema version %d\n", v)
 				if withRoles {
 					fmt.Fprintf(w, "Migrated as %s; %s may read and write rows only\n", roles.Owner, roles.Runtime)
+					if roles.SQL != "" {
+						fmt.Fprintf(w, "%s may call kagzi.start_run and kagzi.send_event only\n", roles.SQL)
+					}
 				}
 				if out.Settings != nil {
 					fmt.Fprintf(w, "Payload limit %d bytes, warning size %d bytes\n", out.Settings.PayloadMaxBytes, out.Settings.PayloadWarnBytes)
@@ -143,9 +196,10 @@ the same after migrating.`,
 			})
 		},
 	}
-	c.Flags().BoolVar(&withRoles, "roles", false, "create the owner and runtime roles, migrate as the owner, grant the runtime role row access only")
+	c.Flags().BoolVar(&withRoles, "roles", false, "create the owner, runtime and SQL roles, migrate as the owner, grant the runtime role row access only and the SQL role the SQL functions only")
 	c.Flags().StringVar(&roles.Owner, "owner-role", envOr("KAGZI_DB_OWNER_ROLE", "kagzi_owner"), "the role that owns the schema (env KAGZI_DB_OWNER_ROLE)")
 	c.Flags().StringVar(&roles.Runtime, "runtime-role", envOr("KAGZI_DB_RUNTIME_ROLE", "kagzi_runtime"), "the role the services connect as (env KAGZI_DB_RUNTIME_ROLE)")
+	c.Flags().StringVar(&roles.SQL, "sql-role", envOr("KAGZI_DB_SQL_ROLE", "kagzi_sql"), "the role that may only call kagzi.start_run and kagzi.send_event; empty: none (env KAGZI_DB_SQL_ROLE)")
 	return c
 }
 

@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
 	"github.com/kagzi/kagzi/pkg/store/dbadmin"
@@ -22,20 +19,7 @@ import (
 // commands then work through the pooler.
 func TestMigrateThroughPooler(t *testing.T) {
 	t.Parallel()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "kagzi_t_cli_" + hex.EncodeToString(b[:])
-	direct, err := dbadmin.DatabaseURL(testdb.AdminURL(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := dbadmin.DatabaseDrop(ctx, testdb.AdminURL(), name); err != nil {
-			t.Logf("drop %s: %v", name, err)
-		}
-	})
+	direct, name := newDatabaseURL(t)
 	pooled := testpgbouncer.URL(t, testpgbouncer.Start(t, testdb.AdminURL()), direct)
 
 	c := &cli{t: t, url: pooled}

@@ -20,7 +20,7 @@ func newNATSConfigCmd(_ *cliutil.App) *cobra.Command {
 dispatcher, scheduler, reaper and console, and per namespace a client
 (client-<ns>) and one worker per identity (worker-<ns>-<identity>; by
 default the identity "worker"). Each user may publish and subscribe only to
-the subjects its role needs (README, "Security"); a worker reads only its
+the subjects its role needs (docs/security.md); a worker reads only its
 own identity's inbox (KAGZI_WORKER_IDENTITY) and its namespace's subjects.
 
 Passwords are not in the output: nats-server reads each from its

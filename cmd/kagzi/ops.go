@@ -10,4 +10,6 @@ func init() {
 	register(ops.NewRetentionCmd)
 	register(ops.NewWorkerCmd)
 	register(ops.NewWorkflowCmd)
+	register(ops.NewQueueCmd)
+	register(ops.NewBatchCmd)
 }

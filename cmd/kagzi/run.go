@@ -36,7 +36,7 @@ func newRunCmd(a *cliutil.App) *cobra.Command {
 	})
 	c.AddCommand(newRunStartCmd(a), newRunListCmd(a), newRunShowCmd(a), newRunCancelCmd(a), newRunTerminateCmd(a), newRunRetryCmd(a),
 		newRunExportCmd(a), newRunCountCmd(a), newRunForkCmd(a), newRunForkManyCmd(a), newRunStateCmd(a), newRunStreamCmd(a),
-		newRunUpdateCmd(a))
+		newRunUpdateCmd(a), newRunPauseCmd(a), newRunResumeCmd(a), newRunRetryStepCmd(a))
 	return c
 }
 
@@ -122,7 +122,11 @@ with the id is terminated and the new one started). A refused start exits 1.`,
 				if err != nil {
 					return err
 				}
-				if opts.Attributes, err = parseAttrFlags(ctx, st, a.Namespace, attrs); err != nil {
+				declared, err := st.AttributesList(ctx, a.Namespace)
+				if err != nil {
+					return err
+				}
+				if opts.Attributes, err = cliutil.ParseAttrFlags(a.Namespace, declared, attrs); err != nil {
 					return err
 				}
 			}
@@ -222,6 +226,7 @@ func newRunListCmd(a *cliutil.App) *cobra.Command {
 		typ, queue, cursor string
 		query              string
 		limit              int
+		paused             bool
 	)
 	c := &cobra.Command{
 		Use:   "list",
@@ -232,15 +237,17 @@ as next_cursor with --json).
 
 --query filters in Kagzi's query language, ANDed with the other flags:
 predicates over the built-in fields (type, queue, status, version,
-external_id, concurrency_key, rate_key, debounce_key, error, priority,
-attempts, created_at, started_at, finished_at, deadline_at) and the
-namespace's search attributes, with =, !=, <, <=, >, >=, IN (...),
+external_id, concurrency_key, rate_key, debounce_key, error_type, error, priority,
+attempts, created_at, started_at, finished_at, deadline_at, paused,
+paused_at, paused_by) and the namespace's search attributes, with =, !=, <, <=, >, >=, IN (...),
 STARTS_WITH, IS [NOT] NULL, AND, OR, NOT and parentheses. Strings are
 quoted ('it''s' or "x"), times are RFC 3339 strings. attr != v matches runs
 that hold the attribute with another value; NOT attr = v and attr IS NULL
-also match runs without it.`,
+also match runs without it. --paused lists the paused runs (the query
+paused = true: see kagzi run pause).`,
 		Example: `  kagzi run list
   kagzi run list --status RUNNING,SLEEPING --type ProcessOrder --limit 20
+  kagzi run list --paused
   kagzi run list --query 'customer = "42" AND status = "FAILED" AND finished_at > "2025-06-01T00:00:00Z"'
 
   kagzi run list --cursor MTcxOTg...`,
@@ -252,6 +259,13 @@ also match runs without it.`,
 			}
 			if limit < 1 || limit > store.MaxPageSize {
 				return cliutil.Usagef("--limit %d: use 1 to %d", limit, store.MaxPageSize)
+			}
+			if paused {
+				if query == "" {
+					query = "paused = true"
+				} else {
+					query = "(" + query + ") AND paused = true"
+				}
 			}
 			p := store.RunsListParams{Namespace: a.Namespace, Statuses: sts, Type: typ, Queue: queue, Query: query, Limit: limit}
 			if cursor != "" {
@@ -285,6 +299,7 @@ also match runs without it.`,
 	f.StringVar(&typ, "type", "", "only this workflow type")
 	f.StringVar(&queue, "queue", "", "only this task queue")
 	f.StringVar(&query, "query", "", `only runs matching this query, e.g. 'customer = "42" AND status = "FAILED"'`)
+	f.BoolVar(&paused, "paused", false, "only paused runs (kagzi run pause)")
 	f.IntVar(&limit, "limit", 50, fmt.Sprintf("page size, 1 to %d", store.MaxPageSize))
 	f.StringVar(&cursor, "cursor", "", "continue from the cursor a previous page printed")
 	return c
@@ -464,6 +479,16 @@ func runFields(w io.Writer, r store.Run) {
 	row("Namespace", r.Namespace)
 	row("Queue", r.Queue)
 	row("Status", string(r.Status))
+	if p := r.Paused; p != nil {
+		line := "since " + cliutil.FmtTimeP(&p.At) + " by " + cliutil.OrDash(p.By)
+		if p.Reason != "" {
+			line += ": " + p.Reason
+		}
+		if r.Status == store.StatusRunning {
+			line += " (stops when the step it is in is recorded)"
+		}
+		row("Paused", line)
+	}
 	if maxAttempts := r.Policy().MaxAttempts; maxAttempts > 0 {
 		row("Attempts", fmt.Sprintf("%d of %d", r.Attempts, maxAttempts))
 	} else {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -65,7 +66,12 @@ archive of it can be kept. The filters are run list's, and
 an age (6d: more than 6 days ago): with the retention periods (kagzi
 retention show), what the reaper is about to delete. Each page of runs is
 read from one snapshot, so a run the reaper deletes meanwhile is written
-whole or not at all.`,
+whole or not at all.
+
+On a terminal, standard error shows a progress line (runs written of the
+runs the filter selects, counted first, runs/s, ETA, time taken), redrawn at most 4 times a second, and a final one; none with
+--json or when standard error is not a terminal (KAGZI_PROGRESS=1 shows it
+anyway, 0 never).`,
 		Example: `  kagzi run export --finished-before 6d --output archive.jsonl
   kagzi run export --status FAILED --type ProcessOrder > failed.jsonl
   kagzi run export --finished-before 2025-01-01T00:00:00Z | gzip > 2024.jsonl.gz`,
@@ -87,11 +93,27 @@ whole or not at all.`,
 			if err != nil {
 				return err
 			}
+			prog, err := a.Progress(cmd, "exporting runs", 0)
+			if err != nil {
+				return err
+			}
 			out, closeOut, err := openOutput(cmd, outputArg)
 			if err != nil {
 				return err
 			}
-			n, err := exportRuns(cmd, st, p, out)
+			if prog != nil {
+				// Only for the line (on a terminal): the total gives it an
+				// ETA. Counted before the export's snapshot, so it may be a
+				// few runs off.
+				total, _, err := st.RunsCountQuery(cmd.Context(), p.Namespace, exportQuery(p), "")
+				if err != nil {
+					return err
+				}
+				prog.SetTotal(total)
+			}
+			prog.Start() // a page's read can take a while: the time moves meanwhile
+			n, err := exportRuns(cmd, st, p, out, prog)
+			prog.Done(int64(n))
 			if cerr := closeOut(); err == nil {
 				err = cerr
 			}
@@ -115,9 +137,9 @@ whole or not at all.`,
 	return c
 }
 
-// exportRuns writes every page of p to w and returns how many runs it
-// wrote.
-func exportRuns(cmd *cobra.Command, st *store.Store, p store.RunsExportParams, w io.Writer) (int, error) {
+// exportRuns writes every page of p to w, counting each run on prog, and
+// returns how many runs it wrote.
+func exportRuns(cmd *cobra.Command, st *store.Store, p store.RunsExportParams, w io.Writer, prog *cliutil.Progress) (int, error) {
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
 	n := 0
@@ -131,12 +153,37 @@ func exportRuns(cmd *cobra.Command, st *store.Store, p store.RunsExportParams, w
 				return n, fmt.Errorf("write run %s: %w", rec.Run.ID, err)
 			}
 			n++
+			prog.Add(1)
 		}
 		if next == nil {
 			return n, bw.Flush()
 		}
 		p.After = next
 	}
+}
+
+// exportQuery is p's filter in the query language, for the count that
+// gives the progress line its total.
+func exportQuery(p store.RunsExportParams) string {
+	quote := func(v string) string { return "'" + strings.ReplaceAll(v, "'", "''") + "'" }
+	var preds []string
+	if len(p.Statuses) > 0 {
+		qs := make([]string, len(p.Statuses))
+		for i, s := range p.Statuses {
+			qs[i] = quote(string(s))
+		}
+		preds = append(preds, "status IN ("+strings.Join(qs, ", ")+")")
+	}
+	if p.Type != "" {
+		preds = append(preds, "type = "+quote(p.Type))
+	}
+	if p.Queue != "" {
+		preds = append(preds, "queue = "+quote(p.Queue))
+	}
+	if p.FinishedBefore != nil {
+		preds = append(preds, "finished_at < "+quote(p.FinishedBefore.UTC().Format(time.RFC3339Nano)))
+	}
+	return strings.Join(preds, " AND ")
 }
 
 // openOutput opens the --output file (standard output for "" or "-").

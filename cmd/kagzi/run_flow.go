@@ -10,7 +10,7 @@ import (
 )
 
 // flowFlags are `kagzi run start`'s flow control flags: debounce and id
-// reuse policy (README "Flow control").
+// reuse policy (docs/flow-control.md).
 type flowFlags struct {
 	debounceKey, debounceKeep, idReuse string
 	debounce, debounceMaxWait          time.Duration

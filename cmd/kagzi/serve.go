@@ -30,6 +30,10 @@ func newServeCmd(a *cliutil.App) *cobra.Command {
 			ctx := cmd.Context()
 			// KAGZI_CPU_PROFILE names a file for a CPU profile of the whole
 			// run of the service: `kagzi bench --profile` sets it.
+			//
+			// KAGZI_CPU_PROFILE: internal to `kagzi bench --profile`, which
+			// sets it for the services it starts: the file of a service's
+			// CPU profile
 			if path := envOr("KAGZI_CPU_PROFILE", ""); path != "" {
 				f, err := os.Create(path)
 				if err != nil {

@@ -101,6 +101,14 @@ func applySettings(ctx context.Context, st *store.Store, warn, max int) (store.S
 
 // settingsFromEnv reads KAGZI_PAYLOAD_WARN_BYTES and KAGZI_PAYLOAD_MAX_BYTES
 // (0 when unset).
+//
+// KAGZI_PAYLOAD_WARN_BYTES: read by `kagzi migrate`; when set, written to
+// the database's settings (database default `1048576`): payloads above it
+// are logged
+//
+// KAGZI_PAYLOAD_MAX_BYTES: read by `kagzi migrate`; when set, written to
+// the database's settings (database default `2097152`): payloads above it
+// are refused
 func settingsFromEnv() (warn, max int, err error) {
 	parse := func(name, s string) (int, error) {
 		if s == "" {

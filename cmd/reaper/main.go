@@ -3,7 +3,7 @@
 // their runs at once, expires leases nobody extends and fails runs past
 // their deadline. Every replica listens; one at a time (elected with a
 // Postgres advisory lock) acts. Configuration comes from the environment
-// (see the README).
+// (see docs/configuration.md).
 package main
 
 import (

@@ -3,7 +3,7 @@
 // run, with catch-up after downtime bounded by each schedule's
 // max_catchup. It is woken by schedule changes relayed over NATS and by
 // its own timer, never by polling. Configuration comes from the
-// environment (see the README).
+// environment (see docs/configuration.md).
 package main
 
 import (

@@ -1,7 +1,7 @@
 // Command worker is Kagzi's reference worker: it registers the example
 // workflows (tests/examples) and runs them. It needs NATS only —
 // no database connection and no database credentials. Configuration comes
-// from the environment (see the README).
+// from the environment (see docs/configuration.md).
 package main
 
 import (

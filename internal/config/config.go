@@ -3,8 +3,10 @@
 // database URL (Database), the console's (Console), and loading and
 // validating a configuration struct with go-envconfig (Load). Each
 // service's own struct is in its package (services/<name>/config.go) and
-// embeds these. Every variable is documented in the README (a test
-// enforces it).
+// embeds these. Every variable is documented by a paragraph of its field's
+// comment that begins with its name ("KAGZI_LEASE: ..."), from which
+// docs/configuration.md is generated (reference_test.go; a test fails when
+// the page differs).
 package config
 
 import (
@@ -33,6 +35,12 @@ const MaxLease = time.Hour
 // outlast the dispatchers').
 type Lease struct {
 	// Duration is how long a claim holds without heartbeats.
+	//
+	// KAGZI_LEASE: how long a claim holds without heartbeats; the reaper extends
+	// a live worker's leases to this past its last heartbeat (keep the reaper's
+	// at most the dispatchers': dispatchers announce theirs on their beacons, and
+	// a reaper whose lease is longer than a dispatcher's logs an error naming
+	// that dispatcher and both leases; 1s to 1h)
 	Duration time.Duration `env:"KAGZI_LEASE, default=30s"`
 }
 
@@ -60,10 +68,21 @@ func (l Lease) Check(dispatcher time.Duration, dispatcherID string) error {
 // Common are the variables every service reads.
 type Common struct {
 	// NATSURL is the NATS server to connect to.
+	//
+	// KAGZI_NATS_URL: NATS server(s), comma-separated; credentials in it are
+	// accepted but the variables below keep them out of process listings (logs
+	// and errors show it redacted)
 	NATSURL string `env:"KAGZI_NATS_URL, default=nats://127.0.0.1:4222"`
 	// LogLevel: debug, info, warn or error.
+	//
+	// KAGZI_LOG_LEVEL: `debug`, `info`, `warn` or `error` (JSON logs on stderr;
+	// `kagzi dev` logs text and defaults to `warn`, see `--log-level`,
+	// `--log-format`)
 	LogLevel string `env:"KAGZI_LOG_LEVEL, default=info"`
 	// HTTPAddr serves /healthz, /readyz and /metrics ("" disables it).
+	//
+	// KAGZI_HTTP_ADDR: address of `/healthz`, `/readyz` (200 once every component
+	// has started, 503 again while draining) and `/metrics` (empty disables)
 	HTTPAddr string `env:"KAGZI_HTTP_ADDR, default=:8080"`
 	NATSAuth
 }
@@ -75,23 +94,44 @@ type Common struct {
 // environment. See Options.
 type NATSAuth struct {
 	// NATSUser and NATSPassword authenticate with a user and password.
-	NATSUser     string `env:"KAGZI_NATS_USER"`
+	//
+	// KAGZI_NATS_USER: NATS user (with `KAGZI_NATS_PASSWORD`); at most one of
+	// user, token, nkey seed and credentials file
+	NATSUser string `env:"KAGZI_NATS_USER"`
+	// KAGZI_NATS_PASSWORD: password of `KAGZI_NATS_USER`
 	NATSPassword string `env:"KAGZI_NATS_PASSWORD"`
 	// NATSToken authenticates with a token.
+	//
+	// KAGZI_NATS_TOKEN: NATS token
 	NATSToken string `env:"KAGZI_NATS_TOKEN"`
 	// NATSNKeySeed is the path of a file holding a user nkey seed.
+	//
+	// KAGZI_NATS_NKEY_SEED: path of a file holding a user nkey seed
 	NATSNKeySeed string `env:"KAGZI_NATS_NKEY_SEED"`
 	// NATSCreds is the path of a credentials file (user JWT and seed).
+	//
+	// KAGZI_NATS_CREDS: path of a NATS credentials file (user JWT and seed,
+	// decentralised auth)
 	NATSCreds string `env:"KAGZI_NATS_CREDS"`
 	// NATSTLSCA is the path of the CA bundle that verifies the server;
 	// setting it (or a client certificate) requires TLS.
+	//
+	// KAGZI_NATS_TLS_CA: path of the CA bundle that verifies the server; any
+	// `KAGZI_NATS_TLS_*` turns TLS on
 	NATSTLSCA string `env:"KAGZI_NATS_TLS_CA"`
 	// NATSTLSCert and NATSTLSKey are the paths of a client certificate
 	// and its key (mutual TLS).
+	//
+	// KAGZI_NATS_TLS_CERT: path of a client certificate (mutual TLS; with
+	// `KAGZI_NATS_TLS_KEY`)
 	NATSTLSCert string `env:"KAGZI_NATS_TLS_CERT"`
-	NATSTLSKey  string `env:"KAGZI_NATS_TLS_KEY"`
+	// KAGZI_NATS_TLS_KEY: path of the client certificate's key
+	NATSTLSKey string `env:"KAGZI_NATS_TLS_KEY"`
 	// NATSTLSServerName overrides the name the server's certificate is
 	// verified against (default: the URL's host).
+	//
+	// KAGZI_NATS_TLS_SERVER_NAME: name the server certificate is checked against
+	// (default: the URL's host)
 	NATSTLSServerName string `env:"KAGZI_NATS_TLS_SERVER_NAME"`
 }
 
@@ -100,10 +140,21 @@ type Database struct {
 	// DatabaseURL is the Postgres connection string of the pooled work:
 	// Postgres itself or a connection pooler in transaction mode in front
 	// of it.
+	//
+	// KAGZI_DATABASE_URL: Postgres connection string of the pooled work: Postgres
+	// itself, or a connection pooler in transaction mode (PgBouncer) in front of
+	// it (see [deployment.md](deployment.md#postgres-behind-a-connection-pooler-pgbouncer))
 	DatabaseURL string `env:"KAGZI_DATABASE_URL, default=postgres://postgres@127.0.0.1:5432/kagzi?sslmode=disable"`
 	// DatabaseSessionURL is the connection string of the sessions (the
 	// relay's LISTEN, the leaders' advisory locks), which must reach
 	// Postgres directly; empty means DatabaseURL.
+	//
+	// KAGZI_DATABASE_SESSION_URL: the same database reached directly, never
+	// through a pooler, for what holds a session of its own: the relay's
+	// `LISTEN`, the leaders' advisory locks, migrating; unset,
+	// `KAGZI_DATABASE_URL` is used. Set it when `KAGZI_DATABASE_URL` is a pooler:
+	// a service whose session URL reaches a pooler exits at start with code 2
+	// naming this variable (`kagzi migrate`: flag `--database-session-url`)
 	DatabaseSessionURL string `env:"KAGZI_DATABASE_SESSION_URL"`
 }
 
@@ -135,20 +186,41 @@ type Console struct {
 	Common
 	Database
 	// ConsoleAddr is where the console listens.
+	//
+	// KAGZI_CONSOLE_ADDR: where `kagzi console` listens (`kagzi dev` takes
+	// `--console-addr`, a free port if taken)
 	ConsoleAddr string `env:"KAGZI_CONSOLE_ADDR, default=127.0.0.1:8088"`
 	// ConsolePrefix is the path the console is served under.
+	//
+	// KAGZI_CONSOLE_PREFIX: path the console is served under, e.g. `/kagzi`
+	// behind a proxy
 	ConsolePrefix string `env:"KAGZI_CONSOLE_PREFIX"`
 	// ConsoleReadOnly refuses every write (403).
+	//
+	// KAGZI_CONSOLE_READ_ONLY: refuse every write (403): no cancel, retry, start,
+	// schedule or limit changes
 	ConsoleReadOnly bool `env:"KAGZI_CONSOLE_READ_ONLY, default=false"`
 	// ConsoleBasicAuth, user:password, requires HTTP basic auth.
+	//
+	// KAGZI_CONSOLE_BASIC_AUTH: `user:password`: require HTTP basic auth
 	ConsoleBasicAuth string `env:"KAGZI_CONSOLE_BASIC_AUTH"`
 	// ConsoleAuthHeader names the user header of a trusted authenticating
 	// proxy; requests without it are refused.
+	//
+	// KAGZI_CONSOLE_AUTH_HEADER: header carrying the user from a trusted
+	// authenticating proxy (e.g. `X-Forwarded-User` from oauth2-proxy); requests
+	// without it get 401
 	ConsoleAuthHeader string `env:"KAGZI_CONSOLE_AUTH_HEADER"`
 	// ConsoleTrustedProxies, comma-separated CIDRs, limits the header mode
 	// to requests from these addresses.
+	//
+	// KAGZI_CONSOLE_TRUSTED_PROXIES: comma-separated CIDRs the header mode
+	// accepts requests from (unset: any)
 	ConsoleTrustedProxies string `env:"KAGZI_CONSOLE_TRUSTED_PROXIES"`
 	// ConsoleTraceURL links runs to their traces; {trace_id} is replaced.
+	//
+	// KAGZI_CONSOLE_TRACE_URL: trace UI link for a run, `{trace_id}` replaced,
+	// e.g. `http://localhost:16686/trace/{trace_id}`
 	ConsoleTraceURL string `env:"KAGZI_CONSOLE_TRACE_URL"`
 }
 

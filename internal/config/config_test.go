@@ -6,10 +6,8 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -74,32 +72,6 @@ func envTagsOf(t *testing.T, f *ast.File, vars map[string]string) {
 		vars[strings.TrimSpace(name)] = def
 		return true
 	})
-}
-
-func TestEveryVariableIsDocumentedInTheREADME(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows := map[string]string{}
-	for _, line := range strings.Split(string(readme), "\n") {
-		if m := regexp.MustCompile("^\\| `(KAGZI_[A-Z0-9_]+)` \\|").FindStringSubmatch(line); m != nil {
-			rows[m[1]] = line
-		}
-	}
-	for name, def := range envTags(t) {
-		row, ok := rows[name]
-		if !ok {
-			t.Errorf("%s is not in the README's configuration table", name)
-			continue
-		}
-		if def == "" && strings.Contains(row, "| unset |") {
-			continue
-		}
-		if !strings.Contains(row, "`"+def+"`") {
-			t.Errorf("README row of %s does not show its default %q: %s", name, def, row)
-		}
-	}
 }
 
 func TestBadValuesNameTheVariable(t *testing.T) {

@@ -108,11 +108,11 @@ func (d *Drops) Check(sub *nats.Subscription) {
 	if !fire {
 		return
 	}
-	d.n.Add(1)
 	if watch {
 		go d.settle(sub, w)
 	}
 	w.fn()
+	d.n.Add(1)
 }
 
 // settle waits for sub to catch up after a drop and runs its handler again
@@ -143,13 +143,15 @@ func (d *Drops) settle(sub *nats.Subscription, w *watched) {
 		if !more {
 			break
 		}
-		d.n.Add(1)
 		w.fn()
+		d.n.Add(1)
 	}
 	d.mu.Lock()
 	w.watching = false
 	d.mu.Unlock()
 }
 
-// Count is the number of drops the handlers were called for.
+// Count is the number of drops the handlers were called for. A drop is
+// counted once its handler has returned, so whoever sees the count sees
+// what the handler did (a reaper's amnesty, say).
 func (d *Drops) Count() int64 { return d.n.Load() }

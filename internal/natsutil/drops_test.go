@@ -58,12 +58,25 @@ func TestDropsReachTheirSubscription(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// counted waits until d has counted n drops: a drop is counted once
+	// its handler has returned, just after the handler's signal.
+	counted := func(n int64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for d.Count() < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("count %d, want %d", d.Count(), n)
+			}
+			runtime.Gosched()
+		}
+	}
 	publish(5) // one in the handler, then drops
 	select {
 	case <-dropped:
 	case <-time.After(10 * time.Second):
 		t.Fatal("no drop reported")
 	}
+	counted(1)
 	// The message the handler holds counts as pending until it returns,
 	// so 4 of the 5 are dropped in the end; the first report may have come
 	// before the last of them, so a look now may report those once.
@@ -113,6 +126,7 @@ func TestDropsReachTheirSubscription(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the drops after the first were never answered")
 	}
+	counted(base + 1)
 	if d.Count() != base+1 {
 		t.Fatalf("count %d, want %d", d.Count(), base+1)
 	}

@@ -171,7 +171,7 @@ func (b *Bouncer) config(srv *pgconn.Config, port int, o Options) string {
 		{"logfile", b.LogPath()},
 		// After a failed server login PgBouncer refuses every client login
 		// for server_login_retry (15 s by default): 1 s lets the services
-		// come back with the database, as the README advises.
+		// come back with the database, as docs/deployment.md advises.
 		{"server_login_retry", "1"},
 		{"log_connections", "0"},
 		{"log_disconnections", "0"},

@@ -10,6 +10,7 @@ var MetricNames = []string{
 	"kagzi_queue_depth",
 	"kagzi_queue_unserved",
 	"kagzi_queue_oldest_due_age_seconds",
+	"kagzi_runs_paused",
 	"kagzi_runs_completed_total",
 	"kagzi_runs_failed_total",
 	"kagzi_leases_lost_total",
@@ -28,6 +29,9 @@ var MetricNames = []string{
 	"kagzi_runs_deleted_total",
 	"kagzi_retention_oldest_finished_age_seconds",
 	"kagzi_retention_overdue_seconds",
+	"kagzi_batch_runs_total",
+	"kagzi_batches_completed_total",
+	"kagzi_batches_running",
 	// scheduler
 	"kagzi_schedule_fires_total",
 	"kagzi_schedule_lateness_milliseconds",

@@ -51,6 +51,18 @@ type EndReporter interface {
 	ReportEnd(ctx context.Context, items ...protocol.ReportItem) error
 }
 
+// LeaseConfirmer is a Reporter that can make sure, before a step function
+// runs, that the run's lease still holds. A step's result is held, not
+// sent, so consecutive steps may run with no round trip between them; a
+// worker that stalled meanwhile (frozen, a paused VM) may have had its
+// lease given to another worker, which may even have finished the run,
+// and only a round trip can tell. ConfirmLease returns nil at once when
+// nothing can have been lost; an error means the execution must stop at
+// once, as a failed Report does.
+type LeaseConfirmer interface {
+	ConfirmLease(ctx context.Context) error
+}
+
 // PayloadFetcher reads, under the run's lease, a payload that the delivery
 // did not carry inline (protocol.StepState.OutputSize,
 // protocol.DeliveredRun.InputSize): the output of attempt attempt of step

@@ -76,8 +76,12 @@ type CountOptions struct {
 // CountResult is what Count found.
 type CountResult struct {
 	Total int64
-	// Groups, with GroupBy, are the counts per value, biggest first; a
-	// group with a nil Value counts the runs without the attribute.
+	// Groups, with GroupBy, are the counts per value, biggest first, and
+	// Total their sum. Grouped by an attribute, the runs that hold it are
+	// counted, as a terms aggregation does: runs without it form no group
+	// (count them with `attr IS NULL`); a run with a keyword list counts
+	// in each of its values' groups. A group with a nil Value counts the
+	// runs whose built-in field is empty (finished_at of live runs, say).
 	Groups []store.CountGroup
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/pkg/client"
@@ -13,8 +14,8 @@ import (
 	"github.com/kagzi/kagzi/pkg/workflow"
 )
 
-// The README's examples are these, verbatim (TestReadmeExamplesCompile
-// checks it): they compile here, against the public packages only.
+// The examples of the README and of docs/ are these, verbatim
+// (TestReadmeExamplesCompile checks it): they compile here, against the public packages only.
 
 type Order struct {
 	ID       string
@@ -214,4 +215,99 @@ func ExampleClient_Count() {
 		fmt.Println(*g.Value, g.Count)
 	}
 	// README: end
+}
+
+// A batch acts on every run a query matches, at a capped rate.
+func ExampleClient_StartBatch() {
+	ctx := context.Background()
+	nc, err := nats.Connect(nats.DefaultURL)
+	if err != nil {
+		return
+	}
+	cl, err := client.Connect(ctx, databaseURL, nc, client.Options{})
+	if err != nil {
+		return
+	}
+	defer cl.Close()
+	// README: fleet
+	res, err := cl.Count(ctx, client.CountOptions{Query: "type = 'Cart' AND status = 'FAILED'", GroupBy: "error_type"})
+	if err != nil {
+		return
+	}
+	_, _, err = cl.PauseQueue(ctx, "default", client.PauseOptions{Reason: "vendor outage"})
+	if err != nil {
+		return
+	}
+	b, err := cl.StartBatch(ctx, client.BatchOptions{Action: client.BatchRetry, Query: "type = 'Cart'", Rate: 20})
+	if err != nil {
+		return
+	}
+	// README: end
+	fmt.Println(res.Total, b.Total)
+	var id1, id2 uuid.UUID
+	// README: batches
+	b, err = cl.StartBatch(ctx, client.BatchOptions{
+		Action: client.BatchCancel,
+		Query:  "type = 'ProcessOrder' AND customer = '42' AND created_at > '2026-11-01T00:00:00Z'",
+		Rate:   100, // runs per second; 0 is client.DefaultBatchRate (50)
+	})
+	if err != nil {
+		return // ErrInvalidArgument (a bad query, too many runs), ErrNotFound (none)
+	}
+	// b.Total runs were resolved; the reaper acts on them from now on.
+	b, err = cl.StartBatch(ctx, client.BatchOptions{
+		Action: client.BatchSignal, RunIDs: []uuid.UUID{id1, id2},
+		EventName: "approve", Payload: map[string]bool{"ok": true},
+	})
+	if err != nil {
+		return // ErrNotFound, ErrConflict (a listed run is finished)
+	}
+	b, err = cl.GetBatch(ctx, b.ID) // b.State, b.Done, b.Failed, b.Skipped, b.Pending()
+	if err != nil {
+		return
+	}
+	failed, err := cl.BatchRuns(ctx, b.ID, "failed", uuid.Nil, 100) // each with its error
+	if err != nil {
+		return
+	}
+	err = cl.PauseBatch(ctx, b.ID) // and ResumeBatch, CancelBatch
+	// README: end
+	fmt.Println(len(failed), err)
+}
+
+// tagOrder sets search attributes from inside a workflow, once the values
+// are known: durable and memoized, so a replay sets nothing again.
+func tagOrder(ctx workflow.Context, o Order) error {
+	// README: setattributes
+	if err := workflow.SetAttributes(ctx, map[string]any{"customer": o.Customer, "amount": o.Amount}); err != nil {
+		return err // errors.Is(err, workflow.ErrAttributesRefused): undeclared, or of another kind
+	}
+	// ... later, a nil value removes an attribute:
+	return workflow.SetAttributes(ctx, map[string]any{"amount": nil})
+	// README: end
+}
+
+var _ = tagOrder
+
+// A step backing off before its next attempt is tried now, with new retry
+// options.
+func ExampleClient_RetryStepNow() {
+	ctx := context.Background()
+	nc, err := nats.Connect(nats.DefaultURL)
+	if err != nil {
+		return
+	}
+	cl, err := client.Connect(ctx, databaseURL, nc, client.Options{})
+	if err != nil {
+		return
+	}
+	defer cl.Close()
+	runID := uuid.Must(uuid.NewV7())
+	// README: retrystep
+	// Up to 10 attempts in all; waits from 30 s, doubling with each attempt made, at most 10 min.
+	steps, err := cl.RetryStepNow(ctx, runID, client.RetryStepNowOptions{
+		MaxAttempts: 10, InitialInterval: 30 * time.Second, MaxInterval: 10 * time.Minute,
+	})
+	// README: end
+	fmt.Println(steps, err)
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
-// Flow control on the create path (README "Flow control"): a start may be
+// Flow control on the create path (docs/flow-control.md): a start may be
 // debounced (StartOptions.Debounce) or carry an id reuse policy
 // (StartOptions.IDReusePolicy).
 

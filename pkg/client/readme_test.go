@@ -2,18 +2,20 @@ package client_test
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 )
 
-// TestReadmeExamplesCompile holds the README to the examples of this
-// package: each Go block of the README marked `<!-- example: NAME -->` must
-// be the lines between `// README: NAME` and `// README: end` in
+// TestReadmeExamplesCompile holds the README and the pages of docs/ to the
+// examples of this package: each Go block marked `<!-- example: NAME -->`
+// must be the lines between `// README: NAME` and `// README: end` in
 // example_test.go (indentation aside), which compile with the package's
-// tests against the public packages only.
+// tests against the public packages only; and each of those examples is
+// shown on some page.
 func TestReadmeExamplesCompile(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	pages, err := filepath.Glob("../../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,20 +23,34 @@ func TestReadmeExamplesCompile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks := regexp.MustCompile("(?s)<!-- example: ([a-z]+) -->\\s*```go\\n(.*?)```").FindAllSubmatch(readme, -1)
-	if len(blocks) < 3 {
-		t.Fatalf("README has %d marked examples, want the declaration, the worker and the client", len(blocks))
-	}
-	for _, b := range blocks {
-		name := string(b[1])
-		re := regexp.MustCompile("(?s)// README: " + name + "\\n(.*?)// README: end")
-		m := re.FindSubmatch(src)
-		if m == nil {
-			t.Errorf("README example %q has no counterpart in example_test.go", name)
-			continue
+	shown := map[string]bool{}
+	for _, page := range append([]string{"../../README.md"}, pages...) {
+		text, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if got, want := norm(string(b[2])), norm(string(m[1])); got != want {
-			t.Errorf("README example %q differs from example_test.go:\nREADME:\n%s\nexample:\n%s", name, got, want)
+		name := strings.TrimPrefix(page, "../../")
+		blocks := regexp.MustCompile("(?s)<!-- example: ([a-z]+) -->\\s*```go\\n(.*?)```").FindAllSubmatch(text, -1)
+		if name == "README.md" && len(blocks) < 3 {
+			t.Fatalf("README has %d marked examples, want the declaration, the worker and the client", len(blocks))
+		}
+		for _, b := range blocks {
+			example := string(b[1])
+			shown[example] = true
+			re := regexp.MustCompile("(?s)// README: " + example + "\\n(.*?)// README: end")
+			m := re.FindSubmatch(src)
+			if m == nil {
+				t.Errorf("%s: example %q has no counterpart in example_test.go", name, example)
+				continue
+			}
+			if got, want := norm(string(b[2])), norm(string(m[1])); got != want {
+				t.Errorf("%s: example %q differs from example_test.go:\n%s:\n%s\nexample:\n%s", name, example, name, got, want)
+			}
+		}
+	}
+	for _, m := range regexp.MustCompile("// README: ([a-z]+)\\n").FindAllSubmatch(src, -1) {
+		if example := string(m[1]); example != "end" && !shown[example] {
+			t.Errorf("example_test.go's %q is on no page (mark its block <!-- example: %s -->)", example, example)
 		}
 	}
 }

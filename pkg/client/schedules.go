@@ -61,7 +61,7 @@ type ScheduleOptions struct {
 	// ConcurrencyKey and RateLimitKey are given to every run the schedule
 	// starts, as StartOptions's: the runs count against the type's
 	// per-key limit under ConcurrencyKey, and each claim of one against
-	// the rate limit of RateLimitKey (README, "Flow control").
+	// the rate limit of RateLimitKey (docs/flow-control.md).
 	ConcurrencyKey, RateLimitKey string
 	// Attributes are the search attributes every run the schedule fires,
 	// backfills or is triggered to start is given, as StartOptions.Attributes (checked when the

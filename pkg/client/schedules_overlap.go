@@ -10,7 +10,7 @@ import (
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
-// The overlap policies (README "Schedules").
+// The overlap policies (docs/workflows.md, "Schedules").
 const (
 	// OverlapAllowAll starts every fire, however many runs are live: what
 	// every schedule did before policies existed, and the default.

@@ -72,7 +72,7 @@ func TestSignalWithStart(t *testing.T) {
 // Cart loops on workflow.WaitForEvent[Item](ctx, "add", 0).
 var Cart = workflow.New[string, []Item]("Cart")
 
-// Signal-with-start, as the README shows it: an item for the live cart
+// Signal-with-start, as docs/workflows.md shows it: an item for the live cart
 // cart-7, which is started first if there is none.
 func ExampleSignalWithStartWorkflow() {
 	ctx := context.Background()

@@ -72,6 +72,9 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /api/v1/runs/{id}/cancel", c.api(c.runAction("cancel")))
 	m.HandleFunc("POST /api/v1/runs/{id}/terminate", c.api(c.runAction("terminate")))
 	m.HandleFunc("POST /api/v1/runs/{id}/retry", c.api(c.runAction("retry")))
+	m.HandleFunc("POST /api/v1/runs/{id}/pause", c.api(c.runAction("pause")))
+	m.HandleFunc("POST /api/v1/runs/{id}/resume", c.api(c.runAction("resume")))
+	m.HandleFunc("POST /api/v1/runs/{id}/retry-step", c.api(c.retryStep))
 	m.HandleFunc("POST /api/v1/runs/{id}/events", c.api(c.runAction("event")))
 	m.HandleFunc("POST /api/v1/dead-letters/retry", c.api(c.bulkRetry))
 	m.HandleFunc("POST /api/v1/runs/{id}/fork", c.api(c.forkRun))
@@ -82,7 +85,10 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /api/v1/workers/{id}/drain", c.api(c.drainWorker))
 	m.HandleFunc("POST /api/v1/limits", c.api(c.setLimit))
 	m.HandleFunc("DELETE /api/v1/limits", c.api(c.deleteLimit))
+	m.HandleFunc("POST /api/v1/pauses", c.api(c.pauseScope))
+	m.HandleFunc("DELETE /api/v1/pauses", c.api(c.resumeScope))
 	m.HandleFunc("POST /api/v1/retention", c.api(c.setRetention))
+	c.batchRoutes(m)
 	c.mux = m
 }
 
@@ -335,6 +341,9 @@ func (c *Console) runData(r *http.Request, ns string) (any, error) {
 	d := RunDetail{Run: runRow(run), Input: pretty(run.Input), Output: pretty(run.Output),
 		Attempts: timeline(run, steps, time.Now()), Events: []EventView{}, TraceID: traceID(run.TraceContext),
 		DebounceKey: run.DebounceKey, DebounceStarts: run.DebounceStarts, ConcurrencyKey: run.ConcurrencyKey, RateLimitKey: run.RateLimitKey}
+	if p := run.Paused; p != nil {
+		d.Paused = &PauseView{By: p.By, Reason: p.Reason, At: p.At}
+	}
 	for _, e := range events {
 		d.Events = append(d.Events, EventView{ID: e.ID, Name: e.Name, Payload: pretty(e.Payload), CreatedAt: e.CreatedAt,
 			ConsumedAt: e.ConsumedAt, ConsumedBy: e.ConsumedBy, Unreceived: e.Unreceived})
@@ -414,6 +423,16 @@ func (c *Console) runAction(action string) dataFunc {
 			err = cl.Terminate(r.Context(), id, reason)
 		case "retry":
 			_, err = cl.Retry(r.Context(), id)
+		case "pause":
+			// Recorded as paused by the console's user (its basic auth or
+			// proxy header), else by "console".
+			by, _ := r.Context().Value(ctxUser).(string)
+			if by == "" {
+				by = "console"
+			}
+			_, err = cl.PauseRun(r.Context(), id, client.PauseOptions{By: by, Reason: p["reason"]})
+		case "resume":
+			_, err = cl.ResumeRun(r.Context(), id)
 		case "event":
 			var ev *client.SentEvent
 			ev, err = cl.SendEvent(r.Context(), id, p["name"], jsonParam(p, "payload"))
@@ -681,8 +700,20 @@ func (c *Console) queuesData(r *http.Request, ns string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"queues": qs, "limits": lv.Concurrency, "rate_limits": lv.Rate, "top_keys": lv.TopKeys,
-		"retention": retentionView(ret)}, nil
+	trends, err := c.hub.trends(r.Context(), ns)
+	if err != nil {
+		return nil, err
+	}
+	paused, err := cl.ListPaused(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	pv := make([]PausedScopeView, len(paused))
+	for i, p := range paused {
+		pv[i] = PausedScopeView{Kind: p.Kind, Name: p.Name, PauseView: PauseView{By: p.By, Reason: p.Reason, At: p.At}}
+	}
+	return map[string]any{"queues": qs, "paused": pv, "limits": lv.Concurrency, "rate_limits": lv.Rate, "top_keys": lv.TopKeys,
+		"retention": retentionView(ret), "trends": trends}, nil
 }
 
 func (c *Console) setLimit(r *http.Request, ns string) (any, error) {
@@ -699,6 +730,56 @@ func (c *Console) setLimit(r *http.Request, ns string) (any, error) {
 		return nil, err
 	}
 	return limitView(*l), nil
+}
+
+// pauseScope pauses a queue or a workflow type (kind "queue" or "type",
+// name, reason), as the console's user.
+func (c *Console) pauseScope(r *http.Request, ns string) (any, error) {
+	p, cl, err := c.writeArgs(r, ns)
+	if err != nil {
+		return nil, err
+	}
+	by, _ := r.Context().Value(ctxUser).(string)
+	if by == "" {
+		by = "console"
+	}
+	o := client.PauseOptions{By: by, Reason: p["reason"]}
+	var ps client.PausedScope
+	var already bool
+	switch p["kind"] {
+	case "queue":
+		ps, already, err = cl.PauseQueue(r.Context(), p["name"], o)
+	case "type":
+		ps, already, err = cl.PauseType(r.Context(), p["name"], o)
+	default:
+		return nil, fmt.Errorf("%w: kind %q: queue or type", store.ErrInvalidArgument, protocol.Echo(p["kind"]))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"paused": PausedScopeView{Kind: ps.Kind, Name: ps.Name,
+		PauseView: PauseView{By: ps.By, Reason: ps.Reason, At: ps.At}}, "already_paused": already}, nil
+}
+
+// resumeScope resumes a paused queue or workflow type (?kind=&name=).
+func (c *Console) resumeScope(r *http.Request, ns string) (any, error) {
+	cl, err := c.client(ns)
+	if err != nil {
+		return nil, err
+	}
+	q := r.URL.Query()
+	switch q.Get("kind") {
+	case "queue":
+		err = cl.ResumeQueue(r.Context(), q.Get("name"))
+	case "type":
+		err = cl.ResumeType(r.Context(), q.Get("name"))
+	default:
+		return nil, fmt.Errorf("%w: kind %q: queue or type", store.ErrInvalidArgument, protocol.Echo(q.Get("kind")))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"ok": true}, nil
 }
 
 func (c *Console) deleteLimit(r *http.Request, ns string) (any, error) {

@@ -1,7 +1,7 @@
 // Package console is Kagzi's web console: an http.Handler an application
 // mounts under a prefix (or `kagzi console` serves standalone) that shows
-// and steers runs, dead letters, schedules, workers and queues. Pages are
-// rendered on the server with html/template and a vendored htmx
+// and steers runs, dead letters, schedules, workers, queues and batches.
+// Pages are rendered on the server with html/template and a vendored htmx
 // (static/htmx.min.js, refreshed by scripts/vendor-htmx.sh; building needs
 // no node); every view has a JSON twin under /api/v1. Every action calls
 // pkg/client or the store method the CLI calls, never a second

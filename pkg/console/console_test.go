@@ -47,7 +47,7 @@ func TestEndpoints(t *testing.T) {
 		t.Fatalf("runs: %d, want 2", len(page.Runs))
 	}
 	e.getJSON("/api/v1/runs?ns=default&input="+urlq(`$.customer == "ada"`), &page)
-	if len(page.Runs) != 1 || page.Runs[0].ID != echo {
+	if len(page.Runs) != 1 || page.Runs[0].ID != echo || page.Runs[0].RunID != echo {
 		t.Fatalf("input filter: %+v", page.Runs)
 	}
 	e.getJSON("/api/v1/runs?ns=default&output="+urlq(`$.amount < 10`), &page)
@@ -173,7 +173,7 @@ func TestEndpoints(t *testing.T) {
 		Workers []console.WorkerView `json:"workers"`
 	}
 	e.getJSON("/api/v1/workers?ns=default", &ws)
-	if len(ws.Workers) != 1 || len(ws.Workers[0].Types) != 4 {
+	if len(ws.Workers) != 1 || len(ws.Workers[0].Types) != 5 {
 		t.Fatalf("workers: %+v", ws.Workers)
 	}
 	e.post("/api/v1/limits?ns=default", map[string]any{"queue": "default", "type": "Echo", "max": "5"}, http.StatusOK, nil)
@@ -225,6 +225,7 @@ func TestReadOnly(t *testing.T) {
 		{"DELETE", "/api/v1/schedules/" + id}, {"POST", "/api/v1/workers/" + id + "/drain"}, {"POST", "/api/v1/limits"},
 		{"DELETE", "/api/v1/limits"}, {"PUT", "/api/v1/runs"},
 		{"POST", "/api/v1/runs/" + id + "/fork"}, {"POST", "/api/v1/dead-letters/fork"},
+		{"POST", "/api/v1/runs/" + id + "/pause"}, {"POST", "/api/v1/runs/" + id + "/resume"},
 	}
 	for _, w := range writes {
 		if code, body := e.do(w.method, w.path+"?ns=default", map[string]any{"type": "Echo"}); code != http.StatusForbidden {

@@ -22,6 +22,7 @@ import (
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/console"
 	"github.com/kagzi/kagzi/pkg/console/internal/consoletest"
+	"github.com/kagzi/kagzi/pkg/retry"
 	"github.com/kagzi/kagzi/pkg/worker"
 	"github.com/kagzi/kagzi/pkg/workflow"
 	"github.com/kagzi/kagzi/tests/devserver"
@@ -36,7 +37,7 @@ const (
 
 // register adds the test workflows: Echo returns its input, Fail fails
 // for good with a hostile error, Wait waits for the event "go", and the
-// hostile type name echoes its input.
+// hostile type name echoes its input; Flaky's step fails once.
 func register(w *worker.Worker) error {
 	echo := func(ctx workflow.Context, in json.RawMessage) (json.RawMessage, error) {
 		return workflow.Step(ctx, "echo", func(context.Context) (json.RawMessage, error) { return in, nil })
@@ -51,6 +52,17 @@ func register(w *worker.Worker) error {
 		return workflow.Step(ctx, "boom", func(context.Context) (int, error) {
 			return 0, workflow.NonRetryable(errors.New("order 42 failed: " + hostile))
 		})
+	}); err != nil {
+		return err
+	}
+	// Flaky's step fails its first attempt and backs off an hour.
+	if err := worker.Register(w, "Flaky", func(ctx workflow.Context, in json.RawMessage) (int, error) {
+		return workflow.Step(ctx, "call", func(ctx context.Context) (int, error) {
+			if info, _ := workflow.StepInfoFrom(ctx); info.Attempt == 1 {
+				return 0, errors.New("vendor down")
+			}
+			return 7, nil
+		}, workflow.WithRetry(retry.Policy{MaxAttempts: 2, InitialInterval: time.Hour}))
 	}); err != nil {
 		return err
 	}

@@ -61,9 +61,11 @@ type nsState struct {
 	err        error
 	baselineAt time.Time
 	counts     map[store.RunStatus]int64
-	live       map[uuid.UUID]store.RunStatus
-	recent     map[uuid.UUID]recentRun // runs seen finishing lately
-	watermark  store.Cursor
+	live       map[uuid.UUID]store.LiveRun
+	// trends are the queues' last hour (trends.go).
+	trends    map[string]*queueTrend
+	recent    map[uuid.UUID]recentRun // runs seen finishing lately
+	watermark store.Cursor
 
 	pending map[uuid.UUID]struct{}
 	newRuns bool
@@ -119,6 +121,7 @@ func (h *hub) start(ctx context.Context, spawn func(func()) bool) error {
 		protocol.SubjectScheduleAll: h.onSchedule,
 		protocol.SubjectRelayUp:     func(*nats.Msg) { h.resyncAll() },
 		protocol.SubjectProgressAll: h.onProgress,
+		protocol.SubjectBatchAll:    h.onBatch,
 	}
 	for subj, fn := range subjects {
 		sub, err := h.nc.Subscribe(subj, fn)
@@ -213,6 +216,18 @@ func (h *hub) track(ctx context.Context, ns string) (*nsState, error) {
 	return st, nil
 }
 
+// trends returns the namespace's queue trends (trends.go) once its
+// baseline is read.
+func (h *hub) trends(ctx context.Context, ns string) ([]TrendView, error) {
+	st, err := h.track(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return st.trendsLocked(time.Now()), nil
+}
+
 // peekCounts returns the namespace's counts, or nil while its baseline is
 // still being read (the page shows them when the event stream sends them).
 func (h *hub) peekCounts(ctx context.Context, ns string) (map[string]int64, error) {
@@ -270,11 +285,12 @@ func (h *hub) load(ctx context.Context, st *nsState) {
 			counts[s] = n
 		}
 	}
-	for _, s := range live {
-		counts[s]++
+	for _, r := range live {
+		counts[r.Status]++
 	}
 	h.mu.Lock()
 	st.baselineAt, st.counts, st.live, st.watermark, st.recent = at, counts, live, newest, recent
+	st.depthsLocked(live, at)
 	h.armLocked(st)
 	h.mu.Unlock()
 }
@@ -365,6 +381,7 @@ func (h *hub) resyncAll() {
 		if fresh.err == nil {
 			st.baselineAt, st.counts, st.live, st.watermark = fresh.baselineAt, fresh.counts, fresh.live, fresh.watermark
 			st.recent = fresh.recent
+			st.depthsLocked(fresh.live, fresh.baselineAt)
 		}
 		h.broadcastLocked(st, "resync", []byte(`{}`))
 		h.mu.Unlock()
@@ -463,6 +480,7 @@ func (h *hub) applyLocked(st *nsState, r *store.Run, now time.Time) bool {
 			st.counts[from]--
 		}
 		st.counts[to]++
+		st.trendLocked(r.Queue, from, to, now)
 		return true
 	}
 	record := func() {
@@ -471,12 +489,12 @@ func (h *hub) applyLocked(st *nsState, r *store.Run, now time.Time) bool {
 			st.recent[r.ID] = recentRun{status: r.Status, at: now}
 		} else {
 			delete(st.recent, r.ID)
-			st.live[r.ID] = r.Status
+			st.live[r.ID] = store.LiveRun{Status: r.Status, Queue: st.internLocked(r.Queue)}
 		}
 	}
 	defer record()
 	if old, ok := st.live[r.ID]; ok {
-		return move(old, r.Status)
+		return move(old.Status, r.Status)
 	}
 	if rr, ok := st.recent[r.ID]; ok {
 		return move(rr.status, r.Status)

@@ -27,7 +27,8 @@ type pageView struct {
 }
 
 var titles = map[string]string{"runs": "Runs", "run": "Run", "deadletters": "Dead letters", "schedules": "Schedules",
-	"workers": "Workers", "queues": "Queues and limits", "start": "Start a run"}
+	"workers": "Workers", "queues": "Queues and limits", "start": "Start a run",
+	"batches": "Batches", "batch": "Batch"}
 
 func (c *Console) page(name string, fn dataFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -65,6 +66,15 @@ func (c *Console) page(name string, fn dataFunc) http.HandlerFunc {
 type treeView struct {
 	V    pageView
 	Kids []ChildView
+}
+
+// batchRunsView feeds the template of a batch's runs of one outcome:
+// the runs shown, how many the batch has, and what to say of none.
+type batchRunsView struct {
+	V     pageView
+	Runs  []BatchRunView
+	Count int
+	Empty string
 }
 
 func contains(xs []string, s string) bool {
@@ -133,8 +143,14 @@ func (c *Console) funcs() template.FuncMap {
 			}
 			return s
 		},
-		"lower":    strings.ToLower,
-		"dict2":    func(v pageView, kids []ChildView) treeView { return treeView{V: v, Kids: kids} },
+		"trendChart": func(points string, top int64, class string) trendChart {
+			return trendChart{Points: points, Max: top, Class: class, Width: trendWidth, Height: trendHeight + 4}
+		},
+		"lower": strings.ToLower,
+		"dict2": func(v pageView, kids []ChildView) treeView { return treeView{V: v, Kids: kids} },
+		"batchRuns": func(v pageView, runs []BatchRunView, count int, empty string) batchRunsView {
+			return batchRunsView{V: v, Runs: runs, Count: count, Empty: empty}
+		},
 		"statuses": func() []string { return []string{"PENDING", "RUNNING", "SLEEPING", "COMPLETED", "FAILED", "CANCELLED"} },
 		"pct":      func(f float64) string { return fmt.Sprintf("%.2f%%", f) },
 		// link builds a console URL under the prefix with the namespace and
@@ -168,4 +184,14 @@ func (c *Console) funcs() template.FuncMap {
 			return v.Prefix + "/runs?" + q.Encode()
 		},
 	}
+}
+
+// trendChart is one chart of the queues page's "Last hour" (template
+// "trend"): a polyline of TrendView's points, its scale's top and its CSS
+// class.
+type trendChart struct {
+	Points        string
+	Max           int64
+	Class         string
+	Width, Height int
 }

@@ -14,6 +14,10 @@ import (
 
 // RunView is a run as the console shows it and /api/v1 returns it.
 type RunView struct {
+	// RunID is the run's id, named as the CLI's JSON and the client name
+	// it. ID holds the same, under the name the API gave it first: it is
+	// deprecated and goes in the next release.
+	RunID           uuid.UUID  `json:"run_id"`
 	ID              uuid.UUID  `json:"id"`
 	Namespace       string     `json:"namespace"`
 	ExternalID      string     `json:"external_id,omitempty"`
@@ -33,14 +37,16 @@ type RunView struct {
 	LockedBy        *uuid.UUID `json:"locked_by,omitempty"`
 	Priority        int        `json:"priority"`
 	CancelRequested bool       `json:"cancel_requested,omitempty"`
+	// Paused is set for a paused run (who and why: the run's detail).
+	Paused bool `json:"paused,omitempty"`
 }
 
 func runRow(r *store.Run) RunView {
-	return RunView{ID: r.ID, Namespace: r.Namespace, ExternalID: r.ExternalID, Queue: r.Queue, Type: r.Type,
+	return RunView{RunID: r.ID, ID: r.ID, Namespace: r.Namespace, ExternalID: r.ExternalID, Queue: r.Queue, Type: r.Type,
 		Version: r.Version, Status: string(r.Status), Attempts: r.Attempts, Error: r.Error, CreatedAt: r.CreatedAt,
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, AvailableAt: r.AvailableAt, DeadlineAt: r.DeadlineAt,
 		ParentRunID: r.ParentRunID, ScheduleID: r.ScheduleID, LockedBy: r.LockedBy, Priority: r.Priority,
-		CancelRequested: r.CancelRequestedAt != nil}
+		CancelRequested: r.CancelRequestedAt != nil, Paused: r.Paused != nil}
 }
 
 // RunsPage is the runs view.
@@ -142,6 +148,24 @@ type RunDetail struct {
 	RateLimitKey   string `json:"rate_limit_key,omitempty"`
 	// Waiting says why a PENDING or SLEEPING run waits.
 	Waiting *WaitingView `json:"waiting,omitempty"`
+	// Paused says who paused the run, why and when (kagzi run pause);
+	// absent for a run that is not paused.
+	Paused *PauseView `json:"paused,omitempty"`
+}
+
+// PauseView is a run's pause.
+type PauseView struct {
+	By     string    `json:"by"`
+	Reason string    `json:"reason,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// PausedScopeView is a paused queue or workflow type (Kind "queue" or
+// "type").
+type PausedScopeView struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	PauseView
 }
 
 // WaitingView is why a run waits (store.Waiting).

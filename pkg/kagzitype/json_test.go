@@ -41,7 +41,7 @@ func TestJSONShowsTheApplicationsFields(t *testing.T) {
 	run := []string{"ID", "Namespace", "ExternalID", "Queue", "Type", "Version", "Status", "Attempts", "AvailableAt",
 		"Error", "CreatedAt", "StartedAt", "FinishedAt", "DeadlineAt", "RetryPolicy", "Priority", "ParentRunID",
 		"ParentStepID", "ScheduleID", "ScheduleFireAt", "CancelRequestedAt", "ContinuedAs", "ForkedFrom",
-		"ForkedAtStep", "Forks", "DebounceKey", "DebounceStarts", "ConcurrencyKey", "RateLimitKey", "Input", "Output"}
+		"ForkedAtStep", "Forks", "DebounceKey", "DebounceStarts", "ConcurrencyKey", "RateLimitKey", "Paused", "Input", "Output"}
 	if got := keys(t, kagzitype.Run{}); !reflect.DeepEqual(got, run) {
 		t.Errorf("Run encodes\n%v\nwant\n%v", got, run)
 	}

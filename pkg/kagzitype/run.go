@@ -99,6 +99,10 @@ type Run struct {
 	// was started with, "" for none. Filled when a single run is read.
 	ConcurrencyKey string
 	RateLimitKey   string
+	// Paused says who paused the run, why and when; nil for a run that is
+	// not paused (a run that ends is no longer paused). Filled when a
+	// single run is read.
+	Paused *Pause
 	// Input and Output (JSON) are filled when a single run is read, and
 	// Input by a claim; lists leave them nil to keep rows narrow.
 	Input  []byte
@@ -126,6 +130,13 @@ type Run struct {
 	// ParentClosePolicy, for a child run, says what happens to it when its
 	// parent ends ("" is TERMINATE). The engine's.
 	ParentClosePolicy ParentClosePolicy `json:"-"`
+}
+
+// Pause is who paused a run, a queue or a workflow type, why and when.
+type Pause struct {
+	By     string
+	Reason string
+	At     time.Time
 }
 
 // Policy is the run's retry policy with defaults applied.

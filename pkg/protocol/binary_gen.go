@@ -478,6 +478,7 @@ func (r *reader) decodeReportResult(m *ReportResult) {
 }
 
 func appendStepState(b []byte, m *StepState) []byte {
+	var at int
 	b = appendString(b, 1, m.StepID)
 	b = appendString(b, 2, m.Status)
 	b = appendInt(b, 3, int64(m.Attempt))
@@ -489,6 +490,10 @@ func appendStepState(b []byte, m *StepState) []byte {
 	b = appendInt(b, 9, int64(m.Tries))
 	b = appendInt(b, 10, int64(m.OutputSize))
 	b = appendBool(b, 11, m.NonRetryable)
+	if m.RetryOverride != nil {
+		b, at = openNested(b, 12)
+		b = closeNested(appendPolicy(b, m.RetryOverride), at)
+	}
 	return b
 }
 
@@ -521,6 +526,11 @@ func (r *reader) decodeStepState(m *StepState) {
 			m.OutputSize = r.integer(w)
 		case 11:
 			m.NonRetryable = r.bool(w)
+		case 12:
+			m.RetryOverride = &retry.Policy{}
+			sub := r.sub(w)
+			sub.decodePolicy(m.RetryOverride)
+			r.join(&sub)
 		default:
 			r.skip(w)
 		}

@@ -67,6 +67,11 @@ func goldenCorpus() []goldenCase {
 	zoned.Seq = 1<<64 - 1
 	zoned.Limits = protocol.PayloadLimits{WarnBytes: 1, MaxBytes: 1 << 40}
 
+	// A failing step given new retry options (RetryStepNow).
+	override := validDelivery()
+	override.Runs[0].Steps[1].RetryOverride = &retry.Policy{MaxAttempts: 5, BackoffCoefficient: 1.5,
+		InitialIntervalMS: 10, MaxIntervalMS: 1000}
+
 	minimal := &protocol.Delivery{WorkerID: id1, Limits: protocol.PayloadLimits{WarnBytes: 1, MaxBytes: 1},
 		Runs: []protocol.DeliveredRun{{RunID: id2, Namespace: "n", Queue: "q", Type: "T", Attempt: 1, LeaseToken: 1}}}
 
@@ -101,6 +106,7 @@ func goldenCorpus() []goldenCase {
 		{"delivery_big", big, dl},
 		{"delivery_zoned", zoned, dl},
 		{"delivery_minimal", minimal, dl},
+		{"delivery_override", override, dl},
 		{"delivery_bench", benchDelivery, dl},
 		{"ack", validDeliveryAck(), ack},
 		{"ack_refused", &protocol.DeliveryAck{}, ack},

@@ -75,6 +75,11 @@ type StepState struct {
 	// NonRetryable: a FAILED attempt's error was marked non-retryable; a
 	// replay of the final failure carries the mark.
 	NonRetryable bool `json:"non_retryable,omitempty" kagzi:"11"`
+	// RetryOverride is, for a FAILED attempt, the new retry options an
+	// operator gave the step in run attempt RunAttempt (RetryStepNow): the
+	// fields it sets replace the code's policy for the step's next
+	// attempts (retry.Policy.WithOverride). Absent: the code's policy.
+	RetryOverride *retry.Policy `json:"retry_override,omitempty" kagzi:"12"`
 }
 
 // DeliveredRun is one claimed run handed to a worker.

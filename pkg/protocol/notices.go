@@ -98,6 +98,30 @@ func (m *ScheduleChanged) Validate() error {
 	return checkID(m, "schedule id", m.ScheduleID)
 }
 
+// BatchChanged says a batch operation was created, changed state, or
+// moved on by a percent of its runs.
+type BatchChanged struct {
+	Versioned
+	Namespace string    `json:"ns"`
+	BatchID   uuid.UUID `json:"batch_id"`
+	// State is the batch's state: running, paused, cancelled, completed.
+	State string `json:"state"`
+	// Moved says the batch was created or changed state (reapers then
+	// read the running batches again); else it made progress.
+	Moved bool `json:"moved,omitempty"`
+}
+
+// Validate implements Message.
+func (m *BatchChanged) Validate() error {
+	if err := checkToken(m, "namespace", m.Namespace); err != nil {
+		return err
+	}
+	if m.State == "" || len(m.State) > MaxNameLen {
+		return invalid(m, "state must be 1 to %d bytes", MaxNameLen)
+	}
+	return checkID(m, "batch id", m.BatchID)
+}
+
 // RelayUp announces that a relay started listening.
 type RelayUp struct {
 	Versioned

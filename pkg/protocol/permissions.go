@@ -47,7 +47,7 @@ func Permissions(role, namespace, identity string) (Permission, error) {
 	case RoleDispatcher:
 		return Permission{
 			Publish: []string{
-				SubjectReadyAll, SubjectDoneAll, SubjectCancelAll, SubjectScheduleAll, SubjectProgressAll, // the relay
+				SubjectReadyAll, SubjectDoneAll, SubjectCancelAll, SubjectScheduleAll, SubjectProgressAll, SubjectBatchAll, // the relay
 				SubjectRelayUp, SubjectDispatcherBeacon,
 				SubjectLeaderBeacon(LeaderRelay), // the relay leader's progress
 				SubjectChangedAll,                // runs changed, for the console
@@ -71,6 +71,7 @@ func Permissions(role, namespace, identity string) (Permission, error) {
 			Subscribe: []string{
 				SubjectWorkerRegisterAll, SubjectWorkerHeartbeatAll, SubjectWorkerDeregisterAll,
 				SubjectReadyAll, SubjectRelayUp, SubjectWorkAll, SubjectDirectWorkAll, SubjectLeaderBeacon(LeaderReaper),
+				SubjectBatchAll,         // batches to work on
 				SubjectDispatcherBeacon, // the dispatchers' leases (HeaderLease)
 				ServiceInbox(RoleReaper) + ".>",
 			},
@@ -113,7 +114,7 @@ func Permissions(role, namespace, identity string) (Permission, error) {
 			Publish: []string{SubjectCancelAll},
 			Subscribe: []string{
 				SubjectReadyAll, SubjectDoneAll, SubjectScheduleAll, SubjectRelayUp, SubjectDispatcherBeacon,
-				SubjectChangedAll, SubjectProgressAll,
+				SubjectChangedAll, SubjectProgressAll, SubjectBatchAll,
 				SubjectWorkerRegisterAll, SubjectWorkerHeartbeatAll, SubjectWorkerDeregisterAll,
 				ServiceInbox(RoleConsole) + ".>",
 			},

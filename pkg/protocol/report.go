@@ -1,8 +1,10 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -54,7 +56,26 @@ const (
 	// every event the step holds — those it took before and now — and
 	// neither when it holds none (nothing is recorded then).
 	ReportEventDrain ReportKind = "event_drain"
+	// ReportAttributesSet is a workflow.SetAttributes: the FUNCTION step
+	// StepID (AttributesStepID, attempt 1) sets the run's search
+	// attributes from Output, a JSON object of name to value (null removes
+	// the attribute). The engine checks them against the namespace's
+	// declarations: a set that does not fit is recorded as the step's
+	// non-retryable failure (error type AttributesRefused) and answered ok
+	// with the reason as the result's Message, so the workflow returns the
+	// same error on every execution.
+	ReportAttributesSet ReportKind = "attributes_set"
 )
+
+// AttributesRefused is the error type of a refused attributes_set step.
+const AttributesRefused = "AttributesRefused"
+
+// AttributesPrefix begins the step ids of attributes_set items.
+const AttributesPrefix = "attributes#"
+
+// AttributesStepID is the step id of the n-th SetAttributes of a run
+// (from 1).
+func AttributesStepID(n int) string { return AttributesPrefix + strconv.Itoa(n) }
 
 // ContinuedRunID is the id of the run that run continues as (a run
 // continues as new at most once: it ends doing so), derived so that a
@@ -214,6 +235,16 @@ func (m *Report) validateItem(i int, it *ReportItem) error {
 		case "", "FUNCTION", "SLEEP", "EVENT", "CHILD":
 		default:
 			return invalid(m, "item %d: unknown step kind %q", i, it.StepKind)
+		}
+	case ReportAttributesSet:
+		if err := checkStep(); err != nil {
+			return err
+		}
+		if !strings.HasPrefix(it.StepID, AttributesPrefix) {
+			return invalid(m, "item %d: an attributes_set step id begins with %q", i, AttributesPrefix)
+		}
+		if t := bytes.TrimSpace(it.Output); len(t) < 2 || t[0] != '{' {
+			return invalid(m, "item %d: attributes_set output must be a JSON object", i)
 		}
 	case ReportEventWait, ReportEventDrain:
 		if err := checkStep(); err != nil {

@@ -25,6 +25,8 @@ const (
 	SubjectDoneAll = Prefix + "done.>"
 	// SubjectScheduleAll matches every ScheduleChanged (schedulers subscribe).
 	SubjectScheduleAll = Prefix + "schedule.>"
+	// SubjectBatchAll matches every BatchChanged (reapers subscribe).
+	SubjectBatchAll = Prefix + "batch.>"
 	// SubjectWorkAll matches every WorkRequest (dispatchers, queue group).
 	SubjectWorkAll = Prefix + "work.>"
 	// SubjectReportAll matches every Report (dispatchers, queue group).
@@ -245,6 +247,12 @@ func ServiceInbox(role string) string {
 // SubjectSchedule is where changes to a namespace's schedules go.
 func SubjectSchedule(namespace string) string {
 	return Prefix + "schedule." + namespace
+}
+
+// SubjectBatch is where a namespace's batches that start or resume
+// running are announced.
+func SubjectBatch(namespace string) string {
+	return Prefix + "batch." + namespace
 }
 
 // SubjectWork is where workers ask for runs of one queue.

@@ -184,3 +184,102 @@ func (p Policy) Delay(attempt int, rnd float64) time.Duration {
 	}
 	return time.Duration(d)
 }
+
+// Bounds of the new retry options a failing step may be given while it
+// backs off (RetryStepNow): an operator's override of the code's policy.
+const (
+	MaxOverrideAttempts = 10000
+	// MaxOverrideInterval bounds both intervals: a step that should wait
+	// longer is better paused.
+	MaxOverrideInterval = 30 * 24 * time.Hour
+	MaxOverrideBackoff  = 100.0
+)
+
+// ValidateOverride checks p as new retry options of a failing step: the
+// checks of Validate, and each field that is set within its bound —
+// MaxAttempts 1 to MaxOverrideAttempts, each interval at most
+// MaxOverrideInterval (and the initial no longer than the maximum when both
+// are set), BackoffCoefficient 1 to MaxOverrideBackoff. Zero fields keep the
+// code's values; Jitter and NonRetryable are the code's and may not be set.
+func (p Policy) ValidateOverride() error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	initial, maxI := p.overrideIntervals()
+	switch {
+	case p.MaxAttempts < 0 || p.MaxAttempts > MaxOverrideAttempts:
+		return fmt.Errorf("%w: max attempts %d must be 1 to %d", ErrInvalidPolicy, p.MaxAttempts, MaxOverrideAttempts)
+	case initial > MaxOverrideInterval:
+		return fmt.Errorf("%w: initial interval %v is longer than %v", ErrInvalidPolicy, initial, MaxOverrideInterval)
+	case maxI > MaxOverrideInterval:
+		return fmt.Errorf("%w: max interval %v is longer than %v", ErrInvalidPolicy, maxI, MaxOverrideInterval)
+	case initial > 0 && maxI > 0 && initial > maxI:
+		return fmt.Errorf("%w: initial interval %v is longer than the max interval %v", ErrInvalidPolicy, initial, maxI)
+	case p.BackoffCoefficient > MaxOverrideBackoff:
+		return fmt.Errorf("%w: backoff coefficient %v must be 1 to %v", ErrInvalidPolicy, p.BackoffCoefficient, MaxOverrideBackoff)
+	case p.Jitter != 0 || len(p.NonRetryable) > 0:
+		return fmt.Errorf("%w: jitter and non-retryable error types are the code's, not an override's", ErrInvalidPolicy)
+	}
+	return nil
+}
+
+// IsZero reports whether p sets no field: as an override, it changes
+// nothing.
+func (p Policy) IsZero() bool {
+	initial, maxI := p.overrideIntervals()
+	return p.MaxAttempts == 0 && initial == 0 && maxI == 0 && p.BackoffCoefficient == 0 &&
+		p.Jitter == 0 && len(p.NonRetryable) == 0
+}
+
+// Overriding returns p as the override stored and sent on the wire: the
+// fields an override sets, intervals in whole milliseconds only.
+func (p Policy) Overriding() Policy {
+	initial, maxI := p.overrideIntervals()
+	return Policy{MaxAttempts: p.MaxAttempts, BackoffCoefficient: p.BackoffCoefficient,
+		InitialIntervalMS: wireInterval(initial).Milliseconds(), MaxIntervalMS: wireInterval(maxI).Milliseconds()}
+}
+
+// WithOverride returns p (the code's policy) with the fields o sets
+// replacing its own, defaults filled; a nil o leaves p as it is. Jitter and
+// the non-retryable types stay p's.
+func (p Policy) WithOverride(o *Policy) Policy {
+	if o == nil {
+		return p.WithDefaults()
+	}
+	p = p.WithDefaults()
+	initial, maxI := o.overrideIntervals()
+	if o.MaxAttempts != 0 {
+		p.MaxAttempts = o.MaxAttempts
+	}
+	if o.BackoffCoefficient != 0 {
+		p.BackoffCoefficient = o.BackoffCoefficient
+	}
+	if initial > 0 {
+		p.InitialInterval = initial
+		if maxI == 0 && p.MaxInterval < initial {
+			p.MaxInterval = initial
+		}
+	}
+	if maxI > 0 {
+		p.MaxInterval = maxI
+		if initial == 0 && p.InitialInterval > maxI {
+			// A lower cap alone caps the first wait too.
+			p.InitialInterval = maxI
+		}
+	}
+	p.InitialIntervalMS, p.MaxIntervalMS = 0, 0
+	return p.WithDefaults()
+}
+
+// overrideIntervals are the intervals p sets, as durations (a duration
+// field wins over its millisecond field), 0 where unset.
+func (p Policy) overrideIntervals() (initial, maxI time.Duration) {
+	initial, maxI = p.InitialInterval, p.MaxInterval
+	if initial == 0 && p.InitialIntervalMS > 0 {
+		initial = fromMS(p.InitialIntervalMS)
+	}
+	if maxI == 0 && p.MaxIntervalMS > 0 {
+		maxI = fromMS(p.MaxIntervalMS)
+	}
+	return initial, maxI
+}

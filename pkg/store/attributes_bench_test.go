@@ -1,12 +1,19 @@
 package store_test
 
 import (
+	"context"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/tests/testdb"
@@ -24,9 +31,17 @@ func TestQueryScale(t *testing.T) {
 	if n <= 0 {
 		t.Skip("KAGZI_BENCH_QUERY_RUNS is not set")
 	}
-	pool, _ := testdb.Pool(t)
-	s := store.New(pool, store.Options{})
+	pool, url := testdb.Pool(t)
 	ctx := t.Context()
+	// With KAGZI_BENCH_QUERY_EXPLAIN set, each measure's last statement is
+	// explained (ANALYZE, BUFFERS) into the log.
+	last := &lastQuery{}
+	tpool, err := store.ConnectTraced(ctx, url, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tpool.Close)
+	s := store.New(tpool, store.Options{})
 	for _, a := range []struct {
 		name string
 		kind store.AttributeKind
@@ -58,10 +73,26 @@ LATERAL (VALUES ('customer', (r.i % 10000)::text, NULL::bigint), ('region', 'r' 
 			t.Fatal(err)
 		}
 	}
-	if _, err := pool.Exec(ctx, `ANALYZE kagzi.workflow_runs; ANALYZE kagzi.run_attributes`); err != nil {
-		t.Fatal(err)
-	}
 	t.Logf("seeded %d runs with 4 attributes each in %s", n, time.Since(start).Round(time.Second))
+	// The reaper's leader folds the count deltas the inserts appended, a
+	// batch at a time.
+	start, folds := time.Now(), 0
+	for {
+		f, err := s.AttributeCountsFold(ctx, 10000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		folds++
+		if f < 10000 {
+			break
+		}
+	}
+	t.Logf("folded the count deltas in %d folds, %s", folds, time.Since(start).Round(time.Millisecond))
+	for _, table := range []string{"workflow_runs", "run_attributes", "attribute_counts"} {
+		if _, err := pool.Exec(ctx, `VACUUM ANALYZE kagzi.`+table); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if total, _, err := s.RunsCountQuery(ctx, "bench", "", ""); err != nil || total != int64(n) {
 		t.Fatalf("count all: %d %v", total, err)
 	}
@@ -74,6 +105,9 @@ LATERAL (VALUES ('customer', (r.i % 10000)::text, NULL::bigint), ('region', 'r' 
 				t.Fatalf("%s: %v", what, err)
 			}
 			d = append(d, time.Since(t0))
+		}
+		if os.Getenv("KAGZI_BENCH_QUERY_EXPLAIN") != "" {
+			last.explain(t, pool)
 		}
 		slices.Sort(d)
 		t.Logf("%s: %d runs: p50 %s p99 %s max %s", what, n, d[len(d)/2].Round(time.Microsecond),
@@ -107,8 +141,56 @@ LATERAL (VALUES ('customer', (r.i % 10000)::text, NULL::bigint), ('region', 'r' 
 		_, _, err := s.RunsCountQuery(ctx, "bench", "region = 'r"+strconv.Itoa(rng.IntN(10))+"'", "tier")
 		return err
 	})
-	measure(`count all group by region`, 3, func(int) error {
-		_, _, err := s.RunsCountQuery(ctx, "bench", "", "region")
+	measure(`count all group by region (maintained counts)`, 100, func(int) error {
+		_, groups, err := s.RunsCountQuery(ctx, "bench", "", "region")
+		if err == nil && len(groups) != 10 {
+			t.Fatalf("%d regions", len(groups))
+		}
 		return err
 	})
+	measure(`count all group by tier (maintained counts)`, 100, func(int) error {
+		_, _, err := s.RunsCountQuery(ctx, "bench", "", "tier")
+		return err
+	})
+	measure(`count all group by customer (maintained counts, 10,000 values: over the limit)`, 20, func(int) error {
+		if _, _, err := s.RunsCountQuery(ctx, "bench", "", "customer"); !errors.Is(err, store.ErrInvalidArgument) {
+			t.Fatalf("count by customer: %v", err)
+		}
+		return nil
+	})
+}
+
+// lastQuery remembers the last statement its pool ran, to explain it.
+type lastQuery struct {
+	mu   sync.Mutex
+	sql  string
+	args []any
+}
+
+func (q *lastQuery) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(d.SQL, "SELECT") && !strings.Contains(d.SQL, "set_config") { // not the query's timeout
+		q.mu.Lock()
+		q.sql, q.args = d.SQL, d.Args
+		q.mu.Unlock()
+	}
+	return ctx
+}
+
+func (q *lastQuery) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (q *lastQuery) explain(t *testing.T, pool *pgxpool.Pool) {
+	q.mu.Lock()
+	sql, args := q.sql, q.args
+	q.mu.Unlock()
+	rows, err := pool.Query(t.Context(), "EXPLAIN (ANALYZE, BUFFERS) "+sql, args...)
+	if err != nil {
+		t.Logf("explain %s: %v", sql, err)
+		return
+	}
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Logf("explain %s: %v", sql, err)
+		return
+	}
+	t.Logf("%s\n%s", sql, strings.Join(plan, "\n"))
 }

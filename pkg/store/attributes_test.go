@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kagzi/kagzi/internal/stmtcount"
 	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/tests/testdb"
 )
@@ -207,6 +208,32 @@ func TestRunsListQuery(t *testing.T) {
 			t.Errorf("%s: %v, want %q", q, err, want)
 		}
 	}
+	// A listing by one value walks that value's rows, the cursor too; a
+	// value repeated in a list is held once.
+	dup := e.create(store.RunsCreateParams{Type: "A", Attributes: map[string]any{"tags": []string{"red", "red"}}})
+	if got, err := e.s.RunAttributes(e.ctx, "ns", dup.ID); err != nil || fmt.Sprint(got["tags"]) != "red" {
+		t.Errorf("a repeated list value: %v %v", got, err)
+	}
+	var paged []uuid.UUID
+	var after *store.Cursor
+	for {
+		runs, next, err := e.s.RunsList(e.ctx, store.RunsListParams{Namespace: "ns", Query: `tags = 'red' AND type = 'A'`, Limit: 1, After: after})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range runs {
+			paged = append(paged, r.ID)
+		}
+		if after = next; next == nil {
+			break
+		}
+	}
+	if !slices.Equal(paged, ids(a, dup)) {
+		t.Errorf("tags = 'red' by pages of 1: %v, want %v", paged, ids(a, dup))
+	}
+	if _, err := e.pool.Exec(e.ctx, `DELETE FROM kagzi.workflow_runs WHERE run_id = $1`, dup.ID); err != nil {
+		t.Fatal(err)
+	}
 	// The query pages with the cursor, ANDed with the other filters.
 	runs, next, err := e.s.RunsList(e.ctx, store.RunsListParams{Namespace: "ns", Query: `customer IS NOT NULL`, Type: "A", Limit: 1})
 	if err != nil || len(runs) != 1 || runs[0].ID != c.ID || next == nil {
@@ -222,7 +249,7 @@ func TestRunsListQuery(t *testing.T) {
 		t.Errorf("count: %d %v %v", total, groups, err)
 	}
 	total, groups, err = e.s.RunsCountQuery(e.ctx, "ns", "", "customer")
-	if err != nil || total != 4 || fmtGroups(groups) != "42=2 7=1 <none>=1" {
+	if err != nil || total != 3 || fmtGroups(groups) != "42=2 7=1" {
 		t.Errorf("count by customer: %d %s %v", total, fmtGroups(groups), err)
 	}
 	_, groups, err = e.s.RunsCountQuery(e.ctx, "ns", "customer = '42'", "status")
@@ -370,6 +397,87 @@ func TestAttributesOfSchedules(t *testing.T) {
 	if len(got) != 3 || !slices.Contains(got, run.ID) || !slices.Contains(got, bf.Runs[0].ID) || !slices.Contains(got, trig.ID) {
 		t.Errorf("fired runs by attribute: %v, want %s, %s and %s", got, run.ID, bf.Runs[0].ID, trig.ID)
 	}
+	// The template's own value is no run's, folded or not.
+	for _, fold := range []bool{false, true} {
+		if fold {
+			e.fold()
+		}
+		if total, groups, err := e.s.RunsCountQuery(e.ctx, "ns", "", "customer"); err != nil || total != 3 || fmtGroups(groups) != "9=3" {
+			t.Errorf("count by customer (folded %v): %d %s %v", fold, total, fmtGroups(groups), err)
+		}
+	}
+}
+
+// fold folds every attribute count delta.
+func (e *env) fold() {
+	e.t.Helper()
+	for {
+		n, err := e.s.AttributeCountsFold(e.ctx, 2)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if n < 2 {
+			return
+		}
+	}
+}
+
+// A count of every run by an attribute reads the maintained counts: it
+// agrees with the same count by a query, before and after the deltas are
+// folded, through starts, keyword lists, deletions
+// and another namespace's runs; a value no run holds any more leaves no
+// row.
+func TestAttributeCountsMaintained(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.declare("customer", store.AttributeKeyword)
+	e.declare("tags", store.AttributeKeyword)
+	e.declare("due", store.AttributeTime)
+	due := time.Date(2025, 1, 2, 3, 4, 5, 600000000, time.UTC)
+	a := e.create(store.RunsCreateParams{Attributes: map[string]any{"customer": "42", "tags": []string{"red", "blue"}, "due": due}})
+	e.create(store.RunsCreateParams{Attributes: map[string]any{"customer": "42", "tags": []string{"red"}}})
+	c := e.create(store.RunsCreateParams{Attributes: map[string]any{"customer": "7"}})
+	e.create(store.RunsCreateParams{})
+	if err := e.s.AttributesDeclare(e.ctx, "other", "customer", store.AttributeKeyword); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.s.RunsCreate(e.ctx, store.RunsCreateParams{Namespace: "other", Queue: "q", Type: "T", Attributes: map[string]any{"customer": "42"}}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string, want map[string]string) {
+		t.Helper()
+		for name, w := range want {
+			_, maintained, err := e.s.RunsCountQuery(e.ctx, "ns", "", name)
+			if err != nil || fmtGroups(maintained) != w {
+				t.Errorf("%s: count by %s: %s %v, want %s", when, name, fmtGroups(maintained), err, w)
+			}
+			_, queried, err := e.s.RunsCountQuery(e.ctx, "ns", "type = 'T'", name)
+			if err != nil || fmtGroups(queried) != w {
+				t.Errorf("%s: count by %s with a query: %s %v, want %s", when, name, fmtGroups(queried), err, w)
+			}
+		}
+	}
+	want := map[string]string{"customer": "42=2 7=1", "tags": "red=2 blue=1", "due": "2025-01-02T03:04:05.600000Z=1"}
+	check("started", want)
+	e.fold()
+	check("folded", want)
+	// Deleting a run takes its attribute rows along (as retention does).
+	for _, id := range []uuid.UUID{a.ID, c.ID} {
+		if _, err := e.pool.Exec(e.ctx, `DELETE FROM kagzi.workflow_runs WHERE run_id = $1`, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want = map[string]string{"customer": "42=1", "tags": "red=1", "due": ""}
+	check("deleted", want)
+	e.fold()
+	check("deleted and folded", want)
+	var rows int
+	if err := e.pool.QueryRow(e.ctx, `SELECT count(*) FROM kagzi.attribute_counts WHERE namespace_id = 'ns' AND value IN ('7', 'blue')`).Scan(&rows); err != nil || rows != 0 {
+		t.Errorf("%d count rows of values no run holds (%v), want none", rows, err)
+	}
+	if _, err := e.s.AttributeCountsFold(e.ctx, store.MaxAttributeCountsFold+1); !errors.Is(err, store.ErrInvalidArgument) {
+		t.Errorf("fold of too many: %v", err)
+	}
 }
 
 // A count that outlives its statement timeout stops with ErrQueryTimeout
@@ -387,5 +495,38 @@ func TestQueryTimeout(t *testing.T) {
 	}
 	if _, _, err := e.s.RunsList(e.ctx, store.RunsListParams{Namespace: "ns", Query: "error STARTS_WITH 'nothing'"}); !errors.Is(err, store.ErrQueryTimeout) {
 		t.Fatalf("a listing that scans 200,000 runs in 1ms: %v", err)
+	}
+}
+
+// Many starts with attributes read the declared kinds once per call, not
+// once per run.
+func TestRunsCreateManyReadsKindsOnce(t *testing.T) {
+	t.Parallel()
+	tally := stmtcount.NewTally()
+	pool, err := store.ConnectTraced(t.Context(), testdb.New(t), tally)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	s := store.New(pool, store.Options{})
+	if err := s.AttributesDeclare(t.Context(), "ns", "customer", store.AttributeKeyword); err != nil {
+		t.Fatal(err)
+	}
+	ps := make([]store.RunsCreateParams, 20)
+	for i := range ps {
+		ps[i] = store.RunsCreateParams{Namespace: "ns", Queue: "q", Type: "T", Attributes: map[string]any{"customer": fmt.Sprint(i % 3)}}
+	}
+	before := tally.Snapshot()
+	if _, err := s.RunsCreateMany(t.Context(), ps); err != nil {
+		t.Fatal(err)
+	}
+	reads := int64(0)
+	for sql, n := range tally.Snapshot() {
+		if strings.Contains(sql, "FROM kagzi.search_attributes") {
+			reads += n - before[sql]
+		}
+	}
+	if reads != 1 {
+		t.Fatalf("%d reads of the declared kinds for 20 starts, want 1", reads)
 	}
 }

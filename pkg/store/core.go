@@ -29,6 +29,8 @@ type (
 	// Run is a workflow run or a schedule template (Status SCHEDULED or
 	// PAUSED).
 	Run = core.Run
+	// Pause is who paused a run, a queue or a workflow type, why and when.
+	Pause = core.Pause
 	// ParentClosePolicy says what happens to a live child run when its parent
 	// reaches a terminal status.
 	ParentClosePolicy = core.ParentClosePolicy
@@ -154,6 +156,11 @@ func ParseCursor(tok string) (Cursor, error) { return core.ParseCursor(tok) }
 func invalidf(format string, args ...any) error { return core.Invalidf(format, args...) }
 
 func mapErr(what string, err error) error { return core.MapErr(what, err) }
+
+// IsTransient reports whether err is a clash with other transactions (a
+// deadlock, a serialization failure) that the same work, run again in a
+// new transaction, may not meet.
+func IsTransient(err error) bool { return core.IsTransient(err) }
 
 func isNoRows(err error) bool { return core.IsNoRows(err) }
 

@@ -17,6 +17,8 @@ type (
 	DeadLetterGroup = opsstore.DeadLetterGroup
 	// QueueTypeStats are the live runs of one workflow type in one queue.
 	QueueTypeStats = opsstore.QueueTypeStats
+	// LiveRun is a live run's status and queue (RunsLiveStatuses).
+	LiveRun = opsstore.LiveRun
 	// RunsListParams filter and page a listing of runs.
 	RunsListParams = opsstore.RunsListParams
 	// AttributeKind is the kind of a search attribute: keyword (which may
@@ -25,7 +27,8 @@ type (
 	// Attribute is a declared search attribute.
 	Attribute = opsstore.Attribute
 	// CountGroup is the count of the runs whose group-by field has Value
-	// (nil: runs without it).
+	// (nil: runs whose built-in field is empty; runs without an attribute
+	// form no group).
 	CountGroup = opsstore.CountGroup
 	// DefaultVersion is the version a start without a version gets for one
 	// workflow type of a namespace (set by the operator).
@@ -117,6 +120,7 @@ const (
 	NotifySchedule = opsstore.NotifySchedule
 	// a run recorded a progress step (protocol.ProgressPrefixes)
 	NotifyProgress    = opsstore.NotifyProgress
+	NotifyBatch       = opsstore.NotifyBatch
 	DefaultStreamRead = opsstore.DefaultStreamRead
 	MaxStreamRead     = opsstore.MaxStreamRead
 	// DefaultKeepCompleted keeps COMPLETED and CANCELLED runs for a week: the
@@ -176,4 +180,60 @@ const (
 	QueryTimeout = opsstore.QueryTimeout
 	// MaxCountGroups is the most groups a grouped count returns.
 	MaxCountGroups = opsstore.MaxCountGroups
+	// MaxAttributeCountsFold is the most deltas one AttributeCountsFold
+	// folds.
+	MaxAttributeCountsFold = opsstore.MaxAttributeCountsFold
 )
+
+type (
+	// BatchAction is what a batch does to each of its runs.
+	BatchAction = opsstore.BatchAction
+	// BatchState is where a batch is in its life.
+	BatchState = opsstore.BatchState
+	// BatchCreateParams describe a batch to create.
+	BatchCreateParams = opsstore.BatchCreateParams
+	// Batch is a batch operation and its progress.
+	Batch = opsstore.Batch
+	// BatchRun is one run of a batch and its outcome.
+	BatchRun = opsstore.BatchRun
+	// BatchOutcome is the outcome of a batch's action on one run.
+	BatchOutcome = opsstore.BatchOutcome
+)
+
+// The batch actions and states.
+const (
+	BatchCancel    = opsstore.BatchCancel
+	BatchTerminate = opsstore.BatchTerminate
+	BatchSignal    = opsstore.BatchSignal
+	BatchUpdate    = opsstore.BatchUpdate
+	BatchPause     = opsstore.BatchPause
+	BatchResume    = opsstore.BatchResume
+	BatchRetry     = opsstore.BatchRetry
+	BatchFork      = opsstore.BatchFork
+
+	BatchSetAttributes    = opsstore.BatchSetAttributes
+	BatchRemoveAttributes = opsstore.BatchRemoveAttributes
+	BatchDelete           = opsstore.BatchDelete
+
+	BatchRunning   = opsstore.BatchRunning
+	BatchPaused    = opsstore.BatchPaused
+	BatchCancelled = opsstore.BatchCancelled
+	BatchCompleted = opsstore.BatchCompleted
+)
+
+// The bounds of batches.
+const (
+	// MaxBatchRuns is the most runs one batch acts on.
+	MaxBatchRuns = opsstore.MaxBatchRuns
+	// MaxBatchIDs is the most run ids a batch may list.
+	MaxBatchIDs = opsstore.MaxBatchIDs
+	// MaxBatchRate caps a batch's rate, in runs per second.
+	MaxBatchRate = opsstore.MaxBatchRate
+	// DefaultBatchRate is a batch's rate when none is given.
+	DefaultBatchRate = opsstore.DefaultBatchRate
+	// MaxBatchList is the most batches or batch runs one listing returns.
+	MaxBatchList = opsstore.MaxBatchList
+)
+
+// BatchActions lists the batch actions.
+var BatchActions = opsstore.BatchActions

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -240,4 +241,33 @@ func TestRunsForkMany(t *testing.T) {
 	wantErr(t, err, store.ErrInvalidArgument)
 	_, err = e.s.RunsForkMany(e.ctx, store.RunsForkManyParams{Namespace: "ns", Limit: store.MaxForkMany + 1})
 	wantErr(t, err, store.ErrInvalidArgument)
+}
+
+// The query language's error_type is the error type of the run's failed
+// step, the one fork-many's ErrorType selects by: one field, one meaning.
+func TestQueryErrorTypeIsTheFailedStepsType(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	boom := e.failedRun("F", `1`, threeSteps()...)
+	bare := e.failedRun("F", `1`)
+	retried := e.failedRun("F", `1`, store.StepsRecordParams{StepID: "b", Attempt: 1, Status: store.StepFailed, Error: "flaky", ErrorType: "Flaky"},
+		store.StepsRecordParams{StepID: "b", Attempt: 2, Status: store.StepCompleted, Output: []byte(`"B"`)})
+	for q, want := range map[string][]uuid.UUID{
+		`error_type = 'Boom'`:              {boom.ID},
+		`error_type IS NULL`:               {retried.ID, bare.ID},
+		`error_type STARTS_WITH 'B'`:       {boom.ID},
+		`error_type IN ('Flaky', 'Nope')`:  {},
+		`type = 'F' AND error_type != 'X'`: {boom.ID},
+	} {
+		got := e.query(q)
+		slices.SortFunc(got, func(a, b uuid.UUID) int { return strings.Compare(a.String(), b.String()) })
+		slices.SortFunc(want, func(a, b uuid.UUID) int { return strings.Compare(a.String(), b.String()) })
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: got %v, want %v", q, got, want)
+		}
+	}
+	_, groups, err := e.s.RunsCountQuery(e.ctx, "ns", "", "error_type")
+	if err != nil || fmtGroups(groups) != "<none>=2 Boom=1" {
+		t.Errorf("count by error_type: %s %v", fmtGroups(groups), err)
+	}
 }

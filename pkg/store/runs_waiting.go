@@ -17,6 +17,10 @@ type WaitReason string
 
 // The reasons RunsWaiting gives, the first that applies in this order.
 const (
+	// WaitPaused: the run, its queue or its workflow type is paused
+	// (RunsPause, PausesAdd); it is claimed again once resumed (Until is
+	// nil: a pause does not end by itself).
+	WaitPaused WaitReason = "paused"
 	// WaitEvent: the run waits for an event (until its timeout, if any).
 	WaitEvent WaitReason = "event"
 	// WaitSleeping: the run sleeps (workflow.Sleep) until its wake time.
@@ -79,10 +83,15 @@ func (s *Store) RunsWaiting(ctx context.Context, namespace string, id uuid.UUID)
 		childID                          *uuid.UUID
 		maxRunning, maxPerKey            *int
 		running, runningKey              *int64
+		paused                           bool
+		pausedBy, pausedReason           string
+		pausedDueAt                      *time.Time
+		scopePaused                      *string
 	)
 	err = runsWaitFactsSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "id": id}).Scan(
 		&queue, &typ, &version, &status, &availableAt, &attempts, &rateKey, &rateDueAt, &waitingOn, &debouncing, &concurrencyKey,
-		&kind, &stepStatus, &stepID, &retryAt, &childID, &maxRunning, &maxPerKey, &running, &runningKey)
+		&kind, &stepStatus, &stepID, &retryAt, &childID, &maxRunning, &maxPerKey, &running, &runningKey,
+		&paused, &pausedBy, &pausedReason, &pausedDueAt, &scopePaused)
 	if err != nil {
 		return Waiting{}, false, mapErr(fmt.Sprintf("read why run %s waits", id), err)
 	}
@@ -90,6 +99,22 @@ func (s *Store) RunsWaiting(ctx context.Context, namespace string, id uuid.UUID)
 		return Waiting{}, false, nil
 	}
 	now := time.Now()
+	if paused {
+		w := Waiting{Reason: WaitPaused, Detail: "paused"}
+		if pausedBy != "" {
+			w.Detail += " by " + protocol.Echo(pausedBy)
+		}
+		if pausedReason != "" {
+			w.Detail += ": " + protocol.Echo(pausedReason)
+		}
+		if pausedDueAt != nil {
+			w.Detail += "; due " + pausedDueAt.UTC().Format(time.RFC3339) + " once resumed"
+		}
+		return w, true, nil
+	}
+	if scopePaused != nil {
+		return Waiting{Reason: WaitPaused, Detail: "its " + protocol.Echo(*scopePaused) + " is paused"}, true, nil
+	}
 	ahead := availableAt != nil && availableAt.After(now)
 	at := func(r WaitReason, format string, args ...any) (Waiting, bool, error) {
 		w := Waiting{Reason: r, Detail: fmt.Sprintf(format, args...)}

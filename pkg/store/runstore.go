@@ -11,6 +11,9 @@ type (
 	// only if no event of one of Names (of any name, with All) was stored
 	// after the delivery of the execution and is still unconsumed.
 	EventsSeen = runstore.EventsSeen
+	// RunsAttributesSetParams are a workflow's SetAttributes under the
+	// run's lease (RunsAttributesSet).
+	RunsAttributesSetParams = runstore.RunsAttributesSetParams
 	// RunsStartChildParams describe a child run a parent starts as its step.
 	RunsStartChildParams = runstore.RunsStartChildParams
 	// RunsWaitParams describe a suspension that waits for more than a timer.

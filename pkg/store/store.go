@@ -122,6 +122,18 @@ func connect(ctx context.Context, url string, setup func(*pgxpool.Config)) (*pgx
 
 var storePingSQL = stmt("StorePing")
 
+// storeAsyncCommitSQL is the statement of AsyncCommit.
+var storeAsyncCommitSQL = stmt("StoreAsyncCommit")
+
+// AsyncCommit makes the transaction s is bound to commit without waiting
+// for its write-ahead log to reach the disk. A crash right after such a
+// commit may lose the transaction, whole: for work that is redone when it
+// is lost (a batch's action with its outcome), the wait buys nothing.
+func (s *Store) AsyncCommit(ctx context.Context) error {
+	_, err := storeAsyncCommitSQL.ExecPos(ctx, s.h.DB)
+	return mapErr("async commit", err)
+}
+
 // Ping checks the database answers.
 func (s *Store) Ping(ctx context.Context) error {
 	_, err := storePingSQL.ExecPos(ctx, s.h.DB)

@@ -10,8 +10,8 @@ import (
 	"github.com/kagzi/kagzi/pkg/protocol"
 )
 
-// ErrRunFinished is wrapped by the error of an update sent to a run that
-// is finished; it wraps ErrConflict.
+// ErrRunFinished is wrapped by the error of an update sent to, or a pause
+// of, a run that is finished; it wraps ErrConflict.
 var ErrRunFinished = fmt.Errorf("%w: the run is finished", ErrConflict)
 
 // UpdatesSendParams address an update's request to a run. An update is an

@@ -77,18 +77,32 @@ const (
 // program that builds a Config ignores them.
 type Config struct {
 	// Namespace the worker serves (default "default").
+	//
+	// KAGZI_NAMESPACE: namespace served
 	Namespace string `env:"KAGZI_NAMESPACE, default=default"`
 	// Queue is the task queue the worker serves (default "default").
+	//
+	// KAGZI_QUEUE: task queue served
 	Queue string `env:"KAGZI_QUEUE, default=default"`
 	// MaxConcurrency is how many runs may execute at once (default 10).
 	// A run's slot is free once its end report is sent; as many more runs
 	// may wait for that report's acknowledgement.
+	//
+	// KAGZI_MAX_CONCURRENCY: runs executed at once; also the most runs whose end
+	// (completion or failure) is sent but not yet acknowledged, which hold no
+	// slot
 	MaxConcurrency int `env:"KAGZI_MAX_CONCURRENCY, default=100"`
 	// HeartbeatInterval is how often liveness and held runs are
 	// published (default 2 s); accepted runs are also announced at once.
+	//
+	// KAGZI_HEARTBEAT_INTERVAL: interval between heartbeats (a worker also sends
+	// one as soon as it accepts runs; at most 1h, `worker.MaxHeartbeatInterval`)
 	HeartbeatInterval time.Duration `env:"KAGZI_HEARTBEAT_INTERVAL, default=2s"`
 	// WaitTimeout is how long a work request may stay parked at a
 	// dispatcher before the worker renews it (default 30 s, at most 10 min).
+	//
+	// KAGZI_WAIT_TIMEOUT: how long a request for work stays parked before it is
+	// renewed (100ms to 10m)
 	WaitTimeout time.Duration `env:"KAGZI_WAIT_TIMEOUT, default=30s"`
 	// ReportTimeout bounds one attempt of a report round trip (default 5 s);
 	// a report is retried until acknowledged or its run ends.
@@ -96,11 +110,18 @@ type Config struct {
 	// DrainTimeout is how long Stop lets in-flight runs finish, and their
 	// end reports be acknowledged, before it cancels and releases them
 	// (default 20 s).
+	//
+	// KAGZI_DRAIN_TIMEOUT: how long a stopping worker lets its runs finish, and
+	// their end reports be acknowledged, before releasing them (at most 1h)
 	DrainTimeout time.Duration `env:"KAGZI_DRAIN_TIMEOUT, default=30s"`
 	// MaxInlineRetry is the longest backoff before a step's next attempt
 	// that a run waits for in the worker, keeping its slot (default
 	// workflow.DefaultMaxInlineRetry, 2 s; negative: never). A longer
 	// backoff suspends the run until the retry time, freeing the slot.
+	//
+	// KAGZI_MAX_INLINE_RETRY: the longest step retry backoff a worker waits for
+	// in place, holding the run's slot; a longer one suspends the run until the
+	// retry time (negative: always suspend; at most 10m)
 	MaxInlineRetry time.Duration `env:"KAGZI_MAX_INLINE_RETRY, default=2s"`
 	// Hostname reported at registration (default os.Hostname()).
 	Hostname string

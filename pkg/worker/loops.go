@@ -288,11 +288,13 @@ func (w *Worker) accept(d *protocol.Delivery) (runs []*runState, why string) {
 	if w.stalledSinceSent(w.out) {
 		return nil, whyStalled
 	}
+	sent := w.out.sent
 	w.out = nil
 	runs = make([]*runState, len(d.Runs))
 	for i := range d.Runs {
 		rs := w.newRunState(&d.Runs[i])
 		rs.limits = d.Limits
+		rs.held(sent)
 		if old := w.runs[rs.run.RunID]; old != nil {
 			// Claimed again under a newer lease: the old execution's
 			// lease is gone.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -65,6 +66,24 @@ type runState struct {
 	// span is the attempt's span (nil for a run not executed here); it
 	// ends with the run.
 	span trace.Span
+	// heldAt is when the worker last sent a round trip under the run's
+	// lease that found the lease held (the work request, a report, a
+	// payload read): a stall since then may have cost the lease (see
+	// ConfirmLease).
+	heldAt atomic.Pointer[time.Time]
+}
+
+// held records that the lease held for a round trip sent at sent.
+func (rs *runState) held(sent time.Time) {
+	for {
+		old := rs.heldAt.Load()
+		if old != nil && !old.Before(sent) {
+			return
+		}
+		if rs.heldAt.CompareAndSwap(old, &sent) {
+			return
+		}
+	}
 }
 
 // newRunState prepares a delivered run; w.mu is held.
@@ -297,6 +316,7 @@ type runReporter struct {
 // Report implements wfexec.Reporter: it sends items until acknowledged,
 // and abandons the run on a lost lease or a refused item.
 func (r *runReporter) Report(ctx context.Context, items ...protocol.ReportItem) ([]protocol.ReportResult, error) {
+	sent := time.Now()
 	results, err := r.w.sendReport(ctx, items)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -336,7 +356,32 @@ func (r *runReporter) Report(ctx context.Context, items ...protocol.ReportItem) 
 			return nil, workflow.ErrEventsArrived
 		}
 	}
+	r.rs.held(sent)
 	return results, nil
+}
+
+// ConfirmLease implements wfexec.LeaseConfirmer. A worker that stalled
+// (SIGSTOP, a paused VM) for longer than stallLimit since its last round
+// trip under the lease sent no heartbeats meanwhile, so the reaper may
+// have given the run to another worker, which may have finished it; the
+// reply it read on resuming said nothing of that. It then reads one byte
+// of the run's input under the lease, which a dispatcher answers only
+// while the lease is this execution's (any dispatcher version serves it),
+// and asks again if the worker stalled during that read too.
+func (r *runReporter) ConfirmLease(ctx context.Context) error {
+	for {
+		last := r.rs.heldAt.Load()
+		if last != nil && !r.w.stalled(*last, stallLimit) {
+			return nil
+		}
+		sent := time.Now()
+		req := r.payloadRequest("", 0, 1)
+		r.w.stats.leaseChecks.Add(1)
+		if _, err := r.chunk(ctx, &req); err != nil {
+			return err
+		}
+		r.rs.held(sent)
+	}
 }
 
 // abandon stops rs from reporting or being listed in heartbeats and
@@ -365,29 +410,48 @@ func (r *runReporter) failRun(ctx context.Context, err error) {
 // from a dispatcher in chunks that fit a NATS message, retrying transient
 // failures until ctx ends, and abandons the run on a lost lease.
 func (r *runReporter) FetchPayload(ctx context.Context, stepID string, attempt int) (json.RawMessage, error) {
-	req := protocol.PayloadRequest{Namespace: r.rs.run.Namespace, RunID: r.rs.run.RunID, LeaseToken: r.rs.run.LeaseToken,
-		StepID: stepID, Attempt: attempt, Length: protocol.MessagePayloadLimit(r.w.nc.MaxPayload()) * 3 / 4}
+	req := r.payloadRequest(stepID, attempt, protocol.MessagePayloadLimit(r.w.nc.MaxPayload())*3/4)
 	var out []byte
-	for tries := 1; ; {
+	sent := time.Now()
+	for {
 		req.Offset = len(out)
-		chunk, err := r.w.fetchChunk(ctx, &req)
+		chunk, err := r.chunk(ctx, &req)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, chunk.Data...)
+		if len(out) >= chunk.Total || len(chunk.Data) == 0 {
+			if len(out) != chunk.Total {
+				return nil, fmt.Errorf("%w: payload of %d bytes ended after %d", workflow.ErrReportRefused, chunk.Total, len(out))
+			}
+			r.rs.held(sent)
+			return out, nil
+		}
+	}
+}
+
+// payloadRequest asks for length bytes of the output of attempt attempt
+// of step stepID (the run's input if stepID is empty), under the lease.
+func (r *runReporter) payloadRequest(stepID string, attempt, length int) protocol.PayloadRequest {
+	return protocol.PayloadRequest{Namespace: r.rs.run.Namespace, RunID: r.rs.run.RunID, LeaseToken: r.rs.run.LeaseToken,
+		StepID: stepID, Attempt: attempt, Length: length}
+}
+
+// chunk reads one chunk of a payload, retrying transient failures until
+// ctx ends, and abandons the run on a lost lease or a refusal.
+func (r *runReporter) chunk(ctx context.Context, req *protocol.PayloadRequest) (*protocol.PayloadChunk, error) {
+	for tries := 1; ; tries++ {
+		chunk, err := r.w.fetchChunk(ctx, req)
 		if err == nil {
 			switch chunk.Code {
 			case protocol.ResultOK:
-				out = append(out, chunk.Data...)
-				if len(out) >= chunk.Total || len(chunk.Data) == 0 {
-					if len(out) != chunk.Total {
-						return nil, fmt.Errorf("%w: payload of %d bytes ended after %d", workflow.ErrReportRefused, chunk.Total, len(out))
-					}
-					return out, nil
-				}
-				tries = 1
-				continue
+				return chunk, nil
 			case protocol.ResultLeaseLost:
+				r.rs.log.Info("lease lost: abandoning the run", "payload_step_id", req.StepID)
 				r.w.abandon(r.rs, workflow.ErrLeaseLost)
 				return nil, workflow.ErrLeaseLost
 			case protocol.ResultInvalid:
-				err := fmt.Errorf("%w: payload %q#%d: %s", workflow.ErrReportRefused, stepID, attempt, chunk.Message)
+				err := fmt.Errorf("%w: payload %q#%d: %s", workflow.ErrReportRefused, req.StepID, req.Attempt, chunk.Message)
 				r.w.abandon(r.rs, err)
 				return nil, err
 			}
@@ -397,7 +461,6 @@ func (r *runReporter) FetchPayload(ctx context.Context, stepID string, attempt i
 		if err := r.w.backOff(ctx, tries); err != nil {
 			return nil, err
 		}
-		tries++
 	}
 }
 

@@ -405,6 +405,10 @@ type Stats struct {
 	// Registered: the acting reaper acknowledged the registration (see
 	// protocol.RegistrationNotice).
 	Registered bool
+	// LeaseChecks counts the round trips made before a step function ran
+	// because the worker had stalled since it last heard that the run's
+	// lease held (see wfexec.LeaseConfirmer).
+	LeaseChecks uint64
 }
 
 type counters struct {
@@ -412,7 +416,7 @@ type counters struct {
 	started, completed, failed, suspended, abandoned, released, retries atomic.Uint64
 	malformed, renewals, refusedStalled                                 atomic.Uint64
 	serverSilent                                                        atomic.Uint64
-	registrations                                                       atomic.Uint64
+	registrations, leaseChecks                                          atomic.Uint64
 }
 
 // Stats returns the worker's counters.
@@ -441,6 +445,7 @@ func (w *Worker) Stats() Stats {
 		ServerSilent:   s.serverSilent.Load(),
 		Registrations:  s.registrations.Load(),
 		Registered:     registered,
+		LeaseChecks:    s.leaseChecks.Load(),
 	}
 }
 

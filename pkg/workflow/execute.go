@@ -514,6 +514,20 @@ func (ex *execution) flush() {
 	}
 }
 
+// confirmLease makes sure, where the reporter can tell, that the run's
+// lease still holds before a step function acts outside the run (see
+// wfexec.LeaseConfirmer); if it does not, the execution is abandoned (the
+// call does not return).
+func (ex *execution) confirmLease() {
+	c, ok := ex.rep.(wfexec.LeaseConfirmer)
+	if !ok {
+		return
+	}
+	if err := c.ConfirmLease(ex.ctx); err != nil {
+		ex.abandon(err)
+	}
+}
+
 // report sends the queued items and then items, and returns the results of
 // items; if that fails the execution is abandoned (the call does not
 // return).

@@ -80,7 +80,11 @@ func WithRetry(p retry.Policy) StepOption {
 // error (errors.As finds the original in this execution); the workflow
 // decides what to do with it. The budget counts attempts within one attempt of the run:
 // when the run is retried (its workflow returned the error, or a manual
-// retry of a failed run), a failed step gets a fresh budget.
+// retry of a failed run), a failed step gets a fresh budget. New retry
+// options given to a failing step while it backs off (client.RetryStepNow
+// with RetryStepNowOptions) replace the policy's max attempts, intervals
+// and backoff coefficient for the step's next attempts in that run
+// attempt; the attempts made stay counted.
 //
 // A failure the run already recorded as final (in this run attempt) is
 // returned again on replay without running fn, as a *StepError with the
@@ -141,6 +145,11 @@ func Step[T any](ctx Context, id string, fn func(ctx context.Context) (T, error)
 			// returned above): continue its budget,
 			// waiting for the rest of the backoff if delivered early.
 			tries = prev.Tries
+			// New retry options an operator gave the step (RetryStepNow)
+			// replace the code's for the attempts that follow. They come
+			// with the history, so every execution and replay of this
+			// run attempt decides with them.
+			policy = policy.WithOverride(prev.RetryOverride)
 			if err := ex.waitUntil(ctx, *prev.RetryAt); err != nil {
 				return zero, err
 			}
@@ -166,8 +175,10 @@ func runAttempt[T any](ctx Context, ex *execution, id string, attempt int, tries
 	fn func(context.Context) (T, error)) (T, *time.Time, error) {
 	var zero T
 	if !o.pure {
-		// Another Parallel branch may have held a result meanwhile.
+		// Another Parallel branch may have held a result meanwhile. The
+		// step function may act outside the run: the lease must hold.
 		ex.flush()
+		ex.confirmLease()
 	}
 	sctx, span := ex.tracer.Start(ctx, "kagzi.step "+id, trace.WithAttributes(
 		attribute.String("kagzi.run_id", ex.run.RunID.String()),

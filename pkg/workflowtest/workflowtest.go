@@ -430,6 +430,11 @@ func (r *reporter) Report(_ context.Context, items ...protocol.ReportItem) ([]pr
 			e.record(it.StepID, it.StepKind, &protocol.StepState{StepID: it.StepID, Status: "FAILED", Attempt: it.Attempt,
 				Error: it.Error, ErrorType: it.ErrorType, RetryAt: it.Until, RunAttempt: 1, Tries: e.tries[it.StepID],
 				NonRetryable: it.NonRetryable})
+		case protocol.ReportAttributesSet:
+			// Recorded as the engine records it; declarations are the
+			// engine's to check, so every set is taken here.
+			e.record(it.StepID, "FUNCTION", &protocol.StepState{StepID: it.StepID, Status: "COMPLETED", Attempt: it.Attempt,
+				Output: it.Output, RunAttempt: 1})
 		case protocol.ReportEventWait:
 			res[i] = e.eventWait(it)
 		case protocol.ReportEventDrain:

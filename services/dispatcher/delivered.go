@@ -67,7 +67,8 @@ func stepState(s *store.StepState) protocol.StepState {
 		Tries:      s.Tries,
 		OutputSize: s.OutputSize,
 
-		NonRetryable: s.NonRetryable,
+		NonRetryable:  s.NonRetryable,
+		RetryOverride: s.RetryOverride,
 	}
 }
 

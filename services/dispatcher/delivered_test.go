@@ -80,6 +80,7 @@ var notDelivered = map[string]string{
 	"ForkedFrom":        "fork links are the client's reading, never claimed",
 	"ForkedAtStep":      "fork links are the client's reading, never claimed",
 	"Forks":             "fork links are the client's reading, never claimed",
+	"Paused":            "a paused run is not claimed; a pause that comes while it runs is told by the step report's answer",
 }
 
 // Wire names of claimed-run fields that are renamed on the wire.

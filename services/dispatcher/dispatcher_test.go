@@ -297,10 +297,7 @@ func TestEmptyMemoryIsPerTypeSetAndQueue(t *testing.T) {
 // reads binary.
 func TestAnswersInTheQuestionsEncoding(t *testing.T) {
 	e := newEnv(t, nil, testnats.MaxPayload)
-	beacon, err := e.nc.Request(protocol.SubjectDispatcherProbe, mustEncode(t, &protocol.DispatcherProbe{WorkerID: uuid.New()}), 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	beacon := e.probe()
 	if h := beacon.Header.Get(protocol.HeaderEncodings); h != protocol.EncodingsBinary {
 		t.Fatalf("beacon header %s: %q", protocol.HeaderEncodings, h)
 	}
@@ -328,6 +325,24 @@ func TestAnswersInTheQuestionsEncoding(t *testing.T) {
 			len(reply.Results) != 1 || reply.Results[0].Code != protocol.ResultOK {
 			t.Fatalf("encoding %d: reply %+v in encoding %d, %v", enc, reply, protocol.EncodingOf(msg.Data), err)
 		}
+	}
+}
+
+// probe asks the dispatchers for a beacon. Start returns once the server
+// knows the dispatcher takes work; its probe subscription follows on the
+// same connection, which the server may not have read yet when the
+// test's connection asks: no responders then is asked again.
+func (e *env) probe() *nats.Msg {
+	e.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		beacon, err := e.nc.Request(protocol.SubjectDispatcherProbe, mustEncode(e.t, &protocol.DispatcherProbe{WorkerID: uuid.New()}), 10*time.Second)
+		if errors.Is(err, nats.ErrNoResponders) && time.Now().Before(deadline) {
+			continue
+		}
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		return beacon
 	}
 }
 
@@ -454,10 +469,7 @@ func TestStopIsSafeTwice(t *testing.T) {
 // against it refuses a longer reaper lease with an error naming both.
 func TestBeaconAnnouncesTheLease(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.Lease.Duration = 20 * time.Second }, testnats.MaxPayload)
-	beacon, err := e.nc.Request(protocol.SubjectDispatcherProbe, mustEncode(t, &protocol.DispatcherProbe{WorkerID: uuid.New()}), 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	beacon := e.probe()
 	lease, ok := protocol.ParseLease(beacon.Header.Get(protocol.HeaderLease))
 	if !ok || lease != 20*time.Second {
 		t.Fatalf("beacon header %s: %q", protocol.HeaderLease, beacon.Header.Get(protocol.HeaderLease))
@@ -466,7 +478,7 @@ func TestBeaconAnnouncesTheLease(t *testing.T) {
 	if err := (config.Lease{Duration: 20 * time.Second}).Check(lease, id); err != nil {
 		t.Fatalf("an equal lease: %v", err)
 	}
-	err = (config.Lease{Duration: 30 * time.Second}).Check(lease, id)
+	err := (config.Lease{Duration: 30 * time.Second}).Check(lease, id)
 	if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), id) || !strings.Contains(err.Error(), "KAGZI_LEASE 30s") {
 		t.Fatalf("a longer reaper lease: %v", err)
 	}

@@ -271,6 +271,9 @@ func (r *Relay) onNotification(ctx context.Context, payload string) {
 		r.publish(ctx, protocol.SubjectSchedule(n.Namespace), &protocol.ScheduleChanged{Namespace: n.Namespace, ScheduleID: n.RunID, NextAt: n.At})
 	case store.NotifyProgress:
 		r.publish(ctx, protocol.SubjectProgress(n.Namespace, n.RunID), &protocol.RunProgress{Namespace: n.Namespace, RunID: n.RunID, StepID: n.StepID})
+	case store.NotifyBatch:
+		r.publish(ctx, protocol.SubjectBatch(n.Namespace), &protocol.BatchChanged{Namespace: n.Namespace, BatchID: n.RunID,
+			State: n.BatchState, Moved: n.BatchMoved})
 	}
 }
 

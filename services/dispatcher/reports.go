@@ -366,11 +366,26 @@ func (d *Dispatcher) applyOther(ctx context.Context, tx *store.Store, ref itemRe
 	ns := ref.j.report.Namespace
 	l := store.Lease{Namespace: ns, RunID: it.RunID, Token: it.LeaseToken}
 	var (
-		err   error
-		ev    store.EventsReceiveResult
-		drain store.EventsDrainResult
+		err     error
+		ev      store.EventsReceiveResult
+		drain   store.EventsDrainResult
+		refused error
 	)
 	switch it.Kind {
+	case protocol.ReportAttributesSet:
+		var o store.StepOutcome
+		o, refused, err = tx.RunsAttributesSet(ctx, store.RunsAttributesSetParams{Lease: l, StepID: it.StepID,
+			Attributes: it.Output, StartedAt: it.StartedAt})
+		if err == nil {
+			if err = d.stepResult(ref, o); err != nil {
+				return err
+			}
+			if refused != nil && ref.j.results[ref.i].Code == protocol.ResultOK {
+				// Recorded as the step's failure: the workflow returns it.
+				ref.j.results[ref.i].Message = refused.Error()
+			}
+			return nil
+		}
 	case protocol.ReportRunFailed:
 		var res store.RunsFailAttemptResult
 		res, err = tx.RunsFailAttempt(ctx, l, it.Error, it.ErrorType, it.NonRetryable)

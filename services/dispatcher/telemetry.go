@@ -119,7 +119,10 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) *instrumen
 // longest-waiting of them has been due. A queue once seen keeps reporting,
 // 0 when nothing is due, so a dashboard shows 0 rather than no data. The
 // dispatcher owns them: it is the service that leaves such runs waiting
-// (and looks at them again, backing off).
+// (and looks at them again, backing off). kagzi.runs.paused, read in the
+// same collection, counts the paused runs of each namespace (a range of
+// the paused index, empty while nothing is paused); a namespace once seen
+// keeps reporting, 0 when none is.
 func registerQueueDepth(mp metric.MeterProvider, st *store.Store, ctx func() context.Context) error {
 	if mp == nil {
 		mp = otel.GetMeterProvider()
@@ -139,11 +142,16 @@ func registerQueueDepth(mp metric.MeterProvider, st *store.Store, ctx func() con
 	if err != nil {
 		return err
 	}
+	pg, err := m.Int64ObservableGauge("kagzi.runs.paused", metric.WithDescription("Live runs paused (kagzi run pause), per namespace."))
+	if err != nil {
+		return err
+	}
 	type key struct{ ns, queue string }
 	var (
 		mu     sync.Mutex
 		last   time.Time
 		cached = map[key]store.QueueDepth{}
+		paused = map[string]int64{}
 	)
 	_, err = m.RegisterCallback(func(cctx context.Context, o metric.Observer) error {
 		mu.Lock()
@@ -151,8 +159,18 @@ func registerQueueDepth(mp metric.MeterProvider, st *store.Store, ctx func() con
 		if time.Since(last) > 5*time.Second {
 			qctx, cancel := context.WithTimeout(ctx(), 2*time.Second)
 			depths, err := st.RunsQueueDepths(qctx)
+			var np map[string]int64
+			if err == nil {
+				np, err = st.RunsPausedCount(qctx)
+			}
 			cancel()
 			if err == nil {
+				for ns := range paused {
+					paused[ns] = 0
+				}
+				for ns, n := range np {
+					paused[ns] = n
+				}
 				for k, q := range cached {
 					cached[k] = store.QueueDepth{Namespace: q.Namespace, Queue: q.Queue}
 				}
@@ -172,8 +190,11 @@ func registerQueueDepth(mp metric.MeterProvider, st *store.Store, ctx func() con
 			}
 			o.ObserveFloat64(ag, age, attrs)
 		}
+		for ns, n := range paused {
+			o.ObserveInt64(pg, n, metric.WithAttributes(attribute.String("namespace", ns)))
+		}
 		return nil
-	}, g, ug, ag)
+	}, g, ug, ag, pg)
 	return err
 }
 

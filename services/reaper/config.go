@@ -11,7 +11,8 @@ import (
 
 // Config is the reaper service's configuration, read from the environment
 // (config.Load) or taken at its defaults (config.Defaults); every variable
-// is documented in the README. New takes it as it is: the env tags are its
+// is documented in docs/configuration.md, generated from the KAGZI_*
+// paragraphs of the fields' comments. New takes it as it is: the env tags are its
 // only defaults and Validate its only check. A sweep's own variables are in
 // the sub-struct it takes (LivenessConfig, RetentionConfig).
 type Config struct {
@@ -35,16 +36,31 @@ type LivenessConfig struct {
 	// and its runs are recovered (the default, three missed heartbeats at
 	// the workers' default interval, starts recovery within 6 s of a
 	// crash).
+	//
+	// KAGZI_WORKER_TIMEOUT: a worker not heard for this long is marked `OFFLINE`
+	// and its runs are recovered at once (keep it a few heartbeat intervals;
+	// 100ms to 1h)
 	WorkerTimeout time.Duration `env:"KAGZI_WORKER_TIMEOUT, default=6s"`
 	// FlushInterval batches the writes of heartbeats and lease extensions.
+	//
+	// KAGZI_FLUSH_INTERVAL: how often heartbeats and lease extensions are
+	// written, two statements per flush for all workers (at most a third of
+	// `KAGZI_LEASE`)
 	FlushInterval time.Duration `env:"KAGZI_FLUSH_INTERVAL, default=2s"`
 	// LeaseGrace: a run locked to a live worker that does not list it is
 	// released once its lease was last set this long before (at least
 	// twice FlushInterval, so a run whose completion report is in flight
 	// is never released).
+	//
+	// KAGZI_LEASE_GRACE: a run locked to a live worker that its heartbeats do not
+	// list is released once its lease was last set this long ago (at least twice
+	// `KAGZI_FLUSH_INTERVAL`, less than `KAGZI_LEASE`)
 	LeaseGrace time.Duration `env:"KAGZI_LEASE_GRACE, default=10s"`
 	// WorkerRetention: OFFLINE workers are deleted this long after they
 	// were last heard (0 keeps them).
+	//
+	// KAGZI_WORKER_RETENTION: `OFFLINE` workers are deleted this long after they
+	// were last heard (`0` keeps them; at most 36500d)
 	WorkerRetention time.Duration `env:"KAGZI_WORKER_RETENTION, default=24h"`
 }
 
@@ -55,10 +71,18 @@ type RetentionConfig struct {
 	// retention cleanup deletes: with their steps, payloads and events
 	// some thousands of rows, tens of milliseconds of a transaction that
 	// locks nothing the hot path uses (finished runs only).
+	//
+	// KAGZI_RETENTION_BATCH: most expired runs one transaction of the retention
+	// cleanup deletes, each with its steps, payloads and events (1 to 10000); how
+	// long runs are kept is the database's (`kagzi retention`)
 	RetentionBatch int `env:"KAGZI_RETENTION_BATCH, default=1000"`
 	// RetentionPause is the least time between two batches of a backlog
 	// of expired runs; a batch that took longer is followed by a pause as
 	// long as it took.
+	//
+	// KAGZI_RETENTION_PAUSE: least time between two batches of a backlog of
+	// expired runs; a batch that took longer is followed by a pause as long (1ms
+	// to 1m)
 	RetentionPause time.Duration `env:"KAGZI_RETENTION_PAUSE, default=100ms"`
 }
 

@@ -1,7 +1,8 @@
 // Package reaper owns recovery: worker registration and liveness, marking
 // silent workers OFFLINE and taking back the runs they held, expiring leases
 // nobody extends, and failing runs past their deadline. It also owns
-// retention: deleting finished runs older than their retention period.
+// retention (deleting finished runs older than their retention period),
+// batch operations, and folding the deltas of search attribute counts.
 //
 // # Liveness in memory, one writer
 //
@@ -128,7 +129,9 @@
 // workers.go), registration.go
 // (writing what liveness heard, acknowledging, asking, announcing),
 // leases.go (lease expiry), deadlines.go (deadlines), retention.go
-// (expired finished runs). reaper.go composes them into the service:
+// (expired finished runs), batches.go (batch operations), counts.go
+// (attribute count deltas, folded a few seconds after news of starts).
+// reaper.go composes them into the service:
 // every replica starts every sweep, so a standby hears what the leader
 // hears; lead.go is leadership, which decides when they act: the leader's
 // loop takes over with each, steps each when anything is due, and serves

@@ -103,11 +103,13 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 
 // settled waits until r's counters satisfy want (they are bumped just after
 // the statements they count return, so a test that saw the effect in the
-// database may read them a moment early) and returns them.
+// database may read them a moment early) and returns them. It waits as
+// long as clocked.settle does for a step: under the full suite, two
+// clocked tests once waited together past 5 s for steps that came.
 func settled(t *testing.T, r *reaper.Reaper, what string, want func(reaper.Stats) bool) reaper.Stats {
 	t.Helper()
 	var st reaper.Stats
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for {
 		st = r.Stats()
 		if want(st) {

@@ -81,6 +81,14 @@ type Stats struct {
 	// Drops counts the times NATS dropped messages before they were read
 	// (see drops.go).
 	Drops int64
+	// BatchRunsDone, BatchRunsFailed and BatchRunsSkipped count the
+	// outcomes of batch actions this replica recorded as leader;
+	// BatchesCompleted the batches it completed; BatchesRunning the
+	// batches it works on now.
+	BatchRunsDone, BatchRunsFailed, BatchRunsSkipped, BatchesCompleted, BatchesRunning int64
+	// AttributeFolds counts the folds of attribute count deltas, and
+	// AttributeDeltasFolded the deltas they folded.
+	AttributeFolds, AttributeDeltasFolded int64
 }
 
 // Reaper is the recovery service: the sweeps (liveness, registration,
@@ -97,7 +105,9 @@ type Reaper struct {
 	leases    *leases
 	deadlines *deadlines
 	retain    *retention
-	// sweeps are the five in the order the leader steps them.
+	batches   *batches
+	counts    *counts
+	// sweeps are the seven in the order the leader steps them.
 	sweeps []sweep
 
 	// mu guards resync, which asks the leader to re-read leases and
@@ -167,7 +177,11 @@ func newReaper(cfg Config, k knobs, st *store.Store, nc *nats.Conn, log *slog.Lo
 	r.leases = newLeases(r.sh, cfg.Lease, r.live.follows, k.PendingLimit, r.wakeupsDropped)
 	r.deadlines = newDeadlines(r.sh)
 	r.retain = newRetention(r.sh, cfg.RetentionConfig)
-	r.sweeps = []sweep{r.reg, r.live, r.leases, r.deadlines, r.retain}
+	r.batches = newBatches(r.sh)
+	r.counts = newCounts(r.sh)
+	r.retain.onDeleted = r.counts.touch
+	r.batches.onActed = r.counts.touch
+	r.sweeps = []sweep{r.reg, r.live, r.leases, r.deadlines, r.retain, r.batches, r.counts}
 	r.watch = leadership.New(leadership.Options{Role: protocol.LeaderReaper, LockKey: k.LockKey, Interval: cfg.BeaconInterval},
 		st, nc, log)
 	return r
@@ -178,7 +192,7 @@ func (r *Reaper) IsLeader() bool { return r.sh.leader.Load() }
 
 // Stats returns the reaper's counters.
 func (r *Reaper) Stats() Stats {
-	l, g, ls, d, rt := &r.live.c, &r.reg.c, &r.leases.c, &r.deadlines.c, &r.retain.c
+	l, g, ls, d, rt, bc := &r.live.c, &r.reg.c, &r.leases.c, &r.deadlines.c, &r.retain.c, &r.batches.c
 	r.live.mu.Lock()
 	n, up := len(r.live.workers), r.live.natsUp
 	r.live.mu.Unlock()
@@ -205,6 +219,9 @@ func (r *Reaper) Stats() Stats {
 		LeasesExpired: ls.expired.Load(), RunsUndelivered: l.undelivered.Load() + ls.undelivered.Load(), DeadlinesMissed: d.missed.Load(),
 		LeaseQueries: ls.queries.Load(), DeadlineQueries: d.queries.Load(), LeaseChecksPending: r.leases.pendingChecks(),
 		WorkersDeleted: l.deleted.Load(), Errors: errs, Drops: r.sh.drops.Count(),
+		BatchRunsDone: bc.done.Load(), BatchRunsFailed: bc.failed.Load(), BatchRunsSkipped: bc.skipped.Load(),
+		BatchesCompleted: bc.completed.Load(), BatchesRunning: bc.running.Load(),
+		AttributeFolds: r.counts.c.folds.Load(), AttributeDeltasFolded: r.counts.c.deltas.Load(),
 	}
 }
 
@@ -308,11 +325,13 @@ func (r *Reaper) wakeLeader() {
 	}
 }
 
-// resyncLater asks the leader to re-read leases and deadlines.
+// resyncLater asks the leader to re-read leases, deadlines and the
+// running batches.
 func (r *Reaper) resyncLater() {
 	r.mu.Lock()
 	r.resync = true
 	r.mu.Unlock()
+	r.batches.reread.Store(true)
 	r.wakeLeader()
 }
 
@@ -323,6 +342,7 @@ func (r *Reaper) onWakeup(m *nats.Msg) {
 		r.sh.malformed.Drop(r.ctx, m.Subject, err)
 		return
 	}
+	r.counts.touch() // before the count, so whoever sees the count sees it
 	r.wakeups.Add(1)
 	now := r.sh.clock.Now()
 	news := r.deadlines.onWakeup(now)

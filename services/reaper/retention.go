@@ -47,6 +47,9 @@ type retention struct {
 	// onBatch, if set (tests), is called in each batch's transaction,
 	// after its deletion and before its commit.
 	onBatch func(ctx context.Context, tx *store.Store)
+	// onDeleted, if set, is told of each batch that deleted runs (the
+	// attribute counts' news of work).
+	onDeleted func()
 
 	// mu guards expiry, what the leader last read of the next expiry (nil
 	// on a standby).
@@ -186,6 +189,9 @@ func (s *retention) deleteExpired(ctx context.Context, now time.Time) (int64, er
 	}
 	s.c.batches.Add(1)
 	s.c.deleted.Add(n)
+	if n > 0 && s.onDeleted != nil {
+		s.onDeleted()
+	}
 	s.log.Debug("expired runs deleted", "runs", n)
 	return n, nil
 }

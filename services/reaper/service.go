@@ -72,8 +72,19 @@ func registerMetrics(rp *Reaper) {
 		metric.WithDescription("How long ago the oldest finished run still stored finished (0: none is stored); leader only."))
 	overdue, _ := m.Float64ObservableGauge("kagzi.retention.overdue", metric.WithUnit("s"),
 		metric.WithDescription("How long the most overdue expired run has waited for the cleanup (0: none is due); leader only."))
+	batchRuns, _ := m.Int64ObservableCounter("kagzi.batch.runs",
+		metric.WithDescription("Runs batch operations acted on, by outcome: done, failed or skipped (no longer in a status the action takes)."))
+	batchesDone, _ := m.Int64ObservableCounter("kagzi.batches.completed", metric.WithDescription("Batch operations completed."))
+	batchesRunning, _ := m.Int64ObservableGauge("kagzi.batches.running", metric.WithDescription("Batch operations the leader works on now; leader only."))
 	_, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		st := rp.Stats()
+		o.ObserveInt64(batchRuns, st.BatchRunsDone, metric.WithAttributes(attribute.String("outcome", "done")))
+		o.ObserveInt64(batchRuns, st.BatchRunsFailed, metric.WithAttributes(attribute.String("outcome", "failed")))
+		o.ObserveInt64(batchRuns, st.BatchRunsSkipped, metric.WithAttributes(attribute.String("outcome", "skipped")))
+		o.ObserveInt64(batchesDone, st.BatchesCompleted)
+		if st.Leader {
+			o.ObserveInt64(batchesRunning, st.BatchesRunning)
+		}
 		o.ObserveInt64(online, int64(st.Workers))
 		o.ObserveInt64(leader, process.B2I(st.Leader))
 		o.ObserveInt64(recovered, st.RunsRetried, metric.WithAttributes(attribute.String("outcome", "retried")))
@@ -88,5 +99,5 @@ func registerMetrics(rp *Reaper) {
 			o.ObserveFloat64(overdue, late.Seconds())
 		}
 		return nil
-	}, online, leader, recovered, expired, lost, deadlines, deleted, oldest, overdue)
+	}, online, leader, recovered, expired, lost, deadlines, deleted, oldest, overdue, batchRuns, batchesDone, batchesRunning)
 }

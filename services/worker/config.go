@@ -11,7 +11,8 @@ import (
 )
 
 // Config is the worker service's configuration, read from the environment
-// (config.Load); every variable is documented in the README. The SDK's
+// (config.Load); every variable is documented in docs/configuration.md, generated
+// from the KAGZI_* paragraphs of the fields' comments. The SDK's
 // worker.Config is embedded whole: its env tags are the service's
 // variables and defaults (KAGZI_NAMESPACE, KAGZI_QUEUE,
 // KAGZI_MAX_CONCURRENCY, KAGZI_HEARTBEAT_INTERVAL, KAGZI_WAIT_TIMEOUT,
@@ -23,6 +24,10 @@ type Config struct {
 	// Identity names the worker's inbox prefix
 	// (protocol.WorkerInbox(namespace, identity)): a worker's NATS user
 	// may read that inbox only (kagzi nats-config --worker NS/IDENTITY).
+	//
+	// KAGZI_WORKER_IDENTITY: the worker's identity: its inbox prefix is
+	// `kagzi.v1.inbox.worker.<namespace>.<identity>`, the only inbox its NATS
+	// user may read (see [security.md](security.md))
 	Identity string `env:"KAGZI_WORKER_IDENTITY, default=worker"`
 	// HopsDir, if set, is where the worker appends when each delivered run
 	// arrived and began (a diagnostic; see internal/hops).

@@ -136,6 +136,10 @@ type Options struct {
 	ShrinkTries, ShrinkMax int
 	// NoFaults kills and restarts nothing (the model test of `make test`).
 	NoFaults bool
+	// Scenarios is the number of operator scenarios a fault-free model
+	// run plays once its programs ended (modeltest.Scenario: pauses,
+	// resumes, queries over search attributes, batches); 0 plays none.
+	Scenarios int
 	// Keys, if positive, starts each model program's run with one of Keys
 	// concurrency keys under a per-key limit of PerKey runs of the model's
 	// workflow type (default 4), and checks that no key ever had more

@@ -207,6 +207,13 @@ func (r *Report) Details() []string {
 		if len(m.Ops) > 0 {
 			out = append(out, "model ops: "+countsString(m.Ops)+"; detached children: "+countsString(m.Policies))
 		}
+		if m.Pauses > 0 {
+			out = append(out, fmt.Sprintf("model: %d runs paused and resumed (%d before they ended), %d diverge", m.Pauses, m.PausedLive, m.PauseDivergences))
+		}
+		if m.Scenarios > 0 {
+			out = append(out, fmt.Sprintf("model: %d operator scenarios, %d acts, %d batches, %d diverge",
+				m.Scenarios, m.ScenarioActs, m.Batches, m.ScenarioDivergences))
+		}
 		if len(m.KeyPeaks) > 0 {
 			out = append(out, "model: most executions at once per concurrency key: "+countsString(m.KeyPeaks))
 		}
@@ -598,11 +605,22 @@ func checkRun(rep *Report, ix *index, r *RunData) {
 		}
 	}
 
-	// Steps after the run finished.
+	// Steps after the run finished. The end of a body begun before is
+	// not one: a worker frozen mid-step runs the body on when it resumes
+	// (no lease reaches into running code), and its report is refused.
 	if r.FinishedAt != nil {
 		n := 0
 		var first Record
+		begunBefore := map[string]bool{}
 		for _, rec := range ix.stepRecs[r.ID] {
+			if rec.Kind == testflows.ChaosStepBegin && !rec.At.After(*r.FinishedAt) {
+				begunBefore[bodyKey(rec)] = true
+			}
+		}
+		for _, rec := range ix.stepRecs[r.ID] {
+			if rec.Kind == testflows.ChaosStepEnd && begunBefore[bodyKey(rec)] {
+				continue
+			}
 			if rec.At.After(*r.FinishedAt) {
 				if n == 0 || rec.At.Before(first.At) {
 					first = rec
@@ -734,4 +752,10 @@ func countsString(m map[string]int) string {
 		parts[i] = fmt.Sprintf("%d %s", m[k], k)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// bodyKey names one run of a step body: the execution, process, step and
+// attempt its begin and end records share.
+func bodyKey(rec Record) string {
+	return fmt.Sprintf("%s %d %s %d", rec.Exec, rec.PID, rec.Step, rec.Attempt)
 }

@@ -212,6 +212,10 @@ func TestCheckViolations(t *testing.T) {
 	// After finish: a step of run 6 began after the run finished.
 	late := w.cleanRun(6, 100, 500)
 	w.rec(testflows.ChaosStepBegin, late.ID, "zombie", 7, "s3", 2, 900)
+	// Not one: a body begun before the finish (by a worker then frozen)
+	// and ended after it.
+	w.rec(testflows.ChaosStepBegin, late.ID, "frozen", 9, "s2", 2, 450)
+	w.rec(testflows.ChaosStepEnd, late.ID, "frozen", 9, "s2", 2, 950)
 	w.add(late)
 
 	// Acked but not recorded: execution c of run 7 finished s1 and went on
@@ -254,6 +258,11 @@ func TestCheckViolations(t *testing.T) {
 			var buf bytes.Buffer
 			_ = rep.Write(&buf)
 			t.Errorf("%s: %d violations, want at least %d; report:\n%s", k, got[k], n, buf.String())
+		}
+	}
+	for _, v := range rep.Violations {
+		if v.Kind == VAfterFinish && !strings.Contains(v.Msg, "1 step records are later, the first B s3") {
+			t.Errorf("the end of a body begun before the finish counted as a step after it: %s", v.Msg)
 		}
 	}
 	if rep.Runs != 9 || rep.Lost != 3 || rep.DuplicateResults != 1 {

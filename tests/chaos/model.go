@@ -57,6 +57,15 @@ type ModelReport struct {
 	// KeyPeaks is the most executions of one concurrency key at once, by
 	// key (Options.Keys).
 	KeyPeaks map[string]int
+	// Scenarios counts the operator scenarios played (fault-free runs
+	// only: driver.Scenarios), ScenarioActs their acts, Batches the
+	// batches they created, ScenarioDivergences the scenarios where the
+	// engine differs from the model (each one a violation).
+	Scenarios, ScenarioActs, Batches, ScenarioDivergences int
+	// Pauses counts the programs started again and paused (fault-free
+	// runs only: driver.Pauses), PausedLive those whose pause came before
+	// their run ended, PauseDivergences those that differ from the model.
+	Pauses, PausedLive, PauseDivergences int
 }
 
 // inlineRetry is the KAGZI_MAX_INLINE_RETRY of a worker slot in a model
@@ -191,6 +200,8 @@ func (h *harness) modelScenario(ctx, cleanup context.Context) *Report {
 	if o.NoFaults {
 		h.forks(ctx, d, ps, ids, mr, rep)
 		h.reuses(ctx, d, ps, ids, mr, rep)
+		h.pauses(ctx, d, ps, mr, rep)
+		h.scenarios(ctx, d, mr, rep)
 	}
 	for i := range divs {
 		if i < o.ShrinkMax {
@@ -304,6 +315,62 @@ func (h *harness) reuses(ctx context.Context, d *driver.Driver, ps []modeltest.P
 	}
 	h.logf("model: %d starts under id reuse policies checked in %.1f s (%d started a run), %d diverge",
 		len(rvs), time.Since(began).Seconds(), mr.ReuseStarted, mr.ReuseDivergences)
+}
+
+// pauses starts programs again, pauses and resumes their runs, and checks
+// each against the model (driver.Pauses).
+func (h *harness) pauses(ctx context.Context, d *driver.Driver, ps []modeltest.Program, mr *ModelReport, rep *Report) {
+	began := time.Now()
+	pvs, err := d.Pauses(ctx, ps, h.o.Seed)
+	if err != nil {
+		rep.add(VHarness, "model: pauses: %v", err)
+		return
+	}
+	mr.Pauses = len(pvs)
+	for _, pv := range pvs {
+		if pv.Paused {
+			mr.PausedLive++
+		}
+		if !pv.Verdict.Diverges() {
+			continue
+		}
+		mr.PauseDivergences++
+		rep.add(VModel, "%s", describeAfter(fmt.Sprintf("pause and resume of %s", ps[pv.Index].Key), ps[pv.Index], pv.Verdict))
+	}
+	h.logf("model: %d runs paused and resumed checked in %.1f s (%d paused live), %d diverge",
+		len(pvs), time.Since(began).Seconds(), mr.PausedLive, mr.PauseDivergences)
+}
+
+// scenarios plays the operator scenarios (pauses, resumes, queries over
+// search attributes, batches) and checks each against the model
+// (driver.Scenarios).
+func (h *harness) scenarios(ctx context.Context, d *driver.Driver, mr *ModelReport, rep *Report) {
+	began := time.Now()
+	svs, err := d.Scenarios(ctx, h.o.Seed, h.o.Scenarios)
+	if err != nil {
+		rep.add(VHarness, "model: operator scenarios: %v", err)
+	}
+	mr.Scenarios = len(svs)
+	for _, sv := range svs {
+		mr.ScenarioActs += sv.Acts
+		mr.Batches += sv.Batches
+		if len(sv.Diffs) == 0 {
+			continue
+		}
+		mr.ScenarioDivergences++
+		var acts []string
+		for i, a := range sv.Scenario.Acts {
+			acts = append(acts, fmt.Sprintf("%d %s", i+1, a))
+		}
+		var groups []string
+		for i, r := range sv.Scenario.Runs {
+			groups = append(groups, fmt.Sprintf("r%d:%s", i, strings.Join(r.Groups, ",")))
+		}
+		rep.add(VModel, "operator scenario %s:\n  - %s\n  runs: %s\n  acts: %s", sv.Scenario.Name, strings.Join(sv.Diffs, "\n  - "),
+			strings.Join(groups, " "), strings.Join(acts, "; "))
+	}
+	h.logf("model: %d operator scenarios (%d acts, %d batches) checked in %.1f s, %d diverge",
+		mr.Scenarios, mr.ScenarioActs, mr.Batches, time.Since(began).Seconds(), mr.ScenarioDivergences)
 }
 
 // countOpKinds adds the ops of ops (and of their children's programs) to

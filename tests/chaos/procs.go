@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/kagzi/kagzi/tests/freeport"
 )
 
 // proc is one child process of the chaos run: a service (the kagzi
@@ -118,14 +120,7 @@ func (p *proc) readyz(ctx context.Context) string {
 }
 
 // freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func freePort() (int, error) { return freeport.Port("127.0.0.1") }
 
 // waitTCP waits until addr accepts connections.
 func waitTCP(ctx context.Context, addr string, limit time.Duration) error {

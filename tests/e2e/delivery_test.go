@@ -17,7 +17,7 @@ import (
 )
 
 // A run with a history of every kind of step attempt — completed, failed
-// and retried later, failed for good, a wait in progress, earlier attempts
+// and retried later (with new retry options), failed for good, a wait in progress, earlier attempts
 // of a previous run attempt — goes through the real dispatcher to a worker
 // over NATS, and every field the worker needs arrives with the value
 // Postgres holds. (Replay tests that build this state by hand cannot show
@@ -78,6 +78,11 @@ func TestDeliveryCarriesTheWholeHistory(t *testing.T) {
 	if err := st.RunsSleep(ctx, l, &due); err != nil {
 		t.Fatal(err)
 	}
+	// The backing-off step is given new retry options.
+	override := &retry.Policy{MaxAttempts: 9, InitialIntervalMS: 5}
+	if _, err := st.RunsRetryStepNow(ctx, "default", run.ID, &retry.Policy{MaxAttempts: 9, InitialInterval: 5 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
 
 	// A worker asks the real dispatcher for it.
 	d := askForWork(t, e.nc, "history", protocol.TypeVersion{Type: "Hist", Version: "v7"})
@@ -121,6 +126,9 @@ func TestDeliveryCarriesTheWholeHistory(t *testing.T) {
 		if s.Status == store.StepFailed {
 			ws.Tries = tries[fmt.Sprintf("%s@%d", s.StepID, s.RunAttempt)]
 		}
+		if s.StepID == "flaky" {
+			ws.RetryOverride = override
+		}
 		want.Steps = append(want.Steps, ws)
 	}
 	// The claim delivers steps by id.
@@ -146,7 +154,8 @@ func TestDeliveryCarriesTheWholeHistory(t *testing.T) {
 	for _, s := range got.Steps {
 		byID[s.StepID] = s
 	}
-	if s := byID["flaky"]; s.Tries != 2 || s.RetryAt == nil || s.RunAttempt != 2 || s.ErrorType != "Net" {
+	if s := byID["flaky"]; s.Tries != 2 || s.RetryAt == nil || s.RunAttempt != 2 || s.ErrorType != "Net" ||
+		!reflect.DeepEqual(s.RetryOverride, override) {
 		t.Fatalf("retried step arrived as %+v", s)
 	}
 	if s := byID["final"]; s.RetryAt != nil || s.ErrorType != "Declined" || s.RunAttempt != 2 {

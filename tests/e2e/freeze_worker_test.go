@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,6 +21,7 @@ import (
 	"github.com/kagzi/kagzi/pkg/worker"
 	"github.com/kagzi/kagzi/pkg/workflow"
 	"github.com/kagzi/kagzi/services/dispatcher"
+	"github.com/kagzi/kagzi/services/reaper"
 	"github.com/kagzi/kagzi/tests/devserver"
 	"github.com/kagzi/kagzi/tests/testdb"
 	"github.com/kagzi/kagzi/tests/testnats"
@@ -28,9 +30,13 @@ import (
 // frozenWorkerService, as envServe, makes the test binary a worker
 // process serving FreezeProbe; freezeProbeDirEnv names the directory its
 // step bodies log to.
+// freezeProbeSelfEnv, set, has FreezeProbe stop its own process
+// (SIGSTOP) before its first step, after logging freezeProbeSelfMsg.
 const (
 	frozenWorkerService = "freeze-probe-worker"
 	freezeProbeDirEnv   = "KAGZI_E2E_FREEZE_PROBE_DIR"
+	freezeProbeSelfEnv  = "KAGZI_E2E_FREEZE_PROBE_SELF"
+	freezeProbeSelfMsg  = "freeze probe: stopping its own process"
 )
 
 // init runs the worker process before TestMain, whose services register
@@ -65,6 +71,20 @@ func freezeProbe(ctx workflow.Context, _ struct{}) (int, error) {
 		return 0, err
 	}
 	defer f.Close()
+	if os.Getenv(freezeProbeSelfEnv) != "" {
+		// The run was delivered, so nothing of it is held to report: the
+		// first step's body is the next thing the worker would do.
+		ctx.Logger().Info(freezeProbeSelfMsg)
+		// To this thread: it stops as the call returns, before the next
+		// line (a SIGSTOP to the process may be taken by another thread
+		// while this one runs on for a while).
+		runtime.LockOSThread()
+		err := syscall.Tgkill(os.Getpid(), syscall.Gettid(), syscall.SIGSTOP)
+		runtime.UnlockOSThread()
+		if err != nil {
+			return 0, err
+		}
+	}
 	for k := 1; k <= freezeProbeSteps; k++ {
 		id := "s" + strconv.Itoa(k)
 		_, err := workflow.Step(ctx, id, func(sctx context.Context) (int, error) {
@@ -209,6 +229,25 @@ func frozenWorkerRunsNoReleasedDelivery(t *testing.T, ns *testnats.Server, evict
 	}
 	time.Sleep(2 * time.Second)
 
+	checkFreezeProbeSteps(t, dir, hs, a.cmd.Process.Pid)
+	// It read the delivery, and refused it.
+	if _, err := a.await(ctx, "delivery refused", at, time.Second); err != nil {
+		t.Errorf("resumed worker A: %v", err)
+	}
+	a.mu.Lock()
+	for _, l := range a.lines {
+		if l.msg == "delivery refused" || l.msg == "renewing work request" {
+			t.Logf("resumed worker A: %s", l.raw)
+		}
+	}
+	a.mu.Unlock()
+}
+
+// checkFreezeProbeSteps reads the step logs of the FreezeProbe runs hs in
+// dir: every step body ran, none twice for one attempt, and none in the
+// frozen process frozenPID.
+func checkFreezeProbeSteps(t *testing.T, dir string, hs []*client.Handle, frozenPID int) {
+	t.Helper()
 	ran := map[string]int{}       // by run, run attempt, step, step attempt
 	stepsRan := map[string]bool{} // by run and step
 	byPID := map[string]int{}
@@ -222,6 +261,9 @@ func frozenWorkerRunsNoReleasedDelivery(t *testing.T, ns *testnats.Server, evict
 			t.Fatal(err)
 		}
 		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if line == "" {
+				continue
+			}
 			f := strings.Fields(line)
 			if len(f) != 5 {
 				t.Fatalf("%s: bad line %q", file, line)
@@ -243,18 +285,71 @@ func frozenWorkerRunsNoReleasedDelivery(t *testing.T, ns *testnats.Server, evict
 			}
 		}
 	}
-	if n := byPID[strconv.Itoa(a.cmd.Process.Pid)]; n > 0 {
-		t.Errorf("the resumed worker ran %d step bodies of the runs released while it was frozen", n)
+	if n := byPID[strconv.Itoa(frozenPID)]; n > 0 {
+		t.Errorf("the resumed worker ran %d step bodies of runs released while it was frozen", n)
 	}
-	// It read the delivery, and refused it.
-	if _, err := a.await(ctx, "delivery refused", at, time.Second); err != nil {
-		t.Errorf("resumed worker A: %v", err)
+}
+
+// A worker frozen (SIGSTOP) while it holds a run, with nothing of the run
+// left to report, resumes after the reaper declared it dead and another
+// worker finished the run. Its next step would be its first contact with
+// the engine since the freeze, but a step's body acts outside the run:
+// the resumed worker must find its lease gone before the body runs, not
+// after, and run no step body at all.
+func TestFrozenWorkerBeginsNoStepOfARunFinishedElsewhere(t *testing.T) {
+	skipUnderAuth(t)
+	t.Parallel()
+	for _, c := range pingCases() {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			frozenWorkerBeginsNoStep(t, c.start(t))
+		})
 	}
-	a.mu.Lock()
-	for _, l := range a.lines {
-		if l.msg == "delivery refused" || l.msg == "renewing work request" {
-			t.Logf("resumed worker A: %s", l.raw)
+}
+
+func frozenWorkerBeginsNoStep(t *testing.T, ns *testnats.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	url := testdb.New(t)
+	rcfg := defaults[reaper.Config](t)
+	rcfg.WorkerTimeout = 2 * time.Second
+	srv, err := devserver.Start(ctx, devserver.Options{DatabaseURL: url, NATSURL: ns.URL(), Workers: -1, Schedulers: -1, Reaper: rcfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	cl := newClient(t, srv.Store, ns.Connect(t))
+
+	dir := t.TempDir()
+	env := []string{"KAGZI_NATS_URL=" + ns.URL(), "KAGZI_HTTP_ADDR=", "KAGZI_LOG_LEVEL=info",
+		"KAGZI_HEARTBEAT_INTERVAL=500ms", freezeProbeDirEnv + "=" + dir}
+	a := startChild(t, "worker A (freezes itself)", append(env, freezeProbeSelfEnv+"=1"), frozenWorkerService)
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			_ = a.cmd.Process.Signal(syscall.SIGCONT)
 		}
+	})
+	h, err := cl.Start(ctx, "FreezeProbe", struct{}{}, client.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	a.mu.Unlock()
+	if _, err := a.await(ctx, freezeProbeSelfMsg, time.Time{}, 30*time.Second); err != nil {
+		t.Fatalf("worker A: %v", err)
+	}
+	// The reaper declares A dead (no heartbeat for 2 s) and releases the
+	// run; B runs it to its end.
+	startChild(t, "worker B", env, frozenWorkerService)
+	waitAll(t, []*client.Handle{h}, time.Minute)
+
+	at := time.Now()
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	// The resumed execution asks before its first step, and is told.
+	if _, err := a.await(ctx, "lease lost: abandoning the run", at, 15*time.Second); err != nil {
+		t.Fatalf("resumed worker A: %v", err)
+	}
+	checkFreezeProbeSteps(t, dir, []*client.Handle{h}, a.cmd.Process.Pid)
 }

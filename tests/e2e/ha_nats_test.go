@@ -29,7 +29,7 @@ import (
 // process is given every node's URL: the dispatchers, reaper and
 // scheduler are processes of their own, connected as `kagzi serve`
 // connects (internal/natsutil), and the worker is the application's,
-// connected as the README shows, with nats.go's default pings. Each
+// connected as docs/deployment.md shows, with nats.go's default pings. Each
 // case counts the runs lost (acknowledged, never completed), the steps
 // whose result was recorded more than once and the step functions that
 // ran again, and measures the recovery: the longest pause in step starts
@@ -259,7 +259,7 @@ func startHARig(t *testing.T, c haCase, partitioned bool) *haRig {
 	startChild(t, "reaper", env, "reaper")
 	startChild(t, "scheduler", env, "scheduler")
 
-	// The worker's connection as the README shows it, every node listed;
+	// The worker's connection as docs/deployment.md shows it, every node listed;
 	// DontRandomize puts it on the first, the fault's victim for the
 	// worker's role and another node for the others.
 	r.victim = lnode

@@ -29,7 +29,7 @@ import (
 // The Postgres failover tests run the dispatcher, the reaper and the
 // scheduler as processes of their own, given a URL that lists a primary
 // and its streaming standby with target_session_attrs=read-write, as
-// README's "Postgres failover" tells operators to; a worker (NATS only)
+// docs/deployment.md's "Postgres failover" tells operators to; a worker (NATS only)
 // and a client run in the test. Mid-load the primary crashes (immediate
 // shutdown: no checkpoint, every session cut) and the standby is
 // promoted. The services must ride through: their pools reconnect to the

@@ -184,7 +184,7 @@ func TestPoolerServiceProcesses(t *testing.T) {
 }
 
 // A service whose session would go through the pooler (only the pooler's
-// URL given, as the README once implied) does not start: it exits at
+// URL given, as the documentation once implied) does not start: it exits at
 // once, as a configuration error (2), naming the variable to set.
 func TestPoolerSessionURLRefused(t *testing.T) {
 	t.Parallel()

@@ -134,6 +134,10 @@ type Charge struct {
 	Amount float64 `json:"amount"`
 	// FailTimes makes the (simulated) gateway fail that many attempts first.
 	FailTimes int `json:"fail_times"`
+	// BackoffMS, when set, is the wait after the first failure in place of
+	// the policy's 200 ms: a long one leaves the run backing off, to be
+	// retried now (`kagzi run retry-step`).
+	BackoffMS int64 `json:"backoff_ms,omitempty"`
 }
 
 // CardDeclined is a permanent failure: retrying cannot help.
@@ -148,6 +152,10 @@ func (e *CardDeclined) Error() string { return "card " + e.Card + " declined" }
 func ChargeCard(ctx workflow.Context, c Charge) (string, error) {
 	policy := retry.Policy{MaxAttempts: 6, InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 2,
 		MaxInterval: 5 * time.Second, NonRetryable: []string{"CardDeclined"}}
+	if c.BackoffMS > 0 {
+		policy.InitialInterval = time.Duration(c.BackoffMS) * time.Millisecond
+		policy.MaxInterval = max(policy.MaxInterval, policy.InitialInterval)
+	}
 	return workflow.Step(ctx, "charge", func(sctx context.Context) (string, error) {
 		info, _ := workflow.StepInfoFrom(sctx)
 		if c.Card == "0000" {

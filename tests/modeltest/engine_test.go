@@ -42,12 +42,17 @@ const (
 	SeedEnv = "KAGZI_MODEL_SEED"
 	// ProgramsEnv picks another number of programs than 300.
 	ProgramsEnv = "KAGZI_MODEL_PROGRAMS"
+	// ScenariosEnv picks another number of operator scenarios than 3.
+	ScenariosEnv = "KAGZI_MODEL_SCENARIOS"
 )
 
 // TestEngineMatchesModel runs 300 generated programs and every checked-in
 // regression case through the real services — a dispatcher, the reaper and
 // three workers, each its own process — over a database and a NATS server
-// of the test's own, and checks every run against the model.
+// of the test's own, and checks every run against the model; then some of
+// the programs again, paused and resumed, and three operator scenarios
+// (pauses, resumes, queries over search attributes, batches worked by the
+// reaper).
 func TestEngineMatchesModel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the services as processes")
@@ -69,6 +74,14 @@ func TestEngineMatchesModel(t *testing.T) {
 		}
 		programs = n
 	}
+	scenarios := 3
+	if v := os.Getenv(ScenariosEnv); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			t.Fatalf("%s=%q: want a count", ScenariosEnv, v)
+		}
+		scenarios = n
+	}
 	regs, err := modeltest.LoadRegressions("testdata/regressions.json")
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +96,9 @@ func TestEngineMatchesModel(t *testing.T) {
 		DatabaseURL: testdb.New(t), NATSURL: testnats.Start(t).URL(),
 		Timeout: 4 * time.Minute, LogLevel: "warn", Log: testLog{t},
 		ShrinkTries: 40, ShrinkMax: 3,
+		// Then a few operator scenarios: pauses, resumes, queries over
+		// search attributes and batches over the same engine.
+		Scenarios: scenarios,
 	}
 	for _, r := range regs {
 		o.Regressions = append(o.Regressions, r.Program)

@@ -15,7 +15,11 @@
 // program signals that it reached the point where they belong, and so its
 // cancel requests and terminations; Check tells the engine's outcome from
 // the model's. Shrink reduces a program whose outcome
-// differs to a minimal one that still differs. The package links no
+// differs to a minimal one that still differs. PausePoint picks programs
+// whose runs the driver pauses and resumes, which must end as the model
+// says all the same; a Scenario (operators.go) is what an operator does
+// to many runs — pauses, resumes, queries over search attributes,
+// batches — with the model of its every answer. The package links no
 // database driver: the worker binary registers the interpreter.
 package modeltest
 

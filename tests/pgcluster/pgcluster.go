@@ -22,6 +22,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kagzi/kagzi/tests/freeport"
 )
 
 // Cluster is a running throwaway cluster.
@@ -326,11 +328,4 @@ func (c *Cluster) cmd(ctx context.Context, tool string, args ...string) error {
 }
 
 // freePort returns a TCP port on host that was free a moment ago.
-func freePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func freePort(host string) (int, error) { return freeport.Port(host) }

@@ -17,12 +17,13 @@ import (
 // --roles` does it: migrated by its owner role, used by a runtime role.
 type RoleDB struct {
 	Roles dbadmin.Roles
-	// AdminURL, OwnerURL and RuntimeURL reach the database as the
-	// server's administrator, the owner role and the runtime role.
-	AdminURL, OwnerURL, RuntimeURL string
+	// AdminURL, OwnerURL, RuntimeURL and SQLURL reach the database as
+	// the server's administrator, the owner role, the runtime role and
+	// the SQL role.
+	AdminURL, OwnerURL, RuntimeURL, SQLURL string
 }
 
-// NewRoles creates an empty database and two roles of t's own (roles are
+// NewRoles creates an empty database and three roles of t's own (roles are
 // cluster-wide; the names are random), sets them up, and drops all three
 // when t ends. The roles are set up twice at once, as replicas of a
 // migrate job would.
@@ -34,13 +35,13 @@ func NewRoles(t testing.TB) *RoleDB {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	suffix := hex.EncodeToString(b[:])
-	r := dbadmin.Roles{Owner: "kagzi_owner_" + suffix, Runtime: "kagzi_runtime_" + suffix}
+	r := dbadmin.Roles{Owner: "kagzi_owner_" + suffix, Runtime: "kagzi_runtime_" + suffix, SQL: "kagzi_sql_" + suffix}
 	name := "kagzi_r_" + suffix
 	// Cleanups run last first: the database goes before its roles.
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := dbadmin.RolesDrop(ctx, admin, r.Owner, r.Runtime); err != nil {
+		if err := dbadmin.RolesDrop(ctx, admin, r.Owner, r.Runtime, r.SQL); err != nil {
 			t.Logf("drop roles: %v", err)
 		}
 	})
@@ -66,7 +67,11 @@ func NewRoles(t testing.TB) *RoleDB {
 	if err := dbadmin.RolesGrantRuntime(ctx, dbURL, r.Owner, r.Runtime); err != nil {
 		t.Fatal(err)
 	}
-	return &RoleDB{Roles: r, AdminURL: dbURL, OwnerURL: withUser(t, dbURL, r.Owner), RuntimeURL: withUser(t, dbURL, r.Runtime)}
+	if err := dbadmin.RolesGrantSQL(ctx, dbURL, r.SQL); err != nil {
+		t.Fatal(err)
+	}
+	return &RoleDB{Roles: r, AdminURL: dbURL, OwnerURL: withUser(t, dbURL, r.Owner), RuntimeURL: withUser(t, dbURL, r.Runtime),
+		SQLURL: withUser(t, dbURL, r.SQL)}
 }
 
 func withUser(t testing.TB, dbURL, user string) string {

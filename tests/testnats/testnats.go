@@ -25,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/internal/natsutil"
+	"github.com/kagzi/kagzi/tests/freeport"
 )
 
 // MaxPayload is the message size limit of the test servers, the one Kagzi
@@ -496,12 +497,11 @@ func StartClusterWith(t testing.TB, n int, o ClusterOptions) []*Server {
 	}
 	ports := make([]int, n)
 	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		p, err := freeport.Port("127.0.0.1", ports[:i]...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
+		ports[i] = p
 	}
 	out := make([]*Server, n)
 	for i := range out {

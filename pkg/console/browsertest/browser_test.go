@@ -26,7 +26,7 @@ import (
 // installs it in `make test`) headless through chromedp against the live
 // engine, and save screenshots of every view, light and dark, in
 // KAGZI_ARTIFACTS_DIR (default artifacts/console at the repository root,
-// ignored by git; docs/console holds the ones the README shows).
+// ignored by git; docs/console holds the ones docs/operations.md shows).
 
 func chromiumPath() string {
 	for _, name := range []string{"chromium", "chromium-browser"} {
@@ -342,8 +342,10 @@ func browserActions(t *testing.T, e *env, ctx context.Context) {
 			chromedp.WaitVisible(`#live.on`, chromedp.ByQuery), yes,
 			chromedp.SetValue(`form input[name=reason]`, "stuck order", chromedp.ByQuery),
 			chromedp.Click(`#btn-terminate`, chromedp.ByQuery),
-			chromedp.WaitVisible(`#run-status.s-cancelled`, chromedp.ByQuery),
-			chromedp.Text(`#run-error`, &errText, chromedp.ByQuery))
+			// Read in one script: the live refresh that shows the new
+			// status may replace the nodes between a query and a read.
+			until(`!!document.querySelector("#run-status.s-cancelled") && !!document.querySelector("#run-error")`),
+			chromedp.Evaluate(`(document.querySelector("#run-error") || {textContent: ""}).textContent`, &errText))
 		if !strings.Contains(errText, "stuck order") {
 			t.Fatalf("terminated run's error on the page: %q", errText)
 		}
@@ -365,8 +367,8 @@ func browserActions(t *testing.T, e *env, ctx context.Context) {
 			chromedp.SetValue(`#event-form input[name=name]`, "go", chromedp.ByQuery),
 			chromedp.SetValue(`#event-form input[name=payload]`, `"from the browser"`, chromedp.ByQuery),
 			chromedp.Click(`#event-form button`, chromedp.ByQuery),
-			chromedp.WaitVisible(`#run-status.s-completed`, chromedp.ByQuery),
-			chromedp.Text(`#run-output`, &out, chromedp.ByQuery))
+			until(`!!document.querySelector("#run-status.s-completed") && !!document.querySelector("#run-output")`),
+			chromedp.Evaluate(`(document.querySelector("#run-output") || {textContent: ""}).textContent`, &out))
 		if !strings.Contains(out, "got from the browser") {
 			t.Fatalf("output on the page after the event: %q", out)
 		}

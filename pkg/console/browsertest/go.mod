@@ -6,7 +6,7 @@ require (
 	github.com/chromedp/cdproto v0.0.0-20250724212937-08a3db8b4327
 	github.com/chromedp/chromedp v0.14.2
 	github.com/google/uuid v1.6.0
-	github.com/kagzi/kagzi v0.0.0
+	github.com/kagzi/kagzi v0.1.0
 	github.com/nats-io/nats.go v1.55.0
 )
 
@@ -70,5 +70,3 @@ require (
 	google.golang.org/grpc v1.84.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-replace github.com/kagzi/kagzi => ../../..

@@ -65,6 +65,9 @@
     if (form.getAttribute("data-goto") === "run" && body.run_id) {
       location.href = prefix + "/runs/" + encodeURIComponent(body.run_id) + "?ns=" + encodeURIComponent(ns); return;
     }
+    if (form.getAttribute("data-goto") === "batch" && body.batch_id) {
+      location.href = prefix + "/batches/" + encodeURIComponent(body.batch_id) + "?ns=" + encodeURIComponent(ns); return;
+    }
     toast("Done: " + JSON.stringify(body).slice(0, 200));
     if (form.getAttribute("data-refresh") || el.getAttribute("data-refresh") || page === "run") refresh();
   }
@@ -166,25 +169,44 @@
     if (page === "queues" && countsSeen) refreshQueues();
     countsSeen = true;
   });
+  // The batches page's table (#batches-live, not its form) and a batch's
+  // page (#batch-live) follow the stream's batch events: a batch moved or
+  // recorded outcomes. At most one read a second per page, none while no
+  // batch changes.
+  var batchTimer = null;
+  function refreshBatch(target) {
+    if (batchTimer || !window.htmx) return;
+    batchTimer = setTimeout(function () {
+      batchTimer = null;
+      if (busy > 0 || !document.getElementById(target)) return;
+      htmx.ajax("GET", location.href, { target: "#" + target, select: "#" + target, swap: "outerHTML" });
+    }, 1000);
+  }
+  es.addEventListener("batch", function (e) {
+    var b = JSON.parse(e.data);
+    if (page === "batches") { refreshBatch("batches-live"); return; }
+    var d = document.getElementById("batch-detail");
+    if (page === "batch" && d && d.getAttribute("data-batch-id") === b.batch_id) refreshBatch("batch-live");
+  });
   es.addEventListener("resync", function () { refreshSoon(); });
   es.addEventListener("schedule", function () { if (page === "schedules") refreshSoon(); });
   es.addEventListener("run", function (e) {
     var r = JSON.parse(e.data);
     if (page === "run") {
       var d = document.getElementById("run-detail");
-      if (d && d.getAttribute("data-run-id") === r.id) refreshSoon();
+      if (d && d.getAttribute("data-run-id") === r.run_id) refreshSoon();
       return;
     }
     if (page !== "runs") return;
     var table = document.getElementById("runs-table");
     if (!table) return;
-    var row = table.querySelector('tr[data-run-id="' + r.id + '"]');
+    var row = table.querySelector('tr[data-run-id="' + r.run_id + '"]');
     if (!row) {
       if (table.getAttribute("data-first-page") !== "true" || table.getAttribute("data-filter-other")) return;
       var fs = table.getAttribute("data-filter-status"), ft = table.getAttribute("data-filter-type"), fq = table.getAttribute("data-filter-queue");
       if ((fs && fs !== r.status) || (ft && ft !== r.type) || (fq && fq !== r.queue)) return;
       row = document.getElementById("run-row").content.firstElementChild.cloneNode(true);
-      row.setAttribute("data-run-id", r.id);
+      row.setAttribute("data-run-id", r.run_id);
       var body = document.getElementById("runs-body");
       var empty = body.querySelector("tr.empty"); if (empty) empty.remove();
       body.insertBefore(row, body.firstChild);
@@ -192,11 +214,11 @@
     }
     function set(f, v) { var el = row.querySelector('[data-field="' + f + '"]'); if (el) el.textContent = v; return el; }
     // As the server's "short": the last digits, the random ones of a UUID v7.
-    var link = set("link", "\u2026" + r.id.slice(-8));
-    link.setAttribute("href", prefix + "/runs/" + encodeURIComponent(r.id) + "?ns=" + encodeURIComponent(ns));
-    link.setAttribute("title", r.id);
+    var link = set("link", "\u2026" + r.run_id.slice(-8));
+    link.setAttribute("href", prefix + "/runs/" + encodeURIComponent(r.run_id) + "?ns=" + encodeURIComponent(ns));
+    link.setAttribute("title", r.run_id);
     var cp = row.querySelector("button.copy");
-    if (cp) { cp.setAttribute("data-copy", r.id); cp.setAttribute("title", "copy " + r.id); cp.setAttribute("aria-label", "copy " + r.id); }
+    if (cp) { cp.setAttribute("data-copy", r.run_id); cp.setAttribute("title", "copy " + r.run_id); cp.setAttribute("aria-label", "copy " + r.run_id); }
     set("type", r.type); set("queue", r.queue); set("attempts", r.attempts);
     set("external_id", r.external_id || ""); set("error", (r.error || "").slice(0, 80));
     if (!row.querySelector('[data-field="created"]').textContent) set("created", "just now");

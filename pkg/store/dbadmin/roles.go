@@ -11,21 +11,26 @@ import (
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
-// Roles name the two Postgres roles of a least-privilege deployment: the
-// owner of the schema, which migrations run as (migrate.UpAs), and the
+// Roles name the Postgres roles of a least-privilege deployment: the
+// owner of the schema, which migrations run as (migrate.UpAs); the
 // runtime role the services connect as, which may read and write rows
-// (DML) and nothing else: no DDL, no TRUNCATE, no ownership.
+// (DML) and nothing else: no DDL, no TRUNCATE, no ownership; and,
+// optionally, the SQL role, which may only call the functions that start
+// runs and send events (kagzi.start_run, kagzi.send_event: docs/sql.md),
+// for applications that use Kagzi from SQL.
 type Roles struct {
 	Owner, OwnerPassword     string
 	Runtime, RuntimePassword string
+	// SQL is the SQL role; "" makes none.
+	SQL, SQLPassword string
 }
 
 // rolesLockKey serialises role setups of one database (advisory locks
 // are per database); the session's end releases it.
 const rolesLockKey = 0x6b61677a6972 // "kagzir"
 
-// RolesEnsure creates the owner and runtime roles (LOGIN) unless they
-// exist, sets their passwords when given, and lets the owner create the
+// RolesEnsure creates the owner, runtime and (if named) SQL roles (LOGIN)
+// unless they exist, sets their passwords when given, and lets the owner create the
 // kagzi schema and the version table in the database at url. It needs a
 // connection allowed to create roles (a superuser, say). Roles are
 // cluster-wide: this is idempotent and safe to run concurrently, and it
@@ -34,6 +39,9 @@ const rolesLockKey = 0x6b61677a6972 // "kagzir"
 func RolesEnsure(ctx context.Context, url string, r Roles) error {
 	if r.Owner == "" || r.Runtime == "" || r.Owner == r.Runtime {
 		return fmt.Errorf("%w: two distinct role names are needed (owner %q, runtime %q)", store.ErrInvalidArgument, r.Owner, r.Runtime)
+	}
+	if r.SQL != "" && (r.SQL == r.Owner || r.SQL == r.Runtime) {
+		return fmt.Errorf("%w: the SQL role %q must differ from the owner and runtime roles", store.ErrInvalidArgument, r.SQL)
 	}
 	conn, err := store.ConnectSession(ctx, url, "roles")
 	if err != nil {
@@ -45,7 +53,11 @@ func RolesEnsure(ctx context.Context, url string, r Roles) error {
 	if err := lockRoles(ctx, conn); err != nil {
 		return err
 	}
-	for _, role := range []struct{ name, password string }{{r.Owner, r.OwnerPassword}, {r.Runtime, r.RuntimePassword}} {
+	roles := []struct{ name, password string }{{r.Owner, r.OwnerPassword}, {r.Runtime, r.RuntimePassword}}
+	if r.SQL != "" {
+		roles = append(roles, struct{ name, password string }{r.SQL, r.SQLPassword})
+	}
+	for _, role := range roles {
 		_, err := conn.Exec(ctx, withIdents(sqlRoleCreate, role.name))
 		var pe *pgconn.PgError
 		// 42710: it exists; 23505: a concurrent creation won the race.
@@ -67,12 +79,16 @@ func RolesEnsure(ctx context.Context, url string, r Roles) error {
 	if err := conn.QueryRow(ctx, sqlDatabaseCurrent).Scan(&db); err != nil {
 		return store.MapError("read database name", err)
 	}
-	for _, stmt := range []string{
+	stmts := []string{
 		withIdents(sqlGrantOwnerDatabase, db, r.Owner),
 		withIdents(sqlGrantRuntimeDatabase, db, r.Runtime),
 		withIdents(sqlGrantOwnerPublic, r.Owner),
 		sqlRevokePublicCreate,
-	} {
+	}
+	if r.SQL != "" {
+		stmts = append(stmts, withIdents(sqlGrantRuntimeDatabase, db, r.SQL))
+	}
+	for _, stmt := range stmts {
 		if _, err := conn.Exec(ctx, stmt); err != nil {
 			return store.MapError("grant to roles", err)
 		}
@@ -116,6 +132,34 @@ func RolesGrantRuntime(ctx context.Context, url, owner, runtime string) error {
 	} {
 		if _, err := conn.Exec(ctx, stmt); err != nil {
 			return store.MapError("grant runtime privileges", err)
+		}
+	}
+	return nil
+}
+
+// RolesGrantSQL lets role call the functions that start runs and send
+// events (kagzi.start_run and kagzi.send_event, docs/sql.md) in the
+// migrated database at url, and nothing else: USAGE on the kagzi schema,
+// which lets it name the schema's objects, and EXECUTE on those two
+// functions, which run as the schema's owner (SECURITY DEFINER). It is
+// granted no table, sequence or other function, and no default
+// privileges: what later migrations add stays closed to it. It runs as
+// the owner (or a superuser) and is idempotent.
+func RolesGrantSQL(ctx context.Context, url, role string) error {
+	conn, err := store.ConnectSession(ctx, url, "roles")
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	if err := lockRoles(ctx, conn); err != nil {
+		return err
+	}
+	for _, stmt := range []string{
+		withIdents(sqlGrantRuntimeSchema, role),
+		withIdents(sqlGrantSQLFunctions, role),
+	} {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			return store.MapError("grant SQL role privileges", err)
 		}
 	}
 	return nil

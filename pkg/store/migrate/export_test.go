@@ -7,7 +7,7 @@ import (
 
 // UpFS is Up with migration files of the tests' own.
 func UpFS(ctx context.Context, url string, fsys fs.FS) (int32, error) {
-	return upFS(ctx, url, fsys, nil)
+	return upFS(ctx, url, fsys, nil, nil)
 }
 
 // UpParts returns the up parts of the migration files of fsys as the

@@ -47,22 +47,40 @@ type migration struct {
 // works. A url that reaches a connection pooler is refused with an error
 // wrapping store.ErrSessionPooled.
 func Up(ctx context.Context, url string) (version int32, err error) {
-	return upFS(ctx, url, migrations.FS, nil)
+	return UpWith(ctx, url, Options{})
 }
 
 // UpAs is Up with the migrations run as role (SET ROLE), so that the
 // objects they create belong to it: a superuser can migrate on the owner
 // role's behalf (see package dbadmin's roles).
 func UpAs(ctx context.Context, url, role string) (int32, error) {
-	return upFS(ctx, url, migrations.FS, func(conn *pgx.Conn) error {
-		_, err := conn.Exec(ctx, fmt.Sprintf(sqlSetRole, pgx.Identifier{role}.Sanitize()))
-		return err
-	})
+	return UpWith(ctx, url, Options{Role: role})
+}
+
+// Options configure UpWith.
+type Options struct {
+	// Role, if set, runs the migrations as that role (see UpAs).
+	Role string
+	// Progress, if set, is told how many migrations were applied of how
+	// many were pending: once before the first (0) and after each.
+	Progress func(applied, pending int)
+}
+
+// UpWith is Up with options.
+func UpWith(ctx context.Context, url string, o Options) (int32, error) {
+	var setup func(*pgx.Conn) error
+	if o.Role != "" {
+		setup = func(conn *pgx.Conn) error {
+			_, err := conn.Exec(ctx, fmt.Sprintf(sqlSetRole, pgx.Identifier{o.Role}.Sanitize()))
+			return err
+		}
+	}
+	return upFS(ctx, url, migrations.FS, setup, o.Progress)
 }
 
 // upFS applies the migration files of fsys, after setup (if given)
 // prepared the connection.
-func upFS(ctx context.Context, url string, fsys fs.FS, setup func(*pgx.Conn) error) (int32, error) {
+func upFS(ctx context.Context, url string, fsys fs.FS, setup func(*pgx.Conn) error, progress func(applied, pending int)) (int32, error) {
 	ms, err := load(fsys)
 	if err != nil {
 		return 0, fmt.Errorf("migrate: load: %w", err)
@@ -84,7 +102,7 @@ func upFS(ctx context.Context, url string, fsys fs.FS, setup func(*pgx.Conn) err
 	if _, err := conn.Exec(ctx, sqlLock, pgx.NamedArgs{"key": lockKey}); err != nil {
 		return 0, fmt.Errorf("migrate: lock: %w", err)
 	}
-	return apply(ctx, conn, ms)
+	return apply(ctx, conn, ms, progress)
 }
 
 // load reads the migration files of fsys (NNN_name.sql) in version order,
@@ -155,7 +173,7 @@ func hasSQL(sql string) bool {
 // lock, from its recorded version to the last of ms: each migration and
 // its version bump in one transaction, so a failed migration leaves the
 // version at the one before it.
-func apply(ctx context.Context, conn *pgx.Conn, ms []migration) (int32, error) {
+func apply(ctx context.Context, conn *pgx.Conn, ms []migration, progress func(applied, pending int)) (int32, error) {
 	// Created only when missing, as tern did: an existing table needs no
 	// privilege beyond reading and updating it.
 	var exists bool
@@ -174,11 +192,18 @@ func apply(ctx context.Context, conn *pgx.Conn, ms []migration) (int32, error) {
 	if version < 0 || int(version) > len(ms) {
 		return version, fmt.Errorf("migrate: the database is at version %d, this Kagzi knows versions 0 to %d", version, len(ms))
 	}
-	for _, m := range ms[version:] {
+	pending := ms[version:]
+	if progress != nil {
+		progress(0, len(pending))
+	}
+	for i, m := range pending {
 		if err := applyOne(ctx, conn, m); err != nil {
 			return version, fmt.Errorf("migrate: %s: %w", m.name, err)
 		}
 		version = m.version
+		if progress != nil {
+			progress(i+1, len(pending))
+		}
 	}
 	return version, nil
 }

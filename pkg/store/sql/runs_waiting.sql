@@ -15,7 +15,12 @@ SELECT r.task_queue, r.workflow_type, r.version, r.status, r.available_at, r.att
 			AND x.status = 'RUNNING') END,
 	CASE WHEN l.max_per_key IS NOT NULL AND r.concurrency_key IS NOT NULL THEN (SELECT count(*) FROM kagzi.workflow_runs x
 		WHERE x.namespace_id = r.namespace_id AND x.task_queue = r.task_queue AND x.workflow_type = r.workflow_type
-			AND x.concurrency_key = r.concurrency_key AND x.status = 'RUNNING') END
+			AND x.concurrency_key = r.concurrency_key AND x.status = 'RUNNING') END,
+	r.paused_at IS NOT NULL, coalesce(r.paused_by, ''), coalesce(r.paused_reason, ''), r.paused_due_at,
+	(SELECT p.kind || ' ' || p.name || coalesce(' by ' || nullif(p.paused_by, ''), '') || coalesce(': ' || nullif(p.paused_reason, ''), '')
+		FROM kagzi.pauses p WHERE p.namespace_id = r.namespace_id
+			AND ((p.kind = 'queue' AND p.name = r.task_queue) OR (p.kind = 'type' AND p.name = r.workflow_type))
+		ORDER BY p.kind LIMIT 1)
 FROM kagzi.workflow_runs r
 LEFT JOIN LATERAL (
 	SELECT s.kind, s.status, s.step_id, s.retry_at, s.child_run_id FROM kagzi.step_runs s

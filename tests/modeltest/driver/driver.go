@@ -311,7 +311,12 @@ func (d *Driver) waitPending(id uuid.UUID, stepID string) bool {
 // pending reports whether the wait stepID of run id is in progress, or
 // over: the wait or the run ended.
 func (d *Driver) pending(id uuid.UUID, stepID string) (pending, over bool, err error) {
-	steps, err := d.Store.StepsList(d.ctx, d.Namespace, id)
+	return d.pendingCtx(d.ctx, id, stepID)
+}
+
+// pendingCtx is pending under ctx.
+func (d *Driver) pendingCtx(ctx context.Context, id uuid.UUID, stepID string) (pending, over bool, err error) {
+	steps, err := d.Store.StepsList(ctx, d.Namespace, id)
 	if err != nil {
 		return false, false, err
 	}
@@ -323,7 +328,7 @@ func (d *Driver) pending(id uuid.UUID, stepID string) (pending, over bool, err e
 			return false, true, nil
 		}
 	}
-	r, err := d.Store.RunsGet(d.ctx, d.Namespace, id)
+	r, err := d.Store.RunsGet(ctx, d.Namespace, id)
 	if err != nil {
 		return false, false, err
 	}

@@ -38,8 +38,11 @@ type Options struct {
 	Scenario string
 	Runs     int
 	Steps    int
-	// Rate is starts per second (latency, sleep and soak scenarios).
+	// Rate is starts per second (latency, sleep, soak and batch
+	// scenarios).
 	Rate float64
+	// BatchRate is the batch scenario's batch rate, in runs per second.
+	BatchRate int
 	// AdminURL is a Postgres URL on the server to create the bench database on.
 	AdminURL string
 	// NATSURL of a server to use; empty starts an embedded one.
@@ -61,6 +64,10 @@ type Options struct {
 	// Progress receives the report lines of the soak scenario as they
 	// come (nil: none).
 	Progress io.Writer
+	// Counter, if set, counts the runs the scenario waits for, as it
+	// learns how many (AddTotal), and those that finished (Add): the
+	// CLI's progress line.
+	Counter Counter
 
 	// Options of the scenarios of scenarios.go (idle, scale, connections,
 	// cron, recovery, soak); zero values take their defaults.
@@ -82,17 +89,18 @@ type Options struct {
 	// among its no-op runs, to measure how late sleeps wake under load
 	// (0: none, the plain figures).
 	Sleepers int
+	// Attributes: keyword search attributes each throughput or latency run sets (0 to 10).
+	Attributes int
 	// Compare names a system to run the same workload on afterwards, with
 	// the same accounting ("river"; throughput and latency).
 	Compare string
 	// Hops has the services record each run's dispatch hops and the
 	// latency scenario print each hop's percentiles (see internal/hops).
 	Hops bool
-	// PgBouncer puts a PgBouncer in transaction mode (internal/pgbouncer)
-	// in front of the bench database: the services' pooled work and the
-	// client's go through it, their sessions (the relay, the leaders)
-	// straight to Postgres (KAGZI_DATABASE_SESSION_URL), as in a
-	// production deployment with a pooler. Its CPU is counted.
+	// PgBouncer puts a PgBouncer in transaction mode (internal/pgbouncer) in front of
+	// the bench database: the services' pooled work and the client's go through it,
+	// their sessions (the relay, the leaders) straight to Postgres
+	// (KAGZI_DATABASE_SESSION_URL), as production with a pooler does. Its CPU is counted.
 	PgBouncer bool
 }
 
@@ -117,8 +125,7 @@ type Result struct {
 	Cost *Cost `json:"postgres,omitempty"`
 	// CPU is what the measured phase cost in CPU (throughput).
 	CPU *measure.CPU `json:"cpu,omitempty"`
-	// River is the same workload on River (--compare river), and
-	// Comparison the ratios with their targets.
+	// River is the same workload on River (--compare river); Comparison the ratios.
 	River      *RiverResult `json:"river,omitempty"`
 	Comparison []Ratio      `json:"comparison,omitempty"`
 	// Hops is the dispatch path hop by hop (latency with --hops).
@@ -144,8 +151,8 @@ func (o *Options) defaults() error {
 	if o.Concurrency <= 0 {
 		o.Concurrency = 200
 	}
-	if o.Steps < 0 {
-		return fmt.Errorf("%w: --steps %d must not be negative", store.ErrInvalidArgument, o.Steps)
+	if o.Steps < 0 || o.Attributes < 0 || o.Attributes > 10 {
+		return fmt.Errorf("%w: --steps %d must not be negative, --attributes %d 0 to 10", store.ErrInvalidArgument, o.Steps, o.Attributes)
 	}
 	switch o.Scenario {
 	case "throughput":
@@ -323,7 +330,7 @@ func (e *env) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	e.done, err = newDoneTracker(e.nc)
+	e.done, err = newDoneTracker(e.nc, e.o.Counter)
 	if err != nil {
 		return err
 	}
@@ -443,17 +450,25 @@ func (e *env) close(ctx context.Context) {
 }
 
 // doneTracker records when each run's finish event first arrived.
-type doneTracker struct {
-	sub  *nats.Subscription
-	mu   sync.Mutex
-	at   map[uuid.UUID]time.Time
-	stat map[uuid.UUID]string
-	want int
-	all  chan struct{}
+// Counter counts a scenario's runs (Options.Counter).
+type Counter interface {
+	AddTotal(n int64)
+	Add(n int64)
 }
 
-func newDoneTracker(nc *nats.Conn) (*doneTracker, error) {
-	d := &doneTracker{at: map[uuid.UUID]time.Time{}, stat: map[uuid.UUID]string{}, all: make(chan struct{})}
+type doneTracker struct {
+	// counter, if set, counts the runs expected and finished.
+	counter Counter
+	sub     *nats.Subscription
+	mu      sync.Mutex
+	at      map[uuid.UUID]time.Time
+	stat    map[uuid.UUID]string
+	want    int
+	all     chan struct{}
+}
+
+func newDoneTracker(nc *nats.Conn, counter Counter) (*doneTracker, error) {
+	d := &doneTracker{counter: counter, at: map[uuid.UUID]time.Time{}, stat: map[uuid.UUID]string{}, all: make(chan struct{})}
 	sub, err := nc.Subscribe(protocol.SubjectDoneAll, func(m *nats.Msg) {
 		now := time.Now()
 		var f protocol.RunFinished
@@ -466,6 +481,9 @@ func newDoneTracker(nc *nats.Conn) (*doneTracker, error) {
 			return
 		}
 		d.at[f.RunID], d.stat[f.RunID] = now, f.Status
+		if d.counter != nil {
+			d.counter.Add(1)
+		}
 		if d.want > 0 && len(d.at) == d.want {
 			close(d.all)
 		}
@@ -483,6 +501,9 @@ func (d *doneTracker) expect(n int) <-chan struct{} {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.want = n
+	if d.counter != nil {
+		d.counter.AddTotal(int64(n))
+	}
 	if len(d.at) >= n {
 		close(d.all)
 	}
@@ -513,6 +534,10 @@ func (e *env) throughput(ctx context.Context) (*Result, error) {
 	chunks := (o.Runs + chunk - 1) / chunk
 	sleeperChunks := max(1, (chunks+1)/2)
 	var sleepers []*client.Handle
+	attrs, err := e.attributes(ctx)
+	if err != nil {
+		return nil, err
+	}
 	for c, i := 0, 0; i < o.Runs || len(sleepers) < o.Sleepers; c, i = c+1, i+chunk {
 		n := max(0, min(chunk, o.Runs-i))
 		s := 0
@@ -523,7 +548,7 @@ func (e *env) throughput(ctx context.Context) (*Result, error) {
 		}
 		reqs := make([]client.StartRequest, n, n+s)
 		for j := range reqs {
-			reqs[j] = client.StartRequest{Type: "Noop", Input: map[string]int{"steps": o.Steps}}
+			reqs[j] = client.StartRequest{Type: "Noop", Input: map[string]int{"steps": o.Steps}, Options: client.StartOptions{Attributes: attrs}}
 		}
 		for range s {
 			reqs = append(reqs, sleepProbeStart())
@@ -570,6 +595,18 @@ func wait(ctx context.Context, all <-chan struct{}, n int, d *doneTracker) error
 	}
 }
 
+// attributes declares the attributes each run sets (--attributes), returns their values.
+func (e *env) attributes(ctx context.Context) (map[string]any, error) {
+	attrs := map[string]any{}
+	for i := range e.o.Attributes {
+		attrs[fmt.Sprint("a", i)] = fmt.Sprint("v", i)
+		if err := e.cl.DeclareAttribute(ctx, fmt.Sprint("a", i), client.AttributeKeyword); err != nil {
+			return nil, err
+		}
+	}
+	return attrs, nil
+}
+
 func (e *env) latency(ctx context.Context) (*Result, error) {
 	o := e.o
 	m, err := e.measureLatency(ctx, o.Runs, o.Rate)
@@ -595,7 +632,11 @@ type latencies struct {
 // them all.
 func (e *env) measureLatency(ctx context.Context, runs int, rate float64) (latencies, error) {
 	var m latencies
-	d, err := newDoneTracker(e.nc)
+	attrs, err := e.attributes(ctx)
+	if err != nil {
+		return m, err
+	}
+	d, err := newDoneTracker(e.nc, e.o.Counter)
 	if err != nil {
 		return m, err
 	}
@@ -617,7 +658,7 @@ func (e *env) measureLatency(ctx context.Context, runs int, rate float64) (laten
 			}
 		}
 		called[i] = time.Now()
-		h, err := e.cl.Start(ctx, "Probe", struct{}{}, client.StartOptions{})
+		h, err := e.cl.Start(ctx, "Probe", struct{}{}, client.StartOptions{Attributes: attrs})
 		if err != nil {
 			return m, err
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench/batchbench"
 	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench/measure"
 	"github.com/kagzi/kagzi/internal/stmtcount"
 	"github.com/kagzi/kagzi/pkg/client"
@@ -53,7 +54,7 @@ const (
 var DefaultSizes = []int{0, 1_000_000, 5_000_000}
 
 // Scenarios lists every scenario, in the order the docs describe them.
-var Scenarios = []string{"throughput", "latency", "sleep", "idle", "scale", "connections", "cron", "recovery", "console", "soak", "targets"}
+var Scenarios = []string{"throughput", "latency", "sleep", "idle", "scale", "connections", "cron", "recovery", "console", "soak", "targets", "batch"}
 
 // defaultWorkers is the number of worker processes of a scenario when
 // --workers is not given.
@@ -111,6 +112,19 @@ func (o *Options) scenarioDefaults() error {
 		}
 	case "soak":
 		o.soakDefaults()
+	case "batch":
+		if o.Runs <= 0 {
+			o.Runs = batchbench.DefaultRuns
+		}
+		if o.Rate <= 0 {
+			o.Rate = 200
+		}
+		if o.BatchRate == 0 {
+			o.BatchRate = batchbench.DefaultRate
+		}
+		if o.BatchRate < 0 || o.BatchRate > client.MaxBatchRate {
+			return fmt.Errorf("%w: --batch-rate %d: want 1 to %d", store.ErrInvalidArgument, o.BatchRate, client.MaxBatchRate)
+		}
 	case "recovery":
 		if o.Runs <= 0 {
 			o.Runs = DefaultRecoveryRuns
@@ -281,7 +295,7 @@ func (e *env) startWorkers(ctx context.Context, n int, extra ...string) ([]procW
 // and waits until every one has finished; it returns the time from the
 // first start to the last finish and how many did not complete.
 func (e *env) round(ctx context.Context, n, steps int) (time.Duration, int, error) {
-	d, err := newDoneTracker(e.nc)
+	d, err := newDoneTracker(e.nc, e.o.Counter)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -339,6 +353,11 @@ func (e *env) runExtra(ctx context.Context) (*Result, error) {
 		d, err = e.console(ctx)
 	case "soak":
 		d, err = e.soak(ctx)
+	case "batch":
+		d, err = batchbench.Run(ctx, batchbench.Deps{Client: e.cl, Log: e.o.Log, Measure: func(ctx context.Context, n int, rate float64) ([]float64, error) {
+			m, err := e.measureLatency(ctx, n, rate)
+			return m.dispatch, err
+		}}, batchbench.Options{Runs: e.o.Runs, BatchRate: e.o.BatchRate, Rate: e.o.Rate})
 	default:
 		err = fmt.Errorf("%w: unknown scenario %q", store.ErrInvalidArgument, e.o.Scenario)
 	}

@@ -18,16 +18,27 @@ func RunsTable(w io.Writer, runs []store.Run, fired bool) {
 	if fired {
 		fmt.Fprintln(w, "RUN ID\tFIRE TIME\tTYPE\tQUEUE\tSTATUS\tATTEMPTS\tCREATED")
 		for _, r := range runs {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, FmtTimeP(r.ScheduleFireAt), r.Type, r.Queue, r.Status,
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, FmtTimeP(r.ScheduleFireAt), r.Type, r.Queue, RunStatus(r),
 				r.Attempts, FmtTime(r.CreatedAt))
 		}
 		return
 	}
 	fmt.Fprintln(w, "RUN ID\tTYPE\tQUEUE\tSTATUS\tATTEMPTS\tCREATED\tEXTERNAL ID")
 	for _, r := range runs {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Type, r.Queue, r.Status, r.Attempts,
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Type, r.Queue, RunStatus(r), r.Attempts,
 			FmtTime(r.CreatedAt), OrDash(r.ExternalID))
 	}
+}
+
+// RunStatus is a run's STATUS cell: its status, marked "(paused)" while
+// the run is paused. A paused run keeps its status (docs/pause.md), as a
+// paused workflow stays Running in Temporal, and `status = 'RUNNING'`
+// still finds it; PAUSED alone is a paused schedule's status.
+func RunStatus(r store.Run) string {
+	if r.Paused != nil {
+		return string(r.Status) + " (paused)"
+	}
+	return string(r.Status)
 }
 
 // Ago formats a past time as an age ("3s ago") for liveness columns.

@@ -156,10 +156,28 @@ type RunJSON struct {
 	DebounceStarts int    `json:"debounce_starts,omitempty"`
 	ConcurrencyKey string `json:"concurrency_key,omitempty"`
 	RateLimitKey   string `json:"rate_limit_key,omitempty"`
+	// Paused says who paused the run, why and when; absent for a run that
+	// is not paused (run show, run list).
+	Paused *PauseJSON `json:"paused,omitempty"`
 	// TraceID is the run's trace in the OpenTelemetry backend.
 	TraceID string          `json:"trace_id,omitempty"`
 	Input   json.RawMessage `json:"input,omitempty"`
 	Output  json.RawMessage `json:"output,omitempty"`
+}
+
+// PauseJSON is a pause as the CLI prints it.
+type PauseJSON struct {
+	By     string    `json:"by"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+// ToPauseJSON prints a pause (nil for none).
+func ToPauseJSON(p *store.Pause) *PauseJSON {
+	if p == nil {
+		return nil
+	}
+	return &PauseJSON{By: p.By, Reason: p.Reason, At: p.At.UTC()}
 }
 
 // TraceID is the trace id of a W3C traceparent ("" if it is not one).
@@ -182,6 +200,7 @@ func ToRunJSON(r store.Run) RunJSON {
 		ScheduleID: r.ScheduleID, ScheduleFireAt: UTC(r.ScheduleFireAt), RetryPolicy: r.RetryPolicy,
 		TraceID: TraceID(r.TraceContext), Input: Payload(r.Input), Output: Payload(r.Output),
 		DebounceKey: r.DebounceKey, DebounceStarts: r.DebounceStarts, ConcurrencyKey: r.ConcurrencyKey, RateLimitKey: r.RateLimitKey,
+		Paused: ToPauseJSON(r.Paused),
 	}
 }
 
@@ -192,7 +211,7 @@ func ClientRunJSON(r client.Run) RunJSON {
 		CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, DeadlineAt: r.DeadlineAt,
 		ParentRunID: r.ParentRunID, ParentStepID: r.ParentStepID, ScheduleID: r.ScheduleID, RetryPolicy: r.RetryPolicy,
 		Input: r.Input, Output: r.Output, DebounceKey: r.DebounceKey, DebounceStarts: r.DebounceStarts,
-		ConcurrencyKey: r.ConcurrencyKey, RateLimitKey: r.RateLimitKey})
+		ConcurrencyKey: r.ConcurrencyKey, RateLimitKey: r.RateLimitKey, Paused: r.Paused})
 }
 
 // ToRunsJSON prints runs of the store.

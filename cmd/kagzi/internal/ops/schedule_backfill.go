@@ -81,8 +81,16 @@ move. At most ` + fmt.Sprint(store.MaxBackfill) + ` fire times; --to may not be 
 			if err != nil {
 				return err
 			}
+			// One transaction: the count is known at its end, the line
+			// shows the time meanwhile.
+			prog, err := a.Progress(cmd, "backfilling runs", 0)
+			if err != nil {
+				return err
+			}
+			prog.Start()
 			r, err := st.SchedulesBackfill(cmd.Context(), store.SchedulesBackfillParams{Namespace: a.Namespace, ScheduleID: id,
 				From: f, To: t, Overlap: policy, Now: now})
+			prog.Done(int64(len(r.Runs)))
 			if err != nil {
 				return err
 			}

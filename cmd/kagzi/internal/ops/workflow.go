@@ -11,13 +11,15 @@ import (
 func NewWorkflowCmd(a *cliutil.App) *cobra.Command {
 	c := cliutil.GroupCmd(&cobra.Command{
 		Use:     "workflow",
-		Aliases: []string{"workflows"},
-		Short:   "Manage workflow types: their default versions",
+		Aliases: []string{"workflows", "type", "types"},
+		Short:   "Manage workflow types: their default versions, pause and resume",
 		Example: `  kagzi workflow default-version ProcessOrder v2
+  kagzi workflow pause ProcessOrder --reason "bad deploy"
+  kagzi type resume ProcessOrder
   kagzi workflow default-version ProcessOrder --unset
   kagzi workflow default-version`,
 	})
-	c.AddCommand(newDefaultVersionCmd(a))
+	c.AddCommand(newDefaultVersionCmd(a), newScopePauseCmd(a, "type"), newScopeResumeCmd(a, "type"), newScopePausedCmd(a, "type"))
 	return c
 }
 

@@ -1,7 +1,9 @@
 package core
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"regexp"
@@ -64,25 +66,48 @@ type BuiltinField struct {
 	Kind   filter.Kind
 	// Nullable: IS NULL may hold.
 	Nullable bool
+	// Expr, when set, is the field's SQL over runs aliased r instead of
+	// the column (a field computed from one: paused).
+	Expr string
+}
+
+// SQL is the field's SQL over runs aliased r.
+func (f BuiltinField) SQL() string {
+	if f.Expr != "" {
+		return f.Expr
+	}
+	return "r." + f.Column
 }
 
 // BuiltinFields are the fields of every run, by their name in a query.
 var BuiltinFields = map[string]BuiltinField{
-	"type":            {"workflow_type", filter.Keyword, false},
-	"queue":           {"task_queue", filter.Keyword, false},
-	"status":          {"status", filter.Keyword, false},
-	"version":         {"version", filter.Keyword, false},
-	"external_id":     {"external_id", filter.Keyword, true},
-	"concurrency_key": {"concurrency_key", filter.Keyword, true},
-	"rate_key":        {"rate_key", filter.Keyword, true},
-	"debounce_key":    {"debounce_key", filter.Keyword, true},
-	"error":           {"error", filter.Text, true},
-	"priority":        {"priority", filter.Int, false},
-	"attempts":        {"attempts", filter.Int, false},
-	"created_at":      {"created_at", filter.Time, false},
-	"started_at":      {"started_at", filter.Time, true},
-	"finished_at":     {"finished_at", filter.Time, true},
-	"deadline_at":     {"deadline_at", filter.Time, true},
+	"type":            {"workflow_type", filter.Keyword, false, ""},
+	"queue":           {"task_queue", filter.Keyword, false, ""},
+	"status":          {"status", filter.Keyword, false, ""},
+	"version":         {"version", filter.Keyword, false, ""},
+	"external_id":     {"external_id", filter.Keyword, true, ""},
+	"concurrency_key": {"concurrency_key", filter.Keyword, true, ""},
+	"rate_key":        {"rate_key", filter.Keyword, true, ""},
+	"debounce_key":    {"debounce_key", filter.Keyword, true, ""},
+	"error":           {"error", filter.Text, true, ""},
+	"priority":        {"priority", filter.Int, false, ""},
+	"attempts":        {"attempts", filter.Int, false, ""},
+	"created_at":      {"created_at", filter.Time, false, ""},
+	"started_at":      {"started_at", filter.Time, true, ""},
+	"finished_at":     {"finished_at", filter.Time, true, ""},
+	"deadline_at":     {"deadline_at", filter.Time, true, ""},
+	// A live run that is paused (a run's pause ends with it). Its own
+	// pause only: a run of a paused queue or type is not.
+	"paused":    {"paused_at", filter.Bool, false, "(r.paused_at IS NOT NULL)"},
+	"paused_at": {"paused_at", filter.Time, true, ""},
+	"paused_by": {"paused_by", filter.Keyword, true, ""},
+	// The error type of the run's failed step (its latest attempt; the
+	// newest such step), as fork-many's --error-type reads it: NULL for a
+	// run with none. A scalar subquery through the steps' latest index,
+	// so it costs a lookup per run the rest of the query leaves.
+	"error_type": {"error_type", filter.Keyword, true,
+		"(SELECT s.error_type FROM kagzi.step_runs s WHERE s.run_id = r.run_id AND s.is_latest AND s.status = 'FAILED' " +
+			"ORDER BY s.created_at DESC, s.step_id LIMIT 1)"},
 }
 
 // AttrRow is one stored value of a run's attribute: exactly one of the
@@ -219,8 +244,15 @@ func attrValues(name string, k filter.Kind, v any) ([]AttrRow, error) {
 		if len(x) == 0 || len(x) > MaxKeywordValues {
 			return nil, bad("a list of %d values; give 1 to %d", len(x), MaxKeywordValues)
 		}
+		// A list holds distinct values: a repeated one is kept once, so
+		// a run is one row of each value it holds (a listing joins them).
 		var out []AttrRow
+		seen := make(map[string]bool, len(x))
 		for _, s := range x {
+			if seen[s] {
+				continue
+			}
+			seen[s] = true
 			r, err := text(s)
 			if err != nil {
 				return nil, err
@@ -343,15 +375,27 @@ func AttributeKinds(ctx context.Context, db DBTX, namespace string) (map[string]
 	return out, MapErr("read declared attributes", rows.Err())
 }
 
+// KindsRead holds the declared kinds read by one call that checks many
+// starts' attributes, by namespace, so a StartMany of a thousand runs
+// reads them once, not a thousand times (nil: read each time).
+type KindsRead map[string]map[string]filter.Kind
+
 // CheckAttributes reads the namespace's declared kinds (only when attrs
-// has any) and returns attrs's rows (AttributeRows).
-func CheckAttributes(ctx context.Context, db DBTX, namespace string, attrs map[string]any) ([]AttrRow, error) {
+// has any, and once per namespace into read) and returns attrs's rows
+// (AttributeRows).
+func CheckAttributes(ctx context.Context, db DBTX, namespace string, attrs map[string]any, read KindsRead) ([]AttrRow, error) {
 	if len(attrs) == 0 {
 		return nil, nil
 	}
-	declared, err := AttributeKinds(ctx, db, namespace)
-	if err != nil {
-		return nil, err
+	declared, ok := read[namespace]
+	if !ok {
+		var err error
+		if declared, err = AttributeKinds(ctx, db, namespace); err != nil {
+			return nil, err
+		}
+		if read != nil {
+			read[namespace] = declared
+		}
 	}
 	return AttributeRows(attrs, declared)
 }
@@ -381,4 +425,129 @@ func RunAttributes(ctx context.Context, db DBTX, namespace string, runID uuid.UU
 		out[n] = AttributeValue(rs)
 	}
 	return out, nil
+}
+
+// AttributesFromJSON reads a JSON object of attribute values, as a
+// workflow sets them (workflow.SetAttributes), by the kinds declared: a
+// keyword is a string or a list of strings, a text a string, an int an
+// integer, a float a number, a bool true or false, a time an RFC 3339
+// string; null removes the attribute. It returns the values to set and
+// the names to remove, each name declared.
+func AttributesFromJSON(raw []byte, declared map[string]filter.Kind) (set map[string]any, remove []string, err error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+		return nil, nil, fmt.Errorf("%w: attributes must be a JSON object", ErrAttribute)
+	}
+	set = map[string]any{}
+	for name, v := range obj {
+		k, ok := declared[name]
+		if !ok {
+			return nil, nil, undeclared(name, declared)
+		}
+		if string(bytes.TrimSpace(v)) == "null" {
+			remove = append(remove, name)
+			continue
+		}
+		var val any
+		var derr error
+		switch k {
+		case filter.Keyword:
+			if val, derr = decodeAs[[]string](v); derr != nil {
+				val, derr = decodeAs[string](v)
+			}
+		case filter.Text:
+			val, derr = decodeAs[string](v)
+		case filter.Int:
+			val, derr = decodeAs[int64](v)
+		case filter.Float:
+			val, derr = decodeAs[float64](v)
+		case filter.Bool:
+			val, derr = decodeAs[bool](v)
+		case filter.Time:
+			val, derr = decodeAs[time.Time](v)
+		}
+		if derr != nil {
+			return nil, nil, fmt.Errorf("%w %q (%s): %s does not fit a %s attribute", ErrAttribute, name, k, clipJSON(v), k)
+		}
+		set[name] = val
+	}
+	sort.Strings(remove)
+	return set, remove, nil
+}
+
+// decodeAs decodes v as a T, returned as the attribute value it is.
+func decodeAs[T any](v []byte) (any, error) {
+	var x T
+	err := json.Unmarshal(v, &x)
+	return x, err
+}
+
+// clipJSON is a value as an error quotes it: at most 100 bytes.
+func clipJSON(v []byte) string {
+	if len(v) > 100 {
+		return string(v[:100]) + "…"
+	}
+	return string(v)
+}
+
+// The statements that change a run's attributes apart from its start,
+// written in sql/attributes.sql.
+var (
+	runsAttributesAddSQL    = stmt("RunsAttributesAdd")
+	runsAttributesRemoveSQL = stmt("RunsAttributesRemove")
+)
+
+// AddAttributes inserts rows as run id's attributes.
+func AddAttributes(ctx context.Context, db DBTX, id uuid.UUID, rows []AttrRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	var a AttrArrays
+	a.Add(id, rows)
+	_, err := runsAttributesAddSQL.Exec(ctx, db, pgx.NamedArgs{"attr_run_ids": a.RunIDs, "attr_names": a.Names,
+		"attr_texts": a.Texts, "attr_ints": a.Ints, "attr_floats": a.Floats, "attr_bools": a.Bools, "attr_times": a.Times})
+	return MapErr("add attributes", err)
+}
+
+// MergeAttributes is the run's attributes with raw (a JSON object of name
+// to value, null removing the name, as AttributesFromJSON reads it)
+// applied, checked against the declarations and the run's limits, and
+// every name they touch. An error that is not ErrAttribute is the
+// store's.
+func MergeAttributes(ctx context.Context, db DBTX, namespace string, runID uuid.UUID, raw []byte,
+	declared map[string]filter.Kind) (rows []AttrRow, names []string, err error) {
+	set, remove, err := AttributesFromJSON(raw, declared)
+	if err != nil {
+		return nil, nil, err
+	}
+	have, err := RunAttributes(ctx, db, namespace, runID)
+	if err != nil {
+		return nil, nil, err
+	}
+	names = make([]string, 0, len(have)+len(set))
+	for n := range have {
+		names = append(names, n)
+	}
+	for n, v := range set {
+		if _, ok := have[n]; !ok {
+			names = append(names, n)
+		}
+		have[n] = v
+	}
+	for _, n := range remove {
+		delete(have, n)
+	}
+	if rows, err = AttributeRows(have, declared); err != nil {
+		return nil, nil, err
+	}
+	return rows, names, nil
+}
+
+// ReplaceAttributes makes rows the run's values of names: the values it
+// held of them are removed, rows are inserted (MergeAttributes's result).
+func ReplaceAttributes(ctx context.Context, db DBTX, namespace string, runID uuid.UUID, names []string, rows []AttrRow) error {
+	if _, err := runsAttributesRemoveSQL.Exec(ctx, db, pgx.NamedArgs{"namespace": namespace, "run_id": runID, "names": names}); err != nil {
+		return MapErr("set attributes", err)
+	}
+	return AddAttributes(ctx, db, runID, rows)
 }

@@ -127,6 +127,19 @@ func EncodePolicy(p *retry.Policy) ([]byte, error) {
 	return json.Marshal(q)
 }
 
+// EncodeOverride checks new retry options given to a failing step
+// (retry.Policy.ValidateOverride: each field set within its bound) and
+// encodes the fields set; options that set none encode to nil.
+func EncodeOverride(p *retry.Policy) ([]byte, error) {
+	if p == nil || p.IsZero() {
+		return nil, nil
+	}
+	if err := p.ValidateOverride(); err != nil {
+		return nil, Invalidf("%v", err)
+	}
+	return json.Marshal(p.Overriding())
+}
+
 // Cursor marks a position in a newest-first listing.
 type Cursor struct {
 	CreatedAt time.Time

@@ -67,6 +67,22 @@ func IsDeadlock(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "40P01"
 }
 
+// IsTransient reports whether err is a clash that the same work may not
+// meet again: a deadlock broken by aborting this side (40P01), a
+// serialization failure (40001), or a statement refused because an
+// earlier one of its transaction was aborted so (25P02).
+func IsTransient(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code {
+	case "40P01", "40001", "25P02":
+		return true
+	}
+	return false
+}
+
 // MapErr turns driver errors into the store's typed errors, keeping the
 // original for inspection. what names the operation for the message.
 func MapErr(what string, err error) error {

@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/kagzi/kagzi/pkg/kagzitype"
+	"github.com/kagzi/kagzi/pkg/retry"
 )
 
 // The row types the client hands to applications are kagzitype's, written
@@ -19,6 +20,8 @@ type (
 	// PAUSED). Input and Output are filled by the methods that say so
 	// (RunsGet, RunsClaim); list methods leave them nil.
 	Run = kagzitype.Run
+	// Pause is who paused a run, a queue or a type, why and when.
+	Pause = kagzitype.Pause
 	// ParentClosePolicy says what happens to a live child run when its
 	// parent reaches a terminal status.
 	ParentClosePolicy = kagzitype.ParentClosePolicy
@@ -190,6 +193,10 @@ type StepState struct {
 	OutputSize int
 	// NonRetryable: the failed attempt's error was marked non-retryable.
 	NonRetryable bool
+	// RetryOverride is, for a failed attempt, the latest new retry options
+	// the step was given in run attempt RunAttempt (RunsRetryStepNow): the
+	// fields set replace the code's policy (nil: none).
+	RetryOverride *retry.Policy
 }
 
 // ClaimedRun is a run handed to a worker by RunsClaim.

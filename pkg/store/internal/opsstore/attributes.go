@@ -20,6 +20,7 @@ var (
 	attributesListSQL    = stmt("AttributesList")
 	attributesHeldSQL    = stmt("AttributesHeld")
 	attributesDeleteSQL  = stmt("AttributesDelete")
+	attributesLockRunSQL = stmt("AttributesLockRun")
 )
 
 // AttributeKind is the kind of a search attribute: keyword (which may hold
@@ -103,6 +104,31 @@ func (s *Ops) AttributesDelete(ctx context.Context, namespace, name string) erro
 // time.Time. A run without any has an empty map.
 func (s *Ops) RunAttributes(ctx context.Context, namespace string, runID uuid.UUID) (map[string]any, error) {
 	return core.RunAttributes(ctx, s.h.DB, namespace, runID)
+}
+
+// RunsAttributesChange applies changes, a JSON object of attribute name to
+// value (null removes the name), to a run's search attributes, live or
+// finished, as a workflow's SetAttributes does: a value set replaces every
+// value the run held of that name. The run is locked for the caller's
+// transaction. No such run (a schedule template is none) is ErrNotFound;
+// a name no longer declared, or values past the run's limits, are
+// ErrAttribute and change nothing.
+func (s *Ops) RunsAttributesChange(ctx context.Context, namespace string, runID uuid.UUID, changes []byte) error {
+	return s.inTx(ctx, func(tx *Ops) error {
+		var st string
+		if err := attributesLockRunSQL.QueryRow(ctx, tx.h.DB, pgx.NamedArgs{"namespace": namespace, "run_id": runID}).Scan(&st); err != nil {
+			return mapErr(fmt.Sprintf("run %s", runID), err)
+		}
+		declared, err := core.AttributeKinds(ctx, tx.h.DB, namespace)
+		if err != nil {
+			return err
+		}
+		rows, names, err := core.MergeAttributes(ctx, tx.h.DB, namespace, runID, changes, declared)
+		if err != nil {
+			return fmt.Errorf("run %s: %w", runID, err)
+		}
+		return core.ReplaceAttributes(ctx, tx.h.DB, namespace, runID, names, rows)
+	})
 }
 
 // fields returns the fields a query of the namespace may name: the

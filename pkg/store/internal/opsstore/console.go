@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/kagzi/kagzi/pkg/store/internal/core"
 )
 
 // The queries of the web console (pkg/console): searches and summaries
@@ -123,7 +125,7 @@ func (s *Ops) RunsSearch(ctx context.Context, p RunsSearchParams) (runs []Run, n
 		if err != nil {
 			return nil, nil, mapErr("search runs", err)
 		}
-		if runs, err = collectRuns(rows); err != nil {
+		if runs, err = collectSearchRuns(rows); err != nil {
 			return nil, nil, mapErr("search runs", err)
 		}
 	} else {
@@ -131,19 +133,23 @@ func (s *Ops) RunsSearch(ctx context.Context, p RunsSearchParams) (runs []Run, n
 		if err != nil {
 			return nil, nil, err
 		}
-		clause, qargs, err := BuildWhere(p.Query, attrs)
+		clause, drive, qargs, err := buildSearch(p.Query, attrs, true)
 		if err != nil {
 			return nil, nil, err
 		}
 		for k, v := range qargs {
 			args[k] = v
 		}
+		text := withQuery(consoleRunsSearchSQL, clause)
+		if drive != "" {
+			text = withDrive(text, drive)
+		}
 		err = s.queryTx(ctx, "search runs", func(tx *Ops) error {
-			rows, err := tx.h.DB.Query(ctx, withQuery(consoleRunsSearchSQL, clause), args)
+			rows, err := tx.h.DB.Query(ctx, text, args)
 			if err != nil {
 				return mapErr("search runs", err)
 			}
-			runs, err = collectRuns(rows)
+			runs, err = collectSearchRuns(rows)
 			return mapErr("search runs", err)
 		})
 		if err != nil {
@@ -156,6 +162,20 @@ func (s *Ops) RunsSearch(ctx context.Context, p RunsSearchParams) (runs []Run, n
 		next = &Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
 	}
 	return runs, next, nil
+}
+
+// collectSearchRuns reads ConsoleRunsSearch's rows: the runs, each with
+// its pause.
+func collectSearchRuns(rows pgx.Rows) ([]Run, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) {
+		var at *time.Time
+		var by, reason string
+		r, err := scanRun(row, &at, &by, &reason)
+		if err == nil && at != nil {
+			r.Paused = &core.Pause{By: by, Reason: reason, At: *at}
+		}
+		return r, err
+	})
 }
 
 // RunsGetMany returns the runs of a namespace with these ids (without
@@ -303,23 +323,37 @@ func (s *Ops) Namespaces(ctx context.Context) ([]string, error) {
 	return out, mapErr("namespaces", rows.Err())
 }
 
-// RunsLiveStatuses returns the status of each live (pending, running,
-// sleeping) run of a namespace, at most limit of them: the console's
-// starting point for keeping counts from events.
-func (s *Ops) RunsLiveStatuses(ctx context.Context, namespace string, limit int) (map[uuid.UUID]RunStatus, error) {
+// LiveRun is a live run's status and queue, as the console keeps it.
+type LiveRun struct {
+	Status RunStatus
+	Queue  string
+}
+
+// RunsLiveStatuses returns the status and queue of each live (pending,
+// running, sleeping) run of a namespace, at most limit of them: the
+// console's starting point for keeping counts, per status and per queue,
+// from events.
+func (s *Ops) RunsLiveStatuses(ctx context.Context, namespace string, limit int) (map[uuid.UUID]LiveRun, error) {
 	rows, err := consoleRunsLiveStatusesSQL.Query(ctx, s.h.DB, pgx.NamedArgs{"namespace": namespace, "limit": limit})
 	if err != nil {
 		return nil, mapErr("live statuses", err)
 	}
 	defer rows.Close()
-	out := map[uuid.UUID]RunStatus{}
+	out := map[uuid.UUID]LiveRun{}
+	// A namespace has few queues: each name is kept once, not per run.
+	queues := map[string]string{}
 	for rows.Next() {
 		var id uuid.UUID
-		var st RunStatus
-		if err := rows.Scan(&id, &st); err != nil {
+		var r LiveRun
+		if err := rows.Scan(&id, &r.Status, &r.Queue); err != nil {
 			return nil, mapErr("live statuses", err)
 		}
-		out[id] = st
+		if q, ok := queues[r.Queue]; ok {
+			r.Queue = q
+		} else {
+			queues[r.Queue] = r.Queue
+		}
+		out[id] = r
 	}
 	return out, mapErr("live statuses", rows.Err())
 }

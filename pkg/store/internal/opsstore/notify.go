@@ -22,6 +22,7 @@ const (
 	NotifyCancel   NotificationKind = "c" // a running run was terminated or asked to cancel
 	NotifySchedule NotificationKind = "s" // a schedule template changed
 	NotifyProgress NotificationKind = "p" // a run recorded a progress step (protocol.ProgressPrefixes)
+	NotifyBatch    NotificationKind = "b" // a batch was created, changed state or recorded outcomes (RunID is the batch's id)
 )
 
 // FinishedRun is one entry of a NotifyDone notification.
@@ -36,13 +37,17 @@ type Notification struct {
 	Namespace string
 	Queue     string     // NotifyReady
 	At        *time.Time // NotifyReady: earliest due; NotifySchedule: next fire (nil: none)
-	RunID     uuid.UUID  // NotifyCancel, NotifySchedule (the template)
+	RunID     uuid.UUID  // NotifyCancel, NotifySchedule (the template), NotifyBatch (the batch)
 	WorkerID  uuid.UUID  // NotifyCancel: the holder
 	// Terminate (NotifyCancel): the run was terminated and its lease is
 	// void; otherwise it was asked to cancel and its lease holds.
 	Terminate bool
 	Finished  []FinishedRun // NotifyDone
 	StepID    string        // NotifyProgress: the step recorded
+	// BatchState (NotifyBatch) is the batch's state; BatchMoved says it
+	// was created or changed state (else it recorded outcomes).
+	BatchState string
+	BatchMoved bool
 }
 
 type rawNotification struct {
@@ -97,6 +102,11 @@ func ParseNotification(payload string) (Notification, error) {
 	case NotifyProgress:
 		if n.RunID == uuid.Nil || n.StepID == "" {
 			return Notification{}, invalidf("progress notification %q: needs run and step", clip(payload))
+		}
+	case NotifyBatch:
+		n.StepID, n.Terminate, n.BatchState, n.BatchMoved = "", false, r.St, r.R
+		if n.RunID == uuid.Nil || n.BatchState == "" {
+			return Notification{}, invalidf("batch notification %q: needs batch id and state", clip(payload))
 		}
 	default:
 		return Notification{}, invalidf("notification %q: unknown kind %q", clip(payload), r.K)

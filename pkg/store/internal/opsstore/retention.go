@@ -3,11 +3,14 @@ package opsstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kagzi/kagzi/internal/durations"
+	"github.com/kagzi/kagzi/pkg/store/internal/core"
 )
 
 // Retention: finished runs are deleted, with every row that belongs to
@@ -268,14 +271,44 @@ func (s *Ops) RunsDeleteExpired(ctx context.Context, p RunsDeleteExpiredParams) 
 		return 0, err
 	}
 	var n int64
+	var st *string
 	// One statement, so one transaction even on a pool: its
 	// data-modifying CTEs commit together or not at all.
-	err := retentionDeleteExpiredSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"now": p.Now, "limit": p.Limit}).Scan(&n)
+	err := retentionDeleteExpiredSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"now": p.Now, "limit": p.Limit, "run_id": nil,
+		"namespace": ""}).Scan(&n, &st)
 	if err != nil {
 		return 0, mapErr("delete expired runs", err)
 	}
 	return n, nil
 }
+
+// RunsDelete deletes one finished run of the namespace with every row that
+// belongs to it, as retention deletes a run (RunsDeleteExpired's
+// statement, by id): a batch's delete. A run that is not finished, or a
+// child whose parent has not finished, or a run another transaction holds
+// (a retry under way) is ErrConflict; no such run (a schedule template is
+// none) is ErrNotFound.
+func (s *Ops) RunsDelete(ctx context.Context, namespace string, id uuid.UUID) error {
+	var n int64
+	var st *string
+	err := retentionDeleteExpiredSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"now": time.Now(), "limit": 1, "run_id": id,
+		"namespace": namespace}).Scan(&n, &st)
+	switch {
+	case err != nil:
+		return mapErr(fmt.Sprintf("delete run %s", id), err)
+	case n == 1:
+		return nil
+	case st == nil:
+		return fmt.Errorf("delete run %s: %w", id, ErrNotFound)
+	case !slices.Contains(finishedStatuses, *st):
+		return fmt.Errorf("delete run %s: %w: it is %s; only a finished run is deleted", id, ErrConflict, *st)
+	}
+	return fmt.Errorf("delete run %s: %w: its parent has not finished, or another transaction holds it", id, ErrConflict)
+}
+
+// finishedStatuses are the statuses of a finished run, which retention and
+// a batch's delete take.
+var finishedStatuses = []string{string(core.StatusCompleted), string(core.StatusFailed), string(core.StatusCancelled)}
 
 // Orphans counts the rows of the tables that belong to runs (step_runs,
 // workflow_events) whose run does not exist. A run goes

@@ -275,6 +275,8 @@ type RunsForkManyParams struct {
 	Namespace string
 	// Type selects runs of this workflow type ("" any).
 	Type string
+	// RunID selects this run only (uuid.Nil: any).
+	RunID uuid.UUID
 	// Status selects runs in this status ("" FAILED).
 	Status RunStatus
 	// ErrorGroup selects runs whose error has this fingerprint, as the
@@ -359,9 +361,13 @@ func (s *Ops) RunsForkMany(ctx context.Context, p RunsForkManyParams) (RunsForkM
 		return RunsForkManyResult{}, invalidf("limit %d is outside 1..%d", p.Limit, MaxForkMany)
 	}
 	var res RunsForkManyResult
+	var runID *uuid.UUID
+	if p.RunID != uuid.Nil {
+		runID = &p.RunID
+	}
 	err := s.inTx(ctx, func(tx *Ops) error {
 		rows, err := runsForkSelectSQL.Query(ctx, tx.h.DB, pgx.NamedArgs{"namespace": p.Namespace, "status": string(p.Status),
-			"type": p.Type, "after": p.FinishedAfter, "before": p.FinishedBefore, "error_group": p.ErrorGroup,
+			"type": p.Type, "run_id": runID, "after": p.FinishedAfter, "before": p.FinishedBefore, "error_group": p.ErrorGroup,
 			"error_type": p.ErrorType, "step": p.Step, "from_failed": p.FromFailedStep, "limit": p.Limit})
 		if err != nil {
 			return mapErr("fork runs: select", err)

@@ -38,6 +38,8 @@ type (
 	// StepState is the latest attempt of a step as delivered with a claimed
 	// run: enough for replay without a round trip per step.
 	StepState = core.StepState
+	// Pause is who paused a run, a queue or a type, why and when.
+	Pause = core.Pause
 	// ClaimedRun is a run handed to a worker by RunsClaim.
 	ClaimedRun = core.ClaimedRun
 )
@@ -60,6 +62,7 @@ const (
 	StatusScheduled = core.StatusScheduled
 	StatusPaused    = core.StatusPaused
 	StepChild       = core.StepChild
+	StepFunction    = core.StepFunction
 	StepPending     = core.StepPending
 	StepRunning     = core.StepRunning
 	StepCompleted   = core.StepCompleted

@@ -39,7 +39,7 @@ func ValidateStep(s *Runs, ctx context.Context, p *StepsRecordParams) error {
 // ValidateCreate checks p as RunsCreate does and returns its encoded
 // retry policy.
 func ValidateCreate(s *Runs, ctx context.Context, p *RunsCreateParams) ([]byte, error) {
-	return s.validateCreate(ctx, p)
+	return s.validateCreate(ctx, p, nil)
 }
 
 // RunsInsert inserts the runs of ps (see runsInsert).

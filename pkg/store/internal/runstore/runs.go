@@ -3,6 +3,7 @@ package runstore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -20,9 +21,14 @@ func (s *Runs) RunsGet(ctx context.Context, namespace string, id uuid.UUID) (Run
 	var cont *uuid.UUID
 	var dkey, ckey, rkey string
 	var dstarts int
-	run, err := scanRun(row, &in, &out, &cont, &dkey, &dstarts, &ckey, &rkey)
+	var pausedAt *time.Time
+	var pausedBy, pausedReason string
+	run, err := scanRun(row, &in, &out, &cont, &dkey, &dstarts, &ckey, &rkey, &pausedAt, &pausedBy, &pausedReason)
 	if err != nil {
 		return Run{}, mapErr(fmt.Sprintf("get run %s", id), err)
+	}
+	if pausedAt != nil {
+		run.Paused = &Pause{By: pausedBy, Reason: pausedReason, At: *pausedAt}
 	}
 	run.Input, run.Output, run.ContinuedAs = in, out, cont
 	run.DebounceKey, run.DebounceStarts = dkey, dstarts

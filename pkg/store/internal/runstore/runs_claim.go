@@ -2,7 +2,9 @@ package runstore
 
 import (
 	"context"
+	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,14 +47,20 @@ type RunsClaimParams struct {
 // The second makes it claim nothing when a run with a rate key of a
 // requested type is due (RunsClaim then runs runsClaimFlowSQL): one probe
 // of workflow_runs_claim_rate_due_idx, which holds only rate-keyed runs
-// and is empty when no run has a rate key.
+// and is empty when no run has a rate key. The third makes it claim
+// nothing when the queue or a requested type is paused (kagzi.pauses, a
+// probe of its key; the table is empty while nothing is paused):
+// RunsClaim then claims again without the paused types. A paused run
+// needs no test: it has no due time, so no claim index holds it
+// (022_pause.sql).
 //
 // Every claim statement (this one, runsClaimLimitedSQL, runsClaimFlowSQL)
 // ends with the same update: it claims the runs of CTE c and returns them
 // with their inputs and the latest attempt of each of their steps, read in
 // one scan of the latest-step index per run (st, ordered by step id);
-// tries (the retry budget used) is counted only for a failed latest
-// attempt. Payloads larger than @inline_bytes bytes are returned as their
+// tries (the retry budget used) and overrides (the latest new retry
+// options of the step in the attempt's run attempt, see RetryStepNow) are
+// read only for a failed latest attempt. Payloads larger than @inline_bytes bytes are returned as their
 // size only (octet_length reads a stored value's size without reading the
 // value). scanClaimed reads its rows.
 var runsClaimSQL = stmt("RunsClaim")
@@ -74,7 +82,7 @@ var limitedTypesSQL = stmt("RunsClaimRoute")
 // claimStatement picks the claim statement RunsClaim would run for args.
 func (s *Runs) claimStatement(ctx context.Context, db DBTX, args pgx.NamedArgs) (*namedSQL, pgx.NamedArgs, error) {
 	var r claimRoute
-	if err := limitedTypesSQL.QueryRow(ctx, db, limitedTypesArgs(args)).Scan(&r.limited, &r.keyed, &r.rateDue); err != nil {
+	if err := limitedTypesSQL.QueryRow(ctx, db, limitedTypesArgs(args)).Scan(&r.limited, &r.keyed, &r.rateDue, &r.queuePaused, &r.pausedTypes); err != nil {
 		return nil, nil, mapErr("claim runs: read limits", err)
 	}
 	q, qargs := r.statement(args)
@@ -171,12 +179,24 @@ func (s *Runs) runsClaim(ctx context.Context, p RunsClaimParams, stats *ClaimSta
 		return nil, err
 	}
 	var r claimRoute
-	if err := br.QueryRow().Scan(&r.limited, &r.keyed, &r.rateDue); err != nil {
+	if err := br.QueryRow().Scan(&r.limited, &r.keyed, &r.rateDue, &r.queuePaused, &r.pausedTypes); err != nil {
 		_ = br.Close()
 		return nil, mapErr("claim runs: read limits", err)
 	}
 	if err := br.Close(); err != nil {
 		return nil, mapErr("claim runs", err)
+	}
+	if r.queuePaused {
+		return nil, nil
+	}
+	if len(r.pausedTypes) > 0 {
+		// The plain claim claimed nothing: claim again for the types
+		// that are not paused, if any (a type paused meanwhile is
+		// dropped by the next route read, so this ends).
+		if p.Types = unpaused(p.Types, r.pausedTypes); len(p.Types) == 0 {
+			return nil, nil
+		}
+		return s.runsClaim(ctx, p, stats)
 	}
 	if len(r.limited) == 0 && !r.rateDue {
 		return out, nil
@@ -194,11 +214,25 @@ func (s *Runs) runsClaim(ctx context.Context, p RunsClaimParams, stats *ClaimSta
 
 // claimRoute is what RunsClaim reads beside the plain claim: the requested
 // types with a concurrency limit, whether one of them has a per-key limit,
-// and whether a rate-keyed run is due.
+// whether a rate-keyed run is due, and whether the queue or some of the
+// types are paused (kagzi.pauses: then the plain claim claims nothing).
 type claimRoute struct {
-	limited []string
-	keyed   bool
-	rateDue bool
+	limited     []string
+	keyed       bool
+	rateDue     bool
+	queuePaused bool
+	pausedTypes []string
+}
+
+// unpaused returns the types of ts not named in paused.
+func unpaused(ts []TypeVersion, paused []string) []TypeVersion {
+	out := make([]TypeVersion, 0, len(ts))
+	for _, tv := range ts {
+		if !slices.Contains(paused, tv.Type) {
+			out = append(out, tv)
+		}
+	}
+	return out
 }
 
 // statement picks the claim statement for the route and its arguments.
@@ -250,11 +284,12 @@ func scanClaimed(rows pgx.Rows) ([]ClaimedRun, error) {
 			runAttempts []int32
 			tries       []int64
 			nonRetry    []bool
+			overrides   [][]byte
 		)
 		var due time.Time
 		var eventSeq int64
 		run, err := scanRun(rows, &due, &input, &inputSize, &ids, &statuses, &attempts, &outputs, &outSizes, &errs, &errTypes,
-			&retryAts, &runAttempts, &tries, &nonRetry, &eventSeq)
+			&retryAts, &runAttempts, &tries, &nonRetry, &eventSeq, &overrides)
 		if err != nil {
 			return nil, mapErr("claim runs", err)
 		}
@@ -266,6 +301,9 @@ func scanClaimed(rows pgx.Rows) ([]ClaimedRun, error) {
 				c.Steps[i] = StepState{StepID: ids[i], Status: StepStatus(statuses[i]), Attempt: int(attempts[i]),
 					Output: outputs[i], OutputSize: int(outSizes[i]), Error: errs[i], ErrorType: errTypes[i], RetryAt: retryAts[i],
 					RunAttempt: int(runAttempts[i]), Tries: int(tries[i]), NonRetryable: nonRetry[i]}
+				if c.Steps[i].RetryOverride, err = decodeOverride(overrides[i]); err != nil {
+					return nil, fmt.Errorf("claim runs: step %q of run %s: %w", ids[i], run.ID, err)
+				}
 				if len(c.Steps[i].Output) == 0 {
 					c.Steps[i].Output = nil
 				}

@@ -67,7 +67,9 @@ type RunsCreateParams struct {
 	attrRows []core.AttrRow
 }
 
-func (s *Runs) validateCreate(ctx context.Context, p *RunsCreateParams) ([]byte, error) {
+// validateCreate checks p; kinds, if not nil, keeps the declared
+// attribute kinds it reads for the next params of the same call.
+func (s *Runs) validateCreate(ctx context.Context, p *RunsCreateParams, kinds core.KindsRead) ([]byte, error) {
 	if err := checkName("namespace", p.Namespace, true); err != nil {
 		return nil, err
 	}
@@ -106,7 +108,7 @@ func (s *Runs) validateCreate(ctx context.Context, p *RunsCreateParams) ([]byte,
 	if err := s.h.CheckPayload(ctx, "input", p.Input); err != nil {
 		return nil, err
 	}
-	rows, err := core.CheckAttributes(ctx, s.h.DB, p.Namespace, p.Attributes)
+	rows, err := core.CheckAttributes(ctx, s.h.DB, p.Namespace, p.Attributes, kinds)
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +140,7 @@ var runsCreateSQL = stmt("RunsCreate")
 // holds, it returns that run and created=false instead. It is
 // RunsCreateMany's statement for one run.
 func (s *Runs) RunsCreate(ctx context.Context, p RunsCreateParams) (run Run, created bool, err error) {
-	policy, err := s.validateCreate(ctx, &p)
+	policy, err := s.validateCreate(ctx, &p, nil)
 	if err != nil {
 		return Run{}, false, err
 	}
@@ -298,12 +300,13 @@ func (s *Runs) RunsCreateMany(ctx context.Context, ps []RunsCreateParams) ([]Run
 		return nil, nil
 	}
 	policies := make([][]byte, len(ps))
+	kinds := core.KindsRead{}
 	for i := range ps {
 		p := &ps[i]
 		if p.ScheduleID != nil {
 			return nil, invalidf("row %d: fired schedule instances are created by the schedule methods", i)
 		}
-		pol, err := s.validateCreate(ctx, p)
+		pol, err := s.validateCreate(ctx, p, kinds)
 		if err != nil {
 			return nil, fmt.Errorf("row %d: %w", i, err)
 		}

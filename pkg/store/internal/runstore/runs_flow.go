@@ -27,9 +27,13 @@ func (s *Runs) runsCreateFlow(ctx context.Context, p RunsCreateParams, policy []
 	if len(p.attrRows) == 0 {
 		return s.runsCreateFlowOnly(ctx, p, policy)
 	}
-	// A run with attributes is created with them, in one transaction.
+	// A run with attributes is created with them, in one transaction. The
+	// flow statements may insert through runsCreate, which would insert
+	// the attributes too: they go in once, here.
+	bare := p
+	bare.attrRows = nil
 	err = s.inTx(ctx, func(tx *Runs) error {
-		run, created, err = tx.runsCreateFlowOnly(ctx, p, policy)
+		run, created, err = tx.runsCreateFlowOnly(ctx, bare, policy)
 		if err != nil || !created {
 			return err
 		}

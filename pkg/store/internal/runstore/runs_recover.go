@@ -32,6 +32,19 @@ func storedPolicy(raw []byte, run uuid.UUID) (retry.Policy, error) {
 	return p.WithDefaults(), nil
 }
 
+// decodeOverride decodes a step's stored new retry options (NULL: none),
+// as they were written: only the fields set.
+func decodeOverride(raw []byte) (*retry.Policy, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var p retry.Policy
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, fmt.Errorf("decode retry override: %w", err)
+	}
+	return &p, nil
+}
+
 // backoffMS is the wait after a run's failed attempt number attempts under
 // p, in milliseconds (the statements add it to now()), with fresh jitter.
 func backoffMS(p retry.Policy, attempts int) float64 {

@@ -323,10 +323,53 @@ func (s *Runs) StepsRecordBatch(ctx context.Context, ps []StepsRecordParams) ([]
 		errs[i] = e
 		out[i].CancelRequested = res[k].cancel
 	}
+	if err := s.pauseRelease(ctx, ps, sent, res, errs); err != nil {
+		return nil, err
+	}
 	for i := range out {
 		out[i].Err = errs[i]
 	}
 	return out, nil
+}
+
+// runsPauseReleaseSQL gives back the leases of paused runs whose step was
+// recorded.
+var runsPauseReleaseSQL = stmt("RunsPauseRelease")
+
+// pauseRelease ends the lease of each paused run a report of which
+// recorded a finished function step, in the same transaction: the step
+// it was in is recorded, and it is not to begin the next one. Its
+// reports' errors become ErrLeaseLost, so the holder abandons the run
+// (its result recorded) rather than go on; the run is claimed again when
+// it is resumed. A run not paused costs nothing here.
+func (s *Runs) pauseRelease(ctx context.Context, ps []StepsRecordParams, sent []int, res []stepResult, errs []error) error {
+	var ns []string
+	var ids []uuid.UUID
+	var toks []int64
+	released := map[uuid.UUID]bool{}
+	for k, i := range sent {
+		p := &ps[i]
+		if !res[k].paused || errs[i] != nil || !stepFinished(p.Status) || (p.Kind != "" && p.Kind != StepFunction) {
+			continue
+		}
+		if !released[p.Lease.RunID] {
+			released[p.Lease.RunID] = true
+			ns, ids, toks = append(ns, p.Lease.Namespace), append(ids, p.Lease.RunID), append(toks, p.Lease.Token)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := runsPauseReleaseSQL.Exec(ctx, s.h.DB, pgx.NamedArgs{"ns": ns, "run_id": ids, "tok": toks}); err != nil {
+		return mapErr("release paused runs", err)
+	}
+	for _, i := range sent {
+		if p := &ps[i]; released[p.Lease.RunID] && errs[i] == nil {
+			errs[i] = fmt.Errorf("record step %q of run %s: recorded; the run is paused and its lease given back: %w",
+				p.StepID, p.Lease.RunID, ErrLeaseLost)
+		}
+	}
+	return nil
 }
 
 // stepResult is one report's row of stepRecordSQL or stepRecordManySQL,
@@ -335,6 +378,8 @@ type stepResult struct {
 	held, wrote bool
 	before      *string
 	cancel      bool
+	// paused: the run was paused (read with the lease check).
+	paused bool
 }
 
 // stepsRecordSet applies ps[i] for every i in sent with stepRecordManySQL;
@@ -356,7 +401,7 @@ func (s *Runs) stepsRecordSet(ctx context.Context, ps []StepsRecordParams, sent 
 			ord int64
 			r   stepResult
 		)
-		if err := rows.Scan(&ord, &r.held, &r.wrote, &r.before, &r.cancel); err != nil {
+		if err := rows.Scan(&ord, &r.held, &r.wrote, &r.before, &r.cancel, &r.paused); err != nil {
 			return nil, mapErr("record steps", err)
 		}
 		if ord < 1 || ord > int64(len(sent)) {
@@ -406,7 +451,7 @@ func (s *Runs) stepsRecordPipelined(ctx context.Context, ps []StepsRecordParams,
 
 // scanStepResult reads a row of stepRecordSQL.
 func scanStepResult(row pgx.Row, r *stepResult) error {
-	return row.Scan(&r.held, &r.wrote, &r.before, &r.cancel)
+	return row.Scan(&r.held, &r.wrote, &r.before, &r.cancel, &r.paused)
 }
 
 // stepsListSQL reads every attempt of a run's steps, joined to the run

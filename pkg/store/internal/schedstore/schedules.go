@@ -174,7 +174,7 @@ func (s *Schedules) SchedulesCreate(ctx context.Context, p SchedulesCreateParams
 			return Schedule{}, fmt.Errorf("generate schedule id: %w", err)
 		}
 	}
-	attrRows, err := core.CheckAttributes(ctx, s.h.DB, p.Namespace, p.Attributes)
+	attrRows, err := core.CheckAttributes(ctx, s.h.DB, p.Namespace, p.Attributes, nil)
 	if err != nil {
 		return Schedule{}, err
 	}

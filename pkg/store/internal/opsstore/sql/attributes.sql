@@ -42,3 +42,11 @@ WHERE r.namespace_id = @namespace AND r.status NOT IN ('SCHEDULED', 'PAUSED') AN
 SELECT /*group*/ NULL::text AS g, count(*) FROM kagzi.workflow_runs r /*join*/
 WHERE r.namespace_id = @namespace AND r.status NOT IN ('SCHEDULED', 'PAUSED') AND (/*query*/ TRUE)
 GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT @limit
+
+-- name: AttributesLockRun :one
+-- The run a batch changes the attributes of, locked as a report's update
+-- of it is, so a workflow's SetAttributes and the batch's change follow
+-- one another. A schedule template is no run.
+SELECT status FROM kagzi.workflow_runs
+WHERE run_id = @run_id AND namespace_id = @namespace AND status NOT IN ('SCHEDULED', 'PAUSED')
+FOR NO KEY UPDATE

@@ -7,12 +7,18 @@
 SELECT @path::jsonpath IS NOT NULL
 
 -- name: ConsoleRunsSearch :many
+-- The run columns, then its pause (a listing marks a paused run). A query
+-- that requires one attribute value replaces `/*drive*/` with the join of
+-- that value's attribute rows d, and `/*order*/ r.created_at` with
+-- d.created_at (the same time, in that value's index order; see
+-- buildSearch).
 SELECT r.run_id, r.namespace_id, coalesce(r.external_id, ''), r.task_queue, r.workflow_type, r.version,
 	r.status, r.attempts, r.available_at, r.locked_by, r.lease_token, r.lease_expires_at, coalesce(r.error, ''),
 	r.created_at, r.started_at, r.finished_at, r.deadline_at, r.retry_policy, r.parent_run_id,
 	coalesce(r.parent_step_id, ''), coalesce(r.cron_expr, ''), coalesce(r.timezone, ''), coalesce(r.max_catchup, 0),
 	r.last_fired_at, r.schedule_id, r.schedule_fire_at, coalesce(r.trace_context, ''), r.priority,
-	r.cancel_requested_at, coalesce(r.parent_close_policy, ''), r.epoch FROM kagzi.workflow_runs r
+	r.cancel_requested_at, coalesce(r.parent_close_policy, ''), r.epoch,
+	r.paused_at, coalesce(r.paused_by, ''), coalesce(r.paused_reason, '') FROM /*drive*/ kagzi.workflow_runs r
 WHERE r.namespace_id = @namespace
   AND (cardinality(@statuses::text[]) = 0 AND r.status NOT IN ('SCHEDULED', 'PAUSED') OR r.status = ANY(@statuses))
   AND (@type = '' OR r.workflow_type = @type)
@@ -27,7 +33,7 @@ WHERE r.namespace_id = @namespace
   AND (@input_match = '' OR jsonb_path_match(convert_from(r.input, 'UTF8')::jsonb, @input_match::jsonpath, '{}', true) IS TRUE)
   AND (@output_match = '' OR jsonb_path_match(convert_from(r.output, 'UTF8')::jsonb, @output_match::jsonpath, '{}', true) IS TRUE)
   AND (/*query*/ TRUE)
-ORDER BY r.created_at DESC, r.run_id DESC
+ORDER BY /*order*/ r.created_at DESC, r.run_id DESC
 LIMIT @limit
 
 -- name: ConsoleRunsGetMany :many
@@ -98,7 +104,7 @@ UNION SELECT DISTINCT namespace_id FROM kagzi.workers
 ORDER BY 1 LIMIT 200
 
 -- name: ConsoleRunsLiveStatuses :many
-SELECT run_id, status FROM kagzi.workflow_runs
+SELECT run_id, status, task_queue FROM kagzi.workflow_runs
 WHERE namespace_id = @namespace AND status IN ('PENDING', 'RUNNING', 'SLEEPING') LIMIT @limit
 
 -- name: ConsoleRunsHeldBy :many

@@ -70,6 +70,13 @@ LEFT JOIN LATERAL (
 	ORDER BY r.finished_at LIMIT 1) e ON true
 
 -- name: RetentionDeleteExpired :one
+-- Deletes the runs retention finds due (@run_id NULL), or the one run
+-- @run_id of @namespace (a batch's delete) by the same rules: finished,
+-- no child of a live parent, not held by another transaction. The
+-- by-id candidate's branch alone runs then (the policy scan's branch is
+-- behind a one-time filter, so grp and pol are never read). The second
+-- column is the status the run @run_id had (NULL: no such run), which
+-- tells a refusal of the by-id deletion from a run gone.
 WITH RECURSIVE grp(namespace_id, workflow_type, status) AS (
 	(SELECT r.namespace_id, r.workflow_type, r.status FROM kagzi.workflow_runs r
 	 WHERE r.status IN ('COMPLETED', 'FAILED', 'CANCELLED')
@@ -91,14 +98,17 @@ WITH RECURSIVE grp(namespace_id, workflow_type, status) AS (
 	FROM grp g
 ),
 cand AS MATERIALIZED (
-	SELECT c.run_id, c.parent_run_id, @now::timestamptz - pol.keep AS cutoff FROM pol CROSS JOIN LATERAL (
+	(SELECT c.run_id, c.parent_run_id, @now::timestamptz - pol.keep AS cutoff FROM pol CROSS JOIN LATERAL (
 		SELECT r.run_id, r.parent_run_id FROM kagzi.workflow_runs r
 		WHERE r.namespace_id = pol.namespace_id AND r.workflow_type = pol.workflow_type AND r.status = pol.status
 		  AND r.status IN ('COMPLETED', 'FAILED', 'CANCELLED') AND r.finished_at IS NOT NULL AND r.finished_at < @now::timestamptz - pol.keep AND (r.parent_run_id IS NULL OR coalesce((SELECT p.status IN ('COMPLETED', 'FAILED', 'CANCELLED')
 		  FROM kagzi.workflow_runs p WHERE p.run_id = r.parent_run_id), true))
 		ORDER BY r.finished_at LIMIT @limit) c
-	WHERE pol.keep > interval '0'
-	LIMIT @limit
+	WHERE pol.keep > interval '0' AND @run_id::uuid IS NULL
+	LIMIT @limit)
+	UNION ALL
+	SELECT r.run_id, r.parent_run_id, 'infinity'::timestamptz FROM kagzi.workflow_runs r
+	WHERE r.run_id = @run_id::uuid AND r.namespace_id = @namespace::text
 ), parents AS MATERIALIZED (
 	-- A finished parent stays finished until the batch commits (a retry
 	-- waits for it), so its child is never deleted under a live parent.
@@ -127,7 +137,8 @@ cand AS MATERIALIZED (
 ), events AS (
 	DELETE FROM kagzi.workflow_events e USING victims v WHERE e.run_id = v.run_id
 )
-SELECT count(*) FROM runs
+SELECT count(*), (SELECT r.status FROM kagzi.workflow_runs r WHERE r.run_id = @run_id::uuid AND r.namespace_id = @namespace::text
+	AND r.status NOT IN ('SCHEDULED', 'PAUSED')) FROM runs
 
 -- name: RetentionOrphans :one
 SELECT (SELECT count(*) FROM kagzi.step_runs s WHERE NOT EXISTS (SELECT 1 FROM kagzi.workflow_runs r WHERE r.run_id = s.run_id)),

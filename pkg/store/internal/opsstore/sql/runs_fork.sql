@@ -61,6 +61,7 @@ LEFT JOIN LATERAL (
 ) fs ON true
 WHERE r.namespace_id = @namespace AND r.status = @status AND r.cron_expr IS NULL
 	AND (@type = '' OR r.workflow_type = @type)
+	AND (@run_id::uuid IS NULL OR r.run_id = @run_id)
 	AND (@after::timestamptz IS NULL OR r.finished_at >= @after)
 	AND (@before::timestamptz IS NULL OR r.finished_at < @before)
 	AND (@error_group = '' OR left(regexp_replace(regexp_replace(regexp_replace(coalesce(error, ''),

@@ -1,8 +1,7 @@
 -- Search attributes of runs: RunsCreate with the attributes of the runs
 -- it inserts, in the same statement (a start without attributes runs
--- RunsCreate itself, unchanged), and the insert of a run's attributes
--- apart from its start (a start with flow control, in that start's
--- transaction).
+-- RunsCreate itself, unchanged). The insert of a run's attributes apart
+-- from its start, and their removal, are core's (sql/attributes.sql there).
 
 -- name: RunsCreateAttributes :many
 WITH v AS (
@@ -46,12 +45,3 @@ WITH v AS (
 	JOIN r ON r.run_id = x.run_id
 )
 SELECT * FROM r
-
--- name: RunsAttributesAdd :exec
-INSERT INTO kagzi.run_attributes (namespace_id, run_id, name, v_text, v_int, v_float, v_bool, v_time, created_at)
-SELECT r.namespace_id, r.run_id, x.name, x.v_text, x.v_int, x.v_float, x.v_bool, x.v_time, r.created_at
-FROM unnest(@attr_run_ids::uuid[], @attr_names::text[], @attr_texts::text[], @attr_ints::bigint[],
-	@attr_floats::float8[], @attr_bools::boolean[], @attr_times::timestamptz[])
-	AS x(run_id, name, v_text, v_int, v_float, v_bool, v_time)
-JOIN kagzi.workflow_runs r ON r.run_id = x.run_id
-

@@ -55,7 +55,7 @@ SELECT r.run_id, r.namespace_id, coalesce(r.external_id, ''), r.task_queue, r.wo
 	coalesce(r.parent_step_id, ''), coalesce(r.cron_expr, ''), coalesce(r.timezone, ''), coalesce(r.max_catchup, 0),
 	r.last_fired_at, r.schedule_id, r.schedule_fire_at, coalesce(r.trace_context, ''), r.priority,
 	r.cancel_requested_at, coalesce(r.parent_close_policy, ''), r.epoch, r.input, r.output, r.continued_as, coalesce(r.debounce_key, ''), coalesce(r.debounce_starts, 0),
-	coalesce(r.concurrency_key, ''), coalesce(r.rate_key, '')
+	coalesce(r.concurrency_key, ''), coalesce(r.rate_key, ''), r.paused_at, coalesce(r.paused_by, ''), coalesce(r.paused_reason, '')
 FROM kagzi.workflow_runs r
 WHERE r.namespace_id = @namespace AND r.run_id = @run_id
 

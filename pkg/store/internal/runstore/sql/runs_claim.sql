@@ -12,6 +12,8 @@ WITH c AS (
 	  AND NOT EXISTS (SELECT 1 FROM kagzi.workflow_runs k
 		WHERE k.namespace_id = @namespace AND k.task_queue = @queue AND k.rate_key IS NOT NULL
 		  AND k.status IN ('PENDING', 'SLEEPING') AND k.available_at <= now() AND k.workflow_type = ANY(@types::text[]))
+	  AND NOT EXISTS (SELECT 1 FROM kagzi.pauses p WHERE p.namespace_id = @namespace
+		AND ((p.kind = 'queue' AND p.name = @queue) OR (p.kind = 'type' AND p.name = ANY(@types::text[]))))
 	ORDER BY priority DESC, (started_at IS NULL OR rate_key IS NOT NULL), available_at
 	LIMIT @limit
 	FOR UPDATE SKIP LOCKED
@@ -29,7 +31,10 @@ FROM c LEFT JOIN LATERAL (
 		array_agg(coalesce(s.error_type, '')) AS error_types, array_agg(s.retry_at) AS retry_ats,
 		array_agg(coalesce(s.run_attempt, 0)) AS run_attempts, array_agg(s.non_retryable) AS non_retryables,
 		array_agg(CASE WHEN s.status = 'FAILED' THEN (SELECT count(*) FROM kagzi.step_runs x
-			WHERE x.run_id = s.run_id AND x.step_id = s.step_id AND x.run_attempt = s.run_attempt) ELSE 0 END) AS tries
+			WHERE x.run_id = s.run_id AND x.step_id = s.step_id AND x.run_attempt = s.run_attempt) ELSE 0 END) AS tries,
+		array_agg(CASE WHEN s.status = 'FAILED' THEN (SELECT x.retry_override FROM kagzi.step_runs x
+			WHERE x.run_id = s.run_id AND x.step_id = s.step_id AND x.run_attempt = s.run_attempt AND x.retry_override IS NOT NULL
+			ORDER BY x.attempt_number DESC LIMIT 1) END) AS overrides
 	FROM (SELECT * FROM kagzi.step_runs s WHERE s.run_id = c.run_id AND s.is_latest ORDER BY s.step_id) s
 ) st ON true
 WHERE r.run_id = c.run_id
@@ -42,16 +47,20 @@ RETURNING r.run_id, r.namespace_id, coalesce(r.external_id, ''), r.task_queue, r
 	CASE WHEN octet_length(r.input) <= @inline_bytes THEN r.input END,
 	coalesce(CASE WHEN octet_length(r.input) > @inline_bytes THEN octet_length(r.input) END, 0),
 	st.ids, st.statuses, st.attempts, st.outputs, st.output_sizes, st.errs, st.error_types, st.retry_ats, st.run_attempts, st.tries,
-	st.non_retryables, r.event_seq
+	st.non_retryables, r.event_seq, st.overrides
 
 -- name: RunsClaimLimited :many
 WITH lim AS (
 	SELECT t AS workflow_type, kagzi.claim_slots(@namespace, @queue, t) AS free FROM unnest(@limited_types::text[]) AS t
+	WHERE NOT EXISTS (SELECT 1 FROM kagzi.pauses p WHERE p.namespace_id = @namespace
+		AND ((p.kind = 'queue' AND p.name = @queue) OR (p.kind = 'type' AND p.name = ANY(@types::text[]))))
 ), c1 AS (
 	SELECT run_id, priority, (started_at IS NULL OR rate_key IS NOT NULL) AS fresh, available_at, false AS limited FROM kagzi.workflow_runs
 	WHERE namespace_id = @namespace AND task_queue = @queue AND status IN ('PENDING', 'SLEEPING') AND available_at <= now()
 	  AND workflow_type = ANY(@types::text[]) AND workflow_type <> ALL (@limited_types::text[])
 	  AND (version = '' OR workflow_type || '@' || version = ANY(@type_versions::text[])) AND rate_key IS NULL
+	  AND NOT EXISTS (SELECT 1 FROM kagzi.pauses p WHERE p.namespace_id = @namespace
+		AND ((p.kind = 'queue' AND p.name = @queue) OR (p.kind = 'type' AND p.name = ANY(@types::text[]))))
 	ORDER BY priority DESC, (started_at IS NULL OR rate_key IS NOT NULL), available_at
 	LIMIT @limit
 	FOR UPDATE SKIP LOCKED
@@ -83,7 +92,10 @@ FROM c LEFT JOIN LATERAL (
 		array_agg(coalesce(s.error_type, '')) AS error_types, array_agg(s.retry_at) AS retry_ats,
 		array_agg(coalesce(s.run_attempt, 0)) AS run_attempts, array_agg(s.non_retryable) AS non_retryables,
 		array_agg(CASE WHEN s.status = 'FAILED' THEN (SELECT count(*) FROM kagzi.step_runs x
-			WHERE x.run_id = s.run_id AND x.step_id = s.step_id AND x.run_attempt = s.run_attempt) ELSE 0 END) AS tries
+			WHERE x.run_id = s.run_id AND x.step_id = s.step_id AND x.run_attempt = s.run_attempt) ELSE 0 END) AS tries,
+		array_agg(CASE WHEN s.status = 'FAILED' THEN (SELECT x.retry_override FROM kagzi.step_runs x
+			WHERE x.run_id = s.run_id AND x.step_id = s.step_id AND x.run_attempt = s.run_attempt AND x.retry_override IS NOT NULL
+			ORDER BY x.attempt_number DESC LIMIT 1) END) AS overrides
 	FROM (SELECT * FROM kagzi.step_runs s WHERE s.run_id = c.run_id AND s.is_latest ORDER BY s.step_id) s
 ) st ON true
 WHERE r.run_id = c.run_id
@@ -96,13 +108,16 @@ RETURNING r.run_id, r.namespace_id, coalesce(r.external_id, ''), r.task_queue, r
 	CASE WHEN octet_length(r.input) <= @inline_bytes THEN r.input END,
 	coalesce(CASE WHEN octet_length(r.input) > @inline_bytes THEN octet_length(r.input) END, 0),
 	st.ids, st.statuses, st.attempts, st.outputs, st.output_sizes, st.errs, st.error_types, st.retry_ats, st.run_attempts, st.tries,
-	st.non_retryables, r.event_seq
+	st.non_retryables, r.event_seq, st.overrides
 
 -- name: RunsClaimRoute :one
 SELECT coalesce(array_agg(workflow_type), '{}'), coalesce(bool_or(max_per_key IS NOT NULL), false),
 	EXISTS (SELECT 1 FROM kagzi.workflow_runs k
 		WHERE k.namespace_id = @namespace AND k.task_queue = @queue AND k.rate_key IS NOT NULL
-		  AND k.status IN ('PENDING', 'SLEEPING') AND k.available_at <= now() AND k.workflow_type = ANY(@types::text[]))
+		  AND k.status IN ('PENDING', 'SLEEPING') AND k.available_at <= now() AND k.workflow_type = ANY(@types::text[])),
+	EXISTS (SELECT 1 FROM kagzi.pauses p WHERE p.namespace_id = @namespace AND p.kind = 'queue' AND p.name = @queue),
+	(SELECT coalesce(array_agg(p.name), '{}') FROM kagzi.pauses p
+		WHERE p.namespace_id = @namespace AND p.kind = 'type' AND p.name = ANY(@types::text[]))
 FROM kagzi.concurrency_limits
 WHERE namespace_id = @namespace AND task_queue = @queue AND workflow_type = ANY(@types::text[])
 
@@ -127,7 +142,10 @@ FROM c LEFT JOIN LATERAL (
 		array_agg(coalesce(s.error_type, '')) AS error_types, array_agg(s.retry_at) AS retry_ats,
 		array_agg(coalesce(s.run_attempt, 0)) AS run_attempts, array_agg(s.non_retryable) AS non_retryables,
 		array_agg(CASE WHEN s.status = 'FAILED' THEN (SELECT count(*) FROM kagzi.step_runs x
-			WHERE x.run_id = s.run_id AND x.step_id = s.step_id AND x.run_attempt = s.run_attempt) ELSE 0 END) AS tries
+			WHERE x.run_id = s.run_id AND x.step_id = s.step_id AND x.run_attempt = s.run_attempt) ELSE 0 END) AS tries,
+		array_agg(CASE WHEN s.status = 'FAILED' THEN (SELECT x.retry_override FROM kagzi.step_runs x
+			WHERE x.run_id = s.run_id AND x.step_id = s.step_id AND x.run_attempt = s.run_attempt AND x.retry_override IS NOT NULL
+			ORDER BY x.attempt_number DESC LIMIT 1) END) AS overrides
 	FROM (SELECT * FROM kagzi.step_runs s WHERE s.run_id = c.run_id AND s.is_latest ORDER BY s.step_id) s
 ) st ON true
 WHERE r.run_id = c.run_id
@@ -140,7 +158,7 @@ RETURNING r.run_id, r.namespace_id, coalesce(r.external_id, ''), r.task_queue, r
 	CASE WHEN octet_length(r.input) <= @inline_bytes THEN r.input END,
 	coalesce(CASE WHEN octet_length(r.input) > @inline_bytes THEN octet_length(r.input) END, 0),
 	st.ids, st.statuses, st.attempts, st.outputs, st.output_sizes, st.errs, st.error_types, st.retry_ats, st.run_attempts, st.tries,
-	st.non_retryables, r.event_seq
+	st.non_retryables, r.event_seq, st.overrides
 
 -- name: RunsClaimFlowStats :one
 SELECT coalesce(nullif(current_setting('kagzi.flow_key_full', true), ''), '0')::int,
@@ -170,6 +188,7 @@ FROM g LEFT JOIN LATERAL (
 	WHERE g.first <= now() AND namespace_id = @namespace AND task_queue = @queue AND status IN ('PENDING', 'SLEEPING')
 	  AND priority = g.priority AND (started_at IS NULL OR rate_key IS NOT NULL) = g.fresh AND available_at > now()
 	ORDER BY available_at LIMIT 1) f ON true
+WHERE NOT EXISTS (SELECT 1 FROM kagzi.pauses p WHERE p.namespace_id = @namespace AND p.kind = 'queue' AND p.name = @queue)
 
 -- name: RunsQueuesDue :many
 SELECT namespace_id, task_queue, min(available_at) FROM kagzi.workflow_runs

@@ -227,3 +227,12 @@ WHERE namespace_id = @namespace AND run_id = @run_id AND lease_token = @token AN
 UPDATE kagzi.workflow_runs r SET status = 'PENDING', available_at = now(), locked_by = NULL, lease_expires_at = NULL
 FROM unnest(@ns::text[], @run_id::uuid[], @tok::bigint[]) AS l(ns, run_id, tok)
 WHERE r.namespace_id = l.ns AND r.run_id = l.run_id AND r.lease_token = l.tok AND r.status = 'RUNNING'
+
+-- name: RunsPauseRelease :exec
+-- Paused RUNNING runs whose step was just recorded give their lease back:
+-- due now, which the hold_paused trigger keeps in paused_due_at. The
+-- lease token is left as it is; the holder's next report is refused.
+UPDATE kagzi.workflow_runs r SET status = 'PENDING', available_at = now(), locked_by = NULL, lease_expires_at = NULL
+FROM unnest(@ns::text[], @run_id::uuid[], @tok::bigint[]) AS l(ns, run_id, tok)
+WHERE r.namespace_id = l.ns AND r.run_id = l.run_id AND r.lease_token = l.tok AND r.status = 'RUNNING'
+	AND r.paused_at IS NOT NULL

@@ -2,7 +2,7 @@
 
 -- name: StepsRecord :one
 WITH r AS (
-	SELECT run_id, namespace_id, epoch, task_queue, trace_context, cancel_requested_at FROM kagzi.workflow_runs
+	SELECT run_id, namespace_id, epoch, task_queue, trace_context, cancel_requested_at, paused_at FROM kagzi.workflow_runs
 	WHERE namespace_id = @ns AND run_id = @run_id AND lease_token = @tok AND status = 'RUNNING'
 	FOR SHARE
 ), prev AS (
@@ -30,7 +30,8 @@ WITH r AS (
 )
 SELECT (SELECT count(*) FROM r) > 0, (SELECT count(*) FROM ins) > 0,
 	(SELECT status FROM kagzi.step_runs WHERE run_id = @run_id AND step_id = @step_id AND attempt_number = @attempt),
-	coalesce((SELECT cancel_requested_at IS NOT NULL FROM r), false);
+	coalesce((SELECT cancel_requested_at IS NOT NULL FROM r), false),
+	coalesce((SELECT paused_at IS NOT NULL FROM r), false);
 
 -- name: StepsRecordMany :many
 WITH l AS (
@@ -41,7 +42,7 @@ WITH l AS (
 	WITH ORDINALITY AS l(ns, run_id, tok, step_id, attempt, kind, status, input, output, error,
 		started_at, finished_at, retry_at, child_run_id, error_type, non_retryable, ord)
 ), r AS (
-	SELECT l.*, w.namespace_id, w.epoch, w.cancel_requested_at FROM l JOIN kagzi.workflow_runs w
+	SELECT l.*, w.namespace_id, w.epoch, w.cancel_requested_at, w.paused_at FROM l JOIN kagzi.workflow_runs w
 		ON w.namespace_id = l.ns AND w.run_id = l.run_id AND w.lease_token = l.tok AND w.status = 'RUNNING'
 	ORDER BY w.run_id
 	FOR SHARE OF w
@@ -71,7 +72,8 @@ WITH l AS (
 SELECT l.ord, l.ord IN (SELECT ord FROM r) AS held,
 	(l.run_id, l.step_id) IN (SELECT run_id, step_id FROM ins) AS wrote,
 	(SELECT b.status FROM kagzi.step_runs b WHERE b.run_id = l.run_id AND b.step_id = l.step_id AND b.attempt_number = l.attempt) AS before,
-	l.ord IN (SELECT ord FROM r WHERE cancel_requested_at IS NOT NULL) AS cancel
+	l.ord IN (SELECT ord FROM r WHERE cancel_requested_at IS NOT NULL) AS cancel,
+	l.ord IN (SELECT ord FROM r WHERE paused_at IS NOT NULL) AS paused
 FROM l;
 
 -- name: StepsLeaseFailed :one
