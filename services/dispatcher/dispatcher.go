@@ -74,6 +74,9 @@ type Stats struct {
 	// Reruns counts run ends refused because events the execution had not
 	// seen arrived during it: the runs execute again (store.ErrEventsArrived).
 	Reruns int64
+	// Overtaken counts work requests dropped because a newer one of the
+	// same worker process was parked first (see onWorkRequest).
+	Overtaken int64
 }
 
 type qkey struct{ ns, queue string }
@@ -162,6 +165,7 @@ type Dispatcher struct {
 	// queues after the Resync itself, which a test must wait out.
 	backlogReads                      atomic.Int32
 	payloadReads, runsRefused, reruns atomic.Int64
+	overtaken                         atomic.Int64
 }
 
 // New returns a dispatcher over st and nc, configured by cfg (as
@@ -208,7 +212,7 @@ func (d *Dispatcher) Stats() Stats {
 		Parked: parkedN, EmptySkips: d.emptySkips.Load(), Resyncs: d.resyncs.Load(),
 		ReportTxs: d.reportTxs.Load(), Deliveries: d.deliveries.Load(), WakeupsSeen: d.wakeups.Load(),
 		PayloadReads: d.payloadReads.Load(), RunsRefused: d.runsRefused.Load(), Drops: d.drops.Count(),
-		Reruns: d.reruns.Load(),
+		Reruns: d.reruns.Load(), Overtaken: d.overtaken.Load(),
 	}
 }
 
@@ -411,8 +415,18 @@ func (d *Dispatcher) onWorkRequest(m *nats.Msg) {
 	}
 	q := d.queueLocked(qkey{req.Namespace, req.Queue})
 	// A worker has one request outstanding: a newer one replaces the old.
+	// Newer is by its sequence number, not by arrival: a worker that
+	// reconnects sends one request to the queue group and the next
+	// addressed here, and the two subscriptions hand their messages over
+	// in either order. An older request from the same worker process (the
+	// same reply inbox) is dropped; one from another process of the same
+	// id (restarted, its numbering begun again) replaces it.
 	for i, old := range q.parked {
 		if old.req.WorkerID == req.WorkerID {
+			if old.reply == p.reply && old.req.Seq > req.Seq {
+				d.overtaken.Add(1)
+				return
+			}
 			q.parked = append(q.parked[:i], q.parked[i+1:]...)
 			break
 		}

@@ -260,6 +260,48 @@ func TestParkedRequestWaitsForAWakeup(t *testing.T) {
 	}
 }
 
+// A worker's older request that arrives after its newer one (a reconnected
+// worker sends one to the queue group and the next addressed, and the two
+// subscriptions hand them over in either order) is dropped, not parked
+// in its place: the worker waits for the newer one's delivery and would
+// refuse the older one's. A request of another process with the same
+// worker id (another reply inbox) replaces the parked one whatever its
+// number.
+func TestOlderRequestDoesNotReplaceANewer(t *testing.T) {
+	e := newEnv(t, nil, testnats.MaxPayload)
+	w := e.worker(accept)
+	w.seq = 5
+	w.request(2) // seq 6
+	e.waitFor("the first claim's empty answer remembered", func() bool { return e.remembersEmpty(ttype) })
+	w.seq = 3
+	w.request(2) // seq 4, overtaken
+	e.waitStats("the older request dropped", func(s Stats) bool { return s.Overtaken == 1 && s.Parked == 1 })
+
+	id := e.run(nil, `{}`)
+	e.wakeup()
+	got := w.next()
+	if ids := runIDs(got.d); len(ids) != 1 || ids[0] != id || got.d.Seq != 6 {
+		t.Fatalf("delivered %v for seq %d, want [%s] for seq 6", ids, got.d.Seq, id)
+	}
+
+	// A restarted process of the same id numbers its requests from 1.
+	w.request(2) // seq 5 (4+1): parked
+	e.waitStats("parked", func(s Stats) bool { return s.Parked == 1 })
+	again := e.worker(accept)
+	again.id = w.id
+	again.request(2) // seq 1, another inbox
+	e.waitStats("the restarted process's request parked in its place", func(s Stats) bool { return s.Parked == 1 && s.Overtaken == 1 && s.EmptySkips >= 2 })
+	id = e.run(nil, `{}`)
+	e.wakeup()
+	got = again.next()
+	if ids := runIDs(got.d); len(ids) != 1 || ids[0] != id || got.d.Seq != 1 {
+		t.Fatalf("delivered %v for seq %d, want [%s] for seq 1", ids, got.d.Seq, id)
+	}
+	if len(w.deliveries) != 0 {
+		t.Fatal("the replaced request was served too")
+	}
+}
+
 // The empty-queue memory is per type set: a worker serving other types
 // still queries, and a wakeup for another queue leaves it in place.
 func TestEmptyMemoryIsPerTypeSetAndQueue(t *testing.T) {

@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -276,7 +277,14 @@ func startHARig(t *testing.T, c haCase, partitioned bool) *haRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.wnc.Close)
-	r.w, err = worker.New(worker.Config{MaxConcurrency: 20}, r.wnc)
+	// The worker's log, shown when the case fails.
+	wlog := &lockedLog{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			wlog.dump(t, "worker")
+		}
+	})
+	r.w, err = worker.New(worker.Config{MaxConcurrency: 20, Logger: slog.New(slog.NewJSONHandler(wlog, &slog.HandlerOptions{Level: slog.LevelInfo}))}, r.wnc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -613,4 +621,26 @@ func holds(t *testing.T, nodes []*testnats.Server, name string) bool {
 		}
 	}
 	return false
+}
+
+// lockedLog keeps the lines a logger writes, for a failed test to show.
+type lockedLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// dump logs the last 200 lines as name's.
+func (l *lockedLog) dump(t *testing.T, name string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range l.lines[max(0, len(l.lines)-200):] {
+		t.Logf("%s: %s", name, line)
+	}
 }
