@@ -331,7 +331,7 @@ func TestComposeCredentials(t *testing.T) {
 	}{
 		{nil, "kagzi", "kagzi", "kagzi"},
 		{map[string]string{"POSTGRES_USER": "u1", "POSTGRES_PASSWORD": "from-env-4f2c", "POSTGRES_DB": "d1",
-			"KAGZI_DB_RUNTIME_PASSWORD": "rt-env-77"}, "u1", "from-env-4f2c", "d1"},
+			"KAGZI_DB_RUNTIME_PASSWORD": "rt-env-77", "KAGZI_DB_SQL_PASSWORD": "sql-env-31"}, "u1", "from-env-4f2c", "d1"},
 	} {
 		p := loadCompose(t, tc.env)
 		pg := service(t, p, "postgres")
@@ -345,6 +345,14 @@ func TestComposeCredentials(t *testing.T) {
 		runtimePW, _ := envValue(service(t, p, "migrate"), "KAGZI_DB_RUNTIME_PASSWORD")
 		if runtimePW == "" {
 			t.Errorf("migrate: no KAGZI_DB_RUNTIME_PASSWORD")
+		}
+		// The SQL functions' role (docs/sql.md) gets its password too.
+		wantSQL := "kagzi-sql"
+		if v, ok := tc.env["KAGZI_DB_SQL_PASSWORD"]; ok {
+			wantSQL = v
+		}
+		if got, _ := envValue(service(t, p, "migrate"), "KAGZI_DB_SQL_PASSWORD"); got != wantSQL {
+			t.Errorf("env %v: migrate KAGZI_DB_SQL_PASSWORD = %q, want %q", tc.env, got, wantSQL)
 		}
 		for _, name := range append([]string{"migrate"}, databaseServices...) {
 			v, _ := envValue(service(t, p, name), "KAGZI_DATABASE_URL")
