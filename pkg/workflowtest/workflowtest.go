@@ -435,6 +435,15 @@ func (r *reporter) Report(_ context.Context, items ...protocol.ReportItem) ([]pr
 			// engine's to check, so every set is taken here.
 			e.record(it.StepID, "FUNCTION", &protocol.StepState{StepID: it.StepID, Status: "COMPLETED", Attempt: it.Attempt,
 				Output: it.Output, RunAttempt: 1})
+		case protocol.ReportWaitTokenMint:
+			// An unsigned token: the engine signs; here its event is what
+			// counts (SendEvent(tok.Event(), payload) completes it).
+			id := protocol.WaitTokenID(it.RunID, it.StepID)
+			out, _ := json.Marshal(protocol.WaitTokenMinted{Token: "test-" + id.String(), Event: protocol.WaitTokenEvent(id),
+				ExpiresAt: it.Until.Truncate(time.Second)})
+			e.record(it.StepID, "FUNCTION", &protocol.StepState{StepID: it.StepID, Status: "COMPLETED", Attempt: 1,
+				Output: out, RunAttempt: 1})
+			res[i].Output = out
 		case protocol.ReportEventWait:
 			res[i] = e.eventWait(it)
 		case protocol.ReportEventDrain:
