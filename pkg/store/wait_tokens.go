@@ -135,7 +135,12 @@ type WaitTokensMintParams struct {
 func (s *Store) WaitTokensMint(ctx context.Context, p WaitTokensMintParams) (StepOutcome, protocol.WaitTokenMinted, error) {
 	var minted protocol.WaitTokenMinted
 	now := time.Now()
+	// Whole seconds (the token's), rounded up: a token never expires
+	// before the time asked for.
 	exp := p.ExpiresAt.Truncate(time.Second).UTC()
+	if exp.Before(p.ExpiresAt) {
+		exp = exp.Add(time.Second)
+	}
 	if !exp.After(now) || exp.After(now.Add(protocol.MaxWaitTokenTTL+protocol.WaitTokenClockSkew)) {
 		return StepOutcome{}, minted, invalidf("wait token expiry %s must be after now and at most %s ahead",
 			exp.Format(time.RFC3339), protocol.MaxWaitTokenTTL)

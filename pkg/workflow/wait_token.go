@@ -27,7 +27,8 @@ type WaitToken struct {
 // credential to hand to whoever completes the wait.
 func (t WaitToken) Token() string { return t.minted.Token }
 
-// ExpiresAt is when the token expires (signed into it, in whole seconds).
+// ExpiresAt is when the token expires (signed into it, in whole seconds:
+// the time asked for, rounded up).
 func (t WaitToken) ExpiresAt() time.Time { return t.minted.ExpiresAt }
 
 // Event is the event name the token's completion sends to the run.

@@ -78,4 +78,3 @@ one are refused (exit 1) and nothing is stored. The token names its namespace.
 	c.Flags().StringVar(&payload, "payload", "", "the payload: JSON, @FILE, or - for stdin (default null)")
 	return c
 }
-
