@@ -163,3 +163,32 @@ func TestWaitTokensMintRefusals(t *testing.T) {
 	}
 	mintToken(t, s, current, "token:a", protocol.MaxWaitTokenTTL)
 }
+
+// Racing completions of one token: exactly one stores its event.
+func TestWaitTokensCompleteRace(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.Pool(t)
+	s := store.New(pool, store.Options{})
+	l, _ := leasedRun(t, s, "ns")
+	minted := mintToken(t, s, l, "token:race", time.Hour)
+	const n = 8
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := s.WaitTokensComplete(context.Background(), minted.Token, []byte(`1`))
+			errs <- err
+		}()
+	}
+	ok := 0
+	for range n {
+		switch err := <-errs; {
+		case err == nil:
+			ok++
+		case !errors.Is(err, store.ErrWaitTokenUsed):
+			t.Errorf("a racing completion: %v", err)
+		}
+	}
+	if ev, used := eventCount(t, pool); ok != 1 || ev != 1 || used != 1 {
+		t.Fatalf("%d completions succeeded, %d events, %d used tokens; want 1 each", ok, ev, used)
+	}
+}
