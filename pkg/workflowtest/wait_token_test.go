@@ -34,8 +34,8 @@ func approveFn(ctx workflow.Context, ttl time.Duration) (string, error) {
 	return "approved", nil
 }
 
-// A wait for a token without a timeout ends at the token's expiry; the
-// mint is a FUNCTION step of its own; a time to live out of range is
+// A wait for a token without a timeout ends at the token's expiry, or
+// when the token is completed; the mint is a FUNCTION step of its own; a time to live out of range is
 // refused with ErrWaitTokenTTL.
 func TestWaitTokenWaitEndsAtExpiry(t *testing.T) {
 	env := workflowtest.New()
@@ -49,6 +49,14 @@ func TestWaitTokenWaitEndsAtExpiry(t *testing.T) {
 	steps := env.Steps()
 	if len(steps) < 3 || steps[0].ID != protocol.WaitTokenStepID("approval", 1) || steps[1].ID != protocol.WaitTokenStepID("approval", 2) {
 		t.Fatalf("steps %+v", steps)
+	}
+
+	// Completed after 10 minutes: the wait receives the payload then.
+	env = workflowtest.New()
+	env.CompleteWaitTokenAfter(10*time.Minute, "approval", 1, true)
+	out, err = workflowtest.Run(env, approve, approveFn, time.Hour)
+	if err != nil || out != "approved" || env.Elapsed() != 10*time.Minute {
+		t.Fatalf("got %q, %v after %s; want approved after 10m", out, err, env.Elapsed())
 	}
 	for _, ttl := range []time.Duration{0, protocol.MaxWaitTokenTTL + time.Second} {
 		_, err := workflowtest.Run(workflowtest.New(), approve, approveFn, ttl)
