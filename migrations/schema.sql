@@ -903,6 +903,29 @@ CREATE TABLE kagzi.step_runs (
 )
 WITH (autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_threshold='10000', autovacuum_vacuum_insert_scale_factor='0.05', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_cost_limit='800');
 
+-- Name: wait_token_keys; Type: TABLE; Schema: kagzi; Owner: -
+
+CREATE TABLE kagzi.wait_token_keys (
+    namespace_id text NOT NULL,
+    key bytea NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT wait_token_keys_key_check CHECK ((length(key) = 32))
+);
+
+-- Name: wait_tokens; Type: TABLE; Schema: kagzi; Owner: -
+
+CREATE TABLE kagzi.wait_tokens (
+    token_id uuid NOT NULL,
+    namespace_id text NOT NULL,
+    run_id uuid NOT NULL,
+    step_id text NOT NULL,
+    event_name text NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    used_at timestamp with time zone,
+    event_id uuid
+);
+
 -- Name: workers; Type: TABLE; Schema: kagzi; Owner: -
 
 CREATE TABLE kagzi.workers (
@@ -1070,6 +1093,16 @@ ALTER TABLE ONLY kagzi.settings
 ALTER TABLE ONLY kagzi.step_runs
     ADD CONSTRAINT step_runs_pkey PRIMARY KEY (run_id, step_id, attempt_number);
 
+-- Name: wait_token_keys wait_token_keys_pkey; Type: CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.wait_token_keys
+    ADD CONSTRAINT wait_token_keys_pkey PRIMARY KEY (namespace_id);
+
+-- Name: wait_tokens wait_tokens_pkey; Type: CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.wait_tokens
+    ADD CONSTRAINT wait_tokens_pkey PRIMARY KEY (token_id);
+
 -- Name: workers workers_pkey; Type: CONSTRAINT; Schema: kagzi; Owner: -
 
 ALTER TABLE ONLY kagzi.workers
@@ -1144,6 +1177,10 @@ CREATE INDEX run_attributes_time_idx ON kagzi.run_attributes USING btree (namesp
 -- Name: step_runs_latest_idx; Type: INDEX; Schema: kagzi; Owner: -
 
 CREATE UNIQUE INDEX step_runs_latest_idx ON kagzi.step_runs USING btree (run_id, step_id) WHERE is_latest;
+
+-- Name: wait_tokens_run_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX wait_tokens_run_idx ON kagzi.wait_tokens USING btree (run_id);
 
 -- Name: workers_list_idx; Type: INDEX; Schema: kagzi; Owner: -
 
@@ -1310,6 +1347,11 @@ ALTER TABLE ONLY kagzi.batch_runs
 
 ALTER TABLE ONLY kagzi.run_attributes
     ADD CONSTRAINT run_attributes_run_id_fkey FOREIGN KEY (run_id) REFERENCES kagzi.workflow_runs(run_id) ON DELETE CASCADE;
+
+-- Name: wait_tokens wait_tokens_run_id_fkey; Type: FK CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.wait_tokens
+    ADD CONSTRAINT wait_tokens_run_id_fkey FOREIGN KEY (run_id) REFERENCES kagzi.workflow_runs(run_id) ON DELETE CASCADE;
 
 -- Name: workflow_events workflow_events_run_id_fkey; Type: FK CONSTRAINT; Schema: kagzi; Owner: -
 

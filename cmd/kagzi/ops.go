@@ -12,4 +12,5 @@ func init() {
 	register(ops.NewWorkflowCmd)
 	register(ops.NewQueueCmd)
 	register(ops.NewBatchCmd)
+	register(ops.NewTokenCmd)
 }

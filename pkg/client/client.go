@@ -13,7 +13,8 @@
 // so no result is missed and nothing polls), SendEvent for runs that take
 // events with WaitForEvent or DrainEvents (SignalWithStart starting the
 // run if none is live; a run cannot end past an event it has not seen, see
-// SignalWithStart), Update
+// SignalWithStart), CompleteWaitToken for the tokens a workflow waits for
+// (workflow.NewWaitToken), Update
 // for requests a workflow answers while the caller waits
 // (workflow.NewUpdate), Retry for failed runs (dead letters), Fork and
 // ForkMany to rerun runs from a step after a fix, global

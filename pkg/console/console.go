@@ -146,8 +146,9 @@ func (c *Console) Stop() {
 }
 
 // Handler returns the console's handler (auth, read-only and CSRF checks
-// included).
-func (c *Console) Handler() http.Handler { return c.guard(c.mux) }
+// included; POST /callbacks/{token}, whose token is its credential, is
+// outside them: see callbacks.go).
+func (c *Console) Handler() http.Handler { return c.withCallbacks(c.guard(c.mux)) }
 
 // Counts returns the namespace's runs per status, as the runs view shows
 // them (kept from events after one first read).

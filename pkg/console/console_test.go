@@ -232,6 +232,10 @@ func TestReadOnly(t *testing.T) {
 			t.Errorf("%s %s: %d %s, want 403", w.method, w.path, code, body)
 		}
 	}
+	// A callback, outside the guard, is a write too.
+	if code, body := e.do("POST", "/callbacks/x", nil); code != http.StatusForbidden || !strings.Contains(string(body), "read-only") {
+		t.Errorf("POST /callbacks/x: %d %s, want 403 read-only", code, body)
+	}
 	var page console.RunsPage
 	e.getJSON("/api/v1/runs?ns=default", &page)
 	if len(page.Runs) != 1 {

@@ -246,6 +246,16 @@ func (m *Report) validateItem(i int, it *ReportItem) error {
 		if t := bytes.TrimSpace(it.Output); len(t) < 2 || t[0] != '{' {
 			return invalid(m, "item %d: attributes_set output must be a JSON object", i)
 		}
+	case ReportWaitTokenMint:
+		if err := checkStep(); err != nil {
+			return err
+		}
+		if !strings.HasPrefix(it.StepID, WaitTokenPrefix) || it.Attempt != 1 {
+			return invalid(m, "item %d: a wait_token_mint step id begins with %q, attempt 1", i, WaitTokenPrefix)
+		}
+		if it.Until == nil {
+			return invalid(m, "item %d: wait_token_mint without an expiry (until)", i)
+		}
 	case ReportEventWait, ReportEventDrain:
 		if err := checkStep(); err != nil {
 			return err

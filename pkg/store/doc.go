@@ -16,7 +16,7 @@
 // claims, internal/opsstore the fleet and operators' statements (workers,
 // retention, defaults, history, progress, the console's searches, forks),
 // internal/schedstore the schedules and their fires. This package keeps
-// events, updates, payloads, rate limits, leaders, settings and
+// events, wait tokens, updates, payloads, rate limits, leaders, settings and
 // connections; its Store embeds the parts, so their methods are its own,
 // and it names their types (aliases) and errors (the same values), so
 // callers see one package.

@@ -2,7 +2,8 @@
 // workflows ([New], [Ref]), the Context a run executes in, durable steps
 // ([Step]) memoized across executions and retried under a policy
 // ([WithRetry], [WithStepTimeout]), durable sleep ([Sleep], [SleepUntil]),
-// events ([WaitForEvent], [DrainEvents]), updates the caller waits for ([NewUpdate],
+// events ([WaitForEvent], [DrainEvents]), wait tokens completed from outside
+// ([NewWaitToken], [WaitForToken]), updates the caller waits for ([NewUpdate],
 // [Update.Handle]), child workflows ([Ref.Child], [StartChild],
 // [Child], [ChildAll]), parallel branches ([Parallel]), recorded values
 // ([Now], [SideEffect]), patching of running workflows ([Version]),

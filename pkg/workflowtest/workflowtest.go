@@ -203,6 +203,15 @@ func (e *Env) SendEventAfter(d time.Duration, name string, payload any) {
 	sort.SliceStable(e.events[name], func(i, j int) bool { return e.events[name][i].at.Before(e.events[name][j].at) })
 }
 
+// CompleteWaitTokenAfter completes, d after the run's start (virtual
+// time), the token the run's n-th (from 1) NewWaitToken named name mints,
+// with payload, as client.CompleteWaitToken would: its WaitForToken
+// receives it. (The Env's tokens are not signed.)
+func (e *Env) CompleteWaitTokenAfter(d time.Duration, name string, n int, payload any) {
+	id := protocol.WaitTokenID(uuid.Nil, protocol.WaitTokenStepID(name, n))
+	e.SendEventAfter(d, protocol.WaitTokenEvent(id), payload)
+}
+
 // CancelAfter asks the run to cancel d after its start (virtual time), as
 // client.Cancel would: a run waiting then is woken at once; from then on
 // its Context is cancelled (cause workflow.ErrCancelled) and durable calls
@@ -435,6 +444,15 @@ func (r *reporter) Report(_ context.Context, items ...protocol.ReportItem) ([]pr
 			// engine's to check, so every set is taken here.
 			e.record(it.StepID, "FUNCTION", &protocol.StepState{StepID: it.StepID, Status: "COMPLETED", Attempt: it.Attempt,
 				Output: it.Output, RunAttempt: 1})
+		case protocol.ReportWaitTokenMint:
+			// An unsigned token: the engine signs; here its event is what
+			// counts, named after the step alone (CompleteWaitTokenAfter).
+			id := protocol.WaitTokenID(uuid.Nil, it.StepID)
+			out, _ := json.Marshal(protocol.WaitTokenMinted{Token: "test-" + id.String(), Event: protocol.WaitTokenEvent(id),
+				ExpiresAt: it.Until.Truncate(time.Second)})
+			e.record(it.StepID, "FUNCTION", &protocol.StepState{StepID: it.StepID, Status: "COMPLETED", Attempt: 1,
+				Output: out, RunAttempt: 1})
+			res[i].Output = out
 		case protocol.ReportEventWait:
 			res[i] = e.eventWait(it)
 		case protocol.ReportEventDrain:

@@ -386,6 +386,23 @@ func (d *Dispatcher) applyOther(ctx context.Context, tx *store.Store, ref itemRe
 			}
 			return nil
 		}
+	case protocol.ReportWaitTokenMint:
+		var (
+			o      store.StepOutcome
+			minted protocol.WaitTokenMinted
+		)
+		o, minted, err = tx.WaitTokensMint(ctx, store.WaitTokensMintParams{Lease: l, StepID: it.StepID,
+			ExpiresAt: *it.Until, StartedAt: it.StartedAt})
+		if err == nil {
+			if err = d.stepResult(ref, o); err != nil {
+				return err
+			}
+			if r := &ref.j.results[ref.i]; r.Code == protocol.ResultOK {
+				// The token travels back as the step's output.
+				r.Output, err = json.Marshal(minted)
+			}
+			return err
+		}
 	case protocol.ReportRunFailed:
 		var res store.RunsFailAttemptResult
 		res, err = tx.RunsFailAttempt(ctx, l, it.Error, it.ErrorType, it.NonRetryable)
