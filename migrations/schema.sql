@@ -456,6 +456,17 @@ BEGIN
 END
 $$;
 
+-- Name: notify_published_event(); Type: FUNCTION; Schema: kagzi; Owner: -
+
+CREATE FUNCTION kagzi.notify_published_event() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('kagzi', json_build_object('k', 'e', 'ns', NEW.namespace_id, 'id', NEW.event_id)::text);
+    RETURN NULL;
+END
+$$;
+
 -- Name: notify_runs(); Type: FUNCTION; Schema: kagzi; Owner: -
 
 CREATE FUNCTION kagzi.notify_runs() RETURNS trigger
@@ -813,6 +824,17 @@ CREATE TABLE kagzi.pauses (
     CONSTRAINT pauses_kind_check CHECK ((kind = ANY (ARRAY['queue'::text, 'type'::text])))
 );
 
+-- Name: published_events; Type: TABLE; Schema: kagzi; Owner: -
+
+CREATE TABLE kagzi.published_events (
+    event_id uuid NOT NULL,
+    namespace_id text NOT NULL,
+    name text NOT NULL,
+    payload jsonb NOT NULL,
+    published_at timestamp with time zone DEFAULT now() NOT NULL,
+    fanned_out_at timestamp with time zone
+);
+
 -- Name: rate_limits; Type: TABLE; Schema: kagzi; Owner: -
 
 CREATE TABLE kagzi.rate_limits (
@@ -902,6 +924,28 @@ CREATE TABLE kagzi.step_runs (
     CONSTRAINT step_runs_status_check CHECK ((status = ANY (ARRAY['PENDING'::text, 'RUNNING'::text, 'COMPLETED'::text, 'FAILED'::text])))
 )
 WITH (autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_threshold='10000', autovacuum_vacuum_insert_scale_factor='0.05', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_cost_limit='800');
+
+-- Name: trigger_firings; Type: TABLE; Schema: kagzi; Owner: -
+
+CREATE TABLE kagzi.trigger_firings (
+    event_id uuid NOT NULL,
+    trigger_id uuid NOT NULL,
+    run_id uuid NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+-- Name: triggers; Type: TABLE; Schema: kagzi; Owner: -
+
+CREATE TABLE kagzi.triggers (
+    trigger_id uuid NOT NULL,
+    namespace_id text NOT NULL,
+    name text NOT NULL,
+    event_pattern text NOT NULL,
+    workflow_type text NOT NULL,
+    task_queue text NOT NULL,
+    input_path text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
 
 -- Name: wait_token_keys; Type: TABLE; Schema: kagzi; Owner: -
 
@@ -1068,6 +1112,11 @@ ALTER TABLE ONLY kagzi.leaders
 ALTER TABLE ONLY kagzi.pauses
     ADD CONSTRAINT pauses_pkey PRIMARY KEY (namespace_id, kind, name);
 
+-- Name: published_events published_events_pkey; Type: CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.published_events
+    ADD CONSTRAINT published_events_pkey PRIMARY KEY (event_id);
+
 -- Name: rate_limits rate_limits_pkey; Type: CONSTRAINT; Schema: kagzi; Owner: -
 
 ALTER TABLE ONLY kagzi.rate_limits
@@ -1092,6 +1141,21 @@ ALTER TABLE ONLY kagzi.settings
 
 ALTER TABLE ONLY kagzi.step_runs
     ADD CONSTRAINT step_runs_pkey PRIMARY KEY (run_id, step_id, attempt_number);
+
+-- Name: trigger_firings trigger_firings_pkey; Type: CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.trigger_firings
+    ADD CONSTRAINT trigger_firings_pkey PRIMARY KEY (event_id, trigger_id);
+
+-- Name: triggers triggers_namespace_id_name_key; Type: CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.triggers
+    ADD CONSTRAINT triggers_namespace_id_name_key UNIQUE (namespace_id, name);
+
+-- Name: triggers triggers_pkey; Type: CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.triggers
+    ADD CONSTRAINT triggers_pkey PRIMARY KEY (trigger_id);
 
 -- Name: wait_token_keys wait_token_keys_pkey; Type: CONSTRAINT; Schema: kagzi; Owner: -
 
@@ -1149,6 +1213,10 @@ CREATE INDEX batches_namespace_idx ON kagzi.batches USING btree (namespace_id, c
 -- Name: batches_running_idx; Type: INDEX; Schema: kagzi; Owner: -
 
 CREATE INDEX batches_running_idx ON kagzi.batches USING btree (created_at) WHERE (state = 'running'::text);
+
+-- Name: published_events_pending_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX published_events_pending_idx ON kagzi.published_events USING btree (published_at) WHERE (fanned_out_at IS NULL);
 
 -- Name: run_attributes_bool_idx; Type: INDEX; Schema: kagzi; Owner: -
 
@@ -1298,6 +1366,10 @@ CREATE TRIGGER concurrency_limits_notify_delete AFTER DELETE ON kagzi.concurrenc
 
 CREATE TRIGGER concurrency_limits_notify_update AFTER UPDATE ON kagzi.concurrency_limits REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION kagzi.notify_limits();
 
+-- Name: published_events published_events_notify; Type: TRIGGER; Schema: kagzi; Owner: -
+
+CREATE TRIGGER published_events_notify AFTER INSERT ON kagzi.published_events FOR EACH ROW EXECUTE FUNCTION kagzi.notify_published_event();
+
 -- Name: run_attributes run_attributes_count_delete; Type: TRIGGER; Schema: kagzi; Owner: -
 
 CREATE TRIGGER run_attributes_count_delete AFTER DELETE ON kagzi.run_attributes REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION kagzi.attribute_counts_change();
@@ -1347,6 +1419,11 @@ ALTER TABLE ONLY kagzi.batch_runs
 
 ALTER TABLE ONLY kagzi.run_attributes
     ADD CONSTRAINT run_attributes_run_id_fkey FOREIGN KEY (run_id) REFERENCES kagzi.workflow_runs(run_id) ON DELETE CASCADE;
+
+-- Name: trigger_firings trigger_firings_event_id_fkey; Type: FK CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.trigger_firings
+    ADD CONSTRAINT trigger_firings_event_id_fkey FOREIGN KEY (event_id) REFERENCES kagzi.published_events(event_id) ON DELETE CASCADE;
 
 -- Name: wait_tokens wait_tokens_run_id_fkey; Type: FK CONSTRAINT; Schema: kagzi; Owner: -
 

@@ -12,6 +12,7 @@
 //	cancel.<ns>.<worker>        relay, clients → worker   cancel/terminate a run it holds, or drain (Cancel)
 //	schedule.<ns>               relay → schedulers    a schedule template changed (ScheduleChanged)
 //	batch.<ns>                  relay → reapers, consoles  a batch operation was created, moved or made progress (BatchChanged)
+//	event.<ns>                  relay → reapers       an event was published, to fan out to triggers (EventPublished)
 //	changed.<ns>                dispatcher → consoles  runs it changed, after commit (RunsChanged)
 //	progress.<ns>.<run>         relay → clients, consoles  a run recorded state, a stream entry or an update's answer (RunProgress)
 //	relay.up                    relay → everyone      a relay (re)started: read the backlog (RelayUp)

@@ -122,6 +122,22 @@ func (m *BatchChanged) Validate() error {
 	return checkID(m, "batch id", m.BatchID)
 }
 
+// EventPublished says an event was published (docs/triggers.md): the
+// reaper's leader fans it out to the triggers whose patterns match it.
+type EventPublished struct {
+	Versioned
+	Namespace string    `json:"ns"`
+	EventID   uuid.UUID `json:"event_id"`
+}
+
+// Validate implements Message.
+func (m *EventPublished) Validate() error {
+	if err := checkToken(m, "namespace", m.Namespace); err != nil {
+		return err
+	}
+	return checkID(m, "event id", m.EventID)
+}
+
 // RelayUp announces that a relay started listening.
 type RelayUp struct {
 	Versioned

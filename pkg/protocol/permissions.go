@@ -47,7 +47,7 @@ func Permissions(role, namespace, identity string) (Permission, error) {
 	case RoleDispatcher:
 		return Permission{
 			Publish: []string{
-				SubjectReadyAll, SubjectDoneAll, SubjectCancelAll, SubjectScheduleAll, SubjectProgressAll, SubjectBatchAll, // the relay
+				SubjectReadyAll, SubjectDoneAll, SubjectCancelAll, SubjectScheduleAll, SubjectProgressAll, SubjectBatchAll, SubjectEventAll, // the relay
 				SubjectRelayUp, SubjectDispatcherBeacon,
 				SubjectLeaderBeacon(LeaderRelay), // the relay leader's progress
 				SubjectChangedAll,                // runs changed, for the console
@@ -72,6 +72,7 @@ func Permissions(role, namespace, identity string) (Permission, error) {
 				SubjectWorkerRegisterAll, SubjectWorkerHeartbeatAll, SubjectWorkerDeregisterAll,
 				SubjectReadyAll, SubjectRelayUp, SubjectWorkAll, SubjectDirectWorkAll, SubjectLeaderBeacon(LeaderReaper),
 				SubjectBatchAll,         // batches to work on
+				SubjectEventAll,         // published events to fan out to triggers
 				SubjectDispatcherBeacon, // the dispatchers' leases (HeaderLease)
 				ServiceInbox(RoleReaper) + ".>",
 			},

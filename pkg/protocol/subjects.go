@@ -27,6 +27,8 @@ const (
 	SubjectScheduleAll = Prefix + "schedule.>"
 	// SubjectBatchAll matches every BatchChanged (reapers subscribe).
 	SubjectBatchAll = Prefix + "batch.>"
+	// SubjectEventAll matches every EventPublished (reapers subscribe).
+	SubjectEventAll = Prefix + "event.>"
 	// SubjectWorkAll matches every WorkRequest (dispatchers, queue group).
 	SubjectWorkAll = Prefix + "work.>"
 	// SubjectReportAll matches every Report (dispatchers, queue group).
@@ -253,6 +255,12 @@ func SubjectSchedule(namespace string) string {
 // running are announced.
 func SubjectBatch(namespace string) string {
 	return Prefix + "batch." + namespace
+}
+
+// SubjectEvent is where a namespace's published events are announced,
+// for the reaper's leader to fan out to triggers.
+func SubjectEvent(namespace string) string {
+	return Prefix + "event." + namespace
 }
 
 // SubjectWork is where workers ask for runs of one queue.

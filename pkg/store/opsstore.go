@@ -121,6 +121,7 @@ const (
 	// a run recorded a progress step (protocol.ProgressPrefixes)
 	NotifyProgress    = opsstore.NotifyProgress
 	NotifyBatch       = opsstore.NotifyBatch
+	NotifyEvent       = opsstore.NotifyEvent
 	DefaultStreamRead = opsstore.DefaultStreamRead
 	MaxStreamRead     = opsstore.MaxStreamRead
 	// DefaultKeepCompleted keeps COMPLETED and CANCELLED runs for a week: the

@@ -274,6 +274,8 @@ func (r *Relay) onNotification(ctx context.Context, payload string) {
 	case store.NotifyBatch:
 		r.publish(ctx, protocol.SubjectBatch(n.Namespace), &protocol.BatchChanged{Namespace: n.Namespace, BatchID: n.RunID,
 			State: n.BatchState, Moved: n.BatchMoved})
+	case store.NotifyEvent:
+		r.publish(ctx, protocol.SubjectEvent(n.Namespace), &protocol.EventPublished{Namespace: n.Namespace, EventID: n.RunID})
 	}
 }
 

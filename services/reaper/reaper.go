@@ -89,6 +89,9 @@ type Stats struct {
 	// AttributeFolds counts the folds of attribute count deltas, and
 	// AttributeDeltasFolded the deltas they folded.
 	AttributeFolds, AttributeDeltasFolded int64
+	// EventsFannedOut counts the published events this replica fanned
+	// out as leader, TriggerRunsStarted the runs they started.
+	EventsFannedOut, TriggerRunsStarted int64
 }
 
 // Reaper is the recovery service: the sweeps (liveness, registration,
@@ -106,8 +109,9 @@ type Reaper struct {
 	deadlines *deadlines
 	retain    *retention
 	batches   *batches
+	fanOuts   *fanOuts
 	counts    *counts
-	// sweeps are the seven in the order the leader steps them.
+	// sweeps are the eight in the order the leader steps them.
 	sweeps []sweep
 
 	// mu guards resync, which asks the leader to re-read leases and
@@ -179,9 +183,10 @@ func newReaper(cfg Config, k knobs, st *store.Store, nc *nats.Conn, log *slog.Lo
 	r.retain = newRetention(r.sh, cfg.RetentionConfig)
 	r.batches = newBatches(r.sh)
 	r.counts = newCounts(r.sh)
+	r.fanOuts = newFanOuts(r.sh)
 	r.retain.onDeleted = r.counts.touch
 	r.batches.onActed = r.counts.touch
-	r.sweeps = []sweep{r.reg, r.live, r.leases, r.deadlines, r.retain, r.batches, r.counts}
+	r.sweeps = []sweep{r.reg, r.live, r.leases, r.deadlines, r.retain, r.batches, r.fanOuts, r.counts}
 	r.watch = leadership.New(leadership.Options{Role: protocol.LeaderReaper, LockKey: k.LockKey, Interval: cfg.BeaconInterval},
 		st, nc, log)
 	return r
@@ -222,6 +227,7 @@ func (r *Reaper) Stats() Stats {
 		BatchRunsDone: bc.done.Load(), BatchRunsFailed: bc.failed.Load(), BatchRunsSkipped: bc.skipped.Load(),
 		BatchesCompleted: bc.completed.Load(), BatchesRunning: bc.running.Load(),
 		AttributeFolds: r.counts.c.folds.Load(), AttributeDeltasFolded: r.counts.c.deltas.Load(),
+		EventsFannedOut: r.fanOuts.c.events.Load(), TriggerRunsStarted: r.fanOuts.c.runs.Load(),
 	}
 }
 
@@ -332,6 +338,7 @@ func (r *Reaper) resyncLater() {
 	r.resync = true
 	r.mu.Unlock()
 	r.batches.reread.Store(true)
+	r.fanOuts.reread.Store(true)
 	r.wakeLeader()
 }
 

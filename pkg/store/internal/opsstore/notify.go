@@ -23,6 +23,7 @@ const (
 	NotifySchedule NotificationKind = "s" // a schedule template changed
 	NotifyProgress NotificationKind = "p" // a run recorded a progress step (protocol.ProgressPrefixes)
 	NotifyBatch    NotificationKind = "b" // a batch was created, changed state or recorded outcomes (RunID is the batch's id)
+	NotifyEvent    NotificationKind = "e" // an event was published, to fan out to triggers (RunID is the event's id)
 )
 
 // FinishedRun is one entry of a NotifyDone notification.
@@ -37,7 +38,7 @@ type Notification struct {
 	Namespace string
 	Queue     string     // NotifyReady
 	At        *time.Time // NotifyReady: earliest due; NotifySchedule: next fire (nil: none)
-	RunID     uuid.UUID  // NotifyCancel, NotifySchedule (the template), NotifyBatch (the batch)
+	RunID     uuid.UUID  // NotifyCancel, NotifySchedule (the template), NotifyBatch (the batch), NotifyEvent (the event)
 	WorkerID  uuid.UUID  // NotifyCancel: the holder
 	// Terminate (NotifyCancel): the run was terminated and its lease is
 	// void; otherwise it was asked to cancel and its lease holds.
@@ -107,6 +108,11 @@ func ParseNotification(payload string) (Notification, error) {
 		n.StepID, n.Terminate, n.BatchState, n.BatchMoved = "", false, r.St, r.R
 		if n.RunID == uuid.Nil || n.BatchState == "" {
 			return Notification{}, invalidf("batch notification %q: needs batch id and state", clip(payload))
+		}
+	case NotifyEvent:
+		n.StepID, n.Terminate = "", false
+		if n.RunID == uuid.Nil {
+			return Notification{}, invalidf("event notification %q: needs event id", clip(payload))
 		}
 	default:
 		return Notification{}, invalidf("notification %q: unknown kind %q", clip(payload), r.K)
