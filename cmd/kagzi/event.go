@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kagzi/kagzi/cmd/kagzi/internal/cliutil"
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/ops"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
@@ -19,10 +20,10 @@ func newEventCmd(a *cliutil.App) *cobra.Command {
 	c := cliutil.GroupCmd(&cobra.Command{
 		Use:     "event",
 		Aliases: []string{"events"},
-		Short:   "Send events to runs waiting for them",
+		Short:   "Send events to runs waiting for them, or publish events to triggers",
 		Example: `  kagzi event send order-42 payment-received --payload '{"amount": 1999}'`,
 	})
-	c.AddCommand(newEventSendCmd(a), newEventSendWithStartCmd(a))
+	c.AddCommand(newEventSendCmd(a), newEventSendWithStartCmd(a), ops.NewEventPublishCmd(a))
 	return c
 }
 

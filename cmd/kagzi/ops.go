@@ -13,4 +13,5 @@ func init() {
 	register(ops.NewQueueCmd)
 	register(ops.NewBatchCmd)
 	register(ops.NewTokenCmd)
+	register(ops.NewTriggerCmd)
 }

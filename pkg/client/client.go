@@ -14,7 +14,8 @@
 // events with WaitForEvent or DrainEvents (SignalWithStart starting the
 // run if none is live; a run cannot end past an event it has not seen, see
 // SignalWithStart), CompleteWaitToken for the tokens a workflow waits for
-// (workflow.NewWaitToken), Update
+// (workflow.NewWaitToken), Publish for events that start a run per
+// matching trigger (docs/triggers.md), Update
 // for requests a workflow answers while the caller waits
 // (workflow.NewUpdate), Retry for failed runs (dead letters), Fork and
 // ForkMany to rerun runs from a step after a fix, global

@@ -1,0 +1,167 @@
+package e2e_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/kagzi/kagzi/pkg/client"
+	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/pkg/worker"
+	"github.com/kagzi/kagzi/pkg/workflow"
+	"github.com/kagzi/kagzi/services/reaper"
+	"github.com/kagzi/kagzi/tests/testdb"
+	"github.com/kagzi/kagzi/tests/testnats"
+)
+
+// An event published twice with one id starts exactly the runs of the
+// two triggers that match it, once each, and they complete with their
+// inputs; the trigger that does not match starts none.
+func TestTriggersStartMatchingRunsOnce(t *testing.T) {
+	t.Parallel()
+	type order struct {
+		ID int `json:"id"`
+	}
+	counts := newCounter()
+	e := start(t, opts{workers: 1, register: func(w *worker.Worker) error {
+		if err := worker.Register(w, "Audit", func(ctx workflow.Context, in map[string]any) (string, error) {
+			counts.inc("Audit")
+			return "audited", nil
+		}); err != nil {
+			return err
+		}
+		if err := worker.Register(w, "Ship", func(ctx workflow.Context, o order) (int, error) {
+			counts.inc("Ship")
+			return o.ID, nil
+		}); err != nil {
+			return err
+		}
+		return worker.Register(w, "Bill", func(ctx workflow.Context, _ any) (string, error) {
+			counts.inc("Bill")
+			return "billed", nil
+		})
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st := e.srv.Store
+	for _, tr := range []store.Trigger{
+		{Namespace: "default", Name: "audit", Pattern: "order.>", Type: "Audit", Queue: "default"},
+		{Namespace: "default", Name: "ship", Pattern: "*.created", Type: "Ship", Queue: "default", InputPath: "order"},
+		{Namespace: "default", Name: "bill", Pattern: "order.paid", Type: "Bill", Queue: "default"},
+	} {
+		if _, err := st.TriggersCreate(ctx, tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := uuid.Must(uuid.NewV7())
+	payload := map[string]any{"order": order{ID: 42}}
+	first, err := e.cl.Publish(ctx, "order.created", payload, client.PublishOptions{EventID: id})
+	if err != nil || !first.Created || first.EventID != id {
+		t.Fatalf("publish: %+v %v", first, err)
+	}
+	var ev store.PublishedEvent
+	waitUntil(t, 30*time.Second, "the event fanned out", func() bool {
+		ev, err = st.PublishedEventsGet(ctx, "default", id)
+		return err == nil && ev.FannedOutAt != nil
+	})
+	again, err := e.cl.Publish(ctx, "order.created", payload, client.PublishOptions{EventID: id})
+	if err != nil || again.Created || again.EventID != id {
+		t.Fatalf("publish again: %+v %v", again, err)
+	}
+	if len(ev.Firings) != 2 || ev.Firings[0].Trigger != "audit" || ev.Firings[1].Trigger != "ship" {
+		t.Fatalf("firings: %+v", ev.Firings)
+	}
+	var shipped int
+	if err := e.cl.Handle(ev.Firings[1].RunID).Result(ctx, &shipped); err != nil || shipped != 42 {
+		t.Fatalf("Ship run: %d %v", shipped, err)
+	}
+	var audited string
+	if err := e.cl.Handle(ev.Firings[0].RunID).Result(ctx, &audited); err != nil || audited != "audited" {
+		t.Fatalf("Audit run: %q %v", audited, err)
+	}
+	r, err := e.cl.GetByExternalID(ctx, store.TriggerExternalID("ship", id))
+	if err != nil || r.ID != ev.Firings[1].RunID {
+		t.Fatalf("run by external id: %+v %v", r, err)
+	}
+	// The second publish was a no-op: no new event to fan out, and the
+	// runs table holds the two runs only.
+	if pend, err := st.PublishedEventsPending(ctx, 10); err != nil || len(pend) != 0 {
+		t.Fatalf("pending: %v %v", pend, err)
+	}
+	runs, _, err := st.RunsList(ctx, store.RunsListParams{Namespace: "default", Limit: 10})
+	if err != nil || len(runs) != 2 {
+		t.Fatalf("runs: %+v %v", runs, err)
+	}
+	if got := counts.snapshot(); got["Audit"] != 1 || got["Ship"] != 1 || got["Bill"] != 0 {
+		t.Fatalf("executions: %v", got)
+	}
+}
+
+// A reaper killed while it fans out a backlog of events leaves each event
+// fanned out whole or not at all: its successor fans out the rest, and
+// every (event, trigger) has exactly one run.
+func TestTriggersFanOutSurvivesKilledReaper(t *testing.T) {
+	skipUnderAuth(t)
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pool, dbURL := testdb.Pool(t)
+	st := store.New(pool, store.Options{})
+	ns := testnats.Start(t)
+	env := frozenLeaderEnv(dbURL, ns.URL())
+
+	for _, tr := range []store.Trigger{
+		{Namespace: "default", Name: "one", Pattern: "job.*", Type: "T1", Queue: "nobody"},
+		{Namespace: "default", Name: "two", Pattern: "job.>", Type: "T2", Queue: "nobody"},
+		{Namespace: "default", Name: "none", Pattern: "other.*", Type: "T3", Queue: "nobody"},
+	} {
+		if _, err := st.TriggersCreate(ctx, tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 2000
+	for range n {
+		if _, err := st.PublishedEventsAdd(ctx, store.PublishParams{Namespace: "default", Name: "job.done", Payload: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fanned := func() (events, firings, runs int) {
+		t.Helper()
+		err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM kagzi.published_events WHERE fanned_out_at IS NOT NULL),
+			(SELECT count(*) FROM kagzi.trigger_firings), (SELECT count(*) FROM kagzi.workflow_runs)`).Scan(&events, &firings, &runs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return events, firings, runs
+	}
+	dispatcher := startChild(t, "dispatcher", env, "dispatcher")
+	if _, err := dispatcher.await(ctx, "relay is leader", time.Time{}, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	first := startChild(t, "reaper (killed)", env, "reaper")
+	if _, err := first.await(ctx, "reaper is leader", time.Time{}, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	second := startChild(t, "reaper (successor)", env, "reaper")
+	awaitQueued(t, ctx, st, reaper.LockKey)
+	waitUntil(t, 60*time.Second, "a tenth of the events fanned out", func() bool { ev, _, _ := fanned(); return ev >= n/10 })
+	killed := time.Now()
+	_ = first.cmd.Process.Kill()
+	ev, _, _ := fanned()
+	t.Logf("killed the leader at %d of %d events", ev, n)
+	if _, err := second.await(ctx, "reaper is leader", killed, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 90*time.Second, "every event fanned out", func() bool { ev, _, _ := fanned(); return ev == n })
+	ev, firings, runs := fanned()
+	if firings != 2*n || runs != 2*n {
+		t.Fatalf("%d events: %d firings and %d runs, want %d each", ev, firings, runs, 2*n)
+	}
+	var orphans int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM kagzi.workflow_runs r
+		WHERE NOT EXISTS (SELECT 1 FROM kagzi.trigger_firings f WHERE f.run_id = r.run_id)`).Scan(&orphans); err != nil || orphans != 0 {
+		t.Fatalf("%d runs without a firing (%v)", orphans, err)
+	}
+}
