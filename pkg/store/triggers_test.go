@@ -212,3 +212,24 @@ func TestTriggersFanOutRace(t *testing.T) {
 		t.Fatalf("%d runs, %d firings, want 15 each (%v)", runs, firings, err)
 	}
 }
+
+// A publish notifies once (kind e, the event's id); publishing the id
+// again notifies nothing.
+func TestNotifyPublishedEvent(t *testing.T) {
+	t.Parallel()
+	s, ch := listening(t)
+	ctx := context.Background()
+	p := store.PublishParams{Namespace: "ns", Name: "order.created", Payload: []byte(`{}`)}
+	first, err := s.PublishedEventsAdd(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ID = first.ID
+	if _, err := s.PublishedEventsAdd(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	got := untilMarker(t, s, ch)
+	if len(got) != 1 || got[0].Kind != store.NotifyEvent || got[0].Namespace != "ns" || got[0].RunID != first.ID {
+		t.Fatalf("notifications %+v, want one of event %s", got, first.ID)
+	}
+}

@@ -92,7 +92,9 @@ func newTriggerListCmd(a *cliutil.App) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
 		Short: "List the namespace's triggers",
-		Args:  cobra.NoArgs,
+		Example: `  kagzi trigger list
+  kagzi --json trigger list`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st, err := a.Store(cmd.Context())
 			if err != nil {
@@ -124,9 +126,10 @@ func newTriggerListCmd(a *cliutil.App) *cobra.Command {
 
 func newTriggerDeleteCmd(a *cliutil.App) *cobra.Command {
 	return &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Delete a trigger (events not fanned out yet start no run of it)",
-		Args:  cobra.ExactArgs(1),
+		Use:     "delete NAME",
+		Short:   "Delete a trigger (events not fanned out yet start no run of it)",
+		Example: `  kagzi trigger delete ship-orders`,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			st, err := a.Store(cmd.Context())
 			if err != nil {
@@ -158,7 +161,9 @@ func newTriggerFiredCmd(a *cliutil.App) *cobra.Command {
 	return &cobra.Command{
 		Use:   "fired EVENT_ID",
 		Short: "Show a published event and the runs its triggers started",
-		Args:  cobra.ExactArgs(1),
+		Example: `  kagzi trigger fired 0192f3c4-8d5e-7a01-b2c3-d4e5f6a7b8c9
+  kagzi --json trigger fired "$EVENT_ID" | jq -r '.runs[].run_id'`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := cliutil.ParseID("event id", args[0])
 			if err != nil {
