@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/pkg/client"
@@ -310,4 +311,44 @@ func ExampleClient_RetryStepNow() {
 	})
 	// README: end
 	fmt.Println(steps, err)
+}
+
+// An event published once, in the application's own transaction, starts
+// a run per matching trigger.
+func ExampleClient_PublishTx() {
+	ctx := context.Background()
+	nc, err := nats.Connect(nats.DefaultURL)
+	if err != nil {
+		return
+	}
+	cl, err := client.Connect(ctx, databaseURL, nc, client.Options{})
+	if err != nil {
+		return
+	}
+	defer cl.Close()
+	pool, err := pgxpool.New(ctx, databaseURL)
+	if err != nil {
+		return
+	}
+	defer pool.Close()
+	order := Order{ID: "o-1", Customer: "c-1", Amount: 42}
+	orderEventID := uuid.Must(uuid.NewV7()) // stored with the order, reused on a retry
+	// README: publish
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return
+	}
+	defer tx.Rollback(ctx)
+	// ... the application's own writes in tx ...
+	p, err := cl.PublishTx(ctx, tx, "order.created", map[string]any{"order": order},
+		client.PublishOptions{EventID: orderEventID}) // optional: your idempotency key
+	if err != nil {
+		return
+	}
+	if err := tx.Commit(ctx); err != nil { // the event, and so its runs, exist only now
+		return
+	}
+	// p.Created is false when orderEventID was published before: nothing was added.
+	// README: end
+	fmt.Println(p.EventID == orderEventID)
 }
