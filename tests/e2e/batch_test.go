@@ -49,16 +49,7 @@ func TestBatchSurvivesKilledAndFrozenReaper(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	dispatcher := startChild(t, "dispatcher", env, "dispatcher")
-	if _, err := dispatcher.await(ctx, "relay is leader", time.Time{}, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	first := startChild(t, "reaper (killed)", env, "reaper")
-	if _, err := first.await(ctx, "reaper is leader", time.Time{}, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	second := startChild(t, "reaper (frozen)", env, "reaper")
-	awaitQueued(t, ctx, st, reaper.LockKey)
+	first, second := startReaperPair(t, ctx, st, env, "reaper (frozen)")
 
 	b, err := st.BatchesCreate(ctx, store.BatchCreateParams{Namespace: "default", Action: store.BatchCancel, Query: "type = 'B'", Rate: rate})
 	if err != nil || b.Total != n {
@@ -133,4 +124,22 @@ func TestBatchSurvivesKilledAndFrozenReaper(t *testing.T) {
 	if most > rate+2*chunk {
 		t.Errorf("%d runs acted on in one second, at a rate of %d runs/s", most, rate)
 	}
+}
+
+// startReaperPair starts a dispatcher (the relay leader), a reaper that
+// leads ("reaper (killed)") and a second one, named second, queued for
+// the leadership.
+func startReaperPair(t *testing.T, ctx context.Context, st *store.Store, env []string, second string) (leader, standby *child) {
+	t.Helper()
+	dispatcher := startChild(t, "dispatcher", env, "dispatcher")
+	if _, err := dispatcher.await(ctx, "relay is leader", time.Time{}, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	leader = startChild(t, "reaper (killed)", env, "reaper")
+	if _, err := leader.await(ctx, "reaper is leader", time.Time{}, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	standby = startChild(t, second, env, "reaper")
+	awaitQueued(t, ctx, st, reaper.LockKey)
+	return leader, standby
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/worker"
 	"github.com/kagzi/kagzi/pkg/workflow"
-	"github.com/kagzi/kagzi/services/reaper"
 	"github.com/kagzi/kagzi/tests/testdb"
 	"github.com/kagzi/kagzi/tests/testnats"
 )
@@ -139,16 +138,7 @@ func TestTriggersFanOutSurvivesKilledReaper(t *testing.T) {
 		}
 		return n - len(pend)
 	}
-	dispatcher := startChild(t, "dispatcher", env, "dispatcher")
-	if _, err := dispatcher.await(ctx, "relay is leader", time.Time{}, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	first := startChild(t, "reaper (killed)", env, "reaper")
-	if _, err := first.await(ctx, "reaper is leader", time.Time{}, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	second := startChild(t, "reaper (successor)", env, "reaper")
-	awaitQueued(t, ctx, st, reaper.LockKey)
+	first, second := startReaperPair(t, ctx, st, env, "reaper (successor)")
 	waitUntil(t, 60*time.Second, "a tenth of the events fanned out", func() bool { return fanned() >= n/10 })
 	killed := time.Now()
 	_ = first.cmd.Process.Kill()
