@@ -970,6 +970,29 @@ CREATE TABLE kagzi.wait_tokens (
     event_id uuid
 );
 
+-- Name: webhook_deliveries; Type: TABLE; Schema: kagzi; Owner: -
+
+CREATE TABLE kagzi.webhook_deliveries (
+    source_id uuid NOT NULL,
+    delivery_id text NOT NULL,
+    event_id uuid NOT NULL,
+    received_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+-- Name: webhook_sources; Type: TABLE; Schema: kagzi; Owner: -
+
+CREATE TABLE kagzi.webhook_sources (
+    source_id uuid NOT NULL,
+    namespace_id text NOT NULL,
+    name text NOT NULL,
+    kind text NOT NULL,
+    secret text NOT NULL,
+    tolerance_s integer NOT NULL,
+    event_template text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT webhook_sources_kind_check CHECK ((kind = ANY (ARRAY['github'::text, 'stripe'::text, 'generic'::text])))
+);
+
 -- Name: workers; Type: TABLE; Schema: kagzi; Owner: -
 
 CREATE TABLE kagzi.workers (
@@ -1167,6 +1190,21 @@ ALTER TABLE ONLY kagzi.wait_token_keys
 ALTER TABLE ONLY kagzi.wait_tokens
     ADD CONSTRAINT wait_tokens_pkey PRIMARY KEY (token_id);
 
+-- Name: webhook_deliveries webhook_deliveries_pkey; Type: CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.webhook_deliveries
+    ADD CONSTRAINT webhook_deliveries_pkey PRIMARY KEY (source_id, delivery_id);
+
+-- Name: webhook_sources webhook_sources_namespace_id_name_key; Type: CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.webhook_sources
+    ADD CONSTRAINT webhook_sources_namespace_id_name_key UNIQUE (namespace_id, name);
+
+-- Name: webhook_sources webhook_sources_pkey; Type: CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.webhook_sources
+    ADD CONSTRAINT webhook_sources_pkey PRIMARY KEY (source_id);
+
 -- Name: workers workers_pkey; Type: CONSTRAINT; Schema: kagzi; Owner: -
 
 ALTER TABLE ONLY kagzi.workers
@@ -1249,6 +1287,10 @@ CREATE UNIQUE INDEX step_runs_latest_idx ON kagzi.step_runs USING btree (run_id,
 -- Name: wait_tokens_run_idx; Type: INDEX; Schema: kagzi; Owner: -
 
 CREATE INDEX wait_tokens_run_idx ON kagzi.wait_tokens USING btree (run_id);
+
+-- Name: webhook_deliveries_event_idx; Type: INDEX; Schema: kagzi; Owner: -
+
+CREATE INDEX webhook_deliveries_event_idx ON kagzi.webhook_deliveries USING btree (event_id);
 
 -- Name: workers_list_idx; Type: INDEX; Schema: kagzi; Owner: -
 
@@ -1429,6 +1471,16 @@ ALTER TABLE ONLY kagzi.trigger_firings
 
 ALTER TABLE ONLY kagzi.wait_tokens
     ADD CONSTRAINT wait_tokens_run_id_fkey FOREIGN KEY (run_id) REFERENCES kagzi.workflow_runs(run_id) ON DELETE CASCADE;
+
+-- Name: webhook_deliveries webhook_deliveries_event_id_fkey; Type: FK CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.webhook_deliveries
+    ADD CONSTRAINT webhook_deliveries_event_id_fkey FOREIGN KEY (event_id) REFERENCES kagzi.published_events(event_id) ON DELETE CASCADE;
+
+-- Name: webhook_deliveries webhook_deliveries_source_id_fkey; Type: FK CONSTRAINT; Schema: kagzi; Owner: -
+
+ALTER TABLE ONLY kagzi.webhook_deliveries
+    ADD CONSTRAINT webhook_deliveries_source_id_fkey FOREIGN KEY (source_id) REFERENCES kagzi.webhook_sources(source_id) ON DELETE CASCADE;
 
 -- Name: workflow_events workflow_events_run_id_fkey; Type: FK CONSTRAINT; Schema: kagzi; Owner: -
 

@@ -14,4 +14,5 @@ func init() {
 	register(ops.NewBatchCmd)
 	register(ops.NewTokenCmd)
 	register(ops.NewTriggerCmd)
+	register(ops.NewWebhookCmd)
 }

@@ -16,18 +16,21 @@ import (
 // guard: no login, no CSRF token, any site (a webhook sender). Only
 // read-only mode refuses it, as every write.
 
-// callbackRoutes serves /callbacks/.
+// callbackRoutes serves /callbacks/ and /webhooks/ (webhooks.go), whose
+// signatures are their credentials likewise.
 func (c *Console) callbackRoutes() http.Handler {
 	m := http.NewServeMux()
 	m.HandleFunc("POST /callbacks/{token}", c.completeCallback)
+	m.HandleFunc("POST /webhooks/{source}", c.receiveWebhook)
 	return m
 }
 
-// withCallbacks routes /callbacks/ past the guard to the callback routes.
+// withCallbacks routes /callbacks/ and /webhooks/ past the guard to the
+// callback routes.
 func (c *Console) withCallbacks(guarded http.Handler) http.Handler {
 	cb := c.callbackRoutes()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/callbacks/") {
+		if strings.HasPrefix(r.URL.Path, "/callbacks/") || strings.HasPrefix(r.URL.Path, "/webhooks/") {
 			h := w.Header()
 			h.Set("X-Content-Type-Options", "nosniff")
 			h.Set("Cache-Control", "no-store")

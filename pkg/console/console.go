@@ -32,6 +32,7 @@ import (
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/pkg/webhook"
 )
 
 //go:embed static templates
@@ -77,6 +78,8 @@ type Console struct {
 	tmpl  *template.Template
 	mux   *http.ServeMux
 	csrfK string
+	// hooks counts webhook deliveries (WebhookStats).
+	hooks webhook.Counters
 
 	// life owns the hub's background reads (baselines, flushes).
 	life    lifecycle.Base

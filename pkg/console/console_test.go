@@ -236,6 +236,9 @@ func TestReadOnly(t *testing.T) {
 	if code, body := e.do("POST", "/callbacks/x", nil); code != http.StatusForbidden || !strings.Contains(string(body), "read-only") {
 		t.Errorf("POST /callbacks/x: %d %s, want 403 read-only", code, body)
 	}
+	if code, body := e.do("POST", "/webhooks/x", nil); code != http.StatusForbidden || !strings.Contains(string(body), "read-only") {
+		t.Errorf("POST /webhooks/x: %d %s, want 403 read-only", code, body)
+	}
 	var page console.RunsPage
 	e.getJSON("/api/v1/runs?ns=default", &page)
 	if len(page.Runs) != 1 {
