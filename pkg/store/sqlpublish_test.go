@@ -238,3 +238,69 @@ func TestSQLPublishInTheCallersTransaction(t *testing.T) {
 		t.Fatalf("pending fan-outs: %v %v, want [%s]", pend, err, id)
 	}
 }
+
+// Two transactions publish one id at once: the second waits for the
+// first, then returns the id when the first committed the same event,
+// refuses it (23505) when the first committed another, and publishes its
+// own when the first rolled back. One row is left each time.
+func TestSQLPublishConcurrentSameID(t *testing.T) {
+	t.Parallel()
+	s, pool := sqlEnv(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		what       string
+		commit     bool
+		secondName string
+		code       string
+		wantName   string
+	}{
+		{"the same event, committed", true, "order.created", "", "order.created"},
+		{"another event, committed", true, "order.paid", "23505", "order.created"},
+		{"rolled back", false, "order.paid", "", "order.paid"},
+	} {
+		id := uuid.New()
+		first, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = first.Rollback(ctx) }()
+		if got, err := sqlPublish(ctx, first, "ns", "order.created", `1`, &id); err != nil || got != id {
+			t.Fatalf("%s: first publish: %s %v", c.what, got, err)
+		}
+		type res struct {
+			id  uuid.UUID
+			err error
+		}
+		second := make(chan res, 1)
+		go func() {
+			got, err := sqlPublish(ctx, pool, "ns", c.secondName, `2`, &id)
+			second <- res{got, err}
+		}()
+		deadline := time.Now().Add(10 * time.Second)
+		for waiting := 0; waiting == 0; {
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%kagzi.publish%'`).Scan(&waiting); err != nil {
+				t.Fatal(err)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the second publish never waited for the first", c.what)
+			}
+			time.Sleep(5 * time.Millisecond) // a poll's pace, not a synchronisation
+		}
+		if c.commit {
+			err = first.Commit(ctx)
+		} else {
+			err = first.Rollback(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := <-second
+		if got := sqlCode(r.err); got != c.code || (c.code == "" && r.id != id) {
+			t.Errorf("%s: second publish: %s %v (SQLSTATE %q), want %s", c.what, r.id, r.err, got, c.code)
+		}
+		if e, err := s.PublishedEventsGet(ctx, "ns", id); err != nil || e.Name != c.wantName {
+			t.Errorf("%s: event %+v %v, want %s", c.what, e, err, c.wantName)
+		}
+	}
+}
