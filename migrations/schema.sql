@@ -561,6 +561,51 @@ BEGIN
 END;
 $$;
 
+-- Name: publish(text, text, jsonb, uuid); Type: FUNCTION; Schema: kagzi; Owner: -
+
+CREATE FUNCTION kagzi.publish(namespace text, name text, payload jsonb DEFAULT 'null'::jsonb, event_id uuid DEFAULT NULL::uuid) RETURNS uuid
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    id uuid := coalesce(publish.event_id, kagzi.uuid_v7());
+    pl jsonb := coalesce(publish.payload, 'null');
+    got_ns text;
+    got_name text;
+BEGIN
+    PERFORM kagzi.check_token('namespace', publish.namespace);
+    -- store.CheckPublishedEventName: dotted tokens, each a name as a
+    -- queue's; check_token allows the dots, and an empty token remains.
+    PERFORM kagzi.check_token('event name', publish.name, true);
+    IF publish.name ~ '(^\.|\.\.|\.$)' THEN
+        RAISE EXCEPTION 'event name % has an empty token (a leading, trailing or doubled dot)', quote_literal(publish.name)
+            USING ERRCODE = '22023';
+    END IF;
+    PERFORM kagzi.check_payload('event payload', pl);
+    -- store's PublishedEventsAdd (pkg/store/sql/triggers.sql), in two
+    -- statements: the second sees a row a concurrent publish of the id
+    -- committed after the first began (READ COMMITTED; at REPEATABLE READ
+    -- the insert raises 40001 instead). A row gone in between (deleted by
+    -- hand) frees the id: try again.
+    FOR attempt IN 1..3 LOOP
+        INSERT INTO kagzi.published_events (event_id, namespace_id, name, payload)
+        VALUES (id, publish.namespace, publish.name, pl)
+        ON CONFLICT ON CONSTRAINT published_events_pkey DO NOTHING;
+        IF FOUND THEN
+            RETURN id;
+        END IF;
+        SELECT e.namespace_id, e.name INTO got_ns, got_name FROM kagzi.published_events e WHERE e.event_id = id;
+        IF FOUND THEN
+            IF got_ns <> publish.namespace OR got_name <> publish.name THEN
+                RAISE EXCEPTION 'event id % was published as another event', id USING ERRCODE = '23505';
+            END IF;
+            RETURN id;
+        END IF;
+    END LOOP;
+    RAISE EXCEPTION 'event id % keeps changing hands', id USING ERRCODE = '40001';
+END
+$_$;
+
 -- Name: rate_window(timestamp with time zone, bigint); Type: FUNCTION; Schema: kagzi; Owner: -
 
 CREATE FUNCTION kagzi.rate_window(t timestamp with time zone, period_ms bigint) RETURNS timestamp with time zone

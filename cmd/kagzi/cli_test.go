@@ -296,7 +296,7 @@ func TestMigrateRoles(t *testing.T) {
 	admin := &cli{t: t, url: dbURL}
 	for i := 0; i < 2; i++ {
 		out := admin.ok("migrate", "--roles", "--owner-role", owner, "--runtime-role", runtime, "--sql-role", sqlRole)
-		mustContain(t, "migrate --roles", out, "Migrated as "+owner, sqlRole+" may call kagzi.start_run and kagzi.send_event only")
+		mustContain(t, "migrate --roles", out, "Migrated as "+owner, sqlRole+" may call kagzi.start_run, kagzi.send_event and kagzi.publish only")
 	}
 	u, err := url.Parse(dbURL)
 	if err != nil {

@@ -41,9 +41,9 @@ type migrateJSON struct {
 // KAGZI_DB_RUNTIME_PASSWORD: read by `kagzi migrate --roles`: when set, the runtime role's
 // password is set to it
 //
-// KAGZI_DB_SQL_ROLE: read by `kagzi migrate`: the role applications call kagzi.start_run and
-// kagzi.send_event as (docs/sql.md), granted those two functions only (flag `--sql-role`; empty:
-// none); without `--roles`, granted only when set
+// KAGZI_DB_SQL_ROLE: read by `kagzi migrate`: the role applications call kagzi.start_run,
+// kagzi.send_event and kagzi.publish as (docs/sql.md), granted those three functions only (flag
+// `--sql-role`; empty: none); without `--roles`, granted only when set
 //
 // KAGZI_DB_SQL_PASSWORD: read by `kagzi migrate --roles`: when set, the SQL role's password is
 // set to it
@@ -85,8 +85,9 @@ the same after migrating.
 
 With --roles, migrate also makes sure the SQL role (--sql-role, default
 kagzi_sql, password KAGZI_DB_SQL_PASSWORD; empty: none) exists and grants
-it EXECUTE on kagzi.start_run and kagzi.send_event, the functions that
-start runs and send events from SQL (docs/sql.md), and nothing else.
+it EXECUTE on kagzi.start_run, kagzi.send_event and kagzi.publish, the
+functions that start runs, send events and publish events from SQL
+(docs/sql.md), and nothing else.
 Without --roles, when --sql-role (or KAGZI_DB_SQL_ROLE) is given, migrate
 grants it the same.`,
 		Example: `  kagzi migrate
@@ -187,7 +188,7 @@ grants it the same.`,
 				if withRoles {
 					fmt.Fprintf(w, "Migrated as %s; %s may read and write rows only\n", roles.Owner, roles.Runtime)
 					if roles.SQL != "" {
-						fmt.Fprintf(w, "%s may call kagzi.start_run and kagzi.send_event only\n", roles.SQL)
+						fmt.Fprintf(w, "%s may call kagzi.start_run, kagzi.send_event and kagzi.publish only\n", roles.SQL)
 					}
 				}
 				if out.Settings != nil {
@@ -199,7 +200,7 @@ grants it the same.`,
 	c.Flags().BoolVar(&withRoles, "roles", false, "create the owner, runtime and SQL roles, migrate as the owner, grant the runtime role row access only and the SQL role the SQL functions only")
 	c.Flags().StringVar(&roles.Owner, "owner-role", envOr("KAGZI_DB_OWNER_ROLE", "kagzi_owner"), "the role that owns the schema (env KAGZI_DB_OWNER_ROLE)")
 	c.Flags().StringVar(&roles.Runtime, "runtime-role", envOr("KAGZI_DB_RUNTIME_ROLE", "kagzi_runtime"), "the role the services connect as (env KAGZI_DB_RUNTIME_ROLE)")
-	c.Flags().StringVar(&roles.SQL, "sql-role", envOr("KAGZI_DB_SQL_ROLE", "kagzi_sql"), "the role that may only call kagzi.start_run and kagzi.send_event; empty: none (env KAGZI_DB_SQL_ROLE)")
+	c.Flags().StringVar(&roles.SQL, "sql-role", envOr("KAGZI_DB_SQL_ROLE", "kagzi_sql"), "the role that may only call kagzi.start_run, kagzi.send_event and kagzi.publish; empty: none (env KAGZI_DB_SQL_ROLE)")
 	return c
 }
 

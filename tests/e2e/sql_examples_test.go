@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/worker"
 	"github.com/kagzi/kagzi/pkg/workflow"
@@ -72,7 +75,8 @@ func needTool(t *testing.T, what string, err error) {
 // Python process, each fed to its interpreter once the run the block
 // sends an event to waits for it. The runs the examples start are executed
 // by a worker and complete, the waiting ones woken by the events (their
-// waits time out only after an hour).
+// waits time out only after an hour), and so do the runs the events the
+// examples publish start through the trigger ship-orders.
 func TestSQLDocExamples(t *testing.T) {
 	t.Parallel()
 	type order struct {
@@ -88,6 +92,9 @@ func TestSQLDocExamples(t *testing.T) {
 			}) (string, error) {
 				return "Hello, " + in.Name, nil
 			}),
+			worker.Register(w, "Ship", func(_ workflow.Context, in order) (string, error) {
+				return fmt.Sprintf("order %d shipped", in.Order), nil
+			}),
 			worker.Register(w, "Approval", func(ctx workflow.Context, in order) (string, error) {
 				a, err := workflow.WaitForEvent[approval](ctx, "approved", time.Hour)
 				if err != nil {
@@ -100,6 +107,10 @@ func TestSQLDocExamples(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	page := filepath.Join("..", "..", "docs", "sql.md")
+	if _, err := e.srv.Store.TriggersCreate(ctx, store.Trigger{Namespace: "default", Name: "ship-orders", Pattern: "order.created",
+		Type: "Ship", Queue: "default"}); err != nil {
+		t.Fatal(err)
+	}
 
 	// waiting waits until the run holding externalID waits for its event.
 	waiting := func(t *testing.T, externalID string) {
@@ -139,10 +150,13 @@ func TestSQLDocExamples(t *testing.T) {
 	}
 	result := func(t *testing.T, externalID, want string) {
 		t.Helper()
-		r, err := e.cl.GetByExternalID(ctx, externalID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		// A trigger's run exists once the reaper fanned its event out.
+		var r *client.Run
+		var err error
+		waitUntil(t, 30*time.Second, externalID+" started", func() bool {
+			r, err = e.cl.GetByExternalID(ctx, externalID)
+			return err == nil
+		})
 		var got string
 		if err := e.cl.Handle(r.ID).Result(ctx, &got); err != nil || got != want {
 			t.Fatalf("%s: result %q, %v; want %q", externalID, got, err, want)
@@ -157,6 +171,7 @@ func TestSQLDocExamples(t *testing.T) {
 		feed(t, cmd, blocks, sendsEvent(blocks), "order-7")
 		result(t, "greet-ada", "Hello, Ada")
 		result(t, "order-7", "order 7 approved by ops")
+		result(t, store.TriggerExternalID("ship-orders", uuid.MustParse("0192f3c4-8d5e-7a01-b2c3-d4e5f6a7b8c9")), "order 7 shipped")
 	})
 
 	t.Run("python", func(t *testing.T) {
@@ -178,10 +193,12 @@ func TestSQLDocExamples(t *testing.T) {
 			lines[i] = "\n"
 		}
 		out := feed(t, cmd, lines, sendsEvent(blocks[1:]), "order-8")
-		if !strings.Contains(out, "started ") {
-			t.Fatalf("python printed %q", out)
+		event := uuid.NewSHA1(uuid.NameSpaceURL, []byte("orders/8/created"))
+		if !strings.Contains(out, "started ") || !strings.Contains(out, "published "+event.String()) {
+			t.Fatalf("python printed %q, want the run and event %s", out, event)
 		}
 		result(t, "order-8", "order 8 approved by ops")
+		result(t, store.TriggerExternalID("ship-orders", event), "order 8 shipped")
 	})
 }
 

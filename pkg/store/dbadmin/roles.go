@@ -16,8 +16,9 @@ import (
 // runtime role the services connect as, which may read and write rows
 // (DML) and nothing else: no DDL, no TRUNCATE, no ownership; and,
 // optionally, the SQL role, which may only call the functions that start
-// runs and send events (kagzi.start_run, kagzi.send_event: docs/sql.md),
-// for applications that use Kagzi from SQL.
+// runs, send events and publish events (kagzi.start_run,
+// kagzi.send_event, kagzi.publish: docs/sql.md), for applications that
+// use Kagzi from SQL.
 type Roles struct {
 	Owner, OwnerPassword     string
 	Runtime, RuntimePassword string
@@ -137,14 +138,15 @@ func RolesGrantRuntime(ctx context.Context, url, owner, runtime string) error {
 	return nil
 }
 
-// RolesGrantSQL lets role call the functions that start runs and send
-// events (kagzi.start_run and kagzi.send_event, docs/sql.md) in the
-// migrated database at url, and nothing else: USAGE on the kagzi schema,
-// which lets it name the schema's objects, and EXECUTE on those two
-// functions, which run as the schema's owner (SECURITY DEFINER). It is
-// granted no table, sequence or other function, and no default
-// privileges: what later migrations add stays closed to it. It runs as
-// the owner (or a superuser) and is idempotent.
+// RolesGrantSQL lets role call the functions that start runs, send
+// events and publish events (kagzi.start_run, kagzi.send_event and
+// kagzi.publish, docs/sql.md) in the migrated database at url, and nothing
+// else: USAGE on the kagzi schema, which lets it name the schema's
+// objects, and EXECUTE on those three functions, which run as the
+// schema's owner (SECURITY DEFINER). It is granted no table, sequence or
+// other function, and no default privileges: what later migrations add
+// stays closed to it. It runs as the owner (or a superuser) and is
+// idempotent.
 func RolesGrantSQL(ctx context.Context, url, role string) error {
 	conn, err := store.ConnectSession(ctx, url, "roles")
 	if err != nil {

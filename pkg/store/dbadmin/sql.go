@@ -56,10 +56,10 @@ const (
 	sqlDefaultRuntimeSequence = `ALTER DEFAULT PRIVILEGES FOR ROLE %s IN SCHEMA kagzi GRANT USAGE, SELECT ON SEQUENCES TO %s`
 	sqlDefaultRuntimeFunction = `ALTER DEFAULT PRIVILEGES FOR ROLE %s IN SCHEMA kagzi GRANT EXECUTE ON FUNCTIONS TO %s`
 
-	// What the SQL role may do: call the two functions of migration 027
-	// (with sqlGrantRuntimeSchema's USAGE, to name them), nothing else.
+	// What the SQL role may do: call the functions of migrations 027 and
+	// 031 (with sqlGrantRuntimeSchema's USAGE, to name them), nothing else.
 	sqlGrantSQLFunctions = `GRANT EXECUTE ON FUNCTION kagzi.start_run(text, text, jsonb, text, text, timestamptz, integer, text, timestamptz),
-		kagzi.send_event(text, uuid, text, jsonb) TO %s`
+		kagzi.send_event(text, uuid, text, jsonb), kagzi.publish(text, text, jsonb, uuid) TO %s`
 )
 
 // withIdents fills the %s of a statement above with names: each string

@@ -27,9 +27,9 @@ func wantCode(t *testing.T, what string, err error, code string) {
 }
 
 // TestSQLRoleCallsTheFunctionsOnly: the SQL role RolesEnsure and
-// RolesGrantSQL set up starts a run and sends it an event through
-// kagzi.start_run and kagzi.send_event, which run as the owner, and may
-// read, write or call nothing else; a role with the schema's USAGE but
+// RolesGrantSQL set up starts a run, sends it an event and publishes one
+// through kagzi.start_run, kagzi.send_event and kagzi.publish, which run
+// as the owner, and may read, write or call nothing else; a role with the schema's USAGE but
 // not the grant may not call them (EXECUTE is revoked from PUBLIC).
 func TestSQLRoleCallsTheFunctionsOnly(t *testing.T) {
 	t.Parallel()
@@ -49,6 +49,10 @@ func TestSQLRoleCallsTheFunctionsOnly(t *testing.T) {
 	if err := conn.QueryRow(ctx, `SELECT kagzi.send_event('default', $1, 'approved', '"yes"')`, id).Scan(&ev); err != nil {
 		t.Fatalf("SQL role sends an event: %v", err)
 	}
+	var pub uuid.UUID
+	if err := conn.QueryRow(ctx, `SELECT kagzi.publish('default', 'order.created', '{"order": 7}')`).Scan(&pub); err != nil {
+		t.Fatalf("SQL role publishes an event: %v", err)
+	}
 
 	pool, err := store.Connect(ctx, d.RuntimeURL)
 	if err != nil {
@@ -64,10 +68,15 @@ func TestSQLRoleCallsTheFunctionsOnly(t *testing.T) {
 	if err != nil || len(evs) != 1 || evs[0].ID != ev || string(evs[0].Payload) != `"yes"` {
 		t.Fatalf("the event the SQL role sent: %+v %v", evs, err)
 	}
+	if pe, err := st.PublishedEventsGet(ctx, "default", pub); err != nil || pe.Name != "order.created" || string(pe.Payload) != `{"order": 7}` {
+		t.Fatalf("the event the SQL role published: %+v %v", pe, err)
+	}
 
 	for _, stmt := range []string{
 		`SELECT count(*) FROM kagzi.workflow_runs`,
 		`SELECT count(*) FROM kagzi.settings`,
+		`SELECT count(*) FROM kagzi.published_events`,
+		`INSERT INTO kagzi.triggers (trigger_id, namespace_id, name, event_pattern, workflow_type, task_queue) VALUES (gen_random_uuid(), 'default', 't', '>', 'T', 'q')`,
 		`INSERT INTO kagzi.workflow_events (event_id, namespace_id, run_id, name) VALUES (gen_random_uuid(), 'default', gen_random_uuid(), 'x')`,
 		`UPDATE kagzi.workflow_runs SET priority = 9`,
 		`DELETE FROM kagzi.workflow_runs`,
@@ -103,25 +112,23 @@ func TestSQLRoleCallsTheFunctionsOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tx, err := admin.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		what, stmt string
+		args       []any
+	}{
+		{"starts a run", `SELECT kagzi.start_run('default', 'Greet')`, nil},
+		{"sends an event", `SELECT kagzi.send_event('default', $1, 'approved')`, []any{id}},
+		{"publishes an event", `SELECT kagzi.publish('default', 'order.created')`, nil},
+	} {
+		tx, err := admin.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `SET LOCAL ROLE `+other); err != nil {
+			t.Fatal(err)
+		}
+		_, err = tx.Exec(ctx, c.stmt, c.args...)
+		wantCode(t, "a role without the grant "+c.what, err, "42501")
+		_ = tx.Rollback(ctx)
 	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, `SET LOCAL ROLE `+other); err != nil {
-		t.Fatal(err)
-	}
-	_, err = tx.Exec(ctx, `SELECT kagzi.start_run('default', 'Greet')`)
-	wantCode(t, "a role without the grant starts a run", err, "42501")
-	_ = tx.Rollback(ctx)
-	tx, err = admin.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, `SET LOCAL ROLE `+other); err != nil {
-		t.Fatal(err)
-	}
-	_, err = tx.Exec(ctx, `SELECT kagzi.send_event('default', $1, 'approved')`, id)
-	wantCode(t, "a role without the grant sends an event", err, "42501")
 }
