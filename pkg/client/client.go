@@ -649,8 +649,8 @@ func (c *Client) sendEvent(ctx context.Context, p store.EventsSendParams, name s
 	if err != nil {
 		return nil, err
 	}
-	return &SentEvent{ID: ev.ID, RunID: ev.RunID, Name: ev.Name, Payload: ev.Payload, CreatedAt: ev.CreatedAt,
-		RunStatus: ev.RunStatus, Queue: ev.Queue, Woken: ev.Woken}, nil
+	sent := sentEvent(ev)
+	return &sent, nil
 }
 
 // Retry gives a failed run a fresh start (a dead letter back into the

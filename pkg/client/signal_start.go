@@ -98,8 +98,7 @@ func (c *Client) SignalWithStart(ctx context.Context, req SignalWithStartRequest
 	return SignalWithStartResult{
 		Handle:  &Handle{c: c, RunID: sent.RunID, Created: sent.Started},
 		Started: sent.Started,
-		Event: SentEvent{ID: sent.ID, RunID: sent.RunID, Name: sent.Name, Payload: sent.Payload, CreatedAt: sent.CreatedAt,
-			RunStatus: sent.RunStatus, Queue: sent.Queue, Woken: sent.Woken},
+		Event:   sentEvent(sent.SentEvent),
 	}, nil
 }
 

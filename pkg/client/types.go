@@ -74,6 +74,12 @@ type SentEvent struct {
 	Woken bool
 }
 
+// sentEvent is the client's form of an event the store sent.
+func sentEvent(ev store.SentEvent) SentEvent {
+	return SentEvent{ID: ev.ID, RunID: ev.RunID, Name: ev.Name, Payload: ev.Payload, CreatedAt: ev.CreatedAt,
+		RunStatus: ev.RunStatus, Queue: ev.Queue, Woken: ev.Woken}
+}
+
 // ConcurrencyLimit caps the RUNNING runs of a workflow type in a queue.
 type ConcurrencyLimit struct {
 	Queue string

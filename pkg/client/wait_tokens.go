@@ -38,7 +38,6 @@ func (c *Client) CompleteWaitToken(ctx context.Context, token string, payload an
 	if err != nil {
 		return nil, err
 	}
-	ev := done.Event
-	return &SentEvent{ID: ev.ID, RunID: ev.RunID, Name: ev.Name, Payload: ev.Payload, CreatedAt: ev.CreatedAt,
-		RunStatus: ev.RunStatus, Queue: ev.Queue, Woken: ev.Woken}, nil
+	sent := sentEvent(done.Event)
+	return &sent, nil
 }
