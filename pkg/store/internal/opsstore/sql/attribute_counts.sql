@@ -20,6 +20,9 @@ SELECT (SELECT count(*) FROM d),
 	coalesce(array_agg(value) FILTER (WHERE n = 0), '{}')
 FROM u
 
+-- name: AttributeCountDeltasAny :one
+SELECT EXISTS (SELECT 1 FROM kagzi.attribute_count_deltas)
+
 -- name: AttributeCountsPrune :exec
 DELETE FROM kagzi.attribute_counts c
 USING unnest(@namespaces::text[], @names::text[], @values::text[]) AS z(namespace_id, name, value)
