@@ -40,12 +40,13 @@ test: download
 ## NATS server version (the pinned one and Debian's 2.9) and ping
 ## setting, frozen as long as first seen; a frozen worker's step after
 ## its run finished elsewhere; a batch through a killed reaper and one
-## frozen 20 s. `make test` runs one quick case
-## of each; .ci/run runs this after it.
+## frozen 20 s; a trigger fan-out through a frozen reaper (only here).
+## `make test` runs one quick case of each of the others; .ci/run runs
+## this after it.
 test-faults:
 	@scripts/ensure-nats-server.sh
 	KAGZI_TEST_DATABASE_URL="$(PG_URL)" KAGZI_E2E_FULL=1 $(GO) test -race -count=1 -timeout 15m \
-		-run 'TestFrozenDispatcherUnderLoad|TestFrozenStandbyDeposesNoOne|TestFrozenDispatcherStrandsNoWorker|TestFrozenWorkerRunsNoReleasedDelivery|TestFrozenWorkerBeginsNoStepOfARunFinishedElsewhere|TestBatchSurvivesKilledAndFrozenReaper' ./tests/e2e/
+		-run 'TestFrozenDispatcherUnderLoad|TestFrozenStandbyDeposesNoOne|TestFrozenDispatcherStrandsNoWorker|TestFrozenWorkerRunsNoReleasedDelivery|TestFrozenWorkerBeginsNoStepOfARunFinishedElsewhere|TestBatchSurvivesKilledAndFrozenReaper|TestTriggersFanOutSurvivesFrozenReaper' ./tests/e2e/
 
 ## test-ha: the high-availability cases in full (KAGZI_HA_FULL=1, every
 ## TestHA test of the end-to-end suite): a node of a three-node NATS

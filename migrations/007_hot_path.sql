@@ -20,10 +20,10 @@
 --    (they have no steps): SchedulesDelete deletes the template's payload
 --    row with it, which is all the cascades did.
 
--- kagzi:function notify_runs sha256:99862091a4833fb2
+-- kagzi:function notify_runs
 
 
--- kagzi:function cancellations sha256:116ecf7b3a2c996b
+-- kagzi:function cancellations
 
 
 ALTER TABLE kagzi.step_runs DROP CONSTRAINT step_runs_run_id_fkey;

@@ -513,8 +513,12 @@ check_services_up() {
 check_migrate_and_roles() {
 	local mig out
 	mig=$(ps_json | jq -sc '[.[] | select(.Service == "migrate")]')
+	# The logs are read whole first: under pipefail, grep -q leaving the
+	# pipe at its first match would fail a `docker compose logs` still
+	# writing (SIGPIPE), and with it the check.
+	out=$(dc logs --no-color migrate 2>&1)
 	if [[ $(jq length <<<"$mig") == 1 && $(jq -r '.[0].State' <<<"$mig") == exited && $(jq -r '.[0].ExitCode' <<<"$mig") == 0 ]] &&
-		dc logs --no-color migrate 2>&1 | grep -q 'Migrated as kagzi_owner'; then
+		grep -q 'Migrated as kagzi_owner' <<<"$out"; then
 		pass "migrate ran once and exited 0: $(dc logs --no-color --no-log-prefix migrate 2>&1 | tr '\n' ' ')"
 	else
 		fail "migrate ran once and exited 0: containers $mig"

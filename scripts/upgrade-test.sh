@@ -139,7 +139,10 @@ trap 'log interrupted; exit 130' INT TERM
 free_port() {
 	local p i
 	for ((i = 0; i < 200; i++)); do
-		p=$((20000 + RANDOM % 40000))
+		# Below Linux's ephemeral range (32768-60999 by default): a port
+		# that an outgoing connection holds refuses a connection, so it
+		# looks free here, and then refuses the bind.
+		p=$((20000 + RANDOM % 12000))
 		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
 			echo "$p"
 			return 0

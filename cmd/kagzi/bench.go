@@ -24,7 +24,7 @@ func newBenchCmd(a *cliutil.App) *cobra.Command {
 	var verbose bool
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure throughput, latency, sleep lateness, idle cost, scale, connections, cron, recovery and soak with every service as its own process",
+		Short: "Measure throughput, latency, sleep lateness, idle cost, scale, connections, cron, recovery, soak, event triggers and webhooks with every service as its own process",
 		Long: `bench creates its own database next to --database-url, runs the dispatcher,
 scheduler, reaper and workers as separate processes over real TCP hops to
 Postgres and NATS (an embedded NATS server unless --nats-url is given
@@ -70,7 +70,19 @@ Scenarios:
               each from the same command: 1-step, 0-step and 10-step
               throughput, dispatch latency at 200 starts/s, and sleep
               lateness under the 1-step load (500 sleepers); one table of
-              ratios and verdicts (about 3 minutes; add --own-postgres)`,
+              ratios and verdicts (about 3 minutes; add --own-postgres)
+  triggers    publish --runs (default 2000) events at --rate per second (0:
+              full speed), each matching 3 triggers, with 2 dispatchers and 2
+              reapers: the relay's dispatcher and the leading reaper are
+              SIGKILLed at a third and two thirds; report events/s fanned out,
+              published -> runs created p50/p99, and that every event started
+              its 3 runs once and workers completed them all
+  webhooks    --runs (default 10000) signed GitHub deliveries at --rate per
+              second to a console process's POST /webhooks/{source}: request
+              p50/p99, deliveries per minute, each accepted once, none lost
+  http        --rate starts/s for --duration (default 15s), by turns by the Go
+              client and the HTTP API (POST /v1/runs on a console): start
+              p50/p99 of each (target: HTTP p99 at most 5 ms above Go's)`,
 		Example: `  kagzi bench --scenario throughput --steps 1 --runs 20000
   kagzi bench --scenario throughput --steps 1 --own-postgres --compare river
   kagzi bench --scenario throughput --own-postgres --pgbouncer
@@ -82,12 +94,17 @@ Scenarios:
   kagzi bench --scenario recovery --worker-timeout 2s --json
   kagzi bench --scenario console --runs 5000000 --repeat 200
   kagzi bench --scenario soak --own-postgres --duration 30m
-  kagzi bench --scenario targets --own-postgres`,
+  kagzi bench --scenario targets --own-postgres
+  kagzi bench --scenario triggers --runs 2000 --rate 200
+  kagzi bench --scenario webhooks --runs 10000 --rate 200`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.AdminURL = a.DatabaseURL
 			if o.Scenario == "sleep" && !cmd.Flags().Changed("rate") {
 				o.Rate = bench.DefaultSleepRate
+			}
+			if o.Scenario == "throughput" && !cmd.Flags().Changed("rate") {
+				o.Rate = 0 // all at once
 			}
 			if o.Scenario == "soak" {
 				if !cmd.Flags().Changed("rate") {
@@ -156,7 +173,8 @@ Scenarios:
 			fmt.Fprintf(tw, "runs/s\t%.0f\n", res.RunsPerSec)
 			if res.Scenario == "throughput" {
 				fmt.Fprintf(tw, "steps/s\t%.0f\n", res.StepsPerSec)
-				rows := append(res.Sleepers.Rows(), res.Cost.Rows()...)
+				rows := append(res.Sleepers.Rows(), bench.HopRows(res.Hops)...)
+				rows = append(rows, res.Cost.Rows()...)
 				for _, row := range append(rows, res.CPU.Rows()...) {
 					fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
 				}
@@ -175,11 +193,11 @@ Scenarios:
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Scenario, "scenario", "throughput", strings.Join(bench.Scenarios, ", "))
-	f.IntVar(&o.Runs, "runs", 0, "number of runs (default 20000 for throughput, 2000 for latency and sleep, 10000 for scale, 2000 for connections, 100 for recovery, 5000000 finished runs for console, 100000 for batch)")
+	f.IntVar(&o.Runs, "runs", 0, "number of runs (default 20000 for throughput, 2000 for latency and sleep, 10000 for scale, 2000 for connections, 100 for recovery, 5000000 finished runs for console, 100000 for batch; events for triggers, 2000, at most 100000; deliveries for webhooks, 10000, at most 1000000)")
 	f.IntVar(&o.Steps, "steps", 1, "steps per run (throughput)")
 	f.IntVar(&o.Sleepers, "sleepers", 0, "SleepProbe runs started among the first half of the throughput runs, each sleeping a random 100-1000 ms: how late they wake under load (throughput; costs per run count them)")
 	f.IntVar(&o.Attributes, "attributes", 0, "keyword search attributes each run sets (throughput, latency; 0 to 10)")
-	f.Float64Var(&o.Rate, "rate", 200, "starts per second (latency, batch; soak: default 150; sleep: default 500, 0 starts all at once)")
+	f.Float64Var(&o.Rate, "rate", 200, "starts per second (latency, batch; throughput: default 0, all at once; soak: default 150; sleep: default 500, 0 starts all at once); events or deliveries per second (triggers, webhooks; 0: full speed; at most 10000)")
 	f.IntVar(&o.BatchRate, "batch-rate", batchbench.DefaultRate, "the batch's rate, in runs per second (batch; 1 to 10000)")
 	f.IntVar(&o.Workers, "workers", 0, "worker processes (default 2; idle 10; recovery and connections start with 1)")
 	f.IntVar(&o.Dispatchers, "dispatchers", 1, "dispatcher processes")
@@ -196,7 +214,7 @@ Scenarios:
 	f.BoolVar(&o.OwnPostgres, "own-postgres", false, "run on a throwaway Postgres cluster the bench starts (durable, pg_stat_statements preloaded): every Postgres process's CPU and every statement is the scenario's")
 	f.StringVar(&o.Compare, "compare", "", "run the same workload on another system afterwards and print the ratios (river; throughput and latency)")
 	f.BoolVar(&o.PgBouncer, "pgbouncer", false, "run the services' pooled work and the client's through a PgBouncer in transaction mode the bench starts (Debian's pgbouncer; sessions stay direct), and count its CPU")
-	f.BoolVar(&o.Hops, "hops", false, "latency: have the services record each run's dispatch hops (KAGZI_HOPS_DIR) and print each hop's p50 and p99")
+	f.BoolVar(&o.Hops, "hops", false, "latency, and throughput with --sleepers: have the services record each run's dispatch hops (KAGZI_HOPS_DIR) and print each hop's p50 and p99 (a sleeper's from its due time to its code running again)")
 	f.BoolVar(&verbose, "verbose", false, "print progress and the services' logs to stderr")
 	return cmd
 }

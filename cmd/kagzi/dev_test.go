@@ -53,7 +53,10 @@ type devServer struct {
 	cancel       context.CancelFunc
 	addr         string
 	url, natsURL string
-	done         chan int
+	// console is the web console's URL (its HTTP API is the README's
+	// curl example's KAGZI_CONSOLE).
+	console string
+	done    chan int
 }
 
 // startDev runs `kagzi dev` with one worker and waits until it is ready.
@@ -68,12 +71,21 @@ func startDev(t *testing.T) *devServer {
 	addr := ln.Addr().String()
 	_ = ln.Close()
 	t.Setenv("KAGZI_HTTP_ADDR", addr)
-	d := &devServer{t: t, addr: addr, url: testdb.New(t), natsURL: testnats.Start(t).URL(), done: make(chan int, 1)}
-	d.ctx, d.cancel = context.WithTimeout(context.Background(), 2*time.Minute)
+	cln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caddr := cln.Addr().String()
+	_ = cln.Close()
+	d := &devServer{t: t, addr: addr, url: testdb.New(t), natsURL: testnats.Start(t).URL(), done: make(chan int, 1), console: "http://" + caddr}
+	// Bounded by the test binary's timeout rather than a short one of its
+	// own: the README's and docs' shell blocks run against one dev server,
+	// more than two minutes under -race on a loaded machine.
+	d.ctx, d.cancel = context.WithTimeout(context.Background(), 12*time.Minute)
 	t.Cleanup(d.cancel)
 	var out, errb strings.Builder
 	go func() {
-		d.done <- execute(d.ctx, []string{"--database-url", d.url, "--nats-url", d.natsURL, "dev", "--workers", "1"},
+		d.done <- execute(d.ctx, []string{"--database-url", d.url, "--nats-url", d.natsURL, "dev", "--workers", "1", "--console-addr", caddr},
 			strings.NewReader(""), &lockedBuilder{b: &out}, &lockedBuilder{b: &errb})
 	}()
 	tick := time.NewTicker(50 * time.Millisecond)

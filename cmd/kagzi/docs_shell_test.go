@@ -121,7 +121,8 @@ func (b shellBlock) script() string {
 // against a real `kagzi dev` (a database, a NATS server and every service
 // with the example workflows, as `make run` has): each block in a bash of
 // its own, in a directory of its own, `kagzi` on PATH being this tree's
-// CLI and KAGZI_DATABASE_URL and KAGZI_NATS_URL reaching the dev server.
+// CLI, KAGZI_DATABASE_URL and KAGZI_NATS_URL reaching the dev server and
+// KAGZI_CONSOLE its web console (whose /v1/ the HTTP API examples call).
 // Every command must exit 0, or the code its comment gives (`# exits 1`).
 // A block that cannot run here (Docker, Kubernetes, a benchmark of
 // minutes, a service that runs until stopped, an install) is marked by the
@@ -179,13 +180,19 @@ func TestDocShellExamples(t *testing.T) {
 	}
 	d := startDev(t)
 	env := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"KAGZI_DATABASE_URL="+d.url, "KAGZI_NATS_URL="+d.natsURL)
+		"KAGZI_DATABASE_URL="+d.url, "KAGZI_NATS_URL="+d.natsURL, "KAGZI_CONSOLE="+d.console)
 	for _, b := range blocks {
 		if b.marked {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(d.ctx, time.Minute)
 		cmd := exec.CommandContext(ctx, "bash", "-c", b.script())
+		// At the block's deadline the whole process group goes, and the
+		// output is not waited for past WaitDelay: a command the block
+		// started (a CLI waiting for a run) must not hold the test.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+		cmd.WaitDelay = 5 * time.Second
 		cmd.Dir = t.TempDir()
 		cmd.Env = env
 		out, err := cmd.CombinedOutput()

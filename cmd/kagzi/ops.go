@@ -15,4 +15,5 @@ func init() {
 	register(ops.NewTokenCmd)
 	register(ops.NewTriggerCmd)
 	register(ops.NewWebhookCmd)
+	register(ops.NewAPITokenCmd)
 }

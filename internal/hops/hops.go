@@ -135,20 +135,27 @@ func (r *Recorder) Close() error {
 // Read joins every file of dir: for each id, the first time each hop was
 // recorded (a run delivered twice keeps its first delivery's hops).
 func Read(dir string) (map[uuid.UUID]map[string]int64, error) {
+	return ReadSince(dir, nil)
+}
+
+// ReadSince is Read, but for each id in since only the hops recorded at or
+// after since[id] (Unix ns) count: a run woken from a sleep keeps the hops
+// of the delivery that woke it, not of its first.
+func ReadSince(dir string, since map[uuid.UUID]int64) (map[uuid.UUID]map[string]int64, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.hops"))
 	if err != nil {
 		return nil, err
 	}
 	out := map[uuid.UUID]map[string]int64{}
 	for _, path := range files {
-		if err := readFile(path, out); err != nil {
+		if err := readFile(path, since, out); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
 }
 
-func readFile(path string, out map[uuid.UUID]map[string]int64) error {
+func readFile(path string, since map[uuid.UUID]int64, out map[uuid.UUID]map[string]int64) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -164,6 +171,9 @@ func readFile(path string, out map[uuid.UUID]map[string]int64) error {
 		u, err := uuid.Parse(id)
 		if err != nil {
 			return fmt.Errorf("hops: %s: %w", path, err)
+		}
+		if from, ok := since[u]; ok && ns < from {
+			continue
 		}
 		m := out[u]
 		if m == nil {

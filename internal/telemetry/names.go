@@ -32,6 +32,9 @@ var MetricNames = []string{
 	"kagzi_batch_runs_total",
 	"kagzi_batches_completed_total",
 	"kagzi_batches_running",
+	"kagzi_events_given_up_total",
+	"kagzi_events_deleted_total",
+	"kagzi_wait_tokens_deleted_total",
 	// scheduler
 	"kagzi_schedule_fires_total",
 	"kagzi_schedule_lateness_milliseconds",

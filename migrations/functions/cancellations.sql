@@ -21,21 +21,32 @@ BEGIN
     IF NOT ended AND NOT asked THEN
         RETURN NULL;
     END IF;
-    FOR rec IN
-        SELECT n.namespace_id, n.run_id, n.locked_by
-        FROM new_rows n JOIN old_rows o USING (run_id)
-        WHERE asked AND n.status = 'RUNNING' AND n.locked_by IS NOT NULL
-          AND n.cancel_requested_at IS NOT NULL AND o.cancel_requested_at IS NULL
-    LOOP
-        PERFORM pg_notify('kagzi', json_build_object('k', 'c', 'ns', rec.namespace_id, 'id', rec.run_id, 'w', rec.locked_by, 'r', true)::text);
-    END LOOP;
+    -- The joins of new_rows and old_rows run through EXECUTE, each only
+    -- when it can find something, so each is planned for this statement's
+    -- row counts: a cached plan keeps the counts of the statement that
+    -- planned it (often one row, a nested loop), and a nested loop over two
+    -- transition tables is quadratic in the rows the statement updated.
+    IF asked THEN
+        FOR rec IN EXECUTE $q$
+            SELECT n.namespace_id, n.run_id, n.locked_by
+            FROM new_rows n JOIN old_rows o USING (run_id)
+            WHERE n.status = 'RUNNING' AND n.locked_by IS NOT NULL
+              AND n.cancel_requested_at IS NOT NULL AND o.cancel_requested_at IS NULL $q$
+        LOOP
+            PERFORM pg_notify('kagzi', json_build_object('k', 'c', 'ns', rec.namespace_id, 'id', rec.run_id, 'w', rec.locked_by, 'r', true)::text);
+        END LOOP;
+    END IF;
     -- A completion batch rarely ends a run with live children: probe the
-    -- parent index per ended run before the join that locks them.
-    IF NOT EXISTS (SELECT 1 FROM new_rows n WHERE n.status IN ('COMPLETED', 'FAILED', 'CANCELLED')
-                   AND EXISTS (SELECT 1 FROM kagzi.workflow_runs c WHERE c.parent_run_id = n.run_id
-                               AND c.status IN ('PENDING', 'RUNNING', 'SLEEPING'))) THEN
+    -- parent index for the ended runs before the join that locks them
+    -- (kagzi.live_children, whose plan cannot turn into a scan of the
+    -- table).
+    IF NOT ended THEN
         RETURN NULL;
     END IF;
+    IF NOT kagzi.live_children(ARRAY(SELECT run_id FROM new_rows WHERE status IN ('COMPLETED', 'FAILED', 'CANCELLED'))) THEN
+        RETURN NULL;
+    END IF;
+    EXECUTE $q$
     WITH closed AS (
         SELECT n.run_id FROM new_rows n JOIN old_rows o USING (run_id)
         WHERE n.status IN ('COMPLETED', 'FAILED', 'CANCELLED')
@@ -66,7 +77,7 @@ BEGIN
         error = 'child run ' || u.run_id || ' cancelled: ' || u.error
     FROM u
     WHERE u.status = 'CANCELLED' AND s.run_id = u.parent_run_id AND s.step_id = u.parent_step_id
-      AND s.is_latest AND s.kind = 'CHILD' AND s.child_run_id = u.run_id AND s.status IN ('PENDING', 'RUNNING');
+      AND s.is_latest AND s.kind = 'CHILD' AND s.child_run_id = u.run_id AND s.status IN ('PENDING', 'RUNNING') $q$;
     RETURN NULL;
 END
 $$;

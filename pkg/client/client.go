@@ -245,6 +245,9 @@ type StartOptions struct {
 	// keyword is at most 256 bytes, a list 32 values, a text 2 KiB, all
 	// values together 16 KiB. A run continued as new keeps them.
 	Attributes map[string]any
+	// Batch makes the start an item of a batch that becomes one run (see
+	// Batching); Start and StartTx only.
+	Batch *Batching
 }
 
 // Handle refers to a started run.
@@ -263,9 +266,15 @@ type Handle struct {
 	// every few seconds per type, so a worker that just registered or left
 	// may not show yet.
 	Warnings []string
+	// Item is the item a batched start added (StartOptions.Batch), nil
+	// for other starts; RunID is then zero until the batch closes.
+	Item *BatchItem
 }
 
 func (c *Client) params(typ string, input any, o StartOptions) (store.RunsCreateParams, error) {
+	if o.Batch != nil {
+		return store.RunsCreateParams{}, fmt.Errorf("%w: only Start and StartTx take a batch", ErrStartBatch)
+	}
 	if err := protocol.ValidToken("workflow type", typ); err != nil {
 		return store.RunsCreateParams{}, fmt.Errorf("%w: %v", store.ErrInvalidArgument, err)
 	}
@@ -348,6 +357,9 @@ func (c *Client) StartTx(ctx context.Context, tx pgx.Tx, typ string, input any, 
 }
 
 func (c *Client) start(ctx context.Context, st *store.Store, typ string, input any, opts StartOptions) (*Handle, error) {
+	if opts.Batch != nil {
+		return c.startBatched(ctx, st, typ, input, opts)
+	}
 	p, err := c.params(typ, input, opts)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", protocol.Echo(typ), err)

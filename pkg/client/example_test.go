@@ -352,3 +352,23 @@ func ExampleClient_PublishTx() {
 	// README: end
 	fmt.Println(p.EventID == orderEventID)
 }
+
+// batchOrders starts one run of ShipOrders per 100 orders (or per second
+// of orders, if fewer come); TestBatchingExample runs it.
+func batchOrders(ctx context.Context, cl *client.Client, orders []Order) (items []uuid.UUID, runs []uuid.UUID, err error) {
+	// README: batching
+	for _, o := range orders {
+		h, err := cl.Start(ctx, "ShipOrders", o, client.StartOptions{
+			Batch: &client.Batching{Key: "warehouse-1", MaxSize: 100, MaxWait: time.Second},
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		items = append(items, h.Item.ID) // h.Item.ID: this order's item
+		if h.Created {                   // this order filled the batch: h.RunID's input is its 100 orders
+			runs = append(runs, h.RunID)
+		}
+	}
+	// README: end
+	return items, runs, nil
+}

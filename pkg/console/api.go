@@ -89,6 +89,7 @@ func (c *Console) routes() {
 	m.HandleFunc("DELETE /api/v1/pauses", c.api(c.resumeScope))
 	m.HandleFunc("POST /api/v1/retention", c.api(c.setRetention))
 	c.batchRoutes(m)
+	c.eventRoutes(m)
 	c.mux = m
 }
 

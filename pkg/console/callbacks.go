@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/kagzi/kagzi/pkg/httpapi"
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
@@ -26,7 +27,8 @@ func (c *Console) callbackRoutes() http.Handler {
 }
 
 // withCallbacks routes /callbacks/ and /webhooks/ past the guard to the
-// callback routes.
+// callback routes, and /v1/ to the HTTP API for machine clients (package
+// httpapi), whose bearer token is its credential.
 func (c *Console) withCallbacks(guarded http.Handler) http.Handler {
 	cb := c.callbackRoutes()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -35,6 +37,10 @@ func (c *Console) withCallbacks(guarded http.Handler) http.Handler {
 			h.Set("X-Content-Type-Options", "nosniff")
 			h.Set("Cache-Control", "no-store")
 			cb.ServeHTTP(w, r)
+			return
+		}
+		if strings.HasPrefix(r.URL.Path, httpapi.Prefix) {
+			c.machine.ServeHTTP(w, r)
 			return
 		}
 		guarded.ServeHTTP(w, r)

@@ -30,6 +30,7 @@ import (
 
 	"github.com/kagzi/kagzi/internal/lifecycle"
 	"github.com/kagzi/kagzi/pkg/client"
+	"github.com/kagzi/kagzi/pkg/httpapi"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
 	"github.com/kagzi/kagzi/pkg/webhook"
@@ -80,6 +81,8 @@ type Console struct {
 	csrfK string
 	// hooks counts webhook deliveries (WebhookStats).
 	hooks webhook.Counters
+	// machine is the HTTP API for machine clients under /v1/ (callbacks.go).
+	machine *httpapi.API
 
 	// life owns the hub's background reads (baselines, flushes).
 	life    lifecycle.Base
@@ -119,6 +122,9 @@ func New(opts Options) (*Console, error) {
 	}
 	c.tmpl = t
 	c.routes()
+	if c.machine, err = httpapi.New(httpapi.Options{Store: st, Client: c.client, ReadOnly: opts.ReadOnly}); err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
 	return c, nil
 }
 
@@ -149,8 +155,9 @@ func (c *Console) Stop() {
 }
 
 // Handler returns the console's handler (auth, read-only and CSRF checks
-// included; POST /callbacks/{token}, whose token is its credential, is
-// outside them: see callbacks.go).
+// included; POST /callbacks/{token}, whose token is its credential, and
+// the HTTP API under /v1/, whose bearer token is, are outside them: see
+// callbacks.go).
 func (c *Console) Handler() http.Handler { return c.withCallbacks(c.guard(c.mux)) }
 
 // Counts returns the namespace's runs per status, as the runs view shows

@@ -28,7 +28,7 @@ type pageView struct {
 
 var titles = map[string]string{"runs": "Runs", "run": "Run", "deadletters": "Dead letters", "schedules": "Schedules",
 	"workers": "Workers", "queues": "Queues and limits", "start": "Start a run",
-	"batches": "Batches", "batch": "Batch"}
+	"batches": "Batches", "batch": "Batch", "triggers": "Triggers and events"}
 
 func (c *Console) page(name string, fn dataFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {

@@ -139,8 +139,10 @@ func lex(q string) ([]token, error) {
 			}
 			out = append(out, token{tNumber, q[start:i], start})
 		case isIdentStart(c):
+			// A name, or a dotted path of names (a key nested in a JSON
+			// payload: order.amount); a dot not followed by a name ends it.
 			start := i
-			for i < len(q) && isIdentByte(q[i]) {
+			for i < len(q) && (isIdentByte(q[i]) || q[i] == '.' && i+1 < len(q) && isIdentStart(q[i+1])) {
 				i++
 			}
 			out = append(out, token{tIdent, q[start:i], start})

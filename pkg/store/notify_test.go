@@ -320,3 +320,109 @@ func TestNotifyProgressSteps(t *testing.T) {
 		t.Fatalf("progress notifications %v", got)
 	}
 }
+
+// A statement ending many runs announces each once, in notifications of at
+// most 100 runs, after statements of one run each: the triggers' joins are
+// planned per statement, not with the counts of the first that ran them.
+func TestNotifyDoneOfOneBigBatch(t *testing.T) {
+	t.Parallel()
+	s, ch := listening(t)
+	ctx := context.Background()
+	const n = 253
+	for i := 0; i < n; i++ {
+		if _, _, err := s.RunsCreate(ctx, store.RunsCreateParams{Namespace: "ns", Queue: "q", Type: "T"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claimed, items := claimToComplete(t, s, n)
+	// Six statements of one run each: past the point where a cached plan
+	// would be kept for the remaining ones.
+	for _, it := range items[:6] {
+		if _, err := s.RunsCompleteBatch(ctx, []store.RunsCompleteItem{it}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.RunsCompleteBatch(ctx, items[6:]); err != nil {
+		t.Fatal(err)
+	}
+	// A second report of the same runs ends nothing and announces nothing.
+	if _, err := s.RunsCompleteBatch(ctx, items[6:]); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[uuid.UUID]int{}
+	for _, got := range untilMarker(t, s, ch) {
+		if got.Kind != store.NotifyDone {
+			continue
+		}
+		if len(got.Finished) > 100 {
+			t.Fatalf("one notification named %d runs, want at most 100", len(got.Finished))
+		}
+		for _, f := range got.Finished {
+			seen[f.RunID]++
+		}
+	}
+	for _, c := range claimed {
+		if seen[c.ID] != 1 {
+			t.Fatalf("run %s announced %d times, want once", c.ID, seen[c.ID])
+		}
+	}
+	if len(seen) != n {
+		t.Fatalf("%d runs announced, want %d", len(seen), n)
+	}
+}
+
+// claimToComplete claims the n due runs of type T in namespace ns, queue
+// q, and returns them with the items that complete each.
+func claimToComplete(t *testing.T, s *store.Store, n int) ([]store.ClaimedRun, []store.RunsCompleteItem) {
+	t.Helper()
+	claimed, err := s.RunsClaim(context.Background(), store.RunsClaimParams{Namespace: "ns", Queue: "q", WorkerID: uuid.New(),
+		Types: []store.TypeVersion{{Type: "T"}}, Limit: n, Lease: time.Minute})
+	if err != nil || len(claimed) != n {
+		t.Fatalf("claim: %d %v", len(claimed), err)
+	}
+	items := make([]store.RunsCompleteItem, n)
+	for i, c := range claimed {
+		items[i] = store.RunsCompleteItem{Lease: store.Lease{Namespace: "ns", RunID: c.ID, Token: c.LeaseToken}, Output: []byte(`1`)}
+	}
+	return claimed, items
+}
+
+// A run claimed under a concurrency limit that stops running announces its
+// queue as claimable (a slot is free for the runs waiting for one); a run
+// of a type without a limit announces nothing when it ends.
+func TestNotifyFreedSlot(t *testing.T) {
+	t.Parallel()
+	s, ch := listening(t)
+	ctx := context.Background()
+	if _, err := s.LimitsSet(ctx, "ns", "q", "T", 1); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, _, err := s.RunsCreate(ctx, store.RunsCreateParams{Namespace: "ns", Queue: "q", Type: "T"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := s.RunsCreate(ctx, store.RunsCreateParams{Namespace: "ns", Queue: "free", Type: "U"}); err != nil {
+		t.Fatal(err)
+	}
+	_ = untilMarker(t, s, ch)
+	_, items := claimToComplete(t, s, 1) // one slot: one of the two
+	free, err := s.RunsClaim(ctx, store.RunsClaimParams{Namespace: "ns", Queue: "free", WorkerID: uuid.New(),
+		Types: []store.TypeVersion{{Type: "U"}}, Limit: 1, Lease: time.Minute})
+	if err != nil || len(free) != 1 {
+		t.Fatalf("claim: %d %v", len(free), err)
+	}
+	items = append(items, store.RunsCompleteItem{Lease: store.Lease{Namespace: "ns", RunID: free[0].ID, Token: free[0].LeaseToken}, Output: []byte(`1`)})
+	if _, err := s.RunsCompleteBatch(ctx, items); err != nil {
+		t.Fatal(err)
+	}
+	ready := map[string]int{}
+	for _, n := range untilMarker(t, s, ch) {
+		if n.Kind == store.NotifyReady {
+			ready[n.Queue]++
+		}
+	}
+	if ready["q"] != 1 || ready["free"] != 0 {
+		t.Fatalf("ready notifications by queue %v: want one for q, whose limited run ended, none for free", ready)
+	}
+}

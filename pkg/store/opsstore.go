@@ -4,6 +4,8 @@ package store
 // so that this package's code and its callers use them as their own.
 
 import (
+	"time"
+
 	"github.com/kagzi/kagzi/pkg/filter"
 	"github.com/kagzi/kagzi/pkg/store/internal/core"
 	"github.com/kagzi/kagzi/pkg/store/internal/opsstore"
@@ -74,10 +76,18 @@ type (
 	// Orphans counts the rows of the tables that belong to runs (step_runs,
 	// workflow_events) whose run does not exist.
 	Orphans = opsstore.Orphans
+	// FanOutFailure is what PublishedEventsFanOutFailed recorded.
+	FanOutFailure = opsstore.FanOutFailure
 	// RunsForkParams ask for a fork of one run.
 	RunsForkParams = opsstore.RunsForkParams
 	// Fork is a fork of a run, as RunsFork and RunsForkMany return it.
 	Fork = opsstore.Fork
+	// PublishedEvent is a published event and the runs it started.
+	PublishedEvent = opsstore.PublishedEvent
+	// TriggerFiring is a run a trigger started for an event.
+	TriggerFiring = opsstore.TriggerFiring
+	// PublishedEventsListParams select a page of published events.
+	PublishedEventsListParams = opsstore.PublishedEventsListParams
 	// ForkLinks are a run's links to the run it was forked from and to its own
 	// forks.
 	ForkLinks = opsstore.ForkLinks
@@ -132,6 +142,13 @@ const (
 	// someone must look at each and may retry it, which can wait for a holiday
 	// or a month-end.
 	DefaultKeepFailed = opsstore.DefaultKeepFailed
+	// DefaultKeepEvents and MinKeepEvents bound the retention of published
+	// events (with their firings and webhook deliveries) and of used or
+	// expired wait tokens (KAGZI_EVENT_RETENTION).
+	DefaultKeepEvents = opsstore.DefaultKeepEvents
+	MinKeepEvents     = opsstore.MinKeepEvents
+	// MaxFanOutAttempts is how many failed fan-outs give an event up.
+	MaxFanOutAttempts = opsstore.MaxFanOutAttempts
 	// DefaultDeleteBatch runs a batch: with their steps, payloads and events
 	// some thousands of rows, a transaction of about a tenth of a second.
 	DefaultDeleteBatch = opsstore.DefaultDeleteBatch
@@ -152,6 +169,10 @@ const (
 func ParseNotification(payload string) (Notification, error) {
 	return opsstore.ParseNotification(payload)
 }
+
+// CheckKeepEvents checks the retention of the ways in: 0 (keep for ever)
+// or MinKeepEvents to MaxKeep (ErrInvalidArgument).
+func CheckKeepEvents(d time.Duration) error { return opsstore.CheckKeepEvents(d) }
 
 // RetentionFor resolves the periods of workflow type typ in namespace (typ
 // "": of the namespace's types without a policy of their own) from

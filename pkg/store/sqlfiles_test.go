@@ -16,7 +16,7 @@ import (
 
 // sqlPackages are the store's packages that keep statements in sql/*.sql
 // and take them with stmt.
-var sqlPackages = []string{".", "internal/core", "internal/runstore", "internal/opsstore", "internal/schedstore"}
+var sqlPackages = []string{".", "internal/core", "internal/runstore", "internal/opsstore", "internal/schedstore", "internal/tokenstore", "internal/startbatch"}
 
 // In each package, every named statement is taken by the code, and each by
 // one variable: a block no code takes is dead SQL, one taken twice is

@@ -64,13 +64,7 @@ func TestSQLStartRunIsAStoreStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id.Version() != 7 || id.Variant() != uuid.RFC4122 {
-		t.Fatalf("run id %s: version %d, variant %v", id, id.Version(), id.Variant())
-	}
-	sec, nsec := id.Time().UnixTime()
-	if made := time.Unix(sec, nsec); made.Before(before) || made.After(time.Now().Add(time.Second)) {
-		t.Fatalf("run id %s carries time %v", id, made)
-	}
+	checkUUIDv7Since(t, "run id", id, before)
 	run, err := s.RunsGet(ctx, "ns", id)
 	if err != nil {
 		t.Fatal(err)
@@ -394,5 +388,19 @@ func TestSQLTokenRuleMatchesGo(t *testing.T) {
 		if len(diff) > 0 {
 			t.Errorf("event=%v: Go and SQL disagree on %v", event, diff)
 		}
+	}
+}
+
+// checkUUIDv7Since fails the test unless id is a UUIDv7 made between
+// before and now (a second of clock skew allowed): the SQL functions mint
+// the same kind of id as the Go paths.
+func checkUUIDv7Since(t *testing.T, what string, id uuid.UUID, before time.Time) {
+	t.Helper()
+	if id.Version() != 7 || id.Variant() != uuid.RFC4122 {
+		t.Fatalf("%s %s: version %d, variant %v", what, id, id.Version(), id.Variant())
+	}
+	sec, nsec := id.Time().UnixTime()
+	if made := time.Unix(sec, nsec); made.Before(before) || made.After(time.Now().Add(time.Second)) {
+		t.Fatalf("%s %s carries time %v", what, id, made)
 	}
 }

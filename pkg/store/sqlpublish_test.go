@@ -52,13 +52,7 @@ func TestSQLPublishIsAStorePublish(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if viaSQL.Version() != 7 || viaSQL.Variant() != uuid.RFC4122 {
-		t.Fatalf("event id %s: version %d, variant %v", viaSQL, viaSQL.Version(), viaSQL.Variant())
-	}
-	sec, nsec := viaSQL.Time().UnixTime()
-	if made := time.Unix(sec, nsec); made.Before(before) || made.After(time.Now().Add(time.Second)) {
-		t.Fatalf("event id %s carries time %v", viaSQL, made)
-	}
+	checkUUIDv7Since(t, "event id", viaSQL, before)
 	viaGo, err := s.PublishedEventsAdd(ctx, store.PublishParams{Namespace: "ns", Name: "order.created", Payload: []byte(payload)})
 	if err != nil || !viaGo.Created {
 		t.Fatalf("store publish: %+v %v", viaGo, err)

@@ -13,6 +13,8 @@ import (
 	"github.com/kagzi/kagzi/pkg/store/internal/opsstore"
 	"github.com/kagzi/kagzi/pkg/store/internal/runstore"
 	"github.com/kagzi/kagzi/pkg/store/internal/schedstore"
+	"github.com/kagzi/kagzi/pkg/store/internal/startbatch"
+	"github.com/kagzi/kagzi/pkg/store/internal/tokenstore"
 )
 
 // Store is the repository over one executor (a pool or a transaction).
@@ -22,14 +24,17 @@ type Store struct {
 	runsPart
 	opsPart
 	schedPart
+	tokensPart
+	startPart
 }
 
 // The parts of a Store, embedded under unexported names so that their
 // methods are the Store's and the parts themselves are not.
 type (
-	runsPart  = runstore.Runs
-	opsPart   = opsstore.Ops
-	schedPart = schedstore.Schedules
+	runsPart   = runstore.Runs
+	opsPart    = opsstore.Ops
+	schedPart  = schedstore.Schedules
+	tokensPart = tokenstore.Tokens
 )
 
 // New returns a Store over db (usually a *pgxpool.Pool).
@@ -54,6 +59,8 @@ func (s *Store) wire() {
 	s.runsPart = runstore.New(s.h)
 	s.opsPart = opsstore.New(s.h)
 	s.schedPart = schedstore.New(s.h)
+	s.tokensPart = tokenstore.New(s.h)
+	s.startPart = startbatch.New(s.h)
 }
 
 // Connect opens a pool for url and checks it answers. The URL may reach
@@ -105,6 +112,10 @@ func connect(ctx context.Context, url string, setup func(*pgxpool.Config)) (*pgx
 		if !strings.Contains(url, "default_query_exec_mode") {
 			cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 		}
+	}
+	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+		core.RegisterUUID(c.TypeMap())
+		return nil
 	}
 	if setup != nil {
 		setup(cfg)

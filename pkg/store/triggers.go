@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/kagzi/kagzi/pkg/filter"
 	"github.com/kagzi/kagzi/pkg/protocol"
+	"github.com/kagzi/kagzi/pkg/store/internal/core"
 )
 
 // Event triggers (docs/triggers.md): a trigger subscribes a workflow type
@@ -33,7 +37,11 @@ const (
 
 // ErrEventPattern is a malformed event pattern or published event name;
 // it is an ErrInvalidArgument.
-var ErrEventPattern = fmt.Errorf("%w: event pattern", ErrInvalidArgument)
+var ErrEventPattern = core.ErrEventPattern
+
+// ErrTriggerFilter is a trigger filter that does not parse or check (at
+// most filter.MaxLength bytes); it is an ErrInvalidArgument.
+var ErrTriggerFilter = fmt.Errorf("%w: trigger filter", ErrInvalidArgument)
 
 // Trigger subscribes a workflow type to published events.
 type Trigger struct {
@@ -52,6 +60,12 @@ type Trigger struct {
 	// whose value is the run's input (null when the payload has none);
 	// empty: the whole payload is.
 	InputPath string
+	// Filter, if set, is a query (package filter) the event's payload must
+	// match (filter.Match) for the trigger to fire.
+	Filter string
+	// Batch, if set, makes each matching event an item of a start batch
+	// (docs/batching.md) instead of a run.
+	Batch     *StartBatch
 	CreatedAt time.Time
 }
 
@@ -68,50 +82,16 @@ var (
 	triggerFiringsListSQL           = stmt("TriggerFiringsList")
 )
 
-// checkEventTokens checks a dotted event name (wild false) or pattern
-// (wild true): 1 to MaxEventPatternLen bytes of tokens that are each a
-// protocol.ValidToken, or, in a pattern, "*" or a last ">".
-func checkEventTokens(what, s string, wild bool) error {
-	if s == "" || len(s) > MaxEventPatternLen {
-		return fmt.Errorf("%w: %s must be 1 to %d bytes, is %d", ErrEventPattern, what, MaxEventPatternLen, len(s))
-	}
-	toks := strings.Split(s, ".")
-	for i, t := range toks {
-		if wild && (t == "*" || (t == ">" && i == len(toks)-1)) {
-			continue
-		}
-		if err := protocol.ValidToken(what+" token", t); err != nil {
-			hint := ""
-			if wild && t == ">" {
-				hint = ` (">" may only be the last token)`
-			}
-			return fmt.Errorf("%w: %s %q: %v%s", ErrEventPattern, what, protocol.Echo(s), err, hint)
-		}
-	}
-	return nil
-}
-
-// CheckEventPattern checks a trigger's pattern (ErrEventPattern).
-func CheckEventPattern(p string) error { return checkEventTokens("event pattern", p, true) }
-
-// CheckPublishedEventName checks a published event's name: dotted tokens
-// without wildcards (ErrEventPattern).
-func CheckPublishedEventName(n string) error { return checkEventTokens("event name", n, false) }
-
-// PatternMatches reports whether the event name matches pattern (both
-// valid): "*" matches one token, a last ">" one or more.
-func PatternMatches(pattern, name string) bool {
-	ps, ns := strings.Split(pattern, "."), strings.Split(name, ".")
-	for i, p := range ps {
-		if p == ">" && i == len(ps)-1 {
-			return len(ns) > i
-		}
-		if i >= len(ns) || (p != "*" && p != ns[i]) {
-			return false
-		}
-	}
-	return len(ps) == len(ns)
-}
+// Event names and patterns (see core.CheckEventPattern).
+var (
+	// CheckEventPattern checks a trigger's pattern (ErrEventPattern).
+	CheckEventPattern = core.CheckEventPattern
+	// CheckPublishedEventName checks a published event's name: dotted
+	// tokens without wildcards (ErrEventPattern).
+	CheckPublishedEventName = core.CheckPublishedEventName
+	// PatternMatches reports whether an event name matches a pattern.
+	PatternMatches = core.PatternMatches
+)
 
 // TriggersCreate adds a trigger. A name the namespace has already is
 // ErrConflict; bad input (ErrEventPattern for the pattern) or a namespace
@@ -134,17 +114,35 @@ func (s *Store) TriggersCreate(ctx context.Context, t Trigger) (Trigger, error) 
 			return Trigger{}, invalidf("%v", err)
 		}
 	}
+	t.Filter = strings.TrimSpace(t.Filter)
+	if !utf8.ValidString(t.Filter) || strings.IndexFunc(t.Filter, func(r rune) bool { return unicode.IsControl(r) && r != '\t' && r != '\n' }) >= 0 {
+		return Trigger{}, fmt.Errorf("%w: a filter holds text: no control characters but tabs and newlines", ErrTriggerFilter)
+	}
+	if _, err := parseTriggerFilter(t.Filter); err != nil {
+		return Trigger{}, fmt.Errorf("%w: %w", ErrTriggerFilter, err)
+	}
+	var bk, bs, bw any
+	if b := t.Batch; b != nil {
+		if err := b.Check(); err != nil {
+			return Trigger{}, err
+		}
+		bk, bs, bw = b.Key, b.MaxSize, b.MaxWait.Milliseconds()
+	}
 	id, err := uuid.NewV7()
 	if err != nil {
 		return Trigger{}, fmt.Errorf("generate trigger id: %w", err)
 	}
 	t.ID = id
-	var path *string
-	if t.InputPath != "" {
-		path = &t.InputPath
+	path, flt := &t.InputPath, &t.Filter
+	if t.InputPath == "" {
+		path = nil
+	}
+	if t.Filter == "" {
+		flt = nil
 	}
 	err = triggersCreateSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"trigger_id": id, "namespace": t.Namespace, "name": t.Name,
-		"pattern": t.Pattern, "workflow_type": t.Type, "queue": t.Queue, "input_path": path, "max_triggers": MaxTriggers}).Scan(&t.CreatedAt)
+		"pattern": t.Pattern, "workflow_type": t.Type, "queue": t.Queue, "input_path": path, "filter": flt, "max_triggers": MaxTriggers,
+		"batch_key": bk, "batch_max_size": bs, "batch_max_wait_ms": bw}).Scan(&t.CreatedAt)
 	if isNoRows(err) {
 		// A name taken, or the namespace full: tell which.
 		ts, lerr := s.TriggersList(ctx, t.Namespace)
@@ -168,8 +166,15 @@ func (s *Store) TriggersList(ctx context.Context, ns string) ([]Trigger, error) 
 		return nil, mapErr("list triggers", err)
 	}
 	ts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Trigger, error) {
-		var t Trigger
-		err := r.Scan(&t.ID, &t.Namespace, &t.Name, &t.Pattern, &t.Type, &t.Queue, &t.InputPath, &t.CreatedAt)
+		var (
+			t Trigger
+			b StartBatch
+			w int64
+		)
+		err := r.Scan(&t.ID, &t.Namespace, &t.Name, &t.Pattern, &t.Type, &t.Queue, &t.InputPath, &t.Filter, &t.CreatedAt, &b.Key, &b.MaxSize, &w)
+		if b.MaxSize > 0 {
+			b.MaxWait, t.Batch = time.Duration(w)*time.Millisecond, &b
+		}
 		return t, err
 	})
 	return ts, mapErr("list triggers", err)
@@ -261,32 +266,11 @@ func (s *Store) PublishedEventsPending(ctx context.Context, limit int) ([]uuid.U
 	return ids, mapErr("read events to fan out", err)
 }
 
-// PublishedEvent is a published event and the runs it started.
-type PublishedEvent struct {
-	ID          uuid.UUID
-	Namespace   string
-	Name        string
-	Payload     json.RawMessage
-	PublishedAt time.Time
-	// FannedOutAt is nil until its runs are started.
-	FannedOutAt *time.Time
-	Firings     []TriggerFiring
-}
-
-// TriggerFiring is a run a trigger started for an event.
-type TriggerFiring struct {
-	TriggerID uuid.UUID
-	// Trigger is the trigger's name (empty once it is deleted).
-	Trigger string
-	RunID   uuid.UUID
-	FiredAt time.Time
-}
-
 // PublishedEventsGet returns a published event with its firings.
 func (s *Store) PublishedEventsGet(ctx context.Context, ns string, id uuid.UUID) (PublishedEvent, error) {
 	var e PublishedEvent
 	err := publishedEventsGetSQL.QueryRow(ctx, s.h.DB, pgx.NamedArgs{"namespace": ns, "event_id": id}).
-		Scan(&e.ID, &e.Namespace, &e.Name, &e.Payload, &e.PublishedAt, &e.FannedOutAt)
+		Scan(&e.ID, &e.Namespace, &e.Name, &e.Payload, &e.PublishedAt, &e.FannedOutAt, &e.FanOutAttempts, &e.FanOutError, &e.FailedAt)
 	if err != nil {
 		return e, mapErr(fmt.Sprintf("get event %s", id), err)
 	}
@@ -322,10 +306,10 @@ type FanOut struct {
 // PublishedEventsFanOut fans out one event, in one transaction: it locks
 // the event, and unless it is fanned out already, starts a run
 // (RunsCreate) for each trigger of its namespace whose pattern matches the
-// event's name, records each firing with it, and marks the event fanned
-// out. Fan-outs of one event that race wait on the lock, and the firings'
-// primary key refuses a second run for an (event, trigger) regardless: a
-// run per pair, exactly once. A trigger whose run is refused (its type or
+// event's name and whose filter (if any) its payload, records each firing
+// with it, and marks the event fanned out. Fan-outs of one event that race
+// wait on the lock, and the firings' primary key refuses a second run for
+// an (event, trigger) regardless: a run per pair, exactly once. A trigger whose run is refused (its type or
 // queue no longer valid, say) fails the whole fan-out, to be tried again.
 func (s *Store) PublishedEventsFanOut(ctx context.Context, id uuid.UUID) (FanOut, error) {
 	var out FanOut
@@ -348,8 +332,16 @@ func (s *Store) PublishedEventsFanOut(ctx context.Context, id uuid.UUID) (FanOut
 		if err != nil {
 			return err
 		}
+		var doc any // the payload, decoded for the first filter
 		for _, t := range ts {
-			if !PatternMatches(t.Pattern, name) {
+			if !PatternMatches(t.Pattern, name) || !filterMatches(t, payload, &doc) {
+				continue
+			}
+			if t.Batch != nil { // an item, once per (event, trigger) by its unique index
+				if _, err := tx.StartBatchesAdd(ctx, StartBatchAddParams{Namespace: ns, Queue: t.Queue, Type: t.Type, Batch: *t.Batch,
+					Payload: core.TriggerInputAt(payload, t.InputPath), EventID: id, TriggerID: t.ID}); err != nil {
+					return fmt.Errorf("fan out event %s to trigger %q: %w", id, t.Name, err)
+				}
 				continue
 			}
 			f, err := tx.fire(ctx, t, id, payload)
@@ -367,6 +359,32 @@ func (s *Store) PublishedEventsFanOut(ctx context.Context, id uuid.UUID) (FanOut
 	return out, nil
 }
 
+// parseTriggerFilter parses and checks a trigger's filter (nil: none).
+func parseTriggerFilter(q string) (filter.Expr, error) {
+	e, err := filter.Parse(q)
+	if err == nil {
+		err = filter.CheckJSON(e)
+	}
+	return e, err
+}
+
+// filterMatches reports whether t's filter matches payload, decoded into
+// *doc once per event. A filter checked at creation always parses; one
+// that no longer does (a grammar changed) matches nothing rather than
+// hold the event's fan-out for ever.
+func filterMatches(t Trigger, payload []byte, doc *any) bool {
+	e, err := parseTriggerFilter(t.Filter)
+	if err != nil || e == nil {
+		return err == nil
+	}
+	if *doc == nil {
+		if *doc, err = filter.DecodeJSON(payload); err != nil {
+			return false
+		}
+	}
+	return filter.Match(e, *doc)
+}
+
 // fire starts trigger t's run for an event and records the firing. The
 // caller holds the event's lock, and a fan-out that fired marks the event
 // in the same transaction, so no firing of the event exists yet; the
@@ -374,7 +392,7 @@ func (s *Store) PublishedEventsFanOut(ctx context.Context, id uuid.UUID) (FanOut
 // live run that holds the run's external id already (started by hand with
 // it) stands for the firing.
 func (s *Store) fire(ctx context.Context, t Trigger, event uuid.UUID, payload []byte) (TriggerFiring, error) {
-	input := inputAt(payload, t.InputPath)
+	input := core.TriggerInputAt(payload, t.InputPath)
 	run, _, err := s.RunsCreate(ctx, RunsCreateParams{Namespace: t.Namespace, Queue: t.Queue, Type: t.Type,
 		ExternalID: TriggerExternalID(t.Name, event), Input: input})
 	if err != nil {
@@ -386,21 +404,4 @@ func (s *Store) fire(ctx context.Context, t Trigger, event uuid.UUID, payload []
 		return TriggerFiring{}, fmt.Errorf("%w: trigger %q fired for event %s already", ErrConflict, t.Name, event)
 	}
 	return f, mapErr("record firing", err)
-}
-
-// inputAt is the run input a trigger takes from an event's payload: all
-// of it, or the value of its top-level key path (null if it has none or
-// is not an object).
-func inputAt(payload []byte, path string) []byte {
-	if path == "" {
-		return payload
-	}
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(payload, &obj) != nil {
-		return []byte("null")
-	}
-	if v, ok := obj[path]; ok {
-		return v
-	}
-	return []byte("null")
 }

@@ -55,6 +55,12 @@ func TestDroppedDeliveryRenewsTheRequest(t *testing.T) {
 	if req2.Seq != req1.Seq+1 {
 		t.Fatalf("request seq %d after %d", req2.Seq, req1.Seq)
 	}
+	// A drop is counted once its handler has returned, which is after the
+	// renewed request went out: wait for the count, not just the request.
+	deadline := time.Now().Add(waitLimit)
+	for w.Stats().Drops == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if s := w.Stats(); s.Drops != 1 || s.Renewals != 1 {
 		t.Fatalf("stats %+v: want one drop and one renewal", s)
 	}

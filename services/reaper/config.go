@@ -84,6 +84,18 @@ type RetentionConfig struct {
 	// expired runs; a batch that took longer is followed by a pause as long (1ms
 	// to 1m)
 	RetentionPause time.Duration `env:"KAGZI_RETENTION_PAUSE, default=100ms"`
+	// EventRetention: published events fanned out (or given up) are
+	// deleted this long after they were published, with their trigger
+	// firings and webhook deliveries; wait tokens this long after they
+	// were used or expired. A webhook delivery's row is what refuses its
+	// replay, hence the least value above the signatures' tolerance.
+	//
+	// KAGZI_EVENT_RETENTION: published events (with their trigger firings and
+	// webhook deliveries) are deleted this long after they were published, once
+	// fanned out, and wait tokens this long after they were used or expired (`0`
+	// keeps them; else 2h to 36500d: a GitHub delivery's replay is refused only
+	// while its row exists)
+	EventRetention time.Duration `env:"KAGZI_EVENT_RETENTION, default=720h"`
 }
 
 // Validate checks the values; config.Load and config.Defaults call it.
@@ -129,6 +141,8 @@ func (c *RetentionConfig) validate() error {
 		return fmt.Errorf("KAGZI_RETENTION_BATCH %d: 1 to %d", c.RetentionBatch, store.MaxDeleteBatch)
 	case c.RetentionPause < time.Millisecond || c.RetentionPause > time.Minute:
 		return fmt.Errorf("KAGZI_RETENTION_PAUSE %v: 1ms to 1m", c.RetentionPause)
+	case store.CheckKeepEvents(c.EventRetention) != nil:
+		return fmt.Errorf("KAGZI_EVENT_RETENTION %v: 0 (keep) or %v to %v", c.EventRetention, store.MinKeepEvents, store.MaxKeep)
 	}
 	return nil
 }

@@ -130,7 +130,8 @@
 // (writing what liveness heard, acknowledging, asking, announcing),
 // leases.go (lease expiry), deadlines.go (deadlines), retention.go
 // (expired finished runs), batches.go (batch operations), fanout.go
-// (published events fanned out to triggers), counts.go
+// (published events fanned out to triggers), startbatches.go (start
+// batches closed at their deadline), counts.go
 // (attribute count deltas, folded a few seconds after news of starts).
 // reaper.go composes them into the service:
 // every replica starts every sweep, so a standby hears what the leader

@@ -82,7 +82,7 @@ func (r *Reaper) gain(ctx context.Context) error {
 	r.mu.Unlock()
 	// Deadlines first: a wakeup heard while liveness reads the database
 	// keeps its re-read.
-	for _, s := range []sweep{r.deadlines, r.live, r.reg, r.leases, r.retain, r.batches, r.fanOuts, r.counts} {
+	for _, s := range []sweep{r.deadlines, r.live, r.reg, r.leases, r.retain, r.batches, r.fanOuts, r.starts, r.counts} {
 		if err := s.gain(ctx, now); err != nil {
 			return err
 		}

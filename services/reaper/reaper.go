@@ -92,6 +92,15 @@ type Stats struct {
 	// EventsFannedOut counts the published events this replica fanned
 	// out as leader, TriggerRunsStarted the runs they started.
 	EventsFannedOut, TriggerRunsStarted int64
+	// StartBatchRuns counts the start batches this replica closed at
+	// their deadline as leader.
+	StartBatchRuns int64
+	// EventsGivenUp counts the events this replica gave up as leader,
+	// their fan-out failed store.MaxFanOutAttempts times (poison events).
+	EventsGivenUp int64
+	// EventsDeleted and WaitTokensDeleted count the published events and
+	// wait tokens retention deleted (KAGZI_EVENT_RETENTION).
+	EventsDeleted, WaitTokensDeleted int64
 }
 
 // Reaper is the recovery service: the sweeps (liveness, registration,
@@ -111,7 +120,8 @@ type Reaper struct {
 	batches   *batches
 	fanOuts   *fanOuts
 	counts    *counts
-	// sweeps are the eight in the order the leader steps them.
+	starts    *startBatches
+	// sweeps are the nine in the order the leader steps them.
 	sweeps []sweep
 
 	// mu guards resync, which asks the leader to re-read leases and
@@ -153,6 +163,9 @@ type knobs struct {
 	// drops the next ones, and as many of each other subject (0: 65536
 	// and 1<<20); see drops.go.
 	PendingLimit int
+	// FanOut, if set, replaces store.PublishedEventsFanOut in the fan-out's
+	// fenced transactions (a poison event's refusals).
+	FanOut func(ctx context.Context, tx *store.Store, id uuid.UUID) (store.FanOut, error)
 }
 
 // New returns a reaper over st and nc configured by cfg (as config.Load or
@@ -184,9 +197,11 @@ func newReaper(cfg Config, k knobs, st *store.Store, nc *nats.Conn, log *slog.Lo
 	r.batches = newBatches(r.sh)
 	r.counts = newCounts(r.sh)
 	r.fanOuts = newFanOuts(r.sh)
+	r.starts = newStartBatches(r.sh)
+	r.fanOuts.fanOut = k.FanOut
 	r.retain.onDeleted = r.counts.touch
 	r.batches.onActed = r.counts.touch
-	r.sweeps = []sweep{r.reg, r.live, r.leases, r.deadlines, r.retain, r.batches, r.fanOuts, r.counts}
+	r.sweeps = []sweep{r.reg, r.live, r.leases, r.deadlines, r.retain, r.batches, r.fanOuts, r.starts, r.counts}
 	r.watch = leadership.New(leadership.Options{Role: protocol.LeaderReaper, LockKey: k.LockKey, Interval: cfg.BeaconInterval},
 		st, nc, log)
 	return r
@@ -227,7 +242,8 @@ func (r *Reaper) Stats() Stats {
 		BatchRunsDone: bc.done.Load(), BatchRunsFailed: bc.failed.Load(), BatchRunsSkipped: bc.skipped.Load(),
 		BatchesCompleted: bc.completed.Load(), BatchesRunning: bc.running.Load(),
 		AttributeFolds: r.counts.c.folds.Load(), AttributeDeltasFolded: r.counts.c.deltas.Load(),
-		EventsFannedOut: r.fanOuts.c.events.Load(), TriggerRunsStarted: r.fanOuts.c.runs.Load(),
+		EventsFannedOut: r.fanOuts.c.events.Load(), TriggerRunsStarted: r.fanOuts.c.runs.Load(), StartBatchRuns: r.starts.runs.Load(),
+		EventsGivenUp: r.fanOuts.c.givenUp.Load(), EventsDeleted: rt.events.Load(), WaitTokensDeleted: rt.tokens.Load(),
 	}
 }
 

@@ -73,10 +73,16 @@ type retentionTerm struct {
 	readAt time.Time
 	busy   time.Duration
 	pass   int64
+	// waysAt is when the ways in's retention acts next (zero: at the
+	// first step; retention_ways_in.go).
+	waysAt time.Time
 }
 
 type retentionCounters struct {
 	deleted, batches, queries atomic.Int64
+	// events and tokens count the published events and wait tokens
+	// deleted (retention_ways_in.go).
+	events, tokens atomic.Int64
 }
 
 func newRetention(sh *shared, cfg RetentionConfig) *retention {
@@ -102,11 +108,22 @@ func (s *retention) gain(context.Context, time.Time) error {
 }
 
 // next is when retention acts next.
-func (s *retention) next() time.Time { return s.tm.at }
+func (s *retention) next() time.Time {
+	var e earliest
+	e.at(s.tm.at)
+	e.at(s.tm.waysAt)
+	return e.t
+}
 
-// step serves the retention timer: it deletes a batch when runs are
-// due and reads when the next ones will be.
+// step serves the retention timers: the runs' and the ways in's.
 func (s *retention) step(ctx context.Context) {
+	s.stepRuns(ctx)
+	s.stepWaysIn(ctx)
+}
+
+// stepRuns deletes a batch when runs are due and reads when the next
+// ones will be.
+func (s *retention) stepRuns(ctx context.Context) {
 	t := &s.tm
 	now := s.clock.Now()
 	if t.at.After(now) || ctx.Err() != nil {
@@ -170,7 +187,7 @@ func (s *retention) step(ctx context.Context) {
 		t.at, t.due = now.Add(t.busy), true
 	default:
 		t.at, t.due = now, true
-		s.step(ctx)
+		s.stepRuns(ctx)
 	}
 }
 

@@ -76,8 +76,17 @@ func registerMetrics(rp *Reaper) {
 		metric.WithDescription("Runs batch operations acted on, by outcome: done, failed or skipped (no longer in a status the action takes)."))
 	batchesDone, _ := m.Int64ObservableCounter("kagzi.batches.completed", metric.WithDescription("Batch operations completed."))
 	batchesRunning, _ := m.Int64ObservableGauge("kagzi.batches.running", metric.WithDescription("Batch operations the leader works on now; leader only."))
+	givenUp, _ := m.Int64ObservableCounter("kagzi.events.given_up",
+		metric.WithDescription("Published events whose fan-out failed store.MaxFanOutAttempts times, marked failed and passed over (poison events)."))
+	eventsDeleted, _ := m.Int64ObservableCounter("kagzi.events.deleted",
+		metric.WithDescription("Published events deleted, with their firings and webhook deliveries, after KAGZI_EVENT_RETENTION."))
+	tokensDeleted, _ := m.Int64ObservableCounter("kagzi.wait_tokens.deleted",
+		metric.WithDescription("Wait tokens deleted KAGZI_EVENT_RETENTION after they were used or expired."))
 	_, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		st := rp.Stats()
+		o.ObserveInt64(givenUp, st.EventsGivenUp)
+		o.ObserveInt64(eventsDeleted, st.EventsDeleted)
+		o.ObserveInt64(tokensDeleted, st.WaitTokensDeleted)
 		o.ObserveInt64(batchRuns, st.BatchRunsDone, metric.WithAttributes(attribute.String("outcome", "done")))
 		o.ObserveInt64(batchRuns, st.BatchRunsFailed, metric.WithAttributes(attribute.String("outcome", "failed")))
 		o.ObserveInt64(batchRuns, st.BatchRunsSkipped, metric.WithAttributes(attribute.String("outcome", "skipped")))
@@ -99,5 +108,6 @@ func registerMetrics(rp *Reaper) {
 			o.ObserveFloat64(overdue, late.Seconds())
 		}
 		return nil
-	}, online, leader, recovered, expired, lost, deadlines, deleted, oldest, overdue, batchRuns, batchesDone, batchesRunning)
+	}, online, leader, recovered, expired, lost, deadlines, deleted, oldest, overdue, batchRuns, batchesDone, batchesRunning,
+		givenUp, eventsDeleted, tokensDeleted)
 }

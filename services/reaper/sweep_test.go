@@ -22,7 +22,7 @@ func TestSweepsStartOnceAndStopTwice(t *testing.T) {
 	nc := testnats.Start(t).Connect(t)
 	r := New(cfg, nil, nc, nil)
 	ctx := context.Background()
-	subs := map[sweep]int{r.live: 3, r.leases: 2, r.reg: 0, r.deadlines: 0, r.retain: 0, r.batches: 1, r.fanOuts: 1}
+	subs := map[sweep]int{r.live: 3, r.leases: 2, r.reg: 0, r.deadlines: 0, r.retain: 0, r.batches: 1, r.fanOuts: 1, r.starts: 1}
 	total := 0
 	for _, s := range r.sweeps {
 		if err := s.Start(ctx); err != nil {

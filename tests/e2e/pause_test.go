@@ -167,7 +167,11 @@ func TestPauseRun(t *testing.T) {
 	}
 
 	t.Run("sleep", func(t *testing.T) {
-		h, err := e.cl.Start(ctx, "PSleep", 400, client.StartOptions{})
+		// The nap and the backoff below are long enough that the pause
+		// lands before they are due on a loaded machine (-race, parallel
+		// packages): a run claimed before its pause is paused mid-step,
+		// which is the last case's, not this one's.
+		h, err := e.cl.Start(ctx, "PSleep", 3000, client.StartOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -208,14 +212,22 @@ func TestPauseRun(t *testing.T) {
 	})
 
 	t.Run("retry", func(t *testing.T) {
-		h, err := e.cl.Start(ctx, "PRetry", 500, client.StartOptions{Queue: "suspending"})
+		h, err := e.cl.Start(ctx, "PRetry", 3000, client.StartOptions{Queue: "suspending"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var retryAt time.Time
+		// The step's call is counted before the run is read: read first,
+		// the run could be seen PENDING as created, due now, and then
+		// claimed and run before the count, and the pause would land on
+		// a running run (the mid-step case, not this one). And suspended
+		// means due at the retry, ~3 s ahead.
 		waitUntil(t, 20*time.Second, "the failed attempt to suspend the run", func() bool {
+			if called(h.RunID, "call") == 0 {
+				return false
+			}
 			r := get(t, h.RunID)
-			if called(h.RunID, "call") == 0 || r.Status == client.StatusRunning || r.AvailableAt == nil {
+			if r.Status == client.StatusRunning || r.AvailableAt == nil || r.AvailableAt.Before(time.Now().Add(time.Second)) {
 				return false
 			}
 			retryAt = *r.AvailableAt

@@ -239,31 +239,33 @@ func TestWaitTokens(t *testing.T) {
 	}
 }
 
-// TestCallbackDocExample runs the curl example of docs/callbacks.md as
-// written, with KAGZI_CONSOLE and TOKEN set: the run wakes with its
-// payload.
+// TestCallbackDocExample runs the curl example of docs/callbacks.md and
+// the README's copy as written, each with a token of its own (a token is
+// single-use), KAGZI_CONSOLE and TOKEN set: the run wakes with its payload.
 func TestCallbackDocExample(t *testing.T) {
 	t.Parallel()
 	_, err := exec.LookPath("curl")
 	needTool(t, "curl", err)
 	e := startTokens(t)
-	h, minted := e.token(t, approvalInput{TTL: 24 * time.Hour})
-	var ran int
-	for _, b := range docBlocks(t, "../../docs/callbacks.md", "sh") {
-		if !strings.Contains(b, "curl") {
-			continue
+	for _, page := range []string{"../../docs/callbacks.md", "../../README.md"} {
+		h, minted := e.token(t, approvalInput{TTL: 24 * time.Hour})
+		var ran int
+		for _, b := range docBlocks(t, page, "sh") {
+			if !strings.Contains(b, "/callbacks/") {
+				continue
+			}
+			ran++
+			cmd := exec.Command("bash", "-c", "set -e\n"+b)
+			cmd.Env = append(os.Environ(), "KAGZI_CONSOLE="+e.console, "TOKEN="+minted.Token)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("%s: the curl example failed: %v\n%s", page, err, out)
+			}
 		}
-		ran++
-		cmd := exec.Command("bash", "-c", "set -e\n"+b)
-		cmd.Env = append(os.Environ(), "KAGZI_CONSOLE="+e.console, "TOKEN="+minted.Token)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("the curl example failed: %v\n%s", err, out)
+		if ran != 1 {
+			t.Fatalf("%d callback curl examples in %s, want 1", ran, page)
 		}
-	}
-	if ran != 1 {
-		t.Fatalf("%d curl examples in docs/callbacks.md, want 1", ran)
-	}
-	if got := tokenResult(t, h); got != "approved by ada" {
-		t.Fatalf("result %q", got)
+		if got := tokenResult(t, h); got != "approved by ada" {
+			t.Fatalf("%s: result %q", page, got)
+		}
 	}
 }

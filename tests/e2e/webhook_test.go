@@ -160,42 +160,49 @@ func TestWebhookDeliveriesBecomeEvents(t *testing.T) {
 	}
 }
 
-// docs/webhooks.md's curl example (openssl computes the generic form's
-// HMAC) publishes shop.order.placed, whose trigger starts a run.
+// The curl example of docs/webhooks.md and the README's copy (openssl
+// computes the generic form's HMAC), each against a stack of its own since
+// the delivery id is single-use: it publishes shop.order.placed, whose
+// trigger starts a run.
 func TestWebhookDocExample(t *testing.T) {
 	t.Parallel()
 	for _, tool := range []string{"curl", "openssl"} {
 		_, err := exec.LookPath(tool)
 		needTool(t, tool, err)
 	}
-	e := startHooks(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	const secret = "3f8a1c2e9b7d4a60c5e1f2a3b4c5d6e7"
-	if _, err := e.srv.Store.WebhookSourcesCreate(ctx, store.WebhookSource{Namespace: "default", Name: "shop",
-		Source: webhook.Source{Kind: webhook.Generic, Secret: []byte(secret), Template: "shop.order.{event}"}}); err != nil {
-		t.Fatal(err)
-	}
-	var ran int
-	for _, b := range docBlocks(t, "../../docs/webhooks.md", "sh") {
-		if !strings.Contains(b, "curl") {
-			continue
-		}
-		ran++
-		cmd := exec.Command("bash", "-c", "set -e\n"+b)
-		cmd.Env = append(os.Environ(), "KAGZI_CONSOLE="+e.console, "SHOP_SECRET="+secret)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("the curl example failed: %v\n%s", err, out)
-		}
-	}
-	if ran != 1 {
-		t.Fatalf("%d curl examples in docs/webhooks.md, want 1", ran)
-	}
-	ev, err := e.srv.Store.PublishedEventsGet(ctx, "default", webhook.EventID("default", "shop", "order-T-1"))
-	if err != nil || ev.Name != "shop.order.placed" {
-		t.Fatalf("event: %+v %v", ev, err)
-	}
-	if s := e.con.WebhookStats(); s.Accepted != 1 {
-		t.Fatalf("stats: %+v", s)
+	for _, page := range []string{"../../docs/webhooks.md", "../../README.md"} {
+		t.Run(page[len("../../"):], func(t *testing.T) {
+			t.Parallel()
+			e := startHooks(t)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			const secret = "3f8a1c2e9b7d4a60c5e1f2a3b4c5d6e7"
+			if _, err := e.srv.Store.WebhookSourcesCreate(ctx, store.WebhookSource{Namespace: "default", Name: "shop",
+				Source: webhook.Source{Kind: webhook.Generic, Secret: []byte(secret), Template: "shop.order.{event}"}}); err != nil {
+				t.Fatal(err)
+			}
+			var ran int
+			for _, b := range docBlocks(t, page, "sh") {
+				if !strings.Contains(b, "/webhooks/") {
+					continue
+				}
+				ran++
+				cmd := exec.Command("bash", "-c", "set -e\n"+b)
+				cmd.Env = append(os.Environ(), "KAGZI_CONSOLE="+e.console, "SHOP_SECRET="+secret)
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Fatalf("the curl example failed: %v\n%s", err, out)
+				}
+			}
+			if ran != 1 {
+				t.Fatalf("%d webhook curl examples in %s, want 1", ran, page)
+			}
+			ev, err := e.srv.Store.PublishedEventsGet(ctx, "default", webhook.EventID("default", "shop", "order-T-1"))
+			if err != nil || ev.Name != "shop.order.placed" {
+				t.Fatalf("event: %+v %v", ev, err)
+			}
+			if s := e.con.WebhookStats(); s.Accepted != 1 {
+				t.Fatalf("stats: %+v", s)
+			}
+		})
 	}
 }

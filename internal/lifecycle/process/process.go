@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -91,6 +92,7 @@ type Options struct {
 // the connection, and runs them (lifecycle.RunAll). A service that uses Postgres
 // opens its pool before and closes it after.
 func Serve(ctx context.Context, p Options, build func(nc *nats.Conn) (Parts, error)) error {
+	debug.SetGCPercent(p.Common.GCPercent)
 	opts, err := p.Common.NATSAuth.Options()
 	if err != nil {
 		return err

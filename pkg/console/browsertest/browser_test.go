@@ -253,6 +253,7 @@ func TestBrowser(t *testing.T) {
 		{"schedules", "/schedules", "table.schedules ol.fires li"},
 		{"workers", "/workers", "table.workers tr[data-worker-id]"},
 		{"queues", "/queues", "table.limits"},
+		{"triggers", "/triggers", "table.triggers"},
 		{"start", "/start", "#start-form"},
 	} {
 		run(t, ctx, "open "+v.name, chromedp.Navigate(base+v.path+"?ns=default"), chromedp.WaitVisible(v.ready, chromedp.ByQuery))

@@ -112,6 +112,11 @@ func TestSQLRoleCallsTheFunctionsOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	const rows = `SELECT (SELECT count(*) FROM kagzi.workflow_runs) + (SELECT count(*) FROM kagzi.workflow_events) + (SELECT count(*) FROM kagzi.published_events)`
+	var before, after int64
+	if err := admin.QueryRow(ctx, rows).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		what, stmt string
 		args       []any
@@ -130,5 +135,9 @@ func TestSQLRoleCallsTheFunctionsOnly(t *testing.T) {
 		_, err = tx.Exec(ctx, c.stmt, c.args...)
 		wantCode(t, "a role without the grant "+c.what, err, "42501")
 		_ = tx.Rollback(ctx)
+	}
+	// Nothing of the refused calls was stored.
+	if err := admin.QueryRow(ctx, rows).Scan(&after); err != nil || after != before {
+		t.Fatalf("runs, events and published events: %d before the refused calls, %d after (%v)", before, after, err)
 	}
 }

@@ -2,14 +2,16 @@
 -- events, and their fan-out to runs, exactly once per (event, trigger).
 
 -- name: TriggersCreate :one
-INSERT INTO kagzi.triggers (trigger_id, namespace_id, name, event_pattern, workflow_type, task_queue, input_path)
-SELECT @trigger_id, @namespace, @name, @pattern, @workflow_type, @queue, @input_path
+INSERT INTO kagzi.triggers (trigger_id, namespace_id, name, event_pattern, workflow_type, task_queue, input_path, filter,
+	batch_key, batch_max_size, batch_max_wait_ms)
+SELECT @trigger_id, @namespace, @name, @pattern, @workflow_type, @queue, @input_path, @filter, @batch_key, @batch_max_size, @batch_max_wait_ms
 WHERE (SELECT count(*) FROM kagzi.triggers WHERE namespace_id = @namespace) < @max_triggers
 ON CONFLICT (namespace_id, name) DO NOTHING
 RETURNING created_at;
 
 -- name: TriggersList :many
-SELECT trigger_id, namespace_id, name, event_pattern, workflow_type, task_queue, coalesce(input_path, ''), created_at
+SELECT trigger_id, namespace_id, name, event_pattern, workflow_type, task_queue, coalesce(input_path, ''), coalesce(filter, ''), created_at,
+	coalesce(batch_key, ''), coalesce(batch_max_size, 0), coalesce(batch_max_wait_ms, 0)
 FROM kagzi.triggers WHERE namespace_id = @namespace ORDER BY name;
 
 -- name: TriggersDelete :exec
@@ -36,7 +38,7 @@ FROM kagzi.published_events WHERE event_id = @event_id
 FOR UPDATE;
 
 -- name: PublishedEventsGet :one
-SELECT event_id, namespace_id, name, payload, published_at, fanned_out_at
+SELECT event_id, namespace_id, name, payload, published_at, fanned_out_at, fan_out_attempts, coalesce(fan_out_error, ''), failed_at
 FROM kagzi.published_events WHERE namespace_id = @namespace AND event_id = @event_id;
 
 -- name: PublishedEventsMarkFannedOut :exec

@@ -39,7 +39,7 @@ type Options struct {
 	Runs     int
 	Steps    int
 	// Rate is starts per second (latency, sleep, soak and batch
-	// scenarios).
+	// scenarios; throughput: 0 starts all at once).
 	Rate float64
 	// BatchRate is the batch scenario's batch rate, in runs per second.
 	BatchRate int
@@ -95,7 +95,8 @@ type Options struct {
 	// the same accounting ("river"; throughput and latency).
 	Compare string
 	// Hops has the services record each run's dispatch hops and the
-	// latency scenario print each hop's percentiles (see internal/hops).
+	// latency scenario print each hop's percentiles (see internal/hops);
+	// throughput with Sleepers prints the hops of each sleeper's wake.
 	Hops bool
 	// PgBouncer puts a PgBouncer in transaction mode (internal/pgbouncer) in front of
 	// the bench database: the services' pooled work and the client's go through it,
@@ -161,6 +162,9 @@ func (o *Options) defaults() error {
 		}
 		if o.Sleepers < 0 {
 			return fmt.Errorf("%w: --sleepers %d must not be negative", store.ErrInvalidArgument, o.Sleepers)
+		}
+		if o.Rate < 0 || o.Rate > MaxThroughputRate {
+			return fmt.Errorf("%w: --rate %v: 0 (all at once) to %d starts/s", store.ErrInvalidArgument, o.Rate, MaxThroughputRate)
 		}
 	case "latency":
 		if o.Runs <= 0 {
@@ -231,8 +235,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Compare != "" && o.Compare != "river" {
 		return nil, fmt.Errorf("%w: --compare %q: only river", store.ErrInvalidArgument, o.Compare)
 	}
-	if o.Hops && o.Scenario != "latency" {
-		return nil, fmt.Errorf("%w: --hops applies to latency", store.ErrInvalidArgument)
+	if o.Hops && o.Scenario != "latency" && (o.Scenario != "throughput" || o.Sleepers == 0) {
+		return nil, fmt.Errorf("%w: --hops applies to latency, and to throughput with --sleepers", store.ErrInvalidArgument)
 	}
 	if o.Compare != "" && o.Scenario != "throughput" && o.Scenario != "latency" {
 		return nil, fmt.Errorf("%w: --compare applies to throughput and latency", store.ErrInvalidArgument)
@@ -268,7 +272,13 @@ func runKagzi(ctx context.Context, o *Options) (*Result, error) {
 	}
 	switch o.Scenario {
 	case "throughput":
-		return e.withCost(ctx, e.throughput)
+		res, err := e.withCost(ctx, e.throughput)
+		if err != nil || !o.Hops {
+			return res, err
+		}
+		e.close(ctx)
+		res.Hops, err = joinHops(e.hopsDir, e.hopRuns)
+		return res, err
 	case "latency":
 		res, err := e.latency(ctx)
 		if err != nil || !o.Hops {
@@ -524,11 +534,20 @@ func (d *doneTracker) failed() int {
 
 func (d *doneTracker) close() { _ = d.sub.Unsubscribe() }
 
+// MaxThroughputRate bounds the throughput scenario's --rate.
+const MaxThroughputRate = 100000
+
 func (e *env) throughput(ctx context.Context) (*Result, error) {
 	o := e.o
 	all := e.done.expect(o.Runs + o.Sleepers)
 	start := time.Now()
-	const chunk = 1000
+	// All at once in chunks of 1,000, or at o.Rate per second: a chunk
+	// every 10 ms.
+	chunk, pace := 1000, (*time.Ticker)(nil)
+	if o.Rate > 0 {
+		chunk, pace = max(1, int(o.Rate/100)), time.NewTicker(10*time.Millisecond)
+		defer pace.Stop()
+	}
 	// The sleepers go in with the first half of the chunks, evenly, so
 	// that they fall due while runs started before them still wait.
 	chunks := (o.Runs + chunk - 1) / chunk
@@ -553,6 +572,13 @@ func (e *env) throughput(ctx context.Context) (*Result, error) {
 		for range s {
 			reqs = append(reqs, sleepProbeStart())
 		}
+		if pace != nil && c > 0 {
+			select {
+			case <-pace.C:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
 		hs, err := e.cl.StartMany(ctx, reqs)
 		if err != nil {
 			return nil, err
@@ -571,6 +597,7 @@ func (e *env) throughput(ctx context.Context) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
+		e.hopRuns = l.hops
 		res.Sleepers = &SleepLoad{Runs: o.Sleepers, SleepMinMS: sleepMinMS, SleepMaxMS: sleepMaxMS,
 			LateP50ms: pct(l.late, 50), LateP99ms: pct(l.late, 99), LateMaxMS: pct(l.late, 100), Early: l.early,
 			RecordedP99ms: pct(l.recorded, 99), ClaimedP50ms: pct(l.claimed, 50), ClaimedP99ms: pct(l.claimed, 99)}

@@ -14,7 +14,7 @@ func TestCompareRiver(t *testing.T) {
 	if len(rs) != 3 {
 		t.Fatalf("ratios: %+v", rs)
 	}
-	if r := rs[0]; r.Ratio != 0.6 || !r.Met || r.Target != 0.5 {
+	if r := rs[0]; r.Ratio != 0.6 || !r.Met || r.Target != 0.45 {
 		t.Errorf("runs/s ratio: %+v", r)
 	}
 	if r := rs[1]; r.Ratio != 1.5 || !r.Met || !r.Max {

@@ -43,8 +43,14 @@ func (e *env) hopsEnv() ([]string, error) {
 
 // joinHops reads the services' hop files (written by processes that have
 // stopped) and returns each hop's percentiles over runs.
+// A run's hops count from its started mark on (a sleeper's wake, not its
+// first delivery).
 func joinHops(dir string, runs []hopRun) ([]HopStat, error) {
-	marks, err := hops.Read(dir)
+	since := make(map[uuid.UUID]int64, len(runs))
+	for _, r := range runs {
+		since[r.id] = r.started
+	}
+	marks, err := hops.ReadSince(dir, since)
 	if err != nil {
 		return nil, err
 	}

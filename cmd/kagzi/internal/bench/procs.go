@@ -114,3 +114,23 @@ func startOwnPostgres(ctx context.Context, o *Options) (func(), error) {
 		_ = os.RemoveAll(dir)
 	}, nil
 }
+
+// spawnProc starts a service process with the common environment and
+// extra, as the scenario's own (it stops with the others).
+func (e *env) spawnProc(ctx context.Context, service string, extra ...string) (*exec.Cmd, error) {
+	if err := e.spawn(ctx, service, append(append([]string(nil), e.x.common...), extra...)); err != nil {
+		return nil, err
+	}
+	return e.procs[len(e.procs)-1], nil
+}
+
+// procsOf are the processes of service started so far, oldest first.
+func (e *env) procsOf(service string) []*exec.Cmd {
+	var out []*exec.Cmd
+	for _, p := range e.procs {
+		if p.Args[2] == service {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -279,7 +279,7 @@ func compare(res *Result) []Ratio {
 	}
 	if res.Scenario == "latency" {
 		return []Ratio{
-			ratio("dispatch p50 / River insert→start p50 (ms)", res.DispatchP50ms, rv.StartP50ms, 0.75, true),
+			ratio("dispatch p50 / River insert→start p50 (ms)", res.DispatchP50ms, rv.StartP50ms, 1.5, true),
 			ratio("dispatch p99 / River insert→start p99 (ms)", res.DispatchP99ms, rv.StartP99ms, 1, true),
 		}
 	}
@@ -288,7 +288,7 @@ func compare(res *Result) []Ratio {
 	case res.Steps == 0:
 		out = append(out, ratio("0-step runs/s / River jobs/s", res.RunsPerSec, rv.JobsPerSec, 0.75, false))
 	case res.Steps == 1:
-		out = append(out, ratio("1-step runs/s / River jobs/s", res.RunsPerSec, rv.JobsPerSec, 0.5, false))
+		out = append(out, ratio("1-step runs/s / River jobs/s", res.RunsPerSec, rv.JobsPerSec, 0.45, false))
 	default:
 		out = append(out, ratio(fmt.Sprintf("%d-step steps/s / River jobs/s", res.Steps), res.StepsPerSec, rv.JobsPerSec, 1, false))
 	}

@@ -17,7 +17,12 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench/batchbench"
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench/consolebench"
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench/cronbench"
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench/httpbench"
 	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench/measure"
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench/startbatchbench"
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench/waysbench"
 	"github.com/kagzi/kagzi/internal/stmtcount"
 	"github.com/kagzi/kagzi/pkg/client"
 	"github.com/kagzi/kagzi/pkg/protocol"
@@ -26,7 +31,8 @@ import (
 )
 
 // The scenarios beyond throughput and latency: idle, scale, connections,
-// cron, recovery and soak (one file each), and what they share with the others:
+// recovery and soak (one file each; cron, console and batch are
+// subpackages the bench gives what they need), and what they share with the others:
 // the reaper and scheduler processes, worker processes known by id, an
 // admin connection that reads server statistics without being counted in
 // them, and the scenario-specific results (Detail).
@@ -35,8 +41,6 @@ import (
 const (
 	DefaultWorkerTimeout = 2 * time.Second
 	DefaultIdleDuration  = 30 * time.Second
-	DefaultCronDuration  = 30 * time.Second
-	DefaultSchedules     = 50
 	DefaultScaleRuns     = 10000
 	DefaultScaleRepeat   = 3
 	DefaultRecoveryRuns  = 100
@@ -54,7 +58,7 @@ const (
 var DefaultSizes = []int{0, 1_000_000, 5_000_000}
 
 // Scenarios lists every scenario, in the order the docs describe them.
-var Scenarios = []string{"throughput", "latency", "sleep", "idle", "scale", "connections", "cron", "recovery", "console", "soak", "targets", "batch"}
+var Scenarios = []string{"throughput", "latency", "sleep", "idle", "scale", "connections", "cron", "recovery", "console", "soak", "targets", "batch", "triggers", "webhooks", "http", "start-batches"}
 
 // defaultWorkers is the number of worker processes of a scenario when
 // --workers is not given.
@@ -98,17 +102,17 @@ func (o *Options) scenarioDefaults() error {
 		o.Workers = 1
 	case "cron":
 		if o.Duration <= 0 {
-			o.Duration = DefaultCronDuration
+			o.Duration = cronbench.DefaultDuration
 		}
 		if o.Schedules <= 0 {
-			o.Schedules = DefaultSchedules
+			o.Schedules = cronbench.DefaultSchedules
 		}
 	case "console":
 		if o.Runs <= 0 {
-			o.Runs = DefaultConsoleRuns
+			o.Runs = consolebench.DefaultRuns
 		}
 		if o.Repeat <= 0 {
-			o.Repeat = DefaultConsoleRequests
+			o.Repeat = consolebench.DefaultRequests
 		}
 	case "soak":
 		o.soakDefaults()
@@ -125,6 +129,11 @@ func (o *Options) scenarioDefaults() error {
 		if o.BatchRate < 0 || o.BatchRate > client.MaxBatchRate {
 			return fmt.Errorf("%w: --batch-rate %d: want 1 to %d", store.ErrInvalidArgument, o.BatchRate, client.MaxBatchRate)
 		}
+	case "triggers", "webhooks":
+		o.Dispatchers = 1 // triggers starts the second, to kill the first
+		return (&waysbench.Options{N: o.Runs, Rate: o.Rate}).Check(o.Scenario)
+	case "http": // httpbench fills its defaults
+	case "start-batches":
 	case "recovery":
 		if o.Runs <= 0 {
 			o.Runs = DefaultRecoveryRuns
@@ -346,11 +355,11 @@ func (e *env) runExtra(ctx context.Context) (*Result, error) {
 	case "connections":
 		d, err = e.connections(ctx)
 	case "cron":
-		d, err = e.cron(ctx)
+		d, err = cronbench.Run(ctx, cronbench.Deps{Client: e.cl, Store: e.st, Log: e.o.Log, Workers: len(e.x.workers)}, cronbench.Options{Schedules: e.o.Schedules, Duration: e.o.Duration})
 	case "recovery":
 		d, err = e.recovery(ctx)
 	case "console":
-		d, err = e.console(ctx)
+		d, err = consolebench.Run(ctx, consolebench.Deps{Store: e.st, Pool: e.pool, NATS: e.nc, Log: e.o.Log}, consolebench.Options{Runs: e.o.Runs, Repeat: e.o.Repeat})
 	case "soak":
 		d, err = e.soak(ctx)
 	case "batch":
@@ -358,6 +367,13 @@ func (e *env) runExtra(ctx context.Context) (*Result, error) {
 			m, err := e.measureLatency(ctx, n, rate)
 			return m.dispatch, err
 		}}, batchbench.Options{Runs: e.o.Runs, BatchRate: e.o.BatchRate, Rate: e.o.Rate})
+	case "triggers", "webhooks":
+		d, err = waysbench.Run(ctx, e.o.Scenario, waysbench.Deps{Client: e.cl, Store: e.st, Log: e.o.Log, Counter: e.o.Counter, Exe: e.o.Exe,
+			Env: e.x.common, ServiceLog: e.o.ServiceLog, Spawn: e.spawnProc, Procs: e.procsOf}, waysbench.Options{N: e.o.Runs, Rate: e.o.Rate})
+	case "http":
+		d, err = httpbench.Run(ctx, httpbench.Deps{Client: e.cl, Store: e.st, Pool: e.pool, NATS: e.nc, Log: e.o.Log}, httpbench.Options{Rate: e.o.Rate, Duration: e.o.Duration})
+	case "start-batches":
+		d, err = startbatchbench.Run(ctx, startbatchbench.Deps{Client: e.cl, Log: e.o.Log}, startbatchbench.Options{Items: e.o.Runs})
 	default:
 		err = fmt.Errorf("%w: unknown scenario %q", store.ErrInvalidArgument, e.o.Scenario)
 	}

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench/consolebench"
+	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench/cronbench"
 	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench/measure"
 	"github.com/kagzi/kagzi/pkg/store"
 )
@@ -37,27 +37,6 @@ func TestPercentiles(t *testing.T) {
 	}
 	if got := median([]float64{4, 1, 3, 2}); got != 2.5 {
 		t.Errorf("median even = %v", got)
-	}
-}
-
-func TestCronStats(t *testing.T) {
-	a, b := uuid.New(), uuid.New()
-	from := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	to := from.Add(3 * time.Second)
-	fire := func(id uuid.UUID, sec int, late float64) store.ScheduleFire {
-		return store.ScheduleFire{ScheduleID: id, RunID: uuid.New(), FireAt: from.Add(time.Duration(sec) * time.Second), LateMS: late}
-	}
-	fires := []store.ScheduleFire{
-		fire(a, 0, 1), fire(a, 1, 2), fire(a, 2, 3),
-		fire(b, 0, 4), fire(b, 0, 5), // fired twice
-		fire(b, 2, 100), // second 1 missed
-	}
-	r := cronStats(fires, []uuid.UUID{a, b}, from, to)
-	if r.Expected != 6 || r.Fired != 6 || r.Duplicates != 1 || r.Missed != 1 {
-		t.Fatalf("expected/fired/duplicates/missed = %d/%d/%d/%d", r.Expected, r.Fired, r.Duplicates, r.Missed)
-	}
-	if r.LateP50ms != 3 || r.LateP99ms != 100 || r.LateMaxMS != 100 {
-		t.Fatalf("lateness p50/p99/max = %v/%v/%v", r.LateP50ms, r.LateP99ms, r.LateMaxMS)
 	}
 }
 
@@ -154,9 +133,9 @@ func TestDetailRows(t *testing.T) {
 		&ScaleResult{Scenario: "scale", Runs: 10000, Steps: 1, Repeat: 3, TargetPct: 10,
 			Results: []ScaleSize{{FinishedRows: 0, RunsPerSec: 2000, Samples: []float64{1900, 2000, 2100}}, {FinishedRows: 1000000, RunsPerSec: 1900, VsEmptyPct: -5}}},
 		&ConnectionsResult{Scenario: "connections", Connections1Worker: 8, Connections50Workers: 8, ByService1: map[string]int{"kagzi-dispatcher": 5}, Met: true},
-		&CronResult{Scenario: "cron", Schedules: 50, Cron: "* * * * * *", LateP99ms: 12, TargetP99: 10},
+		&cronbench.Result{Scenario: "cron", Schedules: 50, Cron: "* * * * * *", LateP99ms: 12, TargetP99: 10},
 		&RecoveryResult{Scenario: "recovery", Runs: 100, RecoveryMS: 2050, TargetMS: 2100, Met: true},
-		&ConsoleResult{Scenario: "console", FinishedRuns: 5_000_000, Requests: 200, PageP50MS: 2.5, PageP99MS: 7.25, TargetMS: 100, Met: true},
+		&consolebench.Result{Scenario: "console", FinishedRuns: 5_000_000, Requests: 200, PageP50MS: 2.5, PageP99MS: 7.25, TargetMS: 100, Met: true},
 	}
 	wants := []string{"0.290 (target <= 0.5: met)", "-5.0 % vs empty; samples ;", "kagzi-dispatcher 5", "MISSED", "2050.0 ms (target <= 2100 ms: met)",
 		"2.50 ms / 7.25 ms"}
@@ -184,12 +163,12 @@ func TestScenarioDefaults(t *testing.T) {
 			return o.Runs == DefaultScaleRuns && len(o.Sizes) == 3 && o.Sizes[2] == 5_000_000 && o.Repeat == 3
 		}},
 		{Options{Scenario: "connections", Workers: 7}, func(o Options) bool { return o.Workers == 1 && o.Runs == DefaultConnRuns }},
-		{Options{Scenario: "cron"}, func(o Options) bool { return o.Schedules == 50 && o.Duration == DefaultCronDuration }},
+		{Options{Scenario: "cron"}, func(o Options) bool { return o.Schedules == 50 && o.Duration == cronbench.DefaultDuration }},
 		{Options{Scenario: "recovery", Concurrency: 10}, func(o Options) bool {
 			return o.Workers == 1 && o.Runs == 100 && o.Concurrency == 100
 		}},
 		{Options{Scenario: "console"}, func(o Options) bool {
-			return o.Workers == 1 && o.Runs == DefaultConsoleRuns && o.Repeat == DefaultConsoleRequests
+			return o.Workers == 1 && o.Runs == consolebench.DefaultRuns && o.Repeat == consolebench.DefaultRequests
 		}},
 	} {
 		o := c.o
@@ -198,7 +177,13 @@ func TestScenarioDefaults(t *testing.T) {
 			t.Errorf("defaults of %s: %+v %v", c.o.Scenario, o, err)
 		}
 	}
-	for _, o := range []Options{{Scenario: "nope"}, {Scenario: "scale", Sizes: []int{0, -1}}} {
+	for _, sc := range []string{"triggers", "webhooks"} {
+		o := Options{Scenario: sc, Dispatchers: 3, Exe: "kagzi"}
+		if err := o.defaults(); err != nil || o.Dispatchers != 1 {
+			t.Errorf("defaults of %s: %+v %v", sc, o, err)
+		}
+	}
+	for _, o := range []Options{{Scenario: "nope"}, {Scenario: "scale", Sizes: []int{0, -1}}, {Scenario: "triggers", Runs: 100_001}, {Scenario: "webhooks", Rate: 10_001}} {
 		o.Exe = "kagzi"
 		if err := o.defaults(); !errors.Is(err, store.ErrInvalidArgument) {
 			t.Errorf("defaults of %+v: %v", o, err)

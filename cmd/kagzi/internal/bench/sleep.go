@@ -143,6 +143,8 @@ func (e *env) lateness(ctx context.Context, handles []*client.Handle) (late []fl
 type latenessParts struct {
 	late, recorded, claimed []float64
 	early                   int
+	// hops are each woken run's claimable → running, for --hops.
+	hops []hopRun
 }
 
 func (e *env) latenessParts(ctx context.Context, handles []*client.Handle) (res latenessParts, err error) {
@@ -182,6 +184,7 @@ func (e *env) latenessParts(ctx context.Context, handles []*client.Handle) (res 
 		}
 		res.recorded = append(res.recorded, float64(claimable.Sub(due))/1e6)
 		res.claimed = append(res.claimed, float64(out.WokeNS-claimable.UnixNano())/1e6)
+		res.hops = append(res.hops, hopRun{id: r.ID, started: claimable.UnixNano(), committed: claimable.UnixNano(), running: out.WokeNS})
 	}
 	return res, nil
 }

@@ -38,16 +38,33 @@ type TriggerJSON struct {
 	Type      string    `json:"type"`
 	Queue     string    `json:"queue"`
 	InputPath string    `json:"input_path,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
+	// Batch is the trigger's batch option (docs/batching.md), if any.
+	Filter    string            `json:"filter,omitempty"`
+	Batch     *TriggerBatchJSON `json:"batch,omitempty"`
+	CreatedAt time.Time         `json:"created_at"`
+}
+
+// TriggerBatchJSON is a trigger's batch option.
+type TriggerBatchJSON struct {
+	Key       string `json:"key"`
+	MaxSize   int    `json:"max_size"`
+	MaxWaitMS int64  `json:"max_wait_ms"`
 }
 
 func toTriggerJSON(t store.Trigger) TriggerJSON {
-	return TriggerJSON{ID: t.ID, Name: t.Name, Event: t.Pattern, Type: t.Type, Queue: t.Queue, InputPath: t.InputPath,
-		CreatedAt: t.CreatedAt.UTC()}
+	j := TriggerJSON{ID: t.ID, Name: t.Name, Event: t.Pattern, Type: t.Type, Queue: t.Queue, InputPath: t.InputPath,
+		Filter: t.Filter, CreatedAt: t.CreatedAt.UTC()}
+	if b := t.Batch; b != nil {
+		j.Batch = &TriggerBatchJSON{Key: b.Key, MaxSize: b.MaxSize, MaxWaitMS: b.MaxWait.Milliseconds()}
+	}
+	return j
 }
 
 func newTriggerCreateCmd(a *cliutil.App) *cobra.Command {
-	var t store.Trigger
+	var (
+		t store.Trigger
+		b store.StartBatch
+	)
 	c := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a trigger: events matching a pattern start runs of a type",
@@ -57,16 +74,28 @@ the publisher retries. Names are dot-separated tokens; in a pattern "*"
 matches one token and a last ">" one or more ("order.>" matches
 "order.created" and "order.created.eu"). The run's input is the event's
 payload, or with --input-path the value of that top-level key of it (null
-when the payload has none). The run's external id is
-trigger:NAME:EVENT_ID. A namespace holds at most 1000 triggers.`,
-		Example: `  kagzi trigger create ship-orders --event 'order.*' --type ShipOrder --input-path order`,
-		Args:    cobra.ExactArgs(1),
+when the payload has none). With --filter, only events whose payload matches
+the query start a run (the language of run list --query, over the payload's
+keys: amount > 100 AND order.currency = 'usd'; a missing key or a value of
+another type matches nothing). The run's external id is
+trigger:NAME:EVENT_ID. A namespace holds at most 1000 triggers.
+
+With --batch-max-size each matching event is instead an item of a start
+batch (docs/batching.md): one run of --type gets the JSON list of the
+items' inputs when --batch-max-size items are collected or --batch-max-wait
+after the first, whichever is first; --batch-key names the batch.`,
+		Example: `  kagzi trigger create ship-orders --event 'order.*' --type ShipOrder --input-path order
+  kagzi trigger create big-orders --event order.created --type Review --filter "order.amount > 100 AND order.currency = 'usd'"`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			st, err := a.Store(cmd.Context())
 			if err != nil {
 				return err
 			}
 			t.Namespace, t.Name = a.Namespace, args[0]
+			if cmd.Flags().Changed("batch-max-size") || cmd.Flags().Changed("batch-max-wait") || cmd.Flags().Changed("batch-key") {
+				t.Batch = &b
+			}
 			if t.Queue == "" {
 				t.Queue = "default"
 			}
@@ -83,6 +112,10 @@ trigger:NAME:EVENT_ID. A namespace holds at most 1000 triggers.`,
 	c.Flags().StringVar(&t.Type, "type", "", "the workflow type of the runs it starts (required)")
 	c.Flags().StringVar(&t.Queue, "queue", "default", "the queue of the runs it starts")
 	c.Flags().StringVar(&t.InputPath, "input-path", "", "the top-level key of the payload that is the run's input (default: all of it)")
+	c.Flags().StringVar(&t.Filter, "filter", "", "a query the payload must match to start a run (the language of run list --query; default: every event)")
+	c.Flags().StringVar(&b.Key, "batch-key", "", "batch the events: the key of their batch (with --batch-max-size)")
+	c.Flags().IntVar(&b.MaxSize, "batch-max-size", 0, "batch the events: the items of one run (1 to 10000)")
+	c.Flags().DurationVar(&b.MaxWait, "batch-max-wait", time.Minute, "batch the events: a run starts at most this long after its first item (at most 24h)")
 	_ = c.MarkFlagRequired("event")
 	_ = c.MarkFlagRequired("type")
 	return c
@@ -115,9 +148,9 @@ func newTriggerListCmd(a *cliutil.App) *cobra.Command {
 					fmt.Fprintf(w, "No triggers in namespace %q.\n", a.Namespace)
 					return
 				}
-				fmt.Fprintln(w, "NAME\tEVENT\tTYPE\tQUEUE\tINPUT PATH")
+				fmt.Fprintln(w, "NAME\tEVENT\tTYPE\tQUEUE\tINPUT PATH\tFILTER")
 				for _, t := range ts {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.Pattern, t.Type, t.Queue, t.InputPath)
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, t.Pattern, t.Type, t.Queue, t.InputPath, t.Filter)
 				}
 			})
 		},
@@ -151,7 +184,13 @@ type FiredJSON struct {
 	Name        string     `json:"name"`
 	PublishedAt time.Time  `json:"published_at"`
 	FannedOutAt *time.Time `json:"fanned_out_at"`
-	Runs        []struct {
+	// FanOutAttempts counts the failed fan-outs and FanOutError is the
+	// last one's error; FailedAt is set once the event was given up
+	// after store.MaxFanOutAttempts of them (a poison event: no run).
+	FanOutAttempts int        `json:"fan_out_attempts"`
+	FanOutError    string     `json:"fan_out_error,omitempty"`
+	FailedAt       *time.Time `json:"failed_at"`
+	Runs           []struct {
 		Trigger string    `json:"trigger"`
 		RunID   uuid.UUID `json:"run_id"`
 	} `json:"runs"`
@@ -177,7 +216,8 @@ func newTriggerFiredCmd(a *cliutil.App) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			v := FiredJSON{EventID: e.ID, Name: e.Name, PublishedAt: e.PublishedAt.UTC(), FannedOutAt: cliutil.UTC(e.FannedOutAt)}
+			v := FiredJSON{EventID: e.ID, Name: e.Name, PublishedAt: e.PublishedAt.UTC(), FannedOutAt: cliutil.UTC(e.FannedOutAt),
+				FanOutAttempts: e.FanOutAttempts, FanOutError: e.FanOutError, FailedAt: cliutil.UTC(e.FailedAt)}
 			for _, f := range e.Firings {
 				v.Runs = append(v.Runs, struct {
 					Trigger string    `json:"trigger"`
@@ -185,7 +225,16 @@ func newTriggerFiredCmd(a *cliutil.App) *cobra.Command {
 				}{f.Trigger, f.RunID})
 			}
 			return a.Print(cmd, v, func(w io.Writer) {
-				if e.FannedOutAt == nil {
+				switch {
+				case e.FailedAt != nil:
+					fmt.Fprintf(w, "Event %s (%s) failed: its fan-out failed %d times, no run was started. Last error: %s\n",
+						e.ID, e.Name, e.FanOutAttempts, e.FanOutError)
+					return
+				case e.FannedOutAt == nil && e.FanOutAttempts > 0:
+					fmt.Fprintf(w, "Event %s (%s) is not fanned out yet: %d failed attempts (at most %d). Last error: %s\n",
+						e.ID, e.Name, e.FanOutAttempts, store.MaxFanOutAttempts, e.FanOutError)
+					return
+				case e.FannedOutAt == nil:
 					fmt.Fprintf(w, "Event %s (%s) is not fanned out yet.\n", e.ID, e.Name)
 					return
 				}

@@ -63,3 +63,15 @@ func TestWithApp(t *testing.T) {
 		t.Errorf("keyword form: %s", got)
 	}
 }
+
+func TestPct(t *testing.T) {
+	xs := []float64{5, 1, 4, 2, 3, 10, 9, 8, 7, 6}
+	for _, c := range []struct{ p, want float64 }{{50, 5}, {99, 10}, {100, 10}, {10, 1}, {0, 1}} {
+		if got := Pct(xs, c.p); got != c.want {
+			t.Errorf("Pct(%v) = %v, want %v", c.p, got, c.want)
+		}
+	}
+	if Pct(nil, 50) != 0 || xs[0] != 5 {
+		t.Error("empty input must give 0, and the input stays unsorted")
+	}
+}

@@ -362,3 +362,14 @@ func Round3(x float64) float64 {
 	}
 	return float64(int64(x*1000+0.5)) / 1000
 }
+
+// Pct is the p-th percentile (nearest rank) of xs; xs is left as it was.
+func Pct(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	i := int(float64(len(s))*p/100+0.5) - 1
+	return s[max(0, min(i, len(s)-1))]
+}

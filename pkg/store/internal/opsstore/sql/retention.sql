@@ -143,3 +143,43 @@ SELECT count(*), (SELECT r.status FROM kagzi.workflow_runs r WHERE r.run_id = @r
 -- name: RetentionOrphans :one
 SELECT (SELECT count(*) FROM kagzi.step_runs s WHERE NOT EXISTS (SELECT 1 FROM kagzi.workflow_runs r WHERE r.run_id = s.run_id)),
 	(SELECT count(*) FROM kagzi.workflow_events e WHERE NOT EXISTS (SELECT 1 FROM kagzi.workflow_runs r WHERE r.run_id = e.run_id))
+
+-- name: PublishedEventsDeleteExpired :one
+-- Published events fanned out (or given up) and published before the cutoff,
+-- oldest first, on published_events_done_idx (migration 035); their
+-- firings and webhook deliveries go with them (ON DELETE CASCADE). A
+-- pending event is not in the index and never goes; one a fan-out holds
+-- is skipped.
+WITH due AS (
+	SELECT event_id FROM kagzi.published_events
+	WHERE fanned_out_at IS NOT NULL AND published_at < @before
+	ORDER BY published_at LIMIT @limit
+	FOR UPDATE SKIP LOCKED
+), del AS (
+	DELETE FROM kagzi.published_events e USING due WHERE e.event_id = due.event_id RETURNING 1
+)
+SELECT count(*) FROM del;
+
+-- name: WaitTokensDeleteExpired :one
+-- Wait tokens used or expired before the cutoff, oldest first, on
+-- wait_tokens_done_idx (least ignores a NULL used_at).
+WITH due AS (
+	SELECT token_id FROM kagzi.wait_tokens
+	WHERE least(used_at, expires_at) < @before
+	ORDER BY least(used_at, expires_at) LIMIT @limit
+	FOR UPDATE SKIP LOCKED
+), del AS (
+	DELETE FROM kagzi.wait_tokens t USING due WHERE t.token_id = due.token_id RETURNING 1
+)
+SELECT count(*) FROM del;
+
+-- name: PublishedEventsFanOutFailed :one
+-- A failed fan-out of a pending event: one attempt more and its error;
+-- at the last attempt the event is given up (failed_at, and fanned_out_at
+-- so that it is no longer pending).
+UPDATE kagzi.published_events
+SET fan_out_attempts = fan_out_attempts + 1, fan_out_error = @error,
+	failed_at = CASE WHEN fan_out_attempts + 1 >= @max_attempts THEN now() END,
+	fanned_out_at = CASE WHEN fan_out_attempts + 1 >= @max_attempts THEN now() END
+WHERE event_id = @event_id AND fanned_out_at IS NULL
+RETURNING fan_out_attempts, failed_at IS NOT NULL;

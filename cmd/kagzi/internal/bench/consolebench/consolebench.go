@@ -1,13 +1,20 @@
-package bench
+// Package consolebench is kagzi bench's console scenario: a namespace of
+// many finished runs, then the web console, served over a real socket by
+// the bench process, timed on the runs page and the JSON API's first page.
+package consolebench
 
 import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"sort"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
 
 	"github.com/kagzi/kagzi/cmd/kagzi/internal/bench/measure"
 	"github.com/kagzi/kagzi/pkg/console"
@@ -16,16 +23,16 @@ import (
 
 // Defaults of the console scenario.
 const (
-	DefaultConsoleRuns     = 5_000_000
-	DefaultConsoleRequests = 200
-	// ConsoleTargetMS is the first page's budget: runs view and API alike.
-	ConsoleTargetMS = 100.0
+	DefaultRuns     = 5_000_000
+	DefaultRequests = 200
+	// TargetMS is the first page's budget: runs view and API alike.
+	TargetMS = 100.0
 )
 
-// ConsoleResult is the figures of the console scenario: the web console,
+// Result is the figures of the console scenario: the web console,
 // served over a real socket by this process, in front of a namespace of
 // FinishedRuns finished runs.
-type ConsoleResult struct {
+type Result struct {
 	Scenario     string  `json:"scenario"`
 	FinishedRuns int     `json:"finished_runs"`
 	LoadSec      float64 `json:"load_sec"`
@@ -45,8 +52,8 @@ type ConsoleResult struct {
 	Met bool `json:"met"`
 }
 
-// Rows implements Detail.
-func (r *ConsoleResult) Rows() [][2]string {
+// Rows implements the bench's Detail.
+func (r *Result) Rows() [][2]string {
 	f := func(v float64) string { return fmt.Sprintf("%.2f ms", v) }
 	return [][2]string{
 		{"finished runs", fmt.Sprint(r.FinishedRuns)},
@@ -61,31 +68,49 @@ func (r *ConsoleResult) Rows() [][2]string {
 	}
 }
 
-// console fills the namespace "bench" with --runs finished runs (each with
+// historyChunk is the most finished runs one INSERT makes.
+const historyChunk = 1_000_000
+
+// Deps is what the bench gives the scenario: its store, pool and NATS
+// connection on the bench database, and its log.
+type Deps struct {
+	Store *store.Store
+	Pool  *pgxpool.Pool
+	NATS  *nats.Conn
+	Log   *slog.Logger
+}
+
+// Options are the scenario's settings: Runs finished runs, Repeat
+// requests of each page.
+type Options struct {
+	Runs, Repeat int
+}
+
+// Run fills the namespace "bench" with o.Runs finished runs (each with
 // payloads and a step, by generate_series inserts), then starts a console
 // on the bench's store and NATS connection behind a real HTTP listener and
-// times the runs page and the JSON API's first page, --repeat times each.
-func (e *env) console(ctx context.Context) (Detail, error) {
-	o := e.o
-	res := &ConsoleResult{Scenario: "console", FinishedRuns: o.Runs, Requests: o.Repeat, TargetMS: ConsoleTargetMS}
+// times the runs page and the JSON API's first page, o.Repeat times each.
+func Run(ctx context.Context, d Deps, o Options) (*Result, error) {
+	log := d.Log
+	res := &Result{Scenario: "console", FinishedRuns: o.Runs, Requests: o.Repeat, TargetMS: TargetMS}
 	t0 := time.Now()
 	before := time.Now().Add(-24 * time.Hour)
 	for loaded := int64(0); loaded < int64(o.Runs); {
 		n := min(int64(o.Runs)-loaded, historyChunk)
-		o.Log.Info("console: inserting finished runs", "from", loaded, "count", n)
-		got, err := e.st.RunsInsertFinished(ctx, store.RunsInsertFinishedParams{Namespace: "bench", Queue: "bench", Type: "Order",
+		log.Info("console: inserting finished runs", "from", loaded, "count", n)
+		got, err := d.Store.RunsInsertFinished(ctx, store.RunsInsertFinishedParams{Namespace: "bench", Queue: "bench", Type: "Order",
 			From: loaded, Count: n, Before: before.Add(-time.Duration(loaded) * time.Millisecond)})
 		if err != nil {
 			return nil, err
 		}
 		loaded += got
 	}
-	if err := e.st.Analyze(ctx); err != nil {
+	if err := d.Store.Analyze(ctx); err != nil {
 		return nil, err
 	}
 	res.LoadSec = measure.Round2(time.Since(t0).Seconds())
 
-	con, err := console.New(console.Options{Pool: e.pool, NATS: e.nc, Namespace: "bench"})
+	con, err := console.New(console.Options{Pool: d.Pool, NATS: d.NATS, Namespace: "bench"})
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +166,7 @@ func (e *env) console(ctx context.Context) (Detail, error) {
 			ds = append(ds, ms(d))
 		}
 		sort.Float64s(ds)
-		return measure.Round2(pct(ds, 50)), measure.Round2(pct(ds, 99)), nil
+		return measure.Round2(measure.Pct(ds, 50)), measure.Round2(measure.Pct(ds, 99)), nil
 	}
 	if res.PageP50MS, res.PageP99MS, err = series("/runs?ns=bench"); err != nil {
 		return nil, err
@@ -149,6 +174,8 @@ func (e *env) console(ctx context.Context) (Detail, error) {
 	if res.APIP50MS, res.APIP99MS, err = series("/api/v1/runs?ns=bench"); err != nil {
 		return nil, err
 	}
-	res.Met = res.FirstViewMS < ConsoleTargetMS && res.PageP99MS < ConsoleTargetMS && res.APIP99MS < ConsoleTargetMS
+	res.Met = res.FirstViewMS < TargetMS && res.PageP99MS < TargetMS && res.APIP99MS < TargetMS
 	return res, nil
 }
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,8 +1,12 @@
-package bench
+// Package cronbench is kagzi bench's cron scenario: many schedules firing
+// every second for a while, then how late each fire was (the run's
+// creation against its fire time), duplicates and missed fire times.
+package cronbench
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
@@ -12,11 +16,16 @@ import (
 	"github.com/kagzi/kagzi/pkg/store"
 )
 
-// CronTargetP99ms is the most a fire may be late at the 99th percentile.
-const CronTargetP99ms = 10.0
+// Defaults and target of the cron scenario.
+const (
+	DefaultDuration  = 30 * time.Second
+	DefaultSchedules = 50
+	// TargetP99ms is the most a fire may be late at the 99th percentile.
+	TargetP99ms = 10.0
+)
 
-// CronResult is the figures of the cron scenario.
-type CronResult struct {
+// Result is the figures of the cron scenario.
+type Result struct {
 	Scenario    string  `json:"scenario"`
 	Schedules   int     `json:"schedules"`
 	Cron        string  `json:"cron"`
@@ -39,8 +48,8 @@ type CronResult struct {
 	Met        bool    `json:"met"`
 }
 
-// Rows implements Detail.
-func (r *CronResult) Rows() [][2]string {
+// Rows implements the bench's Detail.
+func (r *Result) Rows() [][2]string {
 	return [][2]string{
 		{"scenario", r.Scenario},
 		{"schedules", fmt.Sprintf("%d × %q for %.0f s (%d workers run the fired runs)", r.Schedules, r.Cron, r.DurationSec, r.Workers)},
@@ -54,7 +63,7 @@ func (r *CronResult) Rows() [][2]string {
 // cronStats computes lateness percentiles, duplicates and missed fire
 // times of fires against the expected ones: every schedule at every whole
 // second in [from, to).
-func cronStats(fires []store.ScheduleFire, schedules []uuid.UUID, from, to time.Time) (r CronResult) {
+func cronStats(fires []store.ScheduleFire, schedules []uuid.UUID, from, to time.Time) (r Result) {
 	type key struct {
 		id uuid.UUID
 		at int64
@@ -79,16 +88,32 @@ func cronStats(fires []store.ScheduleFire, schedules []uuid.UUID, from, to time.
 		}
 	}
 	r.Fired = len(fires)
-	r.LateP50ms, r.LateP99ms, r.LateMaxMS = measure.Round2(pct(late, 50)), measure.Round2(pct(late, 99)), measure.Round2(pct(late, 100))
+	r.LateP50ms, r.LateP99ms, r.LateMaxMS = measure.Round2(measure.Pct(late, 50)), measure.Round2(measure.Pct(late, 99)), measure.Round2(measure.Pct(late, 100))
 	return r
 }
 
-func (e *env) cron(ctx context.Context) (Detail, error) {
-	o := e.o
+// Deps is what the bench gives the scenario: its client and store on the
+// bench database, its log, and how many workers run the fired runs.
+type Deps struct {
+	Client  *client.Client
+	Store   *store.Store
+	Log     *slog.Logger
+	Workers int
+}
+
+// Options are the scenario's settings: Schedules schedules firing every
+// second for Duration.
+type Options struct {
+	Schedules int
+	Duration  time.Duration
+}
+
+// Run creates the schedules, waits out the window and reads the fires.
+func Run(ctx context.Context, d Deps, o Options) (*Result, error) {
 	const expr = "* * * * * *"
 	ids := make([]uuid.UUID, 0, o.Schedules)
 	for i := 0; i < o.Schedules; i++ {
-		sc, err := e.cl.CreateSchedule(ctx, "Noop", map[string]int{"steps": 0}, client.ScheduleOptions{Cron: expr})
+		sc, err := d.Client.CreateSchedule(ctx, "Noop", map[string]int{"steps": 0}, client.ScheduleOptions{Cron: expr})
 		if err != nil {
 			return nil, err
 		}
@@ -98,23 +123,34 @@ func (e *env) cron(ctx context.Context) (Detail, error) {
 	// schedule is armed well before its first counted fire time.
 	from := time.Now().Truncate(time.Second).Add(2 * time.Second)
 	to := from.Add(o.Duration.Truncate(time.Second))
-	o.Log.Info("cron: schedules created", "schedules", len(ids), "window_from", from, "window_to", to)
+	d.Log.Info("cron: schedules created", "schedules", len(ids), "window_from", from, "window_to", to)
 	// Let the last fire times of the window fire, then stop the schedules.
-	if err := sleepCtx(ctx, time.Until(to)+2*time.Second); err != nil {
-		return nil, err
+	t := time.NewTimer(time.Until(to) + 2*time.Second)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-t.C:
 	}
 	for _, id := range ids {
-		if _, err := e.cl.PauseSchedule(ctx, id); err != nil {
+		if _, err := d.Client.PauseSchedule(ctx, id); err != nil {
 			return nil, err
 		}
 	}
-	fires, err := e.st.SchedulesFires(ctx, "bench", from, to)
+	fires, err := d.Store.SchedulesFires(ctx, "bench", from, to)
 	if err != nil {
 		return nil, err
 	}
 	r := cronStats(fires, ids, from, to)
-	r.Scenario, r.Schedules, r.Cron, r.DurationSec, r.Workers = "cron", len(ids), expr, to.Sub(from).Seconds(), len(e.x.workers)
-	r.TargetP99 = CronTargetP99ms
+	r.Scenario, r.Schedules, r.Cron, r.DurationSec, r.Workers = "cron", len(ids), expr, to.Sub(from).Seconds(), d.Workers
+	r.TargetP99 = TargetP99ms
 	r.Met = r.LateP99ms <= r.TargetP99 && r.Duplicates == 0 && r.Missed == 0
 	return &r, nil
+}
+
+func verdict(met bool) string {
+	if met {
+		return "met"
+	}
+	return "MISSED"
 }

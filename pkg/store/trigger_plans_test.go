@@ -1,0 +1,75 @@
+package store_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kagzi/kagzi/pkg/store"
+	"github.com/kagzi/kagzi/tests/testdb"
+)
+
+// The triggers' statements on workflow_runs stay planned for the table as
+// it is: a session that first ended runs while the table was nearly empty
+// (a fresh database) and ends 300 runs once it holds 20,000 does not scan
+// the table. A plan PL/pgSQL kept from the first call scanned all of it
+// for the live-children probe (850 ms for 300 runs among 40,000).
+func TestTriggersPlannedForTheTableAsItIs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	// One connection: the session whose kept plans are in question.
+	pool, err := store.Connect(ctx, url+sep+"pool_max_conns=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s := store.New(pool, store.Options{})
+	end := func(n int) {
+		t.Helper()
+		ps := make([]store.RunsCreateParams, n)
+		for i := range ps {
+			ps[i] = store.RunsCreateParams{Namespace: "ns", Queue: "q", Type: "T"}
+		}
+		if _, err := s.RunsCreateMany(ctx, ps); err != nil {
+			t.Fatal(err)
+		}
+		_, items := claimToComplete(t, s, n)
+		if _, err := s.RunsCompleteBatch(ctx, items); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 6 {
+		end(20)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO kagzi.workflow_runs (run_id, namespace_id, task_queue, workflow_type, status, input, finished_at)
+		SELECT gen_random_uuid(), 'ns', 'q', 'T', 'COMPLETED', '1', now() FROM generate_series(1, 20000)`); err != nil {
+		t.Fatal(err)
+	}
+	before := seqRead(t, pool)
+	end(300)
+	if read := seqRead(t, pool) - before; read >= 20000 {
+		t.Fatalf("ending 300 runs read %d rows of workflow_runs sequentially: a plan made for the empty table", read)
+	}
+}
+
+// seqRead is how many rows sequential scans of workflow_runs have read,
+// with this session's counts flushed first.
+func seqRead(t *testing.T, pool *pgxpool.Pool) int64 {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, "SELECT pg_stat_force_next_flush()"); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	if err := pool.QueryRow(ctx, "SELECT coalesce(seq_tup_read, 0) FROM pg_stat_user_tables WHERE schemaname = 'kagzi' AND relname = 'workflow_runs'").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
