@@ -180,8 +180,8 @@ func TestEventsGuardNamesAndOlderWorkers(t *testing.T) {
 func TestEventsGuardStatementsPerCompletion(t *testing.T) {
 	t.Parallel()
 	url := testdb.New(t)
-	var stmts stmtcount.Counter
-	pool, err := store.ConnectTraced(t.Context(), url, &stmts)
+	tally := stmtcount.NewTally()
+	pool, err := store.ConnectTraced(t.Context(), url, tally)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,12 +193,18 @@ func TestEventsGuardStatementsPerCompletion(t *testing.T) {
 		t.Fatal(err)
 	}
 	cost := func(it store.RunsCompleteItem) (int64, error) {
-		before := stmts.Load()
+		before := tally.Snapshot()
 		out, err := e.s.RunsCompleteBatch(e.ctx, []store.RunsCompleteItem{it})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return stmts.Load() - before, out[0].Err
+		// The completion's planner settings travel with it.
+		stmts, _ := withoutPlannerSettings(statementsSince(tally, before))
+		var n int64
+		for _, c := range stmts {
+			n += c
+		}
+		return n, out[0].Err
 	}
 	step := []store.StepsRecordParams{{StepID: "s", Attempt: 1, Kind: store.StepFunction, Status: store.StepCompleted, Output: []byte(`1`)}}
 	for _, withStep := range []bool{false, true} {

@@ -107,7 +107,7 @@ func (s *Runs) RunsReleaseMany(ctx context.Context, leases []Lease) (int64, erro
 	for i, l := range leases {
 		ns[i], ids[i], toks[i] = l.Namespace, l.RunID.String(), l.Token
 	}
-	tag, err := runsReleaseManySQL.Exec(ctx, s.h.DB,
+	tag, err := runsReleaseManySQL.ExecByKey(ctx, s.h.DB,
 		pgx.NamedArgs{"ns": ns, "run_id": ids, "tok": toks})
 	if err != nil {
 		return 0, mapErr("release runs", err)
@@ -291,7 +291,7 @@ func (s *Runs) RunsCompleteBatch(ctx context.Context, items []RunsCompleteItem) 
 		stmt, args = runsCompleteSQL, a.args()
 	}
 	args["c_ns"], args["c_run_id"], args["c_tok"], args["c_output"], args["c_seen"] = cns, cids, ctoks, couts, cseen
-	rows, err := stmt.Query(ctx, s.h.DB, args)
+	rows, err := stmt.QueryByKey(ctx, s.h.DB, args)
 	if err != nil {
 		return nil, mapErr("complete runs", err)
 	}

@@ -360,7 +360,7 @@ func (s *Runs) pauseRelease(ctx context.Context, ps []StepsRecordParams, sent []
 	if len(ids) == 0 {
 		return nil
 	}
-	if _, err := runsPauseReleaseSQL.Exec(ctx, s.h.DB, pgx.NamedArgs{"ns": ns, "run_id": ids, "tok": toks}); err != nil {
+	if _, err := runsPauseReleaseSQL.ExecByKey(ctx, s.h.DB, pgx.NamedArgs{"ns": ns, "run_id": ids, "tok": toks}); err != nil {
 		return mapErr("release paused runs", err)
 	}
 	for _, i := range sent {
@@ -389,7 +389,7 @@ func (s *Runs) stepsRecordSet(ctx context.Context, ps []StepsRecordParams, sent 
 	for _, i := range sent {
 		a.add(&ps[i])
 	}
-	rows, err := stepRecordManySQL.Query(ctx, s.h.DB, a.args())
+	rows, err := stepRecordManySQL.QueryByKey(ctx, s.h.DB, a.args())
 	if err != nil {
 		return nil, mapErr("record steps", err)
 	}

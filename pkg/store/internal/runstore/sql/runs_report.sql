@@ -1,17 +1,27 @@
 -- A worker's reports on the runs it holds: each applies under the run's
 -- lease (status RUNNING and the lease token the claim gave).
+--
+-- A statement that joins a batch (its arrays) with workflow_runs compares
+-- the status with a column of the batch, `running`, in a MATERIALIZED
+-- CTE, not with the constant 'RUNNING'. The constant lets the planner
+-- reach the runs through workflow_runs_lease_idx (partial: status =
+-- 'RUNNING'), reading every running run for each report, whenever its
+-- statistics make running runs look few, as they do at any table size
+-- (RUNNING is a rare value). They are also sent with sequential scans off
+-- (QueryByKey, ExecByKey in core/bykey.go): the primary key is then their
+-- only way in. TestReportsReachRunsByKey checks it.
 
 -- name: RunsLeaseCheck :one
 SELECT status, lease_token FROM kagzi.workflow_runs WHERE namespace_id = @namespace AND run_id = @run_id
 
 -- name: RunsComplete :many
-WITH c AS (
-	SELECT * FROM unnest(@c_ns::text[], @c_run_id::uuid[], @c_tok::bigint[], @c_output::bytea[], @c_seen::bigint[])
+WITH c AS MATERIALIZED (
+	SELECT *, 'RUNNING'::text AS running FROM unnest(@c_ns::text[], @c_run_id::uuid[], @c_tok::bigint[], @c_output::bytea[], @c_seen::bigint[])
 		AS c(ns, run_id, tok, output, seen)
 ), u AS (
 	UPDATE kagzi.workflow_runs w SET status = 'COMPLETED', finished_at = now(), lease_expires_at = NULL, error = NULL,
 		output = c.output FROM c
-	WHERE w.namespace_id = c.ns AND w.run_id = c.run_id AND w.lease_token = c.tok AND w.status = 'RUNNING'
+	WHERE w.namespace_id = c.ns AND w.run_id = c.run_id AND w.lease_token = c.tok AND w.status = c.running
 	  AND (c.seen IS NULL OR w.event_seq = c.seen)
 	RETURNING w.run_id, w.parent_run_id, w.parent_step_id, w.status, w.error, w.workflow_type
 
@@ -45,12 +55,12 @@ pstep AS (
 SELECT 'c', 0::bigint, run_id::text, workflow_type, false, false, NULL::text, false FROM u
 
 -- name: RunsCompleteWithSteps :many
-WITH c AS (
-	SELECT * FROM unnest(@c_ns::text[], @c_run_id::uuid[], @c_tok::bigint[], @c_output::bytea[], @c_seen::bigint[])
+WITH c AS MATERIALIZED (
+	SELECT *, 'RUNNING'::text AS running FROM unnest(@c_ns::text[], @c_run_id::uuid[], @c_tok::bigint[], @c_output::bytea[], @c_seen::bigint[])
 		AS c(ns, run_id, tok, output, seen)
 ), k AS (
 	SELECT w.run_id, w.namespace_id, w.epoch, w.cancel_requested_at, c.tok, c.output, c.seen FROM c JOIN kagzi.workflow_runs w
-		ON w.namespace_id = c.ns AND w.run_id = c.run_id AND w.lease_token = c.tok AND w.status = 'RUNNING'
+		ON w.namespace_id = c.ns AND w.run_id = c.run_id AND w.lease_token = c.tok AND w.status = c.running
 	ORDER BY w.run_id
 	FOR NO KEY UPDATE OF w
 ), l AS (
@@ -224,15 +234,21 @@ UPDATE kagzi.workflow_runs SET status = 'PENDING', available_at = @at, attempts 
 WHERE namespace_id = @namespace AND run_id = @run_id AND lease_token = @token AND status = 'RUNNING'
 
 -- name: RunsReleaseMany :exec
+WITH l AS MATERIALIZED (
+	SELECT *, 'RUNNING'::text AS running FROM unnest(@ns::text[], @run_id::uuid[], @tok::bigint[]) AS l(ns, run_id, tok)
+)
 UPDATE kagzi.workflow_runs r SET status = 'PENDING', available_at = now(), locked_by = NULL, lease_expires_at = NULL
-FROM unnest(@ns::text[], @run_id::uuid[], @tok::bigint[]) AS l(ns, run_id, tok)
-WHERE r.namespace_id = l.ns AND r.run_id = l.run_id AND r.lease_token = l.tok AND r.status = 'RUNNING'
+FROM l
+WHERE r.namespace_id = l.ns AND r.run_id = l.run_id AND r.lease_token = l.tok AND r.status = l.running
 
 -- name: RunsPauseRelease :exec
 -- Paused RUNNING runs whose step was just recorded give their lease back:
 -- due now, which the hold_paused trigger keeps in paused_due_at. The
 -- lease token is left as it is; the holder's next report is refused.
+WITH l AS MATERIALIZED (
+	SELECT *, 'RUNNING'::text AS running FROM unnest(@ns::text[], @run_id::uuid[], @tok::bigint[]) AS l(ns, run_id, tok)
+)
 UPDATE kagzi.workflow_runs r SET status = 'PENDING', available_at = now(), locked_by = NULL, lease_expires_at = NULL
-FROM unnest(@ns::text[], @run_id::uuid[], @tok::bigint[]) AS l(ns, run_id, tok)
-WHERE r.namespace_id = l.ns AND r.run_id = l.run_id AND r.lease_token = l.tok AND r.status = 'RUNNING'
+FROM l
+WHERE r.namespace_id = l.ns AND r.run_id = l.run_id AND r.lease_token = l.tok AND r.status = l.running
 	AND r.paused_at IS NOT NULL

@@ -34,8 +34,10 @@ SELECT (SELECT count(*) FROM r) > 0, (SELECT count(*) FROM ins) > 0,
 	coalesce((SELECT paused_at IS NOT NULL FROM r), false);
 
 -- name: StepsRecordMany :many
-WITH l AS (
-	SELECT * FROM unnest(@ns::text[], @run_id::uuid[], @tok::bigint[], @step_id::text[], @attempt::int[], @kind::text[],
+WITH l AS MATERIALIZED (
+	-- running: compared with the run's status as a column, not a constant
+	-- (runs_report.sql says why).
+	SELECT *, 'RUNNING'::text AS running FROM unnest(@ns::text[], @run_id::uuid[], @tok::bigint[], @step_id::text[], @attempt::int[], @kind::text[],
 		@status::text[], @input::bytea[], @output::bytea[], @error::text[], @started_at::timestamptz[],
 		@finished_at::timestamptz[], @retry_at::timestamptz[], @child_run_id::uuid[], @error_type::text[],
 		@non_retryable::bool[])
@@ -43,7 +45,7 @@ WITH l AS (
 		started_at, finished_at, retry_at, child_run_id, error_type, non_retryable, ord)
 ), r AS (
 	SELECT l.*, w.namespace_id, w.epoch, w.cancel_requested_at, w.paused_at FROM l JOIN kagzi.workflow_runs w
-		ON w.namespace_id = l.ns AND w.run_id = l.run_id AND w.lease_token = l.tok AND w.status = 'RUNNING'
+		ON w.namespace_id = l.ns AND w.run_id = l.run_id AND w.lease_token = l.tok AND w.status = l.running
 	ORDER BY w.run_id
 	FOR SHARE OF w
 ), prev AS (
