@@ -3,13 +3,11 @@ package store_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kagzi/kagzi/pkg/store"
-	"github.com/kagzi/kagzi/tests/testdb"
 )
 
 // Reports reach the runs they name by primary key, whatever the
@@ -21,17 +19,7 @@ import (
 func TestReportsReachRunsByKey(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := testdb.New(t)
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	pool, err := store.Connect(ctx, url+sep+"pool_max_conns=1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	s := store.New(pool, store.Options{})
+	s, pool := oneSession(t)
 	const running = 2000
 	ps := make([]store.RunsCreateParams, running)
 	for i := range ps {
@@ -116,17 +104,7 @@ func completed(out []store.RunsCompleteOutcome, err error) error {
 	return nil
 }
 
-// leaseIndexRead is how many entries scans of the lease index have read,
-// with this session's counts flushed first.
+// leaseIndexRead is how many entries scans of the lease index have read.
 func leaseIndexRead(t *testing.T, pool *pgxpool.Pool) int64 {
-	t.Helper()
-	ctx := context.Background()
-	if _, err := pool.Exec(ctx, "SELECT pg_stat_force_next_flush()"); err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	if err := pool.QueryRow(ctx, "SELECT coalesce(idx_tup_read, 0) FROM pg_stat_user_indexes WHERE schemaname = 'kagzi' AND indexrelname = 'workflow_runs_lease_idx'").Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return statCount(t, pool, "SELECT coalesce(idx_tup_read, 0) FROM pg_stat_user_indexes WHERE schemaname = 'kagzi' AND indexrelname = 'workflow_runs_lease_idx'")
 }

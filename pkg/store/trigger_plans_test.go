@@ -19,18 +19,7 @@ import (
 func TestTriggersPlannedForTheTableAsItIs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := testdb.New(t)
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	// One connection: the session whose kept plans are in question.
-	pool, err := store.Connect(ctx, url+sep+"pool_max_conns=1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	s := store.New(pool, store.Options{})
+	s, pool := oneSession(t)
 	end := func(n int) {
 		t.Helper()
 		ps := make([]store.RunsCreateParams, n)
@@ -59,16 +48,38 @@ func TestTriggersPlannedForTheTableAsItIs(t *testing.T) {
 	}
 }
 
-// seqRead is how many rows sequential scans of workflow_runs have read,
-// with this session's counts flushed first.
+// oneSession is a store on a pool of one connection: the session whose
+// kept plans are in question.
+func oneSession(t *testing.T) (*store.Store, *pgxpool.Pool) {
+	t.Helper()
+	url := testdb.New(t)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	pool, err := store.Connect(context.Background(), url+sep+"pool_max_conns=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return store.New(pool, store.Options{}), pool
+}
+
+// seqRead is how many rows sequential scans of workflow_runs have read.
 func seqRead(t *testing.T, pool *pgxpool.Pool) int64 {
+	return statCount(t, pool, "SELECT coalesce(seq_tup_read, 0) FROM pg_stat_user_tables WHERE schemaname = 'kagzi' AND relname = 'workflow_runs'")
+}
+
+// statCount reads one count of the statistics views, with this session's
+// counts flushed first.
+func statCount(t *testing.T, pool *pgxpool.Pool, query string) int64 {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, "SELECT pg_stat_force_next_flush()"); err != nil {
 		t.Fatal(err)
 	}
 	var n int64
-	if err := pool.QueryRow(ctx, "SELECT coalesce(seq_tup_read, 0) FROM pg_stat_user_tables WHERE schemaname = 'kagzi' AND relname = 'workflow_runs'").Scan(&n); err != nil {
+	if err := pool.QueryRow(ctx, query).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
