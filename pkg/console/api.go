@@ -16,6 +16,7 @@ import (
 
 	"github.com/kagzi/kagzi/internal/durations"
 	"github.com/kagzi/kagzi/pkg/client"
+	"github.com/kagzi/kagzi/pkg/httpapi"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/store"
 )
@@ -130,24 +131,8 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = enc.Encode(v)
 }
 
-func errStatus(err error) int {
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return http.StatusNotFound
-	case errors.Is(err, store.ErrConflict):
-		return http.StatusConflict
-	case errors.Is(err, store.ErrPayloadTooLarge):
-		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, store.ErrInvalidArgument):
-		return http.StatusBadRequest
-	case errors.Is(err, context.Canceled):
-		return 499
-	}
-	return http.StatusInternalServerError
-}
-
 func writeErr(w http.ResponseWriter, err error) {
-	writeJSON(w, errStatus(err), map[string]string{"error": err.Error()})
+	writeJSON(w, httpapi.ErrorStatus(err), map[string]string{"error": err.Error()})
 }
 
 // writeArgs reads a write's parameters and the namespace's client, the two

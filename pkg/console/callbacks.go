@@ -57,7 +57,7 @@ func callbackStatus(err error) int {
 	case errors.Is(err, store.ErrWaitTokenExpired):
 		return http.StatusGone
 	}
-	return errStatus(err)
+	return httpapi.ErrorStatus(err)
 }
 
 func (c *Console) completeCallback(w http.ResponseWriter, r *http.Request) {

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/kagzi/kagzi/pkg/httpapi"
 )
 
 // pageView is what every page template gets.
@@ -42,7 +44,7 @@ func (c *Console) page(name string, fn dataFunc) http.HandlerFunc {
 			v.Data, err = fn(r.WithContext(context.WithValue(r.Context(), ctxPage, true)), ns)
 		}
 		if err != nil {
-			status = errStatus(err)
+			status = httpapi.ErrorStatus(err)
 			v.Err = err.Error()
 		}
 		v.Namespaces, _ = c.st.Namespaces(r.Context())

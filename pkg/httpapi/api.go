@@ -93,13 +93,22 @@ type ErrorBody struct {
 	Error string `json:"error"`
 }
 
-// status maps an error to its status code: the API's own, else the
-// client's and store's typed errors, as the console maps them.
+// status maps an error to its status code: the API's own, else as
+// ErrorStatus maps it.
 func status(err error) int {
 	var ae *apiError
-	switch {
-	case errors.As(err, &ae):
+	if errors.As(err, &ae) {
 		return ae.status
+	}
+	return ErrorStatus(err)
+}
+
+// ErrorStatus maps the client's and store's typed errors to HTTP status
+// codes, for the API and the console alike: 404, 409, 413, 400, 503 for a
+// listing that ran out of time, 499 for a request the caller gave up,
+// else 500.
+func ErrorStatus(err error) int {
+	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNoWorker):
