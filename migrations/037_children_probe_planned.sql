@@ -30,7 +30,7 @@ $$;
 -- dispatchers' backed-off look at a queue whose due runs the claim left
 -- (up to 30 s).
 
--- kagzi:function notify_runs sha256:571e954ef4f98686
+-- kagzi:function notify_runs
 
 -- kagzi:function cancellations sha256:27f33fdd6cac0ff2
 

@@ -3,8 +3,10 @@ package store_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kagzi/kagzi/pkg/store"
@@ -83,4 +85,74 @@ func statCount(t *testing.T, pool *pgxpool.Pool, query string) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// The notify_runs trigger's joins of new_rows and old_rows are planned once
+// per session and the plan kept (they are plain statements, not EXECUTE):
+// planned at a completion of one run, the plan kept must still be linear
+// when a later statement ends 200. A nested loop over the two transition
+// tables is quadratic (17 ms for a report ending 200 runs). The plans are
+// read with auto_explain, sent to this session as notices.
+func TestTriggerJoinsKeepLinearPlans(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(testdb.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	var mu sync.Mutex
+	var plans []string
+	cfg.ConnConfig.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		if strings.Contains(n.Message, "old_rows") {
+			mu.Lock()
+			plans = append(plans, n.Message)
+			mu.Unlock()
+		}
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := pool.Exec(ctx, "LOAD 'auto_explain'"); err != nil {
+		t.Skipf("auto_explain cannot be loaded here: %v", err)
+	}
+	for _, set := range []string{"SET auto_explain.log_min_duration = 0", "SET auto_explain.log_nested_statements = on",
+		"SET client_min_messages = log"} {
+		if _, err := pool.Exec(ctx, set); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := store.New(pool, store.Options{})
+	ps := make([]store.RunsCreateParams, 206)
+	for i := range ps {
+		ps[i] = store.RunsCreateParams{Namespace: "ns", Queue: "q", Type: "T"}
+	}
+	if _, err := s.RunsCreateMany(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	_, items := claimToComplete(t, s, len(ps))
+	for _, it := range items[:6] {
+		if _, err := s.RunsCompleteBatch(ctx, []store.RunsCompleteItem{it}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.RunsCompleteBatch(ctx, items[6:]); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	done := 0
+	for _, p := range plans {
+		if strings.Contains(p, "Nested Loop") {
+			t.Fatalf("a trigger join of the transition tables ran as a nested loop:\n%s", p)
+		}
+		if strings.Contains(p, "json_agg") {
+			done++
+		}
+	}
+	if done != 7 {
+		t.Fatalf("saw %d plans of the done notification's join, want 7 (one per completion)", done)
+	}
 }
