@@ -108,3 +108,55 @@ func completed(out []store.RunsCompleteOutcome, err error) error {
 func leaseIndexRead(t *testing.T, pool *pgxpool.Pool) int64 {
 	return statCount(t, pool, "SELECT coalesce(idx_tup_read, 0) FROM pg_stat_user_indexes WHERE schemaname = 'kagzi' AND indexrelname = 'workflow_runs_lease_idx'")
 }
+
+// Reports are planned once per session and the plan kept: reports of one
+// run each (a low rate) were otherwise planned afresh at each execution
+// whenever Postgres judged a plan for one element cheaper than the generic
+// plan (0.3 ms a report, as much as running it). The session's prepared
+// report statements must have run on their generic plans only.
+func TestReportsPlannedOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, pool := oneSession(t)
+	ps := make([]store.RunsCreateParams, 16)
+	for i := range ps {
+		ps[i] = store.RunsCreateParams{Namespace: "ns", Queue: "q", Type: "T"}
+	}
+	if _, err := s.RunsCreateMany(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 16 {
+		_, items := claimToComplete(t, s, 1)
+		if i%2 == 1 {
+			items[0].Steps = []store.StepsRecordParams{{Lease: items[0].Lease, StepID: "s", Attempt: 1, Kind: store.StepFunction,
+				Status: store.StepCompleted, Output: []byte(`1`)}}
+		}
+		if err := completed(s.RunsCompleteBatch(ctx, items)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, err := pool.Query(ctx, `SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements
+		WHERE statement LIKE '%AS running FROM unnest%' AND statement NOT LIKE '%pg_prepared_statements%'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	stmts := 0
+	for rows.Next() {
+		var sql string
+		var generic, custom int64
+		if err := rows.Scan(&sql, &generic, &custom); err != nil {
+			t.Fatal(err)
+		}
+		stmts++
+		if custom != 0 || generic != 8 {
+			t.Errorf("a report statement ran on %d generic and %d custom plans, want 8 generic and none custom:\n%s", generic, custom, sql)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if stmts != 2 {
+		t.Fatalf("found %d prepared report statements, want 2 (with and without steps)", stmts)
+	}
+}

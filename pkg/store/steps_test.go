@@ -487,7 +487,7 @@ func withoutPlannerSettings(stmts map[string]int64) (map[string]int64, int64) {
 	out := map[string]int64{}
 	var n int64
 	for sql, c := range stmts {
-		if strings.Contains(sql, "set_config('enable_seqscan'") {
+		if strings.Contains(sql, "set_config('enable_seqscan'") || strings.Contains(sql, "set_config('plan_cache_mode'") {
 			n += c
 			continue
 		}

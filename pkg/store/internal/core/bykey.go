@@ -20,28 +20,47 @@ import (
 //     it grew. So these statements are planned with sequential scans off:
 //     the primary key is then their only way in, whatever the table's size
 //     and statistics.
-// QueryByKey and ExecByKey run such a statement with enable_seqscan off in
-// the transaction that runs it: set, the statement, set back, in one round
-// trip. Outside a caller's transaction the batch is one implicit
-// transaction, which would end the setting anyway; inside one (or on a
-// connection given to the store in any state) the setting must not
-// outlive the statement.
-// TestReportsReachRunsByKey and TestTriggersPlannedForTheTableAsItIs
-// check both.
+//
+// Planned per execution, a report of one run or a few (at a low rate)
+// also paid its planning every time, often: Postgres plans a prepared
+// statement afresh while a plan for the actual arguments looks cheaper
+// than the generic one, which for array parameters assumes ten elements,
+// and planning a statement on workflow_runs, with its two dozen indexes,
+// costs as much as running it (0.3 ms for a one-run report, 0.28 ms for a
+// start). By primary key one plan serves a report of any size, so the
+// reports force the generic plan too, and each session plans them once.
+// (The step statement does not: its generic plan ran 6 % slower at the
+// ten-step bench's batches of about 60 steps than the plans made for
+// them, and a step report of fewer than ten steps takes the statements of
+// one step each.)
+//
+// QueryByKey and ExecByKey run a statement with enable_seqscan off,
+// QueryByKeyOnce with plan_cache_mode force_generic_plan as well, and
+// QueryGeneric with only the latter, in the transaction that runs it:
+// set, the statement, set back, in one round trip. Outside a caller's
+// transaction the batch is one implicit transaction, which would end the
+// settings anyway; inside one (or on a connection given to the store in
+// any state) they must not outlive the statement.
+// TestReportsReachRunsByKey, TestTriggersPlannedForTheTableAsItIs,
+// TestReportsPlannedOnce and TestRunsCreatePlannedOnce check them.
 
 var (
-	plannerSeqScanOff = stmt("PlannerSeqScanOff")
-	plannerSeqScanOn  = stmt("PlannerSeqScanOn")
+	plannerSeqScanOff   = stmt("PlannerSeqScanOff")
+	plannerSeqScanOn    = stmt("PlannerSeqScanOn")
+	plannerByKeyOnceOn  = stmt("PlannerByKeyOnceOn")
+	plannerByKeyOnceOff = stmt("PlannerByKeyOnceOff")
+	plannerGenericOn    = stmt("PlannerGenericOn")
+	plannerGenericOff   = stmt("PlannerGenericOff")
 )
 
-// sendByKey sends q's batch: the setting, q, and the setting back. It
+// sendWith sends q's batch: the setting on, q, and the setting off. It
 // returns the batch with the setting's result read, so that the next
 // result is q's.
-func (q *NamedSQL) sendByKey(ctx context.Context, db DBTX, args pgx.NamedArgs) (pgx.BatchResults, error) {
+func (q *NamedSQL) sendWith(ctx context.Context, db DBTX, on, off *NamedSQL, args pgx.NamedArgs) (pgx.BatchResults, error) {
 	b := &pgx.Batch{}
-	plannerSeqScanOff.Queue(b, nil)
+	on.Queue(b, nil)
 	q.Queue(b, args)
-	plannerSeqScanOn.Queue(b, nil)
+	off.Queue(b, nil)
 	br := db.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
@@ -50,11 +69,11 @@ func (q *NamedSQL) sendByKey(ctx context.Context, db DBTX, args pgx.NamedArgs) (
 	return br, nil
 }
 
-// QueryByKey is Query for a statement that must reach its rows by
-// primary key (see above). The rows end the batch: whatever the
-// transaction's end reports (a failed commit) is their Err.
-func (q *NamedSQL) QueryByKey(ctx context.Context, db DBTX, args pgx.NamedArgs) (pgx.Rows, error) {
-	br, err := q.sendByKey(ctx, db, args)
+// queryWith is Query with a setting on for q alone. The rows end the
+// batch: whatever the transaction's end reports (a failed commit) is their
+// Err.
+func (q *NamedSQL) queryWith(ctx context.Context, db DBTX, on, off *NamedSQL, args pgx.NamedArgs) (pgx.Rows, error) {
+	br, err := q.sendWith(ctx, db, on, off, args)
 	if err != nil {
 		return nil, err
 	}
@@ -66,10 +85,28 @@ func (q *NamedSQL) QueryByKey(ctx context.Context, db DBTX, args pgx.NamedArgs) 
 	return &batchRows{Rows: rows, br: br}, nil
 }
 
+// QueryByKey is Query for a statement that must reach its rows by
+// primary key (see above).
+func (q *NamedSQL) QueryByKey(ctx context.Context, db DBTX, args pgx.NamedArgs) (pgx.Rows, error) {
+	return q.queryWith(ctx, db, plannerSeqScanOff, plannerSeqScanOn, args)
+}
+
+// QueryByKeyOnce is QueryByKey for a statement planned once per session
+// (see above).
+func (q *NamedSQL) QueryByKeyOnce(ctx context.Context, db DBTX, args pgx.NamedArgs) (pgx.Rows, error) {
+	return q.queryWith(ctx, db, plannerByKeyOnceOn, plannerByKeyOnceOff, args)
+}
+
+// QueryGeneric is Query for a statement whose one plan serves any
+// arguments, planned once per session (see above).
+func (q *NamedSQL) QueryGeneric(ctx context.Context, db DBTX, args pgx.NamedArgs) (pgx.Rows, error) {
+	return q.queryWith(ctx, db, plannerGenericOn, plannerGenericOff, args)
+}
+
 // ExecByKey is Exec for a statement that must reach its rows by primary
 // key (see above).
 func (q *NamedSQL) ExecByKey(ctx context.Context, db DBTX, args pgx.NamedArgs) (pgconn.CommandTag, error) {
-	br, err := q.sendByKey(ctx, db, args)
+	br, err := q.sendWith(ctx, db, plannerSeqScanOff, plannerSeqScanOn, args)
 	if err != nil {
 		return pgconn.CommandTag{}, err
 	}

@@ -257,7 +257,7 @@ func (s *Runs) runsInsert(ctx context.Context, ps []RunsCreateParams, policies [
 		args["attr_run_ids"], args["attr_names"], args["attr_texts"], args["attr_ints"] = attrs.RunIDs, attrs.Names, attrs.Texts, attrs.Ints
 		args["attr_floats"], args["attr_bools"], args["attr_times"] = attrs.Floats, attrs.Bools, attrs.Times
 	}
-	res, err := create.Query(ctx, s.h.DB, args)
+	res, err := create.QueryGeneric(ctx, s.h.DB, args)
 	if err != nil {
 		return nil, mapErr(what, err)
 	}

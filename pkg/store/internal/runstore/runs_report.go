@@ -291,7 +291,7 @@ func (s *Runs) RunsCompleteBatch(ctx context.Context, items []RunsCompleteItem) 
 		stmt, args = runsCompleteSQL, a.args()
 	}
 	args["c_ns"], args["c_run_id"], args["c_tok"], args["c_output"], args["c_seen"] = cns, cids, ctoks, couts, cseen
-	rows, err := stmt.QueryByKey(ctx, s.h.DB, args)
+	rows, err := stmt.QueryByKeyOnce(ctx, s.h.DB, args)
 	if err != nil {
 		return nil, mapErr("complete runs", err)
 	}
