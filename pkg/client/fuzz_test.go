@@ -74,6 +74,20 @@ func (st stmt) arg(t *testing.T, name string) any {
 	return v
 }
 
+// with returns the first recorded statement that has an argument named
+// name (a statement can travel with planner settings around it), failing
+// t when none has.
+func (d *recordDB) with(t *testing.T, name string) stmt {
+	t.Helper()
+	for _, st := range d.stmts {
+		if _, ok := st.named[name]; ok {
+			return st
+		}
+	}
+	t.Fatalf("no statement has an argument %q (%d recorded)", name, len(d.stmts))
+	return stmt{}
+}
+
 func (d *recordDB) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	d.record(sql, args)
 	return pgconn.CommandTag{}, errReached
@@ -307,7 +321,7 @@ func fuzzInput(data []byte, mode uint8) (input any, want []byte) {
 // many runs, their inputs), reported as large above the warning size.
 func checkPayload(t *testing.T, db *recordDB, name string, want []byte, large []int) {
 	t.Helper()
-	last := db.stmts[0].arg(t, name)
+	last := db.with(t, name).arg(t, name)
 	var got []byte
 	switch v := last.(type) {
 	case []byte:
@@ -492,7 +506,7 @@ func FuzzStart(f *testing.F) {
 				}
 			}
 			if opts.RetryPolicy != nil {
-				checkStoredPolicy(t, db.stmts[0], "retry_policies", *opts.RetryPolicy)
+				checkStoredPolicy(t, db.with(t, "retry_policies"), "retry_policies", *opts.RetryPolicy)
 			}
 		}
 
@@ -509,7 +523,7 @@ func FuzzStart(f *testing.F) {
 			checkArgs(t, db2)
 			checkPayload(t, db2, "inputs", want, *large2)
 			if opts.RetryPolicy != nil {
-				checkStoredPolicy(t, db2.stmts[0], "retry_policies", *opts.RetryPolicy)
+				checkStoredPolicy(t, db2.with(t, "retry_policies"), "retry_policies", *opts.RetryPolicy)
 			}
 		}
 	})
@@ -607,7 +621,7 @@ func FuzzCreateSchedule(f *testing.F) {
 		checkArgs(t, db)
 		checkPayload(t, db, "input", want, *large)
 		if o.RetryPolicy != nil {
-			checkStoredPolicy(t, db.stmts[0], "retry_policy", *o.RetryPolicy)
+			checkStoredPolicy(t, db.with(t, "retry_policy"), "retry_policy", *o.RetryPolicy)
 		}
 		if !hasArg(db, trimmed) {
 			t.Fatalf("cron %q not stored trimmed as %q", cron, trimmed)
