@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kagzi/kagzi/pkg/store"
@@ -135,28 +136,39 @@ func TestReportsPlannedOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rows, err := pool.Query(ctx, `SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements
-		WHERE statement LIKE '%AS running FROM unnest%' AND statement NOT LIKE '%pg_prepared_statements%'`)
+	plans := preparedPlans(t, pool, "%AS running FROM unnest%")
+	for _, p := range plans {
+		if p.custom != 0 || p.generic != 8 {
+			t.Errorf("a report statement ran on %d generic and %d custom plans, want 8 generic and none custom:\n%s", p.generic, p.custom, p.sql)
+		}
+	}
+	if len(plans) != 2 {
+		t.Fatalf("found %d prepared report statements, want 2 (with and without steps)", len(plans))
+	}
+}
+
+// preparedPlan is how often one of a session's prepared statements ran on
+// its generic plan and on plans made for its arguments.
+type preparedPlan struct {
+	sql             string
+	generic, custom int64
+}
+
+// preparedPlans reads the session's prepared statements whose text is
+// LIKE pattern (the pool has one connection: see oneSession).
+func preparedPlans(t *testing.T, pool *pgxpool.Pool, pattern string) []preparedPlan {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements
+		WHERE statement LIKE $1 AND statement NOT LIKE '%pg_prepared_statements%'`, pattern)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
-	stmts := 0
-	for rows.Next() {
-		var sql string
-		var generic, custom int64
-		if err := rows.Scan(&sql, &generic, &custom); err != nil {
-			t.Fatal(err)
-		}
-		stmts++
-		if custom != 0 || generic != 8 {
-			t.Errorf("a report statement ran on %d generic and %d custom plans, want 8 generic and none custom:\n%s", generic, custom, sql)
-		}
-	}
-	if err := rows.Err(); err != nil {
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (preparedPlan, error) {
+		var p preparedPlan
+		return p, r.Scan(&p.sql, &p.generic, &p.custom)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if stmts != 2 {
-		t.Fatalf("found %d prepared report statements, want 2 (with and without steps)", stmts)
-	}
+	return out
 }

@@ -10,14 +10,13 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/kagzi/kagzi/internal/stmtcount"
 	"github.com/kagzi/kagzi/pkg/protocol"
 	"github.com/kagzi/kagzi/pkg/retry"
 	"github.com/kagzi/kagzi/pkg/store"
@@ -220,27 +219,6 @@ func within(t *testing.T, what string, got *time.Time, lo, hi time.Time) {
 	}
 }
 
-// countingTracer counts the round trips a pool makes: a statement, or a
-// batch of them (a start is its statement with the planner setting around
-// it, in one batch).
-type countingTracer struct{ n atomic.Int64 }
-
-func (c *countingTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-
-func (c *countingTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-func (c *countingTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-
-func (c *countingTracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-
-func (c *countingTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
-
 // ---- create ----------------------------------------------------------------
 
 func TestRunsCreateDefaults(t *testing.T) {
@@ -437,13 +415,8 @@ func TestRunsCreateFiredScheduleDedup(t *testing.T) {
 
 func TestRunsCreateMany(t *testing.T) {
 	t.Parallel()
-	tracer := &countingTracer{}
-	cfg, err := pgxpool.ParseConfig(testdb.New(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Tracer = tracer
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	tally := stmtcount.NewTally()
+	pool, err := store.ConnectTraced(t.Context(), testdb.New(t), tally)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -455,7 +428,7 @@ func TestRunsCreateMany(t *testing.T) {
 		t.Fatalf("empty batch: %v %v", res, err)
 	}
 
-	// A fresh batch is one statement (one round trip), results in the order given.
+	// A fresh batch is one statement, results in the order given.
 	const n = 200
 	pol := &retry.Policy{MaxAttempts: 2}
 	ps := make([]store.RunsCreateParams, n)
@@ -476,13 +449,14 @@ func TestRunsCreateMany(t *testing.T) {
 	if _, err := s.Limits(e.ctx); err != nil {
 		t.Fatal(err)
 	}
-	tracer.n.Store(0)
+	before := tally.Snapshot()
 	res, err := s.RunsCreateMany(e.ctx, ps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := tracer.n.Load(); got != 1 {
-		t.Fatalf("a batch of %d new runs took %d round trips, want 1", n, got)
+	// The insert travels with its planner setting, in its round trip.
+	if stmts, settings := withoutPlannerSettings(statementsSince(tally, before)); len(stmts) != 1 || settings != 2 {
+		t.Fatalf("a batch of %d new runs sent %v and %d planner settings, want one statement and 2", n, stmts, settings)
 	}
 	if len(res) != n {
 		t.Fatalf("%d results for %d rows", len(res), n)
