@@ -1,0 +1,67 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+)
+
+// BenchmarkRunsUpdateFixedCosts splits what one statement writing a single
+// row of workflow_runs costs Postgres before its row is touched: the
+// expressions stored as text (the CHECK constraints and the row
+// triggers' WHEN clauses), which Postgres reads back and prepares once per
+// statement, and the statement triggers (kagzi.notify_runs,
+// kagzi.cancellations). At a low start rate every claim and completion is
+// such a statement, so these are paid once per run there; at saturation a
+// statement carries a hundred runs and they vanish. Each sub-benchmark
+// times single-row updates of running runs (as a lease extension or a
+// one-run claim writes them) inside one server-side loop, so neither the
+// network nor a commit is in the figure, on a database of its own where
+// one part is removed; its difference from "as-is" is that part's cost:
+//
+//	go test -run '^$' -bench BenchmarkRunsUpdateFixedCosts -benchtime 20000x ./pkg/store/
+func BenchmarkRunsUpdateFixedCosts(b *testing.B) {
+	const (
+		checks    = `DO $$ DECLARE c text; BEGIN FOR c IN SELECT conname FROM pg_constraint WHERE conrelid = 'kagzi.workflow_runs'::regclass AND contype = 'c' LOOP EXECUTE format('ALTER TABLE kagzi.workflow_runs DROP CONSTRAINT %I', c); END LOOP; END $$`
+		rowTrig   = `ALTER TABLE kagzi.workflow_runs DISABLE TRIGGER workflow_runs_schedule_instance_ended, DISABLE TRIGGER workflow_runs_hold_paused`
+		stmtTrig  = `ALTER TABLE kagzi.workflow_runs DISABLE TRIGGER workflow_runs_notify_update, DISABLE TRIGGER workflow_runs_cancellations`
+		loopStmts = `DO $$ DECLARE r record; BEGIN
+	FOR r IN SELECT run_id FROM kagzi.workflow_runs WHERE namespace_id = 'bench' ORDER BY run_id LIMIT %d LOOP
+		UPDATE kagzi.workflow_runs SET lease_expires_at = now() + interval '1 minute' WHERE run_id = r.run_id;
+	END LOOP; END $$`
+	)
+	for _, v := range []struct {
+		name    string
+		removed []string
+	}{
+		{"as-is", nil},
+		{"without-checks", []string{checks}},
+		{"without-row-trigger-whens", []string{rowTrig}},
+		{"without-statement-triggers", []string{stmtTrig}},
+		{"bare", []string{checks, rowTrig, stmtTrig}},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			s, pool := benchStore(b)
+			ctx := context.Background()
+			createDue(ctx, b, s, "q", b.N)
+			if _, err := pool.Exec(ctx, `UPDATE kagzi.workflow_runs SET status = 'RUNNING', locked_by = gen_random_uuid(),
+				available_at = NULL, lease_expires_at = now() WHERE namespace_id = 'bench'`); err != nil {
+				b.Fatal(err)
+			}
+			for _, q := range append(v.removed, "VACUUM ANALYZE kagzi.workflow_runs") {
+				if _, err := pool.Exec(ctx, q); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			if _, err := pool.Exec(ctx, fmt.Sprintf(loopStmts, b.N)); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			var n int
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM kagzi.workflow_runs WHERE namespace_id = 'bench' AND lease_expires_at > now() + interval '50 seconds'`).Scan(&n); err != nil || n != b.N {
+				b.Fatalf("updated %d of %d runs: %v", n, b.N, err)
+			}
+		})
+	}
+}
