@@ -10,7 +10,7 @@
 -- linear in the rows at any count. Only the function changes: a service of
 -- the previous version runs against it unchanged.
 
--- kagzi:function notify_runs sha256:8b6d61ecbb8f4a65
+-- kagzi:function notify_runs
 
 ---- create above / drop below ----
 

@@ -406,24 +406,6 @@ BEGIN
 END
 $$;
 
--- Name: hold_paused(); Type: FUNCTION; Schema: kagzi; Owner: -
-
-CREATE FUNCTION kagzi.hold_paused() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $$
-BEGIN
-    IF NEW.status IN ('COMPLETED', 'FAILED', 'CANCELLED') THEN
-        UPDATE kagzi.workflow_runs SET paused_at = NULL, paused_by = NULL, paused_reason = NULL, paused_due_at = NULL
-        WHERE run_id = NEW.run_id AND paused_at IS NOT NULL;
-    ELSE
-        UPDATE kagzi.workflow_runs SET paused_due_at = least(paused_due_at, available_at), available_at = NULL
-        WHERE run_id = NEW.run_id AND paused_at IS NOT NULL AND available_at IS NOT NULL
-          AND status IN ('PENDING', 'SLEEPING');
-    END IF;
-    RETURN NULL;
-END
-$$;
-
 -- Name: live_children(uuid[]); Type: FUNCTION; Schema: kagzi; Owner: -
 
 CREATE FUNCTION kagzi.live_children(parents uuid[]) RETURNS boolean
@@ -504,6 +486,8 @@ DECLARE
     cancelled boolean;
     cron boolean;
     freed boolean;
+    held boolean;
+    instance_ended boolean;
 BEGIN
     IF TG_OP = 'INSERT' THEN
         FOR rec IN
@@ -526,6 +510,52 @@ BEGIN
                coalesce(bool_or(cron_expr IS NOT NULL), false),
                coalesce(bool_or(limited AND status <> 'RUNNING'), false)
         INTO due, ended, cancelled, cron, freed FROM new_rows;
+        -- Only a run that ended or became due can be held or end a
+        -- schedule's instance: a claim or a heartbeat reads no further.
+        -- (This pass names paused_at, which 022 adds; kept apart, the one
+        -- above runs in the migrations before it, which update no such row.)
+        held := false;
+        instance_ended := false;
+        IF due OR ended THEN
+            SELECT coalesce(bool_or(paused_at IS NOT NULL AND (status IN ('COMPLETED', 'FAILED', 'CANCELLED')
+                       OR (available_at IS NOT NULL AND status IN ('PENDING', 'SLEEPING')))), false),
+                   coalesce(bool_or(schedule_id IS NOT NULL AND status IN ('COMPLETED', 'FAILED', 'CANCELLED')), false)
+            INTO held, instance_ended FROM new_rows;
+        END IF;
+        -- A paused run that ended is no longer paused; one that became due
+        -- keeps its due time aside until it is resumed (022_pause.sql).
+        -- The runs are named by an array, not joined: nested loops are off
+        -- in this function, and a join would scan workflow_runs.
+        IF held THEN
+            UPDATE kagzi.workflow_runs SET paused_at = NULL, paused_by = NULL, paused_reason = NULL, paused_due_at = NULL
+            WHERE run_id = ANY (ARRAY(SELECT run_id FROM new_rows
+                                      WHERE paused_at IS NOT NULL AND status IN ('COMPLETED', 'FAILED', 'CANCELLED')))
+              AND paused_at IS NOT NULL;
+            UPDATE kagzi.workflow_runs SET paused_due_at = least(paused_due_at, available_at), available_at = NULL
+            WHERE run_id = ANY (ARRAY(SELECT run_id FROM new_rows
+                                      WHERE paused_at IS NOT NULL AND available_at IS NOT NULL AND status IN ('PENDING', 'SLEEPING')))
+              AND paused_at IS NOT NULL AND available_at IS NOT NULL AND status IN ('PENDING', 'SLEEPING');
+        END IF;
+        -- An instance of a schedule with overlap policy buffer-one ended:
+        -- its template fires the buffered fire now (015_schedule_overlap.sql).
+        -- The template's lock is taken first, and the update is a statement
+        -- of its own: it sees what a scheduler committed while this waited.
+        IF instance_ended THEN
+            FOR rec IN
+                SELECT DISTINCT n.schedule_id FROM new_rows n JOIN old_rows o USING (run_id)
+                WHERE o.schedule_id IS NOT NULL AND o.status IN ('PENDING', 'RUNNING', 'SLEEPING')
+                  AND n.status IN ('COMPLETED', 'FAILED', 'CANCELLED')
+            LOOP
+                PERFORM 1 FROM kagzi.workflow_runs t
+                WHERE t.run_id = rec.schedule_id AND t.status = 'SCHEDULED' AND t.overlap_policy = 'buffer-one'
+                FOR NO KEY UPDATE;
+                IF FOUND THEN
+                    UPDATE kagzi.workflow_runs t SET available_at = now(), held_next_at = t.available_at
+                    WHERE t.run_id = rec.schedule_id AND t.status = 'SCHEDULED' AND t.buffered_fire_at IS NOT NULL
+                      AND t.available_at > now();
+                END IF;
+            END LOOP;
+        END IF;
         -- The joins of new_rows and old_rows below run only when the pass
         -- above says they can find something.
         -- Became claimable, or its due time moved earlier.
@@ -685,27 +715,6 @@ BEGIN
             USING ERRCODE = 'KZ001';
     END IF;
     RETURN true;
-END
-$$;
-
--- Name: schedule_instance_ended(); Type: FUNCTION; Schema: kagzi; Owner: -
-
-CREATE FUNCTION kagzi.schedule_instance_ended() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $$
-BEGIN
-    PERFORM 1 FROM kagzi.workflow_runs t
-    WHERE t.run_id = NEW.schedule_id AND t.status = 'SCHEDULED' AND t.overlap_policy = 'buffer-one'
-    FOR NO KEY UPDATE;
-    IF NOT FOUND THEN
-        RETURN NULL;
-    END IF;
-    -- A statement of its own: it sees what a scheduler committed while
-    -- this trigger waited for the lock.
-    UPDATE kagzi.workflow_runs t SET available_at = now(), held_next_at = t.available_at
-    WHERE t.run_id = NEW.schedule_id AND t.status = 'SCHEDULED' AND t.buffered_fire_at IS NOT NULL
-      AND t.available_at > now();
-    RETURN NULL;
 END
 $$;
 
@@ -1647,10 +1656,6 @@ CREATE TRIGGER step_runs_notify_progress AFTER INSERT OR UPDATE OF status ON kag
 
 CREATE TRIGGER workflow_runs_cancellations AFTER UPDATE ON kagzi.workflow_runs REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION kagzi.cancellations();
 
--- Name: workflow_runs workflow_runs_hold_paused; Type: TRIGGER; Schema: kagzi; Owner: -
-
-CREATE TRIGGER workflow_runs_hold_paused AFTER UPDATE ON kagzi.workflow_runs FOR EACH ROW WHEN (((new.paused_at IS NOT NULL) AND ((new.status = ANY (ARRAY['COMPLETED'::text, 'FAILED'::text, 'CANCELLED'::text])) OR ((new.available_at IS NOT NULL) AND (new.status = ANY (ARRAY['PENDING'::text, 'SLEEPING'::text])))))) EXECUTE FUNCTION kagzi.hold_paused();
-
 -- Name: workflow_runs workflow_runs_notify_delete; Type: TRIGGER; Schema: kagzi; Owner: -
 
 CREATE TRIGGER workflow_runs_notify_delete AFTER DELETE ON kagzi.workflow_runs REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION kagzi.notify_runs();
@@ -1662,10 +1667,6 @@ CREATE TRIGGER workflow_runs_notify_insert AFTER INSERT ON kagzi.workflow_runs R
 -- Name: workflow_runs workflow_runs_notify_update; Type: TRIGGER; Schema: kagzi; Owner: -
 
 CREATE TRIGGER workflow_runs_notify_update AFTER UPDATE ON kagzi.workflow_runs REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION kagzi.notify_runs();
-
--- Name: workflow_runs workflow_runs_schedule_instance_ended; Type: TRIGGER; Schema: kagzi; Owner: -
-
-CREATE TRIGGER workflow_runs_schedule_instance_ended AFTER UPDATE OF status ON kagzi.workflow_runs FOR EACH ROW WHEN (((old.schedule_id IS NOT NULL) AND (old.status = ANY (ARRAY['PENDING'::text, 'RUNNING'::text, 'SLEEPING'::text])) AND (new.status = ANY (ARRAY['COMPLETED'::text, 'FAILED'::text, 'CANCELLED'::text])))) EXECUTE FUNCTION kagzi.schedule_instance_ended();
 
 -- Name: batch_runs batch_runs_batch_id_fkey; Type: FK CONSTRAINT; Schema: kagzi; Owner: -
 

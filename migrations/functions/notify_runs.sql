@@ -1,7 +1,13 @@
 -- kagzi.notify_runs: the statement-level triggers on workflow_runs
 -- (002_notify.sql) send wakeups on the channel 'kagzi' with it: runs of a
 -- queue due, a slot of a limited type freed, runs ended, a running run
--- cancelled, a schedule changed.
+-- cancelled, a schedule changed. After an update it also holds paused runs
+-- (022_pause.sql) and releases the buffered fire of a schedule whose
+-- instance ended (015_schedule_overlap.sql), which row triggers with a
+-- WHEN clause did until 039: Postgres prepares a WHEN clause once per
+-- statement, about 16 µs (docs/BENCHMARKS.md, "What a one-row statement
+-- costs before its row"), where a test in this function's one pass over
+-- the new rows costs nothing measurable.
 --
 -- The current definition, which every migration naming it (a line
 -- "-- kagzi:function NAME") runs, so that a fresh database and an upgraded
@@ -23,6 +29,8 @@ DECLARE
     cancelled boolean;
     cron boolean;
     freed boolean;
+    held boolean;
+    instance_ended boolean;
 BEGIN
     IF TG_OP = 'INSERT' THEN
         FOR rec IN
@@ -45,6 +53,52 @@ BEGIN
                coalesce(bool_or(cron_expr IS NOT NULL), false),
                coalesce(bool_or(limited AND status <> 'RUNNING'), false)
         INTO due, ended, cancelled, cron, freed FROM new_rows;
+        -- Only a run that ended or became due can be held or end a
+        -- schedule's instance: a claim or a heartbeat reads no further.
+        -- (This pass names paused_at, which 022 adds; kept apart, the one
+        -- above runs in the migrations before it, which update no such row.)
+        held := false;
+        instance_ended := false;
+        IF due OR ended THEN
+            SELECT coalesce(bool_or(paused_at IS NOT NULL AND (status IN ('COMPLETED', 'FAILED', 'CANCELLED')
+                       OR (available_at IS NOT NULL AND status IN ('PENDING', 'SLEEPING')))), false),
+                   coalesce(bool_or(schedule_id IS NOT NULL AND status IN ('COMPLETED', 'FAILED', 'CANCELLED')), false)
+            INTO held, instance_ended FROM new_rows;
+        END IF;
+        -- A paused run that ended is no longer paused; one that became due
+        -- keeps its due time aside until it is resumed (022_pause.sql).
+        -- The runs are named by an array, not joined: nested loops are off
+        -- in this function, and a join would scan workflow_runs.
+        IF held THEN
+            UPDATE kagzi.workflow_runs SET paused_at = NULL, paused_by = NULL, paused_reason = NULL, paused_due_at = NULL
+            WHERE run_id = ANY (ARRAY(SELECT run_id FROM new_rows
+                                      WHERE paused_at IS NOT NULL AND status IN ('COMPLETED', 'FAILED', 'CANCELLED')))
+              AND paused_at IS NOT NULL;
+            UPDATE kagzi.workflow_runs SET paused_due_at = least(paused_due_at, available_at), available_at = NULL
+            WHERE run_id = ANY (ARRAY(SELECT run_id FROM new_rows
+                                      WHERE paused_at IS NOT NULL AND available_at IS NOT NULL AND status IN ('PENDING', 'SLEEPING')))
+              AND paused_at IS NOT NULL AND available_at IS NOT NULL AND status IN ('PENDING', 'SLEEPING');
+        END IF;
+        -- An instance of a schedule with overlap policy buffer-one ended:
+        -- its template fires the buffered fire now (015_schedule_overlap.sql).
+        -- The template's lock is taken first, and the update is a statement
+        -- of its own: it sees what a scheduler committed while this waited.
+        IF instance_ended THEN
+            FOR rec IN
+                SELECT DISTINCT n.schedule_id FROM new_rows n JOIN old_rows o USING (run_id)
+                WHERE o.schedule_id IS NOT NULL AND o.status IN ('PENDING', 'RUNNING', 'SLEEPING')
+                  AND n.status IN ('COMPLETED', 'FAILED', 'CANCELLED')
+            LOOP
+                PERFORM 1 FROM kagzi.workflow_runs t
+                WHERE t.run_id = rec.schedule_id AND t.status = 'SCHEDULED' AND t.overlap_policy = 'buffer-one'
+                FOR NO KEY UPDATE;
+                IF FOUND THEN
+                    UPDATE kagzi.workflow_runs t SET available_at = now(), held_next_at = t.available_at
+                    WHERE t.run_id = rec.schedule_id AND t.status = 'SCHEDULED' AND t.buffered_fire_at IS NOT NULL
+                      AND t.available_at > now();
+                END IF;
+            END LOOP;
+        END IF;
         -- The joins of new_rows and old_rows below run only when the pass
         -- above says they can find something.
         -- Became claimable, or its due time moved earlier.
