@@ -4,10 +4,11 @@
 -- cancelled, a schedule changed. After an update it also holds paused runs
 -- (022_pause.sql) and releases the buffered fire of a schedule whose
 -- instance ended (015_schedule_overlap.sql), which row triggers with a
--- WHEN clause did until 039: Postgres prepares a WHEN clause once per
--- statement, about 16 µs (docs/BENCHMARKS.md, "What a one-row statement
--- costs before its row"), where a test in this function's one pass over
--- the new rows costs nothing measurable.
+-- WHEN clause did until 039: Postgres prepares a WHEN clause for every
+-- statement that updates the table, whatever its rows (docs/BENCHMARKS.md,
+-- "What a one-row statement costs before its row"), where this function
+-- looks for such runs only when its pass over the new rows has found a run
+-- made due or ended.
 --
 -- The current definition, which every migration naming it (a line
 -- "-- kagzi:function NAME") runs, so that a fresh database and an upgraded
