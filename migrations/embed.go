@@ -12,9 +12,11 @@
 // which the migrator replaces with the file. Every migration naming it thus
 // runs the current definition: a database migrated from empty and one
 // upgraded from any earlier version end with the same function. (An early
-// migration's trigger function may name columns a later one adds: PL/pgSQL
-// bodies are checked when they run, and no migration between the two runs
-// them on rows that lack the columns.)
+// migration's trigger function may name columns or functions a later one
+// adds: PL/pgSQL bodies are checked when they run, and no migration between
+// the two runs them on rows that lack the columns. 016, which copies into
+// the rows of every run, turns the table's triggers off around its copy;
+// TestMigrateWithRowsFromOlderVersions migrates rows through it.)
 //
 // The last migration naming a function pins the file's digest (the first
 // 16 hex digits of its SHA-256); the earlier ones name it without. The

@@ -387,6 +387,12 @@ func TestMigrateWithRowsFromOlderVersions(t *testing.T) {
 				       (gen_random_uuid(), 'default', 'q', 'T', 'COMPLETED')`); err != nil {
 				t.Fatal(err)
 			}
+			// Their payloads, which 016 moves into the runs' rows with one
+			// update of each: of a finished run too, whose update the
+			// statement triggers of the current definition look at.
+			if _, err := conn.Exec(t.Context(), `INSERT INTO kagzi.workflow_payloads (run_id, input) SELECT run_id, '\x01' FROM kagzi.workflow_runs`); err != nil {
+				t.Fatal(err)
+			}
 			if old >= 3 {
 				if _, err := conn.Exec(t.Context(), `INSERT INTO kagzi.concurrency_limits (namespace_id, task_queue, workflow_type, max_running)
 					VALUES ('default', 'q', 'T', 1)`); err != nil {
