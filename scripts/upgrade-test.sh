@@ -313,12 +313,23 @@ fold_functions() {
 }
 up_part() { sed -e '/^---- create above \/ drop below ----/,$d'; }
 sql_only() { sed -e 's/^[[:space:]]*--.*$//' -e 's/[[:space:]]*$//' | grep -v '^$' || true; }
-# A table's own triggers turned off and on around a statement leave the
-# schema as it was: an applied migration may gain such a pair (016 did, so
-# that its copy of every run's row no longer runs trigger functions whose
-# current definitions call what later migrations create), and databases
-# past it are what they were.
-triggers_toggled() { grep -vE '^ALTER TABLE kagzi\.[a-z_]+ (DISABLE|ENABLE) TRIGGER USER;$' || true; }
+# A table's own triggers turned off and on again around a statement leave
+# the schema as it was: an applied migration may gain such pairs (016 did,
+# so that its copy of every run's row no longer runs trigger functions
+# whose current definitions call what later migrations create), and
+# databases past it are what they were. Only balanced pairs are left out:
+# a trigger left off would change the schema, and the diff shows it.
+triggers_toggled() {
+	local sql off on
+	sql=$(cat)
+	off=$(grep -cE '^ALTER TABLE kagzi\.[a-z_]+ DISABLE TRIGGER USER;$' <<<"$sql" || true)
+	on=$(grep -cE '^ALTER TABLE kagzi\.[a-z_]+ ENABLE TRIGGER USER;$' <<<"$sql" || true)
+	if [[ $off == "$on" ]]; then
+		grep -vE '^ALTER TABLE kagzi\.[a-z_]+ (DISABLE|ENABLE) TRIGGER USER;$' <<<"$sql" || true
+	else
+		printf '%s\n' "$sql"
+	fi
+}
 migration_sql() { up_part | fold_functions | sql_only | triggers_toggled; }
 for f in $(git ls-tree --name-only "$OLD" migrations/ | grep -E '^migrations/[0-9]+_.*\.sql$'); do
 	if [[ ! -f $f ]]; then

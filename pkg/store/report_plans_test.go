@@ -158,7 +158,7 @@ type preparedPlan struct {
 // LIKE pattern (the pool has one connection: see oneSession).
 func preparedPlans(t *testing.T, pool *pgxpool.Pool, pattern string) []preparedPlan {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements
+	rows, err := pool.Query(t.Context(), `SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements
 		WHERE statement LIKE $1 AND statement NOT LIKE '%pg_prepared_statements%'`, pattern)
 	if err != nil {
 		t.Fatal(err)
