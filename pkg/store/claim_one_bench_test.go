@@ -18,19 +18,31 @@ import (
 func BenchmarkClaimOne(b *testing.B) {
 	s, _ := benchStore(b)
 	ctx := context.Background()
-	worker := uuid.New()
-	p := store.RunsClaimParams{Namespace: benchNamespace, Queue: "one", WorkerID: worker,
-		Types: []store.TypeVersion{{Type: "T"}}, Limit: 1, Lease: time.Minute}
+	p := claimOneParams(uuid.New())
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		b.StopTimer()
-		if _, _, err := s.RunsCreate(ctx, store.RunsCreateParams{Namespace: benchNamespace, Queue: "one", Type: "T", Input: []byte(`{"order":42}`)}); err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
+		createOneUntimed(ctx, b, s)
 		runs, _, err := s.RunsClaimStats(ctx, p)
 		if err != nil || len(runs) != 1 {
 			b.Fatalf("claim: %d runs, %v", len(runs), err)
 		}
 	}
+}
+
+// claimOneParams is the claim by worker of one due run of queue "one".
+func claimOneParams(worker uuid.UUID) store.RunsClaimParams {
+	return store.RunsClaimParams{Namespace: benchNamespace, Queue: "one", WorkerID: worker,
+		Types: []store.TypeVersion{{Type: "T"}}, Limit: 1, Lease: time.Minute}
+}
+
+// createOneUntimed creates one due run of queue "one", with the timer
+// stopped.
+func createOneUntimed(ctx context.Context, b *testing.B, s *store.Store) store.Run {
+	b.StopTimer()
+	defer b.StartTimer()
+	run, _, err := s.RunsCreate(ctx, store.RunsCreateParams{Namespace: benchNamespace, Queue: "one", Type: "T", Input: []byte(`{"order":42}`)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return run
 }

@@ -3,11 +3,8 @@ package store_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
-
-	"github.com/kagzi/kagzi/pkg/store"
 )
 
 // BenchmarkClaimParts splits the claim of one run at a low start rate (the
@@ -93,16 +90,10 @@ func benchClaimPart(b *testing.B, settings []string, write string, args func(run
 		}
 	}
 	worker := uuid.New()
-	p := store.RunsClaimParams{Namespace: benchNamespace, Queue: "one", WorkerID: worker,
-		Types: []store.TypeVersion{{Type: "T"}}, Limit: 1, Lease: time.Minute}
+	p := claimOneParams(worker)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		b.StopTimer()
-		run, _, err := s.RunsCreate(ctx, store.RunsCreateParams{Namespace: benchNamespace, Queue: "one", Type: "T", Input: []byte(`{"order":42}`)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
+		run := createOneUntimed(ctx, b, s)
 		var n int64
 		if write == "" {
 			runs, _, err := s.RunsClaimStats(ctx, p)
