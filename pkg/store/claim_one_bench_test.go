@@ -29,18 +29,21 @@ func BenchmarkClaimOne(b *testing.B) {
 	}
 }
 
-// claimOneParams is the claim by worker of one due run of queue "one".
+// oneQueue is the queue of the one-run claim benchmarks.
+const oneQueue = "one"
+
+// claimOneParams is the claim by worker of one due run of oneQueue.
 func claimOneParams(worker uuid.UUID) store.RunsClaimParams {
-	return store.RunsClaimParams{Namespace: benchNamespace, Queue: "one", WorkerID: worker,
+	return store.RunsClaimParams{Namespace: benchNamespace, Queue: oneQueue, WorkerID: worker,
 		Types: []store.TypeVersion{{Type: "T"}}, Limit: 1, Lease: time.Minute}
 }
 
-// createOneUntimed creates one due run of queue "one", with the timer
+// createOneUntimed creates one due run of oneQueue, with the timer
 // stopped.
 func createOneUntimed(ctx context.Context, b *testing.B, s *store.Store) store.Run {
 	b.StopTimer()
 	defer b.StartTimer()
-	run, _, err := s.RunsCreate(ctx, store.RunsCreateParams{Namespace: benchNamespace, Queue: "one", Type: "T", Input: []byte(`{"order":42}`)})
+	run, _, err := s.RunsCreate(ctx, store.RunsCreateParams{Namespace: benchNamespace, Queue: oneQueue, Type: "T", Input: []byte(`{"order":42}`)})
 	if err != nil {
 		b.Fatal(err)
 	}

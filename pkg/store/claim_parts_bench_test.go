@@ -21,8 +21,9 @@ import (
 //     statement triggers off for the session (session_replication_role),
 //     with the commit not waiting for its flush (synchronous_commit), or
 //     both;
-//   - claim-by-key: the claim's own update and returned columns on the
-//     run named by its primary key, with the claim's type and version
+//   - claim-by-key: the claim's own update and the run's columns it
+//     returns (the input whole, not capped), on the run named by its
+//     primary key, with the claim's namespace, queue, type and version
 //     tests but not its search, its limit, pause and rate guards, or the
 //     read of the run's steps: what the claim of a run named in its
 //     wakeup would at least cost;
@@ -41,7 +42,7 @@ WHERE r.run_id = $1 AND r.status IN ('PENDING', 'SLEEPING')`
 	lease_expires_at = now() + interval '1 minute', available_at = NULL, waiting_on = NULL, limited = false, held = false,
 	attempts = greatest(r.attempts, 1), started_at = coalesce(r.started_at, now()), cancel_delivered = r.cancel_requested_at IS NOT NULL,
 	version = CASE WHEN r.version = '' THEN ($5::text[])[array_position($4::text[], r.workflow_type)] ELSE r.version END
-WHERE r.run_id = $1 AND r.namespace_id = $3 AND r.task_queue = 'one' AND r.status IN ('PENDING', 'SLEEPING') AND r.available_at <= now()
+WHERE r.run_id = $1 AND r.namespace_id = $3 AND r.task_queue = $7 AND r.status IN ('PENDING', 'SLEEPING') AND r.available_at <= now()
 	AND r.workflow_type = ANY($4::text[]) AND (r.version = '' OR r.workflow_type || '@' || r.version = ANY($6::text[]))
 RETURNING r.run_id, r.namespace_id, coalesce(r.external_id, ''), r.task_queue, r.workflow_type, r.version,
 	r.status, r.attempts, r.available_at, r.locked_by, r.lease_token, r.lease_expires_at, coalesce(r.error, ''),
@@ -51,7 +52,7 @@ RETURNING r.run_id, r.namespace_id, coalesce(r.external_id, ''), r.task_queue, r
 	r.cancel_requested_at, coalesce(r.parent_close_policy, ''), r.epoch, r.input, r.event_seq`
 	leaseArgs := func(run, worker uuid.UUID) []any { return []any{run, worker} }
 	byKeyArgs := func(run, worker uuid.UUID) []any {
-		return []any{run, worker, benchNamespace, []string{"T"}, []string{""}, []string{"T@"}}
+		return []any{run, worker, benchNamespace, []string{"T"}, []string{""}, []string{"T@"}, oneQueue}
 	}
 	for _, v := range []struct {
 		name     string
